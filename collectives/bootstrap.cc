@@ -1,0 +1,195 @@
+#include "collectives/bootstrap.h"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <charconv>
+#include <climits>
+#include <cstdlib>
+#include <cstring>
+#include <optional>
+#include <utility>
+
+namespace ckpt::coll {
+namespace {
+
+// The environment variables of one launcher; it counts as present when its rank or world variable is set.
+struct LauncherVariables {
+  const char* source;
+  const char* rank;
+  const char* world_size;
+  const char* local_rank;
+};
+
+// In precedence order.
+constexpr LauncherVariables kLaunchers[] = {
+    {"torchrun", "RANK", "WORLD_SIZE", "LOCAL_RANK"},
+    {"openmpi", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK"},
+    {"slurm", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID"},
+};
+
+constexpr char kDefaultStoreHost[] = "127.0.0.1";
+constexpr int kDefaultStorePort = 29500;
+constexpr int kMaxPort = 65535;
+
+// A variable set to the empty string counts as unset: `VAR= command` is a common way to clear one.
+std::optional<std::string> GetEnv(const char* name) {
+  const char* value = std::getenv(name);
+  if (value == nullptr || value[0] == '\0') return std::nullopt;
+  return std::string(value);
+}
+
+// Whole-string decimal parse: no sign other than '-', no whitespace, no trailing characters.
+Result<int> ParseInt(const char* name, const std::string& text) {
+  int value = 0;
+  const char* end = text.data() + text.size();
+  auto [ptr, ec] = std::from_chars(text.data(), end, value);
+  if (ec == std::errc::result_out_of_range) {
+    return InvalidArgument(std::string(name) + "='" + text + "' is out of range");
+  }
+  if (ec != std::errc() || ptr != end) {
+    return InvalidArgument(std::string(name) + "='" + text + "' is not an integer");
+  }
+  return value;
+}
+
+Result<std::optional<int>> ParseIntEnv(const char* name) {
+  std::optional<std::string> text = GetEnv(name);
+  if (!text) return std::optional<int>();
+  ASSIGN_OR_RETURN(int value, ParseInt(name, *text));
+  return std::optional<int>(value);
+}
+
+// Checks rank/world/local rank together; `rank_name` etc. say where each value came from, for the message.
+Status ValidateRanks(int rank, const std::string& rank_name, int world_size, const std::string& world_name,
+                     int local_rank, const std::string& local_name) {
+  if (world_size < 1) {
+    return InvalidArgument(world_name + "=" + std::to_string(world_size) + " must be at least 1");
+  }
+  if (rank < 0 || rank >= world_size) {
+    return InvalidArgument(rank_name + "=" + std::to_string(rank) + " is out of range for " + world_name + "=" +
+                           std::to_string(world_size));
+  }
+  if (local_rank < 0 || local_rank >= world_size) {
+    return InvalidArgument(local_name + "=" + std::to_string(local_rank) + " is out of range for " + world_name +
+                           "=" + std::to_string(world_size));
+  }
+  return Status::Ok();
+}
+
+// -1 means "from the environment"; anything more negative is a caller bug worth reporting.
+Status ValidateRequest(const ProcessIdentityRequest& request) {
+  const std::pair<const char*, int> fields[] = {{"rank", request.rank},
+                                                {"world_size", request.world_size},
+                                                {"local_rank", request.local_rank},
+                                                {"store_port", request.store_port}};
+  for (const auto& [name, value] : fields) {
+    if (value < -1) {
+      return InvalidArgument(std::string(name) + "=" + std::to_string(value) +
+                             " is invalid (use -1 to take it from the environment)");
+    }
+  }
+  return Status::Ok();
+}
+
+Status ResolveFromOptions(const ProcessIdentityRequest& request, ProcessIdentity* identity) {
+  if (request.rank < 0) {
+    return InvalidArgument("world_size=" + std::to_string(request.world_size) +
+                           " was given without rank: give both or neither");
+  }
+  if (request.world_size < 0) {
+    return InvalidArgument("rank=" + std::to_string(request.rank) + " was given without world_size: give both or neither");
+  }
+  identity->rank = request.rank;
+  identity->world_size = request.world_size;
+  identity->local_rank = request.local_rank >= 0 ? request.local_rank : 0;
+  identity->source = "options";
+  return ValidateRanks(identity->rank, "rank", identity->world_size, "world_size", identity->local_rank,
+                       "local_rank");
+}
+
+// Fills rank, world and local rank from `launcher`; false if none of its variables is set.
+Result<bool> ResolveFromLauncher(const LauncherVariables& launcher, const ProcessIdentityRequest& request,
+                                 ProcessIdentity* identity) {
+  ASSIGN_OR_RETURN(std::optional<int> rank, ParseIntEnv(launcher.rank));
+  ASSIGN_OR_RETURN(std::optional<int> world_size, ParseIntEnv(launcher.world_size));
+  if (!rank && !world_size) return false;
+  if (!rank || !world_size) {
+    const char* missing = rank ? launcher.rank : launcher.world_size;
+    const char* present = rank ? launcher.world_size : launcher.rank;
+    return InvalidArgument(std::string(present) + " is set but " + missing + " is not (" + launcher.source + ")");
+  }
+  ASSIGN_OR_RETURN(std::optional<int> local_rank, ParseIntEnv(launcher.local_rank));
+  identity->rank = *rank;
+  identity->world_size = *world_size;
+  const bool explicit_local = request.local_rank >= 0;
+  identity->local_rank = explicit_local ? request.local_rank : local_rank.value_or(0);
+  identity->source = launcher.source;
+  RETURN_IF_ERROR(ValidateRanks(identity->rank, launcher.rank, identity->world_size, launcher.world_size,
+                                identity->local_rank, explicit_local ? "local_rank" : launcher.local_rank));
+  return true;
+}
+
+Status ResolveRanks(const ProcessIdentityRequest& request, ProcessIdentity* identity) {
+  if (request.rank >= 0 || request.world_size >= 0) return ResolveFromOptions(request, identity);
+  for (const LauncherVariables& launcher : kLaunchers) {
+    ASSIGN_OR_RETURN(bool found, ResolveFromLauncher(launcher, request, identity));
+    if (found) return Status::Ok();
+  }
+  identity->rank = 0;
+  identity->world_size = 1;
+  identity->local_rank = request.local_rank >= 0 ? request.local_rank : 0;
+  identity->source = "default";
+  return ValidateRanks(0, "rank", 1, "world_size", identity->local_rank, "local_rank");
+}
+
+Status ResolveStoreAddress(const ProcessIdentityRequest& request, ProcessIdentity* identity) {
+  if (!request.store_host.empty()) {
+    identity->store_host = request.store_host;
+  } else {
+    identity->store_host = GetEnv("MASTER_ADDR").value_or(kDefaultStoreHost);
+  }
+  if (request.store_port >= 0) {
+    if (request.store_port < 1 || request.store_port > kMaxPort) {
+      return InvalidArgument("store_port=" + std::to_string(request.store_port) + " is outside 1..65535");
+    }
+    identity->store_port = request.store_port;
+    return Status::Ok();
+  }
+  ASSIGN_OR_RETURN(std::optional<int> port, ParseIntEnv("MASTER_PORT"));
+  if (port && (*port < 1 || *port > kMaxPort)) {
+    return InvalidArgument("MASTER_PORT=" + std::to_string(*port) + " is outside 1..65535");
+  }
+  identity->store_port = port.value_or(kDefaultStorePort);
+  return Status::Ok();
+}
+
+Status ResolveNodeName(const ProcessIdentityRequest& request, ProcessIdentity* identity) {
+  if (!request.node_name.empty()) {
+    identity->node_name = request.node_name;
+    return Status::Ok();
+  }
+  if (std::optional<std::string> name = GetEnv("CKPT_NODE_NAME")) {
+    identity->node_name = *name;
+    return Status::Ok();
+  }
+  char host[HOST_NAME_MAX + 1] = {};
+  if (gethostname(host, sizeof host - 1) != 0) {
+    return IoError(std::string("gethostname failed: ") + std::strerror(errno));
+  }
+  identity->node_name = host;
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<ProcessIdentity> ResolveProcessIdentity(const ProcessIdentityRequest& request) {
+  RETURN_IF_ERROR(ValidateRequest(request));
+  ProcessIdentity identity;
+  RETURN_IF_ERROR(ResolveRanks(request, &identity));
+  RETURN_IF_ERROR(ResolveStoreAddress(request, &identity));
+  RETURN_IF_ERROR(ResolveNodeName(request, &identity));
+  return identity;
+}
+
+}  // namespace ckpt::coll

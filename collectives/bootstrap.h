@@ -1,0 +1,37 @@
+// Who this process is in the job: from explicit values or from the launcher's environment.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "common/status.h"
+
+namespace ckpt::coll {
+
+// -1 / empty fields mean "not given: look in the environment".
+struct ProcessIdentityRequest {
+  int rank = -1;
+  int world_size = -1;
+  int local_rank = -1;
+  std::string store_host;
+  int store_port = -1;
+  std::string node_name;
+};
+
+struct ProcessIdentity {
+  int rank = 0;
+  int world_size = 1;
+  int local_rank = 0;
+  std::string store_host;  // default 127.0.0.1
+  int store_port = 29500;
+  std::string node_name;   // default: CKPT_NODE_NAME, else gethostname()
+  std::string source;      // where rank and world came from: "options", "torchrun", "openmpi", "slurm", "default"
+};
+
+// Explicit values win; otherwise torchrun (RANK, WORLD_SIZE, LOCAL_RANK), then OpenMPI (OMPI_COMM_WORLD_RANK,
+// OMPI_COMM_WORLD_SIZE, OMPI_COMM_WORLD_LOCAL_RANK), then SLURM (SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID);
+// none: rank 0 of 1. Host and port from MASTER_ADDR / MASTER_PORT. kInvalidArgument for values that do not parse
+// or are out of range (rank >= world, port outside 1..65535), naming the variable.
+Result<ProcessIdentity> ResolveProcessIdentity(const ProcessIdentityRequest& request);
+
+}  // namespace ckpt::coll

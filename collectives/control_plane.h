@@ -1,0 +1,35 @@
+// The control plane: small collective messages among the ranks (plans, reports, verdicts). Every call is
+// collective, in the same order on every rank, and fails within the timeout when a rank dies or stalls, with a
+// message naming the ranks concerned.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/status.h"
+
+namespace ckpt::coll {
+
+class ControlPlane {
+ public:
+  virtual ~ControlPlane() = default;
+  virtual int rank() const = 0;
+  virtual int world_size() const = 0;
+
+  // Every rank contributes `mine` (any size, may differ per rank); returns every rank's contribution by rank.
+  virtual Result<std::vector<std::string>> AllGather(std::string_view mine) = 0;
+
+  Status Barrier();
+};
+
+// A user-supplied allgather of equal-sized blocks (ckpt_allgather_fn). Returns 0 on success.
+using AllGatherCallback = std::function<int32_t(const void* send, uint64_t size, void* recv)>;
+
+// A control plane over the user's callback: sizes are gathered first, then the blocks padded to the largest.
+std::unique_ptr<ControlPlane> MakeCallbackControlPlane(int rank, int world_size, AllGatherCallback allgather);
+
+}  // namespace ckpt::coll

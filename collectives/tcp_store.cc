@@ -1,0 +1,332 @@
+#include "collectives/tcp_store.h"
+
+#include <netdb.h>
+#include <poll.h>
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <climits>
+#include <mutex>
+#include <thread>
+
+#include "collectives/tcp_store_server.h"
+#include "collectives/tcp_store_wire.h"
+#include "common/bytes.h"
+
+namespace ckpt::coll {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using store_wire::MessageType;
+using store_wire::UniqueFd;
+
+// The server answers a timed-out WAIT or ALLGATHER itself, naming who is missing; the client gives it this much
+// longer before concluding that the server itself is stuck.
+constexpr std::chrono::milliseconds kReplyGrace{1000};
+// Rank 0 keeps serving this long (at most) after its own goodbye, so that ranks still finishing can say theirs.
+constexpr std::chrono::milliseconds kServerDrainGrace{5000};
+// Non-zero ranks retry connecting while rank 0 starts, backing off between these bounds.
+constexpr std::chrono::milliseconds kFirstRetryDelay{10};
+constexpr std::chrono::milliseconds kMaxRetryDelay{500};
+constexpr std::chrono::milliseconds kGoodbyeTimeout{1000};
+
+uint64_t RemainingMs(Clock::time_point deadline) {
+  const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now()).count();
+  return left > 0 ? static_cast<uint64_t>(left) : 0;
+}
+
+int PollTimeoutMs(Clock::time_point deadline) {
+  return static_cast<int>(std::min<uint64_t>(RemainingMs(deadline), INT_MAX));
+}
+
+// Waits for `events` on `fd` until `deadline`: 1 ready, 0 timed out, -1 error (errno set).
+int WaitFor(int fd, short events, Clock::time_point deadline) {
+  for (;;) {
+    pollfd pfd = {fd, events, 0};
+    const int ready = poll(&pfd, 1, PollTimeoutMs(deadline));
+    if (ready >= 0 || errno != EINTR) return ready;
+  }
+}
+
+Status ValidateConfig(const TcpStoreConfig& config) {
+  if (config.world_size < 1) return InvalidArgument("store world size " + std::to_string(config.world_size) + " < 1");
+  if (config.rank < 0 || config.rank >= config.world_size) {
+    return InvalidArgument("store rank " + std::to_string(config.rank) + " is out of range for world size " +
+                           std::to_string(config.world_size));
+  }
+  if (config.port < 1 || config.port > 65535) {
+    return InvalidArgument("store port " + std::to_string(config.port) + " is outside 1..65535");
+  }
+  if (config.host.empty()) return InvalidArgument("store host is empty");
+  if (config.timeout.count() <= 0) {
+    return InvalidArgument("store timeout " + std::to_string(config.timeout.count()) + " ms is not positive");
+  }
+  return Status::Ok();
+}
+
+// One non-blocking connect attempt to any of the host's addresses; the error text if none accepts.
+Result<UniqueFd> TryConnect(const std::string& host, int port, Clock::time_point deadline) {
+  addrinfo hints = {};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* addresses = nullptr;
+  const int rc = getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &addresses);
+  if (rc != 0) return IoError(gai_strerror(rc));
+  std::string last_error = "no address";
+  UniqueFd connected;
+  for (addrinfo* a = addresses; a != nullptr && !connected.valid(); a = a->ai_next) {
+    UniqueFd fd(socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a->ai_protocol));
+    if (!fd.valid()) {
+      last_error = store_wire::ErrnoText(errno);
+      continue;
+    }
+    int err = connect(fd.get(), a->ai_addr, a->ai_addrlen) == 0 ? 0 : errno;
+    if (err == EINPROGRESS) {
+      socklen_t len = sizeof err;
+      const int ready = WaitFor(fd.get(), POLLOUT, deadline);
+      if (ready <= 0) {
+        err = ready == 0 ? ETIMEDOUT : errno;
+      } else if (getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &err, &len) != 0) {
+        err = errno;
+      }
+    }
+    if (err == 0) {
+      connected = std::move(fd);
+    } else {
+      last_error = store_wire::ErrnoText(err);
+    }
+  }
+  freeaddrinfo(addresses);
+  if (!connected.valid()) return IoError(last_error);
+  return connected;
+}
+
+}  // namespace
+
+class TcpStore::Impl {
+ public:
+  explicit Impl(const TcpStoreConfig& config)
+      : config_(config), address_(store_wire::FormatAddress(config.host, config.port)) {}
+
+  ~Impl() {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (fd_.valid()) {
+      // Best effort: without a goodbye the server takes this rank for dead, which is still safe.
+      (void)SendAll(store_wire::EncodeFrame(MessageType::kGoodbye, {}), Clock::now() + kGoodbyeTimeout);
+      fd_.Reset();
+    }
+    if (server_) server_->Stop(std::min(config_.timeout, kServerDrainGrace));
+  }
+
+  Status Open() {
+    RETURN_IF_ERROR(ValidateConfig(config_));
+    const Clock::time_point deadline = Clock::now() + config_.timeout;
+    if (config_.rank == 0) {
+      ASSIGN_OR_RETURN(server_, StoreServer::Start(config_.host, config_.port, config_.world_size));
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    RETURN_IF_ERROR(ConnectSocket(deadline));
+    ByteWriter hello;
+    hello.U32(store_wire::kMagic);
+    hello.U32(store_wire::kVersion);
+    hello.I32(config_.rank);
+    hello.I32(config_.world_size);
+    hello.U64(RemainingMs(deadline));
+    return Call(MessageType::kHello, hello.data(), deadline + kReplyGrace).status();
+  }
+
+  const TcpStoreConfig& config() const { return config_; }
+
+  Status Set(std::string_view key, std::string_view value) {
+    ByteWriter request;
+    request.Bytes(key);
+    request.Bytes(value);
+    std::lock_guard<std::mutex> lock(mu_);
+    return Call(MessageType::kSet, request.data(), Clock::now() + config_.timeout).status();
+  }
+
+  Result<std::optional<std::string>> Get(std::string_view key) {
+    ByteWriter request;
+    request.Bytes(key);
+    std::unique_lock<std::mutex> lock(mu_);
+    ASSIGN_OR_RETURN(std::string reply, Call(MessageType::kGet, request.data(), Clock::now() + config_.timeout));
+    lock.unlock();
+    ByteReader reader(reply, "store reply to get '" + std::string(key) + "'");
+    uint8_t found = 0;
+    std::string value;
+    RETURN_IF_ERROR(reader.U8(&found));
+    RETURN_IF_ERROR(reader.Bytes(&value));
+    RETURN_IF_ERROR(reader.ExpectDone());
+    if (found == 0) return std::optional<std::string>();
+    return std::optional<std::string>(std::move(value));
+  }
+
+  Result<std::string> Wait(std::string_view key) {
+    ByteWriter request;
+    request.Bytes(key);
+    request.U64(static_cast<uint64_t>(config_.timeout.count()));
+    std::unique_lock<std::mutex> lock(mu_);
+    Result<std::string> reply = Call(MessageType::kWait, request.data(), ServerAnsweredDeadline());
+    lock.unlock();
+    const std::string what = "waiting for key '" + std::string(key) + "'";
+    if (!reply.ok()) return reply.status().WithContext(what);
+    ByteReader reader(reply.value(), "store reply to " + what);
+    std::string value;
+    RETURN_IF_ERROR(reader.Bytes(&value));
+    RETURN_IF_ERROR(reader.ExpectDone());
+    return value;
+  }
+
+  Result<std::vector<std::string>> AllGather(std::string_view mine) {
+    std::unique_lock<std::mutex> lock(mu_);
+    const uint64_t sequence = next_sequence_++;
+    ByteWriter request;
+    request.U64(sequence);
+    request.U64(static_cast<uint64_t>(config_.timeout.count()));
+    request.Bytes(mine);
+    Result<std::string> reply = Call(MessageType::kAllGather, request.data(), ServerAnsweredDeadline());
+    lock.unlock();
+    const std::string what = "store allgather " + std::to_string(sequence);
+    if (!reply.ok()) return reply.status().WithContext(what);
+    return DecodeAllGather(reply.value(), what);
+  }
+
+ private:
+  Clock::time_point ServerAnsweredDeadline() const { return Clock::now() + config_.timeout + kReplyGrace; }
+
+  Result<std::vector<std::string>> DecodeAllGather(std::string_view reply, const std::string& what) const {
+    ByteReader reader(reply, "reply to " + what);
+    uint32_t count = 0;
+    RETURN_IF_ERROR(reader.Count(&count, static_cast<uint32_t>(config_.world_size), sizeof(uint64_t)));
+    if (count != static_cast<uint32_t>(config_.world_size)) {
+      return Corrupt(what + ": the store returned " + std::to_string(count) + " contributions for world size " +
+                     std::to_string(config_.world_size));
+    }
+    std::vector<std::string> gathered(count);
+    for (std::string& contribution : gathered) RETURN_IF_ERROR(reader.Bytes(&contribution));
+    RETURN_IF_ERROR(reader.ExpectDone());
+    return gathered;
+  }
+
+  // Rank 0's server may not be listening yet: refused connections are retried with backoff until the deadline.
+  Status ConnectSocket(Clock::time_point deadline) {
+    std::chrono::milliseconds delay = kFirstRetryDelay;
+    for (;;) {
+      Result<UniqueFd> fd = TryConnect(config_.host, config_.port, deadline);
+      if (fd.ok()) {
+        fd_ = std::move(fd.value());
+        return store_wire::ConfigureSocket(fd_.get());
+      }
+      if (Clock::now() + delay >= deadline) {
+        return Timeout("could not reach the store on rank 0 within " + std::to_string(config_.timeout.count()) +
+                       " ms: " + fd.status().message());
+      }
+      std::this_thread::sleep_for(delay);
+      delay = std::min(delay * 2, kMaxRetryDelay);
+    }
+  }
+
+  // Sends one request and reads its reply: the reply's payload, or the error the server answered with. A failure
+  // of the stream itself (lost, stuck, garbled) leaves the connection unusable, and every later call says why.
+  Result<std::string> Call(MessageType type, std::string_view payload, Clock::time_point deadline) {
+    if (!broken_.ok()) return broken_;
+    bool is_error = false;
+    std::string reply;
+    Status transport = SendAll(store_wire::EncodeFrame(type, payload), deadline);
+    if (transport.ok()) transport = ReadReply(deadline, &is_error, &reply);
+    if (!transport.ok()) return broken_ = transport;
+    if (is_error) return store_wire::DecodeError(reply);
+    return reply;
+  }
+
+  Status ReadReply(Clock::time_point deadline, bool* is_error, std::string* payload) {
+    char header_bytes[store_wire::kHeaderBytes];
+    RETURN_IF_ERROR(RecvAll(header_bytes, sizeof header_bytes, deadline));
+    const store_wire::FrameHeader header =
+        store_wire::DecodeHeader(std::string_view(header_bytes, sizeof header_bytes));
+    *is_error = header.type == static_cast<uint32_t>(MessageType::kError);
+    const bool known = *is_error || header.type == static_cast<uint32_t>(MessageType::kOk);
+    if (!known || header.length > store_wire::kMaxMessageBytes) {
+      return Corrupt("the store at " + address_ + " sent an invalid reply (type " + std::to_string(header.type) +
+                     ", " + std::to_string(header.length) + " bytes)");
+    }
+    payload->assign(header.length, '\0');
+    return RecvAll(payload->data(), payload->size(), deadline);
+  }
+
+  Status SendAll(std::string_view data, Clock::time_point deadline) {
+    while (!data.empty()) {
+      const ssize_t n = send(fd_.get(), data.data(), data.size(), MSG_NOSIGNAL);
+      if (n >= 0) {
+        data.remove_prefix(static_cast<size_t>(n));
+        continue;
+      }
+      if (errno == EINTR) continue;
+      if (errno != EAGAIN && errno != EWOULDBLOCK) return LostConnection(store_wire::ErrnoText(errno));
+      const int ready = WaitFor(fd_.get(), POLLOUT, deadline);
+      if (ready < 0) return LostConnection(store_wire::ErrnoText(errno));
+      if (ready == 0) return NoReply();
+    }
+    return Status::Ok();
+  }
+
+  Status RecvAll(char* out, size_t size, Clock::time_point deadline) {
+    while (size > 0) {
+      const ssize_t n = recv(fd_.get(), out, size, 0);
+      if (n > 0) {
+        out += n;
+        size -= static_cast<size_t>(n);
+        continue;
+      }
+      if (n == 0) return LostConnection("connection closed");
+      if (errno == EINTR) continue;
+      if (errno != EAGAIN && errno != EWOULDBLOCK) return LostConnection(store_wire::ErrnoText(errno));
+      const int ready = WaitFor(fd_.get(), POLLIN, deadline);
+      if (ready < 0) return LostConnection(store_wire::ErrnoText(errno));
+      if (ready == 0) return NoReply();
+    }
+    return Status::Ok();
+  }
+
+  Status LostConnection(const std::string& why) const {
+    return PeerFailed("lost connection to the store on rank 0 (" + address_ + "): " + why);
+  }
+
+  Status NoReply() const {
+    return Timeout("no reply from the store on rank 0 (" + address_ + ") within " +
+                   std::to_string(config_.timeout.count()) + " ms");
+  }
+
+  const TcpStoreConfig config_;
+  const std::string address_;
+  std::unique_ptr<StoreServer> server_;
+  std::mutex mu_;  // one request on the connection at a time
+  UniqueFd fd_;
+  uint64_t next_sequence_ = 0;
+  Status broken_;
+};
+
+Result<std::unique_ptr<TcpStore>> TcpStore::Connect(const TcpStoreConfig& config) {
+  auto impl = std::make_unique<Impl>(config);
+  const Status opened = impl->Open();
+  if (!opened.ok()) {
+    return opened.WithContext("connecting rank " + std::to_string(config.rank) + " of " +
+                              std::to_string(config.world_size) + " to the store at " +
+                              store_wire::FormatAddress(config.host, config.port));
+  }
+  return std::unique_ptr<TcpStore>(new TcpStore(std::move(impl)));
+}
+
+TcpStore::TcpStore(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+TcpStore::~TcpStore() = default;
+
+int TcpStore::rank() const { return impl_->config().rank; }
+int TcpStore::world_size() const { return impl_->config().world_size; }
+
+Result<std::vector<std::string>> TcpStore::AllGather(std::string_view mine) { return impl_->AllGather(mine); }
+Status TcpStore::Set(std::string_view key, std::string_view value) { return impl_->Set(key, value); }
+Result<std::optional<std::string>> TcpStore::Get(std::string_view key) { return impl_->Get(key); }
+Result<std::string> TcpStore::Wait(std::string_view key) { return impl_->Wait(key); }
+
+}  // namespace ckpt::coll

@@ -1,0 +1,50 @@
+// A TCP key-value store hosted by rank 0, with server-side collectives. Every rank (rank 0 too) holds one
+// connection to the server for its lifetime; a connection that drops marks that rank dead, and every pending and
+// later operation fails on every rank with kPeerFailed naming it. Messages are length-prefixed and length-checked.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "collectives/control_plane.h"
+#include "common/status.h"
+
+namespace ckpt::coll {
+
+struct TcpStoreConfig {
+  int rank = 0;
+  int world_size = 1;
+  std::string host = "127.0.0.1";
+  int port = 29500;
+  std::chrono::milliseconds timeout{300000};
+};
+
+class TcpStore : public ControlPlane {
+ public:
+  // Rank 0 starts the server (a background thread) and connects to it; the others connect, retrying until the
+  // timeout. Returns once every rank has connected (kTimeout naming the ranks that never did).
+  static Result<std::unique_ptr<TcpStore>> Connect(const TcpStoreConfig& config);
+  ~TcpStore() override;
+
+  int rank() const override;
+  int world_size() const override;
+  Result<std::vector<std::string>> AllGather(std::string_view mine) override;
+
+  Status Set(std::string_view key, std::string_view value);
+  // nullopt if the key is not set.
+  Result<std::optional<std::string>> Get(std::string_view key);
+  // Blocks until the key is set, then returns its value; kTimeout after the store's timeout.
+  Result<std::string> Wait(std::string_view key);
+
+  class Impl;
+
+ private:
+  explicit TcpStore(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace ckpt::coll

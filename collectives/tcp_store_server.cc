@@ -1,0 +1,623 @@
+#include "collectives/tcp_store_server.h"
+
+#include <fcntl.h>
+#include <netdb.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <climits>
+#include <deque>
+#include <map>
+#include <optional>
+#include <unordered_map>
+#include <vector>
+
+#include "collectives/tcp_store_wire.h"
+#include "common/bytes.h"
+
+namespace ckpt::coll {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using store_wire::MessageType;
+using store_wire::UniqueFd;
+
+// A stranger that connects and never says hello is dropped after this long.
+constexpr std::chrono::seconds kHelloTimeout{30};
+// How much one connection may read per wakeup, so that a busy sender cannot starve the others.
+constexpr size_t kReadChunkBytes = 64 * 1024;
+constexpr int kReadChunksPerWakeup = 16;
+// Rank lists in error messages stop after this many.
+constexpr size_t kMaxRanksNamed = 16;
+
+enum class Pending { kNone, kHandshake, kHello, kWait, kAllGather };
+
+struct Connection {
+  UniqueFd fd;
+  std::string in;  // received bytes not yet parsed
+  std::deque<std::shared_ptr<const std::string>> out;
+  size_t out_offset = 0;  // bytes of out.front() already sent
+  int rank = -1;          // -1 until the handshake
+  bool closed = false;    // removed at the end of the loop iteration
+  bool hung_up = false;   // a send failed: handled as a disconnect outside the sender's call chain
+  Pending pending = Pending::kNone;
+  Clock::time_point deadline;
+  std::chrono::milliseconds timeout{0};
+  std::string wait_key;
+  uint64_t sequence = 0;
+};
+
+enum class RankState { kAbsent, kConnected, kLeft, kDead };
+
+// The connect barrier or one allgather: who has arrived, with what.
+struct Collective {
+  explicit Collective(int world_size) : arrived(world_size, false), contributions(world_size) {}
+  std::vector<bool> arrived;
+  std::vector<std::string> contributions;
+  int count = 0;
+  uint64_t total_bytes = 0;
+  std::optional<Status> failure;
+};
+
+// "rank 2", "ranks 1, 2", "ranks 0, 1, ... (40 in all)".
+std::string FormatRanks(const std::vector<int>& ranks) {
+  std::string text = ranks.size() == 1 ? "rank " : "ranks ";
+  for (size_t i = 0; i < ranks.size() && i < kMaxRanksNamed; ++i) {
+    text += (i > 0 ? ", " : "") + std::to_string(ranks[i]);
+  }
+  if (ranks.size() > kMaxRanksNamed) text += ", ... (" + std::to_string(ranks.size()) + " in all)";
+  return text;
+}
+
+std::vector<int> MissingRanks(const Collective& collective) {
+  std::vector<int> missing;
+  for (size_t r = 0; r < collective.arrived.size(); ++r) {
+    if (!collective.arrived[r]) missing.push_back(static_cast<int>(r));
+  }
+  return missing;
+}
+
+struct Hello {
+  int32_t rank = 0;
+  int32_t world_size = 0;
+  uint64_t timeout_ms = 0;
+};
+
+// Magic and version are checked before the rest is read: another version may lay the rest out differently.
+Result<Hello> ParseHello(std::string_view payload) {
+  ByteReader reader(payload, "store hello");
+  uint32_t magic = 0, version = 0;
+  RETURN_IF_ERROR(reader.U32(&magic));
+  if (magic != store_wire::kMagic) return InvalidArgument("not a ckpt store client (bad magic)");
+  RETURN_IF_ERROR(reader.U32(&version));
+  if (version != store_wire::kVersion) {
+    return VersionError("the client speaks store protocol version " + std::to_string(version) +
+                        ", the store on rank 0 speaks " + std::to_string(store_wire::kVersion));
+  }
+  Hello hello;
+  RETURN_IF_ERROR(reader.I32(&hello.rank));
+  RETURN_IF_ERROR(reader.I32(&hello.world_size));
+  RETURN_IF_ERROR(reader.U64(&hello.timeout_ms));
+  RETURN_IF_ERROR(reader.ExpectDone());
+  return hello;
+}
+
+std::shared_ptr<const std::string> Frame(MessageType type, std::string_view payload) {
+  return std::make_shared<const std::string>(store_wire::EncodeFrame(type, payload));
+}
+
+std::shared_ptr<const std::string> ErrorFrame(const Status& status) {
+  return Frame(MessageType::kError, store_wire::EncodeError(status));
+}
+
+}  // namespace
+
+class StoreServer::Loop {
+ public:
+  Loop(UniqueFd listener, UniqueFd wake_read, UniqueFd wake_write, int world_size)
+      : listener_(std::move(listener)),
+        wake_read_(std::move(wake_read)),
+        wake_write_(std::move(wake_write)),
+        world_size_(world_size),
+        ranks_(world_size, RankState::kAbsent),
+        connect_(world_size) {}
+
+  void Run() {
+    try {
+      Serve();
+    } catch (const std::exception&) {
+      // Out of memory, most likely. Returning closes every connection, which every rank reports as the store lost.
+    }
+  }
+
+  void RequestStop(std::chrono::milliseconds grace) {
+    stop_deadline_ticks_.store((Clock::now() + grace).time_since_epoch().count());
+    stop_requested_.store(true);
+    const char byte = 1;
+    while (write(wake_write_.get(), &byte, 1) < 0 && errno == EINTR) {
+    }
+  }
+
+ private:
+  void Serve() {
+    std::vector<pollfd> fds;
+    for (;;) {
+      const Clock::time_point now = Clock::now();
+      if (stop_requested_.load() && (OpenRankConnections() == 0 || now >= StopDeadline())) return;
+      BuildPollSet(&fds);
+      const int ready = poll(fds.data(), fds.size(), PollTimeoutMs(now));
+      if (ready < 0 && errno != EINTR) return;
+      if (ready > 0) HandleEvents(fds);
+      ExpireDeadlines(Clock::now());
+      SweepHungUp();
+      RemoveClosed();
+    }
+  }
+
+  // Slot 0 is the wake pipe, slot 1 the listener, then one per connection in the order of conns_.
+  void BuildPollSet(std::vector<pollfd>* fds) const {
+    fds->clear();
+    fds->push_back({wake_read_.get(), POLLIN, 0});
+    fds->push_back({stop_requested_.load() ? -1 : listener_.get(), POLLIN, 0});
+    for (const auto& c : conns_) {
+      const short events = static_cast<short>(POLLIN | (c->out.empty() ? 0 : POLLOUT));
+      fds->push_back({c->fd.get(), events, 0});
+    }
+  }
+
+  int PollTimeoutMs(Clock::time_point now) const {
+    std::optional<Clock::time_point> next;
+    if (stop_requested_.load()) next = StopDeadline();
+    for (const auto& c : conns_) {
+      if (c->closed || c->pending == Pending::kNone) continue;
+      if (!next || c->deadline < *next) next = c->deadline;
+    }
+    if (!next) return -1;
+    if (*next <= now) return 0;
+    // Rounded up, so that a wakeup never comes a little early and spins.
+    const auto ms = std::chrono::ceil<std::chrono::milliseconds>(*next - now).count();
+    return static_cast<int>(std::min<int64_t>(ms, INT_MAX));
+  }
+
+  void HandleEvents(const std::vector<pollfd>& fds) {
+    const size_t existing = conns_.size();
+    for (size_t i = 0; i < existing; ++i) {
+      Connection& c = *conns_[i];
+      const short revents = fds[i + 2].revents;
+      if (c.closed || revents == 0) continue;
+      if (revents & POLLOUT) Flush(c);
+      if (revents & (POLLIN | POLLHUP | POLLERR)) ReadFrom(c);
+    }
+    if (fds[0].revents & POLLIN) DrainWakePipe();
+    if (fds[1].revents & POLLIN) AcceptAll();
+  }
+
+  void DrainWakePipe() {
+    char buffer[64];
+    while (read(wake_read_.get(), buffer, sizeof buffer) > 0) {
+    }
+  }
+
+  void AcceptAll() {
+    for (;;) {
+      const int fd = accept4(listener_.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+      if (fd < 0) {
+        if (errno == EINTR || errno == ECONNABORTED) continue;
+        return;  // EAGAIN, or out of descriptors: the next wakeup tries again
+      }
+      auto c = std::make_unique<Connection>();
+      c->fd = UniqueFd(fd);
+      if (!store_wire::ConfigureSocket(fd).ok()) continue;
+      c->pending = Pending::kHandshake;
+      c->deadline = Clock::now() + kHelloTimeout;
+      conns_.push_back(std::move(c));
+    }
+  }
+
+  void ReadFrom(Connection& c) {
+    char buffer[kReadChunkBytes];
+    for (int chunk = 0; chunk < kReadChunksPerWakeup && !c.closed; ++chunk) {
+      const ssize_t n = recv(c.fd.get(), buffer, sizeof buffer, 0);
+      if (n > 0) {
+        c.in.append(buffer, static_cast<size_t>(n));
+        ParseFrames(c);
+      } else if (n == 0) {
+        Disconnect(c);
+      } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
+        return;
+      } else if (errno != EINTR) {
+        Disconnect(c);
+      }
+    }
+  }
+
+  void ParseFrames(Connection& c) {
+    size_t pos = 0;
+    while (!c.closed && c.in.size() - pos >= store_wire::kHeaderBytes) {
+      const store_wire::FrameHeader header = store_wire::DecodeHeader(std::string_view(c.in).substr(pos));
+      const uint64_t limit = c.rank < 0 ? store_wire::kMaxHandshakeBytes : store_wire::kMaxMessageBytes;
+      if (header.length > limit) {
+        Disconnect(c);
+        return;
+      }
+      if (c.in.size() - pos - store_wire::kHeaderBytes < header.length) break;
+      const std::string_view payload(c.in.data() + pos + store_wire::kHeaderBytes, header.length);
+      pos += store_wire::kHeaderBytes + header.length;
+      HandleMessage(c, header.type, payload);
+    }
+    c.in.erase(0, pos);
+  }
+
+  void HandleMessage(Connection& c, uint32_t type, std::string_view payload) {
+    if (type == static_cast<uint32_t>(MessageType::kGoodbye)) return Leave(c);
+    if (type == static_cast<uint32_t>(MessageType::kHello)) return OnHello(c, payload);
+    // Anything else before the handshake, or while a request is outstanding, is a peer we cannot trust.
+    if (c.rank < 0 || c.pending != Pending::kNone) return Disconnect(c);
+    Status status;
+    switch (static_cast<MessageType>(type)) {
+      case MessageType::kSet: status = OnSet(c, payload); break;
+      case MessageType::kGet: status = OnGet(c, payload); break;
+      case MessageType::kWait: status = OnWait(c, payload); break;
+      case MessageType::kAllGather: status = OnAllGather(c, payload); break;
+      default: return Disconnect(c);
+    }
+    if (!status.ok()) Send(c, ErrorFrame(status));
+  }
+
+  // --- handshake ------------------------------------------------------------------------------------------------
+
+  void OnHello(Connection& c, std::string_view payload) {
+    if (c.rank >= 0) return Disconnect(c);
+    Result<Hello> hello = ParseHello(payload);
+    if (!hello.ok()) return Refuse(c, hello.status());
+    if (Status admitted = Admit(hello->rank, hello->world_size); !admitted.ok()) return Refuse(c, admitted);
+    c.rank = hello->rank;
+    ranks_[c.rank] = RankState::kConnected;
+    connect_.arrived[c.rank] = true;
+    ++connect_.count;
+    SetPending(c, Pending::kHello, hello->timeout_ms);
+    if (connect_.count == world_size_) {
+      ReplyToPending(Pending::kHello, 0, Frame(MessageType::kOk, {}));
+    }
+  }
+
+  Status Admit(int rank, int world_size) const {
+    if (world_size != world_size_) {
+      return Mismatch("rank " + std::to_string(rank) + " says the world has " + std::to_string(world_size) +
+                      " ranks, but the store on rank 0 serves " + std::to_string(world_size_));
+    }
+    if (rank < 0 || rank >= world_size_) {
+      return InvalidArgument("rank " + std::to_string(rank) + " is out of range for world size " +
+                             std::to_string(world_size_));
+    }
+    if (ranks_[rank] != RankState::kAbsent) {
+      return AlreadyExists("rank " + std::to_string(rank) + " is already connected to the store (or was)");
+    }
+    if (connect_.failure) return *connect_.failure;
+    return Status::Ok();
+  }
+
+  // Answers a stranger's hello with an error and hangs up; it never became a rank, so nobody else is affected.
+  void Refuse(Connection& c, const Status& status) {
+    Send(c, ErrorFrame(status));
+    c.closed = true;
+  }
+
+  // --- requests -------------------------------------------------------------------------------------------------
+
+  Status OnSet(Connection& c, std::string_view payload) {
+    ByteReader reader(payload, "store set from rank " + std::to_string(c.rank));
+    std::string key, value;
+    RETURN_IF_ERROR(reader.Bytes(&key));
+    RETURN_IF_ERROR(reader.Bytes(&value));
+    RETURN_IF_ERROR(reader.ExpectDone());
+    Send(c, Frame(MessageType::kOk, {}));
+    ByteWriter reply;
+    reply.Bytes(value);
+    const auto frame = Frame(MessageType::kOk, reply.data());
+    for (const auto& waiter : conns_) {
+      if (waiter->pending == Pending::kWait && waiter->wait_key == key) Answer(*waiter, frame);
+    }
+    kv_[std::move(key)] = std::move(value);
+    return Status::Ok();
+  }
+
+  Status OnGet(Connection& c, std::string_view payload) {
+    ByteReader reader(payload, "store get from rank " + std::to_string(c.rank));
+    std::string key;
+    RETURN_IF_ERROR(reader.Bytes(&key));
+    RETURN_IF_ERROR(reader.ExpectDone());
+    const auto it = kv_.find(key);
+    ByteWriter reply;
+    reply.U8(it != kv_.end() ? 1 : 0);
+    reply.Bytes(it != kv_.end() ? std::string_view(it->second) : std::string_view());
+    Send(c, Frame(MessageType::kOk, reply.data()));
+    return Status::Ok();
+  }
+
+  Status OnWait(Connection& c, std::string_view payload) {
+    ByteReader reader(payload, "store wait from rank " + std::to_string(c.rank));
+    std::string key;
+    uint64_t timeout_ms = 0;
+    RETURN_IF_ERROR(reader.Bytes(&key));
+    RETURN_IF_ERROR(reader.U64(&timeout_ms));
+    RETURN_IF_ERROR(reader.ExpectDone());
+    RETURN_IF_ERROR(DeadRanksError());
+    if (const auto it = kv_.find(key); it != kv_.end()) {
+      ByteWriter reply;
+      reply.Bytes(it->second);
+      Send(c, Frame(MessageType::kOk, reply.data()));
+      return Status::Ok();
+    }
+    c.wait_key = std::move(key);
+    SetPending(c, Pending::kWait, timeout_ms);
+    return Status::Ok();
+  }
+
+  Status OnAllGather(Connection& c, std::string_view payload) {
+    ByteReader reader(payload, "store allgather from rank " + std::to_string(c.rank));
+    uint64_t sequence = 0, timeout_ms = 0;
+    std::string contribution;
+    RETURN_IF_ERROR(reader.U64(&sequence));
+    RETURN_IF_ERROR(reader.U64(&timeout_ms));
+    RETURN_IF_ERROR(reader.Bytes(&contribution));
+    RETURN_IF_ERROR(reader.ExpectDone());
+    RETURN_IF_ERROR(DeadRanksError());
+    Collective& gathering = gatherings_.try_emplace(sequence, world_size_).first->second;
+    if (gathering.failure) return *gathering.failure;
+    if (gathering.arrived[c.rank]) {
+      return InvalidArgument("rank " + std::to_string(c.rank) + " joined allgather " + std::to_string(sequence) +
+                             " twice");
+    }
+    gathering.arrived[c.rank] = true;
+    gathering.total_bytes += contribution.size();
+    gathering.contributions[c.rank] = std::move(contribution);
+    ++gathering.count;
+    c.sequence = sequence;
+    SetPending(c, Pending::kAllGather, timeout_ms);
+    if (gathering.total_bytes > store_wire::kMaxMessageBytes) {
+      FailAllGather(sequence, InvalidArgument("allgather " + std::to_string(sequence) + " gathers more than " +
+                                              std::to_string(store_wire::kMaxMessageBytes) + " bytes"));
+    } else if (gathering.count == world_size_) {
+      CompleteAllGather(sequence);
+    } else {
+      FailIfAbandoned(sequence);
+    }
+    return Status::Ok();
+  }
+
+  void CompleteAllGather(uint64_t sequence) {
+    Collective& gathering = gatherings_.at(sequence);
+    ByteWriter reply;
+    reply.U32(static_cast<uint32_t>(world_size_));
+    for (const std::string& contribution : gathering.contributions) reply.Bytes(contribution);
+    gatherings_.erase(sequence);
+    ReplyToPending(Pending::kAllGather, sequence, Frame(MessageType::kOk, reply.data()));
+  }
+
+  // An allgather that a rank which left cleanly never joined can no longer complete.
+  void FailIfAbandoned(uint64_t sequence) {
+    Collective& gathering = gatherings_.at(sequence);
+    std::vector<int> gone;
+    for (int r = 0; r < world_size_; ++r) {
+      if (ranks_[r] == RankState::kLeft && !gathering.arrived[r]) gone.push_back(r);
+    }
+    if (gone.empty()) return;
+    FailAllGather(sequence, PeerFailed(FormatRanks(gone) + " left the store without joining allgather " +
+                                       std::to_string(sequence)));
+  }
+
+  void FailAllGather(uint64_t sequence, const Status& status) {
+    Collective& gathering = gatherings_.at(sequence);
+    if (gathering.failure) return;
+    gathering.failure = status;
+    gathering.contributions = std::vector<std::string>();
+    ReplyToPending(Pending::kAllGather, sequence, ErrorFrame(status));
+  }
+
+  void FailConnect(const Status& status) {
+    if (connect_.failure || connect_.count == world_size_) return;
+    connect_.failure = status;
+    ReplyToPending(Pending::kHello, 0, ErrorFrame(status));
+  }
+
+  // --- ranks that go away ---------------------------------------------------------------------------------------
+
+  Status DeadRanksError() const {
+    std::vector<int> dead;
+    for (int r = 0; r < world_size_; ++r) {
+      if (ranks_[r] == RankState::kDead) dead.push_back(r);
+    }
+    if (dead.empty()) return Status::Ok();
+    return PeerFailed(FormatRanks(dead) + " disconnected");
+  }
+
+  // The connection closed without a goodbye: the rank is dead, and so is every collective and wait in progress.
+  void Disconnect(Connection& c) {
+    if (c.closed) return;
+    c.closed = true;
+    if (c.rank < 0 || ranks_[c.rank] != RankState::kConnected) return;
+    ranks_[c.rank] = RankState::kDead;
+    const Status dead = PeerFailed("rank " + std::to_string(c.rank) + " disconnected");
+    FailConnect(dead);
+    for (auto& [sequence, gathering] : gatherings_) FailAllGather(sequence, dead);
+    const auto frame = ErrorFrame(dead);
+    for (const auto& waiter : conns_) {
+      if (waiter->pending == Pending::kWait) Answer(*waiter, frame);
+    }
+  }
+
+  void Leave(Connection& c) {
+    c.closed = true;
+    if (c.rank < 0 || ranks_[c.rank] != RankState::kConnected) return;
+    ranks_[c.rank] = RankState::kLeft;
+    std::vector<uint64_t> in_progress;
+    for (const auto& [sequence, gathering] : gatherings_) in_progress.push_back(sequence);
+    for (uint64_t sequence : in_progress) FailIfAbandoned(sequence);
+  }
+
+  void SweepHungUp() {
+    bool again = true;
+    while (again) {
+      again = false;
+      for (const auto& c : conns_) {
+        if (c->hung_up && !c->closed) {
+          Disconnect(*c);
+          again = true;
+        }
+      }
+    }
+  }
+
+  void RemoveClosed() {
+    conns_.erase(std::remove_if(conns_.begin(), conns_.end(), [](const auto& c) { return c->closed; }),
+                 conns_.end());
+  }
+
+  size_t OpenRankConnections() const {
+    return std::count_if(conns_.begin(), conns_.end(), [](const auto& c) { return c->rank >= 0 && !c->closed; });
+  }
+
+  // --- deadlines ------------------------------------------------------------------------------------------------
+
+  void SetPending(Connection& c, Pending kind, uint64_t timeout_ms) {
+    c.pending = kind;
+    c.timeout = store_wire::ClampTimeout(timeout_ms);
+    c.deadline = Clock::now() + c.timeout;
+  }
+
+  void ExpireDeadlines(Clock::time_point now) {
+    for (const auto& c : conns_) {
+      if (c->closed || c->pending == Pending::kNone || c->deadline > now) continue;
+      const std::string waited = std::to_string(c->timeout.count()) + " ms";
+      switch (c->pending) {
+        case Pending::kHandshake:
+          c->closed = true;
+          break;
+        case Pending::kHello:
+          FailConnect(Timeout("timed out after " + waited + " waiting for " + FormatRanks(MissingRanks(connect_)) +
+                              " to connect to the store"));
+          break;
+        case Pending::kWait:
+          Answer(*c, ErrorFrame(Timeout("key '" + c->wait_key + "' was not set within " + waited)));
+          break;
+        case Pending::kAllGather:
+          FailAllGather(c->sequence, Timeout("allgather " + std::to_string(c->sequence) + " timed out after " +
+                                                 waited + " waiting for " +
+                                                 FormatRanks(MissingRanks(gatherings_.at(c->sequence)))));
+          break;
+        case Pending::kNone:
+          break;
+      }
+    }
+  }
+
+  Clock::time_point StopDeadline() const { return Clock::time_point(Clock::duration(stop_deadline_ticks_.load())); }
+
+  // --- sending --------------------------------------------------------------------------------------------------
+
+  void ReplyToPending(Pending kind, uint64_t sequence, const std::shared_ptr<const std::string>& frame) {
+    for (const auto& c : conns_) {
+      if (c->pending == kind && (kind != Pending::kAllGather || c->sequence == sequence)) Answer(*c, frame);
+    }
+  }
+
+  void Answer(Connection& c, const std::shared_ptr<const std::string>& frame) {
+    c.pending = Pending::kNone;
+    c.wait_key.clear();
+    Send(c, frame);
+  }
+
+  void Send(Connection& c, std::shared_ptr<const std::string> frame) {
+    if (c.closed || c.hung_up) return;
+    c.out.push_back(std::move(frame));
+    Flush(c);
+  }
+
+  void Flush(Connection& c) {
+    while (!c.out.empty() && !c.hung_up) {
+      const std::string& front = *c.out.front();
+      const ssize_t n = send(c.fd.get(), front.data() + c.out_offset, front.size() - c.out_offset, MSG_NOSIGNAL);
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        if (errno != EAGAIN && errno != EWOULDBLOCK) c.hung_up = true;
+        return;
+      }
+      c.out_offset += static_cast<size_t>(n);
+      if (c.out_offset == front.size()) {
+        c.out.pop_front();
+        c.out_offset = 0;
+      }
+    }
+  }
+
+  UniqueFd listener_;
+  UniqueFd wake_read_;
+  UniqueFd wake_write_;
+  const int world_size_;
+  std::vector<RankState> ranks_;
+  Collective connect_;
+  std::map<uint64_t, Collective> gatherings_;
+  std::unordered_map<std::string, std::string> kv_;
+  std::vector<std::unique_ptr<Connection>> conns_;
+  std::atomic<bool> stop_requested_{false};
+  std::atomic<Clock::rep> stop_deadline_ticks_{0};
+};
+
+namespace {
+
+Result<UniqueFd> Listen(const std::string& host, int port) {
+  addrinfo hints = {};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE;
+  addrinfo* addresses = nullptr;
+  const std::string address = store_wire::FormatAddress(host, port);
+  const int rc = getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &addresses);
+  if (rc != 0) return IoError("cannot resolve the store address " + address + ": " + gai_strerror(rc));
+  std::string last_error = "no address";
+  UniqueFd listener;
+  for (addrinfo* a = addresses; a != nullptr && !listener.valid(); a = a->ai_next) {
+    UniqueFd fd(socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a->ai_protocol));
+    const int one = 1;
+    if (fd.valid() && setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) == 0 &&
+        bind(fd.get(), a->ai_addr, a->ai_addrlen) == 0 && listen(fd.get(), SOMAXCONN) == 0) {
+      listener = std::move(fd);
+    } else {
+      last_error = store_wire::ErrnoText(errno);
+    }
+  }
+  freeaddrinfo(addresses);
+  if (!listener.valid()) return IoError("cannot listen on " + address + " for the store: " + last_error);
+  return listener;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<StoreServer>> StoreServer::Start(const std::string& host, int port, int world_size) {
+  ASSIGN_OR_RETURN(UniqueFd listener, Listen(host, port));
+  int pipe_fds[2];
+  if (pipe2(pipe_fds, O_NONBLOCK | O_CLOEXEC) != 0) {
+    return IoError("cannot create the store's wake pipe: " + store_wire::ErrnoText(errno));
+  }
+  auto loop = std::make_unique<Loop>(std::move(listener), UniqueFd(pipe_fds[0]), UniqueFd(pipe_fds[1]), world_size);
+  return std::unique_ptr<StoreServer>(new StoreServer(std::move(loop)));
+}
+
+StoreServer::StoreServer(std::unique_ptr<Loop> loop) : loop_(std::move(loop)) {
+  thread_ = std::thread([loop = loop_.get()] { loop->Run(); });
+}
+
+void StoreServer::Stop(std::chrono::milliseconds grace) {
+  if (!thread_.joinable()) return;
+  loop_->RequestStop(grace);
+  thread_.join();
+}
+
+StoreServer::~StoreServer() { Stop(std::chrono::milliseconds(0)); }
+
+}  // namespace ckpt::coll

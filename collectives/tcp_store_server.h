@@ -1,0 +1,34 @@
+// The server side of the TCP store, run by rank 0 on one background thread: a poll() loop over every connection
+// (no thread per client) that keeps the key-value map, the connect barrier and the allgathers in progress.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "common/status.h"
+
+namespace ckpt::coll {
+
+class StoreServer {
+ public:
+  // Binds host:port (SO_REUSEADDR) and serves `world_size` ranks until stopped.
+  static Result<std::unique_ptr<StoreServer>> Start(const std::string& host, int port, int world_size);
+  // Stops once every rank's connection has closed or `grace` has passed, whichever comes first; ranks still
+  // connected then see their connection drop.
+  void Stop(std::chrono::milliseconds grace);
+  ~StoreServer();
+
+  StoreServer(const StoreServer&) = delete;
+  StoreServer& operator=(const StoreServer&) = delete;
+
+  class Loop;
+
+ private:
+  explicit StoreServer(std::unique_ptr<Loop> loop);
+  std::unique_ptr<Loop> loop_;
+  std::thread thread_;
+};
+
+}  // namespace ckpt::coll

@@ -1,0 +1,108 @@
+#include "collectives/tcp_store_wire.h"
+
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "common/bytes.h"
+
+namespace ckpt::coll::store_wire {
+namespace {
+
+// Far beyond any sensible timeout, far below what steady_clock can add.
+constexpr uint64_t kMaxTimeoutMs = uint64_t{365} * 24 * 3600 * 1000;
+
+}  // namespace
+
+std::string EncodeFrame(MessageType type, std::string_view payload) {
+  ByteWriter writer;
+  writer.U32(static_cast<uint32_t>(type));
+  writer.U64(payload.size());
+  std::string frame = writer.Take();
+  frame.append(payload.data(), payload.size());
+  return frame;
+}
+
+FrameHeader DecodeHeader(std::string_view bytes) {
+  FrameHeader header;
+  ByteReader reader(bytes.substr(0, kHeaderBytes), "frame header");
+  // The caller guarantees kHeaderBytes, so neither read can fail.
+  (void)reader.U32(&header.type);
+  (void)reader.U64(&header.length);
+  return header;
+}
+
+std::string EncodeError(const Status& status) {
+  ByteWriter writer;
+  writer.U32(static_cast<uint32_t>(status.code()));
+  writer.Bytes(status.message());
+  return writer.Take();
+}
+
+Status DecodeError(std::string_view payload) {
+  ByteReader reader(payload, "error reply from the store");
+  uint32_t code = 0;
+  std::string message;
+  RETURN_IF_ERROR(reader.U32(&code));
+  RETURN_IF_ERROR(reader.Bytes(&message));
+  RETURN_IF_ERROR(reader.ExpectDone());
+  if (code == static_cast<uint32_t>(Code::kOk) || code > static_cast<uint32_t>(Code::kInternal)) {
+    return Corrupt("the store replied with unknown status code " + std::to_string(code) + ": " + message);
+  }
+  return Status(static_cast<Code>(code), std::move(message));
+}
+
+std::chrono::milliseconds ClampTimeout(uint64_t timeout_ms) {
+  return std::chrono::milliseconds(std::min(timeout_ms, kMaxTimeoutMs));
+}
+
+UniqueFd& UniqueFd::operator=(UniqueFd&& other) noexcept {
+  if (this != &other) {
+    Reset();
+    fd_ = other.Release();
+  }
+  return *this;
+}
+
+int UniqueFd::Release() {
+  int fd = fd_;
+  fd_ = -1;
+  return fd;
+}
+
+void UniqueFd::Reset() {
+  if (fd_ >= 0) close(fd_);
+  fd_ = -1;
+}
+
+std::string ErrnoText(int err) {
+  char buffer[256] = {};
+  // GNU strerror_r may return a static string instead of filling the buffer.
+  const char* text = strerror_r(err, buffer, sizeof buffer);
+  return text != nullptr ? std::string(text) : "errno " + std::to_string(err);
+}
+
+Status ConfigureSocket(int fd) {
+  const int flags = fcntl(fd, F_GETFL);
+  if (flags < 0 || fcntl(fd, F_SETFL, flags | O_NONBLOCK) != 0) {
+    return IoError("cannot make a store socket non-blocking: " + ErrnoText(errno));
+  }
+  const int one = 1;
+  if (setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) != 0) {
+    return IoError("cannot set TCP_NODELAY on a store socket: " + ErrnoText(errno));
+  }
+  return Status::Ok();
+}
+
+std::string FormatAddress(const std::string& host, int port) {
+  const bool ipv6_literal = host.find(':') != std::string::npos;
+  return (ipv6_literal ? "[" + host + "]" : host) + ":" + std::to_string(port);
+}
+
+}  // namespace ckpt::coll::store_wire

@@ -1,0 +1,87 @@
+// The TCP store's wire protocol, shared by its server and its client. Every message is a frame:
+// u32 type, u64 payload length, payload; little-endian. The receiver checks the length against a limit before it
+// buffers anything, so a hostile or confused peer cannot make it allocate.
+//
+// Requests (client to server) and their payloads:
+//   kHello      u32 magic, u32 version, i32 rank, i32 world size, u64 timeout ms   -> kOk once every rank has said hello
+//   kSet        bytes key, bytes value                                              -> kOk
+//   kGet        bytes key                                                           -> kOk: u8 found, bytes value
+//   kWait       bytes key, u64 timeout ms                                           -> kOk: bytes value
+//   kAllGather  u64 sequence number, u64 timeout ms, bytes contribution             -> kOk: u32 count, bytes each
+//   kGoodbye    (empty): a clean leave; no reply
+// Any request may instead be answered by kError: u32 status code, bytes message.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "common/status.h"
+
+namespace ckpt::coll::store_wire {
+
+inline constexpr uint32_t kMagic = 0x54504b43;  // "CKPT"
+inline constexpr uint32_t kVersion = 1;
+inline constexpr size_t kHeaderBytes = sizeof(uint32_t) + sizeof(uint64_t);
+inline constexpr uint64_t kMaxMessageBytes = uint64_t{1} << 30;
+// Before the handshake a peer is a stranger: it may send a hello and nothing larger.
+inline constexpr uint64_t kMaxHandshakeBytes = 4096;
+
+enum class MessageType : uint32_t {
+  kHello = 1,
+  kSet = 2,
+  kGet = 3,
+  kWait = 4,
+  kAllGather = 5,
+  kGoodbye = 6,
+  kOk = 64,
+  kError = 65,
+};
+
+struct FrameHeader {
+  uint32_t type = 0;
+  uint64_t length = 0;
+};
+
+std::string EncodeFrame(MessageType type, std::string_view payload);
+// `bytes` holds at least kHeaderBytes.
+FrameHeader DecodeHeader(std::string_view bytes);
+
+std::string EncodeError(const Status& status);
+// The Status carried by a kError payload (kCorrupt if the payload itself is malformed).
+Status DecodeError(std::string_view payload);
+
+// Timeouts travel as milliseconds; this clamps what a peer sends to something a clock can add without overflow.
+std::chrono::milliseconds ClampTimeout(uint64_t timeout_ms);
+
+// Owns a file descriptor.
+class UniqueFd {
+ public:
+  UniqueFd() = default;
+  explicit UniqueFd(int fd) : fd_(fd) {}
+  UniqueFd(UniqueFd&& other) noexcept : fd_(other.Release()) {}
+  UniqueFd& operator=(UniqueFd&& other) noexcept;
+  UniqueFd(const UniqueFd&) = delete;
+  UniqueFd& operator=(const UniqueFd&) = delete;
+  ~UniqueFd() { Reset(); }
+
+  int get() const { return fd_; }
+  bool valid() const { return fd_ >= 0; }
+  int Release();
+  void Reset();
+
+ private:
+  int fd_ = -1;
+};
+
+// strerror for `err`, safe to call from any thread.
+std::string ErrnoText(int err);
+
+// Non-blocking with Nagle off: the store's messages are small and latency-bound.
+Status ConfigureSocket(int fd);
+
+// "host:port", bracketing IPv6 literals.
+std::string FormatAddress(const std::string& host, int port);
+
+}  // namespace ckpt::coll::store_wire

@@ -1,0 +1,380 @@
+/*
+ * ckpt: distributed checkpointing for training jobs, with a stable C ABI.
+ *
+ * Every process of a job (a rank) creates one context, registers the shards of the global tensors it holds in a
+ * state, and calls ckpt_save or ckpt_load together with the other ranks. Any number of ranks, in any parallel
+ * layout, can load what any other layout saved.
+ *
+ * Reading order: version, status and errors, context, state, save, load, reader.
+ *
+ * Conventions
+ * - Every function that can fail returns an int32_t status (CKPT_OK or a CKPT_E_* code) and, when `err` is not
+ *   NULL, fills it with a message naming what is wrong (which key, rank, file, offset).
+ * - Options and info structs start with `struct_size`; initialise them with their *_INIT macro (or *_init function)
+ *   so that fields appended later keep their defaults. A NULL options pointer means defaults.
+ * - Handles are opaque; every *_free accepts NULL.
+ * - "Collective" means every rank of the context must make the same call, in the same order.
+ * - Thread safety: distinct handles may be used from distinct threads; one handle must not be used by two
+ *   threads at once. Error objects and readers may move between threads.
+ */
+#ifndef CKPT_H
+#define CKPT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#if defined(CKPT_BUILDING_LIBRARY) && defined(__GNUC__)
+#define CKPT_API __attribute__((visibility("default")))
+#else
+#define CKPT_API
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------------------------------------------------------------ */
+/* Version                                                                                                        */
+/* ------------------------------------------------------------------------------------------------------------ */
+
+#define CKPT_VERSION_MAJOR 0
+#define CKPT_VERSION_MINOR 1
+#define CKPT_VERSION_PATCH 0
+#define CKPT_VERSION_NUMBER (CKPT_VERSION_MAJOR * 10000 + CKPT_VERSION_MINOR * 100 + CKPT_VERSION_PATCH)
+
+/* The version of the library actually loaded, as CKPT_VERSION_NUMBER computes it. */
+CKPT_API uint32_t ckpt_version_number(void);
+/* The same as "major.minor.patch"; static storage. */
+CKPT_API const char* ckpt_version_string(void);
+
+/* ------------------------------------------------------------------------------------------------------------ */
+/* Status codes and error objects                                                                                */
+/* ------------------------------------------------------------------------------------------------------------ */
+
+/* Pinned: these numbers never change. */
+#define CKPT_OK 0
+#define CKPT_E_INVALID_ARGUMENT 1 /* the call's arguments or the registered state are wrong: fix the caller */
+#define CKPT_E_NOT_FOUND 2        /* a checkpoint, key or file does not exist */
+#define CKPT_E_ALREADY_EXISTS 3   /* the save target is already a committed checkpoint: choose another path */
+#define CKPT_E_MISMATCH 4         /* ranks disagree, or the state disagrees with the checkpoint (dtype, shape, \
+                                     gaps, overlaps, missing or unexpected keys) */
+#define CKPT_E_CORRUPT 5          /* a checksum failed, a file is truncated, or the manifest is malformed */
+#define CKPT_E_VERSION 6          /* the checkpoint was written by a newer, incompatible format version */
+#define CKPT_E_IO 7               /* the operating system refused an I/O call; the message has errno's text */
+#define CKPT_E_NO_SPACE 8         /* the file system is full (ENOSPC, EDQUOT) */
+#define CKPT_E_TIMEOUT 9          /* a peer did not answer in time; the message names the ranks waited for */
+#define CKPT_E_PEER_FAILED 10     /* another rank died or failed; the message names it */
+#define CKPT_E_UNSUPPORTED 11     /* valid but not supported by this build or this machine */
+#define CKPT_E_NO_MEMORY 12       /* an allocation failed */
+#define CKPT_E_IN_PROGRESS 13     /* ckpt_request_test: not finished yet; call again later */
+#define CKPT_E_INTERNAL 14        /* a bug in ckpt: please report the message */
+
+/* A short constant description of a status code ("CKPT_E_CORRUPT: ..."); never NULL. */
+CKPT_API const char* ckpt_status_string(int32_t status);
+
+/* A caller-owned error object. Any call taking `ckpt_error_t* err` fills it on failure and clears it on success. */
+typedef struct ckpt_error ckpt_error_t;
+
+/* Returns CKPT_OK or CKPT_E_NO_MEMORY. */
+CKPT_API int32_t ckpt_error_create(ckpt_error_t** out);
+CKPT_API void ckpt_error_free(ckpt_error_t* err);
+/* The status of the last failed call (CKPT_OK if it succeeded). */
+CKPT_API int32_t ckpt_error_status(const ckpt_error_t* err);
+/* Its message (empty string if none); valid until the next call that takes `err`, or ckpt_error_free. */
+CKPT_API const char* ckpt_error_message(const ckpt_error_t* err);
+
+/* ------------------------------------------------------------------------------------------------------------ */
+/* Context: one per rank                                                                                          */
+/* ------------------------------------------------------------------------------------------------------------ */
+
+typedef struct ckpt_context ckpt_context_t;
+
+/* A user-supplied allgather (for jobs that already have MPI, JAX or their own bootstrap): every rank calls it with
+ * `size` bytes at `send`; it must write world_size * size bytes to `recv`, rank r's bytes at offset r * size.
+ * `size` is the same on every rank for a given call. Return 0 on success, anything else on failure. */
+typedef int32_t (*ckpt_allgather_fn)(void* user, const void* send, uint64_t size, void* recv);
+
+#define CKPT_LOG_ERROR 0
+#define CKPT_LOG_WARNING 1
+#define CKPT_LOG_INFO 2
+/* Receives the library's log lines; NULL in the options means standard error (warnings and errors only). */
+typedef void (*ckpt_log_fn)(void* user, int32_t level, const char* message);
+
+typedef struct ckpt_context_options {
+  uint32_t struct_size;
+  /* -1: take rank, world size and local rank from the launcher's environment: torchrun (RANK, WORLD_SIZE,
+   * LOCAL_RANK), OpenMPI (OMPI_COMM_WORLD_RANK, _SIZE, _LOCAL_RANK) or SLURM (SLURM_PROCID, SLURM_NTASKS,
+   * SLURM_LOCALID), in that order. With none of them set, a single-rank job. */
+  int32_t rank;
+  int32_t world_size;
+  int32_t local_rank;
+  /* The TCP store's address, hosted by rank 0. NULL / -1: MASTER_ADDR / MASTER_PORT, else 127.0.0.1:29500. */
+  const char* store_host;
+  int32_t store_port;
+  /* Every wait on a peer fails with CKPT_E_TIMEOUT after this long. 0: CKPT_TIMEOUT_MS or 300000. */
+  uint32_t timeout_ms;
+  /* When set, the control plane runs over this callback instead of the TCP store. */
+  ckpt_allgather_fn allgather;
+  void* allgather_user;
+  /* Ranks with the same node name share a host (its disks, NICs). NULL: CKPT_NODE_NAME, else the host name. */
+  const char* node_name;
+  ckpt_log_fn log;
+  void* log_user;
+} ckpt_context_options;
+
+#define CKPT_CONTEXT_OPTIONS_INIT \
+  { (uint32_t)sizeof(ckpt_context_options), -1, -1, -1, NULL, -1, 0, NULL, NULL, NULL, NULL, NULL }
+/* Fills `opts` exactly as CKPT_CONTEXT_OPTIONS_INIT does. */
+CKPT_API void ckpt_context_options_init(ckpt_context_options* opts);
+
+/* Collective. Creates this rank's context and connects to the other ranks (rank 0 hosts the store and waits up to
+ * the timeout for all of them). Returns CKPT_OK, CKPT_E_INVALID_ARGUMENT (bad rank/world/address),
+ * CKPT_E_TIMEOUT (a rank never connected: the message names it), CKPT_E_IO (cannot bind or connect). */
+CKPT_API int32_t ckpt_context_create(const ckpt_context_options* opts, ckpt_context_t** out, ckpt_error_t* err);
+/* Not collective, but every rank should free its context at the end; a rank that exits early is seen as dead. */
+CKPT_API void ckpt_context_free(ckpt_context_t* ctx);
+CKPT_API int32_t ckpt_context_rank(const ckpt_context_t* ctx);
+CKPT_API int32_t ckpt_context_world_size(const ckpt_context_t* ctx);
+CKPT_API int32_t ckpt_context_local_rank(const ckpt_context_t* ctx);
+
+/* ------------------------------------------------------------------------------------------------------------ */
+/* State: what this rank holds (for a save) or wants (for a load)                                                */
+/* ------------------------------------------------------------------------------------------------------------ */
+
+#define CKPT_MAX_NDIM 8
+
+/* Data types: every fixed-width safetensors dtype. Pinned numbering. */
+#define CKPT_DTYPE_BOOL 1
+#define CKPT_DTYPE_U8 2
+#define CKPT_DTYPE_I8 3
+#define CKPT_DTYPE_I16 4
+#define CKPT_DTYPE_U16 5
+#define CKPT_DTYPE_I32 6
+#define CKPT_DTYPE_U32 7
+#define CKPT_DTYPE_I64 8
+#define CKPT_DTYPE_U64 9
+#define CKPT_DTYPE_F16 10
+#define CKPT_DTYPE_BF16 11
+#define CKPT_DTYPE_F32 12
+#define CKPT_DTYPE_F64 13
+#define CKPT_DTYPE_C64 14
+#define CKPT_DTYPE_F8_E4M3 15
+#define CKPT_DTYPE_F8_E5M2 16
+
+/* Size in bytes of one element, 0 for an unknown dtype. */
+CKPT_API uint32_t ckpt_dtype_size(int32_t dtype);
+/* "F32", "BF16", ...; "?" for an unknown dtype. */
+CKPT_API const char* ckpt_dtype_name(int32_t dtype);
+
+#define CKPT_MEMORY_HOST 0
+#define CKPT_MEMORY_CUDA 1
+
+/* The shard holds the row-major range [flat_start, flat_end) of its box (global_offset, local_shape), as a
+ * distributed optimizer does; `data` holds just those elements. */
+#define CKPT_SHARD_FLATTENED 0x1u
+/* Load only: the checkpoint's global shape may differ from this one; elements the checkpoint lacks are zeroed,
+ * elements this shape lacks are dropped. */
+#define CKPT_SHARD_ALLOW_SHAPE_MISMATCH 0x2u
+
+typedef struct ckpt_tensor_shard {
+  uint32_t struct_size;
+  const char* key;               /* the global tensor's name */
+  int32_t dtype;                 /* CKPT_DTYPE_* */
+  uint32_t ndim;                 /* 0 (a scalar) to CKPT_MAX_NDIM */
+  const uint64_t* global_shape;  /* ndim extents of the whole tensor */
+  const uint64_t* local_shape;   /* ndim extents of the box this rank holds */
+  const uint64_t* global_offset; /* ndim coordinates of the box's first element */
+  /* Replicas of one box (data parallelism) are written once; the all-zero id marks the main replica. Optional. */
+  uint32_t replica_ndim;
+  const uint32_t* replica_id;
+  uint32_t flags;      /* CKPT_SHARD_* */
+  uint64_t flat_start; /* with CKPT_SHARD_FLATTENED, in elements of the box */
+  uint64_t flat_end;
+  int32_t memory_kind; /* CKPT_MEMORY_HOST, or CKPT_MEMORY_CUDA (with device) */
+  int32_t device;
+  void* data;          /* row-major elements of the box (or of the flattened range) */
+  uint64_t data_size;  /* bytes at data; must equal elements * dtype size */
+} ckpt_tensor_shard;
+
+#define CKPT_TENSOR_SHARD_INIT \
+  { (uint32_t)sizeof(ckpt_tensor_shard), NULL, 0, 0, NULL, NULL, NULL, 0, NULL, 0, 0, 0, CKPT_MEMORY_HOST, 0, NULL, 0 }
+CKPT_API void ckpt_tensor_shard_init(ckpt_tensor_shard* shard);
+
+typedef struct ckpt_state ckpt_state_t;
+
+/* Returns CKPT_OK or CKPT_E_NO_MEMORY. */
+CKPT_API int32_t ckpt_state_create(ckpt_state_t** out, ckpt_error_t* err);
+CKPT_API void ckpt_state_free(ckpt_state_t* state);
+
+/* Registers one shard. The shape, offset and flag arrays are copied; `data` is not: it must stay valid until the
+ * save returns (staged) or the load completes. Checks everything it can locally and returns
+ * CKPT_E_INVALID_ARGUMENT naming the key (bad dtype or ndim, box out of bounds, wrong data_size, flattened range
+ * outside the box, a key registered twice with the same box) or CKPT_E_UNSUPPORTED (CUDA memory in this build). */
+CKPT_API int32_t ckpt_state_add_tensor(ckpt_state_t* state, const ckpt_tensor_shard* shard, ckpt_error_t* err);
+
+/* Registers opaque bytes sharded over an object grid (not reshardable: a load asks for the same grid). For a save,
+ * `data` holds `size` bytes (not copied until the save). For a load, `data` may be NULL: the bytes are then kept
+ * in the state (ckpt_state_object); a non-NULL `data` must have exactly the saved size. */
+CKPT_API int32_t ckpt_state_add_object(ckpt_state_t* state, const char* key, uint32_t grid_ndim,
+                                       const uint64_t* grid_shape, const uint64_t* grid_index, void* data,
+                                       uint64_t size, ckpt_error_t* err);
+
+/* Registers replicated bytes (config, step, RNG state); copied now. Saved once, from rank 0. Every load gives
+ * every rank all the common entries of the checkpoint (ckpt_state_common). */
+CKPT_API int32_t ckpt_state_add_common(ckpt_state_t* state, const char* key, const void* data, uint64_t size,
+                                       ckpt_error_t* err);
+
+/* After a load: the common bytes stored under `key`, owned by the state. CKPT_E_NOT_FOUND if absent. */
+CKPT_API int32_t ckpt_state_common(const ckpt_state_t* state, const char* key, const void** data, uint64_t* size,
+                                   ckpt_error_t* err);
+/* After a load: the bytes of an object registered with data == NULL, owned by the state. */
+CKPT_API int32_t ckpt_state_object(const ckpt_state_t* state, const char* key, const uint64_t* grid_index,
+                                   const void** data, uint64_t* size, ckpt_error_t* err);
+
+/* ------------------------------------------------------------------------------------------------------------ */
+/* Save                                                                                                           */
+/* ------------------------------------------------------------------------------------------------------------ */
+
+typedef struct ckpt_request ckpt_request_t;
+
+typedef struct ckpt_save_options {
+  uint32_t struct_size;
+  /* User metadata stored in the manifest (readable with ckpt_reader_metadata); taken from rank 0. */
+  uint32_t metadata_count;
+  const char* const* metadata_keys;
+  const char* const* metadata_values;
+} ckpt_save_options;
+
+#define CKPT_SAVE_OPTIONS_INIT { (uint32_t)sizeof(ckpt_save_options), 0, NULL, NULL }
+CKPT_API void ckpt_save_options_init(ckpt_save_options* opts);
+
+/* Collective. Saves `state` (the same structure of keys on every rank is not required; each rank registers what
+ * it holds) as the checkpoint directory `path` on storage every rank can reach. Before any byte is written, all
+ * ranks agree that every tensor's shards tile its global shape exactly (no gap, no overlap, the same dtype and
+ * global shape everywhere); otherwise every rank gets CKPT_E_MISMATCH naming the key and the ranks. Replicated
+ * boxes are written once. `path` appears only when the checkpoint is complete and durable (atomic rename); a
+ * failure anywhere leaves no directory at `path`. CKPT_E_ALREADY_EXISTS if `path` is already a checkpoint.
+ *
+ * On CKPT_OK, `*request` tracks the save; the registered buffers may be modified as soon as ckpt_save returns.
+ * This release completes the save inside ckpt_save, so the request is already finished; callers should still
+ * wait on it: later releases return earlier. */
+CKPT_API int32_t ckpt_save(ckpt_context_t* ctx, ckpt_state_t* state, const char* path, const ckpt_save_options* opts,
+                           ckpt_request_t** request, ckpt_error_t* err);
+
+/* CKPT_OK if the request finished successfully, CKPT_E_IN_PROGRESS if it is still running, or the status that
+ * failed it (the same on every rank). Never blocks. */
+CKPT_API int32_t ckpt_request_test(ckpt_request_t* request, ckpt_error_t* err);
+/* Blocks until the request finishes or `timeout_ms` passes (0: no limit beyond the context's timeout); returns as
+ * ckpt_request_test. */
+CKPT_API int32_t ckpt_request_wait(ckpt_request_t* request, uint32_t timeout_ms, ckpt_error_t* err);
+/* Frees the request; an unfinished one is waited for first. */
+CKPT_API void ckpt_request_free(ckpt_request_t* request);
+
+/* ------------------------------------------------------------------------------------------------------------ */
+/* Load                                                                                                           */
+/* ------------------------------------------------------------------------------------------------------------ */
+
+#define CKPT_STRICT_FAIL 0   /* fail the load with CKPT_E_MISMATCH */
+#define CKPT_STRICT_LOG 1    /* log a warning naming the keys and go on */
+#define CKPT_STRICT_IGNORE 2 /* go on silently */
+
+typedef struct ckpt_load_options {
+  uint32_t struct_size;
+  /* A key this rank asks for that the checkpoint lacks. */
+  int32_t missing_keys;
+  /* A tensor or object key the checkpoint has that no rank asks for. */
+  int32_t unexpected_keys;
+} ckpt_load_options;
+
+#define CKPT_LOAD_OPTIONS_INIT { (uint32_t)sizeof(ckpt_load_options), CKPT_STRICT_FAIL, CKPT_STRICT_LOG }
+CKPT_API void ckpt_load_options_init(ckpt_load_options* opts);
+
+/* Collective. Fills every registered buffer of `state` from the checkpoint at `path`, whatever layout and number of
+ * ranks saved it; flattened and regular shards mix freely. Every block read is checked against its checksum. A
+ * failure on any rank fails the load on every rank. Returns CKPT_OK, CKPT_E_NOT_FOUND (no checkpoint at path),
+ * CKPT_E_MISMATCH (missing or unexpected keys under CKPT_STRICT_FAIL, dtype or shape differences),
+ * CKPT_E_CORRUPT (a checksum, truncated file, or malformed manifest: the message names the tensor and the file),
+ * CKPT_E_VERSION, CKPT_E_IO, CKPT_E_PEER_FAILED, CKPT_E_TIMEOUT. On failure, buffers may be partly filled. */
+CKPT_API int32_t ckpt_load(ckpt_context_t* ctx, ckpt_state_t* state, const char* path, const ckpt_load_options* opts,
+                           ckpt_error_t* err);
+
+/* ------------------------------------------------------------------------------------------------------------ */
+/* Reader: any process, no collective                                                                             */
+/* ------------------------------------------------------------------------------------------------------------ */
+
+typedef struct ckpt_reader ckpt_reader_t;
+
+/* Opens a committed checkpoint and validates its manifest. CKPT_E_NOT_FOUND, CKPT_E_CORRUPT (including a foreign
+ * or truncated MANIFEST), CKPT_E_VERSION. */
+CKPT_API int32_t ckpt_reader_open(const char* path, ckpt_reader_t** out, ckpt_error_t* err);
+CKPT_API void ckpt_reader_free(ckpt_reader_t* reader);
+
+typedef struct ckpt_checkpoint_info {
+  uint32_t struct_size;
+  uint32_t format_major;
+  uint32_t format_minor;
+  uint32_t world_size;  /* ranks that saved it */
+  uint32_t node_count;
+  uint64_t tensor_count;
+  uint64_t object_count;
+  uint64_t common_count;
+  uint64_t metadata_count;
+  uint64_t file_count;
+  uint64_t total_bytes; /* bytes of tensor and object data */
+} ckpt_checkpoint_info;
+#define CKPT_CHECKPOINT_INFO_INIT { (uint32_t)sizeof(ckpt_checkpoint_info), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 }
+
+CKPT_API int32_t ckpt_reader_info(const ckpt_reader_t* reader, ckpt_checkpoint_info* info, ckpt_error_t* err);
+
+typedef struct ckpt_tensor_info {
+  uint32_t struct_size;
+  const char* key; /* owned by the reader */
+  int32_t dtype;
+  uint32_t ndim;
+  uint64_t shape[CKPT_MAX_NDIM];
+  uint64_t chunk_count;
+} ckpt_tensor_info;
+#define CKPT_TENSOR_INFO_INIT { (uint32_t)sizeof(ckpt_tensor_info), NULL, 0, 0, {0}, 0 }
+
+/* Tensors are listed in key order, index 0 to tensor_count - 1. CKPT_E_NOT_FOUND past the end. */
+CKPT_API int32_t ckpt_reader_tensor(const ckpt_reader_t* reader, uint64_t index, ckpt_tensor_info* info,
+                                    ckpt_error_t* err);
+
+typedef struct ckpt_chunk_info {
+  uint32_t struct_size;
+  uint32_t ndim;
+  uint64_t offset[CKPT_MAX_NDIM]; /* the stored box */
+  uint64_t shape[CKPT_MAX_NDIM];
+  const char* file;               /* relative to the checkpoint directory; owned by the reader */
+  uint64_t file_offset;
+  uint64_t byte_length;
+} ckpt_chunk_info;
+#define CKPT_CHUNK_INFO_INIT { (uint32_t)sizeof(ckpt_chunk_info), 0, {0}, {0}, NULL, 0, 0 }
+
+CKPT_API int32_t ckpt_reader_chunk(const ckpt_reader_t* reader, uint64_t tensor_index, uint64_t chunk_index,
+                                   ckpt_chunk_info* info, ckpt_error_t* err);
+
+/* Reads the box (offset, shape) of tensor `key` into `buffer` (row-major, buffer_size must equal the box's bytes),
+ * verifying the checksum of every block it reads. CKPT_E_NOT_FOUND, CKPT_E_INVALID_ARGUMENT (box out of bounds,
+ * wrong size), CKPT_E_CORRUPT. */
+CKPT_API int32_t ckpt_reader_read(ckpt_reader_t* reader, const char* key, uint32_t ndim, const uint64_t* offset,
+                                  const uint64_t* shape, void* buffer, uint64_t buffer_size, ckpt_error_t* err);
+
+/* The i-th common entry, in key order; key and bytes owned by the reader. */
+CKPT_API int32_t ckpt_reader_common_at(const ckpt_reader_t* reader, uint64_t index, const char** key,
+                                       const void** data, uint64_t* size, ckpt_error_t* err);
+/* The common bytes stored under `key`; owned by the reader. CKPT_E_NOT_FOUND if absent. */
+CKPT_API int32_t ckpt_reader_common(const ckpt_reader_t* reader, const char* key, const void** data, uint64_t* size,
+                                    ckpt_error_t* err);
+/* The user metadata value saved under `key`; owned by the reader. CKPT_E_NOT_FOUND if absent. */
+CKPT_API int32_t ckpt_reader_metadata(const ckpt_reader_t* reader, const char* key, const char** value,
+                                      ckpt_error_t* err);
+/* Reads every chunk of every tensor and object and checks every checksum and file size. CKPT_E_CORRUPT names the
+ * first tensor and file that fail. */
+CKPT_API int32_t ckpt_reader_verify(ckpt_reader_t* reader, ckpt_error_t* err);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* CKPT_H */

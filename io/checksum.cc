@@ -1,0 +1,23 @@
+#include "io/checksum.h"
+
+#include <xxhash.h>
+
+#include <algorithm>
+
+namespace ckpt::io {
+
+uint64_t Checksum(const void* data, size_t size) { return XXH3_64bits(data, size); }
+
+std::vector<uint64_t> BlockChecksums(const void* data, size_t size, uint64_t block_size) {
+  std::vector<uint64_t> sums;
+  if (block_size == 0) return sums;
+  sums.reserve(BlockCount(size, block_size));
+  const auto* bytes = static_cast<const unsigned char*>(data);
+  for (uint64_t offset = 0; offset < size; offset += block_size) {
+    const uint64_t length = std::min<uint64_t>(block_size, size - offset);
+    sums.push_back(Checksum(bytes + offset, length));
+  }
+  return sums;
+}
+
+}  // namespace ckpt::io

@@ -1,0 +1,18 @@
+// Block checksums of stored data: XXH3-64, fast enough (tens of GB/s) that hashing never bounds a save or load.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace ckpt::io {
+
+uint64_t Checksum(const void* data, size_t size);
+
+// Checksums of consecutive `block_size` blocks of data (the last may be shorter); ceil(size/block_size) values.
+std::vector<uint64_t> BlockChecksums(const void* data, size_t size, uint64_t block_size);
+
+// Number of blocks `size` bytes form.
+inline uint64_t BlockCount(uint64_t size, uint64_t block_size) { return (size + block_size - 1) / block_size; }
+
+}  // namespace ckpt::io

@@ -1,0 +1,59 @@
+// Plain POSIX file operations with complete-transfer loops and errors that name the file. errno maps to: ENOSPC
+// and EDQUOT -> kNoSpace, ENOENT -> kNotFound, EEXIST -> kAlreadyExists, other -> kIo. A read past the end of a
+// file is kCorrupt ("truncated"), since stored data shorter than its manifest says is damage, not an I/O fault.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "common/status.h"
+
+namespace ckpt::io {
+
+class File {
+ public:
+  File() = default;
+  ~File();
+  File(File&& other) noexcept;
+  File& operator=(File&& other) noexcept;
+  File(const File&) = delete;
+  File& operator=(const File&) = delete;
+
+  // A new file (fails with kAlreadyExists if one is there), opened for writing.
+  static Result<File> CreateNew(const std::string& path);
+  static Result<File> OpenForRead(const std::string& path);
+
+  // Writes all `size` bytes at `offset`, retrying short writes and EINTR.
+  Status WriteAt(const void* data, size_t size, uint64_t offset);
+  // Reads exactly `size` bytes at `offset`; kCorrupt naming the file and offset if the file ends first.
+  Status ReadAt(void* data, size_t size, uint64_t offset) const;
+  Status Sync();  // fdatasync
+  Result<uint64_t> Size() const;
+  Status Close();  // reports close() errors, which NFS defers to here
+
+  int fd() const { return fd_; }
+  const std::string& path() const { return path_; }
+
+ private:
+  File(int fd, std::string path) : fd_(fd), path_(std::move(path)) {}
+  int fd_ = -1;
+  std::string path_;
+};
+
+Status MakeDirectories(const std::string& path);  // mkdir -p
+Status SyncDirectory(const std::string& path);
+// Renames `from` to `to`, failing with kAlreadyExists instead of replacing an existing `to`.
+Status RenameNoReplace(const std::string& from, const std::string& to);
+// Removes a file or a whole directory tree; a missing path is not an error.
+Status RemoveTree(const std::string& path);
+bool PathExists(const std::string& path);
+bool IsDirectory(const std::string& path);
+// Writes `data` to a new file at `path`, fdatasyncs and closes it.
+Status WriteFileDurably(const std::string& path, const void* data, size_t size);
+// Reads a whole file; kCorrupt if it is larger than max_size (a hostile file must not exhaust memory).
+Result<std::string> ReadWholeFile(const std::string& path, uint64_t max_size);
+// "a/b" + "c" -> "a/b/c"
+std::string JoinPath(const std::string& a, const std::string& b);
+
+}  // namespace ckpt::io

@@ -1,0 +1,23 @@
+// Collective steps whose outcome every rank must share: each rank contributes its local status with a payload,
+// and either every rank gets every payload or every rank gets the same error.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "collectives/control_plane.h"
+#include "common/status.h"
+
+namespace ckpt::runtime {
+
+// All ranks' payloads by rank, or, if any rank failed (or the exchange itself did), one error identical on every
+// rank: the code of the lowest failing rank and a message naming each failing rank ("rank 2: ..."; a few, then a
+// count). A failed exchange (dead peer, timeout) is returned as the control plane reported it.
+Result<std::vector<std::string>> AgreeAndGather(coll::ControlPlane& control, const Status& local,
+                                                std::string_view payload);
+
+// AgreeAndGather without payloads.
+Status Agree(coll::ControlPlane& control, const Status& local);
+
+}  // namespace ckpt::runtime

@@ -1,0 +1,526 @@
+// The only implementation of include/ckpt.h: converts C arguments into the C++ core's types, and the core's Status
+// into status codes and error objects. No exception crosses this boundary.
+#include "ckpt.h"
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <new>
+#include <string>
+
+#include "runtime/context.h"
+#include "runtime/dtype.h"
+#include "runtime/load.h"
+#include "runtime/reader.h"
+#include "runtime/save.h"
+#include "runtime/state.h"
+
+using ckpt::Code;
+using ckpt::Status;
+namespace rt = ckpt::runtime;
+
+struct ckpt_error {
+  int32_t status = CKPT_OK;
+  std::string message;
+};
+
+struct ckpt_context {
+  std::unique_ptr<rt::Context> impl;
+};
+
+struct ckpt_state {
+  rt::State impl;
+};
+
+struct ckpt_request {
+  Status status;
+};
+
+struct ckpt_reader {
+  std::unique_ptr<rt::CheckpointReader> impl;
+};
+
+namespace {
+
+constexpr uint32_t kMaxReplicaNdim = 16;
+constexpr uint32_t kKnownShardFlags = CKPT_SHARD_FLATTENED | CKPT_SHARD_ALLOW_SHAPE_MISMATCH;
+
+int32_t Report(ckpt_error_t* err, const Status& status) {
+  if (err != nullptr) {
+    err->status = static_cast<int32_t>(status.code());
+    err->message = status.message();
+  }
+  return static_cast<int32_t>(status.code());
+}
+
+// Runs `fn` (returning Status) and reports its outcome; exceptions become CKPT_E_NO_MEMORY or CKPT_E_INTERNAL.
+template <typename Fn>
+int32_t Guard(ckpt_error_t* err, Fn&& fn) {
+  try {
+    return Report(err, fn());
+  } catch (const std::bad_alloc&) {
+    return Report(err, Status(Code::kNoMemory, "out of memory"));
+  } catch (const std::exception& e) {
+    return Report(err, ckpt::Internal(std::string("unexpected exception: ") + e.what()));
+  } catch (...) {
+    return Report(err, ckpt::Internal("unexpected exception"));
+  }
+}
+
+// Copies the caller's options over `defaults`, at most the caller's struct_size bytes (older callers pass a smaller
+// struct; newer fields keep their defaults).
+template <typename Options>
+Status CopyOptions(const Options* user, Options* out, const char* name) {
+  if (user == nullptr) return Status::Ok();
+  if (user->struct_size < sizeof(uint32_t)) {
+    return ckpt::InvalidArgument(std::string(name) + ".struct_size is " + std::to_string(user->struct_size) +
+                                 ": initialise the struct with its _INIT macro");
+  }
+  std::memcpy(out, user, std::min<size_t>(user->struct_size, sizeof(Options)));
+  out->struct_size = sizeof(Options);
+  return Status::Ok();
+}
+
+// Copies `full` into the caller's info struct, at most the caller's struct_size bytes, keeping its struct_size.
+template <typename Info>
+Status FillInfo(const Info& full, Info* out, const char* name) {
+  const uint32_t caller_size = out->struct_size;
+  if (caller_size < sizeof(uint32_t)) {
+    return ckpt::InvalidArgument(std::string(name) + ".struct_size is " + std::to_string(caller_size) +
+                                 ": initialise the struct with its _INIT macro");
+  }
+  std::memcpy(out, &full, std::min<size_t>(caller_size, sizeof(Info)));
+  out->struct_size = caller_size;
+  return Status::Ok();
+}
+
+Status NullArgument(const char* name) { return ckpt::InvalidArgument(std::string(name) + " is NULL"); }
+
+rt::Shape ToShape(const uint64_t* values, uint32_t n) {
+  return n == 0 ? rt::Shape() : rt::Shape(values, values + n);
+}
+
+Status ConvertShard(const ckpt_tensor_shard& c, rt::TensorShard* out) {
+  if (c.key == nullptr) return NullArgument("shard key");
+  const std::string key = c.key;
+  if (c.ndim > CKPT_MAX_NDIM) {
+    return ckpt::InvalidArgument("tensor '" + key + "': ndim " + std::to_string(c.ndim) + " exceeds 8");
+  }
+  if (c.ndim > 0 && (c.global_shape == nullptr || c.local_shape == nullptr || c.global_offset == nullptr)) {
+    return ckpt::InvalidArgument("tensor '" + key + "': global_shape, local_shape and global_offset are required");
+  }
+  if (c.replica_ndim > kMaxReplicaNdim || (c.replica_ndim > 0 && c.replica_id == nullptr)) {
+    return ckpt::InvalidArgument("tensor '" + key + "': replica_id must hold replica_ndim (at most 16) values");
+  }
+  if ((c.flags & ~kKnownShardFlags) != 0) {
+    return ckpt::InvalidArgument("tensor '" + key + "': unknown flags " + std::to_string(c.flags));
+  }
+  if (c.memory_kind == CKPT_MEMORY_CUDA) {
+    return ckpt::Unsupported("tensor '" + key + "': shards in CUDA memory are not supported by this release");
+  }
+  if (c.memory_kind != CKPT_MEMORY_HOST) {
+    return ckpt::InvalidArgument("tensor '" + key + "': unknown memory_kind " + std::to_string(c.memory_kind));
+  }
+  out->key = key;
+  out->dtype = c.dtype;
+  out->global_shape = ToShape(c.global_shape, c.ndim);
+  out->box = rt::Box{ToShape(c.global_offset, c.ndim), ToShape(c.local_shape, c.ndim)};
+  if (c.replica_ndim > 0) out->replica_id.assign(c.replica_id, c.replica_id + c.replica_ndim);
+  out->flattened = (c.flags & CKPT_SHARD_FLATTENED) != 0;
+  out->allow_shape_mismatch = (c.flags & CKPT_SHARD_ALLOW_SHAPE_MISMATCH) != 0;
+  out->flat_start = c.flat_start;
+  out->flat_end = c.flat_end;
+  out->data = c.data;
+  out->data_size = c.data_size;
+  return Status::Ok();
+}
+
+Status ToStrictness(int32_t value, const char* name, rt::Strictness* out) {
+  if (value < CKPT_STRICT_FAIL || value > CKPT_STRICT_IGNORE) {
+    return ckpt::InvalidArgument(std::string(name) + " is " + std::to_string(value) + ", not a CKPT_STRICT_* value");
+  }
+  *out = static_cast<rt::Strictness>(value);
+  return Status::Ok();
+}
+
+Status CheckGrid(const char* key, uint32_t grid_ndim, const uint64_t* grid_shape, const uint64_t* grid_index) {
+  if (key == nullptr) return NullArgument("object key");
+  if (grid_ndim > CKPT_MAX_NDIM) return ckpt::InvalidArgument(std::string("object '") + key + "': grid_ndim exceeds 8");
+  if (grid_ndim > 0 && (grid_shape == nullptr || grid_index == nullptr)) {
+    return ckpt::InvalidArgument(std::string("object '") + key + "': grid_shape and grid_index are required");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+extern "C" {
+
+/* Version ------------------------------------------------------------------------------------------------------ */
+
+uint32_t ckpt_version_number(void) { return CKPT_VERSION_NUMBER; }
+
+const char* ckpt_version_string(void) { return CKPT_LIBRARY_VERSION; }
+
+/* Status and errors -------------------------------------------------------------------------------------------- */
+
+const char* ckpt_status_string(int32_t status) {
+  switch (status) {
+    case CKPT_OK: return "CKPT_OK: success";
+    case CKPT_E_INVALID_ARGUMENT: return "CKPT_E_INVALID_ARGUMENT: invalid argument or state";
+    case CKPT_E_NOT_FOUND: return "CKPT_E_NOT_FOUND: not found";
+    case CKPT_E_ALREADY_EXISTS: return "CKPT_E_ALREADY_EXISTS: already exists";
+    case CKPT_E_MISMATCH: return "CKPT_E_MISMATCH: ranks or checkpoint disagree";
+    case CKPT_E_CORRUPT: return "CKPT_E_CORRUPT: corrupt or truncated data";
+    case CKPT_E_VERSION: return "CKPT_E_VERSION: unsupported format version";
+    case CKPT_E_IO: return "CKPT_E_IO: I/O error";
+    case CKPT_E_NO_SPACE: return "CKPT_E_NO_SPACE: no space left on the file system";
+    case CKPT_E_TIMEOUT: return "CKPT_E_TIMEOUT: timed out waiting for a peer";
+    case CKPT_E_PEER_FAILED: return "CKPT_E_PEER_FAILED: another rank failed";
+    case CKPT_E_UNSUPPORTED: return "CKPT_E_UNSUPPORTED: not supported";
+    case CKPT_E_NO_MEMORY: return "CKPT_E_NO_MEMORY: out of memory";
+    case CKPT_E_IN_PROGRESS: return "CKPT_E_IN_PROGRESS: still in progress";
+    case CKPT_E_INTERNAL: return "CKPT_E_INTERNAL: internal error";
+    default: return "unknown ckpt status";
+  }
+}
+
+int32_t ckpt_error_create(ckpt_error_t** out) {
+  if (out == nullptr) return CKPT_E_INVALID_ARGUMENT;
+  *out = new (std::nothrow) ckpt_error();
+  return *out ? CKPT_OK : CKPT_E_NO_MEMORY;
+}
+
+void ckpt_error_free(ckpt_error_t* err) { delete err; }
+
+int32_t ckpt_error_status(const ckpt_error_t* err) { return err ? err->status : CKPT_E_INVALID_ARGUMENT; }
+
+const char* ckpt_error_message(const ckpt_error_t* err) { return err ? err->message.c_str() : ""; }
+
+/* Context ------------------------------------------------------------------------------------------------------ */
+
+void ckpt_context_options_init(ckpt_context_options* opts) {
+  if (opts) *opts = ckpt_context_options CKPT_CONTEXT_OPTIONS_INIT;
+}
+
+int32_t ckpt_context_create(const ckpt_context_options* user_opts, ckpt_context_t** out, ckpt_error_t* err) {
+  return Guard(err, [&]() -> Status {
+    if (out == nullptr) return NullArgument("out");
+    *out = nullptr;
+    ckpt_context_options opts = CKPT_CONTEXT_OPTIONS_INIT;
+    RETURN_IF_ERROR(CopyOptions(user_opts, &opts, "ckpt_context_options"));
+    rt::ContextConfig config;
+    config.identity.rank = opts.rank;
+    config.identity.world_size = opts.world_size;
+    config.identity.local_rank = opts.local_rank;
+    config.identity.store_host = opts.store_host ? opts.store_host : "";
+    config.identity.store_port = opts.store_port;
+    config.identity.node_name = opts.node_name ? opts.node_name : "";
+    config.timeout = std::chrono::milliseconds(opts.timeout_ms);
+    if (opts.allgather) {
+      ckpt_allgather_fn fn = opts.allgather;
+      void* user = opts.allgather_user;
+      config.allgather = [fn, user](const void* send, uint64_t size, void* recv) { return fn(user, send, size, recv); };
+    }
+    if (opts.log) {
+      ckpt_log_fn fn = opts.log;
+      void* user = opts.log_user;
+      config.log = [fn, user](rt::LogLevel level, const std::string& message) {
+        fn(user, static_cast<int32_t>(level), message.c_str());
+      };
+    }
+    ASSIGN_OR_RETURN(std::unique_ptr<rt::Context> impl, rt::Context::Create(std::move(config)));
+    *out = new ckpt_context{std::move(impl)};
+    return Status::Ok();
+  });
+}
+
+void ckpt_context_free(ckpt_context_t* ctx) { delete ctx; }
+
+int32_t ckpt_context_rank(const ckpt_context_t* ctx) { return ctx ? ctx->impl->rank() : -1; }
+
+int32_t ckpt_context_world_size(const ckpt_context_t* ctx) { return ctx ? ctx->impl->world_size() : -1; }
+
+int32_t ckpt_context_local_rank(const ckpt_context_t* ctx) { return ctx ? ctx->impl->local_rank() : -1; }
+
+/* State -------------------------------------------------------------------------------------------------------- */
+
+uint32_t ckpt_dtype_size(int32_t dtype) { return rt::DTypeSize(dtype); }
+
+const char* ckpt_dtype_name(int32_t dtype) { return rt::DTypeName(dtype); }
+
+void ckpt_tensor_shard_init(ckpt_tensor_shard* shard) {
+  if (shard) *shard = ckpt_tensor_shard CKPT_TENSOR_SHARD_INIT;
+}
+
+int32_t ckpt_state_create(ckpt_state_t** out, ckpt_error_t* err) {
+  return Guard(err, [&]() -> Status {
+    if (out == nullptr) return NullArgument("out");
+    *out = new ckpt_state();
+    return Status::Ok();
+  });
+}
+
+void ckpt_state_free(ckpt_state_t* state) { delete state; }
+
+int32_t ckpt_state_add_tensor(ckpt_state_t* state, const ckpt_tensor_shard* user_shard, ckpt_error_t* err) {
+  return Guard(err, [&]() -> Status {
+    if (state == nullptr) return NullArgument("state");
+    if (user_shard == nullptr) return NullArgument("shard");
+    ckpt_tensor_shard c = CKPT_TENSOR_SHARD_INIT;
+    RETURN_IF_ERROR(CopyOptions(user_shard, &c, "ckpt_tensor_shard"));
+    rt::TensorShard shard;
+    RETURN_IF_ERROR(ConvertShard(c, &shard));
+    return state->impl.AddTensor(std::move(shard));
+  });
+}
+
+int32_t ckpt_state_add_object(ckpt_state_t* state, const char* key, uint32_t grid_ndim, const uint64_t* grid_shape,
+                              const uint64_t* grid_index, void* data, uint64_t size, ckpt_error_t* err) {
+  return Guard(err, [&]() -> Status {
+    if (state == nullptr) return NullArgument("state");
+    RETURN_IF_ERROR(CheckGrid(key, grid_ndim, grid_shape, grid_index));
+    rt::ObjectShard object;
+    object.key = key;
+    object.grid_shape = ToShape(grid_shape, grid_ndim);
+    object.index = ToShape(grid_index, grid_ndim);
+    object.data = data;
+    object.size = size;
+    return state->impl.AddObject(std::move(object));
+  });
+}
+
+int32_t ckpt_state_add_common(ckpt_state_t* state, const char* key, const void* data, uint64_t size,
+                              ckpt_error_t* err) {
+  return Guard(err, [&]() -> Status {
+    if (state == nullptr) return NullArgument("state");
+    if (key == nullptr) return NullArgument("common key");
+    if (data == nullptr && size != 0) return NullArgument("common data");
+    return state->impl.AddCommon(key, std::string(static_cast<const char*>(data), size));
+  });
+}
+
+int32_t ckpt_state_common(const ckpt_state_t* state, const char* key, const void** data, uint64_t* size,
+                          ckpt_error_t* err) {
+  return Guard(err, [&]() -> Status {
+    if (state == nullptr || key == nullptr || data == nullptr || size == nullptr) {
+      return NullArgument("state, key, data or size");
+    }
+    auto it = state->impl.common().find(key);
+    if (it == state->impl.common().end()) return ckpt::NotFound(std::string("common entry '") + key + "' not found");
+    *data = it->second.data();
+    *size = it->second.size();
+    return Status::Ok();
+  });
+}
+
+int32_t ckpt_state_object(const ckpt_state_t* state, const char* key, const uint64_t* grid_index, const void** data,
+                          uint64_t* size, ckpt_error_t* err) {
+  return Guard(err, [&]() -> Status {
+    if (state == nullptr || key == nullptr || data == nullptr || size == nullptr) {
+      return NullArgument("state, key, data or size");
+    }
+    for (const rt::ObjectShard& o : state->impl.objects()) {
+      if (o.key != key || (!o.index.empty() && grid_index == nullptr)) continue;
+      if (!std::equal(o.index.begin(), o.index.end(), grid_index)) continue;
+      *data = o.data ? o.data : o.loaded.data();
+      *size = o.data ? o.size : o.loaded.size();
+      return Status::Ok();
+    }
+    return ckpt::NotFound(std::string("object '") + key + "' is not registered in this state");
+  });
+}
+
+/* Save --------------------------------------------------------------------------------------------------------- */
+
+void ckpt_save_options_init(ckpt_save_options* opts) {
+  if (opts) *opts = ckpt_save_options CKPT_SAVE_OPTIONS_INIT;
+}
+
+int32_t ckpt_save(ckpt_context_t* ctx, ckpt_state_t* state, const char* path, const ckpt_save_options* user_opts,
+                  ckpt_request_t** request, ckpt_error_t* err) {
+  return Guard(err, [&]() -> Status {
+    if (ctx == nullptr || state == nullptr || path == nullptr || request == nullptr) {
+      return NullArgument("ctx, state, path or request");
+    }
+    *request = nullptr;
+    ckpt_save_options opts = CKPT_SAVE_OPTIONS_INIT;
+    RETURN_IF_ERROR(CopyOptions(user_opts, &opts, "ckpt_save_options"));
+    rt::SaveSettings settings;
+    if (opts.metadata_count > 0 && (opts.metadata_keys == nullptr || opts.metadata_values == nullptr)) {
+      return ckpt::InvalidArgument("metadata_keys and metadata_values are required when metadata_count > 0");
+    }
+    for (uint32_t i = 0; i < opts.metadata_count; ++i) {
+      if (opts.metadata_keys[i] == nullptr || opts.metadata_values[i] == nullptr) {
+        return ckpt::InvalidArgument("metadata entry " + std::to_string(i) + " has a NULL key or value");
+      }
+      settings.metadata.emplace_back(opts.metadata_keys[i], opts.metadata_values[i]);
+    }
+    RETURN_IF_ERROR(rt::Save(*ctx->impl, state->impl, path, settings));
+    *request = new ckpt_request{Status::Ok()};
+    return Status::Ok();
+  });
+}
+
+int32_t ckpt_request_test(ckpt_request_t* request, ckpt_error_t* err) {
+  return Guard(err, [&]() -> Status { return request ? request->status : NullArgument("request"); });
+}
+
+int32_t ckpt_request_wait(ckpt_request_t* request, uint32_t /*timeout_ms*/, ckpt_error_t* err) {
+  return ckpt_request_test(request, err);
+}
+
+void ckpt_request_free(ckpt_request_t* request) { delete request; }
+
+/* Load --------------------------------------------------------------------------------------------------------- */
+
+void ckpt_load_options_init(ckpt_load_options* opts) {
+  if (opts) *opts = ckpt_load_options CKPT_LOAD_OPTIONS_INIT;
+}
+
+int32_t ckpt_load(ckpt_context_t* ctx, ckpt_state_t* state, const char* path, const ckpt_load_options* user_opts,
+                  ckpt_error_t* err) {
+  return Guard(err, [&]() -> Status {
+    if (ctx == nullptr || state == nullptr || path == nullptr) return NullArgument("ctx, state or path");
+    ckpt_load_options opts = CKPT_LOAD_OPTIONS_INIT;
+    RETURN_IF_ERROR(CopyOptions(user_opts, &opts, "ckpt_load_options"));
+    rt::LoadSettings settings;
+    RETURN_IF_ERROR(ToStrictness(opts.missing_keys, "missing_keys", &settings.missing_keys));
+    RETURN_IF_ERROR(ToStrictness(opts.unexpected_keys, "unexpected_keys", &settings.unexpected_keys));
+    return rt::Load(*ctx->impl, state->impl, path, settings);
+  });
+}
+
+/* Reader ------------------------------------------------------------------------------------------------------- */
+
+int32_t ckpt_reader_open(const char* path, ckpt_reader_t** out, ckpt_error_t* err) {
+  return Guard(err, [&]() -> Status {
+    if (path == nullptr || out == nullptr) return NullArgument("path or out");
+    *out = nullptr;
+    ASSIGN_OR_RETURN(std::unique_ptr<rt::CheckpointReader> impl, rt::CheckpointReader::Open(path));
+    *out = new ckpt_reader{std::move(impl)};
+    return Status::Ok();
+  });
+}
+
+void ckpt_reader_free(ckpt_reader_t* reader) { delete reader; }
+
+int32_t ckpt_reader_info(const ckpt_reader_t* reader, ckpt_checkpoint_info* info, ckpt_error_t* err) {
+  return Guard(err, [&]() -> Status {
+    if (reader == nullptr || info == nullptr) return NullArgument("reader or info");
+    const rt::Manifest& m = reader->impl->manifest();
+    ckpt_checkpoint_info full = CKPT_CHECKPOINT_INFO_INIT;
+    full.format_major = m.format_major;
+    full.format_minor = m.format_minor;
+    full.world_size = m.world_size;
+    full.node_count = m.node_count;
+    full.tensor_count = m.tensors.size();
+    full.object_count = m.objects.size();
+    full.common_count = m.common.size();
+    full.metadata_count = m.metadata.size();
+    full.file_count = m.files.size();
+    for (const auto& t : m.tensors) {
+      for (const auto& c : t.chunks) full.total_bytes += c.bytes.byte_length;
+    }
+    for (const auto& o : m.objects) {
+      for (const auto& p : o.pieces) full.total_bytes += p.bytes.byte_length;
+    }
+    return FillInfo(full, info, "ckpt_checkpoint_info");
+  });
+}
+
+int32_t ckpt_reader_tensor(const ckpt_reader_t* reader, uint64_t index, ckpt_tensor_info* info, ckpt_error_t* err) {
+  return Guard(err, [&]() -> Status {
+    if (reader == nullptr || info == nullptr) return NullArgument("reader or info");
+    const auto& tensors = reader->impl->manifest().tensors;
+    if (index >= tensors.size()) return ckpt::NotFound("tensor index " + std::to_string(index) + " out of range");
+    const rt::TensorRecord& t = tensors[index];
+    ckpt_tensor_info full = CKPT_TENSOR_INFO_INIT;
+    full.key = t.key.c_str();
+    full.dtype = t.dtype;
+    full.ndim = static_cast<uint32_t>(t.shape.size());
+    std::copy(t.shape.begin(), t.shape.end(), full.shape);
+    full.chunk_count = t.chunks.size();
+    return FillInfo(full, info, "ckpt_tensor_info");
+  });
+}
+
+int32_t ckpt_reader_chunk(const ckpt_reader_t* reader, uint64_t tensor_index, uint64_t chunk_index,
+                          ckpt_chunk_info* info, ckpt_error_t* err) {
+  return Guard(err, [&]() -> Status {
+    if (reader == nullptr || info == nullptr) return NullArgument("reader or info");
+    const rt::Manifest& m = reader->impl->manifest();
+    if (tensor_index >= m.tensors.size() || chunk_index >= m.tensors[tensor_index].chunks.size()) {
+      return ckpt::NotFound("chunk " + std::to_string(chunk_index) + " of tensor " + std::to_string(tensor_index) +
+                            " does not exist");
+    }
+    const rt::ChunkRecord& c = m.tensors[tensor_index].chunks[chunk_index];
+    ckpt_chunk_info full = CKPT_CHUNK_INFO_INIT;
+    full.ndim = static_cast<uint32_t>(c.box.ndim());
+    std::copy(c.box.offset.begin(), c.box.offset.end(), full.offset);
+    std::copy(c.box.shape.begin(), c.box.shape.end(), full.shape);
+    full.file = m.files[c.bytes.file_index].name.c_str();
+    full.file_offset = c.bytes.file_offset;
+    full.byte_length = c.bytes.byte_length;
+    return FillInfo(full, info, "ckpt_chunk_info");
+  });
+}
+
+int32_t ckpt_reader_read(ckpt_reader_t* reader, const char* key, uint32_t ndim, const uint64_t* offset,
+                         const uint64_t* shape, void* buffer, uint64_t buffer_size, ckpt_error_t* err) {
+  return Guard(err, [&]() -> Status {
+    if (reader == nullptr || key == nullptr) return NullArgument("reader or key");
+    if (ndim > CKPT_MAX_NDIM) return ckpt::InvalidArgument("ndim exceeds 8");
+    if (ndim > 0 && (offset == nullptr || shape == nullptr)) return NullArgument("offset or shape");
+    if (buffer == nullptr && buffer_size != 0) return NullArgument("buffer");
+    return reader->impl->ReadBox(key, rt::Box{ToShape(offset, ndim), ToShape(shape, ndim)}, buffer, buffer_size);
+  });
+}
+
+int32_t ckpt_reader_common_at(const ckpt_reader_t* reader, uint64_t index, const char** key, const void** data,
+                              uint64_t* size, ckpt_error_t* err) {
+  return Guard(err, [&]() -> Status {
+    if (reader == nullptr || key == nullptr || data == nullptr || size == nullptr) {
+      return NullArgument("reader, key, data or size");
+    }
+    const auto& common = reader->impl->manifest().common;
+    if (index >= common.size()) return ckpt::NotFound("common index " + std::to_string(index) + " out of range");
+    ASSIGN_OR_RETURN(const std::string* bytes, reader->impl->Common(common[index].key));
+    *key = common[index].key.c_str();
+    *data = bytes->data();
+    *size = bytes->size();
+    return Status::Ok();
+  });
+}
+
+int32_t ckpt_reader_common(const ckpt_reader_t* reader, const char* key, const void** data, uint64_t* size,
+                           ckpt_error_t* err) {
+  return Guard(err, [&]() -> Status {
+    if (reader == nullptr || key == nullptr || data == nullptr || size == nullptr) {
+      return NullArgument("reader, key, data or size");
+    }
+    ASSIGN_OR_RETURN(const std::string* bytes, reader->impl->Common(key));
+    *data = bytes->data();
+    *size = bytes->size();
+    return Status::Ok();
+  });
+}
+
+int32_t ckpt_reader_metadata(const ckpt_reader_t* reader, const char* key, const char** value, ckpt_error_t* err) {
+  return Guard(err, [&]() -> Status {
+    if (reader == nullptr || key == nullptr || value == nullptr) return NullArgument("reader, key or value");
+    for (const auto& [k, v] : reader->impl->manifest().metadata) {
+      if (k == key) {
+        *value = v.c_str();
+        return Status::Ok();
+      }
+    }
+    return ckpt::NotFound(std::string("metadata '") + key + "' not found");
+  });
+}
+
+int32_t ckpt_reader_verify(ckpt_reader_t* reader, ckpt_error_t* err) {
+  return Guard(err, [&]() -> Status { return reader ? reader->impl->Verify() : NullArgument("reader"); });
+}
+
+}  // extern "C"

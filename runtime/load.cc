@@ -1,0 +1,186 @@
+#include "runtime/load.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "runtime/agreement.h"
+#include "runtime/chunk_reader.h"
+#include "runtime/dtype.h"
+#include "runtime/manifest.h"
+
+namespace ckpt::runtime {
+namespace {
+
+constexpr size_t kMaxKeysListed = 8;
+
+template <typename Record>
+const Record* FindByKey(const std::vector<Record>& records, const std::string& key) {
+  auto it = std::lower_bound(records.begin(), records.end(), key,
+                             [](const Record& r, const std::string& k) { return r.key < k; });
+  return (it != records.end() && it->key == key) ? &*it : nullptr;
+}
+
+std::string ListKeys(const std::vector<std::string>& keys) {
+  std::string out;
+  for (size_t i = 0; i < keys.size() && i < kMaxKeysListed; ++i) out += (i ? ", '" : "'") + keys[i] + "'";
+  if (keys.size() > kMaxKeysListed) out += " and " + std::to_string(keys.size() - kMaxKeysListed) + " more";
+  return out;
+}
+
+// Applies a strictness setting to a list of offending keys.
+Status Judge(const Context& ctx, Strictness strictness, const std::vector<std::string>& keys, const std::string& what,
+             bool log_here) {
+  if (keys.empty() || strictness == Strictness::kIgnore) return Status::Ok();
+  const std::string message = std::to_string(keys.size()) + " " + what + ": " + ListKeys(keys);
+  if (strictness == Strictness::kFail) return Mismatch(message);
+  if (log_here) ctx.Log(LogLevel::kWarning, message);
+  return Status::Ok();
+}
+
+// How this rank's request maps onto the manifest. `requested` has one flag per manifest tensor, then per object.
+struct Match {
+  std::vector<const TensorRecord*> tensor_records;  // per state tensor; null if missing
+  std::vector<const ObjectPieceRecord*> object_pieces;  // per state object; null if missing
+  std::vector<std::string> missing;
+  std::string requested;
+};
+
+Status CheckTensorAgainstRecord(const TensorShard& shard, const TensorRecord& record) {
+  if (record.dtype != shard.dtype) {
+    return Mismatch("tensor '" + shard.key + "': the checkpoint holds " + DTypeName(record.dtype) +
+                    ", the state asks for " + DTypeName(shard.dtype));
+  }
+  if (record.shape == shard.global_shape) return Status::Ok();
+  if (!shard.allow_shape_mismatch || record.shape.size() != shard.global_shape.size()) {
+    return Mismatch("tensor '" + shard.key + "': the checkpoint's global shape is " + ShapeToString(record.shape) +
+                    ", the state's is " + ShapeToString(shard.global_shape) +
+                    (shard.allow_shape_mismatch ? " (the number of dimensions must match)"
+                                                : " (set CKPT_SHARD_ALLOW_SHAPE_MISMATCH to pad or strip)"));
+  }
+  return Status::Ok();
+}
+
+Result<Match> MatchState(const State& state, const Manifest& manifest) {
+  Match match;
+  match.requested.assign(manifest.tensors.size() + manifest.objects.size(), '\0');
+  for (const TensorShard& shard : state.tensors()) {
+    const TensorRecord* record = FindByKey(manifest.tensors, shard.key);
+    match.tensor_records.push_back(record);
+    if (record == nullptr) {
+      match.missing.push_back(shard.key);
+      continue;
+    }
+    RETURN_IF_ERROR(CheckTensorAgainstRecord(shard, *record));
+    match.requested[record - manifest.tensors.data()] = 1;
+  }
+  for (const ObjectShard& object : state.objects()) {
+    const ObjectRecord* record = FindByKey(manifest.objects, object.key);
+    const ObjectPieceRecord* piece = nullptr;
+    if (record != nullptr) {
+      if (record->grid_shape != object.grid_shape) {
+        return Mismatch("object '" + object.key + "': the checkpoint's grid is " + ShapeToString(record->grid_shape) +
+                        ", the state's is " + ShapeToString(object.grid_shape));
+      }
+      for (const ObjectPieceRecord& p : record->pieces) {
+        if (p.index == object.index) piece = &p;
+      }
+      match.requested[manifest.tensors.size() + (record - manifest.objects.data())] = 1;
+    }
+    if (piece == nullptr) match.missing.push_back(object.key + ShapeToString(object.index));
+    match.object_pieces.push_back(piece);
+  }
+  return match;
+}
+
+// The manifest keys no rank asked for.
+Result<std::vector<std::string>> UnexpectedKeys(const Manifest& manifest, const std::vector<std::string>& requests) {
+  std::string any(manifest.tensors.size() + manifest.objects.size(), '\0');
+  for (size_t r = 0; r < requests.size(); ++r) {
+    if (requests[r].size() != any.size()) {
+      return Mismatch("rank " + std::to_string(r) + " read a different manifest (" +
+                      std::to_string(requests[r].size()) + " entries, this rank has " + std::to_string(any.size()) +
+                      "): was the checkpoint replaced during the load?");
+    }
+    for (size_t i = 0; i < any.size(); ++i) any[i] |= requests[r][i];
+  }
+  std::vector<std::string> unexpected;
+  for (size_t i = 0; i < manifest.tensors.size(); ++i) {
+    if (!any[i]) unexpected.push_back(manifest.tensors[i].key);
+  }
+  for (size_t i = 0; i < manifest.objects.size(); ++i) {
+    if (!any[manifest.tensors.size() + i]) unexpected.push_back(manifest.objects[i].key);
+  }
+  return unexpected;
+}
+
+Status ReadTensors(CheckpointFiles& files, const State& state, const Match& match) {
+  for (size_t i = 0; i < state.tensors().size(); ++i) {
+    const TensorShard& shard = state.tensors()[i];
+    const TensorRecord* record = match.tensor_records[i];
+    if (record == nullptr) continue;
+    const size_t element_size = DTypeSize(shard.dtype);
+    const Box stored_whole = WholeBox(record->shape);
+    for (const FlatPiece& piece : shard.pieces) {
+      char* dst = static_cast<char*>(shard.data) + piece.range_offset * element_size;
+      std::optional<Box> region = Intersect(piece.box, stored_whole);
+      if (record->shape != shard.global_shape) std::memset(dst, 0, piece.box.volume() * element_size);
+      if (!region) continue;
+      RETURN_IF_ERROR(ReadTensorRegion(files, *record, *region, dst, piece.box));
+    }
+  }
+  return Status::Ok();
+}
+
+Status ReadObjectsAndCommon(CheckpointFiles& files, State& state, const Match& match, const Manifest& manifest) {
+  for (size_t i = 0; i < state.objects().size(); ++i) {
+    ObjectShard& object = state.objects()[i];
+    const ObjectPieceRecord* piece = match.object_pieces[i];
+    if (piece == nullptr) continue;
+    const std::string what = "object '" + object.key + "' cell " + ShapeToString(object.index);
+    ASSIGN_OR_RETURN(std::string bytes, ReadStoredBytes(files, piece->bytes, what));
+    if (object.data == nullptr) {
+      object.loaded = std::move(bytes);
+      object.size = object.loaded.size();
+    } else if (bytes.size() != object.size) {
+      return Mismatch(what + ": the checkpoint holds " + std::to_string(bytes.size()) + " bytes, the buffer has " +
+                      std::to_string(object.size));
+    } else {
+      std::memcpy(object.data, bytes.data(), bytes.size());
+    }
+  }
+  state.common().clear();
+  for (const CommonRecord& c : manifest.common) {
+    if (c.is_inline) {
+      state.common()[c.key] = c.inline_bytes;
+    } else {
+      ASSIGN_OR_RETURN(state.common()[c.key], ReadStoredBytes(files, c.stored, "common '" + c.key + "'"));
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status Load(Context& ctx, State& state, const std::string& path, const LoadSettings& settings, LoadStats* stats) {
+  const std::string context = "loading '" + path + "'";
+  Result<Manifest> manifest = ReadManifest(path);
+  Result<Match> match = manifest.ok() ? MatchState(state, *manifest) : Result<Match>(manifest.status());
+  Status local = match.status();
+  if (local.ok()) local = Judge(ctx, settings.missing_keys, match->missing, "keys missing from the checkpoint", true);
+  auto requests = AgreeAndGather(ctx.control(), local, local.ok() ? match->requested : std::string());
+  RETURN_IF_ERROR(requests.status().WithContext(context));
+
+  // Every rank computes the same list from the same gathered flags, so the verdict needs no further exchange.
+  ASSIGN_OR_RETURN(std::vector<std::string> unexpected, UnexpectedKeys(*manifest, *requests));
+  RETURN_IF_ERROR(Judge(ctx, settings.unexpected_keys, unexpected, "checkpoint keys that no rank asked for",
+                        ctx.rank() == 0)
+                      .WithContext(context));
+
+  CheckpointFiles files(path, *manifest);
+  Status read = ReadTensors(files, state, *match);
+  if (read.ok()) read = ReadObjectsAndCommon(files, state, *match, *manifest);
+  if (stats != nullptr) stats->bytes_read = files.bytes_read();
+  return Agree(ctx.control(), read).WithContext(context);
+}
+
+}  // namespace ckpt::runtime

@@ -1,0 +1,104 @@
+// The checkpoint's index (DESIGN.md §7): an in-memory model, and its encoding as the MANIFEST file.
+//
+// MANIFEST layout: a 32-byte header, then one unpacked Cap'n Proto message (manifest.capnp).
+//   bytes 0-7   magic "CKPTMNFS"
+//   bytes 8-11  format major (u32 LE)      bytes 12-15 format minor (u32 LE)
+//   bytes 16-23 message length in bytes    bytes 24-31 XXH3-64 of the message
+// The header is checked before the message is parsed, so a foreign, truncated, corrupt or newer-major file is
+// refused with a precise error and never reaches the Cap'n Proto decoder.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "common/status.h"
+#include "runtime/box.h"
+
+namespace ckpt::runtime {
+
+inline constexpr uint32_t kFormatMajor = 1;
+inline constexpr uint32_t kFormatMinor = 0;
+inline constexpr char kManifestName[] = "MANIFEST";
+inline constexpr char kDataDirName[] = "data";
+// Upper bound on a MANIFEST's size; a larger file is refused as hostile.
+inline constexpr uint64_t kMaxManifestBytes = 1ull << 31;
+
+// Where some bytes live in the data files, with their block checksums.
+struct StoredBytes {
+  uint32_t file_index = 0;  // into Manifest::files
+  uint64_t file_offset = 0;
+  uint64_t byte_length = 0;
+  uint64_t block_size = 0;
+  std::vector<uint64_t> block_checksums;  // BlockCount(byte_length, block_size) values
+};
+
+// One stored box of a tensor, row-major.
+struct ChunkRecord {
+  Box box;
+  StoredBytes bytes;
+};
+
+struct TensorRecord {
+  std::string key;
+  int32_t dtype = 0;
+  Shape shape;
+  std::vector<ChunkRecord> chunks;  // tile `shape` exactly
+};
+
+struct ObjectPieceRecord {
+  Shape index;  // within the grid
+  StoredBytes bytes;
+};
+
+struct ObjectRecord {
+  std::string key;
+  Shape grid_shape;
+  std::vector<ObjectPieceRecord> pieces;  // one per grid cell
+};
+
+// Common bytes: inline when small, else stored in a data file.
+struct CommonRecord {
+  std::string key;
+  bool is_inline = true;
+  std::string inline_bytes;
+  StoredBytes stored;
+};
+
+struct DataFileRecord {
+  std::string name;  // relative to the checkpoint directory, e.g. "data/0-0.bin"
+  uint64_t size = 0;
+};
+
+struct Manifest {
+  uint32_t format_major = kFormatMajor;
+  uint32_t format_minor = kFormatMinor;
+  std::string library_version;
+  std::string checkpoint_id;
+  uint32_t world_size = 0;
+  uint32_t node_count = 0;
+  std::vector<std::pair<std::string, std::string>> metadata;
+  std::vector<DataFileRecord> files;
+  std::vector<TensorRecord> tensors;  // sorted by key, keys unique
+  std::vector<ObjectRecord> objects;  // sorted by key, keys unique
+  std::vector<CommonRecord> common;   // sorted by key, keys unique
+};
+
+// The whole MANIFEST file: header and message.
+Result<std::string> EncodeManifest(const Manifest& manifest);
+
+// Parses and validates a MANIFEST file's bytes. `origin` (the path) is named in errors. Refuses with kCorrupt:
+// a bad magic (foreign file), a length or checksum mismatch (truncated, damaged), a message beyond traversal or
+// nesting limits, and any content that is not self-consistent: file names that are absolute, contain "..", empty
+// components or leave data/; dtypes out of range; ndim above 8; chunks out of the tensor's bounds or not tiling it
+// exactly; byte lengths that differ from volume * dtype size; byte ranges beyond their file's size; checksum counts
+// that do not match; unsorted or duplicate keys. Refuses a newer major format with kVersion.
+Result<Manifest> DecodeManifest(const std::string& bytes, const std::string& origin);
+
+// Writes <dir>/MANIFEST durably.
+Status WriteManifest(const std::string& dir, const Manifest& manifest);
+// Reads and decodes <dir>/MANIFEST; kNotFound naming the directory if it has none.
+Result<Manifest> ReadManifest(const std::string& dir);
+
+}  // namespace ckpt::runtime

@@ -1,0 +1,517 @@
+#include "runtime/save_plan.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <string_view>
+#include <tuple>
+#include <utility>
+
+#include "common/bytes.h"
+#include "runtime/dtype.h"
+
+namespace ckpt::runtime {
+namespace {
+
+constexpr uint32_t kMaxDims = 8;
+constexpr uint32_t kMaxReplicaIdLength = 16;
+constexpr uint32_t kMaxShardsPerRank = 1u << 24;
+// Smallest encoding of one tensor shard (key length, dtype, four counts) and of one object cell (key length, two
+// counts, size): the reader bounds each count by what is left before allocating.
+constexpr size_t kMinTensorShardBytes = 8 + 4 + 4 * 4;
+constexpr size_t kMinObjectShardBytes = 8 + 2 * 4 + 8;
+constexpr size_t kMaxListedProblems = 5;
+
+std::string ShapeToString(const Shape& shape) {
+  std::string out = "[";
+  for (size_t d = 0; d < shape.size(); ++d) out += (d > 0 ? ", " : "") + std::to_string(shape[d]);
+  return out + "]";
+}
+
+std::string RanksToString(const std::vector<int>& ranks) {
+  std::string out = ranks.size() == 1 ? "rank " : "ranks ";
+  for (size_t i = 0; i < ranks.size(); ++i) out += (i > 0 ? ", " : "") + std::to_string(ranks[i]);
+  return out;
+}
+
+// ---- Descriptor encoding ----
+
+void EncodeTensor(const TensorShardDesc& t, ByteWriter* w) {
+  w->Bytes(t.key);
+  w->I32(t.dtype);
+  w->U64s(t.global_shape);
+  w->U64s(t.box.offset);
+  w->U64s(t.box.shape);
+  w->U32s(t.replica_id);
+}
+
+void EncodeObject(const ObjectShardDesc& o, ByteWriter* w) {
+  w->Bytes(o.key);
+  w->U64s(o.grid_shape);
+  w->U64s(o.index);
+  w->U64(o.size);
+}
+
+// Reads a list of dimensions, refusing more than kMaxDims with a message naming `what`.
+Status ReadDims(ByteReader* r, const std::string& what, Shape* dims) {
+  Status status = r->U64s(dims, kMaxDims);
+  if (!status.ok()) return status.WithContext(what + " (at most " + std::to_string(kMaxDims) + " dimensions)");
+  return Status::Ok();
+}
+
+Status DecodeTensor(ByteReader* r, const std::string& source, TensorShardDesc* t) {
+  RETURN_IF_ERROR(r->Bytes(&t->key));
+  const std::string what = source + ": tensor '" + t->key + "'";
+  RETURN_IF_ERROR(r->I32(&t->dtype));
+  if (!IsValidDType(t->dtype)) return Corrupt(what + ": dtype " + std::to_string(t->dtype) + " is not a dtype");
+  RETURN_IF_ERROR(ReadDims(r, what + " global shape", &t->global_shape));
+  RETURN_IF_ERROR(ReadDims(r, what + " box offset", &t->box.offset));
+  RETURN_IF_ERROR(ReadDims(r, what + " box shape", &t->box.shape));
+  const size_t ndim = t->global_shape.size();
+  if (t->box.offset.size() != ndim || t->box.shape.size() != ndim) {
+    return Corrupt(what + ": box offset and shape have " + std::to_string(t->box.offset.size()) + " and " +
+                   std::to_string(t->box.shape.size()) + " dimensions, global shape " + std::to_string(ndim));
+  }
+  Status status = r->U32s(&t->replica_id, kMaxReplicaIdLength);
+  if (!status.ok()) return status.WithContext(what + " replica id");
+  return Status::Ok();
+}
+
+Status DecodeObject(ByteReader* r, const std::string& source, ObjectShardDesc* o) {
+  RETURN_IF_ERROR(r->Bytes(&o->key));
+  const std::string what = source + ": object '" + o->key + "'";
+  RETURN_IF_ERROR(ReadDims(r, what + " grid shape", &o->grid_shape));
+  RETURN_IF_ERROR(ReadDims(r, what + " index", &o->index));
+  if (o->index.size() != o->grid_shape.size()) {
+    return Corrupt(what + ": index has " + std::to_string(o->index.size()) + " dimensions, grid " +
+                   std::to_string(o->grid_shape.size()));
+  }
+  return r->U64(&o->size);
+}
+
+// ---- Coverage ----
+
+// Collects problems, keeping the text of the first few and counting the rest.
+class Problems {
+ public:
+  void Add(std::string message) {
+    if (listed_.size() < kMaxListedProblems) listed_.push_back(std::move(message));
+    ++count_;
+  }
+  size_t count() const { return count_; }
+  Status ToStatus(int checker_rank) const {
+    if (count_ == 0) return Status::Ok();
+    std::string message = "coverage check on rank " + std::to_string(checker_rank) + " found " +
+                          std::to_string(count_) + " problem" + (count_ > 1 ? "s" : "") + ": ";
+    for (size_t i = 0; i < listed_.size(); ++i) message += (i > 0 ? "; " : "") + listed_[i];
+    if (count_ > listed_.size()) message += "; and " + std::to_string(count_ - listed_.size()) + " more";
+    return Mismatch(std::move(message));
+  }
+
+ private:
+  std::vector<std::string> listed_;
+  size_t count_ = 0;
+};
+
+template <typename Desc>
+struct Holding {
+  int rank;
+  const Desc* desc;
+};
+
+template <typename Desc>
+using KeyHoldings = std::map<std::string_view, std::vector<Holding<Desc>>>;
+
+// A box and every rank that holds it.
+struct UniqueBox {
+  Box box;
+  std::vector<int> holders;
+};
+
+// Groups identical boxes (replicas) of one key, sorted by box, each with its sorted, distinct holders.
+std::vector<UniqueBox> UniqueBoxes(const std::vector<Holding<TensorShardDesc>>& holdings) {
+  std::vector<std::pair<const Box*, int>> sorted;
+  sorted.reserve(holdings.size());
+  for (const auto& h : holdings) sorted.emplace_back(&h.desc->box, h.rank);
+  std::sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) {
+    if (*a.first != *b.first) return *a.first < *b.first;
+    return a.second < b.second;
+  });
+  std::vector<UniqueBox> unique;
+  for (const auto& [box, rank] : sorted) {
+    if (unique.empty() || unique.back().box != *box) unique.push_back(UniqueBox{*box, {}});
+    if (unique.back().holders.empty() || unique.back().holders.back() != rank) unique.back().holders.push_back(rank);
+  }
+  return unique;
+}
+
+// The dimension along which the most boxes start at distinct offsets: sweeping along it keeps few boxes active at
+// once whichever dimension the tensor is split on.
+size_t SweepDimension(const std::vector<const UniqueBox*>& boxes, size_t ndim) {
+  size_t best_dim = 0;
+  size_t best_distinct = 0;
+  std::vector<uint64_t> starts(boxes.size());
+  for (size_t d = 0; d < ndim; ++d) {
+    for (size_t i = 0; i < boxes.size(); ++i) starts[i] = boxes[i]->box.offset[d];
+    std::sort(starts.begin(), starts.end());
+    const size_t distinct = std::unique(starts.begin(), starts.end()) - starts.begin();
+    if (distinct > best_distinct) {
+      best_distinct = distinct;
+      best_dim = d;
+    }
+  }
+  return best_dim;
+}
+
+// Reports each pair of distinct non-empty boxes that overlap; returns whether any did. Boxes are swept in order of
+// their start along one dimension, and each is compared only with those still open at that start.
+bool ReportOverlaps(std::string_view key, const std::vector<UniqueBox>& unique, Problems* problems) {
+  std::vector<const UniqueBox*> boxes;
+  for (const auto& u : unique) {
+    if (!u.box.empty()) boxes.push_back(&u);
+  }
+  if (boxes.size() < 2 || boxes.front()->box.ndim() == 0) return false;
+  const size_t dim = SweepDimension(boxes, boxes.front()->box.ndim());
+  std::stable_sort(boxes.begin(), boxes.end(), [dim](const UniqueBox* a, const UniqueBox* b) {
+    return a->box.offset[dim] < b->box.offset[dim];
+  });
+  bool found = false;
+  std::vector<const UniqueBox*> open;
+  for (const UniqueBox* current : boxes) {
+    const uint64_t start = current->box.offset[dim];
+    open.erase(std::remove_if(open.begin(), open.end(),
+                              [&](const UniqueBox* o) { return o->box.offset[dim] + o->box.shape[dim] <= start; }),
+               open.end());
+    for (const UniqueBox* other : open) {
+      if (!Intersect(other->box, current->box)) continue;
+      found = true;
+      problems->Add("tensor '" + std::string(key) + "': box " + other->box.ToString() + " on " +
+                    RanksToString(other->holders) + " overlaps box " + current->box.ToString() + " on " +
+                    RanksToString(current->holders));
+    }
+    open.push_back(current);
+  }
+  return found;
+}
+
+// Every shard of a key has the same dtype and global shape as the first; reports each one that differs.
+bool ReportTensorMismatches(std::string_view key, const std::vector<Holding<TensorShardDesc>>& holdings,
+                            Problems* problems) {
+  const Holding<TensorShardDesc>& first = holdings.front();
+  bool found = false;
+  for (const auto& h : holdings) {
+    if (h.desc->dtype != first.desc->dtype) {
+      found = true;
+      problems->Add("tensor '" + std::string(key) + "': dtype " + DTypeName(first.desc->dtype) + " on rank " +
+                    std::to_string(first.rank) + " but " + DTypeName(h.desc->dtype) + " on rank " +
+                    std::to_string(h.rank));
+    } else if (h.desc->global_shape != first.desc->global_shape) {
+      found = true;
+      problems->Add("tensor '" + std::string(key) + "': global shape " + ShapeToString(first.desc->global_shape) +
+                    " on rank " + std::to_string(first.rank) + " but " + ShapeToString(h.desc->global_shape) +
+                    " on rank " + std::to_string(h.rank));
+    }
+  }
+  return found;
+}
+
+void CheckTensor(std::string_view key, const std::vector<Holding<TensorShardDesc>>& holdings, Problems* problems) {
+  if (ReportTensorMismatches(key, holdings, problems)) return;
+  const TensorShardDesc& first = *holdings.front().desc;
+  const std::string name = "tensor '" + std::string(key) + "'";
+  if (!VolumeFits(first.global_shape, DTypeSize(first.dtype))) {
+    problems->Add(name + ": global shape " + ShapeToString(first.global_shape) + " is too large");
+    return;
+  }
+  const Box whole = WholeBox(first.global_shape);
+  const std::vector<UniqueBox> unique = UniqueBoxes(holdings);
+  bool outside = false;
+  for (const auto& u : unique) {
+    if (Contains(whole, u.box)) continue;
+    outside = true;
+    problems->Add(name + ": box " + u.box.ToString() + " on " + RanksToString(u.holders) +
+                  " lies outside the global shape " + ShapeToString(first.global_shape));
+  }
+  if (outside || ReportOverlaps(key, unique, problems)) return;
+  uint64_t covered = 0;
+  for (const auto& u : unique) covered += u.box.volume();
+  const uint64_t total = whole.volume();
+  if (covered < total) {
+    problems->Add(name + ": " + std::to_string(total - covered) + " of " + std::to_string(total) +
+                  " elements are held by no rank");
+  }
+}
+
+// The first cell of `grid`, in row-major order, that is not in `present`; `present` lacks at least one.
+Shape FirstMissingCell(const Shape& grid, const std::set<Shape>& present) {
+  Shape cell(grid.size(), 0);
+  while (present.count(cell) != 0) {
+    for (size_t d = grid.size(); d-- > 0;) {
+      if (++cell[d] < grid[d]) break;
+      cell[d] = 0;
+    }
+  }
+  return cell;
+}
+
+void CheckObject(std::string_view key, const std::vector<Holding<ObjectShardDesc>>& holdings, Problems* problems) {
+  const std::string name = "object '" + std::string(key) + "'";
+  const Holding<ObjectShardDesc>& first = holdings.front();
+  const Shape& grid = first.desc->grid_shape;
+  std::map<Shape, const Holding<ObjectShardDesc>*> cells;
+  bool bad = false;
+  for (const auto& h : holdings) {
+    const ObjectShardDesc& o = *h.desc;
+    if (o.grid_shape != grid) {
+      bad = true;
+      problems->Add(name + ": grid " + ShapeToString(grid) + " on rank " + std::to_string(first.rank) + " but " +
+                    ShapeToString(o.grid_shape) + " on rank " + std::to_string(h.rank));
+      continue;
+    }
+    if (!Contains(WholeBox(grid), Box{o.index, Shape(o.index.size(), 1)})) {
+      bad = true;
+      problems->Add(name + ": cell " + ShapeToString(o.index) + " on rank " + std::to_string(h.rank) +
+                    " lies outside the grid " + ShapeToString(grid));
+      continue;
+    }
+    auto [it, inserted] = cells.emplace(o.index, &h);
+    if (!inserted && it->second->desc->size != o.size) {
+      problems->Add(name + ": cell " + ShapeToString(o.index) + " has " + std::to_string(it->second->desc->size) +
+                    " bytes on rank " + std::to_string(it->second->rank) + " but " + std::to_string(o.size) +
+                    " on rank " + std::to_string(h.rank));
+    }
+  }
+  if (bad) return;
+  if (!VolumeFits(grid, 1)) {
+    problems->Add(name + ": grid " + ShapeToString(grid) + " is too large");
+    return;
+  }
+  const uint64_t total = Volume(grid);
+  if (cells.size() < total) {
+    std::set<Shape> present;
+    for (const auto& [index, holding] : cells) present.insert(index);
+    problems->Add(name + ": " + std::to_string(total - cells.size()) + " of " + std::to_string(total) +
+                  " cells are held by no rank, the first " + ShapeToString(FirstMissingCell(grid, present)));
+  }
+}
+
+// Each descriptor's rank is its position in the gathered list, so the plan can index ranks directly.
+void CheckRanks(const std::vector<RankDescriptor>& all, Problems* problems) {
+  for (size_t i = 0; i < all.size(); ++i) {
+    if (all[i].rank != static_cast<int>(i)) {
+      problems->Add("descriptor " + std::to_string(i) + " of " + std::to_string(all.size()) + " claims rank " +
+                    std::to_string(all[i].rank));
+    }
+  }
+}
+
+// ---- Planning ----
+
+// One unit to write before its writer is chosen, with the ranks that could write it.
+struct Candidate {
+  WriteItem item;
+  std::vector<int> holders;
+};
+
+// Deterministic order within a writer: tensors before objects, then key, then box or cell.
+bool ItemLess(const WriteItem& a, const WriteItem& b) {
+  return std::tie(a.is_object, a.key, a.box, a.index) < std::tie(b.is_object, b.key, b.box, b.index);
+}
+
+// The dimension to cut a box of `box` into `slabs` along: the first at least `slabs` long, else the longest.
+size_t SlabDimension(const Box& box, uint64_t slabs) {
+  for (size_t d = 0; d < box.ndim(); ++d) {
+    if (box.shape[d] >= slabs) return d;
+  }
+  return std::max_element(box.shape.begin(), box.shape.end()) - box.shape.begin();
+}
+
+// Cuts a large replicated box into slabs so that several of its holders share the writing.
+void AddTensorCandidates(const std::string& key, UniqueBox unique, uint64_t element_size,
+                         const SavePlanOptions& options, std::vector<Candidate>* out) {
+  const uint64_t bytes = unique.box.volume() * element_size;
+  uint64_t slabs = 1;
+  if (unique.holders.size() > 1 && options.split_bytes > 0 && bytes / 2 >= options.split_bytes &&
+      unique.box.ndim() > 0) {
+    slabs = std::min<uint64_t>(unique.holders.size(), bytes / options.split_bytes);
+  }
+  const size_t dim = slabs > 1 ? SlabDimension(unique.box, slabs) : 0;
+  if (slabs > 1) slabs = std::min(slabs, unique.box.shape[dim]);
+  if (slabs <= 1) {
+    out->push_back(Candidate{WriteItem{false, key, std::move(unique.box), {}, bytes, 0}, std::move(unique.holders)});
+    return;
+  }
+  const uint64_t base = unique.box.shape[dim] / slabs;
+  const uint64_t longer = unique.box.shape[dim] % slabs;
+  uint64_t start = unique.box.offset[dim];
+  for (uint64_t i = 0; i < slabs; ++i) {
+    Box slab = unique.box;
+    slab.offset[dim] = start;
+    slab.shape[dim] = base + (i < longer ? 1 : 0);
+    start += slab.shape[dim];
+    const uint64_t slab_bytes = slab.volume() * element_size;
+    out->push_back(Candidate{WriteItem{false, key, std::move(slab), {}, slab_bytes, 0}, unique.holders});
+  }
+}
+
+// Tensors: unique non-empty boxes; a tensor with no element keeps one empty box so that it is still recorded.
+void CollectTensorCandidates(const KeyHoldings<TensorShardDesc>& tensors, const SavePlanOptions& options,
+                             std::vector<Candidate>* out) {
+  for (const auto& [key, holdings] : tensors) {
+    const uint64_t element_size = DTypeSize(holdings.front().desc->dtype);
+    std::vector<UniqueBox> unique = UniqueBoxes(holdings);
+    const bool no_elements = std::all_of(unique.begin(), unique.end(), [](const UniqueBox& u) { return u.box.empty(); });
+    if (no_elements) unique.resize(1);
+    for (auto& u : unique) {
+      if (!u.box.empty() || no_elements) AddTensorCandidates(std::string(key), std::move(u), element_size, options, out);
+    }
+  }
+}
+
+void CollectObjectCandidates(const KeyHoldings<ObjectShardDesc>& objects, std::vector<Candidate>* out) {
+  for (const auto& [key, holdings] : objects) {
+    std::map<Shape, Candidate> cells;
+    for (const auto& h : holdings) {
+      auto [it, inserted] = cells.try_emplace(h.desc->index);
+      if (inserted) it->second.item = WriteItem{true, std::string(key), Box{}, h.desc->index, h.desc->size, 0};
+      it->second.holders.push_back(h.rank);
+    }
+    for (auto& [index, candidate] : cells) {
+      std::sort(candidate.holders.begin(), candidate.holders.end());
+      candidate.holders.erase(std::unique(candidate.holders.begin(), candidate.holders.end()),
+                              candidate.holders.end());
+      out->push_back(std::move(candidate));
+    }
+  }
+}
+
+// Greedy balancing, largest items first: the least loaded node among the holders', then its least loaded holder.
+void ChooseWriters(const std::vector<RankDescriptor>& all, std::vector<Candidate>* candidates, SavePlan* plan) {
+  std::vector<std::string_view> node_of(all.size());
+  for (const auto& desc : all) {
+    if (desc.rank >= 0 && desc.rank < static_cast<int>(all.size())) node_of[desc.rank] = desc.node;
+  }
+  std::sort(candidates->begin(), candidates->end(), [](const Candidate& a, const Candidate& b) {
+    if (a.item.bytes != b.item.bytes) return a.item.bytes > b.item.bytes;
+    return ItemLess(a.item, b.item);
+  });
+  std::map<std::string_view, uint64_t> node_bytes;
+  for (auto& candidate : *candidates) {
+    int best = candidate.holders.front();
+    for (int rank : candidate.holders) {
+      const std::string_view node = node_of[rank];
+      const std::string_view best_node = node_of[best];
+      const auto load = std::make_tuple(node_bytes[node], node, plan->bytes_per_rank[rank], rank);
+      const auto best_load = std::make_tuple(node_bytes[best_node], best_node, plan->bytes_per_rank[best], best);
+      if (load < best_load) best = rank;
+    }
+    candidate.item.writer = best;
+    node_bytes[node_of[best]] += candidate.item.bytes;
+    plan->bytes_per_rank[best] += candidate.item.bytes;
+    plan->items.push_back(std::move(candidate.item));
+  }
+  std::sort(plan->items.begin(), plan->items.end(), [](const WriteItem& a, const WriteItem& b) {
+    if (a.writer != b.writer) return a.writer < b.writer;
+    return ItemLess(a, b);
+  });
+}
+
+// Gathers the shards of every key, each key's list in rank order; `owned` filters the keys.
+template <typename Owned>
+void GatherByKey(const std::vector<RankDescriptor>& all, Owned owned, KeyHoldings<TensorShardDesc>* tensors,
+                 KeyHoldings<ObjectShardDesc>* objects) {
+  std::vector<const RankDescriptor*> by_rank;
+  for (const auto& desc : all) by_rank.push_back(&desc);
+  std::stable_sort(by_rank.begin(), by_rank.end(),
+                   [](const RankDescriptor* a, const RankDescriptor* b) { return a->rank < b->rank; });
+  for (const RankDescriptor* desc : by_rank) {
+    // A rank outside the world (refused by CheckRanks) must not index the per-rank tables of the plan.
+    if (desc->rank < 0 || desc->rank >= static_cast<int>(all.size())) continue;
+    for (const auto& t : desc->tensors) {
+      if (owned(t.key)) (*tensors)[t.key].push_back({desc->rank, &t});
+    }
+    for (const auto& o : desc->objects) {
+      if (owned(o.key)) (*objects)[o.key].push_back({desc->rank, &o});
+    }
+  }
+}
+
+}  // namespace
+
+std::string EncodeRankDescriptor(const RankDescriptor& desc) {
+  ByteWriter w;
+  w.I32(desc.rank);
+  w.Bytes(desc.node);
+  w.U32(static_cast<uint32_t>(desc.tensors.size()));
+  for (const auto& t : desc.tensors) EncodeTensor(t, &w);
+  w.U32(static_cast<uint32_t>(desc.objects.size()));
+  for (const auto& o : desc.objects) EncodeObject(o, &w);
+  return w.Take();
+}
+
+Result<RankDescriptor> DecodeRankDescriptor(std::string_view bytes, int from_rank) {
+  const std::string source = "shard descriptors from rank " + std::to_string(from_rank);
+  ByteReader r(bytes, source);
+  RankDescriptor desc;
+  RETURN_IF_ERROR(r.I32(&desc.rank));
+  if (desc.rank != from_rank) return Corrupt(source + " claim rank " + std::to_string(desc.rank));
+  RETURN_IF_ERROR(r.Bytes(&desc.node));
+  uint32_t count = 0;
+  RETURN_IF_ERROR(r.Count(&count, kMaxShardsPerRank, kMinTensorShardBytes));
+  desc.tensors.resize(count);
+  for (auto& t : desc.tensors) RETURN_IF_ERROR(DecodeTensor(&r, source, &t));
+  RETURN_IF_ERROR(r.Count(&count, kMaxShardsPerRank, kMinObjectShardBytes));
+  desc.objects.resize(count);
+  for (auto& o : desc.objects) RETURN_IF_ERROR(DecodeObject(&r, source, &o));
+  RETURN_IF_ERROR(r.ExpectDone());
+  return desc;
+}
+
+int KeyChecker(std::string_view key, int world_size) {
+  if (world_size <= 1) return 0;
+  // FNV-1a, 64 bits: stable across processes and builds, unlike std::hash.
+  uint64_t hash = 0xcbf29ce484222325ull;
+  for (unsigned char c : key) {
+    hash ^= c;
+    hash *= 0x100000001b3ull;
+  }
+  return static_cast<int>(hash % static_cast<uint64_t>(world_size));
+}
+
+Status ValidateCoverage(const std::vector<RankDescriptor>& all, int checker_rank) {
+  Problems problems;
+  CheckRanks(all, &problems);
+  const int world_size = static_cast<int>(all.size());
+  KeyHoldings<TensorShardDesc> tensors;
+  KeyHoldings<ObjectShardDesc> objects;
+  GatherByKey(all, [&](std::string_view key) { return KeyChecker(key, world_size) == checker_rank; }, &tensors,
+              &objects);
+  for (const auto& [key, holdings] : tensors) {
+    auto object = objects.find(key);
+    if (object != objects.end()) {
+      problems.Add("key '" + std::string(key) + "' is a tensor on rank " + std::to_string(holdings.front().rank) +
+                   " and an object on rank " + std::to_string(object->second.front().rank));
+      continue;
+    }
+    CheckTensor(key, holdings, &problems);
+  }
+  for (const auto& [key, holdings] : objects) {
+    if (tensors.count(key) == 0) CheckObject(key, holdings, &problems);
+  }
+  return problems.ToStatus(checker_rank);
+}
+
+SavePlan PlanSave(const std::vector<RankDescriptor>& all, const SavePlanOptions& options) {
+  SavePlan plan;
+  plan.bytes_per_rank.assign(all.size(), 0);
+  KeyHoldings<TensorShardDesc> tensors;
+  KeyHoldings<ObjectShardDesc> objects;
+  GatherByKey(all, [](std::string_view) { return true; }, &tensors, &objects);
+  std::vector<Candidate> candidates;
+  CollectTensorCandidates(tensors, options, &candidates);
+  CollectObjectCandidates(objects, &candidates);
+  ChooseWriters(all, &candidates, &plan);
+  return plan;
+}
+
+}  // namespace ckpt::runtime

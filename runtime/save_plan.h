@@ -1,0 +1,81 @@
+// Save planning: the compact shard descriptors each rank contributes, the distributed coverage check, and the
+// deterministic choice of who writes which unique box. Every rank runs the same functions on the same gathered
+// descriptors and so computes the same plan without further messages.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/status.h"
+#include "runtime/box.h"
+
+namespace ckpt::runtime {
+
+// One regular box a rank holds (a flattened shard contributes its decomposed pieces). No data pointers.
+struct TensorShardDesc {
+  std::string key;
+  int32_t dtype = 0;
+  Shape global_shape;
+  Box box;
+  std::vector<uint32_t> replica_id;
+};
+
+struct ObjectShardDesc {
+  std::string key;
+  Shape grid_shape;
+  Shape index;
+  uint64_t size = 0;
+};
+
+struct RankDescriptor {
+  int rank = 0;
+  std::string node;
+  std::vector<TensorShardDesc> tensors;
+  std::vector<ObjectShardDesc> objects;
+};
+
+std::string EncodeRankDescriptor(const RankDescriptor& desc);
+// Length- and range-checked: a short or hostile message is kCorrupt naming `from_rank`; ndim above 8 and dtypes out
+// of range are refused.
+Result<RankDescriptor> DecodeRankDescriptor(std::string_view bytes, int from_rank);
+
+// The rank that checks `key` (a stable hash modulo the world), so the check is spread over all ranks.
+int KeyChecker(std::string_view key, int world_size);
+
+// Checks every tensor and object key whose KeyChecker is `checker_rank`, over all ranks' descriptors: the same dtype
+// and global shape on every rank, boxes inside the global shape, and unique boxes that tile it exactly (identical
+// boxes on several ranks are replicas; any other overlap is an error, as is a gap); objects with the same grid
+// everywhere, every cell present, replicas of a cell of equal size. kMismatch naming the key, the boxes and the
+// ranks concerned (at most a few problems are listed, with a count of the rest).
+Status ValidateCoverage(const std::vector<RankDescriptor>& all, int checker_rank);
+
+// One unit of writing: a whole unique box (or a slab of one, when a large replicated box is split so that its
+// holders share the writing), or one object cell.
+struct WriteItem {
+  bool is_object = false;
+  std::string key;
+  Box box;      // tensors: the box to write, inside a box the writer holds
+  Shape index;  // objects: the grid cell
+  uint64_t bytes = 0;
+  int writer = 0;
+};
+
+struct SavePlanOptions {
+  // A replicated box of at least 2 * split_bytes is cut into min(holders, bytes / split_bytes) slabs along its
+  // first dimension long enough, so that several holders write it.
+  uint64_t split_bytes = 64ull << 20;
+};
+
+struct SavePlan {
+  std::vector<WriteItem> items;         // sorted by (writer, is_object, key, box/index)
+  std::vector<uint64_t> bytes_per_rank;  // world_size entries
+};
+
+// Deduplicates replicas and chooses each item's writer among its holders by greedy byte balancing: items in
+// decreasing size; the holders' node with the fewest bytes so far, then that node's holder with the fewest bytes
+// (ties: lower node name, lower rank). Expects descriptors that passed ValidateCoverage.
+SavePlan PlanSave(const std::vector<RankDescriptor>& all, const SavePlanOptions& options);
+
+}  // namespace ckpt::runtime

@@ -1,0 +1,114 @@
+# Integration tests: the C examples on several ranks through ckpt-launch (and once through mpirun), and the ckpt
+# command-line tool on the checkpoints they write. Each example exits non-zero unless every element it checks
+# matches.
+
+set(CKPT_EXAMPLE_CHECKPOINTS ${CMAKE_CURRENT_BINARY_DIR}/example-checkpoints)
+
+# Saving refuses an existing checkpoint, so every ctest run starts from an empty directory.
+add_test(NAME examples_clean_checkpoints COMMAND ${CMAKE_COMMAND} -E rm -rf ${CKPT_EXAMPLE_CHECKPOINTS})
+set_tests_properties(examples_clean_checkpoints PROPERTIES FIXTURES_SETUP example_checkpoints)
+
+# ckpt_example_test(NAME RANKS FIXTURES COMMAND...): COMMAND on RANKS ranks, after the setup of FIXTURES (a list).
+# Peers give up well before ctest's timeout, so a hang is reported by the library, naming the rank.
+function(ckpt_example_test name ranks fixtures)
+  ckpt_mp_test(${name} ${ranks} ${ARGN})
+  set_tests_properties(${name} PROPERTIES FIXTURES_REQUIRED "example_checkpoints;${fixtures}"
+                                          ENVIRONMENT CKPT_TIMEOUT_MS=60000)
+endfunction()
+
+foreach(ranks 1 2 4)
+  ckpt_example_test(example_basic_${ranks}_ranks ${ranks} ""
+                    $<TARGET_FILE:example_basic> ${CKPT_EXAMPLE_CHECKPOINTS}/basic-${ranks})
+endforeach()
+
+# reshard: TP=2 x DP=2 save on 4 ranks, then loads with other splits on 2, 3 and 5 ranks.
+set(reshard_checkpoint ${CKPT_EXAMPLE_CHECKPOINTS}/reshard)
+ckpt_example_test(example_reshard_save_4_ranks 4 "" $<TARGET_FILE:example_reshard> save ${reshard_checkpoint})
+set_tests_properties(example_reshard_save_4_ranks PROPERTIES FIXTURES_SETUP reshard_checkpoint)
+foreach(ranks 2 3 5)
+  ckpt_example_test(example_reshard_load_${ranks}_ranks ${ranks} reshard_checkpoint
+                    $<TARGET_FILE:example_reshard> load ${reshard_checkpoint})
+endforeach()
+
+# dist_optimizer: flattened ranges saved on 3 ranks, loaded as flattened ranges on 2 and as whole tensors on 1.
+set(optimizer_checkpoint ${CKPT_EXAMPLE_CHECKPOINTS}/dist_optimizer)
+ckpt_example_test(example_dist_optimizer_save_3_ranks 3 ""
+                  $<TARGET_FILE:example_dist_optimizer> save ${optimizer_checkpoint})
+set_tests_properties(example_dist_optimizer_save_3_ranks PROPERTIES FIXTURES_SETUP optimizer_checkpoint)
+ckpt_example_test(example_dist_optimizer_load_dp_2_ranks 2 optimizer_checkpoint
+                  $<TARGET_FILE:example_dist_optimizer> load-dp ${optimizer_checkpoint})
+ckpt_example_test(example_dist_optimizer_load_full_1_rank 1 optimizer_checkpoint
+                  $<TARGET_FILE:example_dist_optimizer> load-full ${optimizer_checkpoint})
+
+# The basic example under OpenMPI's launcher: the library reads OMPI_COMM_WORLD_*; the store address comes by -x.
+find_program(CKPT_MPIRUN mpirun)
+if(CKPT_MPIRUN)
+  add_test(NAME example_basic_mpirun_2_ranks
+           COMMAND sh -c [=[
+unset RANK WORLD_SIZE LOCAL_RANK LOCAL_WORLD_SIZE
+port=$("$1" --free-port) || exit 1
+rm -rf "$3"
+exec "$0" --allow-run-as-root --oversubscribe -np 2 -x MASTER_ADDR=127.0.0.1 -x "MASTER_PORT=$port" "$2" "$3"
+]=] ${CKPT_MPIRUN} $<TARGET_FILE:ckpt-launch> $<TARGET_FILE:example_basic> ${CKPT_EXAMPLE_CHECKPOINTS}/basic-mpirun)
+  set_tests_properties(example_basic_mpirun_2_ranks PROPERTIES TIMEOUT 120 ENVIRONMENT CKPT_TIMEOUT_MS=60000)
+endif()
+
+# The ckpt tool on the reshard checkpoint. ckpt_cli_test(NAME SCRIPT [NO_CHECKPOINT]): the sh SCRIPT passes by
+# exiting 0, with $0 = the ckpt tool and $1 = the checkpoint's path (saved first unless NO_CHECKPOINT).
+function(ckpt_cli_test name script)
+  add_test(NAME ${name} COMMAND sh -c "${script}" $<TARGET_FILE:ckpt_cli> ${reshard_checkpoint})
+  set_tests_properties(${name} PROPERTIES TIMEOUT 60)
+  if(NOT "NO_CHECKPOINT" IN_LIST ARGN)
+    set_tests_properties(${name} PROPERTIES FIXTURES_REQUIRED "example_checkpoints;reshard_checkpoint")
+  endif()
+endfunction()
+
+ckpt_cli_test(ckpt_verify_accepts_a_saved_checkpoint [=[
+out=$("$0" verify "$1") && echo "$out" && echo "$out" | grep -q "^OK"
+]=])
+
+ckpt_cli_test(ckpt_ls_lists_tensors_common_and_metadata [=[
+out=$("$0" ls --chunks "$1") || exit 1
+echo "$out"
+echo "$out" | grep -q "saved by 4 ranks" &&
+echo "$out" | grep -Eq "^  attn\.qkv +F32 +\[8, 6\] +[0-9]+ +192$" &&
+echo "$out" | grep -Eq "^  mlp\.out +F64 +\[6, 10\] +[0-9]+ +480$" &&
+echo "$out" | grep -Eq "^  embed +I32 +\[8, 4\] +[0-9]+ +128$" &&
+echo "$out" | grep -Eq "^  step +8 B" &&
+echo "$out" | grep -q "metadata: 1 entry"
+]=])
+
+ckpt_cli_test(ckpt_cat_prints_a_box [=[
+out=$("$0" cat "$1" embed 2:1,0:4) || exit 1
+echo "$out"
+echo "$out" | awk 'NF == 4 && $2 == $1 + 1 && $3 == $1 + 2 && $4 == $1 + 3 { ok = 1 } END { exit !(ok && NR == 1) }'
+]=])
+
+ckpt_cli_test(ckpt_meta_prints_the_value [=[
+test "$("$0" meta "$1" layout)" = tp2-dp
+]=])
+
+ckpt_cli_test(ckpt_verify_rejects_a_truncated_data_file [=[
+copy="$1-truncated"
+rm -rf "$copy" && cp -r "$1" "$copy" || exit 1
+file=$(find "$copy" -type f ! -name MANIFEST | head -n 1)
+test -n "$file" || { echo "no data file in $copy"; exit 1; }
+: > "$file"
+"$0" verify "$copy"
+code=$?
+rm -rf "$copy"
+test "$code" -eq 1
+]=])
+
+ckpt_cli_test(ckpt_missing_checkpoint_exits_1 [=[
+"$0" ls "$1-does-not-exist"
+test $? -eq 1
+]=] NO_CHECKPOINT)
+
+ckpt_cli_test(ckpt_usage_errors_exit_2 [=[
+for args in "" "ls" "verify" "cat $1" "bogus $1" "ls --bogus $1"; do
+  "$0" $args
+  code=$?
+  test "$code" -eq 2 || { echo "ckpt $args exited $code, expected 2"; exit 1; }
+done
+]=] NO_CHECKPOINT)

@@ -1,0 +1,311 @@
+#include "collectives/tcp_store.h"
+
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <arpa/inet.h>
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "collectives/tcp_store_wire.h"
+#include "common/bytes.h"
+
+namespace ckpt::coll {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+// Asks the kernel for a free port: bind port 0, read it back, release it.
+int PickFreePort() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address = {};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof address;
+  EXPECT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
+  EXPECT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length), 0);
+  close(fd);
+  return ntohs(address.sin_port);
+}
+
+TcpStoreConfig ConfigFor(int rank, int world_size, int port, milliseconds timeout = milliseconds(5000)) {
+  TcpStoreConfig config;
+  config.rank = rank;
+  config.world_size = world_size;
+  config.port = port;
+  config.timeout = timeout;
+  return config;
+}
+
+// Runs ranks 0..ranks_here-1 of a world of `world_size`, each on its own thread with its own store connection.
+void RunRanks(int ranks_here, int world_size, int port, milliseconds timeout,
+              const std::function<void(TcpStore&)>& body) {
+  std::vector<std::thread> threads;
+  for (int r = 0; r < ranks_here; ++r) {
+    threads.emplace_back([=, &body] {
+      Result<std::unique_ptr<TcpStore>> store = TcpStore::Connect(ConfigFor(r, world_size, port, timeout));
+      ASSERT_TRUE(store.ok()) << "rank " << r << ": " << store.status().message();
+      body(**store);
+    });
+  }
+  for (auto& t : threads) t.join();
+}
+
+void RunAllRanks(int world_size, int port, const std::function<void(TcpStore&)>& body) {
+  RunRanks(world_size, world_size, port, milliseconds(5000), body);
+}
+
+bool Contains(const Status& status, const std::string& text) {
+  return status.message().find(text) != std::string::npos;
+}
+
+// Forks a child that joins the store as `rank` and exits without a goodbye as soon as the store is connected,
+// the way a crashed process would. Fork before any thread exists in this process.
+pid_t ForkRankThatDiesAfterConnecting(int rank, int world_size, int port) {
+  const pid_t pid = fork();
+  if (pid == 0) {
+    Result<std::unique_ptr<TcpStore>> store = TcpStore::Connect(ConfigFor(rank, world_size, port));
+    _exit(store.ok() ? 0 : 1);
+  }
+  return pid;
+}
+
+int ChildExitCode(pid_t pid) {
+  int status = 0;
+  EXPECT_EQ(waitpid(pid, &status, 0), pid);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+std::string ContributionOf(int rank, int round) { return std::to_string(rank) + "/" + std::to_string(round); }
+
+TEST(TcpStoreTest, AllGatherReturnsDifferentSizedContributionsByRank) {
+  // Rank 2's megabytes cross many socket buffers, on the way in and on the way back.
+  const std::vector<std::string> contributions = {"", "rank one", std::string(3 << 20, 'z')};
+  RunAllRanks(3, PickFreePort(), [&](TcpStore& store) {
+    Result<std::vector<std::string>> gathered = store.AllGather(contributions[store.rank()]);
+    ASSERT_TRUE(gathered.ok()) << gathered.status().message();
+    EXPECT_EQ(gathered.value(), contributions);
+  });
+}
+
+TEST(TcpStoreTest, RepeatedAllGathersKeepTheirOrder) {
+  RunAllRanks(3, PickFreePort(), [](TcpStore& store) {
+    for (int round = 0; round < 50; ++round) {
+      Result<std::vector<std::string>> gathered = store.AllGather(ContributionOf(store.rank(), round));
+      ASSERT_TRUE(gathered.ok()) << gathered.status().message();
+      for (int r = 0; r < 3; ++r) EXPECT_EQ(gathered.value()[r], ContributionOf(r, round));
+    }
+  });
+}
+
+TEST(TcpStoreTest, SetGetAndWait) {
+  RunAllRanks(2, PickFreePort(), [](TcpStore& store) {
+    if (store.rank() == 0) {
+      Result<std::optional<std::string>> missing = store.Get("plan");
+      ASSERT_TRUE(missing.ok()) << missing.status().message();
+      EXPECT_FALSE(missing->has_value());
+      std::this_thread::sleep_for(milliseconds(100));  // let rank 1 block in Wait first
+      ASSERT_TRUE(store.Set("plan", std::string("v1\0binary", 9)).ok());
+    } else {
+      Result<std::string> waited = store.Wait("plan");
+      ASSERT_TRUE(waited.ok()) << waited.status().message();
+      EXPECT_EQ(waited.value(), std::string("v1\0binary", 9));
+    }
+    ASSERT_TRUE(store.Barrier().ok());
+    Result<std::optional<std::string>> got = store.Get("plan");
+    ASSERT_TRUE(got.ok()) << got.status().message();
+    EXPECT_EQ(got->value_or("unset"), std::string("v1\0binary", 9));
+  });
+}
+
+TEST(TcpStoreTest, BarrierWaitsForTheSlowestRank) {
+  std::atomic<bool> slow_rank_arrived{false};
+  RunAllRanks(3, PickFreePort(), [&](TcpStore& store) {
+    if (store.rank() == 2) {
+      std::this_thread::sleep_for(milliseconds(200));
+      slow_rank_arrived = true;
+    }
+    ASSERT_TRUE(store.Barrier().ok());
+    EXPECT_TRUE(slow_rank_arrived.load()) << "rank " << store.rank() << " left the barrier early";
+  });
+}
+
+TEST(TcpStoreTest, WaitTimesOutNamingTheKey) {
+  Result<std::unique_ptr<TcpStore>> store = TcpStore::Connect(ConfigFor(0, 1, PickFreePort(), milliseconds(300)));
+  ASSERT_TRUE(store.ok()) << store.status().message();
+  Result<std::string> waited = (*store)->Wait("never-set");
+  EXPECT_EQ(waited.status().code(), Code::kTimeout);
+  EXPECT_TRUE(Contains(waited.status(), "'never-set'")) << waited.status().message();
+}
+
+TEST(TcpStoreTest, ConnectTimesOutNamingTheRankThatNeverCame) {
+  const int port = PickFreePort();
+  const Clock::time_point start = Clock::now();
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 2; ++r) {
+    threads.emplace_back([=] {
+      Result<std::unique_ptr<TcpStore>> store = TcpStore::Connect(ConfigFor(r, 3, port, milliseconds(1000)));
+      EXPECT_EQ(store.status().code(), Code::kTimeout) << store.status().message();
+      EXPECT_TRUE(Contains(store.status(), "waiting for rank 2 to connect")) << store.status().message();
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_LT(Clock::now() - start, milliseconds(3000));
+}
+
+TEST(TcpStoreTest, AllGatherTimesOutNamingTheRankThatNeverJoined) {
+  std::atomic<int> finished{0};
+  RunRanks(3, 3, PickFreePort(), milliseconds(1000), [&](TcpStore& store) {
+    if (store.rank() == 2) {
+      // Stays connected but never joins; leaves once the others have given up.
+      while (finished.load() < 2) std::this_thread::sleep_for(milliseconds(10));
+      return;
+    }
+    Result<std::vector<std::string>> gathered = store.AllGather("x");
+    EXPECT_EQ(gathered.status().code(), Code::kTimeout);
+    EXPECT_TRUE(Contains(gathered.status(), "waiting for rank 2")) << gathered.status().message();
+    ++finished;
+  });
+}
+
+TEST(TcpStoreTest, DeadRankFailsTheOthersAllGatherWithPeerFailed) {
+  const int port = PickFreePort();
+  const pid_t child = ForkRankThatDiesAfterConnecting(2, 3, port);
+  ASSERT_GT(child, 0);
+  RunRanks(2, 3, port, milliseconds(10000), [](TcpStore& store) {
+    const Clock::time_point start = Clock::now();
+    Result<std::vector<std::string>> gathered = store.AllGather("x");
+    EXPECT_EQ(gathered.status().code(), Code::kPeerFailed);
+    EXPECT_TRUE(Contains(gathered.status(), "rank 2 disconnected")) << gathered.status().message();
+    EXPECT_LT(Clock::now() - start, milliseconds(3000));
+  });
+  EXPECT_EQ(ChildExitCode(child), 0);
+}
+
+TEST(TcpStoreTest, DeadRankFailsLaterWaits) {
+  const int port = PickFreePort();
+  const pid_t child = ForkRankThatDiesAfterConnecting(1, 2, port);
+  ASSERT_GT(child, 0);
+  RunRanks(1, 2, port, milliseconds(10000), [](TcpStore& store) {
+    const Clock::time_point start = Clock::now();
+    Result<std::string> waited = store.Wait("never-set");
+    EXPECT_EQ(waited.status().code(), Code::kPeerFailed);
+    EXPECT_TRUE(Contains(waited.status(), "rank 1 disconnected")) << waited.status().message();
+    EXPECT_LT(Clock::now() - start, milliseconds(3000));
+  });
+  EXPECT_EQ(ChildExitCode(child), 0);
+}
+
+TEST(TcpStoreTest, LostServerFailsTheOthersWithPeerFailed) {
+  const int port = PickFreePort();
+  const pid_t child = ForkRankThatDiesAfterConnecting(0, 2, port);
+  ASSERT_GT(child, 0);
+  Result<std::unique_ptr<TcpStore>> store = TcpStore::Connect(ConfigFor(1, 2, port, milliseconds(10000)));
+  ASSERT_TRUE(store.ok()) << store.status().message();
+  EXPECT_EQ(ChildExitCode(child), 0);
+  Result<std::vector<std::string>> gathered = (*store)->AllGather("x");
+  EXPECT_EQ(gathered.status().code(), Code::kPeerFailed);
+  EXPECT_TRUE(Contains(gathered.status(), "lost connection to the store on rank 0 (127.0.0.1:" + std::to_string(port)))
+      << gathered.status().message();
+  // The stream is gone for good: later calls say so at once.
+  EXPECT_EQ((*store)->Set("k", "v").code(), Code::kPeerFailed);
+}
+
+TEST(TcpStoreTest, RankZeroStopsServingWithinGraceWhenOthersLinger) {
+  const int port = PickFreePort();
+  std::unique_ptr<TcpStore> stores[2];
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 2; ++r) {
+    threads.emplace_back([&, r] {
+      Result<std::unique_ptr<TcpStore>> store = TcpStore::Connect(ConfigFor(r, 2, port, milliseconds(1000)));
+      ASSERT_TRUE(store.ok()) << store.status().message();
+      stores[r] = std::move(store.value());
+    });
+  }
+  for (auto& t : threads) t.join();
+  ASSERT_TRUE(stores[0] && stores[1]);
+  const Clock::time_point start = Clock::now();
+  stores[0].reset();
+  EXPECT_LT(Clock::now() - start, milliseconds(2500));
+  EXPECT_EQ(stores[1]->AllGather("x").status().code(), Code::kPeerFailed);
+}
+
+TEST(TcpStoreTest, OversizeMessageDropsTheSenderAndSparesTheStore) {
+  const int port = PickFreePort();
+  RunAllRanks(2, port, [&](TcpStore& store) {
+    if (store.rank() == 1) {
+      const int fd = socket(AF_INET, SOCK_STREAM, 0);
+      sockaddr_in address = {};
+      address.sin_family = AF_INET;
+      address.sin_port = htons(static_cast<uint16_t>(port));
+      address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+      ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
+      ByteWriter header;
+      header.U32(static_cast<uint32_t>(store_wire::MessageType::kHello));
+      header.U64(uint64_t{1} << 40);
+      ASSERT_EQ(send(fd, header.data().data(), header.data().size(), MSG_NOSIGNAL),
+                static_cast<ssize_t>(header.data().size()));
+      pollfd pfd = {fd, POLLIN, 0};
+      ASSERT_EQ(poll(&pfd, 1, 2000), 1) << "the store kept the hostile connection open";
+      char byte = 0;
+      EXPECT_LE(recv(fd, &byte, 1, 0), 0);
+      close(fd);
+    }
+    Result<std::vector<std::string>> gathered = store.AllGather(std::to_string(store.rank()));
+    ASSERT_TRUE(gathered.ok()) << gathered.status().message();
+    EXPECT_EQ(gathered.value(), (std::vector<std::string>{"0", "1"}));
+  });
+}
+
+TEST(TcpStoreTest, RefusesSecondConnectionForTheSameRank) {
+  const int port = PickFreePort();
+  RunAllRanks(2, port, [&](TcpStore& store) {
+    if (store.rank() != 1) return;
+    Result<std::unique_ptr<TcpStore>> duplicate = TcpStore::Connect(ConfigFor(1, 2, port, milliseconds(1000)));
+    EXPECT_EQ(duplicate.status().code(), Code::kAlreadyExists);
+    EXPECT_TRUE(Contains(duplicate.status(), "rank 1 is already connected")) << duplicate.status().message();
+  });
+}
+
+TEST(TcpStoreTest, RefusesWorldSizeMismatch) {
+  const int port = PickFreePort();
+  RunAllRanks(2, port, [&](TcpStore& store) {
+    if (store.rank() != 1) return;
+    Result<std::unique_ptr<TcpStore>> stranger = TcpStore::Connect(ConfigFor(1, 3, port, milliseconds(1000)));
+    EXPECT_EQ(stranger.status().code(), Code::kMismatch);
+    EXPECT_TRUE(Contains(stranger.status(), "world has 3 ranks")) << stranger.status().message();
+  });
+}
+
+TEST(TcpStoreTest, RejectsRankOutsideTheWorld) {
+  Result<std::unique_ptr<TcpStore>> store = TcpStore::Connect(ConfigFor(3, 3, PickFreePort()));
+  EXPECT_EQ(store.status().code(), Code::kInvalidArgument);
+}
+
+TEST(TcpStoreTest, PortInUseIsAnIoErrorOnRankZero) {
+  const int blocker = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address = {};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(blocker, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
+  ASSERT_EQ(listen(blocker, 1), 0);
+  socklen_t length = sizeof address;
+  ASSERT_EQ(getsockname(blocker, reinterpret_cast<sockaddr*>(&address), &length), 0);
+  Result<std::unique_ptr<TcpStore>> store = TcpStore::Connect(ConfigFor(0, 1, ntohs(address.sin_port)));
+  EXPECT_EQ(store.status().code(), Code::kIo);
+  EXPECT_TRUE(Contains(store.status(), "cannot listen")) << store.status().message();
+  close(blocker);
+}
+
+}  // namespace
+}  // namespace ckpt::coll
