@@ -115,8 +115,8 @@ Result<bool> ResolveFromLauncher(const LauncherVariables& launcher, const Proces
   ASSIGN_OR_RETURN(std::optional<int> world_size, ParseIntEnv(launcher.world_size));
   if (!rank && !world_size) return false;
   if (!rank || !world_size) {
-    const char* missing = rank ? launcher.rank : launcher.world_size;
-    const char* present = rank ? launcher.world_size : launcher.rank;
+    const char* present = rank ? launcher.rank : launcher.world_size;
+    const char* missing = rank ? launcher.world_size : launcher.rank;
     return InvalidArgument(std::string(present) + " is set but " + missing + " is not (" + launcher.source + ")");
   }
   ASSIGN_OR_RETURN(std::optional<int> local_rank, ParseIntEnv(launcher.local_rank));

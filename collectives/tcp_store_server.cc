@@ -1,7 +1,6 @@
 #include "collectives/tcp_store_server.h"
 
 #include <fcntl.h>
-#include <netdb.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -59,7 +58,7 @@ struct Collective {
   std::vector<bool> arrived;
   std::vector<std::string> contributions;
   int count = 0;
-  uint64_t total_bytes = 0;
+  uint64_t reply_bytes = sizeof(uint32_t);  // the size of the answer's payload so far
   std::optional<Status> failure;
 };
 
@@ -130,8 +129,10 @@ class StoreServer::Loop {
     try {
       Serve();
     } catch (const std::exception&) {
-      // Out of memory, most likely. Returning closes every connection, which every rank reports as the store lost.
+      // Out of memory, most likely: what follows closes every connection, which every rank reports as the store lost.
     }
+    conns_.clear();
+    listener_.Reset();
   }
 
   void RequestStop(std::chrono::milliseconds grace) {
@@ -162,7 +163,7 @@ class StoreServer::Loop {
   void BuildPollSet(std::vector<pollfd>* fds) const {
     fds->clear();
     fds->push_back({wake_read_.get(), POLLIN, 0});
-    fds->push_back({stop_requested_.load() ? -1 : listener_.get(), POLLIN, 0});
+    fds->push_back({listener_.get(), POLLIN, 0});
     for (const auto& c : conns_) {
       const short events = static_cast<short>(POLLIN | (c->out.empty() ? 0 : POLLOUT));
       fds->push_back({c->fd.get(), events, 0});
@@ -294,8 +295,11 @@ class StoreServer::Loop {
       return InvalidArgument("rank " + std::to_string(rank) + " is out of range for world size " +
                              std::to_string(world_size_));
     }
+    if (ranks_[rank] == RankState::kConnected) {
+      return AlreadyExists("rank " + std::to_string(rank) + " is already connected to the store");
+    }
     if (ranks_[rank] != RankState::kAbsent) {
-      return AlreadyExists("rank " + std::to_string(rank) + " is already connected to the store (or was)");
+      return AlreadyExists("rank " + std::to_string(rank) + " already left the store and cannot rejoin");
     }
     if (connect_.failure) return *connect_.failure;
     return Status::Ok();
@@ -374,12 +378,12 @@ class StoreServer::Loop {
                              " twice");
     }
     gathering.arrived[c.rank] = true;
-    gathering.total_bytes += contribution.size();
+    gathering.reply_bytes += sizeof(uint64_t) + contribution.size();
     gathering.contributions[c.rank] = std::move(contribution);
     ++gathering.count;
     c.sequence = sequence;
     SetPending(c, Pending::kAllGather, timeout_ms);
-    if (gathering.total_bytes > store_wire::kMaxMessageBytes) {
+    if (gathering.reply_bytes > store_wire::kMaxMessageBytes) {
       FailAllGather(sequence, InvalidArgument("allgather " + std::to_string(sequence) + " gathers more than " +
                                               std::to_string(store_wire::kMaxMessageBytes) + " bytes"));
     } else if (gathering.count == world_size_) {
@@ -568,38 +572,8 @@ class StoreServer::Loop {
   std::atomic<Clock::rep> stop_deadline_ticks_{0};
 };
 
-namespace {
-
-Result<UniqueFd> Listen(const std::string& host, int port) {
-  addrinfo hints = {};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_PASSIVE;
-  addrinfo* addresses = nullptr;
-  const std::string address = store_wire::FormatAddress(host, port);
-  const int rc = getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &addresses);
-  if (rc != 0) return IoError("cannot resolve the store address " + address + ": " + gai_strerror(rc));
-  std::string last_error = "no address";
-  UniqueFd listener;
-  for (addrinfo* a = addresses; a != nullptr && !listener.valid(); a = a->ai_next) {
-    UniqueFd fd(socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a->ai_protocol));
-    const int one = 1;
-    if (fd.valid() && setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) == 0 &&
-        bind(fd.get(), a->ai_addr, a->ai_addrlen) == 0 && listen(fd.get(), SOMAXCONN) == 0) {
-      listener = std::move(fd);
-    } else {
-      last_error = store_wire::ErrnoText(errno);
-    }
-  }
-  freeaddrinfo(addresses);
-  if (!listener.valid()) return IoError("cannot listen on " + address + " for the store: " + last_error);
-  return listener;
-}
-
-}  // namespace
-
 Result<std::unique_ptr<StoreServer>> StoreServer::Start(const std::string& host, int port, int world_size) {
-  ASSIGN_OR_RETURN(UniqueFd listener, Listen(host, port));
+  ASSIGN_OR_RETURN(UniqueFd listener, store_wire::Listen(host, port));
   int pipe_fds[2];
   if (pipe2(pipe_fds, O_NONBLOCK | O_CLOEXEC) != 0) {
     return IoError("cannot create the store's wake pipe: " + store_wire::ErrnoText(errno));

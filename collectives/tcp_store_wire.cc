@@ -1,6 +1,7 @@
 #include "collectives/tcp_store_wire.h"
 
 #include <fcntl.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
@@ -103,6 +104,32 @@ Status ConfigureSocket(int fd) {
 std::string FormatAddress(const std::string& host, int port) {
   const bool ipv6_literal = host.find(':') != std::string::npos;
   return (ipv6_literal ? "[" + host + "]" : host) + ":" + std::to_string(port);
+}
+
+Result<UniqueFd> Listen(const std::string& host, int port) {
+  addrinfo hints = {};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE;
+  addrinfo* addresses = nullptr;
+  const std::string address = FormatAddress(host, port);
+  const int rc = getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &addresses);
+  if (rc != 0) return IoError("cannot resolve the store address " + address + ": " + gai_strerror(rc));
+  std::string last_error = "no address";
+  UniqueFd listener;
+  for (addrinfo* a = addresses; a != nullptr && !listener.valid(); a = a->ai_next) {
+    UniqueFd fd(socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a->ai_protocol));
+    const int one = 1;
+    if (fd.valid() && setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) == 0 &&
+        bind(fd.get(), a->ai_addr, a->ai_addrlen) == 0 && listen(fd.get(), SOMAXCONN) == 0) {
+      listener = std::move(fd);
+    } else {
+      last_error = ErrnoText(errno);
+    }
+  }
+  freeaddrinfo(addresses);
+  if (!listener.valid()) return IoError("cannot listen on " + address + " for the store: " + last_error);
+  return listener;
 }
 
 }  // namespace ckpt::coll::store_wire

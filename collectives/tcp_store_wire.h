@@ -1,4 +1,4 @@
-// The TCP store's wire protocol, shared by its server and its client. Every message is a frame:
+// The TCP store's wire protocol and socket helpers, shared by its server and its client. Every message is a frame:
 // u32 type, u64 payload length, payload; little-endian. The receiver checks the length against a limit before it
 // buffers anything, so a hostile or confused peer cannot make it allocate.
 //
@@ -80,6 +80,9 @@ std::string ErrnoText(int err);
 
 // Non-blocking with Nagle off: the store's messages are small and latency-bound.
 Status ConfigureSocket(int fd);
+
+// A non-blocking listening socket on host:port, with SO_REUSEADDR so that a restarted job can reuse the port.
+Result<UniqueFd> Listen(const std::string& host, int port);
 
 // "host:port", bracketing IPv6 literals.
 std::string FormatAddress(const std::string& host, int port);

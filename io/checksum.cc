@@ -10,7 +10,7 @@ uint64_t Checksum(const void* data, size_t size) { return XXH3_64bits(data, size
 
 std::vector<uint64_t> BlockChecksums(const void* data, size_t size, uint64_t block_size) {
   std::vector<uint64_t> sums;
-  if (block_size == 0) return sums;
+  if (block_size == 0) return sums;  // no block can be formed; BlockCount would divide by zero
   sums.reserve(BlockCount(size, block_size));
   const auto* bytes = static_cast<const unsigned char*>(data);
   for (uint64_t offset = 0; offset < size; offset += block_size) {

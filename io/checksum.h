@@ -13,6 +13,8 @@ uint64_t Checksum(const void* data, size_t size);
 std::vector<uint64_t> BlockChecksums(const void* data, size_t size, uint64_t block_size);
 
 // Number of blocks `size` bytes form.
-inline uint64_t BlockCount(uint64_t size, uint64_t block_size) { return (size + block_size - 1) / block_size; }
+inline uint64_t BlockCount(uint64_t size, uint64_t block_size) {
+  return size / block_size + (size % block_size != 0 ? 1 : 0);
+}
 
 }  // namespace ckpt::io

@@ -2,6 +2,7 @@
 
 #include <cstdio>
 
+#include "collectives/solo_control_plane.h"
 #include "collectives/tcp_store.h"
 #include "common/settings.h"
 
@@ -29,6 +30,8 @@ Result<std::unique_ptr<Context>> Context::Create(ContextConfig config) {
   ctx->log_ = config.log ? std::move(config.log) : StandardErrorSink(ctx->identity_.rank);
   if (config.allgather) {
     ctx->control_ = coll::MakeCallbackControlPlane(ctx->rank(), ctx->world_size(), std::move(config.allgather));
+  } else if (ctx->world_size() == 1) {
+    ctx->control_ = coll::MakeSoloControlPlane();
   } else {
     coll::TcpStoreConfig store;
     store.rank = ctx->rank();

@@ -54,8 +54,13 @@ void EncodeObject(const ObjectShardDesc& o, ByteWriter* w) {
 
 // Reads a list of dimensions, refusing more than kMaxDims with a message naming `what`.
 Status ReadDims(ByteReader* r, const std::string& what, Shape* dims) {
-  Status status = r->U64s(dims, kMaxDims);
-  if (!status.ok()) return status.WithContext(what + " (at most " + std::to_string(kMaxDims) + " dimensions)");
+  uint32_t ndim = 0;
+  RETURN_IF_ERROR(r->U32(&ndim));
+  if (ndim > kMaxDims) {
+    return Corrupt(what + " has " + std::to_string(ndim) + " dimensions, at most " + std::to_string(kMaxDims));
+  }
+  dims->resize(ndim);
+  for (auto& extent : *dims) RETURN_IF_ERROR(r->U64(&extent));
   return Status::Ok();
 }
 
@@ -326,7 +331,8 @@ size_t SlabDimension(const Box& box, uint64_t slabs) {
   return std::max_element(box.shape.begin(), box.shape.end()) - box.shape.begin();
 }
 
-// Cuts a large replicated box into slabs so that several of its holders share the writing.
+// One candidate for a unique box, or one per slab when a large replicated box is cut so that its holders share the
+// writing.
 void AddTensorCandidates(const std::string& key, UniqueBox unique, uint64_t element_size,
                          const SavePlanOptions& options, std::vector<Candidate>* out) {
   const uint64_t bytes = unique.box.volume() * element_size;
@@ -360,10 +366,13 @@ void CollectTensorCandidates(const KeyHoldings<TensorShardDesc>& tensors, const 
   for (const auto& [key, holdings] : tensors) {
     const uint64_t element_size = DTypeSize(holdings.front().desc->dtype);
     std::vector<UniqueBox> unique = UniqueBoxes(holdings);
-    const bool no_elements = std::all_of(unique.begin(), unique.end(), [](const UniqueBox& u) { return u.box.empty(); });
+    const bool no_elements =
+        std::all_of(unique.begin(), unique.end(), [](const UniqueBox& u) { return u.box.empty(); });
     if (no_elements) unique.resize(1);
     for (auto& u : unique) {
-      if (!u.box.empty() || no_elements) AddTensorCandidates(std::string(key), std::move(u), element_size, options, out);
+      if (!u.box.empty() || no_elements) {
+        AddTensorCandidates(std::string(key), std::move(u), element_size, options, out);
+      }
     }
   }
 }

@@ -112,3 +112,15 @@ for args in "" "ls" "verify" "cat $1" "bogus $1" "ls --bogus $1"; do
   test "$code" -eq 2 || { echo "ckpt $args exited $code, expected 2"; exit 1; }
 done
 ]=] NO_CHECKPOINT)
+
+# reshard across simulated nodes: the manifest records both nodes, and a load on differently named nodes works.
+add_test(NAME example_reshard_on_two_nodes
+         COMMAND sh -c [=[
+checkpoint="$3/reshard-two-nodes"
+rm -rf "$checkpoint"
+"$0" -n 4 --node-names a,a,b,b -- "$1" save "$checkpoint" || exit 1
+"$2" ls "$checkpoint" | grep -q "saved by 4 ranks on 2 nodes" || { echo "the manifest lacks the 2 nodes"; exit 1; }
+"$0" -n 3 --node-names x,y,y -- "$1" load "$checkpoint"
+]=] $<TARGET_FILE:ckpt-launch> $<TARGET_FILE:example_reshard> $<TARGET_FILE:ckpt_cli> ${CKPT_EXAMPLE_CHECKPOINTS})
+set_tests_properties(example_reshard_on_two_nodes PROPERTIES TIMEOUT 120 ENVIRONMENT CKPT_TIMEOUT_MS=60000
+                                                             FIXTURES_REQUIRED example_checkpoints)

@@ -221,7 +221,8 @@ int List(const std::string& dir, bool with_chunks) {
   std::printf("  format %u.%u, saved by %s on %s\n", info.format_major, info.format_minor,
               Count(info.world_size, "rank", "ranks").c_str(), Count(info.node_count, "node", "nodes").c_str());
   std::printf("  %s, %s, %s, %s, %s of data\n", Count(info.tensor_count, "tensor", "tensors").c_str(),
-              Count(info.object_count, "object", "objects").c_str(), Count(info.common_count, "common entry", "common entries").c_str(),
+              Count(info.object_count, "object", "objects").c_str(),
+              Count(info.common_count, "common entry", "common entries").c_str(),
               Count(info.file_count, "data file", "data files").c_str(), FormatBytes(info.total_bytes).c_str());
   if (info.tensor_count > 0) {
     if (const int code = ListTensors(*checkpoint, info.tensor_count, with_chunks); code != kExitOk) return code;
@@ -231,8 +232,8 @@ int List(const std::string& dir, bool with_chunks) {
   }
   // The C API looks metadata up by key; it has no way to enumerate the keys.
   if (info.metadata_count > 0) {
-    std::printf("metadata: %s (print one with: ckpt meta %s KEY)\n", Count(info.metadata_count, "entry", "entries").c_str(),
-                dir.c_str());
+    std::printf("metadata: %s (print one with: ckpt meta %s KEY)\n",
+                Count(info.metadata_count, "entry", "entries").c_str(), dir.c_str());
   }
   return kExitOk;
 }

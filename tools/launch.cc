@@ -286,12 +286,13 @@ bool Supervisor::Spawn(int rank, int port) {
   std::vector<char*> envp = CStrings(environment);
   std::vector<char*> argv = CStrings(arguments);
 
-  // The child gets default signal handling and an empty mask: it must not inherit our blocked set.
+  // The child gets an empty mask and default handling of the signals we take or a parent may have ignored.
   posix_spawnattr_t attributes;
   posix_spawnattr_init(&attributes);
   sigset_t empty;
   sigemptyset(&empty);
   sigset_t handled = HandledSignals();
+  sigaddset(&handled, SIGPIPE);
   posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
   posix_spawnattr_setpgroup(&attributes, 0);
   posix_spawnattr_setsigmask(&attributes, &empty);
@@ -333,25 +334,29 @@ void Supervisor::StopAll(const char* reason) {
 void Supervisor::OnExit(Rank& child, int wait_status) {
   child.running = false;
   int code = 0;
-  std::string how;
+  std::string report = "rank " + std::to_string(child.rank) + " (pid " + std::to_string(child.pid) + ") ";
   if (WIFSIGNALED(wait_status)) {
     const int signal_number = WTERMSIG(wait_status);
     code = 128 + signal_number;
-    how = "was killed by signal " + std::to_string(signal_number) + " (" + strsignal(signal_number) + ")";
+    report += "was killed by signal " + std::to_string(signal_number) + " (" + strsignal(signal_number) + ")";
   } else {
     code = WEXITSTATUS(wait_status);
-    how = "exited with code " + std::to_string(code);
+    report += "exited with code " + std::to_string(code);
   }
   if (code == 0) return;
-  if (first_failure_code_ || stopping_) {
-    std::fprintf(stderr, "ckpt-launch: rank %d (pid %d) %s\n", child.rank, static_cast<int>(child.pid), how.c_str());
-    return;
+  // The first failure decides the exit code; failures after a stop was requested are its consequences.
+  if (!first_failure_code_ && !stopping_) {
+    first_failure_code_ = code;
+    first_failed_rank_ = child.rank;
+    if (Running() > 0) {
+      char stopping[96];
+      std::snprintf(stopping, sizeof(stopping), "; stopping the other %d running rank(s) in %g s", Running(),
+                    options_.grace_s);
+      report += stopping;
+      terminate_at_ = Clock::now() + Grace();
+    }
   }
-  first_failure_code_ = code;
-  first_failed_rank_ = child.rank;
-  std::fprintf(stderr, "ckpt-launch: rank %d (pid %d) %s; stopping the other %d running rank(s) in %g s\n",
-               child.rank, static_cast<int>(child.pid), how.c_str(), Running(), options_.grace_s);
-  if (Running() > 0 && !terminate_at_ && !kill_at_) terminate_at_ = Clock::now() + Grace();
+  std::fprintf(stderr, "ckpt-launch: %s\n", report.c_str());
 }
 
 void Supervisor::ReapExited() {

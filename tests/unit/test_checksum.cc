@@ -1,9 +1,9 @@
-#include "io/checksum.h"
-
 #include <gtest/gtest.h>
 #include <xxhash.h>
 
 #include <string>
+
+#include "io/checksum.h"
 
 namespace ckpt::io {
 namespace {

@@ -1,5 +1,3 @@
-#include "io/file_io.h"
-
 #include <gtest/gtest.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
@@ -10,6 +8,8 @@
 #include <cstring>
 #include <filesystem>
 #include <string>
+
+#include "io/file_io.h"
 
 namespace ckpt::io {
 namespace {

@@ -1,5 +1,3 @@
-#include "runtime/manifest.h"
-
 #include <capnp/message.h>
 #include <capnp/serialize.h>
 #include <gtest/gtest.h>
@@ -13,6 +11,7 @@
 #include "io/file_io.h"
 #include "manifest.capnp.h"
 #include "runtime/dtype.h"
+#include "runtime/manifest.h"
 
 namespace ckpt::runtime {
 namespace {
@@ -37,11 +36,11 @@ Manifest SampleManifest() {
   m.metadata = {{"step", "7"}, {"model", "tiny"}};
   m.files = {{"data/0-0.bin", 8192}, {"data/1-0.bin", 4096}};
   m.tensors.push_back(TensorRecord{"a.scalar", kF32, {}, {ChunkRecord{Box{{}, {}}, Stored(0, 0, 4)}}});
-  m.tensors.push_back(TensorRecord{"w",
-                                   kF32,
-                                   {4, 6},
-                                   {ChunkRecord{Box{{0, 0}, {2, 6}}, Stored(0, 4096, 48)},
-                                    ChunkRecord{Box{{2, 0}, {2, 6}}, Stored(1, 0, 48)}}});
+  m.tensors.push_back(TensorRecord{
+      "w",
+      kF32,
+      {4, 6},
+      {ChunkRecord{Box{{0, 0}, {2, 6}}, Stored(0, 4096, 48)}, ChunkRecord{Box{{2, 0}, {2, 6}}, Stored(1, 0, 48)}}});
   m.objects.push_back(ObjectRecord{"opt", {2}, {{{0}, Stored(0, 512, 10)}, {{1}, Stored(1, 512, 20)}}});
   m.common.push_back(CommonRecord{"config", true, std::string("lr=0.1\0x", 8), {}});
   m.common.push_back(CommonRecord{"rng", false, "", Stored(0, 1024, 100)});
@@ -241,8 +240,7 @@ TEST(ManifestHeader, NewerMajorIsAVersionError) {
   m.root().setFormatMajor(2);
   Result<Manifest> decoded = DecodeManifest(m.File(2, 3), kOrigin);
   EXPECT_EQ(decoded.status().code(), Code::kVersion);
-  EXPECT_EQ(decoded.status().message(),
-            std::string(kOrigin) + ": written by format 2.3, this library reads up to 1.x");
+  EXPECT_EQ(decoded.status().message(), std::string(kOrigin) + ": written by format 2.3, this library reads up to 1.x");
 }
 
 TEST(ManifestHeader, NewerMinorIsRead) {
@@ -262,6 +260,12 @@ TEST(ManifestHeader, ValidChecksumOverGarbageIsMalformed) {
   ExpectCorrupt(WithHeader(std::string(64, '\xff')), "malformed message");
 }
 
+TEST(ManifestHeader, EmptyMessageIsMalformed) { ExpectCorrupt(WithHeader(""), "malformed message"); }
+
+TEST(ManifestHeader, MessageOfPartialWordsIsCorrupt) {
+  ExpectCorrupt(WithHeader("abc"), "not a whole number of words");
+}
+
 // ---- Data files ---------------------------------------------------------------------------------------------------
 
 TEST(ManifestFiles, AbsoluteNameIsRefused) { ExpectBadFileName("/etc/passwd", "is absolute"); }
@@ -277,6 +281,26 @@ TEST(ManifestFiles, DuplicateNameIsRefused) { ExpectBadFileName("data/0-0.bin", 
 
 // ---- Tensors ------------------------------------------------------------------------------------------------------
 
+// Rows 0-1 split at column 2, rows 2-3 at column 4: no chunk boundary lines up across the whole tensor.
+TEST(ManifestTensors, StaggeredChunksThatTileAreAccepted) {
+  Manifest m = SampleManifest();
+  m.tensors[1].chunks = {
+      ChunkRecord{Box{{0, 0}, {2, 2}}, Stored(0, 4096, 16)}, ChunkRecord{Box{{0, 2}, {2, 4}}, Stored(0, 4112, 32)},
+      ChunkRecord{Box{{2, 0}, {2, 4}}, Stored(1, 0, 32)}, ChunkRecord{Box{{2, 4}, {2, 2}}, Stored(1, 32, 16)}};
+  Result<std::string> file = EncodeManifest(m);
+  ASSERT_TRUE(file.ok()) << file.status().message();
+  EXPECT_TRUE(DecodeManifest(file.value(), kOrigin).ok());
+}
+
+TEST(ManifestTensors, EmptyTensorWithoutChunksIsAccepted) {
+  Manifest m = SampleManifest();
+  m.tensors[1].shape = {0, 6};
+  m.tensors[1].chunks.clear();
+  Result<std::string> file = EncodeManifest(m);
+  ASSERT_TRUE(file.ok()) << file.status().message();
+  EXPECT_TRUE(DecodeManifest(file.value(), kOrigin).ok());
+}
+
 TEST(ManifestTensors, ChunkOutsideTheTensorIsRefused) {
   HostileManifest m;
   m.chunk(1).setOffset(Words({3, 0}));
@@ -287,6 +311,16 @@ TEST(ManifestTensors, OverlappingChunksAreRefused) {
   HostileManifest m;
   m.chunk(1).setOffset(Words({1, 0}));
   ExpectCorrupt(m.File(), "tensor 'w': chunks 0 and 1 overlap");
+}
+
+TEST(ManifestTensors, OverlapAcrossStaggeredChunksIsRefused) {
+  HostileManifest m;
+  m.chunk(0).setShape(Words({2, 3}));
+  m.chunk(0).getBytes().setByteLength(24);
+  m.chunk(0).getBytes().initBlockChecksums(1);
+  m.chunk(1).setOffset(Words({1, 2}));
+  m.chunk(1).setShape(Words({3, 4}));
+  ExpectCorrupt(m.File(), "tensor 'w': chunks 0 and 1 overlap in [1:2, 2:3]");
 }
 
 TEST(ManifestTensors, GapBetweenChunksIsRefused) {

@@ -69,13 +69,15 @@ bool Contains(const Status& status, const std::string& text) {
   return status.message().find(text) != std::string::npos;
 }
 
-// Forks a child that joins the store as `rank` and exits without a goodbye as soon as the store is connected,
+constexpr char kDieKey[] = "die";
+
+// Forks a child that joins the store as `rank`, waits until someone sets kDieKey, then exits without a goodbye,
 // the way a crashed process would. Fork before any thread exists in this process.
-pid_t ForkRankThatDiesAfterConnecting(int rank, int world_size, int port) {
+pid_t ForkRankThatDiesOnRequest(int rank, int world_size, int port) {
   const pid_t pid = fork();
   if (pid == 0) {
     Result<std::unique_ptr<TcpStore>> store = TcpStore::Connect(ConfigFor(rank, world_size, port));
-    _exit(store.ok() ? 0 : 1);
+    _exit(store.ok() && (*store)->Wait(kDieKey).ok() ? 0 : 1);
   }
   return pid;
 }
@@ -180,9 +182,10 @@ TEST(TcpStoreTest, AllGatherTimesOutNamingTheRankThatNeverJoined) {
 
 TEST(TcpStoreTest, DeadRankFailsTheOthersAllGatherWithPeerFailed) {
   const int port = PickFreePort();
-  const pid_t child = ForkRankThatDiesAfterConnecting(2, 3, port);
+  const pid_t child = ForkRankThatDiesOnRequest(2, 3, port);
   ASSERT_GT(child, 0);
   RunRanks(2, 3, port, milliseconds(10000), [](TcpStore& store) {
+    ASSERT_TRUE(store.Set(kDieKey, "").ok());
     const Clock::time_point start = Clock::now();
     Result<std::vector<std::string>> gathered = store.AllGather("x");
     EXPECT_EQ(gathered.status().code(), Code::kPeerFailed);
@@ -194,9 +197,10 @@ TEST(TcpStoreTest, DeadRankFailsTheOthersAllGatherWithPeerFailed) {
 
 TEST(TcpStoreTest, DeadRankFailsLaterWaits) {
   const int port = PickFreePort();
-  const pid_t child = ForkRankThatDiesAfterConnecting(1, 2, port);
+  const pid_t child = ForkRankThatDiesOnRequest(1, 2, port);
   ASSERT_GT(child, 0);
   RunRanks(1, 2, port, milliseconds(10000), [](TcpStore& store) {
+    ASSERT_TRUE(store.Set(kDieKey, "").ok());
     const Clock::time_point start = Clock::now();
     Result<std::string> waited = store.Wait("never-set");
     EXPECT_EQ(waited.status().code(), Code::kPeerFailed);
@@ -208,10 +212,11 @@ TEST(TcpStoreTest, DeadRankFailsLaterWaits) {
 
 TEST(TcpStoreTest, LostServerFailsTheOthersWithPeerFailed) {
   const int port = PickFreePort();
-  const pid_t child = ForkRankThatDiesAfterConnecting(0, 2, port);
+  const pid_t child = ForkRankThatDiesOnRequest(0, 2, port);
   ASSERT_GT(child, 0);
   Result<std::unique_ptr<TcpStore>> store = TcpStore::Connect(ConfigFor(1, 2, port, milliseconds(10000)));
   ASSERT_TRUE(store.ok()) << store.status().message();
+  ASSERT_TRUE((*store)->Set(kDieKey, "").ok());
   EXPECT_EQ(ChildExitCode(child), 0);
   Result<std::vector<std::string>> gathered = (*store)->AllGather("x");
   EXPECT_EQ(gathered.status().code(), Code::kPeerFailed);
@@ -270,20 +275,25 @@ TEST(TcpStoreTest, OversizeMessageDropsTheSenderAndSparesTheStore) {
 TEST(TcpStoreTest, RefusesSecondConnectionForTheSameRank) {
   const int port = PickFreePort();
   RunAllRanks(2, port, [&](TcpStore& store) {
-    if (store.rank() != 1) return;
-    Result<std::unique_ptr<TcpStore>> duplicate = TcpStore::Connect(ConfigFor(1, 2, port, milliseconds(1000)));
-    EXPECT_EQ(duplicate.status().code(), Code::kAlreadyExists);
-    EXPECT_TRUE(Contains(duplicate.status(), "rank 1 is already connected")) << duplicate.status().message();
+    if (store.rank() == 1) {
+      Result<std::unique_ptr<TcpStore>> duplicate = TcpStore::Connect(ConfigFor(1, 2, port, milliseconds(1000)));
+      EXPECT_EQ(duplicate.status().code(), Code::kAlreadyExists);
+      EXPECT_TRUE(Contains(duplicate.status(), "rank 1 is already connected")) << duplicate.status().message();
+    }
+    // Rank 0 stops accepting connections once it leaves, so it stays until rank 1 is done.
+    EXPECT_TRUE(store.Barrier().ok());
   });
 }
 
 TEST(TcpStoreTest, RefusesWorldSizeMismatch) {
   const int port = PickFreePort();
   RunAllRanks(2, port, [&](TcpStore& store) {
-    if (store.rank() != 1) return;
-    Result<std::unique_ptr<TcpStore>> stranger = TcpStore::Connect(ConfigFor(1, 3, port, milliseconds(1000)));
-    EXPECT_EQ(stranger.status().code(), Code::kMismatch);
-    EXPECT_TRUE(Contains(stranger.status(), "world has 3 ranks")) << stranger.status().message();
+    if (store.rank() == 1) {
+      Result<std::unique_ptr<TcpStore>> stranger = TcpStore::Connect(ConfigFor(1, 3, port, milliseconds(1000)));
+      EXPECT_EQ(stranger.status().code(), Code::kMismatch);
+      EXPECT_TRUE(Contains(stranger.status(), "world has 3 ranks")) << stranger.status().message();
+    }
+    EXPECT_TRUE(store.Barrier().ok());
   });
 }
 

@@ -1,0 +1,44 @@
+/* The header's *_INIT macros as functions, since cgo cannot expand brace initialisers. The binding builds its
+ * structs with these, never with the library's *_init functions: those write the loaded library's struct size,
+ * which a newer library could make larger than the struct compiled here. */
+#ifndef CKPT_GO_BINDING_H
+#define CKPT_GO_BINDING_H
+
+#include <ckpt.h>
+
+static inline ckpt_context_options ckpt_go_context_options(void) {
+  ckpt_context_options opts = CKPT_CONTEXT_OPTIONS_INIT;
+  return opts;
+}
+
+static inline ckpt_tensor_shard ckpt_go_tensor_shard(void) {
+  ckpt_tensor_shard shard = CKPT_TENSOR_SHARD_INIT;
+  return shard;
+}
+
+static inline ckpt_save_options ckpt_go_save_options(void) {
+  ckpt_save_options opts = CKPT_SAVE_OPTIONS_INIT;
+  return opts;
+}
+
+static inline ckpt_load_options ckpt_go_load_options(void) {
+  ckpt_load_options opts = CKPT_LOAD_OPTIONS_INIT;
+  return opts;
+}
+
+static inline ckpt_checkpoint_info ckpt_go_checkpoint_info(void) {
+  ckpt_checkpoint_info info = CKPT_CHECKPOINT_INFO_INIT;
+  return info;
+}
+
+static inline ckpt_tensor_info ckpt_go_tensor_info(void) {
+  ckpt_tensor_info info = CKPT_TENSOR_INFO_INIT;
+  return info;
+}
+
+static inline ckpt_chunk_info ckpt_go_chunk_info(void) {
+  ckpt_chunk_info info = CKPT_CHUNK_INFO_INIT;
+  return info;
+}
+
+#endif

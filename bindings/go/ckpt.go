@@ -1,0 +1,40 @@
+// Package ckpt is the Go binding of libckpt, a distributed checkpointing runtime.
+//
+// Every process of a job (a rank) creates one Context, registers in a State the shards of the global tensors it
+// holds, and calls Save or Load together with the other ranks. Any number of ranks, in any layout, can load what
+// any other layout saved. A Reader inspects a checkpoint from any single process.
+//
+// # Memory
+//
+// libckpt reads and writes tensor data after the call that registered it has returned, and Go's cgo rules forbid
+// C from keeping pointers to Go memory past a call. Tensor and object data therefore live in a Buffer, memory
+// allocated by C. A State holds a reference to every Buffer registered in it, so closing a Buffer early only
+// defers its release until the State is closed; but slices returned by a Buffer's views (Float32s, Bytes, ...)
+// must not be used after the Buffer is released.
+//
+// # Resources
+//
+// Context, State, SaveRequest, Reader and Buffer own C resources: Close them when done. Finalizers free a
+// forgotten Context, State, SaveRequest or Reader as a safety net, but only Close frees them at a known time.
+// A Buffer has no finalizer, because its views may outlive every reference to the Buffer itself.
+//
+// # Concurrency
+//
+// Every method may be called from any goroutine; calls on one handle are serialised. Collective calls (NewContext,
+// Save, Load) must be made by every rank in the same order.
+package ckpt
+
+/*
+#cgo CFLAGS: -I${SRCDIR}/../../include
+#cgo LDFLAGS: -lckpt
+#include <ckpt.h>
+*/
+import "C"
+
+// MaxNdim is the largest number of dimensions of a tensor or object grid.
+const MaxNdim = C.CKPT_MAX_NDIM
+
+// Version is the version of the libckpt loaded at run time, as "major.minor.patch".
+func Version() string {
+	return C.GoString(C.ckpt_version_string())
+}

@@ -1,0 +1,198 @@
+package ckpt
+
+import (
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestSaveOnTwoRanksCommitsACheckpoint(t *testing.T) {
+	reader := openSaved(t)
+	info, err := reader.Info()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.WorldSize != 2 || info.TensorCount != 3 || info.CommonCount != 1 || info.MetadataCount != 1 {
+		t.Errorf("info = %+v, expected world 2, 3 tensors, 1 common entry, 1 metadata entry", info)
+	}
+	if err := reader.Verify(); err != nil {
+		t.Errorf("Verify: %v", err)
+	}
+}
+
+func TestLoadOnThreeRanksReshardsByColumns(t *testing.T) {
+	if err := runRanks("load-columns", 3, savedCheckpoint(t)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestLoadOnOneRankReadsEverythingWhole(t *testing.T) {
+	if err := runRanks("load-whole", 1, savedCheckpoint(t)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestLoadOfMissingKeyFailsWithMismatchNamingTheKey(t *testing.T) {
+	dir := savedCheckpoint(t)
+	ctx := singleRankContext(t)
+	state := newTestState(t)
+	data := newTestBuffer(t, DtypeF32, 2)
+	if err := state.AddTensor(TensorShard{Key: "no.such.tensor", Dtype: DtypeF32, GlobalShape: []uint64{2},
+		Data: data}); err != nil {
+		t.Fatal(err)
+	}
+	err := ctx.Load(state, dir, &LoadOptions{UnexpectedKeys: StrictIgnore})
+	if !errors.Is(err, ErrMismatch) || !strings.Contains(err.Error(), "no.such.tensor") {
+		t.Errorf("Load = %v, expected a mismatch naming no.such.tensor", err)
+	}
+}
+
+func TestLoadIgnoringMissingKeysSucceeds(t *testing.T) {
+	dir := savedCheckpoint(t)
+	ctx := singleRankContext(t)
+	state := newTestState(t)
+	data := newTestBuffer(t, DtypeF32, 2)
+	if err := state.AddTensor(TensorShard{Key: "no.such.tensor", Dtype: DtypeF32, GlobalShape: []uint64{2},
+		Data: data}); err != nil {
+		t.Fatal(err)
+	}
+	options := &LoadOptions{MissingKeys: StrictIgnore, UnexpectedKeys: StrictIgnore}
+	if err := ctx.Load(state, dir, options); err != nil {
+		t.Errorf("Load = %v, expected the missing key to be ignored", err)
+	}
+}
+
+func TestSaveOverCommittedCheckpointFailsWithAlreadyExists(t *testing.T) {
+	ctx := singleRankContext(t)
+	dir := filepath.Join(t.TempDir(), "ckpt")
+	saveScalar(t, ctx, dir)
+	state := newTestState(t)
+	_, err := ctx.Save(state, dir, nil)
+	if !errors.Is(err, ErrAlreadyExists) {
+		t.Errorf("second Save = %v, expected ErrAlreadyExists", err)
+	}
+}
+
+func TestSaveRequestReportsCompletion(t *testing.T) {
+	ctx := singleRankContext(t)
+	state := newTestState(t)
+	if err := state.AddCommon("step", stepBytes(7)); err != nil {
+		t.Fatal(err)
+	}
+	request, err := ctx.Save(state, filepath.Join(t.TempDir(), "ckpt"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := request.Wait(0); err != nil {
+		t.Errorf("Wait = %v", err)
+	}
+	if done, err := request.Test(); !done || err != nil {
+		t.Errorf("Test = %v, %v; expected done without error", done, err)
+	}
+	request.Close()
+	if _, err := request.Test(); !errors.Is(err, ErrInvalidArgument) {
+		t.Errorf("Test after Close = %v, expected ErrInvalidArgument", err)
+	}
+}
+
+func TestContextCloseFreesUnclosedRequests(t *testing.T) {
+	ctx := singleRankContext(t)
+	state := newTestState(t)
+	request, err := ctx.Save(state, filepath.Join(t.TempDir(), "ckpt"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx.Close()
+	if err := request.Wait(0); !errors.Is(err, ErrInvalidArgument) {
+		t.Errorf("Wait after the context's Close = %v, expected ErrInvalidArgument", err)
+	}
+	request.Close()
+}
+
+func TestSingleRankContextReportsItsIdentity(t *testing.T) {
+	ctx := singleRankContext(t)
+	if ctx.Rank() != 0 || ctx.WorldSize() != 1 || ctx.LocalRank() != 0 {
+		t.Errorf("rank %d, world %d, local %d; expected 0, 1, 0", ctx.Rank(), ctx.WorldSize(), ctx.LocalRank())
+	}
+}
+
+func TestContextOptionsOutOfRangeAreRefused(t *testing.T) {
+	for _, opts := range []Options{{Rank: 2, WorldSize: 2}, {Rank: 1}, {StorePort: 70000}, {Timeout: -1}} {
+		if _, err := NewContext(opts); !errors.Is(err, ErrInvalidArgument) {
+			t.Errorf("NewContext(%+v) = %v, expected ErrInvalidArgument", opts, err)
+		}
+	}
+}
+
+func TestClosedContextRefusesCalls(t *testing.T) {
+	ctx := singleRankContext(t)
+	ctx.Close()
+	if err := ctx.Load(newTestState(t), savedCheckpoint(t), nil); !errors.Is(err, ErrInvalidArgument) {
+		t.Errorf("Load on a closed context = %v, expected ErrInvalidArgument", err)
+	}
+}
+
+// singleRankContext is a one-rank job in this process, whatever the environment says.
+func singleRankContext(t *testing.T) *Context {
+	t.Helper()
+	port, err := freePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, err := NewContext(Options{Rank: 0, WorldSize: 1, StoreHost: "127.0.0.1", StorePort: port})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ctx.Close() })
+	return ctx
+}
+
+func newTestState(t *testing.T) *State {
+	t.Helper()
+	state, err := NewState()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { state.Close() })
+	return state
+}
+
+func newTestBuffer(t *testing.T, dtype Dtype, elements int) *Buffer {
+	t.Helper()
+	b, err := NewBufferFor(dtype, elements)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	return b
+}
+
+// saveScalar saves a checkpoint holding one F64 scalar.
+func saveScalar(t *testing.T, ctx *Context, dir string) {
+	t.Helper()
+	state := newTestState(t)
+	data := newTestBuffer(t, DtypeF64, 1)
+	data.Float64s()[0] = 2.5
+	if err := state.AddTensor(TensorShard{Key: "scalar", Dtype: DtypeF64, Data: data}); err != nil {
+		t.Fatal(err)
+	}
+	request, err := ctx.Save(state, dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer request.Close()
+	if err := request.Wait(0); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func openSaved(t *testing.T) *Reader {
+	t.Helper()
+	reader, err := Open(savedCheckpoint(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { reader.Close() })
+	return reader
+}

@@ -1,0 +1,3 @@
+module ckpt.dev/ckpt
+
+go 1.19

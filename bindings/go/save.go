@@ -1,0 +1,230 @@
+package ckpt
+
+/*
+#include "binding.h"
+*/
+import "C"
+
+import (
+	"errors"
+	"math"
+	"runtime"
+	"sort"
+	"sync"
+	"time"
+)
+
+// SaveOptions configure a save; nil means defaults.
+type SaveOptions struct {
+	// Metadata is stored in the checkpoint's manifest (Reader.Metadata), taken from rank 0.
+	Metadata map[string]string
+}
+
+// SaveRequest tracks a save. Its State's buffers may be modified as soon as Save returns; Wait tells when the
+// checkpoint is committed. Close it when done.
+type SaveRequest struct {
+	ctx    *Context // keeps the context alive while the request is
+	handle *requestHandle
+}
+
+// requestHandle is the C request, shared with the Context so that Context.Close can free it first.
+type requestHandle struct {
+	mu  sync.Mutex
+	ptr *C.ckpt_request_t
+}
+
+func (h *requestHandle) free() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.ptr != nil {
+		C.ckpt_request_free(h.ptr)
+		h.ptr = nil
+	}
+}
+
+// Save saves state as the checkpoint directory path, on storage every rank can reach. Collective. Before any
+// byte is written, the ranks agree that every tensor's shards tile its global shape exactly (ErrMismatch names
+// the key and ranks otherwise); replicated boxes are written once. path appears only when the checkpoint is
+// complete and durable; ErrAlreadyExists if it is already a checkpoint.
+func (c *Context) Save(state *State, path string, opts *SaveOptions) (*SaveRequest, error) {
+	var allocs cAllocs
+	defer allocs.free()
+	copts, err := opts.toC(&allocs)
+	if err != nil {
+		return nil, err
+	}
+	cpath, err := allocs.str("checkpoint path", path)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.ptr == nil {
+		return nil, closedHandle("Context")
+	}
+	state.mu.Lock()
+	defer state.mu.Unlock()
+	if state.ptr == nil {
+		return nil, closedHandle("State")
+	}
+	var ptr *C.ckpt_request_t
+	err = call(func(cerr *C.ckpt_error_t) C.int32_t {
+		return C.ckpt_save(c.ptr, state.ptr, cpath, &copts, &ptr, cerr)
+	})
+	if err != nil {
+		return nil, err
+	}
+	request := &SaveRequest{ctx: c, handle: &requestHandle{ptr: ptr}}
+	c.pending[request.handle] = struct{}{}
+	runtime.SetFinalizer(request, (*SaveRequest).Close)
+	return request, nil
+}
+
+func (o *SaveOptions) toC(allocs *cAllocs) (C.ckpt_save_options, error) {
+	copts := C.ckpt_go_save_options()
+	if o == nil || len(o.Metadata) == 0 {
+		return copts, nil
+	}
+	if len(o.Metadata) > math.MaxUint32 {
+		return copts, invalidArgument("%d metadata entries are too many", len(o.Metadata))
+	}
+	keys := make([]string, 0, len(o.Metadata))
+	for key := range o.Metadata {
+		keys = append(keys, key)
+	}
+	sort.Strings(keys) // the manifest should not depend on map iteration order
+	values := make([]string, len(keys))
+	for i, key := range keys {
+		values[i] = o.Metadata[key]
+	}
+	var err error
+	if copts.metadata_keys, err = allocs.strs("metadata key", keys); err != nil {
+		return copts, err
+	}
+	if copts.metadata_values, err = allocs.strs("metadata value", values); err != nil {
+		return copts, err
+	}
+	copts.metadata_count = C.uint32_t(len(keys))
+	return copts, nil
+}
+
+// Test reports without blocking whether the save has finished, and its error if it failed (the same on every
+// rank).
+func (r *SaveRequest) Test() (done bool, err error) {
+	err = r.call(func(ptr *C.ckpt_request_t, cerr *C.ckpt_error_t) C.int32_t {
+		return C.ckpt_request_test(ptr, cerr)
+	})
+	if errors.Is(err, ErrInProgress) {
+		return false, nil
+	}
+	return true, err
+}
+
+// Wait blocks until the save has finished or timeout has passed (0: the context's timeout) and returns the save's
+// error; a request still running when the timeout passes yields an error matching ErrInProgress.
+func (r *SaveRequest) Wait(timeout time.Duration) error {
+	timeoutMs := (timeout + time.Millisecond - 1) / time.Millisecond
+	if timeout < 0 || timeoutMs > math.MaxUint32 {
+		return invalidArgument("wait timeout %v is out of range", timeout)
+	}
+	return r.call(func(ptr *C.ckpt_request_t, cerr *C.ckpt_error_t) C.int32_t {
+		return C.ckpt_request_wait(ptr, C.uint32_t(timeoutMs), cerr)
+	})
+}
+
+func (r *SaveRequest) call(fn func(ptr *C.ckpt_request_t, cerr *C.ckpt_error_t) C.int32_t) error {
+	r.handle.mu.Lock()
+	defer r.handle.mu.Unlock()
+	if r.handle.ptr == nil {
+		return closedHandle("SaveRequest")
+	}
+	return call(func(cerr *C.ckpt_error_t) C.int32_t { return fn(r.handle.ptr, cerr) })
+}
+
+// Close frees the request, waiting first for an unfinished save. Closing twice is harmless.
+func (r *SaveRequest) Close() error {
+	r.ctx.mu.Lock()
+	defer r.ctx.mu.Unlock()
+	r.handle.free()
+	delete(r.ctx.pending, r.handle)
+	runtime.SetFinalizer(r, nil)
+	return nil
+}
+
+// Strictness says what a load does about keys that the state and the checkpoint do not share.
+type Strictness int32
+
+const (
+	// StrictDefault keeps libckpt's default: StrictFail for missing keys, StrictLog for unexpected keys.
+	StrictDefault Strictness = iota
+	// StrictFail fails the load with ErrMismatch.
+	StrictFail
+	// StrictLog logs a warning naming the keys and goes on.
+	StrictLog
+	// StrictIgnore goes on silently.
+	StrictIgnore
+)
+
+// LoadOptions configure a load; nil or the zero value means libckpt's defaults.
+type LoadOptions struct {
+	// MissingKeys: a key this rank asks for that the checkpoint lacks.
+	MissingKeys Strictness
+	// UnexpectedKeys: a tensor or object key the checkpoint has that no rank asks for.
+	UnexpectedKeys Strictness
+}
+
+func (o *LoadOptions) toC() (C.ckpt_load_options, error) {
+	copts := C.ckpt_go_load_options()
+	if o == nil {
+		return copts, nil
+	}
+	var err error
+	if copts.missing_keys, err = o.MissingKeys.toC(copts.missing_keys); err != nil {
+		return copts, err
+	}
+	copts.unexpected_keys, err = o.UnexpectedKeys.toC(copts.unexpected_keys)
+	return copts, err
+}
+
+func (s Strictness) toC(libraryDefault C.int32_t) (C.int32_t, error) {
+	switch s {
+	case StrictDefault:
+		return libraryDefault, nil
+	case StrictFail:
+		return C.CKPT_STRICT_FAIL, nil
+	case StrictLog:
+		return C.CKPT_STRICT_LOG, nil
+	case StrictIgnore:
+		return C.CKPT_STRICT_IGNORE, nil
+	}
+	return 0, invalidArgument("unknown strictness %d", int32(s))
+}
+
+// Load fills every Buffer registered in state from the checkpoint at path, whatever layout and number of ranks
+// saved it, and makes its common entries available through State.Common. Collective. Every block read is checked
+// against its checksum; a failure on any rank fails the load on every rank, and buffers may then be partly filled.
+func (c *Context) Load(state *State, path string, opts *LoadOptions) error {
+	copts, err := opts.toC()
+	if err != nil {
+		return err
+	}
+	var allocs cAllocs
+	defer allocs.free()
+	cpath, err := allocs.str("checkpoint path", path)
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.ptr == nil {
+		return closedHandle("Context")
+	}
+	state.mu.Lock()
+	defer state.mu.Unlock()
+	if state.ptr == nil {
+		return closedHandle("State")
+	}
+	return call(func(cerr *C.ckpt_error_t) C.int32_t {
+		return C.ckpt_load(c.ptr, state.ptr, cpath, &copts, cerr)
+	})
+}

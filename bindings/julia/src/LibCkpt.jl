@@ -1,0 +1,311 @@
+"""
+    LibCkpt
+
+The raw C API of libckpt, one Julia function per function of `include/ckpt.h`, with the same name, the same
+arguments in the same order, and the C types spelled out in every `@ccall`. Nothing here checks statuses or
+manages lifetimes: that is the job of the `Ckpt` module around it.
+
+The library is opened on first use from `ENV["CKPT_LIB"]` (a path or a name the dynamic loader can find), else
+from `"libckpt"`, so setting `CKPT_LIB` after `using Ckpt` but before the first call works, and the precompiled
+module never bakes in a path. Each call looks its symbol up with dlsym: a hash lookup, negligible beside what
+these functions do.
+
+The *_init functions write the *library's* struct size and defaults: only call them on a struct at least as large
+as the library's (the tests use them to check the ABI). The zero-argument constructors below are the safe way to
+get defaults, as the header's *_INIT macros are.
+
+`tools/check_julia_signatures.py` compares every `@ccall` below with the header: keep the form
+`@ccall \$(ckptsym(:name))(arg::Type, ...)::ReturnType`, one per C function.
+"""
+module LibCkpt
+
+const Libdl = Base.Libc.Libdl
+
+# ---------------------------------------------------------------------------------------------------------------
+# Loading the library
+# ---------------------------------------------------------------------------------------------------------------
+
+const LIBRARY_LOCK = ReentrantLock()
+const LIBRARY_HANDLE = Ref{Ptr{Cvoid}}(C_NULL)
+
+"""The library `ckptsym` opens: `ENV["CKPT_LIB"]`, else `"libckpt"`."""
+library_path() = get(ENV, "CKPT_LIB", "libckpt")
+
+function open_library()
+    path = library_path()
+    try
+        return Libdl.dlopen(path)
+    catch failure
+        error("cannot load libckpt from \"$path\" (set CKPT_LIB to the path of libckpt.so): ",
+              sprint(showerror, failure))
+    end
+end
+
+# The handle is set once and never changes, so reading it needs no lock. That matters: finalizers call ckptsym
+# (to free handles), and a finalizer must never wait on a lock. Any handle exists only after the library is open.
+function library()
+    handle = LIBRARY_HANDLE[]
+    handle != C_NULL && return handle
+    lock(LIBRARY_LOCK) do
+        LIBRARY_HANDLE[] == C_NULL && (LIBRARY_HANDLE[] = open_library())
+        LIBRARY_HANDLE[]
+    end
+end
+
+"""The address of the exported C function `name`, opening the library on first use."""
+ckptsym(name::Symbol) = Libdl.dlsym(library(), name)
+
+# A precompiled image may carry a handle from the process that built it; it is only valid in that process.
+__init__() = (LIBRARY_HANDLE[] = C_NULL; nothing)
+
+# ---------------------------------------------------------------------------------------------------------------
+# Constants (pinned numbers of the header)
+# ---------------------------------------------------------------------------------------------------------------
+
+const CKPT_VERSION_MAJOR = 0
+const CKPT_VERSION_MINOR = 1
+const CKPT_VERSION_PATCH = 0
+const CKPT_VERSION_NUMBER = UInt32(CKPT_VERSION_MAJOR * 10000 + CKPT_VERSION_MINOR * 100 + CKPT_VERSION_PATCH)
+
+const CKPT_OK = Int32(0)
+const CKPT_E_INVALID_ARGUMENT = Int32(1)
+const CKPT_E_NOT_FOUND = Int32(2)
+const CKPT_E_ALREADY_EXISTS = Int32(3)
+const CKPT_E_MISMATCH = Int32(4)
+const CKPT_E_CORRUPT = Int32(5)
+const CKPT_E_VERSION = Int32(6)
+const CKPT_E_IO = Int32(7)
+const CKPT_E_NO_SPACE = Int32(8)
+const CKPT_E_TIMEOUT = Int32(9)
+const CKPT_E_PEER_FAILED = Int32(10)
+const CKPT_E_UNSUPPORTED = Int32(11)
+const CKPT_E_NO_MEMORY = Int32(12)
+const CKPT_E_IN_PROGRESS = Int32(13)
+const CKPT_E_INTERNAL = Int32(14)
+
+const CKPT_LOG_ERROR = Int32(0)
+const CKPT_LOG_WARNING = Int32(1)
+const CKPT_LOG_INFO = Int32(2)
+
+const CKPT_MAX_NDIM = 8
+
+const CKPT_DTYPE_BOOL = Int32(1)
+const CKPT_DTYPE_U8 = Int32(2)
+const CKPT_DTYPE_I8 = Int32(3)
+const CKPT_DTYPE_I16 = Int32(4)
+const CKPT_DTYPE_U16 = Int32(5)
+const CKPT_DTYPE_I32 = Int32(6)
+const CKPT_DTYPE_U32 = Int32(7)
+const CKPT_DTYPE_I64 = Int32(8)
+const CKPT_DTYPE_U64 = Int32(9)
+const CKPT_DTYPE_F16 = Int32(10)
+const CKPT_DTYPE_BF16 = Int32(11)
+const CKPT_DTYPE_F32 = Int32(12)
+const CKPT_DTYPE_F64 = Int32(13)
+const CKPT_DTYPE_C64 = Int32(14)
+const CKPT_DTYPE_F8_E4M3 = Int32(15)
+const CKPT_DTYPE_F8_E5M2 = Int32(16)
+
+const CKPT_MEMORY_HOST = Int32(0)
+const CKPT_MEMORY_CUDA = Int32(1)
+
+const CKPT_SHARD_FLATTENED = UInt32(0x1)
+const CKPT_SHARD_ALLOW_SHAPE_MISMATCH = UInt32(0x2)
+
+const CKPT_STRICT_FAIL = Int32(0)
+const CKPT_STRICT_LOG = Int32(1)
+const CKPT_STRICT_IGNORE = Int32(2)
+
+# Typed null pointers, for struct fields (conversion between pointer types is not implicit).
+const NULL_CHARS = Ptr{Cchar}(C_NULL)
+const NULL_DIMS = Ptr{UInt64}(C_NULL)
+
+# ---------------------------------------------------------------------------------------------------------------
+# Structs: isbits mirrors of the C structs, field for field (Julia lays isbits structs out as C does). Each
+# zero-argument constructor is the header's *_INIT macro.
+# ---------------------------------------------------------------------------------------------------------------
+
+struct ckpt_context_options
+    struct_size::UInt32
+    rank::Int32
+    world_size::Int32
+    local_rank::Int32
+    store_host::Ptr{Cchar}
+    store_port::Int32
+    timeout_ms::UInt32
+    allgather::Ptr{Cvoid}
+    allgather_user::Ptr{Cvoid}
+    node_name::Ptr{Cchar}
+    log::Ptr{Cvoid}
+    log_user::Ptr{Cvoid}
+end
+ckpt_context_options() = ckpt_context_options(sizeof(ckpt_context_options), -1, -1, -1, NULL_CHARS, -1, 0,
+                                              C_NULL, C_NULL, NULL_CHARS, C_NULL, C_NULL)
+
+struct ckpt_tensor_shard
+    struct_size::UInt32
+    key::Ptr{Cchar}
+    dtype::Int32
+    ndim::UInt32
+    global_shape::Ptr{UInt64}
+    local_shape::Ptr{UInt64}
+    global_offset::Ptr{UInt64}
+    replica_ndim::UInt32
+    replica_id::Ptr{UInt32}
+    flags::UInt32
+    flat_start::UInt64
+    flat_end::UInt64
+    memory_kind::Int32
+    device::Int32
+    data::Ptr{Cvoid}
+    data_size::UInt64
+end
+ckpt_tensor_shard() = ckpt_tensor_shard(sizeof(ckpt_tensor_shard), NULL_CHARS, 0, 0, NULL_DIMS, NULL_DIMS, NULL_DIMS,
+                                        0, Ptr{UInt32}(C_NULL), 0, 0, 0, CKPT_MEMORY_HOST, 0, C_NULL, 0)
+
+struct ckpt_save_options
+    struct_size::UInt32
+    metadata_count::UInt32
+    metadata_keys::Ptr{Ptr{Cchar}}
+    metadata_values::Ptr{Ptr{Cchar}}
+end
+ckpt_save_options() = ckpt_save_options(sizeof(ckpt_save_options), 0, Ptr{Ptr{Cchar}}(C_NULL), Ptr{Ptr{Cchar}}(C_NULL))
+
+struct ckpt_load_options
+    struct_size::UInt32
+    missing_keys::Int32
+    unexpected_keys::Int32
+end
+ckpt_load_options() = ckpt_load_options(sizeof(ckpt_load_options), CKPT_STRICT_FAIL, CKPT_STRICT_LOG)
+
+struct ckpt_checkpoint_info
+    struct_size::UInt32
+    format_major::UInt32
+    format_minor::UInt32
+    world_size::UInt32
+    node_count::UInt32
+    tensor_count::UInt64
+    object_count::UInt64
+    common_count::UInt64
+    metadata_count::UInt64
+    file_count::UInt64
+    total_bytes::UInt64
+end
+ckpt_checkpoint_info() = ckpt_checkpoint_info(sizeof(ckpt_checkpoint_info), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+
+const ZERO_DIMS = ntuple(_ -> UInt64(0), CKPT_MAX_NDIM)
+
+struct ckpt_tensor_info
+    struct_size::UInt32
+    key::Ptr{Cchar}
+    dtype::Int32
+    ndim::UInt32
+    shape::NTuple{CKPT_MAX_NDIM,UInt64}
+    chunk_count::UInt64
+end
+ckpt_tensor_info() = ckpt_tensor_info(sizeof(ckpt_tensor_info), NULL_CHARS, 0, 0, ZERO_DIMS, 0)
+
+struct ckpt_chunk_info
+    struct_size::UInt32
+    ndim::UInt32
+    offset::NTuple{CKPT_MAX_NDIM,UInt64}
+    shape::NTuple{CKPT_MAX_NDIM,UInt64}
+    file::Ptr{Cchar}
+    file_offset::UInt64
+    byte_length::UInt64
+end
+ckpt_chunk_info() = ckpt_chunk_info(sizeof(ckpt_chunk_info), 0, ZERO_DIMS, ZERO_DIMS, NULL_CHARS, 0, 0)
+
+# ---------------------------------------------------------------------------------------------------------------
+# Functions, in the order of the header. Handles are Ptr{Cvoid}; `err` is a ckpt_error_t* or C_NULL.
+# ---------------------------------------------------------------------------------------------------------------
+
+# Version
+ckpt_version_number() = @ccall $(ckptsym(:ckpt_version_number))()::UInt32
+ckpt_version_string() = @ccall $(ckptsym(:ckpt_version_string))()::Ptr{Cchar}
+
+# Status codes and error objects
+ckpt_status_string(status) = @ccall $(ckptsym(:ckpt_status_string))(status::Int32)::Ptr{Cchar}
+ckpt_error_create(out) = @ccall $(ckptsym(:ckpt_error_create))(out::Ptr{Ptr{Cvoid}})::Int32
+ckpt_error_free(err) = @ccall $(ckptsym(:ckpt_error_free))(err::Ptr{Cvoid})::Cvoid
+ckpt_error_status(err) = @ccall $(ckptsym(:ckpt_error_status))(err::Ptr{Cvoid})::Int32
+ckpt_error_message(err) = @ccall $(ckptsym(:ckpt_error_message))(err::Ptr{Cvoid})::Ptr{Cchar}
+
+# Context
+ckpt_context_options_init(opts) =
+    @ccall $(ckptsym(:ckpt_context_options_init))(opts::Ptr{ckpt_context_options})::Cvoid
+ckpt_context_create(opts, out, err) =
+    @ccall $(ckptsym(:ckpt_context_create))(opts::Ptr{ckpt_context_options}, out::Ptr{Ptr{Cvoid}},
+                                            err::Ptr{Cvoid})::Int32
+ckpt_context_free(ctx) = @ccall $(ckptsym(:ckpt_context_free))(ctx::Ptr{Cvoid})::Cvoid
+ckpt_context_rank(ctx) = @ccall $(ckptsym(:ckpt_context_rank))(ctx::Ptr{Cvoid})::Int32
+ckpt_context_world_size(ctx) = @ccall $(ckptsym(:ckpt_context_world_size))(ctx::Ptr{Cvoid})::Int32
+ckpt_context_local_rank(ctx) = @ccall $(ckptsym(:ckpt_context_local_rank))(ctx::Ptr{Cvoid})::Int32
+
+# State
+ckpt_dtype_size(dtype) = @ccall $(ckptsym(:ckpt_dtype_size))(dtype::Int32)::UInt32
+ckpt_dtype_name(dtype) = @ccall $(ckptsym(:ckpt_dtype_name))(dtype::Int32)::Ptr{Cchar}
+ckpt_tensor_shard_init(shard) = @ccall $(ckptsym(:ckpt_tensor_shard_init))(shard::Ptr{ckpt_tensor_shard})::Cvoid
+ckpt_state_create(out, err) = @ccall $(ckptsym(:ckpt_state_create))(out::Ptr{Ptr{Cvoid}}, err::Ptr{Cvoid})::Int32
+ckpt_state_free(state) = @ccall $(ckptsym(:ckpt_state_free))(state::Ptr{Cvoid})::Cvoid
+ckpt_state_add_tensor(state, shard, err) =
+    @ccall $(ckptsym(:ckpt_state_add_tensor))(state::Ptr{Cvoid}, shard::Ptr{ckpt_tensor_shard}, err::Ptr{Cvoid})::Int32
+ckpt_state_add_object(state, key, grid_ndim, grid_shape, grid_index, data, size, err) =
+    @ccall $(ckptsym(:ckpt_state_add_object))(state::Ptr{Cvoid}, key::Cstring, grid_ndim::UInt32,
+                                              grid_shape::Ptr{UInt64}, grid_index::Ptr{UInt64}, data::Ptr{Cvoid},
+                                              size::UInt64, err::Ptr{Cvoid})::Int32
+ckpt_state_add_common(state, key, data, size, err) =
+    @ccall $(ckptsym(:ckpt_state_add_common))(state::Ptr{Cvoid}, key::Cstring, data::Ptr{Cvoid}, size::UInt64,
+                                              err::Ptr{Cvoid})::Int32
+ckpt_state_common(state, key, data, size, err) =
+    @ccall $(ckptsym(:ckpt_state_common))(state::Ptr{Cvoid}, key::Cstring, data::Ptr{Ptr{Cvoid}}, size::Ptr{UInt64},
+                                          err::Ptr{Cvoid})::Int32
+ckpt_state_object(state, key, grid_index, data, size, err) =
+    @ccall $(ckptsym(:ckpt_state_object))(state::Ptr{Cvoid}, key::Cstring, grid_index::Ptr{UInt64},
+                                          data::Ptr{Ptr{Cvoid}}, size::Ptr{UInt64}, err::Ptr{Cvoid})::Int32
+
+# Save
+ckpt_save_options_init(opts) = @ccall $(ckptsym(:ckpt_save_options_init))(opts::Ptr{ckpt_save_options})::Cvoid
+ckpt_save(ctx, state, path, opts, request, err) =
+    @ccall $(ckptsym(:ckpt_save))(ctx::Ptr{Cvoid}, state::Ptr{Cvoid}, path::Cstring, opts::Ptr{ckpt_save_options},
+                                  request::Ptr{Ptr{Cvoid}}, err::Ptr{Cvoid})::Int32
+ckpt_request_test(request, err) =
+    @ccall $(ckptsym(:ckpt_request_test))(request::Ptr{Cvoid}, err::Ptr{Cvoid})::Int32
+ckpt_request_wait(request, timeout_ms, err) =
+    @ccall $(ckptsym(:ckpt_request_wait))(request::Ptr{Cvoid}, timeout_ms::UInt32, err::Ptr{Cvoid})::Int32
+ckpt_request_free(request) = @ccall $(ckptsym(:ckpt_request_free))(request::Ptr{Cvoid})::Cvoid
+
+# Load
+ckpt_load_options_init(opts) = @ccall $(ckptsym(:ckpt_load_options_init))(opts::Ptr{ckpt_load_options})::Cvoid
+ckpt_load(ctx, state, path, opts, err) =
+    @ccall $(ckptsym(:ckpt_load))(ctx::Ptr{Cvoid}, state::Ptr{Cvoid}, path::Cstring, opts::Ptr{ckpt_load_options},
+                                  err::Ptr{Cvoid})::Int32
+
+# Reader
+ckpt_reader_open(path, out, err) =
+    @ccall $(ckptsym(:ckpt_reader_open))(path::Cstring, out::Ptr{Ptr{Cvoid}}, err::Ptr{Cvoid})::Int32
+ckpt_reader_free(reader) = @ccall $(ckptsym(:ckpt_reader_free))(reader::Ptr{Cvoid})::Cvoid
+ckpt_reader_info(reader, info, err) =
+    @ccall $(ckptsym(:ckpt_reader_info))(reader::Ptr{Cvoid}, info::Ptr{ckpt_checkpoint_info}, err::Ptr{Cvoid})::Int32
+ckpt_reader_tensor(reader, index, info, err) =
+    @ccall $(ckptsym(:ckpt_reader_tensor))(reader::Ptr{Cvoid}, index::UInt64, info::Ptr{ckpt_tensor_info},
+                                           err::Ptr{Cvoid})::Int32
+ckpt_reader_chunk(reader, tensor_index, chunk_index, info, err) =
+    @ccall $(ckptsym(:ckpt_reader_chunk))(reader::Ptr{Cvoid}, tensor_index::UInt64, chunk_index::UInt64,
+                                          info::Ptr{ckpt_chunk_info}, err::Ptr{Cvoid})::Int32
+ckpt_reader_read(reader, key, ndim, offset, shape, buffer, buffer_size, err) =
+    @ccall $(ckptsym(:ckpt_reader_read))(reader::Ptr{Cvoid}, key::Cstring, ndim::UInt32, offset::Ptr{UInt64},
+                                         shape::Ptr{UInt64}, buffer::Ptr{Cvoid}, buffer_size::UInt64,
+                                         err::Ptr{Cvoid})::Int32
+ckpt_reader_common_at(reader, index, key, data, size, err) =
+    @ccall $(ckptsym(:ckpt_reader_common_at))(reader::Ptr{Cvoid}, index::UInt64, key::Ptr{Ptr{Cchar}},
+                                              data::Ptr{Ptr{Cvoid}}, size::Ptr{UInt64}, err::Ptr{Cvoid})::Int32
+ckpt_reader_common(reader, key, data, size, err) =
+    @ccall $(ckptsym(:ckpt_reader_common))(reader::Ptr{Cvoid}, key::Cstring, data::Ptr{Ptr{Cvoid}},
+                                           size::Ptr{UInt64}, err::Ptr{Cvoid})::Int32
+ckpt_reader_metadata(reader, key, value, err) =
+    @ccall $(ckptsym(:ckpt_reader_metadata))(reader::Ptr{Cvoid}, key::Cstring, value::Ptr{Ptr{Cchar}},
+                                             err::Ptr{Cvoid})::Int32
+ckpt_reader_verify(reader, err) = @ccall $(ckptsym(:ckpt_reader_verify))(reader::Ptr{Cvoid}, err::Ptr{Cvoid})::Int32
+
+end # module LibCkpt

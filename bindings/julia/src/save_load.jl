@@ -1,0 +1,86 @@
+# Save (returning a request to wait on) and load.
+
+"""
+    SaveRequest
+
+Tracks a save started by [`Ckpt.save`](@ref): poll it with [`isdone`](@ref), block on it with `wait`, free it with
+`close`. It keeps its context alive.
+"""
+mutable struct SaveRequest <: Handle
+    handle::Ptr{Cvoid}
+    context::Context
+    SaveRequest(handle::Ptr{Cvoid}, context::Context) = with_finalizer(new(handle, context))
+end
+
+release(request::SaveRequest) = LibCkpt.ckpt_request_free(request.handle)
+
+"""
+    Ckpt.save(ctx, state, path; metadata=()) -> SaveRequest
+
+Collective: saves `state` as the checkpoint directory `path`, with `metadata` (pairs of strings, taken from rank 0)
+in its manifest. The registered arrays may be modified as soon as this returns; `wait` on the request for the
+checkpoint to be complete and durable. Throws CkptError: CKPT_E_MISMATCH when the ranks' shards do not tile a
+tensor, CKPT_E_ALREADY_EXISTS when `path` is already a checkpoint, and so on.
+"""
+function save(ctx::Context, state::State, path::AbstractString; metadata = ())
+    target = c_string(path)
+    metadata_keys = String[c_string(k) for (k, _) in metadata]
+    metadata_values = String[c_string(v) for (_, v) in metadata]
+    key_pointers = Ptr{Cchar}[chars(k) for k in metadata_keys]
+    value_pointers = Ptr{Cchar}[chars(v) for v in metadata_values]
+    handle = GC.@preserve target metadata_keys metadata_values key_pointers value_pointers state begin
+        options = Ref(LibCkpt.ckpt_save_options(sizeof(LibCkpt.ckpt_save_options), length(metadata_keys),
+                                                pointer(key_pointers), pointer(value_pointers)))
+        create_handle() do out, err
+            LibCkpt.ckpt_save(ctx, state, target, options, out, err)
+        end
+    end
+    return SaveRequest(handle, ctx)
+end
+
+"""
+    isdone(request::SaveRequest) -> Bool
+
+`true` if the save finished successfully, `false` while it is still running; throws CkptError with the status that
+failed it (the same on every rank). Never blocks.
+"""
+function isdone(request::SaveRequest)
+    status = checked((CKPT_OK, CKPT_E_IN_PROGRESS)) do err
+        LibCkpt.ckpt_request_test(request, err)
+    end
+    return status == CKPT_OK
+end
+
+"""
+    wait(request::SaveRequest; timeout_ms=0) -> Bool
+
+Blocks this thread until the save finishes (`true`) or `timeout_ms` passes with it still running (`false`; 0 means
+no limit beyond the context's timeout). Throws CkptError if the save failed. To keep other tasks of this thread
+running, poll [`isdone`](@ref) instead.
+"""
+function Base.wait(request::SaveRequest; timeout_ms::Integer = 0)
+    status = checked((CKPT_OK, CKPT_E_IN_PROGRESS)) do err
+        LibCkpt.ckpt_request_wait(request, timeout_ms, err)
+    end
+    return status == CKPT_OK
+end
+
+"""
+    load!(ctx, state, path; missing_keys=CKPT_STRICT_FAIL, unexpected_keys=CKPT_STRICT_LOG) -> state
+
+Collective: fills every array registered in `state` from the checkpoint at `path`, whatever layout and number of
+ranks saved it. `missing_keys` (keys this rank asks for that the checkpoint lacks) and `unexpected_keys` (keys of
+the checkpoint no rank asks for) are each `CKPT_STRICT_FAIL`, `CKPT_STRICT_LOG` or `CKPT_STRICT_IGNORE`. On failure
+(a CkptError), arrays may be partly filled.
+"""
+function load!(ctx::Context, state::State, path::AbstractString; missing_keys::Integer = CKPT_STRICT_FAIL,
+               unexpected_keys::Integer = CKPT_STRICT_LOG)
+    source = c_string(path)
+    options = Ref(LibCkpt.ckpt_load_options(sizeof(LibCkpt.ckpt_load_options), missing_keys, unexpected_keys))
+    GC.@preserve source state begin
+        checked() do err
+            LibCkpt.ckpt_load(ctx, state, source, options, err)
+        end
+    end
+    return state
+end

@@ -1,0 +1,244 @@
+# Tests of the Julia bindings. Run from the repository root:
+#   CKPT_LIB=<build>/runtime/libckpt.so julia --project=bindings/julia bindings/julia/test/runtests.jl
+# (or Pkg.test("Ckpt") with CKPT_LIB set). The two-rank test starts two Julia processes.
+
+using Test
+using Sockets
+using Ckpt
+using Ckpt: LibCkpt
+
+const PACKAGE_DIR = dirname(@__DIR__)
+const WORKER = joinpath(@__DIR__, "two_rank_worker.jl")
+
+"""The status of the CkptError `f()` throws, or CKPT_OK if it throws nothing."""
+function failure_status(f)
+    try
+        f()
+    catch failure
+        failure isa CkptError && return failure.status
+        rethrow()
+    end
+    return CKPT_OK
+end
+
+fields_equal(a::T, b::T) where {T} = all(getfield(a, f) == getfield(b, f) for f in fieldnames(T))
+
+"""Saves `tensors` (key => array) as a one-rank checkpoint at `path`, with a common entry and a metadata pair."""
+function save_one_rank(ctx, path, tensors...)
+    state = State()
+    for (key, data) in tensors
+        add_tensor!(state, key, data)
+    end
+    add_common!(state, "step", "1200")
+    add_object!(state, "blob", Vector{UInt8}("opaque bytes"))
+    request = Ckpt.save(ctx, state, path; metadata = ["framework" => "julia"])
+    done = wait(request)
+    close(request)
+    close(state)
+    return done
+end
+
+@testset "Ckpt" begin
+
+@testset "loaded library matches the header version" begin
+    @test LibCkpt.ckpt_version_number() == LibCkpt.CKPT_VERSION_NUMBER
+    @test Ckpt.version() == VersionNumber(LibCkpt.CKPT_VERSION_MAJOR, LibCkpt.CKPT_VERSION_MINOR,
+                                          LibCkpt.CKPT_VERSION_PATCH)
+end
+
+@testset "structs have the C layout" begin
+    # Sizes on LP64 platforms, measured with the C compiler.
+    @test sizeof(LibCkpt.ckpt_context_options) == 72
+    @test sizeof(LibCkpt.ckpt_tensor_shard) == 112
+    @test sizeof(LibCkpt.ckpt_save_options) == 24
+    @test sizeof(LibCkpt.ckpt_load_options) == 12
+    @test sizeof(LibCkpt.ckpt_checkpoint_info) == 72
+    @test sizeof(LibCkpt.ckpt_tensor_info) == 96
+    @test sizeof(LibCkpt.ckpt_chunk_info) == 160
+    @test fieldoffset(LibCkpt.ckpt_chunk_info, 5) == 136  # file
+end
+
+@testset "init functions match the Julia defaults" begin
+    for (T, init!) in ((LibCkpt.ckpt_context_options, LibCkpt.ckpt_context_options_init),
+                       (LibCkpt.ckpt_tensor_shard, LibCkpt.ckpt_tensor_shard_init),
+                       (LibCkpt.ckpt_save_options, LibCkpt.ckpt_save_options_init),
+                       (LibCkpt.ckpt_load_options, LibCkpt.ckpt_load_options_init))
+        filled = Ref{T}()
+        init!(filled)
+        @test filled[].struct_size == sizeof(T)
+        @test fields_equal(filled[], T())
+    end
+end
+
+@testset "dtype map agrees with the library" begin
+    for (T, dtype) in Ckpt.DTYPE_OF_TYPE
+        @test Ckpt.dtype_size(dtype) == sizeof(T)
+        @test Ckpt.julia_type(dtype) === T
+    end
+    @test Ckpt.dtype_of(Float32) == CKPT_DTYPE_F32
+    @test Ckpt.dtype_name(CKPT_DTYPE_BF16) == "BF16"
+    @test Ckpt.julia_type(CKPT_DTYPE_BF16) === nothing
+    @test_throws ArgumentError Ckpt.dtype_of(String)
+end
+
+@testset "status strings name the code" begin
+    @test startswith(Ckpt.status_string(CKPT_E_CORRUPT), "CKPT_E_CORRUPT")
+    @test occursin("CKPT_E_NOT_FOUND", sprint(showerror, CkptError(CKPT_E_NOT_FOUND, "no such key")))
+end
+
+@testset "reader on a missing path throws not found with a message" begin
+    mktempdir() do dir
+        failure = try
+            Reader(joinpath(dir, "absent"))
+        catch caught
+            caught
+        end
+        @test failure isa CkptError
+        @test failure.status == CKPT_E_NOT_FOUND
+        @test !isempty(failure.message)
+    end
+end
+
+@testset "one rank saves and loads every kind of entry" begin
+    mktempdir() do dir
+        path = joinpath(dir, "checkpoint")
+        ctx = Context(rank = 0, world_size = 1)
+        @test (Ckpt.rank(ctx), Ckpt.world_size(ctx), Ckpt.local_rank(ctx)) == (0, 1, 0)
+        weight = reshape(Float32.(1:24), 4, 6)
+        steps = Int64[10, 20, 30]
+        @test save_one_rank(ctx, path, "weight" => weight, "steps" => steps)
+
+        loaded_weight = zeros(Float32, 4, 6)
+        loaded_steps = zeros(Int64, 3)
+        state = State()
+        add_tensor!(state, "weight", loaded_weight)
+        add_tensor!(state, "steps", loaded_steps)
+        add_object!(state, "blob", nothing)
+        load!(ctx, state, path)
+        @test loaded_weight == weight
+        @test loaded_steps == steps
+        @test String(Ckpt.common(state, "step")) == "1200"
+        @test String(Ckpt.object(state, "blob")) == "opaque bytes"
+        @test failure_status(() -> Ckpt.common(state, "absent")) == CKPT_E_NOT_FOUND
+        close(state)
+        close(ctx)
+    end
+end
+
+@testset "flattened range in Julia linear order loads the same elements" begin
+    mktempdir() do dir
+        path = joinpath(dir, "checkpoint")
+        ctx = Context(rank = 0, world_size = 1)
+        weight = reshape(Float32.(1:24), 4, 6)
+        @test save_one_rank(ctx, path, "weight" => weight)
+        part = zeros(Float32, 10)
+        state = State()
+        add_flattened_tensor!(state, "weight", part, (4, 6), 5:14)
+        load!(ctx, state, path; unexpected_keys = CKPT_STRICT_IGNORE)
+        @test part == vec(weight)[5:14]
+        close(ctx)
+    end
+end
+
+@testset "state keeps registered arrays alive" begin
+    mktempdir() do dir
+        path = joinpath(dir, "checkpoint")
+        ctx = Context(rank = 0, world_size = 1)
+        state = let
+            s = State()
+            add_tensor!(s, "values", collect(1.0:1000.0))  # no other reference to this array
+            s
+        end
+        GC.gc(true)
+        GC.gc(true)
+        @test wait(Ckpt.save(ctx, state, path))
+        @test Reader(reader -> read(reader, "values"), path) == collect(1.0:1000.0)
+        close(ctx)
+    end
+end
+
+@testset "reader lists and reads in Julia dimension order" begin
+    mktempdir() do dir
+        path = joinpath(dir, "checkpoint")
+        ctx = Context(rank = 0, world_size = 1)
+        weight = reshape(Float32.(1:24), 4, 6)
+        steps = Int64[10, 20, 30]
+        @test save_one_rank(ctx, path, "weight" => weight, "steps" => steps)
+        close(ctx)
+
+        Reader(path) do reader
+            info = Ckpt.checkpoint_info(reader)
+            @test (info.world_size, info.tensor_count, info.object_count) == (1, 2, 1)
+            @test (info.common_count, info.metadata_count) == (1, 1)
+            @test [t.key for t in Ckpt.tensors(reader)] == ["steps", "weight"]
+            tensor = Ckpt.tensor_info(reader, "weight")
+            @test (tensor.dtype, tensor.shape) == (CKPT_DTYPE_F32, (4, 6))
+            chunks = Ckpt.chunks(reader, "weight")
+            @test sum(prod(c.shape) for c in chunks) == 24
+            @test all(!isempty(c.file) for c in chunks)
+            @test read(reader, "weight") == weight
+            @test read(reader, "weight"; offset = (1, 2), shape = (2, 3)) == weight[2:3, 3:5]
+            @test read(reader, "steps") == steps
+            @test String(Ckpt.common(reader, "step")) == "1200"
+            @test Ckpt.common_entries(reader) == ["step" => Vector{UInt8}("1200")]
+            @test Ckpt.metadata(reader, "framework") == "julia"
+            @test failure_status(() -> Ckpt.metadata(reader, "absent")) == CKPT_E_NOT_FOUND
+            @test failure_status(() -> Ckpt.tensor_info(reader, "absent")) == CKPT_E_NOT_FOUND
+            @test Ckpt.verify(reader) === nothing
+        end
+    end
+end
+
+@testset "library errors become CkptError with the status" begin
+    mktempdir() do dir
+        path = joinpath(dir, "checkpoint")
+        ctx = Context(rank = 0, world_size = 1)
+        weight = reshape(Float32.(1:24), 4, 6)
+        @test save_one_rank(ctx, path, "weight" => weight)
+        @test failure_status(() -> save_one_rank(ctx, path, "weight" => weight)) == CKPT_E_ALREADY_EXISTS
+
+        wrong_dtype = State()
+        add_tensor!(wrong_dtype, "weight", zeros(Float64, 4, 6))
+        @test failure_status(() -> load!(ctx, wrong_dtype, path)) == CKPT_E_MISMATCH
+
+        out_of_bounds = State()
+        @test failure_status(() -> add_tensor!(out_of_bounds, "weight", zeros(Float32, 4, 6);
+                                               global_shape = (4, 6), global_offset = (1, 0))) ==
+              CKPT_E_INVALID_ARGUMENT
+        close(ctx)
+    end
+end
+
+@testset "misuse is refused in Julia" begin
+    state = State()
+    @test_throws ArgumentError add_tensor!(state, "strings", ["a", "b"])
+    @test_throws ArgumentError add_tensor!(state, "nul\0key", zeros(Float32, 2))
+    @test_throws ArgumentError add_tensor!(state, "wrong", zeros(Float32, 2); global_shape = (2, 1))
+    @test_throws ArgumentError add_tensor!(state, "bf16", zeros(Float32, 2); dtype = CKPT_DTYPE_BF16)
+    close(state)
+    @test !isopen(state)
+    @test_throws ArgumentError add_common!(state, "step", "1")
+    close(state)  # closing twice is harmless
+end
+
+@testset "two ranks save and reshard through Julia processes" begin
+    mktempdir() do dir
+        port, server = listenany(ip"127.0.0.1", 29600)
+        close(server)
+        ranks = map(0:1) do rank
+            command = `$(Base.julia_cmd()) --startup-file=no --project=$PACKAGE_DIR $WORKER $dir`
+            environment = ("RANK" => string(rank), "WORLD_SIZE" => "2", "LOCAL_RANK" => string(rank),
+                           "MASTER_ADDR" => "127.0.0.1", "MASTER_PORT" => string(Int(port)),
+                           "CKPT_TIMEOUT_MS" => "60000")
+            run(addenv(command, environment...); wait = false)
+        end
+        deadline = time() + 300
+        while any(process_running, ranks) && time() < deadline
+            sleep(0.1)
+        end
+        foreach(kill, filter(process_running, ranks))
+        @test all(success, ranks)
+    end
+end
+
+end # @testset "Ckpt"

@@ -1,0 +1,146 @@
+//! Collective save and the request that tracks it.
+
+use std::ffi::CString;
+use std::marker::PhantomData;
+use std::os::raw::c_char;
+use std::path::Path;
+use std::ptr::{self, NonNull};
+use std::time::Duration;
+
+use crate::context::{whole_milliseconds, Context};
+use crate::error::{call, call_status, Error, Result};
+use crate::state::SaveState;
+use crate::sys;
+
+/// Options of a save. The defaults are the library's.
+#[derive(Debug, Clone, Default)]
+pub struct SaveOptions {
+    metadata: Vec<(String, String)>,
+}
+
+impl SaveOptions {
+    pub fn new() -> Self {
+        SaveOptions::default()
+    }
+
+    /// User metadata stored in the manifest (taken from rank 0), read back with
+    /// [`Reader::metadata`](crate::Reader::metadata).
+    pub fn metadata(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        self.metadata.push((key.into(), value.into()));
+        self
+    }
+}
+
+/// The C strings of the metadata and the pointer arrays that reference them, alive together for one call.
+struct RawMetadata {
+    _strings: Vec<CString>,
+    keys: Vec<*const c_char>,
+    values: Vec<*const c_char>,
+}
+
+impl RawMetadata {
+    fn new(metadata: &[(String, String)]) -> Result<Self> {
+        let mut strings = Vec::with_capacity(metadata.len() * 2);
+        for (key, value) in metadata {
+            for text in [key, value] {
+                let c_text = CString::new(text.as_str())
+                    .map_err(|_| Error::invalid_argument(format!("metadata {:?} contains a NUL byte", text)))?;
+                strings.push(c_text);
+            }
+        }
+        // The CStrings' heap buffers do not move when the Vec holding them is moved into the struct.
+        let keys = strings.iter().step_by(2).map(|s| s.as_ptr()).collect();
+        let values = strings.iter().skip(1).step_by(2).map(|s| s.as_ptr()).collect();
+        Ok(RawMetadata { _strings: strings, keys, values })
+    }
+}
+
+pub(crate) fn c_path(path: &Path) -> Result<CString> {
+    use std::os::unix::ffi::OsStrExt;
+    CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| Error::invalid_argument(format!("path {} contains a NUL byte", path.display())))
+}
+
+impl Context {
+    /// Collective: saves `state` as the checkpoint directory `path`, which appears only once the checkpoint is
+    /// complete and durable. Returns when the library has staged the registered buffers: from then on they may be
+    /// modified and `state` dropped. Wait on the returned request for the save to finish; in this release it
+    /// already has, but later releases will return earlier.
+    pub fn save(
+        &self,
+        state: &mut SaveState<'_>,
+        path: impl AsRef<Path>,
+        options: &SaveOptions,
+    ) -> Result<SaveRequest<'_>> {
+        let c_path = c_path(path.as_ref())?;
+        let metadata = RawMetadata::new(&options.metadata)?;
+        let mut opts = sys::ckpt_save_options::init();
+        opts.metadata_count =
+            u32::try_from(metadata.keys.len()).map_err(|_| Error::invalid_argument("too many metadata entries"))?;
+        opts.metadata_keys = metadata.keys.as_ptr();
+        opts.metadata_values = metadata.values.as_ptr();
+        let mut raw = ptr::null_mut();
+        // SAFETY: the context and state are live handles used by this thread only; the options' strings outlive
+        // the call.
+        call(|err| unsafe { sys::ckpt_save(self.as_ptr(), state.as_ptr(), c_path.as_ptr(), &opts, &mut raw, err) })?;
+        let raw = NonNull::new(raw).ok_or_else(|| Error::new(sys::CKPT_E_INTERNAL, "ckpt_save gave no request"))?;
+        Ok(SaveRequest { raw, _context: PhantomData })
+    }
+}
+
+/// A save in progress. It borrows its context, which runs the save, and no buffer: those were released when
+/// [`Context::save`] returned. Dropping an unfinished request blocks until the save finishes (its outcome is then
+/// lost: call [`wait`](Self::wait) to see it).
+pub struct SaveRequest<'c> {
+    raw: NonNull<sys::ckpt_request_t>,
+    _context: PhantomData<&'c Context>,
+}
+
+// SAFETY: ckpt.h: distinct handles may be used from distinct threads, so the request may be waited on in one
+// thread while its context serves another. Not Sync: one handle must not be used by two threads at once.
+unsafe impl Send for SaveRequest<'_> {}
+
+impl SaveRequest<'_> {
+    /// Never blocks: Ok(true) if the save finished successfully, Ok(false) if it is still running, or the error
+    /// that failed it (the same on every rank).
+    pub fn test(&mut self) -> Result<bool> {
+        // SAFETY: a live request.
+        finished(call_status(|err| unsafe { sys::ckpt_request_test(self.raw.as_ptr(), err) }))
+    }
+
+    /// Blocks until the save finishes (bounded by the context's timeout) and returns its outcome.
+    pub fn wait(&mut self) -> Result<()> {
+        // SAFETY: a live request; 0 means no limit beyond the context's timeout.
+        call(|err| unsafe { sys::ckpt_request_wait(self.raw.as_ptr(), 0, err) })
+    }
+
+    /// Blocks until the save finishes or `timeout` passes: Ok(true) if it finished successfully, Ok(false) if it
+    /// is still running, or the error that failed it.
+    pub fn wait_timeout(&mut self, timeout: Duration) -> Result<bool> {
+        let timeout_ms = whole_milliseconds(timeout);
+        // SAFETY: a live request.
+        finished(call_status(|err| unsafe { sys::ckpt_request_wait(self.raw.as_ptr(), timeout_ms, err) }))
+    }
+}
+
+/// A request's status as "finished?", where CKPT_E_IN_PROGRESS is not a failure.
+fn finished(outcome: (i32, Option<Error>)) -> Result<bool> {
+    match outcome {
+        (_, None) => Ok(true),
+        (sys::CKPT_E_IN_PROGRESS, Some(_)) => Ok(false),
+        (_, Some(error)) => Err(error),
+    }
+}
+
+impl Drop for SaveRequest<'_> {
+    fn drop(&mut self) {
+        // SAFETY: created by ckpt_save and freed once.
+        unsafe { sys::ckpt_request_free(self.raw.as_ptr()) }
+    }
+}
+
+impl std::fmt::Debug for SaveRequest<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SaveRequest").finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,452 @@
+//! Raw declarations of `include/ckpt.h`, written by hand and kept in the header's order.
+//!
+//! Everything here mirrors the C ABI exactly: `#[repr(C)]` structs with the same fields in the same order, and
+//! status codes, dtypes and flags as plain integer constants (a value coming from C is never trusted to be one of
+//! the variants of a Rust enum). Prefer the safe API of the crate root; use this module for what it does not cover.
+#![allow(non_camel_case_types)]
+
+use std::marker::{PhantomData, PhantomPinned};
+use std::os::raw::{c_char, c_void};
+
+// Version ----------------------------------------------------------------------------------------------------------
+
+pub const CKPT_VERSION_MAJOR: u32 = 0;
+pub const CKPT_VERSION_MINOR: u32 = 1;
+pub const CKPT_VERSION_PATCH: u32 = 0;
+pub const CKPT_VERSION_NUMBER: u32 = CKPT_VERSION_MAJOR * 10000 + CKPT_VERSION_MINOR * 100 + CKPT_VERSION_PATCH;
+
+// Status codes and error objects -----------------------------------------------------------------------------------
+
+pub const CKPT_OK: i32 = 0;
+pub const CKPT_E_INVALID_ARGUMENT: i32 = 1;
+pub const CKPT_E_NOT_FOUND: i32 = 2;
+pub const CKPT_E_ALREADY_EXISTS: i32 = 3;
+pub const CKPT_E_MISMATCH: i32 = 4;
+pub const CKPT_E_CORRUPT: i32 = 5;
+pub const CKPT_E_VERSION: i32 = 6;
+pub const CKPT_E_IO: i32 = 7;
+pub const CKPT_E_NO_SPACE: i32 = 8;
+pub const CKPT_E_TIMEOUT: i32 = 9;
+pub const CKPT_E_PEER_FAILED: i32 = 10;
+pub const CKPT_E_UNSUPPORTED: i32 = 11;
+pub const CKPT_E_NO_MEMORY: i32 = 12;
+pub const CKPT_E_IN_PROGRESS: i32 = 13;
+pub const CKPT_E_INTERNAL: i32 = 14;
+
+/// Declares an opaque C handle type: unsized in spirit, neither Send, Sync nor Unpin, so that only pointers to it
+/// are ever used.
+macro_rules! opaque_handle {
+    ($name:ident) => {
+        #[repr(C)]
+        pub struct $name {
+            _private: [u8; 0],
+            _marker: PhantomData<(*mut u8, PhantomPinned)>,
+        }
+    };
+}
+
+opaque_handle!(ckpt_error_t);
+opaque_handle!(ckpt_context_t);
+opaque_handle!(ckpt_state_t);
+opaque_handle!(ckpt_request_t);
+opaque_handle!(ckpt_reader_t);
+
+// Context ----------------------------------------------------------------------------------------------------------
+
+pub type ckpt_allgather_fn =
+    Option<unsafe extern "C" fn(user: *mut c_void, send: *const c_void, size: u64, recv: *mut c_void) -> i32>;
+
+pub const CKPT_LOG_ERROR: i32 = 0;
+pub const CKPT_LOG_WARNING: i32 = 1;
+pub const CKPT_LOG_INFO: i32 = 2;
+
+pub type ckpt_log_fn = Option<unsafe extern "C" fn(user: *mut c_void, level: i32, message: *const c_char)>;
+
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct ckpt_context_options {
+    pub struct_size: u32,
+    pub rank: i32,
+    pub world_size: i32,
+    pub local_rank: i32,
+    pub store_host: *const c_char,
+    pub store_port: i32,
+    pub timeout_ms: u32,
+    pub allgather: ckpt_allgather_fn,
+    pub allgather_user: *mut c_void,
+    pub node_name: *const c_char,
+    pub log: ckpt_log_fn,
+    pub log_user: *mut c_void,
+}
+
+// State ------------------------------------------------------------------------------------------------------------
+
+pub const CKPT_MAX_NDIM: usize = 8;
+
+pub const CKPT_DTYPE_BOOL: i32 = 1;
+pub const CKPT_DTYPE_U8: i32 = 2;
+pub const CKPT_DTYPE_I8: i32 = 3;
+pub const CKPT_DTYPE_I16: i32 = 4;
+pub const CKPT_DTYPE_U16: i32 = 5;
+pub const CKPT_DTYPE_I32: i32 = 6;
+pub const CKPT_DTYPE_U32: i32 = 7;
+pub const CKPT_DTYPE_I64: i32 = 8;
+pub const CKPT_DTYPE_U64: i32 = 9;
+pub const CKPT_DTYPE_F16: i32 = 10;
+pub const CKPT_DTYPE_BF16: i32 = 11;
+pub const CKPT_DTYPE_F32: i32 = 12;
+pub const CKPT_DTYPE_F64: i32 = 13;
+pub const CKPT_DTYPE_C64: i32 = 14;
+pub const CKPT_DTYPE_F8_E4M3: i32 = 15;
+pub const CKPT_DTYPE_F8_E5M2: i32 = 16;
+
+pub const CKPT_MEMORY_HOST: i32 = 0;
+pub const CKPT_MEMORY_CUDA: i32 = 1;
+
+pub const CKPT_SHARD_FLATTENED: u32 = 0x1;
+pub const CKPT_SHARD_ALLOW_SHAPE_MISMATCH: u32 = 0x2;
+
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct ckpt_tensor_shard {
+    pub struct_size: u32,
+    pub key: *const c_char,
+    pub dtype: i32,
+    pub ndim: u32,
+    pub global_shape: *const u64,
+    pub local_shape: *const u64,
+    pub global_offset: *const u64,
+    pub replica_ndim: u32,
+    pub replica_id: *const u32,
+    pub flags: u32,
+    pub flat_start: u64,
+    pub flat_end: u64,
+    pub memory_kind: i32,
+    pub device: i32,
+    pub data: *mut c_void,
+    pub data_size: u64,
+}
+
+// Save -------------------------------------------------------------------------------------------------------------
+
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct ckpt_save_options {
+    pub struct_size: u32,
+    pub metadata_count: u32,
+    pub metadata_keys: *const *const c_char,
+    pub metadata_values: *const *const c_char,
+}
+
+// Load -------------------------------------------------------------------------------------------------------------
+
+pub const CKPT_STRICT_FAIL: i32 = 0;
+pub const CKPT_STRICT_LOG: i32 = 1;
+pub const CKPT_STRICT_IGNORE: i32 = 2;
+
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct ckpt_load_options {
+    pub struct_size: u32,
+    pub missing_keys: i32,
+    pub unexpected_keys: i32,
+}
+
+// Reader -----------------------------------------------------------------------------------------------------------
+
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ckpt_checkpoint_info {
+    pub struct_size: u32,
+    pub format_major: u32,
+    pub format_minor: u32,
+    pub world_size: u32,
+    pub node_count: u32,
+    pub tensor_count: u64,
+    pub object_count: u64,
+    pub common_count: u64,
+    pub metadata_count: u64,
+    pub file_count: u64,
+    pub total_bytes: u64,
+}
+
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct ckpt_tensor_info {
+    pub struct_size: u32,
+    pub key: *const c_char,
+    pub dtype: i32,
+    pub ndim: u32,
+    pub shape: [u64; CKPT_MAX_NDIM],
+    pub chunk_count: u64,
+}
+
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct ckpt_chunk_info {
+    pub struct_size: u32,
+    pub ndim: u32,
+    pub offset: [u64; CKPT_MAX_NDIM],
+    pub shape: [u64; CKPT_MAX_NDIM],
+    pub file: *const c_char,
+    pub file_offset: u64,
+    pub byte_length: u64,
+}
+
+/// `struct_size` of a struct, as its `_INIT` macro computes it.
+fn struct_size<T>() -> u32 {
+    std::mem::size_of::<T>() as u32
+}
+
+impl ckpt_checkpoint_info {
+    /// The value of `CKPT_CHECKPOINT_INFO_INIT` (the header has no init function for it).
+    pub fn init() -> Self {
+        ckpt_checkpoint_info { struct_size: struct_size::<Self>(), ..Default::default() }
+    }
+}
+
+impl ckpt_tensor_info {
+    /// The value of `CKPT_TENSOR_INFO_INIT`.
+    pub fn init() -> Self {
+        ckpt_tensor_info {
+            struct_size: struct_size::<Self>(),
+            key: std::ptr::null(),
+            dtype: 0,
+            ndim: 0,
+            shape: [0; CKPT_MAX_NDIM],
+            chunk_count: 0,
+        }
+    }
+}
+
+impl ckpt_chunk_info {
+    /// The value of `CKPT_CHUNK_INFO_INIT`.
+    pub fn init() -> Self {
+        ckpt_chunk_info {
+            struct_size: struct_size::<Self>(),
+            ndim: 0,
+            offset: [0; CKPT_MAX_NDIM],
+            shape: [0; CKPT_MAX_NDIM],
+            file: std::ptr::null(),
+            file_offset: 0,
+            byte_length: 0,
+        }
+    }
+}
+
+/// Declares an `init()` constructor that asks the library for the struct's defaults, so that they always match
+/// the `_INIT` macro of the library actually loaded.
+macro_rules! init_from_library {
+    ($name:ident, $init_fn:ident) => {
+        impl $name {
+            pub fn init() -> Self {
+                let mut value = std::mem::MaybeUninit::<$name>::uninit();
+                // SAFETY: the init function writes every field of the struct.
+                unsafe {
+                    $init_fn(value.as_mut_ptr());
+                    value.assume_init()
+                }
+            }
+        }
+    };
+}
+
+init_from_library!(ckpt_context_options, ckpt_context_options_init);
+init_from_library!(ckpt_tensor_shard, ckpt_tensor_shard_init);
+init_from_library!(ckpt_save_options, ckpt_save_options_init);
+init_from_library!(ckpt_load_options, ckpt_load_options_init);
+
+extern "C" {
+    pub fn ckpt_version_number() -> u32;
+    pub fn ckpt_version_string() -> *const c_char;
+
+    pub fn ckpt_status_string(status: i32) -> *const c_char;
+    pub fn ckpt_error_create(out: *mut *mut ckpt_error_t) -> i32;
+    pub fn ckpt_error_free(err: *mut ckpt_error_t);
+    pub fn ckpt_error_status(err: *const ckpt_error_t) -> i32;
+    pub fn ckpt_error_message(err: *const ckpt_error_t) -> *const c_char;
+
+    pub fn ckpt_context_options_init(opts: *mut ckpt_context_options);
+    pub fn ckpt_context_create(
+        opts: *const ckpt_context_options,
+        out: *mut *mut ckpt_context_t,
+        err: *mut ckpt_error_t,
+    ) -> i32;
+    pub fn ckpt_context_free(ctx: *mut ckpt_context_t);
+    pub fn ckpt_context_rank(ctx: *const ckpt_context_t) -> i32;
+    pub fn ckpt_context_world_size(ctx: *const ckpt_context_t) -> i32;
+    pub fn ckpt_context_local_rank(ctx: *const ckpt_context_t) -> i32;
+
+    pub fn ckpt_dtype_size(dtype: i32) -> u32;
+    pub fn ckpt_dtype_name(dtype: i32) -> *const c_char;
+    pub fn ckpt_tensor_shard_init(shard: *mut ckpt_tensor_shard);
+    pub fn ckpt_state_create(out: *mut *mut ckpt_state_t, err: *mut ckpt_error_t) -> i32;
+    pub fn ckpt_state_free(state: *mut ckpt_state_t);
+    pub fn ckpt_state_add_tensor(
+        state: *mut ckpt_state_t,
+        shard: *const ckpt_tensor_shard,
+        err: *mut ckpt_error_t,
+    ) -> i32;
+    pub fn ckpt_state_add_object(
+        state: *mut ckpt_state_t,
+        key: *const c_char,
+        grid_ndim: u32,
+        grid_shape: *const u64,
+        grid_index: *const u64,
+        data: *mut c_void,
+        size: u64,
+        err: *mut ckpt_error_t,
+    ) -> i32;
+    pub fn ckpt_state_add_common(
+        state: *mut ckpt_state_t,
+        key: *const c_char,
+        data: *const c_void,
+        size: u64,
+        err: *mut ckpt_error_t,
+    ) -> i32;
+    pub fn ckpt_state_common(
+        state: *const ckpt_state_t,
+        key: *const c_char,
+        data: *mut *const c_void,
+        size: *mut u64,
+        err: *mut ckpt_error_t,
+    ) -> i32;
+    pub fn ckpt_state_object(
+        state: *const ckpt_state_t,
+        key: *const c_char,
+        grid_index: *const u64,
+        data: *mut *const c_void,
+        size: *mut u64,
+        err: *mut ckpt_error_t,
+    ) -> i32;
+
+    pub fn ckpt_save_options_init(opts: *mut ckpt_save_options);
+    pub fn ckpt_save(
+        ctx: *mut ckpt_context_t,
+        state: *mut ckpt_state_t,
+        path: *const c_char,
+        opts: *const ckpt_save_options,
+        request: *mut *mut ckpt_request_t,
+        err: *mut ckpt_error_t,
+    ) -> i32;
+    pub fn ckpt_request_test(request: *mut ckpt_request_t, err: *mut ckpt_error_t) -> i32;
+    pub fn ckpt_request_wait(request: *mut ckpt_request_t, timeout_ms: u32, err: *mut ckpt_error_t) -> i32;
+    pub fn ckpt_request_free(request: *mut ckpt_request_t);
+
+    pub fn ckpt_load_options_init(opts: *mut ckpt_load_options);
+    pub fn ckpt_load(
+        ctx: *mut ckpt_context_t,
+        state: *mut ckpt_state_t,
+        path: *const c_char,
+        opts: *const ckpt_load_options,
+        err: *mut ckpt_error_t,
+    ) -> i32;
+
+    pub fn ckpt_reader_open(path: *const c_char, out: *mut *mut ckpt_reader_t, err: *mut ckpt_error_t) -> i32;
+    pub fn ckpt_reader_free(reader: *mut ckpt_reader_t);
+    pub fn ckpt_reader_info(
+        reader: *const ckpt_reader_t,
+        info: *mut ckpt_checkpoint_info,
+        err: *mut ckpt_error_t,
+    ) -> i32;
+    pub fn ckpt_reader_tensor(
+        reader: *const ckpt_reader_t,
+        index: u64,
+        info: *mut ckpt_tensor_info,
+        err: *mut ckpt_error_t,
+    ) -> i32;
+    pub fn ckpt_reader_chunk(
+        reader: *const ckpt_reader_t,
+        tensor_index: u64,
+        chunk_index: u64,
+        info: *mut ckpt_chunk_info,
+        err: *mut ckpt_error_t,
+    ) -> i32;
+    pub fn ckpt_reader_read(
+        reader: *mut ckpt_reader_t,
+        key: *const c_char,
+        ndim: u32,
+        offset: *const u64,
+        shape: *const u64,
+        buffer: *mut c_void,
+        buffer_size: u64,
+        err: *mut ckpt_error_t,
+    ) -> i32;
+    pub fn ckpt_reader_common_at(
+        reader: *const ckpt_reader_t,
+        index: u64,
+        key: *mut *const c_char,
+        data: *mut *const c_void,
+        size: *mut u64,
+        err: *mut ckpt_error_t,
+    ) -> i32;
+    pub fn ckpt_reader_common(
+        reader: *const ckpt_reader_t,
+        key: *const c_char,
+        data: *mut *const c_void,
+        size: *mut u64,
+        err: *mut ckpt_error_t,
+    ) -> i32;
+    pub fn ckpt_reader_metadata(
+        reader: *const ckpt_reader_t,
+        key: *const c_char,
+        value: *mut *const c_char,
+        err: *mut ckpt_error_t,
+    ) -> i32;
+    pub fn ckpt_reader_verify(reader: *mut ckpt_reader_t, err: *mut ckpt_error_t) -> i32;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::mem::size_of;
+
+    #[test]
+    fn context_options_init_matches_header_macro_and_rust_layout() {
+        let opts = ckpt_context_options::init();
+        assert_eq!(opts.struct_size as usize, size_of::<ckpt_context_options>());
+        assert_eq!((opts.rank, opts.world_size, opts.local_rank), (-1, -1, -1));
+        assert!(opts.store_host.is_null());
+        assert_eq!((opts.store_port, opts.timeout_ms), (-1, 0));
+        assert!(opts.allgather.is_none() && opts.allgather_user.is_null());
+        assert!(opts.node_name.is_null() && opts.log.is_none() && opts.log_user.is_null());
+    }
+
+    #[test]
+    fn tensor_shard_init_matches_header_macro_and_rust_layout() {
+        let shard = ckpt_tensor_shard::init();
+        assert_eq!(shard.struct_size as usize, size_of::<ckpt_tensor_shard>());
+        assert!(shard.key.is_null() && shard.data.is_null());
+        assert_eq!((shard.dtype, shard.ndim, shard.replica_ndim, shard.flags), (0, 0, 0, 0));
+        assert_eq!((shard.memory_kind, shard.device, shard.data_size), (CKPT_MEMORY_HOST, 0, 0));
+    }
+
+    #[test]
+    fn save_options_init_matches_header_macro_and_rust_layout() {
+        let opts = ckpt_save_options::init();
+        assert_eq!(opts.struct_size as usize, size_of::<ckpt_save_options>());
+        assert_eq!(opts.metadata_count, 0);
+        assert!(opts.metadata_keys.is_null() && opts.metadata_values.is_null());
+    }
+
+    #[test]
+    fn load_options_init_matches_header_macro_and_rust_layout() {
+        let opts = ckpt_load_options::init();
+        assert_eq!(opts.struct_size as usize, size_of::<ckpt_load_options>());
+        assert_eq!((opts.missing_keys, opts.unexpected_keys), (CKPT_STRICT_FAIL, CKPT_STRICT_LOG));
+    }
+
+    /// The info structs have no init function; their sizes are checked against the C layout on LP64 targets.
+    #[test]
+    #[cfg(target_pointer_width = "64")]
+    fn info_structs_have_the_lp64_c_sizes() {
+        assert_eq!(size_of::<ckpt_checkpoint_info>(), 72);
+        assert_eq!(size_of::<ckpt_tensor_info>(), 96);
+        assert_eq!(size_of::<ckpt_chunk_info>(), 160);
+    }
+
+    #[test]
+    fn library_version_matches_declared_version() {
+        assert_eq!(unsafe { ckpt_version_number() }, CKPT_VERSION_NUMBER);
+    }
+}

@@ -1,0 +1,223 @@
+//! Behaviours that one process shows: errors, flattened shards, objects, bools, the request, the reader's checks
+//! and the callbacks.
+
+mod common;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use ckpt::sys::{CKPT_E_ALREADY_EXISTS, CKPT_E_INVALID_ARGUMENT, CKPT_E_MISMATCH, CKPT_E_NOT_FOUND};
+use ckpt::{Context, ErrorKind, LoadOptions, LoadState, LogLevel, Reader, SaveOptions, SaveState, Shard, Strictness};
+use common::*;
+
+fn solo_context() -> Context {
+    Context::builder().rank(0).world_size(1).create().expect("single-rank context")
+}
+
+/// Saves "weight" (whole), "bias" and the common step from a single rank.
+fn save_test_checkpoint(ctx: &Context, temp: &TempDir) {
+    let weight = weight_box(0..WEIGHT_SHAPE[0], 0..WEIGHT_SHAPE[1]);
+    let bias = bias();
+    let mut state = SaveState::new().unwrap();
+    state.add_tensor(&Shard::new(WEIGHT, &WEIGHT_SHAPE), &weight).unwrap();
+    state.add_tensor(&Shard::new(BIAS, &[BIAS_LEN]), &bias).unwrap();
+    state.add_common(STEP_KEY, &STEP.to_le_bytes()).unwrap();
+    ctx.save(&mut state, temp.checkpoint(), &SaveOptions::new()).unwrap().wait().unwrap();
+}
+
+#[test]
+fn missing_key_fails_load_with_mismatch_naming_the_key() {
+    let (ctx, temp) = (solo_context(), TempDir::new());
+    save_test_checkpoint(&ctx, &temp);
+    let mut absent = [0f32; 3];
+    let mut state = LoadState::new().unwrap();
+    state.add_tensor(&Shard::new("absent.weight", &[3]), &mut absent).unwrap();
+    let error = ctx.load(&mut state, temp.checkpoint(), &LoadOptions::new()).expect_err("the key is missing");
+    assert_eq!(error.status(), CKPT_E_MISMATCH, "{}", error);
+    assert_eq!(error.kind(), ErrorKind::Mismatch);
+    assert!(error.message().contains("absent.weight"), "{}", error);
+}
+
+#[test]
+fn missing_key_is_skipped_when_ignored() {
+    let (ctx, temp) = (solo_context(), TempDir::new());
+    save_test_checkpoint(&ctx, &temp);
+    let mut absent = [7u8; 2];
+    let mut state = LoadState::new().unwrap();
+    state.add_tensor(&Shard::new("absent", &[2]), &mut absent).unwrap();
+    let options = LoadOptions::new().missing_keys(Strictness::Ignore).unexpected_keys(Strictness::Ignore);
+    ctx.load(&mut state, temp.checkpoint(), &options).unwrap();
+}
+
+#[test]
+fn opening_a_missing_directory_fails_with_not_found() {
+    let temp = TempDir::new();
+    let error = Reader::open(temp.path().join("never-saved")).expect_err("nothing there");
+    assert_eq!(error.status(), CKPT_E_NOT_FOUND, "{}", error);
+    assert!(error.to_string().starts_with("CKPT_E_NOT_FOUND: "), "{}", error);
+}
+
+#[test]
+fn loading_a_missing_directory_fails_with_not_found() {
+    let (ctx, temp) = (solo_context(), TempDir::new());
+    let mut state = LoadState::new().unwrap();
+    let error = ctx.load(&mut state, temp.path().join("never-saved"), &LoadOptions::new()).expect_err("nothing there");
+    assert_eq!(error.status(), CKPT_E_NOT_FOUND, "{}", error);
+}
+
+#[test]
+fn saving_over_a_checkpoint_fails_with_already_exists() {
+    let (ctx, temp) = (solo_context(), TempDir::new());
+    save_test_checkpoint(&ctx, &temp);
+    let mut state = SaveState::new().unwrap();
+    let error = ctx.save(&mut state, temp.checkpoint(), &SaveOptions::new()).expect_err("already saved");
+    assert_eq!(error.status(), CKPT_E_ALREADY_EXISTS, "{}", error);
+}
+
+#[test]
+fn buffer_of_the_wrong_length_is_refused_naming_the_key() {
+    let short = [0f32; 5];
+    let mut state = SaveState::new().unwrap();
+    let error = state.add_tensor(&Shard::new("short", &[2, 3]), &short).expect_err("6 elements expected");
+    assert_eq!(error.status(), CKPT_E_INVALID_ARGUMENT, "{}", error);
+    assert!(error.message().contains("short"), "{}", error);
+}
+
+#[test]
+fn region_with_another_rank_than_the_shape_is_refused() {
+    let data = [0u8; 4];
+    let mut state = SaveState::new().unwrap();
+    let shard = Shard::new("rank", &[2, 2]).region(&[0], &[4]);
+    let error = state.add_tensor(&shard, &data).expect_err("offset and shape have 1 dimension, the tensor 2");
+    assert_eq!(error.status(), CKPT_E_INVALID_ARGUMENT, "{}", error);
+}
+
+#[test]
+fn request_reports_a_finished_save() {
+    let (ctx, temp) = (solo_context(), TempDir::new());
+    let values = [1i64, 2, 3];
+    let mut state = SaveState::new().unwrap();
+    state.add_tensor(&Shard::new("v", &[3]), &values).unwrap();
+    let mut request = ctx.save(&mut state, temp.checkpoint(), &SaveOptions::new()).unwrap();
+    drop(state);
+    assert!(request.wait_timeout(std::time::Duration::from_secs(30)).unwrap());
+    assert!(request.test().unwrap());
+}
+
+#[test]
+fn flattened_shard_loads_its_range_of_the_box() {
+    let (ctx, temp) = (solo_context(), TempDir::new());
+    save_test_checkpoint(&ctx, &temp);
+    let mut range = [0f32; 7];
+    {
+        let mut state = LoadState::new().unwrap();
+        state
+            .add_tensor(&Shard::new(WEIGHT, &WEIGHT_SHAPE).region(&[1, 0], &[3, 6]).flattened(4..11), &mut range)
+            .unwrap();
+        let options = LoadOptions::new().unexpected_keys(Strictness::Ignore);
+        ctx.load(&mut state, temp.checkpoint(), &options).unwrap();
+    }
+    let box_values = weight_box(1..4, 0..6);
+    assert_eq!(range, box_values[4..11]);
+}
+
+#[test]
+fn object_without_buffer_is_kept_in_the_state() {
+    let (ctx, temp) = (solo_context(), TempDir::new());
+    let rng = b"generator state".to_vec();
+    let mut save = SaveState::new().unwrap();
+    save.add_object("rng", &[1], &[0], &rng).unwrap();
+    ctx.save(&mut save, temp.checkpoint(), &SaveOptions::new()).unwrap().wait().unwrap();
+
+    let mut load = LoadState::new().unwrap();
+    load.add_object_owned("rng", &[1], &[0]).unwrap();
+    ctx.load(&mut load, temp.checkpoint(), &LoadOptions::new()).unwrap();
+    assert_eq!(load.object("rng", &[0]).unwrap(), &rng[..]);
+    let error = load.object("rng", &[0, 0]).expect_err("the grid has one dimension");
+    assert_eq!(error.status(), CKPT_E_INVALID_ARGUMENT, "{}", error);
+}
+
+#[test]
+fn bool_tensor_round_trips_through_load_and_reader() {
+    let (ctx, temp) = (solo_context(), TempDir::new());
+    let flags = [true, false, false, true, true];
+    let mut save = SaveState::new().unwrap();
+    save.add_tensor(&Shard::new("mask", &[5]), &flags).unwrap();
+    ctx.save(&mut save, temp.checkpoint(), &SaveOptions::new()).unwrap().wait().unwrap();
+
+    let mut loaded = [false; 5];
+    {
+        let mut load = LoadState::new().unwrap();
+        load.add_tensor(&Shard::new("mask", &[5]), &mut loaded).unwrap();
+        ctx.load(&mut load, temp.checkpoint(), &LoadOptions::new()).unwrap();
+    }
+    assert_eq!(loaded, flags);
+    assert_eq!(Reader::open(temp.checkpoint()).unwrap().read_tensor::<bool>("mask").unwrap(), flags);
+}
+
+#[test]
+fn reader_refuses_a_buffer_of_another_dtype() {
+    let (ctx, temp) = (solo_context(), TempDir::new());
+    save_test_checkpoint(&ctx, &temp);
+    let mut reader = Reader::open(temp.checkpoint()).unwrap();
+    let mut wrong = [0i32; 24];
+    let error = reader.read_box(WEIGHT, &[0, 0], &WEIGHT_SHAPE, &mut wrong).expect_err("F32 into i32");
+    assert_eq!(error.status(), CKPT_E_MISMATCH, "{}", error);
+    assert!(error.message().contains("F32") && error.message().contains(WEIGHT), "{}", error);
+}
+
+#[test]
+fn reader_lists_common_entries_and_finds_tensors_by_key() {
+    let (ctx, temp) = (solo_context(), TempDir::new());
+    save_test_checkpoint(&ctx, &temp);
+    let mut reader = Reader::open(temp.checkpoint()).unwrap();
+    let commons: Vec<(String, Vec<u8>)> =
+        reader.commons().unwrap().map(|entry| entry.map(|(k, v)| (k, v.to_vec())).unwrap()).collect();
+    assert_eq!(commons, [(STEP_KEY.to_owned(), STEP.to_le_bytes().to_vec())]);
+    assert_eq!(reader.find_tensor(BIAS).unwrap().shape, [BIAS_LEN]);
+    assert_eq!(reader.find_tensor("absent").unwrap_err().status(), CKPT_E_NOT_FOUND);
+    assert_eq!(reader.read_tensor::<f64>(BIAS).unwrap(), bias());
+}
+
+#[test]
+fn log_callback_receives_the_unexpected_keys_warning() {
+    let lines: Arc<Mutex<Vec<(LogLevel, String)>>> = Arc::default();
+    let sink = Arc::clone(&lines);
+    let ctx = Context::builder()
+        .rank(0)
+        .world_size(1)
+        .log(move |level, message| sink.lock().unwrap().push((level, message.to_owned())))
+        .create()
+        .unwrap();
+    let temp = TempDir::new();
+    save_test_checkpoint(&ctx, &temp);
+    let mut weight = vec![0f32; 24];
+    let mut state = LoadState::new().unwrap();
+    state.add_tensor(&Shard::new(WEIGHT, &WEIGHT_SHAPE), &mut weight).unwrap();
+    ctx.load(&mut state, temp.checkpoint(), &LoadOptions::new().unexpected_keys(Strictness::Log)).unwrap();
+    let lines = lines.lock().unwrap();
+    assert!(lines.iter().any(|(level, line)| *level == LogLevel::WARNING && line.contains(BIAS)), "{:?}", *lines);
+}
+
+#[test]
+fn panicking_log_callback_does_not_unwind_into_the_library() {
+    let called = Arc::new(AtomicBool::new(false));
+    let flag = Arc::clone(&called);
+    let ctx = Context::builder()
+        .rank(0)
+        .world_size(1)
+        .log(move |_, _| {
+            flag.store(true, Ordering::SeqCst);
+            panic!("logger failed")
+        })
+        .create()
+        .unwrap();
+    let temp = TempDir::new();
+    save_test_checkpoint(&ctx, &temp);
+    let mut weight = vec![0f32; 24];
+    let mut state = LoadState::new().unwrap();
+    state.add_tensor(&Shard::new(WEIGHT, &WEIGHT_SHAPE), &mut weight).unwrap();
+    ctx.load(&mut state, temp.checkpoint(), &LoadOptions::new().unexpected_keys(Strictness::Log)).unwrap();
+    assert!(called.load(Ordering::SeqCst), "the warning went to the callback");
+    assert_eq!(weight, weight_box(0..4, 0..6));
+}

@@ -1,0 +1,74 @@
+// File jobs: what an I/O worker does to one data file, between arena memory and storage. A FileJobExecutor runs
+// them in the calling process with the best backend the machine allows: io_uring with O_DIRECT and large aligned
+// requests, else a pwrite/pread thread pool; buffered I/O + fdatasync where O_DIRECT is refused (tmpfs).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+
+namespace ckpt::io {
+
+// Bytes at `arena_offset` belong at `file_offset` of the job's file. Both offsets are multiples of 4096.
+struct FileSegment {
+  uint64_t file_offset = 0;
+  uint64_t arena_offset = 0;
+  uint64_t length = 0;
+};
+
+struct WriteJob {
+  std::string path;
+  bool create = false;   // the file's first job: create it (fails if it exists)
+  bool finish = false;   // the file's last job: truncate to final_size, fdatasync, close
+  uint64_t final_size = 0;
+  uint64_t block_size = 1ull << 20;  // checksum granularity, from the start of each segment
+  std::vector<FileSegment> segments;  // increasing file offsets; the arena holds zeros up to each 4 KiB boundary
+};
+
+struct WriteResult {
+  std::vector<std::vector<uint64_t>> checksums;  // per segment: XXH3-64 of each block_size block
+};
+
+struct ReadJob {
+  std::string path;
+  uint64_t block_size = 1ull << 20;
+  std::vector<FileSegment> segments;                       // file offsets 4 KiB-aligned; length may end anywhere
+  std::vector<std::vector<uint64_t>> expected_checksums;  // per segment, per block; verified before returning
+};
+
+// Where a read failed its checksum, so the caller can name the tensor.
+struct ReadFailure {
+  size_t segment = 0;
+  uint64_t block = 0;
+};
+
+enum class IoBackendKind : int32_t { kAuto = 0, kIoUring = 1, kPwrite = 2 };
+
+struct IoTuning {
+  IoBackendKind backend = IoBackendKind::kAuto;
+  bool direct = true;                  // try O_DIRECT (falls back per file when refused)
+  uint64_t request_bytes = 4ull << 20;  // size of one I/O request
+  uint32_t queue_depth = 16;
+  uint32_t pwrite_threads = 4;          // the fallback pool
+};
+
+class FileJobExecutor {
+ public:
+  // `arena` is the caller's mapping of the staging arena. kAuto picks io_uring if the kernel allows it.
+  static Result<std::unique_ptr<FileJobExecutor>> Create(char* arena, uint64_t arena_size, const IoTuning& tuning);
+  virtual ~FileJobExecutor() = default;
+
+  // Writes the segments, retrying short writes, EAGAIN and EINTR; kNoSpace on ENOSPC/EDQUOT, naming the file.
+  virtual Result<WriteResult> Write(const WriteJob& job) = 0;
+  // Reads the segments into the arena and verifies every block; kCorrupt (with *failure set) on a mismatch,
+  // kCorrupt "truncated" if the file ends before a segment does.
+  virtual Status Read(const ReadJob& job, ReadFailure* failure) = 0;
+  // "io_uring", "pwrite"; with "+O_DIRECT" or "+buffered" for the last file opened.
+  virtual std::string backend_name() const = 0;
+};
+
+}  // namespace ckpt::io

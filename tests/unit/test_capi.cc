@@ -1,0 +1,240 @@
+// The C API's contract on one rank: ABI conventions (struct_size, _INIT macros), status codes, argument checks.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "ckpt.h"
+
+namespace {
+
+class CapiTest : public ::testing::Test {
+ protected:
+  void SetUp() override { ASSERT_EQ(ckpt_error_create(&err_), CKPT_OK); }
+  void TearDown() override { ckpt_error_free(err_); }
+  std::string message() const { return ckpt_error_message(err_); }
+  ckpt_error_t* err_ = nullptr;
+};
+
+template <typename T>
+bool SameBytes(const T& a, const T& b) {
+  return std::memcmp(&a, &b, sizeof(T)) == 0;
+}
+
+TEST(CapiAbi, InitMacrosMatchInitFunctions) {
+  ckpt_context_options from_macro = CKPT_CONTEXT_OPTIONS_INIT, from_function;
+  std::memset(&from_function, 0xAB, sizeof from_function);
+  ckpt_context_options_init(&from_function);
+  EXPECT_TRUE(SameBytes(from_macro, from_function));
+
+  ckpt_tensor_shard shard_macro = CKPT_TENSOR_SHARD_INIT, shard_function;
+  std::memset(&shard_function, 0xAB, sizeof shard_function);
+  ckpt_tensor_shard_init(&shard_function);
+  EXPECT_TRUE(SameBytes(shard_macro, shard_function));
+
+  ckpt_save_options save_macro = CKPT_SAVE_OPTIONS_INIT, save_function;
+  std::memset(&save_function, 0xAB, sizeof save_function);
+  ckpt_save_options_init(&save_function);
+  EXPECT_TRUE(SameBytes(save_macro, save_function));
+
+  ckpt_load_options load_macro = CKPT_LOAD_OPTIONS_INIT, load_function;
+  std::memset(&load_function, 0xAB, sizeof load_function);
+  ckpt_load_options_init(&load_function);
+  EXPECT_TRUE(SameBytes(load_macro, load_function));
+}
+
+TEST(CapiAbi, EveryStructStartsWithItsSize) {
+  EXPECT_EQ(ckpt_context_options(CKPT_CONTEXT_OPTIONS_INIT).struct_size, sizeof(ckpt_context_options));
+  EXPECT_EQ(ckpt_tensor_shard(CKPT_TENSOR_SHARD_INIT).struct_size, sizeof(ckpt_tensor_shard));
+  EXPECT_EQ(ckpt_save_options(CKPT_SAVE_OPTIONS_INIT).struct_size, sizeof(ckpt_save_options));
+  EXPECT_EQ(ckpt_load_options(CKPT_LOAD_OPTIONS_INIT).struct_size, sizeof(ckpt_load_options));
+  EXPECT_EQ(ckpt_checkpoint_info(CKPT_CHECKPOINT_INFO_INIT).struct_size, sizeof(ckpt_checkpoint_info));
+  EXPECT_EQ(ckpt_tensor_info(CKPT_TENSOR_INFO_INIT).struct_size, sizeof(ckpt_tensor_info));
+  EXPECT_EQ(ckpt_chunk_info(CKPT_CHUNK_INFO_INIT).struct_size, sizeof(ckpt_chunk_info));
+}
+
+TEST(CapiAbi, VersionMatchesTheHeader) {
+  EXPECT_EQ(ckpt_version_number(), static_cast<uint32_t>(CKPT_VERSION_NUMBER));
+  const std::string expected = std::to_string(CKPT_VERSION_MAJOR) + "." + std::to_string(CKPT_VERSION_MINOR) + "." +
+                               std::to_string(CKPT_VERSION_PATCH);
+  EXPECT_EQ(ckpt_version_string(), expected);
+}
+
+TEST(CapiAbi, StatusStringsNameTheirCode) {
+  EXPECT_NE(std::string(ckpt_status_string(CKPT_E_CORRUPT)).find("CKPT_E_CORRUPT"), std::string::npos);
+  EXPECT_NE(std::string(ckpt_status_string(CKPT_E_PEER_FAILED)).find("CKPT_E_PEER_FAILED"), std::string::npos);
+  for (int32_t code = CKPT_OK; code <= CKPT_E_INTERNAL; ++code) {
+    EXPECT_STRNE(ckpt_status_string(code), "unknown ckpt status") << code;
+  }
+  EXPECT_STREQ(ckpt_status_string(999), "unknown ckpt status");
+}
+
+TEST(CapiAbi, DtypeSizesAndNames) {
+  EXPECT_EQ(ckpt_dtype_size(CKPT_DTYPE_BF16), 2u);
+  EXPECT_EQ(ckpt_dtype_size(CKPT_DTYPE_C64), 8u);
+  EXPECT_EQ(ckpt_dtype_size(CKPT_DTYPE_F8_E5M2), 1u);
+  EXPECT_EQ(ckpt_dtype_size(0), 0u);
+  EXPECT_EQ(ckpt_dtype_size(17), 0u);
+  EXPECT_STREQ(ckpt_dtype_name(CKPT_DTYPE_F8_E4M3), "F8_E4M3");
+  EXPECT_STREQ(ckpt_dtype_name(-3), "?");
+}
+
+TEST(CapiAbi, FreeFunctionsAcceptNull) {
+  ckpt_error_free(nullptr);
+  ckpt_context_free(nullptr);
+  ckpt_state_free(nullptr);
+  ckpt_request_free(nullptr);
+  ckpt_reader_free(nullptr);
+}
+
+class CapiShardTest : public CapiTest {
+ protected:
+  void SetUp() override {
+    CapiTest::SetUp();
+    ASSERT_EQ(ckpt_state_create(&state_, err_), CKPT_OK);
+    shard_.key = "layer.w";
+    shard_.dtype = CKPT_DTYPE_F32;
+    shard_.ndim = 2;
+    shard_.global_shape = global_;
+    shard_.local_shape = local_;
+    shard_.global_offset = offset_;
+    shard_.data = data_.data();
+    shard_.data_size = data_.size() * sizeof(float);
+  }
+  void TearDown() override {
+    ckpt_state_free(state_);
+    CapiTest::TearDown();
+  }
+  int32_t Add() { return ckpt_state_add_tensor(state_, &shard_, err_); }
+
+  ckpt_state_t* state_ = nullptr;
+  uint64_t global_[2] = {8, 4}, local_[2] = {4, 4}, offset_[2] = {4, 0};
+  std::vector<float> data_ = std::vector<float>(16);
+  ckpt_tensor_shard shard_ = CKPT_TENSOR_SHARD_INIT;
+};
+
+TEST_F(CapiShardTest, AcceptsAValidShardAndClearsTheError) {
+  EXPECT_EQ(Add(), CKPT_OK);
+  EXPECT_EQ(ckpt_error_status(err_), CKPT_OK);
+  EXPECT_EQ(message(), "");
+}
+
+TEST_F(CapiShardTest, AcceptsAShardStructFromAnOlderCaller) {
+  // A caller built against a header whose struct ended before data_size cannot pass its data; one that ended
+  // after it can, and the fields it lacks keep their defaults.
+  shard_.struct_size = offsetof(ckpt_tensor_shard, data_size) + sizeof(uint64_t);
+  EXPECT_EQ(Add(), CKPT_OK) << message();
+}
+
+TEST_F(CapiShardTest, RefusesAStructWithoutASize) {
+  shard_.struct_size = 0;
+  EXPECT_EQ(Add(), CKPT_E_INVALID_ARGUMENT);
+  EXPECT_NE(message().find("struct_size"), std::string::npos) << message();
+}
+
+TEST_F(CapiShardTest, RefusesABoxOutsideTheGlobalShape) {
+  offset_[0] = 5;
+  EXPECT_EQ(Add(), CKPT_E_INVALID_ARGUMENT);
+  EXPECT_NE(message().find("layer.w"), std::string::npos) << message();
+  EXPECT_NE(message().find("outside"), std::string::npos) << message();
+}
+
+TEST_F(CapiShardTest, RefusesAWrongDataSize) {
+  shard_.data_size -= 4;
+  EXPECT_EQ(Add(), CKPT_E_INVALID_ARGUMENT);
+  EXPECT_NE(message().find("data_size"), std::string::npos) << message();
+}
+
+TEST_F(CapiShardTest, RefusesAnUnknownDtypeAndTooManyDimensions) {
+  shard_.dtype = 42;
+  EXPECT_EQ(Add(), CKPT_E_INVALID_ARGUMENT);
+  shard_.dtype = CKPT_DTYPE_F32;
+  shard_.ndim = 9;
+  EXPECT_EQ(Add(), CKPT_E_INVALID_ARGUMENT);
+  EXPECT_NE(message().find("exceeds 8"), std::string::npos) << message();
+}
+
+TEST_F(CapiShardTest, RefusesTheSameElementsTwiceOnOneRank) {
+  ASSERT_EQ(Add(), CKPT_OK);
+  EXPECT_EQ(Add(), CKPT_E_INVALID_ARGUMENT);
+  EXPECT_NE(message().find("twice"), std::string::npos) << message();
+}
+
+TEST_F(CapiShardTest, RefusesAFlattenedRangeOutsideItsBox) {
+  shard_.flags = CKPT_SHARD_FLATTENED;
+  shard_.flat_start = 10;
+  shard_.flat_end = 17;
+  shard_.data_size = 7 * sizeof(float);
+  EXPECT_EQ(Add(), CKPT_E_INVALID_ARGUMENT);
+  EXPECT_NE(message().find("flattened range"), std::string::npos) << message();
+}
+
+TEST_F(CapiShardTest, RefusesCudaMemoryAsUnsupported) {
+  shard_.memory_kind = CKPT_MEMORY_CUDA;
+  EXPECT_EQ(Add(), CKPT_E_UNSUPPORTED);
+}
+
+TEST_F(CapiTest, ReaderOnAMissingDirectoryIsNotFound) {
+  ckpt_reader_t* reader = nullptr;
+  EXPECT_EQ(ckpt_reader_open("/nonexistent/ckpt-dir", &reader, err_), CKPT_E_NOT_FOUND);
+  EXPECT_EQ(reader, nullptr);
+  EXPECT_NE(message().find("/nonexistent/ckpt-dir"), std::string::npos) << message();
+}
+
+TEST_F(CapiTest, SingleRankSaveAndReadBack) {
+  char dir_template[] = "/tmp/ckpt-capi-XXXXXX";
+  ASSERT_NE(mkdtemp(dir_template), nullptr);
+  const std::string path = std::string(dir_template) + "/step-1";
+
+  ckpt_context_options opts = CKPT_CONTEXT_OPTIONS_INIT;
+  opts.rank = 0;
+  opts.world_size = 1;
+  ckpt_context_t* ctx = nullptr;
+  ASSERT_EQ(ckpt_context_create(&opts, &ctx, err_), CKPT_OK) << message();
+  ckpt_state_t* state = nullptr;
+  ASSERT_EQ(ckpt_state_create(&state, err_), CKPT_OK);
+  std::vector<double> values(6);
+  for (size_t i = 0; i < values.size(); ++i) values[i] = 0.5 * static_cast<double>(i);
+  const uint64_t shape[2] = {2, 3}, zero[2] = {0, 0};
+  ckpt_tensor_shard shard = CKPT_TENSOR_SHARD_INIT;
+  shard.key = "x";
+  shard.dtype = CKPT_DTYPE_F64;
+  shard.ndim = 2;
+  shard.global_shape = shape;
+  shard.local_shape = shape;
+  shard.global_offset = zero;
+  shard.data = values.data();
+  shard.data_size = sizeof(double) * values.size();
+  ASSERT_EQ(ckpt_state_add_tensor(state, &shard, err_), CKPT_OK) << message();
+  const char* keys[] = {"run"};
+  const char* vals[] = {"unit-test"};
+  ckpt_save_options save_opts = CKPT_SAVE_OPTIONS_INIT;
+  save_opts.metadata_count = 1;
+  save_opts.metadata_keys = keys;
+  save_opts.metadata_values = vals;
+  ckpt_request_t* request = nullptr;
+  ASSERT_EQ(ckpt_save(ctx, state, path.c_str(), &save_opts, &request, err_), CKPT_OK) << message();
+  EXPECT_EQ(ckpt_request_wait(request, 0, err_), CKPT_OK);
+  ckpt_request_free(request);
+
+  ckpt_reader_t* reader = nullptr;
+  ASSERT_EQ(ckpt_reader_open(path.c_str(), &reader, err_), CKPT_OK) << message();
+  const char* run = nullptr;
+  ASSERT_EQ(ckpt_reader_metadata(reader, "run", &run, err_), CKPT_OK);
+  EXPECT_STREQ(run, "unit-test");
+  const uint64_t offset[2] = {1, 1}, box[2] = {1, 2};
+  double got[2] = {0, 0};
+  ASSERT_EQ(ckpt_reader_read(reader, "x", 2, offset, box, got, sizeof got, err_), CKPT_OK) << message();
+  EXPECT_EQ(got[0], values[4]);
+  EXPECT_EQ(got[1], values[5]);
+  EXPECT_EQ(ckpt_reader_read(reader, "x", 2, offset, box, got, sizeof got - 1, err_), CKPT_E_INVALID_ARGUMENT);
+  EXPECT_EQ(ckpt_reader_read(reader, "y", 2, offset, box, got, sizeof got, err_), CKPT_E_NOT_FOUND);
+  EXPECT_EQ(ckpt_reader_verify(reader, err_), CKPT_OK) << message();
+  ckpt_reader_free(reader);
+  ckpt_state_free(state);
+  ckpt_context_free(ctx);
+  std::system(("rm -rf " + std::string(dir_template)).c_str());
+}
+
+}  // namespace

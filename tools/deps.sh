@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Installs the Debian packages ckpt needs to build and test, and only those that are missing: with everything
+# present it changes nothing and needs no privileges. Runs apt-get as root, or through sudo when available.
+set -euo pipefail
+
+packages=(
+  build-essential cmake ninja-build pkg-config
+  liburing-dev libucx-dev ucx-utils capnproto libcapnp-dev libxxhash-dev libisal-dev
+  libgtest-dev libgmock-dev libbenchmark-dev fio openmpi-bin libopenmpi-dev
+)
+
+if ! command -v dpkg-query >/dev/null 2>&1; then
+  echo "deps.sh: not a Debian system (no dpkg-query); install these yourself: ${packages[*]}" >&2
+  exit 0
+fi
+
+missing=()
+for package in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$package")
+  fi
+done
+if [ "${#missing[@]}" -eq 0 ]; then
+  echo "deps.sh: all ${#packages[@]} packages are installed"
+  exit 0
+fi
+
+if [ "$(id -u)" -eq 0 ]; then
+  as_root=()
+elif command -v sudo >/dev/null 2>&1; then
+  as_root=(sudo)
+else
+  echo "deps.sh: missing packages and neither root nor sudo to install them: ${missing[*]}" >&2
+  exit 1
+fi
+
+echo "deps.sh: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+"${as_root[@]}" apt-get update
+"${as_root[@]}" apt-get install -y --no-install-recommends "${missing[@]}"
