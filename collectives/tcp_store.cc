@@ -55,7 +55,8 @@ Status ValidateConfig(const TcpStoreConfig& config) {
     return InvalidArgument("store rank " + std::to_string(config.rank) + " is out of range for world size " +
                            std::to_string(config.world_size));
   }
-  if (config.port < 1 || config.port > 65535) {
+  const int lowest_port = config.rendezvous ? 0 : 1;  // a rendezvous spreads the port rank 0 picks
+  if (config.port < lowest_port || config.port > 65535) {
     return InvalidArgument("store port " + std::to_string(config.port) + " is outside 1..65535");
   }
   if (config.host.empty()) return InvalidArgument("store host is empty");
@@ -122,8 +123,15 @@ class TcpStore::Impl {
   Status Open() {
     RETURN_IF_ERROR(ValidateConfig(config_));
     const Clock::time_point deadline = Clock::now() + config_.timeout;
-    if (config_.rank == 0) {
+    if (config_.rank == 0 && !config_.auxiliary) {
       ASSIGN_OR_RETURN(server_, StoreServer::Start(config_.host, config_.port, config_.world_size));
+    }
+    if (config_.rendezvous) {
+      ASSIGN_OR_RETURN(auto address, config_.rendezvous(server_ ? server_->port() : 0));
+      config_.host = address.first;
+      config_.port = address.second;
+      config_.rendezvous = nullptr;
+      address_ = store_wire::FormatAddress(config_.host, config_.port);
     }
     std::lock_guard<std::mutex> lock(mu_);
     RETURN_IF_ERROR(ConnectSocket(deadline));
@@ -133,6 +141,7 @@ class TcpStore::Impl {
     hello.I32(config_.rank);
     hello.I32(config_.world_size);
     hello.U64(RemainingMs(deadline));
+    hello.U8(config_.auxiliary ? 1 : 0);
     return Call(MessageType::kHello, hello.data(), deadline + kReplyGrace).status();
   }
 
@@ -298,8 +307,8 @@ class TcpStore::Impl {
                    std::to_string(config_.timeout.count()) + " ms");
   }
 
-  const TcpStoreConfig config_;
-  const std::string address_;
+  TcpStoreConfig config_;
+  std::string address_;
   std::unique_ptr<StoreServer> server_;
   std::mutex mu_;  // one request on the connection at a time
   UniqueFd fd_;
@@ -323,6 +332,11 @@ TcpStore::~TcpStore() = default;
 
 int TcpStore::rank() const { return impl_->config().rank; }
 int TcpStore::world_size() const { return impl_->config().world_size; }
+TcpStoreConfig TcpStore::AuxiliaryConfig() const {
+  TcpStoreConfig config = impl_->config();
+  config.auxiliary = true;
+  return config;
+}
 
 Result<std::vector<std::string>> TcpStore::AllGather(std::string_view mine) { return impl_->AllGather(mine); }
 Status TcpStore::Set(std::string_view key, std::string_view value) { return impl_->Set(key, value); }

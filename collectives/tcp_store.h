@@ -4,6 +4,8 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
+#include <utility>
 #include <memory>
 #include <optional>
 #include <string>
@@ -18,9 +20,15 @@ namespace ckpt::coll {
 struct TcpStoreConfig {
   int rank = 0;
   int world_size = 1;
-  std::string host = "127.0.0.1";
-  int port = 29500;
+  std::string host = "127.0.0.1";  // rank 0 binds it; the others connect to it
+  int port = 29500;                // 0 on rank 0: any free port (then a rendezvous must spread it)
   std::chrono::milliseconds timeout{300000};
+  // A rank's second connection, opened after its first (for a background thread): key-value requests only, no
+  // collectives, and its loss is not taken for the rank's death.
+  bool auxiliary = false;
+  // Called on every rank before connecting, with the port rank 0 bound (0 on other ranks); returns the host and
+  // port to connect to. Lets an out-of-band exchange (a user's allgather) spread an ephemeral port.
+  std::function<Result<std::pair<std::string, int>>(int bound_port)> rendezvous;
 };
 
 class TcpStore : public ControlPlane {
@@ -32,6 +40,9 @@ class TcpStore : public ControlPlane {
 
   int rank() const override;
   int world_size() const override;
+  // The configuration with the address actually connected to (after any rendezvous), without the rendezvous:
+  // what an auxiliary connection of this rank needs.
+  TcpStoreConfig AuxiliaryConfig() const;
   Result<std::vector<std::string>> AllGather(std::string_view mine) override;
 
   Status Set(std::string_view key, std::string_view value);

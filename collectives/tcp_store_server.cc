@@ -1,5 +1,8 @@
 #include "collectives/tcp_store_server.h"
 
+#include <netinet/in.h>
+#include <sys/socket.h>
+
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -41,6 +44,7 @@ struct Connection {
   std::deque<std::shared_ptr<const std::string>> out;
   size_t out_offset = 0;  // bytes of out.front() already sent
   int rank = -1;          // -1 until the handshake
+  bool auxiliary = false; // a rank's second connection: key-value requests only; its loss kills nobody
   bool closed = false;    // removed at the end of the loop iteration
   bool hung_up = false;   // a send failed: handled as a disconnect outside the sender's call chain
   Pending pending = Pending::kNone;
@@ -84,6 +88,7 @@ struct Hello {
   int32_t rank = 0;
   int32_t world_size = 0;
   uint64_t timeout_ms = 0;
+  uint8_t auxiliary = 0;
 };
 
 // Magic and version are checked before the rest is read: another version may lay the rest out differently.
@@ -101,6 +106,7 @@ Result<Hello> ParseHello(std::string_view payload) {
   RETURN_IF_ERROR(reader.I32(&hello.rank));
   RETURN_IF_ERROR(reader.I32(&hello.world_size));
   RETURN_IF_ERROR(reader.U64(&hello.timeout_ms));
+  RETURN_IF_ERROR(reader.U8(&hello.auxiliary));
   RETURN_IF_ERROR(reader.ExpectDone());
   return hello;
 }
@@ -263,7 +269,10 @@ class StoreServer::Loop {
       case MessageType::kSet: status = OnSet(c, payload); break;
       case MessageType::kGet: status = OnGet(c, payload); break;
       case MessageType::kWait: status = OnWait(c, payload); break;
-      case MessageType::kAllGather: status = OnAllGather(c, payload); break;
+      case MessageType::kAllGather:
+        if (c.auxiliary) return Disconnect(c);
+        status = OnAllGather(c, payload);
+        break;
       default: return Disconnect(c);
     }
     if (!status.ok()) Send(c, ErrorFrame(status));
@@ -275,6 +284,7 @@ class StoreServer::Loop {
     if (c.rank >= 0) return Disconnect(c);
     Result<Hello> hello = ParseHello(payload);
     if (!hello.ok()) return Refuse(c, hello.status());
+    if (hello->auxiliary) return OnAuxiliaryHello(c, *hello);
     if (Status admitted = Admit(hello->rank, hello->world_size); !admitted.ok()) return Refuse(c, admitted);
     c.rank = hello->rank;
     ranks_[c.rank] = RankState::kConnected;
@@ -303,6 +313,20 @@ class StoreServer::Loop {
     }
     if (connect_.failure) return *connect_.failure;
     return Status::Ok();
+  }
+
+  // A second connection of a rank already connected (for a background thread): answered at once, kept out of the
+  // connect barrier and of collectives.
+  void OnAuxiliaryHello(Connection& c, const Hello& hello) {
+    if (hello.world_size != world_size_ || hello.rank < 0 || hello.rank >= world_size_ ||
+        ranks_[hello.rank] != RankState::kConnected) {
+      return Refuse(c, InvalidArgument("an auxiliary connection for rank " + std::to_string(hello.rank) +
+                                       " needs that rank connected to the store first"));
+    }
+    c.rank = hello.rank;
+    c.auxiliary = true;
+    c.pending = Pending::kNone;
+    Send(c, Frame(MessageType::kOk, {}));
   }
 
   // Answers a stranger's hello with an error and hangs up; it never became a rank, so nobody else is affected.
@@ -444,7 +468,7 @@ class StoreServer::Loop {
   void Disconnect(Connection& c) {
     if (c.closed) return;
     c.closed = true;
-    if (c.rank < 0 || ranks_[c.rank] != RankState::kConnected) return;
+    if (c.auxiliary || c.rank < 0 || ranks_[c.rank] != RankState::kConnected) return;
     ranks_[c.rank] = RankState::kDead;
     const Status dead = PeerFailed("rank " + std::to_string(c.rank) + " disconnected");
     FailConnect(dead);
@@ -457,7 +481,7 @@ class StoreServer::Loop {
 
   void Leave(Connection& c) {
     c.closed = true;
-    if (c.rank < 0 || ranks_[c.rank] != RankState::kConnected) return;
+    if (c.auxiliary || c.rank < 0 || ranks_[c.rank] != RankState::kConnected) return;
     ranks_[c.rank] = RankState::kLeft;
     std::vector<uint64_t> in_progress;
     for (const auto& [sequence, gathering] : gatherings_) in_progress.push_back(sequence);
@@ -574,15 +598,22 @@ class StoreServer::Loop {
 
 Result<std::unique_ptr<StoreServer>> StoreServer::Start(const std::string& host, int port, int world_size) {
   ASSIGN_OR_RETURN(UniqueFd listener, store_wire::Listen(host, port));
+  sockaddr_storage bound = {};
+  socklen_t bound_size = sizeof bound;
+  if (getsockname(listener.get(), reinterpret_cast<sockaddr*>(&bound), &bound_size) != 0) {
+    return IoError("cannot read the store's bound address: " + store_wire::ErrnoText(errno));
+  }
+  const int bound_port = ntohs(bound.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port
+                                                            : reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
   int pipe_fds[2];
   if (pipe2(pipe_fds, O_NONBLOCK | O_CLOEXEC) != 0) {
     return IoError("cannot create the store's wake pipe: " + store_wire::ErrnoText(errno));
   }
   auto loop = std::make_unique<Loop>(std::move(listener), UniqueFd(pipe_fds[0]), UniqueFd(pipe_fds[1]), world_size);
-  return std::unique_ptr<StoreServer>(new StoreServer(std::move(loop)));
+  return std::unique_ptr<StoreServer>(new StoreServer(std::move(loop), bound_port));
 }
 
-StoreServer::StoreServer(std::unique_ptr<Loop> loop) : loop_(std::move(loop)) {
+StoreServer::StoreServer(std::unique_ptr<Loop> loop, int port) : loop_(std::move(loop)), port_(port) {
   thread_ = std::thread([loop = loop_.get()] { loop->Run(); });
 }
 

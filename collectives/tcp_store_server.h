@@ -13,8 +13,10 @@ namespace ckpt::coll {
 
 class StoreServer {
  public:
-  // Binds host:port (SO_REUSEADDR) and serves `world_size` ranks until stopped.
+  // Binds host:port (SO_REUSEADDR; port 0: any free port) and serves `world_size` ranks until stopped.
   static Result<std::unique_ptr<StoreServer>> Start(const std::string& host, int port, int world_size);
+  // The port actually bound.
+  int port() const { return port_; }
   // Stops once every rank's connection has closed or `grace` has passed, whichever comes first; ranks still
   // connected then see their connection drop.
   void Stop(std::chrono::milliseconds grace);
@@ -26,8 +28,9 @@ class StoreServer {
   class Loop;
 
  private:
-  explicit StoreServer(std::unique_ptr<Loop> loop);
+  StoreServer(std::unique_ptr<Loop> loop, int port);
   std::unique_ptr<Loop> loop_;
+  int port_;
   std::thread thread_;
 };
 

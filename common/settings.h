@@ -17,6 +17,18 @@ inline constexpr char kNodeNameVar[] = "CKPT_NODE_NAME";
 inline constexpr char kLogLevelVar[] = "CKPT_LOG_LEVEL";
 inline constexpr int kDefaultLogLevel = 1;
 
+// CKPT_IO_WORKERS: I/O worker processes per rank (default 2; 0: threads of the rank's own process).
+inline constexpr char kIoWorkersVar[] = "CKPT_IO_WORKERS";
+inline constexpr int kDefaultIoWorkers = 2;
+// CKPT_ARENA_BYTES: the staging arena's size (default: an eighth of memory, 256 MiB..8 GiB).
+inline constexpr char kArenaBytesVar[] = "CKPT_ARENA_BYTES";
+// CKPT_IO_BACKEND: "io_uring" or "pwrite" forces an I/O backend (default: io_uring where the kernel allows it).
+inline constexpr char kIoBackendVar[] = "CKPT_IO_BACKEND";
+// CKPT_IO_DIRECT: "0" turns O_DIRECT off (default on; refused per file where the file system lacks it).
+inline constexpr char kIoDirectVar[] = "CKPT_IO_DIRECT";
+// CKPT_WORKER_PATH: the ckpt-io-worker executable (default: beside libckpt.so). Read by io/worker_pool.cc.
+inline constexpr char kWorkerPathVar[] = "CKPT_WORKER_PATH";
+
 // The variable's value as a positive integer, or `fallback` when unset or not a positive integer.
 inline uint64_t PositiveFromEnv(const char* name, uint64_t fallback) {
   const char* text = std::getenv(name);
@@ -24,6 +36,24 @@ inline uint64_t PositiveFromEnv(const char* name, uint64_t fallback) {
   char* end = nullptr;
   unsigned long long value = std::strtoull(text, &end, 10);
   return (*end == '\0' && value > 0) ? value : fallback;
+}
+
+}  // namespace ckpt::settings
+
+namespace ckpt::settings {
+
+// The variable's value as a non-negative integer, or `fallback` when unset or not a non-negative integer.
+inline uint64_t CountFromEnv(const char* name, uint64_t fallback) {
+  const char* text = std::getenv(name);
+  if (text == nullptr || *text == '\0') return fallback;
+  char* end = nullptr;
+  unsigned long long value = std::strtoull(text, &end, 10);
+  return *end == '\0' ? value : fallback;
+}
+
+inline std::string StringFromEnv(const char* name) {
+  const char* text = std::getenv(name);
+  return text ? text : "";
 }
 
 }  // namespace ckpt::settings

@@ -120,22 +120,45 @@ typedef struct ckpt_context_options {
   const char* node_name;
   ckpt_log_fn log;
   void* log_user;
+  /* I/O worker processes per rank (spawned now, never forked). -1: CKPT_IO_WORKERS, else 2. 0: threads of this
+   * process instead (no helper executable needed). */
+  int32_t io_workers;
+  /* Bytes of the staging arena (shared memory reused by every save). 0: CKPT_ARENA_BYTES, else an eighth of the
+   * machine's memory, clamped to 256 MiB..8 GiB. States larger than the arena are staged in a pipeline. */
+  uint64_t arena_bytes;
 } ckpt_context_options;
 
 #define CKPT_CONTEXT_OPTIONS_INIT \
-  { (uint32_t)sizeof(ckpt_context_options), -1, -1, -1, NULL, -1, 0, NULL, NULL, NULL, NULL, NULL }
+  { (uint32_t)sizeof(ckpt_context_options), -1, -1, -1, NULL, -1, 0, NULL, NULL, NULL, NULL, NULL, -1, 0 }
 /* Fills `opts` exactly as CKPT_CONTEXT_OPTIONS_INIT does. */
 CKPT_API void ckpt_context_options_init(ckpt_context_options* opts);
 
-/* Collective. Creates this rank's context and connects to the other ranks (rank 0 hosts the store and waits up to
- * the timeout for all of them). Returns CKPT_OK, CKPT_E_INVALID_ARGUMENT (bad rank/world/address),
- * CKPT_E_TIMEOUT (a rank never connected: the message names it), CKPT_E_IO (cannot bind or connect). */
+/* Collective. Creates this rank's context, connects to the other ranks (rank 0 hosts the store and waits up to
+ * the timeout for all of them; a one-rank job needs no network), and starts its I/O workers. Returns CKPT_OK,
+ * CKPT_E_INVALID_ARGUMENT (bad rank/world/address), CKPT_E_TIMEOUT (a rank never connected: the message names it),
+ * CKPT_E_IO (cannot bind or connect), CKPT_E_NOT_FOUND (the ckpt-io-worker executable is missing). */
 CKPT_API int32_t ckpt_context_create(const ckpt_context_options* opts, ckpt_context_t** out, ckpt_error_t* err);
 /* Not collective, but every rank should free its context at the end; a rank that exits early is seen as dead. */
 CKPT_API void ckpt_context_free(ckpt_context_t* ctx);
 CKPT_API int32_t ckpt_context_rank(const ckpt_context_t* ctx);
 CKPT_API int32_t ckpt_context_world_size(const ckpt_context_t* ctx);
 CKPT_API int32_t ckpt_context_local_rank(const ckpt_context_t* ctx);
+
+/* Counters of this rank's work since the context was created; for monitoring and benchmarks. */
+typedef struct ckpt_context_stats {
+  uint32_t struct_size;
+  uint32_t io_workers;        /* worker processes (0: in-process threads) */
+  uint64_t arena_bytes;       /* the staging arena's size */
+  uint64_t saves_committed;   /* saves whose request succeeded */
+  uint64_t plans_computed;    /* saves that exchanged and validated the full state */
+  uint64_t plans_reused;      /* saves that reused the previous plan (unchanged structure on every rank) */
+  uint64_t bytes_staged;      /* bytes copied into the arena by saves */
+  uint64_t bytes_written;     /* bytes this rank's workers wrote to data files */
+  uint64_t bytes_read;        /* bytes this rank read from data files during loads */
+} ckpt_context_stats;
+#define CKPT_CONTEXT_STATS_INIT { (uint32_t)sizeof(ckpt_context_stats), 0, 0, 0, 0, 0, 0, 0, 0 }
+
+CKPT_API int32_t ckpt_context_stats_get(const ckpt_context_t* ctx, ckpt_context_stats* stats, ckpt_error_t* err);
 
 /* ------------------------------------------------------------------------------------------------------------ */
 /* State: what this rank holds (for a save) or wants (for a load)                                                */
@@ -252,12 +275,16 @@ CKPT_API void ckpt_save_options_init(ckpt_save_options* opts);
  * it holds) as the checkpoint directory `path` on storage every rank can reach. Before any byte is written, all
  * ranks agree that every tensor's shards tile its global shape exactly (no gap, no overlap, the same dtype and
  * global shape everywhere); otherwise every rank gets CKPT_E_MISMATCH naming the key and the ranks. Replicated
- * boxes are written once. `path` appears only when the checkpoint is complete and durable (atomic rename); a
- * failure anywhere leaves no directory at `path`. CKPT_E_ALREADY_EXISTS if `path` is already a checkpoint.
+ * boxes are written once. CKPT_E_ALREADY_EXISTS if `path` is already a checkpoint.
  *
- * On CKPT_OK, `*request` tracks the save; the registered buffers may be modified as soon as ckpt_save returns.
- * This release completes the save inside ckpt_save, so the request is already finished; callers should still
- * wait on it: later releases return earlier. */
+ * Asynchronous: ckpt_save returns as soon as this rank's bytes are copied into the staging arena; from then on the
+ * registered buffers may be modified. The I/O workers write in the background, and the commit (manifest, fsync,
+ * atomic rename) happens once every rank's writes are durable, with no further call needed from the training
+ * loop. `*request` reports the outcome (ckpt_request_test / ckpt_request_wait), the same on every rank: `path`
+ * exists only if the request succeeds; a failure anywhere (a dead rank or worker, a full disk) leaves no
+ * directory at `path` and never touches other checkpoints. Saves may be issued back to back; each commits in
+ * order. While the structure of the state (keys, boxes, dtypes) is unchanged on every rank, the plan of the
+ * previous save is reused. */
 CKPT_API int32_t ckpt_save(ckpt_context_t* ctx, ckpt_state_t* state, const char* path, const ckpt_save_options* opts,
                            ckpt_request_t** request, ckpt_error_t* err);
 
@@ -297,6 +324,42 @@ CKPT_API void ckpt_load_options_init(ckpt_load_options* opts);
  * CKPT_E_VERSION, CKPT_E_IO, CKPT_E_PEER_FAILED, CKPT_E_TIMEOUT. On failure, buffers may be partly filled. */
 CKPT_API int32_t ckpt_load(ckpt_context_t* ctx, ckpt_state_t* state, const char* path, const ckpt_load_options* opts,
                            ckpt_error_t* err);
+
+/* ------------------------------------------------------------------------------------------------------------ */
+/* Manager: a directory of steps, with a latest pointer and retention                                             */
+/* ------------------------------------------------------------------------------------------------------------ */
+
+typedef struct ckpt_manager ckpt_manager_t;
+
+typedef struct ckpt_manager_options {
+  uint32_t struct_size;
+  uint32_t keep_last;  /* keep the newest N committed steps (0: keep all) */
+  uint64_t keep_every; /* also keep every step divisible by this (0: none) */
+} ckpt_manager_options;
+#define CKPT_MANAGER_OPTIONS_INIT { (uint32_t)sizeof(ckpt_manager_options), 0, 0 }
+CKPT_API void ckpt_manager_options_init(ckpt_manager_options* opts);
+
+/* Collective. Opens (creating) the root directory `root`, whose steps live in `root`/step-<12-digit step>. Rank 0
+ * removes what crashed runs left behind (uncommitted step directories). */
+CKPT_API int32_t ckpt_manager_open(ckpt_context_t* ctx, const char* root, const ckpt_manager_options* opts,
+                                   ckpt_manager_t** out, ckpt_error_t* err);
+/* Waits for the manager's saves in flight, then frees it. */
+CKPT_API void ckpt_manager_free(ckpt_manager_t* manager);
+/* Collective. Saves `state` as step `step`, as ckpt_save does. Once that save commits, rank 0 replaces the
+ * `latest` pointer atomically and removes the steps the retention policy no longer keeps; a failed save leaves
+ * both untouched. */
+CKPT_API int32_t ckpt_manager_save(ckpt_manager_t* manager, ckpt_state_t* state, uint64_t step,
+                                   const ckpt_save_options* opts, ckpt_request_t** request, ckpt_error_t* err);
+/* Not collective. The newest committed step `latest` points at (or, if the pointer is missing or stale, the newest
+ * committed step). CKPT_E_NOT_FOUND if there is none. */
+CKPT_API int32_t ckpt_manager_latest(const ckpt_manager_t* manager, uint64_t* step, ckpt_error_t* err);
+/* Collective. Loads the latest step (as rank 0 sees it) into `state`; `*step` receives it. CKPT_E_NOT_FOUND on
+ * every rank if there is no committed step: a fresh start. */
+CKPT_API int32_t ckpt_manager_load_latest(ckpt_manager_t* manager, ckpt_state_t* state,
+                                          const ckpt_load_options* opts, uint64_t* step, ckpt_error_t* err);
+/* Writes the directory of `step` (NUL-terminated) into `buffer`; CKPT_E_INVALID_ARGUMENT if it does not fit. */
+CKPT_API int32_t ckpt_manager_step_path(const ckpt_manager_t* manager, uint64_t step, char* buffer,
+                                        uint64_t buffer_size, ckpt_error_t* err);
 
 /* ------------------------------------------------------------------------------------------------------------ */
 /* Reader: any process, no collective                                                                             */

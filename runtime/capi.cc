@@ -11,6 +11,7 @@
 #include "runtime/context.h"
 #include "runtime/dtype.h"
 #include "runtime/load.h"
+#include "runtime/manager_session.h"
 #include "runtime/reader.h"
 #include "runtime/save.h"
 #include "runtime/state.h"
@@ -33,7 +34,11 @@ struct ckpt_state {
 };
 
 struct ckpt_request {
-  Status status;
+  std::shared_ptr<rt::SaveTicket> ticket;
+};
+
+struct ckpt_manager {
+  std::unique_ptr<rt::ManagerSession> impl;
 };
 
 struct ckpt_reader {
@@ -152,6 +157,29 @@ Status CheckGrid(const char* key, uint32_t grid_ndim, const uint64_t* grid_shape
   return Status::Ok();
 }
 
+// The save settings the options describe.
+Status ToSaveSettings(const ckpt_save_options* user_opts, rt::SaveSettings* settings) {
+  ckpt_save_options opts = CKPT_SAVE_OPTIONS_INIT;
+  RETURN_IF_ERROR(CopyOptions(user_opts, &opts, "ckpt_save_options"));
+  if (opts.metadata_count > 0 && (opts.metadata_keys == nullptr || opts.metadata_values == nullptr)) {
+    return ckpt::InvalidArgument("metadata_keys and metadata_values are required when metadata_count > 0");
+  }
+  for (uint32_t i = 0; i < opts.metadata_count; ++i) {
+    if (opts.metadata_keys[i] == nullptr || opts.metadata_values[i] == nullptr) {
+      return ckpt::InvalidArgument("metadata entry " + std::to_string(i) + " has a NULL key or value");
+    }
+    settings->metadata.emplace_back(opts.metadata_keys[i], opts.metadata_values[i]);
+  }
+  return Status::Ok();
+}
+
+Status ToLoadSettings(const ckpt_load_options* user_opts, rt::LoadSettings* settings) {
+  ckpt_load_options opts = CKPT_LOAD_OPTIONS_INIT;
+  RETURN_IF_ERROR(CopyOptions(user_opts, &opts, "ckpt_load_options"));
+  RETURN_IF_ERROR(ToStrictness(opts.missing_keys, "missing_keys", &settings->missing_keys));
+  return ToStrictness(opts.unexpected_keys, "unexpected_keys", &settings->unexpected_keys);
+}
+
 }  // namespace
 
 extern "C" {
@@ -217,6 +245,8 @@ int32_t ckpt_context_create(const ckpt_context_options* user_opts, ckpt_context_
     config.identity.store_port = opts.store_port;
     config.identity.node_name = opts.node_name ? opts.node_name : "";
     config.timeout = std::chrono::milliseconds(opts.timeout_ms);
+    config.io_workers = opts.io_workers;
+    config.arena_bytes = opts.arena_bytes;
     if (opts.allgather) {
       ckpt_allgather_fn fn = opts.allgather;
       void* user = opts.allgather_user;
@@ -242,6 +272,23 @@ int32_t ckpt_context_rank(const ckpt_context_t* ctx) { return ctx ? ctx->impl->r
 int32_t ckpt_context_world_size(const ckpt_context_t* ctx) { return ctx ? ctx->impl->world_size() : -1; }
 
 int32_t ckpt_context_local_rank(const ckpt_context_t* ctx) { return ctx ? ctx->impl->local_rank() : -1; }
+
+int32_t ckpt_context_stats_get(const ckpt_context_t* ctx, ckpt_context_stats* stats, ckpt_error_t* err) {
+  return Guard(err, [&]() -> Status {
+    if (ctx == nullptr || stats == nullptr) return NullArgument("ctx or stats");
+    const rt::ContextStats& s = ctx->impl->stats();
+    ckpt_context_stats full = CKPT_CONTEXT_STATS_INIT;
+    full.io_workers = static_cast<uint32_t>(ctx->impl->io_workers());
+    full.arena_bytes = ctx->impl->arena().capacity();
+    full.saves_committed = s.saves_committed;
+    full.plans_computed = s.plans_computed;
+    full.plans_reused = s.plans_reused;
+    full.bytes_staged = s.bytes_staged;
+    full.bytes_written = s.bytes_written;
+    full.bytes_read = s.bytes_read;
+    return FillInfo(full, stats, "ckpt_context_stats");
+  });
+}
 
 /* State -------------------------------------------------------------------------------------------------------- */
 
@@ -344,33 +391,28 @@ int32_t ckpt_save(ckpt_context_t* ctx, ckpt_state_t* state, const char* path, co
       return NullArgument("ctx, state, path or request");
     }
     *request = nullptr;
-    ckpt_save_options opts = CKPT_SAVE_OPTIONS_INIT;
-    RETURN_IF_ERROR(CopyOptions(user_opts, &opts, "ckpt_save_options"));
     rt::SaveSettings settings;
-    if (opts.metadata_count > 0 && (opts.metadata_keys == nullptr || opts.metadata_values == nullptr)) {
-      return ckpt::InvalidArgument("metadata_keys and metadata_values are required when metadata_count > 0");
-    }
-    for (uint32_t i = 0; i < opts.metadata_count; ++i) {
-      if (opts.metadata_keys[i] == nullptr || opts.metadata_values[i] == nullptr) {
-        return ckpt::InvalidArgument("metadata entry " + std::to_string(i) + " has a NULL key or value");
-      }
-      settings.metadata.emplace_back(opts.metadata_keys[i], opts.metadata_values[i]);
-    }
-    RETURN_IF_ERROR(rt::Save(*ctx->impl, state->impl, path, settings));
-    *request = new ckpt_request{Status::Ok()};
+    RETURN_IF_ERROR(ToSaveSettings(user_opts, &settings));
+    ASSIGN_OR_RETURN(std::shared_ptr<rt::SaveTicket> ticket, rt::StartSave(*ctx->impl, state->impl, path, settings));
+    *request = new ckpt_request{std::move(ticket)};
     return Status::Ok();
   });
 }
 
 int32_t ckpt_request_test(ckpt_request_t* request, ckpt_error_t* err) {
-  return Guard(err, [&]() -> Status { return request ? request->status : NullArgument("request"); });
+  return Guard(err, [&]() -> Status { return request ? request->ticket->Test() : NullArgument("request"); });
 }
 
-int32_t ckpt_request_wait(ckpt_request_t* request, uint32_t /*timeout_ms*/, ckpt_error_t* err) {
-  return ckpt_request_test(request, err);
+int32_t ckpt_request_wait(ckpt_request_t* request, uint32_t timeout_ms, ckpt_error_t* err) {
+  return Guard(err, [&]() -> Status {
+    return request ? request->ticket->Wait(std::chrono::milliseconds(timeout_ms)) : NullArgument("request");
+  });
 }
 
-void ckpt_request_free(ckpt_request_t* request) { delete request; }
+void ckpt_request_free(ckpt_request_t* request) {
+  if (request != nullptr) (void)request->ticket->Wait(std::chrono::milliseconds(0));
+  delete request;
+}
 
 /* Load --------------------------------------------------------------------------------------------------------- */
 
@@ -382,12 +424,81 @@ int32_t ckpt_load(ckpt_context_t* ctx, ckpt_state_t* state, const char* path, co
                   ckpt_error_t* err) {
   return Guard(err, [&]() -> Status {
     if (ctx == nullptr || state == nullptr || path == nullptr) return NullArgument("ctx, state or path");
-    ckpt_load_options opts = CKPT_LOAD_OPTIONS_INIT;
-    RETURN_IF_ERROR(CopyOptions(user_opts, &opts, "ckpt_load_options"));
     rt::LoadSettings settings;
-    RETURN_IF_ERROR(ToStrictness(opts.missing_keys, "missing_keys", &settings.missing_keys));
-    RETURN_IF_ERROR(ToStrictness(opts.unexpected_keys, "unexpected_keys", &settings.unexpected_keys));
+    RETURN_IF_ERROR(ToLoadSettings(user_opts, &settings));
     return rt::Load(*ctx->impl, state->impl, path, settings);
+  });
+}
+
+/* Manager ------------------------------------------------------------------------------------------------------ */
+
+void ckpt_manager_options_init(ckpt_manager_options* opts) {
+  if (opts) *opts = ckpt_manager_options CKPT_MANAGER_OPTIONS_INIT;
+}
+
+int32_t ckpt_manager_open(ckpt_context_t* ctx, const char* root, const ckpt_manager_options* user_opts,
+                          ckpt_manager_t** out, ckpt_error_t* err) {
+  return Guard(err, [&]() -> Status {
+    if (ctx == nullptr || root == nullptr || out == nullptr) return NullArgument("ctx, root or out");
+    *out = nullptr;
+    ckpt_manager_options opts = CKPT_MANAGER_OPTIONS_INIT;
+    RETURN_IF_ERROR(CopyOptions(user_opts, &opts, "ckpt_manager_options"));
+    rt::RetentionPolicy policy;
+    policy.keep_last = opts.keep_last;
+    policy.keep_every = opts.keep_every;
+    ASSIGN_OR_RETURN(std::unique_ptr<rt::ManagerSession> impl, rt::ManagerSession::Open(*ctx->impl, root, policy));
+    *out = new ckpt_manager{std::move(impl)};
+    return Status::Ok();
+  });
+}
+
+void ckpt_manager_free(ckpt_manager_t* manager) { delete manager; }
+
+int32_t ckpt_manager_save(ckpt_manager_t* manager, ckpt_state_t* state, uint64_t step, const ckpt_save_options* opts,
+                          ckpt_request_t** request, ckpt_error_t* err) {
+  return Guard(err, [&]() -> Status {
+    if (manager == nullptr || state == nullptr || request == nullptr) return NullArgument("manager, state or request");
+    *request = nullptr;
+    rt::SaveSettings settings;
+    RETURN_IF_ERROR(ToSaveSettings(opts, &settings));
+    ASSIGN_OR_RETURN(std::shared_ptr<rt::SaveTicket> ticket, manager->impl->Save(state->impl, step, settings));
+    *request = new ckpt_request{std::move(ticket)};
+    return Status::Ok();
+  });
+}
+
+int32_t ckpt_manager_latest(const ckpt_manager_t* manager, uint64_t* step, ckpt_error_t* err) {
+  return Guard(err, [&]() -> Status {
+    if (manager == nullptr || step == nullptr) return NullArgument("manager or step");
+    ASSIGN_OR_RETURN(std::optional<uint64_t> latest, manager->impl->Latest());
+    if (!latest) return ckpt::NotFound("no committed step yet");
+    *step = *latest;
+    return Status::Ok();
+  });
+}
+
+int32_t ckpt_manager_load_latest(ckpt_manager_t* manager, ckpt_state_t* state, const ckpt_load_options* opts,
+                                 uint64_t* step, ckpt_error_t* err) {
+  return Guard(err, [&]() -> Status {
+    if (manager == nullptr || state == nullptr || step == nullptr) return NullArgument("manager, state or step");
+    rt::LoadSettings settings;
+    RETURN_IF_ERROR(ToLoadSettings(opts, &settings));
+    ASSIGN_OR_RETURN(*step, manager->impl->LoadLatest(state->impl, settings));
+    return Status::Ok();
+  });
+}
+
+int32_t ckpt_manager_step_path(const ckpt_manager_t* manager, uint64_t step, char* buffer, uint64_t buffer_size,
+                               ckpt_error_t* err) {
+  return Guard(err, [&]() -> Status {
+    if (manager == nullptr || buffer == nullptr) return NullArgument("manager or buffer");
+    const std::string path = manager->impl->StepPath(step);
+    if (path.size() + 1 > buffer_size) {
+      return ckpt::InvalidArgument("the buffer holds " + std::to_string(buffer_size) + " bytes, the path needs " +
+                                   std::to_string(path.size() + 1));
+    }
+    std::memcpy(buffer, path.c_str(), path.size() + 1);
+    return Status::Ok();
   });
 }
 

@@ -1,21 +1,61 @@
 #include "runtime/context.h"
 
+#include <unistd.h>
+
 #include <cstdio>
 
 #include "collectives/solo_control_plane.h"
 #include "collectives/tcp_store.h"
+#include "common/bytes.h"
 #include "common/settings.h"
+#include "runtime/commit_channel.h"
 
 namespace ckpt::runtime {
 namespace {
 
 LogSink StandardErrorSink(int rank) {
-  const int max_level = static_cast<int>(settings::PositiveFromEnv(settings::kLogLevelVar, settings::kDefaultLogLevel));
+  const int max_level = static_cast<int>(settings::CountFromEnv(settings::kLogLevelVar, settings::kDefaultLogLevel));
   return [rank, max_level](LogLevel level, const std::string& message) {
     if (static_cast<int>(level) > max_level) return;
     static const char* const kNames[] = {"error", "warning", "info"};
     std::fprintf(stderr, "ckpt[rank %d] %s: %s\n", rank, kNames[static_cast<int>(level)], message.c_str());
   };
+}
+
+std::string HostName() {
+  char name[256] = {};
+  return gethostname(name, sizeof name - 1) == 0 ? name : "localhost";
+}
+
+// Spreads rank 0's store address over the user's allgather (once, at context creation). Ranks on rank 0's node
+// connect over loopback; the others to rank 0's host name, or to the explicitly configured host.
+std::function<Result<std::pair<std::string, int>>(int)> CallbackRendezvous(const coll::ProcessIdentity& identity,
+                                                                            std::string explicit_host,
+                                                                            coll::AllGatherCallback allgather) {
+  return [identity, explicit_host, allgather](int bound_port) -> Result<std::pair<std::string, int>> {
+    auto bootstrap = coll::MakeCallbackControlPlane(identity.rank, identity.world_size, allgather);
+    ByteWriter mine;
+    mine.Bytes(identity.node_name);
+    mine.Bytes(explicit_host.empty() ? HostName() : explicit_host);
+    mine.U32(static_cast<uint32_t>(bound_port));
+    ASSIGN_OR_RETURN(std::vector<std::string> all, bootstrap->AllGather(mine.data()));
+    ByteReader rank0(all[0], "store address from rank 0");
+    std::string node, host;
+    uint32_t port = 0;
+    RETURN_IF_ERROR(rank0.Bytes(&node));
+    RETURN_IF_ERROR(rank0.Bytes(&host));
+    RETURN_IF_ERROR(rank0.U32(&port));
+    if (explicit_host.empty() && node == identity.node_name) host = "127.0.0.1";
+    return std::make_pair(host, static_cast<int>(port));
+  };
+}
+
+Result<io::IoBackendKind> BackendFromEnv() {
+  const std::string name = settings::StringFromEnv(settings::kIoBackendVar);
+  if (name.empty() || name == "auto") return io::IoBackendKind::kAuto;
+  if (name == "io_uring") return io::IoBackendKind::kIoUring;
+  if (name == "pwrite") return io::IoBackendKind::kPwrite;
+  return InvalidArgument(std::string(settings::kIoBackendVar) + "='" + name + "': expected io_uring, pwrite or auto");
 }
 
 }  // namespace
@@ -28,20 +68,68 @@ Result<std::unique_ptr<Context>> Context::Create(ContextConfig config) {
                       : std::chrono::milliseconds(
                             settings::PositiveFromEnv(settings::kTimeoutVar, settings::kDefaultTimeoutMs));
   ctx->log_ = config.log ? std::move(config.log) : StandardErrorSink(ctx->identity_.rank);
-  if (config.allgather) {
-    ctx->control_ = coll::MakeCallbackControlPlane(ctx->rank(), ctx->world_size(), std::move(config.allgather));
-  } else if (ctx->world_size() == 1) {
-    ctx->control_ = coll::MakeSoloControlPlane();
-  } else {
-    coll::TcpStoreConfig store;
-    store.rank = ctx->rank();
-    store.world_size = ctx->world_size();
-    store.host = ctx->identity_.store_host;
-    store.port = ctx->identity_.store_port;
-    store.timeout = ctx->timeout_;
-    ASSIGN_OR_RETURN(ctx->control_, coll::TcpStore::Connect(store));
-  }
+  RETURN_IF_ERROR(ctx->StartControlPlane(config));
+  RETURN_IF_ERROR(ctx->StartIo(config));
   return ctx;
+}
+
+Context::~Context() {
+  saves_.reset();
+  workers_.reset();
+}
+
+Status Context::StartControlPlane(const ContextConfig& config) {
+  if (world_size() == 1) {
+    control_ = coll::MakeSoloControlPlane();
+    return Status::Ok();
+  }
+  coll::TcpStoreConfig store;
+  store.rank = rank();
+  store.world_size = world_size();
+  store.host = identity_.store_host;
+  store.port = identity_.store_port;
+  store.timeout = timeout_;
+  if (config.allgather) {
+    const std::string explicit_host = config.identity.store_host;
+    store.host = explicit_host.empty() ? "0.0.0.0" : explicit_host;
+    store.port = config.identity.store_port > 0 ? config.identity.store_port : 0;
+    store.rendezvous = CallbackRendezvous(identity_, explicit_host, config.allgather);
+  }
+  ASSIGN_OR_RETURN(std::unique_ptr<coll::TcpStore> connected, coll::TcpStore::Connect(store));
+  store_config_ = connected->AuxiliaryConfig();
+  control_ = std::move(connected);
+  return Status::Ok();
+}
+
+Status Context::StartIo(const ContextConfig& config) {
+  uint64_t arena_bytes = config.arena_bytes;
+  if (arena_bytes == 0) arena_bytes = settings::CountFromEnv(settings::kArenaBytesVar, 0);
+  if (arena_bytes == 0) arena_bytes = io::DefaultArenaCapacity();
+  ASSIGN_OR_RETURN(arena_, io::StagingArena::Create(arena_bytes));
+
+  io::WorkerPoolOptions pool;
+  pool.workers = config.io_workers >= 0
+                     ? config.io_workers
+                     : static_cast<int>(settings::CountFromEnv(settings::kIoWorkersVar, settings::kDefaultIoWorkers));
+  ASSIGN_OR_RETURN(pool.tuning.backend, BackendFromEnv());
+  pool.tuning.direct = settings::StringFromEnv(settings::kIoDirectVar) != "0";
+  pool.timeout = timeout_;
+  ASSIGN_OR_RETURN(workers_, io::WorkerPool::Start(*arena_, pool));
+  io_workers_ = pool.workers;
+
+  std::unique_ptr<CommitChannel> channel;
+  if (world_size() == 1) {
+    channel = MakeLocalCommitChannel();
+  } else {
+    ASSIGN_OR_RETURN(std::unique_ptr<coll::TcpStore> auxiliary, coll::TcpStore::Connect(store_config_));
+    channel = MakeStoreCommitChannel(std::move(auxiliary));
+  }
+  saves_ = std::make_unique<SaveExecutor>(*arena_, std::move(channel), rank(),
+                                          [this](const SaveTicket& ticket, const Status& outcome) {
+                                            stats_.bytes_written += ticket.bytes_written;
+                                            if (outcome.ok()) ++stats_.saves_committed;
+                                          });
+  return Status::Ok();
 }
 
 void Context::Log(LogLevel level, const std::string& message) const { log_(level, message); }

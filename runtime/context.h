@@ -1,15 +1,22 @@
-// One rank's context: who it is, its control plane, its timeout, and where its log lines go.
+// One rank's context: who it is, its control plane, its staging arena and I/O workers, the background thread that
+// finishes saves, the cached save plan, and its statistics.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "collectives/bootstrap.h"
 #include "collectives/control_plane.h"
 #include "common/status.h"
+#include "io/staging_arena.h"
+#include "io/worker_pool.h"
+#include "runtime/save_executor.h"
+#include "runtime/save_plan.h"
 
 namespace ckpt::runtime {
 
@@ -19,13 +26,33 @@ using LogSink = std::function<void(LogLevel, const std::string&)>;
 struct ContextConfig {
   coll::ProcessIdentityRequest identity;
   std::chrono::milliseconds timeout{0};  // 0: CKPT_TIMEOUT_MS, else 300 s
-  coll::AllGatherCallback allgather;     // set: the control plane runs over it instead of the TCP store
+  coll::AllGatherCallback allgather;     // set: used once, to spread the address of rank 0's store
   LogSink log;                           // empty: standard error, warnings and errors
+  int io_workers = -1;                   // -1: CKPT_IO_WORKERS, else 2
+  uint64_t arena_bytes = 0;              // 0: CKPT_ARENA_BYTES, else io::DefaultArenaCapacity()
+};
+
+// The plan of the last save, kept while the structure of the state stays the same on every rank.
+struct PlanCache {
+  uint64_t structure = 0;  // 0: none
+  std::vector<RankDescriptor> descriptors;
+  SavePlan plan;
+};
+
+struct ContextStats {
+  std::atomic<uint64_t> saves_committed{0};
+  std::atomic<uint64_t> plans_computed{0};
+  std::atomic<uint64_t> plans_reused{0};
+  std::atomic<uint64_t> bytes_staged{0};
+  std::atomic<uint64_t> bytes_written{0};
+  std::atomic<uint64_t> bytes_read{0};
 };
 
 class Context {
  public:
   static Result<std::unique_ptr<Context>> Create(ContextConfig config);
+  // Finishes the saves in flight first.
+  ~Context();
 
   int rank() const { return identity_.rank; }
   int world_size() const { return identity_.world_size; }
@@ -33,15 +60,32 @@ class Context {
   const std::string& node_name() const { return identity_.node_name; }
   std::chrono::milliseconds timeout() const { return timeout_; }
   coll::ControlPlane& control() { return *control_; }
+  io::StagingArena& arena() { return *arena_; }
+  io::WorkerPool& workers() { return *workers_; }
+  SaveExecutor& saves() { return *saves_; }
+  PlanCache& plan_cache() { return plan_cache_; }
+  ContextStats& stats() { return stats_; }
+  const ContextStats& stats() const { return stats_; }
+  int io_workers() const { return io_workers_; }
 
   void Log(LogLevel level, const std::string& message) const;
 
  private:
   Context() = default;
+  Status StartControlPlane(const ContextConfig& config);
+  Status StartIo(const ContextConfig& config);
+
   coll::ProcessIdentity identity_;
   std::chrono::milliseconds timeout_{0};
-  std::unique_ptr<coll::ControlPlane> control_;
   LogSink log_;
+  int io_workers_ = 0;
+  std::unique_ptr<coll::ControlPlane> control_;
+  coll::TcpStoreConfig store_config_;  // how to open a second connection (world size > 1)
+  std::unique_ptr<io::StagingArena> arena_;
+  std::unique_ptr<io::WorkerPool> workers_;
+  std::unique_ptr<SaveExecutor> saves_;
+  PlanCache plan_cache_;
+  ContextStats stats_;
 };
 
 }  // namespace ckpt::runtime

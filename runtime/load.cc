@@ -180,6 +180,7 @@ Status Load(Context& ctx, State& state, const std::string& path, const LoadSetti
   Status read = ReadTensors(files, state, *match);
   if (read.ok()) read = ReadObjectsAndCommon(files, state, *match, *manifest);
   if (stats != nullptr) stats->bytes_read = files.bytes_read();
+  ctx.stats().bytes_read += files.bytes_read();
   return Agree(ctx.control(), read).WithContext(context);
 }
 

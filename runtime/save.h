@@ -1,6 +1,9 @@
-// The collective save (DESIGN.md §5, synchronous): agree on the state, plan, write, commit atomically.
+// The collective save (DESIGN.md §5): agree on the plan (reusing the previous one while the structure is
+// unchanged), stage this rank's share, and hand the rest to the background thread.
 #pragma once
 
+#include <functional>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -8,6 +11,7 @@
 #include "common/status.h"
 #include "runtime/context.h"
 #include "runtime/save_plan.h"
+#include "runtime/save_ticket.h"
 #include "runtime/state.h"
 
 namespace ckpt::runtime {
@@ -15,12 +19,15 @@ namespace ckpt::runtime {
 struct SaveSettings {
   std::vector<std::pair<std::string, std::string>> metadata;  // rank 0's are stored
   SavePlanOptions plan;
-  uint64_t block_size = 1ull << 20;      // checksum granularity
+  uint64_t block_size = 1ull << 20;       // checksum granularity
   uint64_t inline_common_max = 64 << 10;  // larger common entries go to a data file
+  std::function<void()> after_commit;     // rank 0, after the commit (see CommitInputs)
 };
 
-// Collective. On success `path` is a committed, durable checkpoint; on failure, on every rank, the same error and
-// no directory at `path`.
-Status Save(Context& ctx, const State& state, const std::string& path, const SaveSettings& settings);
+// Collective. Returns once this rank's bytes are staged; the ticket reports the outcome, the same on every rank.
+// Errors found before staging (a bad global state, an existing target, a dead peer) are returned directly, on
+// every rank alike.
+Result<std::shared_ptr<SaveTicket>> StartSave(Context& ctx, const State& state, const std::string& path,
+                                              const SaveSettings& settings);
 
 }  // namespace ckpt::runtime

@@ -264,10 +264,15 @@ int CheckDedup(const char* dir) {
       ++chunks;
     }
   }
+  // Data files are named data/<rank>-<worker>.bin: a writer's bytes are those of its files together.
+  std::map<std::string, uint64_t> bytes_per_writer;
   uint64_t stored = 0, on_disk = 0, most = 0, least = UINT64_MAX;
   for (const auto& [file, bytes] : bytes_per_file) {
     stored += bytes;
     on_disk += FileSize(std::string(dir) + "/" + file);
+    bytes_per_writer[file.substr(0, file.find('-'))] += bytes;
+  }
+  for (const auto& [writer, bytes] : bytes_per_writer) {
     most = bytes > most ? bytes : most;
     least = bytes < least ? bytes : least;
   }
@@ -277,7 +282,7 @@ int CheckDedup(const char* dir) {
               (unsigned long long)largest_chunk);
   if (stored != unique) Die(0, "stored bytes differ from the unique bytes: a replica was written twice");
   if (on_disk > unique + chunks * 4096) Die(0, "data files hold more than the unique bytes plus alignment padding");
-  if (bytes_per_file.size() != info.world_size) Die(0, "not every rank wrote: the writing is not balanced");
+  if (bytes_per_writer.size() != info.world_size) Die(0, "not every rank wrote: the writing is not balanced");
   if (most - least > largest_chunk) Die(0, "writers' byte counts differ by more than one shard");
   if (ckpt_reader_verify(reader, err) != CKPT_OK) Die(0, ckpt_error_message(err));
   ckpt_reader_free(reader);

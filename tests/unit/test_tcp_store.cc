@@ -319,3 +319,55 @@ TEST(TcpStoreTest, PortInUseIsAnIoErrorOnRankZero) {
 
 }  // namespace
 }  // namespace ckpt::coll
+
+namespace ckpt::coll {
+namespace {
+
+TEST(TcpStoreAuxiliaryTest, AuxiliaryConnectionsExchangeKeysWhileThePrimaryRunsCollectives) {
+  RunAllRanks(2, PickFreePort(), [](TcpStore& store) {
+    Result<std::unique_ptr<TcpStore>> aux = TcpStore::Connect(store.AuxiliaryConfig());
+    ASSERT_TRUE(aux.ok()) << aux.status().message();
+    const std::string mine = "report/" + std::to_string(store.rank());
+    ASSERT_TRUE((*aux)->Set(mine, "from " + std::to_string(store.rank())).ok());
+    const std::string theirs = "report/" + std::to_string(1 - store.rank());
+    Result<std::string> got = (*aux)->Wait(theirs);
+    ASSERT_TRUE(got.ok()) << got.status().message();
+    EXPECT_EQ(*got, "from " + std::to_string(1 - store.rank()));
+    Result<std::vector<std::string>> gathered = store.AllGather("x");
+    ASSERT_TRUE(gathered.ok()) << gathered.status().message();
+  });
+}
+
+TEST(TcpStoreAuxiliaryTest, ClosingAnAuxiliaryConnectionDoesNotKillItsRank) {
+  RunAllRanks(2, PickFreePort(), [](TcpStore& store) {
+    {
+      Result<std::unique_ptr<TcpStore>> aux = TcpStore::Connect(store.AuxiliaryConfig());
+      ASSERT_TRUE(aux.ok()) << aux.status().message();
+    }
+    EXPECT_TRUE(store.Barrier().ok());
+  });
+}
+
+TEST(TcpStoreAuxiliaryTest, RendezvousSpreadsAnEphemeralPort) {
+  std::atomic<int> bound{0};
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 2; ++r) {
+    threads.emplace_back([r, &bound] {
+      TcpStoreConfig config = ConfigFor(r, 2, 0);
+      config.rendezvous = [r, &bound](int port) -> Result<std::pair<std::string, int>> {
+        if (r == 0) bound = port;
+        while (bound == 0) std::this_thread::sleep_for(milliseconds(1));
+        return std::make_pair(std::string("127.0.0.1"), bound.load());
+      };
+      Result<std::unique_ptr<TcpStore>> store = TcpStore::Connect(config);
+      ASSERT_TRUE(store.ok()) << store.status().message();
+      EXPECT_TRUE((*store)->Barrier().ok());
+      EXPECT_EQ((*store)->AuxiliaryConfig().port, bound.load());
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_GT(bound.load(), 0);
+}
+
+}  // namespace
+}  // namespace ckpt::coll

@@ -1,0 +1,389 @@
+// The file-job executor: validates a job, opens its file (O_DIRECT when the file system really does direct I/O),
+// splits its segments into aligned requests for the backend, hashes written blocks while the writes are in flight
+// and verifies read blocks. One job at a time: the executor is not thread-safe (a worker runs jobs in order).
+#include "io/file_jobs.h"
+
+#include <fcntl.h>
+#include <linux/magic.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "io/checksum.h"
+#include "io/io_backend.h"
+
+namespace ckpt::io {
+namespace {
+
+constexpr uint64_t kMaxRequestBytes = 1ull << 30;  // one read/write transfers at most ~2 GiB; stay well below
+constexpr uint32_t kMaxQueueDepth = 4096;
+constexpr uint32_t kMaxPwriteThreads = 256;
+constexpr mode_t kDataFileMode = 0644;
+
+uint64_t RoundUp(uint64_t value, uint64_t granule) { return (value + granule - 1) / granule * granule; }
+
+std::string Quoted(const std::string& path) { return "'" + path + "'"; }
+
+// `action` names the file: "cannot create '/a/b'". errno picks the code, as io/file_io.h documents.
+Status OpenError(const std::string& action, int err) {
+  const std::string message = action + ": " + std::strerror(err);
+  switch (err) {
+    case EEXIST:
+      return AlreadyExists(message);
+    case ENOENT:
+      return NotFound(message);
+    case ENOSPC:
+    case EDQUOT:
+      return NoSpace(message);
+    default:
+      return IoError(message);
+  }
+}
+
+Status ValidateTuning(const IoTuning& tuning) {
+  if (tuning.request_bytes < kDirectAlignment || tuning.request_bytes > kMaxRequestBytes ||
+      tuning.request_bytes % kDirectAlignment != 0) {
+    return InvalidArgument("I/O request size " + std::to_string(tuning.request_bytes) +
+                           " must be a multiple of 4096 between 4096 and " + std::to_string(kMaxRequestBytes));
+  }
+  if (tuning.queue_depth == 0 || tuning.queue_depth > kMaxQueueDepth) {
+    return InvalidArgument("I/O queue depth " + std::to_string(tuning.queue_depth) + " must be between 1 and " +
+                           std::to_string(kMaxQueueDepth));
+  }
+  if (tuning.pwrite_threads == 0 || tuning.pwrite_threads > kMaxPwriteThreads) {
+    return InvalidArgument("pwrite thread count " + std::to_string(tuning.pwrite_threads) +
+                           " must be between 1 and " + std::to_string(kMaxPwriteThreads));
+  }
+  return Status::Ok();
+}
+
+// Refuses what would make the I/O unaligned, overlap, or reach outside the arena: a job is bad input until checked.
+Status ValidateSegments(const std::string& path, const std::vector<FileSegment>& segments, uint64_t block_size,
+                        uint64_t arena_size) {
+  const std::string job = "I/O job for " + Quoted(path);
+  if (block_size == 0) return InvalidArgument(job + ": checksum block size is 0");
+  uint64_t previous_end = 0;
+  for (size_t i = 0; i < segments.size(); ++i) {
+    const FileSegment& s = segments[i];
+    const std::string segment = job + ": segment " + std::to_string(i) + " (file offset " +
+                                std::to_string(s.file_offset) + ", arena offset " + std::to_string(s.arena_offset) +
+                                ", length " + std::to_string(s.length) + ")";
+    if (s.file_offset % kDirectAlignment != 0 || s.arena_offset % kDirectAlignment != 0) {
+      return InvalidArgument(segment + " is not 4096-byte aligned");
+    }
+    if (s.length > UINT64_MAX - kDirectAlignment || s.file_offset > UINT64_MAX - RoundUp(s.length, kDirectAlignment)) {
+      return InvalidArgument(segment + " is too long");
+    }
+    if (s.arena_offset > arena_size || RoundUp(s.length, kDirectAlignment) > arena_size - s.arena_offset) {
+      return InvalidArgument(segment + " reaches past the arena of " + std::to_string(arena_size) + " bytes");
+    }
+    if (s.file_offset < previous_end) {
+      return InvalidArgument(segment + " overlaps or precedes the segment before it");
+    }
+    previous_end = s.file_offset + s.length;
+  }
+  return Status::Ok();
+}
+
+Status ValidateExpectedChecksums(const ReadJob& job) {
+  if (job.expected_checksums.size() != job.segments.size()) {
+    return InvalidArgument("read job for " + Quoted(job.path) + " has " + std::to_string(job.segments.size()) +
+                           " segments but checksums for " + std::to_string(job.expected_checksums.size()));
+  }
+  for (size_t i = 0; i < job.segments.size(); ++i) {
+    const uint64_t blocks = BlockCount(job.segments[i].length, job.block_size);
+    if (job.expected_checksums[i].size() != blocks) {
+      return InvalidArgument("read job for " + Quoted(job.path) + ": segment " + std::to_string(i) + " has " +
+                             std::to_string(blocks) + " blocks but " +
+                             std::to_string(job.expected_checksums[i].size()) + " checksums");
+    }
+  }
+  return Status::Ok();
+}
+
+// Whether O_DIRECT on this descriptor bypasses the page cache at our 4096-byte alignment. tmpfs accepts O_DIRECT
+// since Linux 6.6 but has no device below it; statx reports no direct-I/O alignment there. Kernels before 6.1 report
+// no alignment for any file system, so then only tmpfs is ruled out.
+bool DirectIoWorks(int fd) {
+#ifdef STATX_DIOALIGN
+  struct statx info;
+  std::memset(&info, 0, sizeof info);
+  if (statx(fd, "", AT_EMPTY_PATH, STATX_DIOALIGN, &info) == 0 && (info.stx_mask & STATX_DIOALIGN) != 0) {
+    const uint32_t memory = info.stx_dio_mem_align;
+    const uint32_t offset = info.stx_dio_offset_align;
+    return memory != 0 && offset != 0 && kDirectAlignment % memory == 0 && kDirectAlignment % offset == 0;
+  }
+#endif
+  struct statfs fs;
+  return !(fstatfs(fd, &fs) == 0 && fs.f_type == TMPFS_MAGIC);
+}
+
+struct OpenFile {
+  int fd = -1;
+  bool direct = false;
+};
+
+// Opens `path` with `flags`, adding O_DIRECT when wanted and the file system does direct I/O, else buffered.
+Result<OpenFile> OpenData(const std::string& path, int flags, bool want_direct, const std::string& action) {
+  flags |= O_CLOEXEC;
+  int fd = open(path.c_str(), flags | (want_direct ? O_DIRECT : 0), kDataFileMode);
+  bool direct = want_direct;
+  if (fd < 0 && want_direct && errno == EINVAL) {
+    // Refused O_DIRECT (ramfs, tmpfs before 6.6). With O_EXCL the file exists now, created by this very call,
+    // since an existing file fails with EEXIST before O_DIRECT is checked: reopen it without O_EXCL.
+    fd = open(path.c_str(), flags & ~O_EXCL, kDataFileMode);
+    direct = false;
+  }
+  if (fd < 0) return OpenError(action, errno);
+  if (direct && !DirectIoWorks(fd)) {
+    if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_DIRECT) != 0) {
+      const int err = errno;
+      close(fd);
+      return OpenError(action + " (clearing O_DIRECT)", err);
+    }
+    direct = false;
+  }
+  return OpenFile{fd, direct};
+}
+
+// Linux releases the descriptor even when close() fails; retrying on EINTR could close another thread's file.
+Status CloseData(int fd, const std::string& path) {
+  if (close(fd) != 0 && errno != EINTR) return OpenError("cannot close " + Quoted(path), errno);
+  return Status::Ok();
+}
+
+// A job's segments cut into requests of at most request_bytes. Direct I/O lengths are rounded up to 4096: the
+// arena holds zeros up to each boundary (writes) or has room for them (reads).
+struct RequestPlan {
+  std::vector<IoRequest> requests;
+  std::vector<size_t> segment;   // the segment each request belongs to
+  std::vector<uint64_t> needed;  // bytes of the request inside its segment, before rounding
+};
+
+RequestPlan PlanRequests(char* arena, const std::vector<FileSegment>& segments, uint64_t request_bytes, bool direct) {
+  RequestPlan plan;
+  for (size_t i = 0; i < segments.size(); ++i) {
+    const FileSegment& s = segments[i];
+    for (uint64_t done = 0; done < s.length; done += request_bytes) {
+      const uint64_t piece = std::min(request_bytes, s.length - done);
+      IoRequest request;
+      request.buffer = arena + s.arena_offset + done;
+      request.length = direct ? RoundUp(piece, kDirectAlignment) : piece;
+      request.file_offset = s.file_offset + done;
+      plan.requests.push_back(request);
+      plan.segment.push_back(i);
+      plan.needed.push_back(piece);
+    }
+  }
+  return plan;
+}
+
+// Hashes a write job's blocks one at a time, so that a backend can interleave the hashing with its I/O.
+class BlockHasher {
+ public:
+  BlockHasher(const char* arena, const std::vector<FileSegment>& segments, uint64_t block_size)
+      : arena_(arena), segments_(segments), block_size_(block_size) {
+    result_.checksums.resize(segments.size());
+    for (size_t i = 0; i < segments.size(); ++i) {
+      result_.checksums[i].reserve(BlockCount(segments[i].length, block_size));
+    }
+  }
+
+  // Hashes the next block; returns whether any remain.
+  bool HashNext() {
+    while (segment_ < segments_.size() && offset_ >= segments_[segment_].length) {
+      ++segment_;
+      offset_ = 0;
+    }
+    if (segment_ == segments_.size()) return false;
+    const FileSegment& s = segments_[segment_];
+    const uint64_t length = std::min(block_size_, s.length - offset_);
+    result_.checksums[segment_].push_back(Checksum(arena_ + s.arena_offset + offset_, length));
+    offset_ += length;
+    return true;
+  }
+
+  WriteResult Take() {
+    while (HashNext()) {
+    }
+    return std::move(result_);
+  }
+
+ private:
+  const char* arena_;
+  const std::vector<FileSegment>& segments_;
+  uint64_t block_size_;
+  size_t segment_ = 0;
+  uint64_t offset_ = 0;
+  WriteResult result_;
+};
+
+class Executor final : public FileJobExecutor {
+ public:
+  Executor(char* arena, uint64_t arena_size, const IoTuning& tuning, std::unique_ptr<IoBackend> backend)
+      : arena_(arena), arena_size_(arena_size), tuning_(tuning), backend_(std::move(backend)) {}
+  // Files still open belong to jobs that never finished: closed without syncing, as their save has failed.
+  ~Executor() override {
+    for (const auto& [path, file] : open_) close(file.fd);
+  }
+
+  Result<WriteResult> Write(const WriteJob& job) override {
+    Result<WriteResult> result = WriteFile(job);
+    if (!result.ok()) Forget(job.path);
+    return result;
+  }
+
+  Status Read(const ReadJob& job, ReadFailure* failure) override;
+
+  std::string backend_name() const override {
+    std::string name = backend_->name();
+    if (opened_any_) name += last_direct_ ? "+O_DIRECT" : "+buffered";
+    return name;
+  }
+
+ private:
+  Result<WriteResult> WriteFile(const WriteJob& job);
+  Result<OpenFile> FileForWrite(const WriteJob& job);
+  Status FinishFile(const std::string& path, uint64_t final_size);
+  void Forget(const std::string& path);
+  Status CheckCoverage(const ReadJob& job, const RequestPlan& plan, int fd) const;
+  Status VerifyBlocks(const ReadJob& job, ReadFailure* failure) const;
+  void NoteOpened(const OpenFile& file) {
+    opened_any_ = true;
+    last_direct_ = file.direct;
+  }
+
+  char* arena_;
+  uint64_t arena_size_;
+  IoTuning tuning_;
+  std::unique_ptr<IoBackend> backend_;
+  std::map<std::string, OpenFile> open_;  // files between their create job and their finish job
+  bool opened_any_ = false;
+  bool last_direct_ = false;
+};
+
+Result<WriteResult> Executor::WriteFile(const WriteJob& job) {
+  RETURN_IF_ERROR(ValidateSegments(job.path, job.segments, job.block_size, arena_size_));
+  ASSIGN_OR_RETURN(const OpenFile file, FileForWrite(job));
+  RequestPlan plan = PlanRequests(arena_, job.segments, tuning_.request_bytes, file.direct);
+  BlockHasher hasher(arena_, job.segments, job.block_size);
+  const IoTarget target{IoDirection::kWrite, file.fd, file.direct, &job.path};
+  RETURN_IF_ERROR(backend_->Run(target, plan.requests, [&hasher] { return hasher.HashNext(); }));
+  if (job.finish) RETURN_IF_ERROR(FinishFile(job.path, job.final_size));
+  return hasher.Take();
+}
+
+Result<OpenFile> Executor::FileForWrite(const WriteJob& job) {
+  if (!job.create) {
+    const auto it = open_.find(job.path);
+    if (it != open_.end()) return it->second;
+  }
+  // A create job for a file still open starts it over; O_EXCL then refuses, since the file exists.
+  Forget(job.path);
+  const int flags = O_WRONLY | (job.create ? O_CREAT | O_EXCL : 0);
+  const std::string action = (job.create ? "cannot create " : "cannot open for writing ") + Quoted(job.path);
+  ASSIGN_OR_RETURN(const OpenFile file, OpenData(job.path, flags, tuning_.direct, action));
+  NoteOpened(file);
+  open_.emplace(job.path, file);
+  return file;
+}
+
+Status Executor::FinishFile(const std::string& path, uint64_t final_size) {
+  const auto it = open_.find(path);
+  const int fd = it->second.fd;
+  open_.erase(it);
+  // Direct writes were rounded up to 4096 bytes: cut the padding. fdatasync only after every write completed,
+  // never a linked fsync, which io_uring does not order after the writes.
+  Status status;
+  if (ftruncate(fd, static_cast<off_t>(final_size)) != 0) {
+    status = OpenError("cannot truncate " + Quoted(path) + " to " + std::to_string(final_size) + " bytes", errno);
+  } else if (fdatasync(fd) != 0) {
+    status = OpenError("cannot sync " + Quoted(path), errno);
+  }
+  const Status closed = CloseData(fd, path);
+  return status.ok() ? closed : status;
+}
+
+void Executor::Forget(const std::string& path) {
+  const auto it = open_.find(path);
+  if (it == open_.end()) return;
+  close(it->second.fd);
+  open_.erase(it);
+}
+
+Status Executor::Read(const ReadJob& job, ReadFailure* failure) {
+  RETURN_IF_ERROR(ValidateSegments(job.path, job.segments, job.block_size, arena_size_));
+  RETURN_IF_ERROR(ValidateExpectedChecksums(job));
+  ASSIGN_OR_RETURN(const OpenFile file,
+                   OpenData(job.path, O_RDONLY, tuning_.direct, "cannot open for reading " + Quoted(job.path)));
+  NoteOpened(file);
+  RequestPlan plan = PlanRequests(arena_, job.segments, tuning_.request_bytes, file.direct);
+  const IoTarget target{IoDirection::kRead, file.fd, file.direct, &job.path};
+  Status status = backend_->Run(target, plan.requests, nullptr);
+  if (status.ok()) status = CheckCoverage(job, plan, file.fd);
+  close(file.fd);  // read-only: close() has nothing left to report
+  RETURN_IF_ERROR(status);
+  return VerifyBlocks(job, failure);
+}
+
+Status Executor::CheckCoverage(const ReadJob& job, const RequestPlan& plan, int fd) const {
+  for (size_t i = 0; i < plan.requests.size(); ++i) {
+    if (plan.requests[i].transferred >= plan.needed[i]) continue;
+    const FileSegment& s = job.segments[plan.segment[i]];
+    struct stat st;
+    const std::string file_size = fstat(fd, &st) == 0 ? std::to_string(st.st_size) : "an unknown size";
+    return Corrupt(Quoted(job.path) + " is truncated: segment " + std::to_string(plan.segment[i]) + " needs bytes [" +
+                   std::to_string(s.file_offset) + ", " + std::to_string(s.file_offset + s.length) +
+                   ") but the file has " + file_size + " bytes");
+  }
+  return Status::Ok();
+}
+
+Status Executor::VerifyBlocks(const ReadJob& job, ReadFailure* failure) const {
+  for (size_t i = 0; i < job.segments.size(); ++i) {
+    const FileSegment& s = job.segments[i];
+    for (uint64_t block = 0; block < job.expected_checksums[i].size(); ++block) {
+      const uint64_t start = block * job.block_size;
+      const uint64_t length = std::min(job.block_size, s.length - start);
+      if (Checksum(arena_ + s.arena_offset + start, length) == job.expected_checksums[i][block]) continue;
+      if (failure != nullptr) *failure = ReadFailure{i, block};
+      return Corrupt("checksum mismatch in " + Quoted(job.path) + ": segment " + std::to_string(i) + ", block " +
+                     std::to_string(block) + " (file bytes [" + std::to_string(s.file_offset + start) + ", " +
+                     std::to_string(s.file_offset + start + length) + "))");
+    }
+  }
+  return Status::Ok();
+}
+
+// kAuto: io_uring unless the kernel refuses it; an explicit choice is never replaced.
+Result<std::unique_ptr<IoBackend>> ChooseBackend(const IoTuning& tuning) {
+  if (tuning.backend == IoBackendKind::kPwrite) return CreatePwriteBackend(tuning.pwrite_threads);
+  Result<std::unique_ptr<IoBackend>> uring = CreateUringBackend(tuning.queue_depth);
+  if (uring.ok() || tuning.backend == IoBackendKind::kIoUring || uring.status().code() != Code::kUnsupported) {
+    return uring;
+  }
+  return CreatePwriteBackend(tuning.pwrite_threads);
+}
+
+}  // namespace
+
+Result<std::unique_ptr<FileJobExecutor>> FileJobExecutor::Create(char* arena, uint64_t arena_size,
+                                                                 const IoTuning& tuning) {
+  if (arena == nullptr || arena_size == 0) return InvalidArgument("file jobs need a mapped staging arena");
+  if (reinterpret_cast<uintptr_t>(arena) % kDirectAlignment != 0) {
+    return InvalidArgument("the staging arena's mapping is not 4096-byte aligned, as direct I/O requires");
+  }
+  if (tuning.backend != IoBackendKind::kAuto && tuning.backend != IoBackendKind::kIoUring &&
+      tuning.backend != IoBackendKind::kPwrite) {
+    return InvalidArgument("unknown I/O backend " + std::to_string(static_cast<int32_t>(tuning.backend)));
+  }
+  RETURN_IF_ERROR(ValidateTuning(tuning));
+  ASSIGN_OR_RETURN(std::unique_ptr<IoBackend> backend, ChooseBackend(tuning));
+  return std::unique_ptr<FileJobExecutor>(new Executor(arena, arena_size, tuning, std::move(backend)));
+}
+
+}  // namespace ckpt::io

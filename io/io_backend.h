@@ -1,0 +1,64 @@
+// Private to io/: the backends that move a file job's requests between arena memory and a file descriptor. A backend
+// knows nothing of segments or checksums; file_jobs.cc plans the requests and checks what came back.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+
+namespace ckpt::io {
+
+// Alignment of file offsets, lengths and buffers of direct I/O requests.
+inline constexpr uint64_t kDirectAlignment = 4096;
+
+enum class IoDirection { kWrite, kRead };
+
+struct IoRequest {
+  char* buffer = nullptr;
+  uint64_t length = 0;
+  uint64_t file_offset = 0;
+  uint64_t transferred = 0;  // bytes done so far; a read may stop short at the end of the file
+  uint32_t stalls = 0;       // consecutive attempts that moved no byte (EAGAIN, EINTR, zero-length writes)
+};
+
+// One file and what to do to it: every request of a Run targets the same descriptor.
+struct IoTarget {
+  IoDirection direction = IoDirection::kWrite;
+  int fd = -1;
+  bool direct = false;  // the descriptor has O_DIRECT: resubmissions must stay aligned
+  const std::string* path = nullptr;
+};
+
+// Work the submitting thread does while requests are in flight (checksumming). Each call does one bounded piece
+// and returns whether more remains.
+using SpareWork = std::function<bool()>;
+
+class IoBackend {
+ public:
+  virtual ~IoBackend() = default;
+  // Runs every request to completion: writes transfer all their bytes, reads until their length or the end of the
+  // file. Runs spare_work (when set) until it reports no more, overlapping it with the I/O. On the first failure,
+  // starts no new request, waits for those in flight, and returns the failure naming the file and offset.
+  virtual Status Run(const IoTarget& target, std::vector<IoRequest>& requests, const SpareWork& spare_work) = 0;
+  virtual const char* name() const = 0;
+};
+
+// What to do with a request after one attempt returned `result` (bytes transferred, or -errno).
+enum class NextStep { kDone, kResubmit, kFail };
+// Updates the request with the attempt's result. On kFail sets *error to the errno to report.
+NextStep ApplyAttempt(const IoTarget& target, IoRequest& request, int64_t result, int* error);
+
+// The status for an errno from a transfer: kNoSpace for ENOSPC/EDQUOT, else kIo; names the file and offset.
+Status TransferError(const IoTarget& target, const IoRequest& request, int error);
+
+// kUnsupported with the errno when the kernel refuses io_uring (seccomp, the io_uring_disabled sysctl, no support),
+// so that the caller may fall back; another failure is kIo.
+Result<std::unique_ptr<IoBackend>> CreateUringBackend(uint32_t queue_depth);
+// kIo if the system refuses to start the threads.
+Result<std::unique_ptr<IoBackend>> CreatePwriteBackend(uint32_t threads);
+
+}  // namespace ckpt::io

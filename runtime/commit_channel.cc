@@ -1,0 +1,94 @@
+#include "runtime/commit_channel.h"
+
+#include <map>
+
+#include "common/bytes.h"
+
+namespace ckpt::runtime {
+namespace {
+
+std::string EncodeStatus(const Status& status, const std::string& payload) {
+  ByteWriter out;
+  out.I32(static_cast<int32_t>(status.code()));
+  out.Bytes(status.message());
+  out.Bytes(payload);
+  return out.Take();
+}
+
+Status DecodeStatus(std::string_view bytes, const std::string& what, std::string* payload) {
+  ByteReader in(bytes, what);
+  int32_t code = 0;
+  std::string message;
+  RETURN_IF_ERROR(in.I32(&code));
+  RETURN_IF_ERROR(in.Bytes(&message));
+  RETURN_IF_ERROR(in.Bytes(payload));
+  RETURN_IF_ERROR(in.ExpectDone());
+  if (code < 0 || code > static_cast<int32_t>(Code::kInternal)) return Corrupt(what + ": unknown status code");
+  return Status(static_cast<Code>(code), message);
+}
+
+std::string ReportKey(const std::string& save_id, int rank) {
+  return "save/" + save_id + "/report/" + std::to_string(rank);
+}
+std::string OutcomeKey(const std::string& save_id) { return "save/" + save_id + "/outcome"; }
+
+class StoreCommitChannel : public CommitChannel {
+ public:
+  explicit StoreCommitChannel(std::unique_ptr<coll::TcpStore> store) : store_(std::move(store)) {}
+
+  Status PostReport(const std::string& save_id, int rank, const Status& status, const std::string& report) override {
+    return store_->Set(ReportKey(save_id, rank), EncodeStatus(status, report));
+  }
+
+  Result<std::vector<std::string>> CollectReports(const std::string& save_id) override {
+    std::vector<std::string> reports(store_->world_size());
+    for (int r = 0; r < store_->world_size(); ++r) {
+      ASSIGN_OR_RETURN(std::string posted, store_->Wait(ReportKey(save_id, r)));
+      Status status = DecodeStatus(posted, "write report of rank " + std::to_string(r), &reports[r]);
+      if (!status.ok()) return Status(status.code(), "rank " + std::to_string(r) + ": " + status.message());
+    }
+    return reports;
+  }
+
+  Status PostOutcome(const std::string& save_id, const Status& outcome) override {
+    return store_->Set(OutcomeKey(save_id), EncodeStatus(outcome, {}));
+  }
+
+  Status AwaitOutcome(const std::string& save_id) override {
+    ASSIGN_OR_RETURN(std::string posted, store_->Wait(OutcomeKey(save_id)));
+    std::string unused;
+    return DecodeStatus(posted, "outcome of save " + save_id, &unused);
+  }
+
+ private:
+  std::unique_ptr<coll::TcpStore> store_;
+};
+
+class LocalCommitChannel : public CommitChannel {
+ public:
+  Status PostReport(const std::string&, int, const Status& status, const std::string& report) override {
+    status_ = status;
+    report_ = report;
+    return Status::Ok();
+  }
+  Result<std::vector<std::string>> CollectReports(const std::string&) override {
+    if (!status_.ok()) return Status(status_.code(), "rank 0: " + status_.message());
+    return std::vector<std::string>{report_};
+  }
+  Status PostOutcome(const std::string&, const Status&) override { return Status::Ok(); }
+  Status AwaitOutcome(const std::string&) override { return Internal("a one-rank job has no outcome to wait for"); }
+
+ private:
+  Status status_;
+  std::string report_;
+};
+
+}  // namespace
+
+std::unique_ptr<CommitChannel> MakeStoreCommitChannel(std::unique_ptr<coll::TcpStore> store) {
+  return std::make_unique<StoreCommitChannel>(std::move(store));
+}
+
+std::unique_ptr<CommitChannel> MakeLocalCommitChannel() { return std::make_unique<LocalCommitChannel>(); }
+
+}  // namespace ckpt::runtime

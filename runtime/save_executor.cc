@@ -1,0 +1,67 @@
+#include "runtime/save_executor.h"
+
+#include "io/file_io.h"
+#include "runtime/commit.h"
+#include "runtime/save_stager.h"
+#include "runtime/write_report.h"
+
+namespace ckpt::runtime {
+
+SaveExecutor::SaveExecutor(io::StagingArena& arena, std::unique_ptr<CommitChannel> channel, int rank,
+                           std::function<void(const SaveTicket&, const Status&)> on_finished)
+    : arena_(arena), channel_(std::move(channel)), rank_(rank), on_finished_(std::move(on_finished)) {
+  thread_ = std::thread([this] { Run(); });
+}
+
+SaveExecutor::~SaveExecutor() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping_ = true;
+  }
+  queued_.notify_all();
+  thread_.join();
+}
+
+void SaveExecutor::Enqueue(std::shared_ptr<SaveTicket> ticket) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    queue_.push_back(std::move(ticket));
+  }
+  queued_.notify_all();
+}
+
+void SaveExecutor::Run() {
+  while (true) {
+    std::shared_ptr<SaveTicket> ticket;
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      queued_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+      if (queue_.empty()) return;
+      ticket = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    Status outcome = Finalize(*ticket).WithContext("saving '" + ticket->commit.path + "'");
+    if (on_finished_) on_finished_(*ticket, outcome);
+    ticket->Finish(std::move(outcome));
+  }
+}
+
+Status SaveExecutor::Finalize(SaveTicket& t) {
+  while (!t.pending.empty()) AbsorbOldest(arena_, t);
+  const std::string& id = t.commit.save_id;
+  const std::string report = t.failure.ok() ? EncodeWriterReport(t.report) : std::string();
+  Status posted = channel_->PostReport(id, rank_, t.failure, report);
+  if (rank_ != 0) return posted.ok() ? channel_->AwaitOutcome(id) : posted;
+
+  Status outcome = posted;
+  if (outcome.ok()) {
+    Result<std::vector<std::string>> reports = channel_->CollectReports(id);
+    outcome = reports.ok() ? CommitSave(t.commit, *reports) : reports.status();
+  }
+  if (!outcome.ok()) (void)io::RemoveTree(t.commit.tmp_dir);
+  if (outcome.ok() && t.commit.after_commit) t.commit.after_commit();
+  const Status shared = channel_->PostOutcome(id, outcome);
+  return outcome.ok() ? shared : outcome;
+}
+
+}  // namespace ckpt::runtime

@@ -1,0 +1,279 @@
+#include "runtime/save_stager.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "io/file_io.h"
+#include "runtime/dtype.h"
+#include "runtime/manifest.h"
+
+namespace ckpt::runtime {
+namespace {
+
+constexpr uint64_t kChunkAlignment = 4096;
+constexpr uint64_t kMaxWindowBytes = 64ull << 20;
+
+uint64_t AlignUp(uint64_t value, uint64_t alignment) { return (value + alignment - 1) / alignment * alignment; }
+
+// Where a unit's bytes come from: a box inside a row-major buffer (tensors), or plain bytes (objects, common).
+struct Source {
+  const char* base = nullptr;  // the buffer holding src_box, or the bytes
+  Box src_box;
+  Box box;                     // the unit's box inside src_box (tensors)
+  size_t element_size = 0;     // 0: plain bytes
+  bool contiguous = true;      // box's bytes are one run inside the buffer, starting at base
+};
+
+// One thing to store: an item of the plan or a common entry; `target` is its index in the report (see Target).
+struct Unit {
+  Source source;
+  uint64_t bytes = 0;
+  size_t target = 0;
+  uint32_t file = 0;
+  uint64_t file_offset = 0;
+};
+
+StoredBytes& Target(SaveTicket& ticket, size_t target) {
+  const size_t items = ticket.report.items.size();
+  return target < items ? ticket.report.items[target].bytes : ticket.report.stored_common[target - items].stored;
+}
+
+Result<Source> TensorSource(const State& state, const WriteItem& item) {
+  for (const TensorShard& shard : state.tensors()) {
+    if (shard.key != item.key) continue;
+    const size_t element_size = DTypeSize(shard.dtype);
+    for (const FlatPiece& piece : shard.pieces) {
+      if (!Contains(piece.box, item.box)) continue;
+      Source s;
+      s.base = static_cast<const char*>(shard.data) + piece.range_offset * element_size;
+      s.src_box = piece.box;
+      s.box = item.box;
+      s.element_size = element_size;
+      uint64_t runs = 0, first = 0;
+      ForEachRun(s.src_box, s.box, s.box, element_size, [&](uint64_t src_off, uint64_t, uint64_t) {
+        if (runs++ == 0) first = src_off;
+      });
+      s.contiguous = runs <= 1;
+      if (s.contiguous) s.base += first;
+      return s;
+    }
+  }
+  return Internal("the plan asks this rank to write tensor '" + item.key + "' box " + item.box.ToString() +
+                  ", which it does not hold");
+}
+
+Result<Source> ObjectSource(const State& state, const WriteItem& item) {
+  for (const ObjectShard& object : state.objects()) {
+    if (object.key == item.key && object.index == item.index) {
+      Source s;
+      s.base = static_cast<const char*>(object.data);
+      return s;
+    }
+  }
+  return Internal("the plan asks this rank to write object '" + item.key + "', which it does not hold");
+}
+
+// Copies bytes [begin, begin + length) of the unit's row-major bytes to `out`.
+void CopyUnitRange(const Source& s, uint64_t begin, uint64_t length, char* out) {
+  if (s.contiguous) {
+    std::memcpy(out, s.base + begin, length);
+    return;
+  }
+  const uint64_t end = begin + length;
+  ForEachRun(s.src_box, s.box, s.box, s.element_size, [&](uint64_t src_off, uint64_t dst_off, uint64_t n) {
+    const uint64_t lo = std::max(dst_off, begin), hi = std::min(dst_off + n, end);
+    if (lo < hi) std::memcpy(out + (lo - begin), s.base + src_off + (lo - dst_off), hi - lo);
+  });
+}
+
+// The units this rank stores, with the report entries they fill.
+Result<std::vector<Unit>> CollectUnits(const State& state, const SavePlan& plan, const StagingSettings& settings,
+                                       SaveTicket& ticket) {
+  std::vector<Unit> units;
+  for (const WriteItem& item : plan.items) {
+    if (item.writer != settings.rank) continue;
+    Unit unit;
+    if (item.is_object) {
+      ASSIGN_OR_RETURN(unit.source, ObjectSource(state, item));
+    } else {
+      ASSIGN_OR_RETURN(unit.source, TensorSource(state, item));
+    }
+    unit.bytes = item.bytes;
+    unit.target = ticket.report.items.size();
+    ticket.report.items.push_back(WrittenItem{item.is_object, item.key, item.box, item.index, {}});
+    units.push_back(std::move(unit));
+  }
+  if (settings.rank == 0) {
+    for (const auto& [key, bytes] : state.common()) {
+      if (bytes.size() <= settings.inline_common_max) {
+        ticket.commit.inline_common.push_back(CommonRecord{key, true, bytes, {}});
+        continue;
+      }
+      Unit unit;
+      unit.source.base = bytes.data();
+      unit.bytes = bytes.size();
+      unit.target = ticket.report.items.size() + ticket.report.stored_common.size();
+      ticket.report.stored_common.push_back(CommonRecord{key, false, {}, {}});
+      units.push_back(std::move(unit));
+    }
+  }
+  for (const Unit& unit : units) Target(ticket, unit.target).block_size = settings.block_size;
+  return units;
+}
+
+// Spreads the units over one file per worker, largest first onto the lightest file, and gives each its offset.
+std::vector<std::vector<Unit*>> LayOutFiles(std::vector<Unit>& units, int file_count) {
+  std::vector<Unit*> by_size;
+  for (Unit& u : units) by_size.push_back(&u);
+  std::stable_sort(by_size.begin(), by_size.end(), [](const Unit* a, const Unit* b) { return a->bytes > b->bytes; });
+  std::vector<uint64_t> load(file_count, 0);
+  for (Unit* u : by_size) {
+    u->file = static_cast<uint32_t>(std::min_element(load.begin(), load.end()) - load.begin());
+    load[u->file] += u->bytes;
+  }
+  std::vector<std::vector<Unit*>> files(file_count);
+  for (Unit& u : units) files[u.file].push_back(&u);
+  for (auto& file : files) {
+    uint64_t end = 0;
+    for (Unit* u : file) {
+      u->file_offset = AlignUp(end, kChunkAlignment);
+      end = u->file_offset + u->bytes;
+    }
+  }
+  return files;
+}
+
+struct Window {
+  std::vector<io::FileSegment> segments;  // arena offsets relative to the window's start until staged
+  std::vector<StagedPiece> pieces;
+  std::vector<const Unit*> sources;
+  uint64_t file_begin = 0;
+  uint64_t file_end = 0;
+};
+
+// Cuts a file's units into windows of at most `cap` bytes; a unit larger than the room left is cut at a multiple
+// of the block size, so the checksums of its pieces concatenate into the unit's.
+std::vector<Window> CutWindows(const std::vector<Unit*>& file, uint64_t cap, uint64_t block_size) {
+  std::vector<Window> windows;
+  for (const Unit* u : file) {
+    uint64_t pos = 0;
+    while (pos < u->bytes) {
+      const uint64_t at = u->file_offset + pos;
+      const uint64_t room = windows.empty() ? 0 : cap - std::min(cap, at - windows.back().file_begin);
+      uint64_t take = std::min(u->bytes - pos, room);
+      if (take < u->bytes - pos) take = take / block_size * block_size;
+      if (take == 0) {
+        windows.push_back(Window{{}, {}, {}, at, at});
+        take = std::min(u->bytes - pos, cap);
+      }
+      Window& w = windows.back();
+      w.segments.push_back(io::FileSegment{at, at - w.file_begin, take});
+      w.pieces.push_back(StagedPiece{u->target, pos, take});
+      w.sources.push_back(u);
+      w.file_end = at + take;
+      pos += take;
+    }
+  }
+  return windows;
+}
+
+// Copies a window's pieces into its arena region and zeroes the padding between and after them.
+void FillWindow(Window& w, char* region) {
+  uint64_t filled = 0;
+  for (size_t i = 0; i < w.segments.size(); ++i) {
+    const io::FileSegment& seg = w.segments[i];
+    std::memset(region + filled, 0, seg.arena_offset - filled);
+    CopyUnitRange(w.sources[i]->source, w.pieces[i].item_offset, seg.length, region + seg.arena_offset);
+    filled = seg.arena_offset + seg.length;
+  }
+  std::memset(region + filled, 0, AlignUp(filled, kChunkAlignment) - filled);
+}
+
+// An arena region for `size` bytes; while the arena is full, this save's own oldest windows are absorbed first.
+Result<io::ArenaRegion> AllocateRegion(io::StagingArena& arena, uint64_t size, std::chrono::milliseconds timeout,
+                                       SaveTicket& ticket) {
+  while (true) {
+    auto region = arena.Allocate(size, ticket.pending.empty() ? timeout : std::chrono::milliseconds(0));
+    if (region.ok() || region.status().code() != Code::kTimeout || ticket.pending.empty()) return region;
+    AbsorbOldest(arena, ticket);
+  }
+}
+
+uint64_t WindowCap(const io::StagingArena& arena, int files, uint64_t block_size) {
+  const uint64_t share = arena.capacity() / (2 * static_cast<uint64_t>(files) + 2);
+  return std::max(block_size, std::min(kMaxWindowBytes, share) / block_size * block_size);
+}
+
+}  // namespace
+
+void AbsorbOldest(io::StagingArena& arena, SaveTicket& ticket) {
+  PendingWrite write = std::move(ticket.pending.front());
+  ticket.pending.pop_front();
+  Result<io::WriteResult> result = write.result.get();
+  arena.Release(write.region);
+  if (!result.ok()) {
+    if (ticket.failure.ok()) ticket.failure = result.status();
+    return;
+  }
+  for (size_t i = 0; i < write.pieces.size() && i < result->checksums.size(); ++i) {
+    auto& sums = Target(ticket, write.pieces[i].item).block_checksums;
+    sums.insert(sums.end(), result->checksums[i].begin(), result->checksums[i].end());
+    ticket.bytes_written += write.pieces[i].length;
+  }
+}
+
+Status StageSave(const State& state, const SavePlan& plan, const StagingSettings& settings, io::StagingArena& arena,
+                 io::WorkerPool& workers, SaveTicket& ticket) {
+  ASSIGN_OR_RETURN(std::vector<Unit> units, CollectUnits(state, plan, settings, ticket));
+  if (units.empty()) return Status::Ok();
+  RETURN_IF_ERROR(io::MakeDirectories(io::JoinPath(ticket.commit.tmp_dir, kDataDirName)));
+
+  const int file_count = std::max(1, workers.size());
+  std::vector<std::vector<Unit*>> files = LayOutFiles(units, file_count);
+  const uint64_t cap = WindowCap(arena, file_count, settings.block_size);
+  std::vector<std::vector<Window>> windows(file_count);
+  std::vector<uint32_t> report_index(file_count);
+  for (int f = 0; f < file_count; ++f) {
+    if (files[f].empty()) continue;
+    windows[f] = CutWindows(files[f], cap, settings.block_size);
+    if (windows[f].empty()) windows[f].push_back(Window{});  // only empty units: the file still exists
+    report_index[f] = static_cast<uint32_t>(ticket.report.files.size());
+    const Unit* last = files[f].back();
+    ticket.report.files.push_back(DataFileRecord{
+        std::string(kDataDirName) + "/" + std::to_string(settings.rank) + "-" + std::to_string(f) + ".bin",
+        last->file_offset + last->bytes});
+  }
+  for (Unit& u : units) {
+    StoredBytes& stored = Target(ticket, u.target);
+    stored.file_index = report_index[u.file];
+    stored.file_offset = u.file_offset;
+    stored.byte_length = u.bytes;
+  }
+
+  // Windows go out round-robin over the files, so every worker has work from the start.
+  size_t most = 0;
+  for (const auto& w : windows) most = std::max(most, w.size());
+  for (size_t i = 0; i < most; ++i) {
+    for (int f = 0; f < file_count; ++f) {
+      if (i >= windows[f].size()) continue;
+      Window& w = windows[f][i];
+      const uint64_t span = AlignUp(w.file_end - w.file_begin, kChunkAlignment);
+      ASSIGN_OR_RETURN(io::ArenaRegion region, AllocateRegion(arena, std::max(span, kChunkAlignment), settings.timeout,
+                                                              ticket));
+      FillWindow(w, arena.data() + region.offset);
+      io::WriteJob job;
+      job.path = io::JoinPath(ticket.commit.tmp_dir, ticket.report.files[report_index[f]].name);
+      job.create = i == 0;
+      job.finish = i + 1 == windows[f].size();
+      job.final_size = ticket.report.files[report_index[f]].size;
+      job.block_size = settings.block_size;
+      job.segments = std::move(w.segments);
+      for (io::FileSegment& seg : job.segments) seg.arena_offset += region.offset;
+      for (const StagedPiece& piece : w.pieces) ticket.bytes_staged += piece.length;
+      ticket.pending.push_back(PendingWrite{workers.SubmitWrite(f, std::move(job)), region, std::move(w.pieces)});
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace ckpt::runtime

@@ -1,0 +1,35 @@
+// Staging: this rank's share of a save is laid out into one data file per I/O worker, copied into the staging arena
+// window by window, and each window handed to the file's worker. When the arena is full, the stager first absorbs
+// its own oldest completed windows, so a state larger than the arena streams through it.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+#include "common/status.h"
+#include "io/staging_arena.h"
+#include "io/worker_pool.h"
+#include "runtime/save_plan.h"
+#include "runtime/save_ticket.h"
+#include "runtime/state.h"
+
+namespace ckpt::runtime {
+
+struct StagingSettings {
+  int rank = 0;
+  uint64_t block_size = 1ull << 20;
+  uint64_t inline_common_max = 64 << 10;
+  std::chrono::milliseconds timeout{300000};
+};
+
+// Stages the plan's items that `settings.rank` writes (and, on rank 0, the common entries too large to inline)
+// into files under `ticket.commit.tmp_dir`, filling ticket.report and ticket.pending. Returns once every byte is
+// in the arena or written: the caller's buffers may change afterwards.
+Status StageSave(const State& state, const SavePlan& plan, const StagingSettings& settings, io::StagingArena& arena,
+                 io::WorkerPool& workers, SaveTicket& ticket);
+
+// Waits for the oldest window in flight, releases its arena region, and records its checksums (or its failure).
+void AbsorbOldest(io::StagingArena& arena, SaveTicket& ticket);
+
+}  // namespace ckpt::runtime

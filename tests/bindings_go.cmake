@@ -1,0 +1,23 @@
+# The Go binding (bindings/go): `go test` builds the cgo package against this build's libckpt and runs its
+# multi-process save and resharded loads. Skipped, visibly, where Go is not installed.
+find_program(CKPT_GO_EXECUTABLE go)
+if(NOT CKPT_GO_EXECUTABLE)
+  add_test(NAME go_binding COMMAND ${CMAKE_COMMAND} -E echo "go not found: the Go binding is not tested")
+  set_tests_properties(go_binding PROPERTIES SKIP_REGULAR_EXPRESSION "go not found")
+  return()
+endif()
+
+# Go's build cache does not notice changes to headers outside the package, so the hash of ckpt.h goes into
+# CGO_CFLAGS, which is part of the cache key; a changed header reconfigures and so rebuilds the binding.
+set(ckpt_go_header ${PROJECT_SOURCE_DIR}/include/ckpt.h)
+set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${ckpt_go_header})
+file(SHA256 ${ckpt_go_header} ckpt_go_header_hash)
+set(ckpt_go_cache ${CMAKE_CURRENT_BINARY_DIR}/go-cache)
+
+# -count=1: never report a cached result, which would hide a rebuilt libckpt.
+add_test(NAME go_binding COMMAND ${CKPT_GO_EXECUTABLE} test -count=1 ./...
+         WORKING_DIRECTORY ${PROJECT_SOURCE_DIR}/bindings/go)
+set_tests_properties(go_binding PROPERTIES TIMEOUT 600 ENVIRONMENT
+  "CGO_LDFLAGS=-L$<TARGET_FILE_DIR:ckpt> -Wl,-rpath,$<TARGET_FILE_DIR:ckpt>;\
+CGO_CFLAGS=-g -O2 -DCKPT_GO_HEADER_SHA256=${ckpt_go_header_hash};\
+GOFLAGS=-mod=mod;GOPROXY=off;GOTOOLCHAIN=local;GOCACHE=${ckpt_go_cache}/build;GOPATH=${ckpt_go_cache}/path")

@@ -1,0 +1,461 @@
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <linux/magic.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <string>
+
+#include "io/checksum.h"
+#include "io/file_jobs.h"
+#include "io/io_backend.h"
+#include "io/staging_arena.h"
+
+namespace ckpt::io {
+namespace {
+
+constexpr uint64_t kPage = 4096;
+constexpr uint64_t kMiB = 1ull << 20;
+// Small requests and blocks, so that small test data still spans many requests, blocks and a full queue.
+constexpr uint64_t kRequestBytes = 64 * 1024;
+constexpr uint64_t kBlockBytes = 24 * 1024;
+// Where a test stages data to write, and where reads land, so that a read never sees the bytes it should fetch.
+constexpr uint64_t kWriteArea = 0;
+constexpr uint64_t kReadArea = 96 * kMiB;
+constexpr uint64_t kArenaBytes = 192 * kMiB;
+
+uint64_t RoundUp(uint64_t value) { return (value + kPage - 1) / kPage * kPage; }
+
+std::string MakeTempDir(const std::string& parent) {
+  std::string pattern = parent + "/ckpt-file-jobs-XXXXXX";
+  return mkdtemp(pattern.data()) != nullptr ? pattern : std::string();
+}
+
+std::string ReadWhole(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream bytes;
+  bytes << in.rdbuf();
+  return bytes.str();
+}
+
+bool IsTmpfs(const std::string& path) {
+  struct statfs fs;
+  return statfs(path.c_str(), &fs) == 0 && fs.f_type == TMPFS_MAGIC;
+}
+
+const char* KindName(IoBackendKind kind) { return kind == IoBackendKind::kIoUring ? "io_uring" : "pwrite"; }
+
+class FileJobsTest : public ::testing::TestWithParam<IoBackendKind> {
+ protected:
+  void SetUp() override {
+    Result<std::unique_ptr<StagingArena>> arena = StagingArena::Create(kArenaBytes);
+    ASSERT_TRUE(arena.ok()) << arena.status().message();
+    arena_ = std::move(arena).value();
+    dir_ = MakeTempDir("/tmp");
+    ASSERT_FALSE(dir_.empty()) << std::strerror(errno);
+    Result<std::unique_ptr<FileJobExecutor>> executor = MakeExecutor();
+    if (!executor.ok() && executor.status().code() == Code::kUnsupported) {
+      GTEST_SKIP() << "the kernel refuses io_uring: " << executor.status().message();
+    }
+    ASSERT_TRUE(executor.ok()) << executor.status().message();
+    executor_ = std::move(executor).value();
+  }
+
+  void TearDown() override {
+    if (!dir_.empty()) std::filesystem::remove_all(dir_);
+  }
+
+  Result<std::unique_ptr<FileJobExecutor>> MakeExecutor() {
+    IoTuning tuning;
+    tuning.backend = GetParam();
+    tuning.request_bytes = kRequestBytes;
+    tuning.queue_depth = 4;
+    tuning.pwrite_threads = 3;
+    return FileJobExecutor::Create(arena_->data(), arena_->capacity(), tuning);
+  }
+
+  std::string Path(const std::string& name) const { return dir_ + "/" + name; }
+
+  // Random bytes at `arena_offset`, zeros after them up to the next 4 KiB boundary (as the stager leaves them).
+  std::string Stage(uint64_t arena_offset, uint64_t length, uint32_t seed) {
+    std::mt19937_64 random(seed);
+    std::string bytes(length, '\0');
+    for (uint64_t i = 0; i < length; i += sizeof(uint64_t)) {
+      const uint64_t word = random();
+      std::memcpy(&bytes[i], &word, std::min<uint64_t>(sizeof word, length - i));
+    }
+    std::memcpy(arena_->data() + arena_offset, bytes.data(), length);
+    std::memset(arena_->data() + arena_offset + length, 0, RoundUp(length) - length);
+    return bytes;
+  }
+
+  // Segments of the given lengths laid out back to back (4 KiB-aligned) in the file and in the write area.
+  std::vector<FileSegment> Layout(const std::vector<uint64_t>& lengths, uint64_t file_start = 0) {
+    std::vector<FileSegment> segments;
+    uint64_t file_offset = file_start;
+    uint64_t arena_offset = kWriteArea;
+    for (uint64_t length : lengths) {
+      segments.push_back(FileSegment{file_offset, arena_offset, length});
+      file_offset += RoundUp(length);
+      arena_offset += RoundUp(length);
+    }
+    return segments;
+  }
+
+  std::vector<std::string> StageAll(const std::vector<FileSegment>& segments, uint32_t seed) {
+    std::vector<std::string> data;
+    for (const FileSegment& s : segments) data.push_back(Stage(s.arena_offset, s.length, seed++));
+    return data;
+  }
+
+  WriteJob MakeWrite(const std::string& name, const std::vector<FileSegment>& segments, bool create, bool finish) {
+    WriteJob job;
+    job.path = Path(name);
+    job.create = create;
+    job.finish = finish;
+    job.final_size = segments.empty() ? 0 : segments.back().file_offset + segments.back().length;
+    job.block_size = kBlockBytes;
+    job.segments = segments;
+    return job;
+  }
+
+  // A read of the written segments into the read area, expecting the checksums the write returned.
+  ReadJob MakeRead(const std::string& name, const std::vector<FileSegment>& written, const WriteResult& result) {
+    ReadJob job;
+    job.path = Path(name);
+    job.block_size = kBlockBytes;
+    for (const FileSegment& s : written) {
+      job.segments.push_back(FileSegment{s.file_offset, kReadArea + s.arena_offset - kWriteArea, s.length});
+    }
+    job.expected_checksums = result.checksums;
+    return job;
+  }
+
+  std::string ArenaBytes(uint64_t offset, uint64_t length) const {
+    return std::string(arena_->data() + offset, length);
+  }
+
+  std::unique_ptr<StagingArena> arena_;
+  std::string dir_;
+  std::unique_ptr<FileJobExecutor> executor_;
+};
+
+TEST_P(FileJobsTest, BackendNameSaysWhichBackendRuns) {
+  EXPECT_EQ(executor_->backend_name().rfind(KindName(GetParam()), 0), 0u) << executor_->backend_name();
+}
+
+TEST_P(FileJobsTest, WriteThenReadRoundTripsSegmentsWithTheirChecksums) {
+  const std::vector<FileSegment> segments = Layout({100000, 5 * kPage, 300001});
+  const std::vector<std::string> data = StageAll(segments, 1);
+  Result<WriteResult> written = executor_->Write(MakeWrite("f", segments, true, true));
+  ASSERT_TRUE(written.ok()) << written.status().message();
+
+  ASSERT_EQ(written->checksums.size(), segments.size());
+  const std::string file = ReadWhole(Path("f"));
+  ASSERT_EQ(file.size(), segments.back().file_offset + segments.back().length);
+  for (size_t i = 0; i < segments.size(); ++i) {
+    EXPECT_EQ(written->checksums[i], BlockChecksums(data[i].data(), data[i].size(), kBlockBytes)) << "segment " << i;
+    EXPECT_EQ(file.substr(segments[i].file_offset, segments[i].length), data[i]) << "segment " << i;
+  }
+
+  ReadFailure failure;
+  const ReadJob read = MakeRead("f", segments, written.value());
+  const Status status = executor_->Read(read, &failure);
+  ASSERT_TRUE(status.ok()) << status.message();
+  for (size_t i = 0; i < segments.size(); ++i) {
+    EXPECT_EQ(ArenaBytes(read.segments[i].arena_offset, read.segments[i].length), data[i]) << "segment " << i;
+  }
+}
+
+TEST_P(FileJobsTest, FileWrittenByCreateMiddleAndFinishJobsHoldsEverySegment) {
+  const std::vector<FileSegment> segments = Layout({70000, 8 * kPage, 12345});
+  const std::vector<std::string> data = StageAll(segments, 7);
+  const uint64_t final_size = segments.back().file_offset + segments.back().length;
+  for (size_t i = 0; i < segments.size(); ++i) {
+    WriteJob job = MakeWrite("f", {segments[i]}, i == 0, i + 1 == segments.size());
+    job.final_size = final_size;
+    Result<WriteResult> written = executor_->Write(job);
+    ASSERT_TRUE(written.ok()) << "job " << i << ": " << written.status().message();
+  }
+  const std::string file = ReadWhole(Path("f"));
+  ASSERT_EQ(file.size(), final_size);
+  for (size_t i = 0; i < segments.size(); ++i) {
+    EXPECT_EQ(file.substr(segments[i].file_offset, segments[i].length), data[i]) << "segment " << i;
+  }
+}
+
+TEST_P(FileJobsTest, FinishTruncatesToFinalSize) {
+  const std::vector<FileSegment> segments = Layout({5000});
+  StageAll(segments, 3);
+  WriteJob job = MakeWrite("f", segments, true, true);
+  job.final_size = 4999;
+  ASSERT_TRUE(executor_->Write(job).ok());
+  struct stat st;
+  ASSERT_EQ(stat(Path("f").c_str(), &st), 0);
+  EXPECT_EQ(st.st_size, 4999);
+}
+
+TEST_P(FileJobsTest, ReadReportsTheBlockOfAFlippedByte) {
+  const std::vector<FileSegment> segments = Layout({3 * kBlockBytes, 4 * kBlockBytes});
+  StageAll(segments, 11);
+  Result<WriteResult> written = executor_->Write(MakeWrite("f", segments, true, true));
+  ASSERT_TRUE(written.ok()) << written.status().message();
+
+  const uint64_t damaged = segments[1].file_offset + 2 * kBlockBytes + 5;
+  const int fd = open(Path("f").c_str(), O_RDWR);
+  ASSERT_GE(fd, 0);
+  char byte;
+  ASSERT_EQ(pread(fd, &byte, 1, damaged), 1);
+  byte ^= 0x40;
+  ASSERT_EQ(pwrite(fd, &byte, 1, damaged), 1);
+  close(fd);
+
+  ReadFailure failure;
+  const Status status = executor_->Read(MakeRead("f", segments, written.value()), &failure);
+  EXPECT_EQ(status.code(), Code::kCorrupt);
+  EXPECT_NE(status.message().find(Path("f")), std::string::npos) << status.message();
+  EXPECT_EQ(failure.segment, 1u);
+  EXPECT_EQ(failure.block, 2u);
+}
+
+TEST_P(FileJobsTest, ReadOfTruncatedFileIsCorrupt) {
+  const std::vector<FileSegment> segments = Layout({50000, 50000});
+  StageAll(segments, 5);
+  Result<WriteResult> written = executor_->Write(MakeWrite("f", segments, true, true));
+  ASSERT_TRUE(written.ok()) << written.status().message();
+  ASSERT_EQ(truncate(Path("f").c_str(), static_cast<off_t>(segments[1].file_offset + 1000)), 0);
+
+  ReadFailure failure;
+  const Status status = executor_->Read(MakeRead("f", segments, written.value()), &failure);
+  EXPECT_EQ(status.code(), Code::kCorrupt);
+  EXPECT_NE(status.message().find("truncated"), std::string::npos) << status.message();
+}
+
+TEST_P(FileJobsTest, DiskFileSystemUsesDirectIo) {
+  if (IsTmpfs(dir_)) GTEST_SKIP() << dir_ << " is on tmpfs, which has no direct I/O";
+  const std::vector<FileSegment> segments = Layout({kPage});
+  StageAll(segments, 2);
+  ASSERT_TRUE(executor_->Write(MakeWrite("f", segments, true, true)).ok());
+  EXPECT_NE(executor_->backend_name().find("+O_DIRECT"), std::string::npos) << executor_->backend_name();
+}
+
+TEST_P(FileJobsTest, TmpfsFallsBackToBufferedIo) {
+  const std::string shm_dir = MakeTempDir("/dev/shm");
+  if (shm_dir.empty()) GTEST_SKIP() << "no writable /dev/shm: " << std::strerror(errno);
+  const std::string path = shm_dir + "/f";
+  const std::vector<FileSegment> segments = Layout({33333, 2 * kPage});
+  const std::vector<std::string> data = StageAll(segments, 9);
+  WriteJob job = MakeWrite("unused", segments, true, true);
+  job.path = path;
+  Result<WriteResult> written = executor_->Write(job);
+  const std::string name_after_write = executor_->backend_name();
+  const std::string file = ReadWhole(path);
+  ReadJob read = MakeRead("unused", segments, written.ok() ? written.value() : WriteResult{});
+  read.path = path;
+  const Status read_status = executor_->Read(read, nullptr);
+  std::filesystem::remove_all(shm_dir);
+
+  ASSERT_TRUE(written.ok()) << written.status().message();
+  EXPECT_NE(name_after_write.find("+buffered"), std::string::npos) << name_after_write;
+  EXPECT_EQ(file.substr(segments[1].file_offset), data[1]);
+  ASSERT_TRUE(read_status.ok()) << read_status.message();
+  EXPECT_EQ(ArenaBytes(read.segments[0].arena_offset, segments[0].length), data[0]);
+}
+
+TEST_P(FileJobsTest, FullFileSystemIsNoSpaceNamingTheFile) {
+  const std::string mount_point = Path("small");
+  ASSERT_EQ(mkdir(mount_point.c_str(), 0700), 0);
+  if (mount("tmpfs", mount_point.c_str(), "tmpfs", 0, "size=1m") != 0) {
+    GTEST_SKIP() << "cannot mount a 1 MiB tmpfs: " << std::strerror(errno);
+  }
+  const std::vector<FileSegment> segments = Layout({2 * kMiB});
+  StageAll(segments, 4);
+  WriteJob job = MakeWrite("unused", segments, true, true);
+  job.path = mount_point + "/f";
+  Result<WriteResult> written = executor_->Write(job);
+  umount2(mount_point.c_str(), MNT_DETACH);
+
+  ASSERT_FALSE(written.ok());
+  EXPECT_EQ(written.status().code(), Code::kNoSpace) << written.status().message();
+  EXPECT_NE(written.status().message().find(job.path), std::string::npos) << written.status().message();
+}
+
+TEST_P(FileJobsTest, CreateOfExistingFileFails) {
+  std::ofstream(Path("f")) << "already here";
+  const std::vector<FileSegment> segments = Layout({kPage});
+  StageAll(segments, 6);
+  Result<WriteResult> written = executor_->Write(MakeWrite("f", segments, true, true));
+  ASSERT_FALSE(written.ok());
+  EXPECT_EQ(written.status().code(), Code::kAlreadyExists) << written.status().message();
+  EXPECT_EQ(ReadWhole(Path("f")), "already here");
+}
+
+TEST_P(FileJobsTest, LaterJobForAFileNeverCreatedIsNotFound) {
+  const std::vector<FileSegment> segments = Layout({kPage});
+  StageAll(segments, 8);
+  Result<WriteResult> written = executor_->Write(MakeWrite("missing", segments, false, true));
+  ASSERT_FALSE(written.ok());
+  EXPECT_EQ(written.status().code(), Code::kNotFound) << written.status().message();
+}
+
+TEST_P(FileJobsTest, UnalignedOrOutOfArenaSegmentsAreRefused) {
+  std::vector<FileSegment> unaligned = Layout({kPage});
+  unaligned[0].file_offset = 100;
+  EXPECT_EQ(executor_->Write(MakeWrite("a", unaligned, true, true)).status().code(), Code::kInvalidArgument);
+  const std::vector<FileSegment> outside = {FileSegment{0, arena_->capacity() - kPage, 2 * kPage}};
+  EXPECT_EQ(executor_->Write(MakeWrite("b", outside, true, true)).status().code(), Code::kInvalidArgument);
+  EXPECT_FALSE(std::filesystem::exists(Path("a")));
+}
+
+TEST_P(FileJobsTest, ReadWithWrongChecksumCountIsRefused) {
+  ReadJob job;
+  job.path = Path("f");
+  job.block_size = kBlockBytes;
+  job.segments = Layout({3 * kBlockBytes});
+  job.expected_checksums = {{1, 2}};
+  EXPECT_EQ(executor_->Read(job, nullptr).code(), Code::kInvalidArgument);
+}
+
+TEST_P(FileJobsTest, SixtyFourMiBRoundTrip) {
+  const std::vector<FileSegment> segments = Layout({40 * kMiB + 123, 24 * kMiB});
+  const std::vector<std::string> data = StageAll(segments, 13);
+  Result<WriteResult> written = executor_->Write(MakeWrite("big", segments, true, true));
+  ASSERT_TRUE(written.ok()) << written.status().message();
+  const ReadJob read = MakeRead("big", segments, written.value());
+  const Status status = executor_->Read(read, nullptr);
+  ASSERT_TRUE(status.ok()) << status.message();
+  for (size_t i = 0; i < segments.size(); ++i) {
+    EXPECT_TRUE(ArenaBytes(read.segments[i].arena_offset, segments[i].length) == data[i]) << "segment " << i;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, FileJobsTest, ::testing::Values(IoBackendKind::kIoUring, IoBackendKind::kPwrite),
+                         [](const ::testing::TestParamInfo<IoBackendKind>& info) { return KindName(info.param); });
+
+class FileJobExecutorCreateTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    Result<std::unique_ptr<StagingArena>> arena = StagingArena::Create(kMinArenaBytes);
+    ASSERT_TRUE(arena.ok()) << arena.status().message();
+    arena_ = std::move(arena).value();
+  }
+  Result<std::unique_ptr<FileJobExecutor>> Create(const IoTuning& tuning) {
+    return FileJobExecutor::Create(arena_->data(), arena_->capacity(), tuning);
+  }
+  std::unique_ptr<StagingArena> arena_;
+};
+
+TEST_F(FileJobExecutorCreateTest, AutoFallsBackToPwriteOnlyWhenIoUringIsRefused) {
+  IoTuning uring;
+  uring.backend = IoBackendKind::kIoUring;
+  const bool uring_allowed = Create(uring).ok();
+  Result<std::unique_ptr<FileJobExecutor>> automatic = Create(IoTuning{});
+  ASSERT_TRUE(automatic.ok()) << automatic.status().message();
+  EXPECT_EQ(automatic.value()->backend_name(), uring_allowed ? "io_uring" : "pwrite");
+}
+
+TEST_F(FileJobExecutorCreateTest, RequestSizeThatIsNotAMultipleOfTheAlignmentIsRefused) {
+  IoTuning tuning;
+  tuning.request_bytes = 1000;
+  EXPECT_EQ(Create(tuning).status().code(), Code::kInvalidArgument);
+}
+
+TEST_F(FileJobExecutorCreateTest, ZeroQueueDepthIsRefused) {
+  IoTuning tuning;
+  tuning.queue_depth = 0;
+  EXPECT_EQ(Create(tuning).status().code(), Code::kInvalidArgument);
+}
+
+// The retry rules both backends share, driven with results no healthy disk produces on demand.
+class ApplyAttemptTest : public ::testing::Test {
+ protected:
+  IoTarget Target(IoDirection direction, bool direct) const { return IoTarget{direction, 3, direct, &path_}; }
+  IoRequest Request() const {
+    IoRequest request;
+    request.length = 3 * kPage;
+    request.file_offset = 8 * kPage;
+    return request;
+  }
+  std::string path_ = "/data/0-0.bin";
+};
+
+TEST_F(ApplyAttemptTest, ShortDirectWriteResumesAtTheLastAlignedByte) {
+  IoRequest request = Request();
+  int error = 0;
+  EXPECT_EQ(ApplyAttempt(Target(IoDirection::kWrite, true), request, 5000, &error), NextStep::kResubmit);
+  EXPECT_EQ(request.transferred, kPage);
+}
+
+TEST_F(ApplyAttemptTest, ShortBufferedWriteResumesWhereItStopped) {
+  IoRequest request = Request();
+  int error = 0;
+  EXPECT_EQ(ApplyAttempt(Target(IoDirection::kWrite, false), request, 5000, &error), NextStep::kResubmit);
+  EXPECT_EQ(request.transferred, 5000u);
+  EXPECT_EQ(ApplyAttempt(Target(IoDirection::kWrite, false), request, 3 * kPage - 5000, &error), NextStep::kDone);
+}
+
+TEST_F(ApplyAttemptTest, ZeroByteReadIsEndOfFile) {
+  IoRequest request = Request();
+  int error = 0;
+  EXPECT_EQ(ApplyAttempt(Target(IoDirection::kRead, true), request, 0, &error), NextStep::kDone);
+  EXPECT_EQ(request.transferred, 0u);
+}
+
+TEST_F(ApplyAttemptTest, UnalignedShortDirectReadIsEndOfFile) {
+  IoRequest request = Request();
+  int error = 0;
+  EXPECT_EQ(ApplyAttempt(Target(IoDirection::kRead, true), request, 5000, &error), NextStep::kDone);
+  EXPECT_EQ(request.transferred, 5000u);
+}
+
+TEST_F(ApplyAttemptTest, EagainIsRetriedButNotForever) {
+  IoRequest request = Request();
+  int error = 0;
+  int attempts = 1;
+  while (ApplyAttempt(Target(IoDirection::kWrite, true), request, -EAGAIN, &error) == NextStep::kResubmit) {
+    ++attempts;
+    ASSERT_LT(attempts, 1000000);
+  }
+  EXPECT_GT(attempts, 1);
+  EXPECT_EQ(error, EAGAIN);
+}
+
+TEST_F(ApplyAttemptTest, ZeroByteWriteIsRetriedButNotForever) {
+  IoRequest request = Request();
+  int error = 0;
+  int attempts = 1;
+  while (ApplyAttempt(Target(IoDirection::kWrite, false), request, 0, &error) == NextStep::kResubmit) {
+    ++attempts;
+    ASSERT_LT(attempts, 1000000);
+  }
+  EXPECT_GT(attempts, 1);
+  EXPECT_EQ(error, EIO);
+}
+
+TEST_F(ApplyAttemptTest, OtherErrorsFailAtOnce) {
+  IoRequest request = Request();
+  int error = 0;
+  EXPECT_EQ(ApplyAttempt(Target(IoDirection::kWrite, true), request, -EIO, &error), NextStep::kFail);
+  EXPECT_EQ(error, EIO);
+}
+
+TEST_F(ApplyAttemptTest, NoSpaceErrorNamesTheFileAndOffset) {
+  IoRequest request = Request();
+  request.transferred = kPage;
+  const Status status = TransferError(Target(IoDirection::kWrite, true), request, EDQUOT);
+  EXPECT_EQ(status.code(), Code::kNoSpace);
+  EXPECT_NE(status.message().find(path_), std::string::npos) << status.message();
+  EXPECT_NE(status.message().find(std::to_string(9 * kPage)), std::string::npos) << status.message();
+}
+
+}  // namespace
+}  // namespace ckpt::io
