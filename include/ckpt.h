@@ -100,6 +100,13 @@ typedef int32_t (*ckpt_allgather_fn)(void* user, const void* send, uint64_t size
 /* Receives the library's log lines; NULL in the options means standard error (warnings and errors only). */
 typedef void (*ckpt_log_fn)(void* user, int32_t level, const char* message);
 
+/* How ranks exchange tensor data during a load, so that each stored byte is read once. */
+#define CKPT_TRANSPORT_DEFAULT -1 /* CKPT_TRANSPORT (auto, none, ucx, nccl), else AUTO */
+#define CKPT_TRANSPORT_AUTO 0     /* UCX for host memory and NCCL for CUDA memory where they load, else NONE */
+#define CKPT_TRANSPORT_NONE 1     /* no exchange: every rank reads what it needs itself */
+#define CKPT_TRANSPORT_UCX 2      /* UCX (shared memory on one host, TCP across hosts) */
+#define CKPT_TRANSPORT_NCCL 3     /* NCCL, for CUDA memory */
+
 typedef struct ckpt_context_options {
   uint32_t struct_size;
   /* -1: take rank, world size and local rank from the launcher's environment: torchrun (RANK, WORLD_SIZE,
@@ -126,10 +133,14 @@ typedef struct ckpt_context_options {
   /* Bytes of the staging arena (shared memory reused by every save). 0: CKPT_ARENA_BYTES, else an eighth of the
    * machine's memory, clamped to 256 MiB..8 GiB. States larger than the arena are staged in a pipeline. */
   uint64_t arena_bytes;
+  /* CKPT_TRANSPORT_*. A transport asked for by name that cannot load fails ckpt_context_create with
+   * CKPT_E_UNSUPPORTED. */
+  int32_t transport;
 } ckpt_context_options;
 
 #define CKPT_CONTEXT_OPTIONS_INIT \
-  { (uint32_t)sizeof(ckpt_context_options), -1, -1, -1, NULL, -1, 0, NULL, NULL, NULL, NULL, NULL, -1, 0 }
+  { (uint32_t)sizeof(ckpt_context_options), -1, -1, -1, NULL, -1, 0, NULL, NULL, NULL, NULL, NULL, -1, 0, \
+    CKPT_TRANSPORT_DEFAULT }
 /* Fills `opts` exactly as CKPT_CONTEXT_OPTIONS_INIT does. */
 CKPT_API void ckpt_context_options_init(ckpt_context_options* opts);
 
@@ -155,8 +166,11 @@ typedef struct ckpt_context_stats {
   uint64_t bytes_staged;      /* bytes copied into the arena by saves */
   uint64_t bytes_written;     /* bytes this rank's workers wrote to data files */
   uint64_t bytes_read;        /* bytes this rank read from data files during loads */
+  uint64_t bytes_sent;        /* tensor bytes this rank sent to other ranks during loads */
+  uint64_t bytes_received;    /* tensor bytes this rank received from other ranks during loads */
+  int32_t transport;          /* the CKPT_TRANSPORT_* in use (NONE, UCX or NCCL) */
 } ckpt_context_stats;
-#define CKPT_CONTEXT_STATS_INIT { (uint32_t)sizeof(ckpt_context_stats), 0, 0, 0, 0, 0, 0, 0, 0 }
+#define CKPT_CONTEXT_STATS_INIT { (uint32_t)sizeof(ckpt_context_stats), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, CKPT_TRANSPORT_NONE }
 
 CKPT_API int32_t ckpt_context_stats_get(const ckpt_context_t* ctx, ckpt_context_stats* stats, ckpt_error_t* err);
 

@@ -286,6 +286,9 @@ int32_t ckpt_context_stats_get(const ckpt_context_t* ctx, ckpt_context_stats* st
     full.bytes_staged = s.bytes_staged;
     full.bytes_written = s.bytes_written;
     full.bytes_read = s.bytes_read;
+    full.bytes_sent = s.bytes_sent;
+    full.bytes_received = s.bytes_received;
+    full.transport = CKPT_TRANSPORT_NONE;
     return FillInfo(full, stats, "ckpt_context_stats");
   });
 }

@@ -46,6 +46,8 @@ struct ContextStats {
   std::atomic<uint64_t> bytes_staged{0};
   std::atomic<uint64_t> bytes_written{0};
   std::atomic<uint64_t> bytes_read{0};
+  std::atomic<uint64_t> bytes_sent{0};
+  std::atomic<uint64_t> bytes_received{0};
 };
 
 class Context {

@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <cstring>
+#include <map>
 
 #include "runtime/agreement.h"
+#include "runtime/chunk_fetcher.h"
 #include "runtime/chunk_reader.h"
 #include "runtime/dtype.h"
 #include "runtime/manifest.h"
@@ -113,7 +115,11 @@ Result<std::vector<std::string>> UnexpectedKeys(const Manifest& manifest, const 
   return unexpected;
 }
 
-Status ReadTensors(CheckpointFiles& files, const State& state, const Match& match) {
+// Every chunk that a registered piece overlaps, with the pieces' regions as its consumers. Pieces whose tensor has
+// another global shape (allowed mismatch) are zeroed first, so that what the checkpoint lacks reads as zeros.
+std::vector<ChunkFetch> PlanLocalFetches(const State& state, const Match& match) {
+  std::vector<ChunkFetch> fetches;
+  std::map<std::pair<const TensorRecord*, size_t>, size_t> index;
   for (size_t i = 0; i < state.tensors().size(); ++i) {
     const TensorShard& shard = state.tensors()[i];
     const TensorRecord* record = match.tensor_records[i];
@@ -122,13 +128,19 @@ Status ReadTensors(CheckpointFiles& files, const State& state, const Match& matc
     const Box stored_whole = WholeBox(record->shape);
     for (const FlatPiece& piece : shard.pieces) {
       char* dst = static_cast<char*>(shard.data) + piece.range_offset * element_size;
-      std::optional<Box> region = Intersect(piece.box, stored_whole);
       if (record->shape != shard.global_shape) std::memset(dst, 0, piece.box.volume() * element_size);
-      if (!region) continue;
-      RETURN_IF_ERROR(ReadTensorRegion(files, *record, *region, dst, piece.box));
+      std::optional<Box> wanted = Intersect(piece.box, stored_whole);
+      if (!wanted) continue;
+      for (size_t c = 0; c < record->chunks.size(); ++c) {
+        std::optional<Box> region = Intersect(record->chunks[c].box, *wanted);
+        if (!region) continue;
+        auto [it, added] = index.emplace(std::make_pair(record, c), fetches.size());
+        if (added) fetches.push_back(ChunkFetch{record, c, {}});
+        fetches[it->second].consumers.push_back(ChunkConsumer{*region, dst, piece.box});
+      }
     }
   }
-  return Status::Ok();
+  return fetches;
 }
 
 Status ReadObjectsAndCommon(CheckpointFiles& files, State& state, const Match& match, const Manifest& manifest) {
@@ -176,11 +188,14 @@ Status Load(Context& ctx, State& state, const std::string& path, const LoadSetti
                         ctx.rank() == 0)
                       .WithContext(context));
 
+  const FetchEngine engine{ctx.arena(), ctx.workers(), ctx.timeout()};
+  Result<uint64_t> tensor_bytes = FetchChunks(engine, path, *manifest, PlanLocalFetches(state, *match));
   CheckpointFiles files(path, *manifest);
-  Status read = ReadTensors(files, state, *match);
+  Status read = tensor_bytes.status();
   if (read.ok()) read = ReadObjectsAndCommon(files, state, *match, *manifest);
-  if (stats != nullptr) stats->bytes_read = files.bytes_read();
-  ctx.stats().bytes_read += files.bytes_read();
+  const uint64_t bytes_read = files.bytes_read() + (tensor_bytes.ok() ? *tensor_bytes : 0);
+  if (stats != nullptr) stats->bytes_read = bytes_read;
+  ctx.stats().bytes_read += bytes_read;
   return Agree(ctx.control(), read).WithContext(context);
 }
 

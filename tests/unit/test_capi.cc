@@ -28,7 +28,7 @@ bool SameOptions(const ckpt_context_options& a, const ckpt_context_options& b) {
          a.local_rank == b.local_rank && a.store_host == b.store_host && a.store_port == b.store_port &&
          a.timeout_ms == b.timeout_ms && a.allgather == b.allgather && a.allgather_user == b.allgather_user &&
          a.node_name == b.node_name && a.log == b.log && a.log_user == b.log_user && a.io_workers == b.io_workers &&
-         a.arena_bytes == b.arena_bytes;
+         a.arena_bytes == b.arena_bytes && a.transport == b.transport;
 }
 
 bool SameShard(const ckpt_tensor_shard& a, const ckpt_tensor_shard& b) {

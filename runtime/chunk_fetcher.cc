@@ -1,0 +1,163 @@
+#include "runtime/chunk_fetcher.h"
+
+#include <algorithm>
+#include <cstring>
+#include <deque>
+#include <future>
+#include <memory>
+
+#include "io/checksum.h"
+#include "io/file_io.h"
+#include "runtime/chunk_reader.h"
+#include "runtime/dtype.h"
+
+namespace ckpt::runtime {
+namespace {
+
+constexpr uint64_t kMaxWindowBytes = 64ull << 20;
+
+// Chunk-relative bytes [begin, end) of one fetch, read as one job.
+struct Window {
+  size_t fetch = 0;
+  uint64_t begin = 0;
+  uint64_t end = 0;
+};
+
+struct InFlight {
+  Window window;
+  io::ArenaRegion region;
+  std::unique_ptr<io::ReadFailure> failure;
+  std::future<Status> done;
+};
+
+std::string Describe(const ChunkFetch& f) {
+  return "tensor '" + f.tensor->key + "' chunk " + f.tensor->chunks[f.chunk].box.ToString();
+}
+
+// The whole blocks of the chunk that hold every consumer's region.
+std::pair<uint64_t, uint64_t> NeededBlocks(const ChunkFetch& f) {
+  const ChunkRecord& chunk = f.tensor->chunks[f.chunk];
+  const size_t element_size = DTypeSize(f.tensor->dtype);
+  uint64_t lo = UINT64_MAX, hi = 0;
+  for (const ChunkConsumer& c : f.consumers) {
+    ForEachRun(chunk.box, c.dst_box, c.region, element_size, [&](uint64_t src_off, uint64_t, uint64_t n) {
+      lo = std::min(lo, src_off);
+      hi = std::max(hi, src_off + n);
+    });
+  }
+  if (lo >= hi) return {0, 0};
+  const uint64_t bs = chunk.bytes.block_size;
+  return {lo / bs * bs, std::min(chunk.bytes.byte_length, (hi + bs - 1) / bs * bs)};
+}
+
+std::vector<Window> CutWindows(const std::vector<ChunkFetch>& fetches, uint64_t cap) {
+  std::vector<Window> windows;
+  for (size_t i = 0; i < fetches.size(); ++i) {
+    const auto [lo, hi] = NeededBlocks(fetches[i]);
+    const uint64_t bs = fetches[i].tensor->chunks[fetches[i].chunk].bytes.block_size;
+    const uint64_t step = std::max(bs, cap / bs * bs);
+    for (uint64_t at = lo; at < hi; at += step) windows.push_back(Window{i, at, std::min(hi, at + step)});
+  }
+  return windows;
+}
+
+// Copies, for every consumer, the part of its region that lies in the window.
+void Deliver(const ChunkFetch& f, const Window& w, const char* data) {
+  const ChunkRecord& chunk = f.tensor->chunks[f.chunk];
+  const size_t element_size = DTypeSize(f.tensor->dtype);
+  for (const ChunkConsumer& c : f.consumers) {
+    ForEachRun(chunk.box, c.dst_box, c.region, element_size, [&](uint64_t src_off, uint64_t dst_off, uint64_t n) {
+      const uint64_t lo = std::max(src_off, w.begin), hi = std::min(src_off + n, w.end);
+      if (lo < hi) std::memcpy(c.dst + dst_off + (lo - src_off), data + (lo - w.begin), hi - lo);
+    });
+  }
+}
+
+class Fetcher {
+ public:
+  Fetcher(const FetchEngine& engine, const std::string& dir, const Manifest& manifest,
+          const std::vector<ChunkFetch>& fetches)
+      : engine_(engine), dir_(dir), manifest_(manifest), fetches_(fetches) {}
+
+  Result<uint64_t> Run() {
+    const int workers = std::max(1, engine_.workers.size());
+    const uint64_t cap = std::min(kMaxWindowBytes, engine_.arena.capacity() / (2 * workers + 2));
+    size_t next_worker = 0;
+    for (const Window& w : CutWindows(fetches_, cap)) {
+      if (!status_.ok()) break;
+      Result<io::ArenaRegion> region = Allocate(w.end - w.begin);
+      if (!region.ok()) {
+        status_ = region.status();
+        break;
+      }
+      Submit(w, *region, static_cast<int>(next_worker++ % workers));
+    }
+    while (!in_flight_.empty()) CompleteOldest();
+    if (!status_.ok()) return status_;
+    return bytes_read_;
+  }
+
+ private:
+  // While the arena is full, the oldest reads complete first.
+  Result<io::ArenaRegion> Allocate(uint64_t size) {
+    const uint64_t rounded = (size + io::kArenaAlignment - 1) / io::kArenaAlignment * io::kArenaAlignment;
+    while (true) {
+      auto region = engine_.arena.Allocate(rounded, in_flight_.empty() ? engine_.timeout : std::chrono::milliseconds(0));
+      if (region.ok() || region.status().code() != Code::kTimeout || in_flight_.empty()) return region;
+      CompleteOldest();
+    }
+  }
+
+  void Submit(const Window& w, const io::ArenaRegion& region, int worker) {
+    const ChunkFetch& f = fetches_[w.fetch];
+    const StoredBytes& stored = f.tensor->chunks[f.chunk].bytes;
+    io::ReadJob job;
+    job.path = io::JoinPath(dir_, manifest_.files[stored.file_index].name);
+    job.block_size = stored.block_size;
+    job.segments.push_back(io::FileSegment{stored.file_offset + w.begin, region.offset, w.end - w.begin});
+    const auto first = stored.block_checksums.begin() + static_cast<std::ptrdiff_t>(w.begin / stored.block_size);
+    job.expected_checksums.emplace_back(first, first + static_cast<std::ptrdiff_t>(
+                                                           io::BlockCount(w.end - w.begin, stored.block_size)));
+    auto failure = std::make_unique<io::ReadFailure>();
+    std::future<Status> done = engine_.workers.SubmitRead(worker, std::move(job), failure.get());
+    in_flight_.push_back(InFlight{w, region, std::move(failure), std::move(done)});
+  }
+
+  void CompleteOldest() {
+    InFlight read = std::move(in_flight_.front());
+    in_flight_.pop_front();
+    Status status = read.done.get();
+    if (status.ok() && status_.ok()) {
+      Deliver(fetches_[read.window.fetch], read.window, engine_.arena.data() + read.region.offset);
+      bytes_read_ += read.window.end - read.window.begin;
+    } else if (status_.ok()) {
+      status_ = status.WithContext(Describe(fetches_[read.window.fetch]));
+    }
+    engine_.arena.Release(read.region);
+  }
+
+  const FetchEngine& engine_;
+  const std::string& dir_;
+  const Manifest& manifest_;
+  const std::vector<ChunkFetch>& fetches_;
+  std::deque<InFlight> in_flight_;
+  Status status_;
+  uint64_t bytes_read_ = 0;
+};
+
+}  // namespace
+
+Result<uint64_t> FetchChunks(const FetchEngine& engine, const std::string& dir, const Manifest& manifest,
+                             const std::vector<ChunkFetch>& fetches) {
+  // Missing or truncated files are named before any read is queued.
+  CheckpointFiles files(dir, manifest);
+  std::vector<bool> checked(manifest.files.size(), false);
+  for (const ChunkFetch& f : fetches) {
+    const uint32_t index = f.tensor->chunks[f.chunk].bytes.file_index;
+    if (!checked[index]) RETURN_IF_ERROR(files.Open(index).status().WithContext(Describe(f)));
+    checked[index] = true;
+  }
+  return Fetcher(engine, dir, manifest, fetches).Run();
+}
+
+}  // namespace ckpt::runtime
