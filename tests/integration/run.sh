@@ -53,6 +53,22 @@ case "$name" in
     run 2 load-shape-mismatch "$ck" ;;
   dead-rank)
     run 3 dead-rank "$ck" ;;
+  async)              # buffers reusable at return; back-to-back saves
+    run 3 async "$ck" ;;
+  plan-cache)
+    run 3 plan-cache "$ck" ;;
+  worker-killed)      # SIGKILL of an I/O worker mid-save
+    CKPT_TIMEOUT_MS=20000 run 3 worker-killed "$ck" ;;
+  big-state)          # 4x the staging arena
+    run 2 big-state "$ck" ;;
+  full-disk)          # a 24 MiB tmpfs: ENOSPC must fail the save everywhere and keep latest
+    mkdir -p "$work/tmpfs"
+    if ! mount -t tmpfs -o size=24m tmpfs "$work/tmpfs" 2>/dev/null; then
+      echo "SKIP: cannot mount a tmpfs here (needs root); full-disk scenario not run"
+      exit 77
+    fi
+    trap 'umount "$work/tmpfs"' EXIT
+    run 2 full-disk "$work/tmpfs/root" ;;
   *) echo "unknown scenario $name" >&2; exit 2 ;;
 esac
 echo "scenario $name: PASS"

@@ -1,0 +1,448 @@
+#include "runtime/load_plan.h"
+
+#include <algorithm>
+#include <map>
+#include <numeric>
+#include <optional>
+#include <tuple>
+#include <utility>
+
+#include "common/bytes.h"
+#include "io/checksum.h"
+#include "runtime/dtype.h"
+
+namespace ckpt::runtime {
+namespace {
+
+constexpr uint8_t kMaxDims = 8;
+constexpr uint32_t kMaxBoxesPerRequest = 1u << 24;
+// Smallest encoding of one box (a scalar's): tensor index and two empty dimension lists. Bounds the box count by
+// what is left of the message before anything is allocated.
+constexpr size_t kMinBoxBytes = 4 + 1 + 1;
+
+std::string ShapeToString(const Shape& shape) {
+  std::string out = "[";
+  for (size_t d = 0; d < shape.size(); ++d) out += (d > 0 ? ", " : "") + std::to_string(shape[d]);
+  return out + "]";
+}
+
+// Why `requested` is not a box of one of the manifest's tensors; empty if it is.
+std::string BoxProblem(const RequestedBox& requested, const Manifest& manifest) {
+  if (requested.tensor >= manifest.tensors.size()) {
+    return "tensor index " + std::to_string(requested.tensor) + " is out of range (the checkpoint has " +
+           std::to_string(manifest.tensors.size()) + " tensors)";
+  }
+  const TensorRecord& tensor = manifest.tensors[requested.tensor];
+  const Box& box = requested.box;
+  if (box.offset.size() != tensor.shape.size() || box.shape.size() != tensor.shape.size()) {
+    return "box of tensor '" + tensor.key + "' has offset and shape of " + std::to_string(box.offset.size()) +
+           " and " + std::to_string(box.shape.size()) + " dimensions, the tensor " +
+           std::to_string(tensor.shape.size());
+  }
+  if (!Contains(WholeBox(tensor.shape), box)) {
+    return "box " + box.ToString() + " lies outside tensor '" + tensor.key + "' of shape " +
+           ShapeToString(tensor.shape);
+  }
+  return {};
+}
+
+// The planner's arithmetic relies on these; DecodeManifest guarantees them, a hand-built manifest may not.
+Status CheckStoredTensor(const TensorRecord& tensor) {
+  const uint64_t element_size = DTypeSize(tensor.dtype);
+  const std::string name = "tensor '" + tensor.key + "'";
+  if (element_size == 0) return Corrupt(name + ": dtype " + std::to_string(tensor.dtype) + " is not a dtype");
+  for (const ChunkRecord& chunk : tensor.chunks) {
+    const std::string what = name + " chunk " + chunk.box.ToString();
+    if (chunk.box.ndim() != tensor.shape.size() || chunk.box.offset.size() != tensor.shape.size()) {
+      return Corrupt(what + " has " + std::to_string(chunk.box.ndim()) + " dimensions, the tensor " +
+                     std::to_string(tensor.shape.size()));
+    }
+    if (!VolumeFits(chunk.box.shape, element_size) || chunk.bytes.byte_length != chunk.box.volume() * element_size) {
+      return Corrupt(what + " stores " + std::to_string(chunk.bytes.byte_length) + " bytes, not its volume times " +
+                     std::to_string(element_size));
+    }
+    if (chunk.bytes.block_size == 0) return Corrupt(what + " has block size 0");
+  }
+  return Status::Ok();
+}
+
+void EncodeDims(const Shape& dims, ByteWriter* w) {
+  w->U8(static_cast<uint8_t>(dims.size()));
+  for (uint64_t extent : dims) w->U64(extent);
+}
+
+Status DecodeDims(ByteReader* r, const std::string& what, Shape* dims) {
+  uint8_t ndim = 0;
+  RETURN_IF_ERROR(r->U8(&ndim));
+  if (ndim > kMaxDims) {
+    return Corrupt(what + " has " + std::to_string(ndim) + " dimensions, at most " + std::to_string(kMaxDims));
+  }
+  dims->resize(ndim);
+  for (uint64_t& extent : *dims) RETURN_IF_ERROR(r->U64(&extent));
+  return Status::Ok();
+}
+
+Status DecodeBox(ByteReader* r, const std::string& source, const Manifest& manifest, RequestedBox* out) {
+  RETURN_IF_ERROR(r->U32(&out->tensor));
+  RETURN_IF_ERROR(DecodeDims(r, source + ": box offset", &out->box.offset));
+  RETURN_IF_ERROR(DecodeDims(r, source + ": box shape", &out->box.shape));
+  const std::string problem = BoxProblem(*out, manifest);
+  return problem.empty() ? Status::Ok() : Corrupt(source + ": " + problem);
+}
+
+// The requests indexed by rank, after checking that their ranks are 0..n-1 once each and their boxes valid.
+Result<std::vector<const LoadRequest*>> RequestsByRank(const Manifest& manifest,
+                                                       const std::vector<LoadRequest>& requests) {
+  const int world = static_cast<int>(requests.size());
+  std::vector<const LoadRequest*> by_rank(world, nullptr);
+  for (const LoadRequest& request : requests) {
+    const std::string source = "load request of rank " + std::to_string(request.rank);
+    if (request.rank < 0 || request.rank >= world) {
+      return InvalidArgument(source + ": rank outside the world of " + std::to_string(world) + " ranks");
+    }
+    if (by_rank[request.rank] != nullptr) return InvalidArgument(source + ": two requests claim this rank");
+    by_rank[request.rank] = &request;
+    for (size_t i = 0; i < request.boxes.size(); ++i) {
+      const std::string problem = BoxProblem(request.boxes[i], manifest);
+      if (!problem.empty()) return InvalidArgument(source + ", box " + std::to_string(i) + ": " + problem);
+    }
+  }
+  return by_rank;
+}
+
+// For one tensor: each distinct non-empty requested box, with the ranks (sorted, distinct) that asked for it.
+// Replicas of a box are intersected with the chunks once, whatever the number of ranks holding them.
+using WantedBoxes = std::map<Box, std::vector<int>>;
+
+std::vector<WantedBoxes> CollectWanted(size_t tensor_count, const std::vector<const LoadRequest*>& by_rank) {
+  std::vector<WantedBoxes> wanted(tensor_count);
+  for (const LoadRequest* request : by_rank) {
+    for (const RequestedBox& requested : request->boxes) {
+      if (requested.box.empty()) continue;
+      std::vector<int>& ranks = wanted[requested.tensor][requested.box];
+      if (ranks.empty() || ranks.back() != request->rank) ranks.push_back(request->rank);
+    }
+  }
+  return wanted;
+}
+
+// A region of one chunk and the ranks that need it (pointing into the WantedBoxes, which outlive planning).
+struct Need {
+  Box region;
+  const std::vector<int>* ranks;
+};
+
+// One read before its reader is chosen, with what it serves and the ranks that may read it.
+struct Candidate {
+  ChunkRead read;
+  std::vector<Need> needs;
+  std::vector<int> needers;  // sorted, distinct
+};
+
+// [begin, end) bytes of the row-major buffer of `chunk_box` that `region` (inside it) spans.
+std::pair<uint64_t, uint64_t> ByteSpan(const Box& chunk_box, const Box& region, uint64_t element_size) {
+  uint64_t first = 0;
+  uint64_t last = 0;
+  for (size_t d = 0; d < chunk_box.ndim(); ++d) {
+    first = first * chunk_box.shape[d] + (region.offset[d] - chunk_box.offset[d]);
+    last = last * chunk_box.shape[d] + (region.offset[d] + region.shape[d] - 1 - chunk_box.offset[d]);
+  }
+  return {first * element_size, (last + 1) * element_size};
+}
+
+// The read of the blocks that hold every region of `needs` (not empty), and the ranks that need them.
+Candidate MakeCandidate(uint32_t tensor, uint32_t chunk_index, const ChunkRecord& chunk, uint64_t element_size,
+                        std::vector<Need> needs) {
+  uint64_t begin = UINT64_MAX;
+  uint64_t end = 0;
+  std::vector<int> needers;
+  for (const Need& need : needs) {
+    const auto [need_begin, need_end] = ByteSpan(chunk.box, need.region, element_size);
+    begin = std::min(begin, need_begin);
+    end = std::max(end, need_end);
+    needers.insert(needers.end(), need.ranks->begin(), need.ranks->end());
+  }
+  std::sort(needers.begin(), needers.end());
+  needers.erase(std::unique(needers.begin(), needers.end()), needers.end());
+  const uint64_t block_size = chunk.bytes.block_size;
+  const uint64_t first_block = begin / block_size;
+  const uint64_t block_count = io::BlockCount(end, block_size) - first_block;
+  const uint64_t bytes = std::min(chunk.bytes.byte_length - first_block * block_size, block_count * block_size);
+  return Candidate{ChunkRead{tensor, chunk_index, 0, first_block, block_count, bytes}, std::move(needs),
+                   std::move(needers)};
+}
+
+// Into how many block ranges to cut the read of `whole`: one unless it is large, needed by several ranks, and
+// element boundaries fall on block boundaries.
+uint64_t PieceCount(const Candidate& whole, uint64_t block_size, uint64_t element_size,
+                    const LoadPlanOptions& options) {
+  if (whole.needers.size() < 2 || options.split_bytes == 0 || whole.read.bytes / 2 < options.split_bytes ||
+      block_size % element_size != 0) {
+    return 1;
+  }
+  return std::min<uint64_t>({whole.needers.size(), whole.read.bytes / options.split_bytes, whole.read.block_count});
+}
+
+// The parts of `needs` whose elements lie in the row-major element range [begin, end) of `chunk_box`.
+std::vector<Need> ClipNeeds(const std::vector<Need>& needs, const Box& chunk_box, uint64_t begin, uint64_t end) {
+  std::vector<Need> clipped;
+  for (const FlatPiece& flat : DecomposeFlatRange(chunk_box, begin, end)) {
+    for (const Need& need : needs) {
+      if (std::optional<Box> part = Intersect(flat.box, need.region)) clipped.push_back(Need{*part, need.ranks});
+    }
+  }
+  return clipped;
+}
+
+// One candidate for the needs of a chunk, or one per block range when the chunk is cut so that several ranks
+// share its reading. A block range holding nothing anyone needs is not read.
+void AddChunkCandidates(uint32_t tensor, uint32_t chunk_index, const ChunkRecord& chunk, uint64_t element_size,
+                        std::vector<Need> needs, const LoadPlanOptions& options, std::vector<Candidate>* out) {
+  Candidate whole = MakeCandidate(tensor, chunk_index, chunk, element_size, std::move(needs));
+  const uint64_t block_size = chunk.bytes.block_size;
+  const uint64_t pieces = PieceCount(whole, block_size, element_size, options);
+  if (pieces <= 1) {
+    out->push_back(std::move(whole));
+    return;
+  }
+  const uint64_t base = whole.read.block_count / pieces;
+  const uint64_t longer = whole.read.block_count % pieces;
+  uint64_t block = whole.read.first_block;
+  for (uint64_t i = 0; i < pieces; ++i) {
+    const uint64_t count = base + (i < longer ? 1 : 0);
+    const uint64_t end_byte = std::min(chunk.bytes.byte_length, (block + count) * block_size);
+    std::vector<Need> clipped =
+        ClipNeeds(whole.needs, chunk.box, block * block_size / element_size, end_byte / element_size);
+    block += count;
+    if (!clipped.empty()) {
+      out->push_back(MakeCandidate(tensor, chunk_index, chunk, element_size, std::move(clipped)));
+    }
+  }
+}
+
+Result<std::vector<Candidate>> CollectCandidates(const Manifest& manifest, const std::vector<WantedBoxes>& wanted,
+                                                 const LoadPlanOptions& options) {
+  std::vector<Candidate> candidates;
+  for (uint32_t t = 0; t < manifest.tensors.size(); ++t) {
+    if (wanted[t].empty()) continue;
+    const TensorRecord& tensor = manifest.tensors[t];
+    RETURN_IF_ERROR(CheckStoredTensor(tensor));
+    const uint64_t element_size = DTypeSize(tensor.dtype);
+    for (uint32_t c = 0; c < tensor.chunks.size(); ++c) {
+      const ChunkRecord& chunk = tensor.chunks[c];
+      std::vector<Need> needs;
+      for (const auto& [box, ranks] : wanted[t]) {
+        if (std::optional<Box> region = Intersect(chunk.box, box)) needs.push_back(Need{*region, &ranks});
+      }
+      if (!needs.empty()) AddChunkCandidates(t, c, chunk, element_size, std::move(needs), options, &candidates);
+    }
+  }
+  return candidates;
+}
+
+auto ReadKey(const ChunkRead& read) { return std::make_tuple(read.tensor, read.chunk, read.first_block); }
+
+// Greedy balancing, largest reads first: the needing ranks' least loaded node, then its least loaded rank.
+void ChooseReaders(const std::vector<const LoadRequest*>& by_rank, std::vector<Candidate>* candidates,
+                   LoadPlan* plan) {
+  std::sort(candidates->begin(), candidates->end(), [](const Candidate& a, const Candidate& b) {
+    if (a.read.bytes != b.read.bytes) return a.read.bytes > b.read.bytes;
+    return ReadKey(a.read) < ReadKey(b.read);
+  });
+  std::map<std::string_view, uint64_t> node_bytes;
+  std::vector<uint64_t>& rank_bytes = plan->read_bytes_per_rank;
+  for (Candidate& candidate : *candidates) {
+    int best = candidate.needers.front();
+    auto load_of = [&](int rank) {
+      const std::string_view node = by_rank[rank]->node;
+      return std::make_tuple(node_bytes[node], node, rank_bytes[rank], rank);
+    };
+    auto best_load = load_of(best);
+    for (int rank : candidate.needers) {
+      auto load = load_of(rank);
+      if (load < best_load) {
+        best = rank;
+        best_load = load;
+      }
+    }
+    candidate.read.reader = best;
+    node_bytes[by_rank[best]->node] += candidate.read.bytes;
+    rank_bytes[best] += candidate.read.bytes;
+  }
+}
+
+// The plan's reads in (tensor, chunk, block) order, and for each, what its reader keeps and what it sends.
+void EmitReadsAndTransfers(const Manifest& manifest, std::vector<Candidate> candidates, LoadPlan* plan) {
+  std::sort(candidates.begin(), candidates.end(),
+            [](const Candidate& a, const Candidate& b) { return ReadKey(a.read) < ReadKey(b.read); });
+  for (uint32_t i = 0; i < candidates.size(); ++i) {
+    const ChunkRead& read = candidates[i].read;
+    plan->reads.push_back(read);
+    const uint64_t element_size = DTypeSize(manifest.tensors[read.tensor].dtype);
+    for (const Need& need : candidates[i].needs) {
+      for (int rank : *need.ranks) {
+        Transfer transfer{i, rank, need.region, need.region.volume() * element_size};
+        (rank == read.reader ? plan->local_copies : plan->transfers).push_back(std::move(transfer));
+      }
+    }
+  }
+  // Stable: within a (reader, consumer) pair, transfers stay in read order.
+  std::stable_sort(plan->transfers.begin(), plan->transfers.end(), [&](const Transfer& a, const Transfer& b) {
+    return std::make_pair(plan->reads[a.read].reader, a.consumer) <
+           std::make_pair(plan->reads[b.read].reader, b.consumer);
+  });
+}
+
+uint64_t AlignUp(uint64_t bytes) { return (bytes + kTransferAlignment - 1) / kTransferAlignment * kTransferAlignment; }
+
+std::vector<PeerBatch> Batches(const LoadPlan& plan, int rank, bool outgoing) {
+  std::vector<PeerBatch> batches;
+  for (size_t i = 0; i < plan.transfers.size(); ++i) {
+    const Transfer& transfer = plan.transfers[i];
+    const int reader = plan.reads[transfer.read].reader;
+    if ((outgoing ? reader : transfer.consumer) != rank) continue;
+    const int peer = outgoing ? transfer.consumer : reader;
+    if (batches.empty() || batches.back().peer != peer) batches.push_back(PeerBatch{peer, {}, {}, 0});
+    PeerBatch& batch = batches.back();
+    const uint64_t offset = AlignUp(batch.bytes);
+    batch.transfers.push_back(i);
+    batch.offsets.push_back(offset);
+    batch.bytes = offset + transfer.bytes;
+  }
+  return batches;
+}
+
+// What one read costs each rank it involves in memory: its reader's read and send buffers, its consumers'
+// receive buffers. Transfers count with their alignment padding, so the sum bounds the batches' real size.
+struct ReadCost {
+  std::vector<std::pair<int, uint64_t>> per_rank;  // sorted by rank
+  uint64_t largest = 0;
+};
+
+std::vector<ReadCost> ReadCosts(const LoadPlan& plan) {
+  std::vector<std::map<int, uint64_t>> per_read(plan.reads.size());
+  for (size_t i = 0; i < plan.reads.size(); ++i) per_read[i][plan.reads[i].reader] += plan.reads[i].bytes;
+  for (const Transfer& transfer : plan.transfers) {
+    const uint64_t padded = AlignUp(transfer.bytes);
+    per_read[transfer.read][plan.reads[transfer.read].reader] += padded;
+    per_read[transfer.read][transfer.consumer] += padded;
+  }
+  std::vector<ReadCost> costs(plan.reads.size());
+  for (size_t i = 0; i < per_read.size(); ++i) {
+    for (const auto& [rank, bytes] : per_read[i]) {
+      costs[i].per_rank.emplace_back(rank, bytes);
+      costs[i].largest = std::max(costs[i].largest, bytes);
+    }
+  }
+  return costs;
+}
+
+// Whether a read fits a round: each rank it involves stays within the bound, or did nothing yet in the round.
+bool Fits(const ReadCost& cost, const std::vector<uint64_t>& usage, uint64_t max_bytes) {
+  return std::all_of(cost.per_rank.begin(), cost.per_rank.end(), [&](const std::pair<int, uint64_t>& rank_bytes) {
+    const uint64_t used = usage[rank_bytes.first];
+    return used == 0 || (used <= max_bytes && rank_bytes.second <= max_bytes - used);
+  });
+}
+
+// The rounds' plans, each read, transfer and local copy moved into its read's round and re-indexed there.
+std::vector<LoadPlan> BuildRounds(const LoadPlan& plan, const std::vector<size_t>& round_of, size_t round_count) {
+  std::vector<LoadPlan> rounds(round_count);
+  for (LoadPlan& round : rounds) round.read_bytes_per_rank.assign(plan.read_bytes_per_rank.size(), 0);
+  std::vector<uint32_t> index_in_round(plan.reads.size());
+  for (size_t i = 0; i < plan.reads.size(); ++i) {
+    LoadPlan& round = rounds[round_of[i]];
+    index_in_round[i] = static_cast<uint32_t>(round.reads.size());
+    round.reads.push_back(plan.reads[i]);
+    round.read_bytes_per_rank[plan.reads[i].reader] += plan.reads[i].bytes;
+  }
+  auto move_into_round = [&](const Transfer& transfer, std::vector<Transfer> LoadPlan::*list) {
+    Transfer moved = transfer;
+    moved.read = index_in_round[transfer.read];
+    (rounds[round_of[transfer.read]].*list).push_back(std::move(moved));
+  };
+  for (const Transfer& transfer : plan.transfers) move_into_round(transfer, &LoadPlan::transfers);
+  for (const Transfer& copy : plan.local_copies) move_into_round(copy, &LoadPlan::local_copies);
+  return rounds;
+}
+
+}  // namespace
+
+std::string EncodeLoadRequest(const LoadRequest& request) {
+  ByteWriter w;
+  w.I32(request.rank);
+  w.Bytes(request.node);
+  w.U32(static_cast<uint32_t>(request.boxes.size()));
+  for (const RequestedBox& requested : request.boxes) {
+    w.U32(requested.tensor);
+    EncodeDims(requested.box.offset, &w);
+    EncodeDims(requested.box.shape, &w);
+  }
+  return w.Take();
+}
+
+Result<LoadRequest> DecodeLoadRequest(std::string_view bytes, int from_rank, const Manifest& manifest) {
+  const std::string source = "load request from rank " + std::to_string(from_rank);
+  ByteReader r(bytes, source);
+  LoadRequest request;
+  RETURN_IF_ERROR(r.I32(&request.rank));
+  if (request.rank != from_rank) return Corrupt(source + " claims rank " + std::to_string(request.rank));
+  RETURN_IF_ERROR(r.Bytes(&request.node));
+  uint32_t count = 0;
+  RETURN_IF_ERROR(r.Count(&count, kMaxBoxesPerRequest, kMinBoxBytes));
+  request.boxes.resize(count);
+  for (uint32_t i = 0; i < count; ++i) {
+    Status status = DecodeBox(&r, source, manifest, &request.boxes[i]);
+    if (!status.ok()) return Status(status.code(), status.message() + " (box " + std::to_string(i) + ")");
+  }
+  RETURN_IF_ERROR(r.ExpectDone());
+  return request;
+}
+
+Result<LoadPlan> PlanLoad(const Manifest& manifest, const std::vector<LoadRequest>& requests,
+                          const LoadPlanOptions& options) {
+  ASSIGN_OR_RETURN(const std::vector<const LoadRequest*> by_rank, RequestsByRank(manifest, requests));
+  const std::vector<WantedBoxes> wanted = CollectWanted(manifest.tensors.size(), by_rank);
+  ASSIGN_OR_RETURN(std::vector<Candidate> candidates, CollectCandidates(manifest, wanted, options));
+  LoadPlan plan;
+  plan.read_bytes_per_rank.assign(requests.size(), 0);
+  ChooseReaders(by_rank, &candidates, &plan);
+  EmitReadsAndTransfers(manifest, std::move(candidates), &plan);
+  return plan;
+}
+
+std::vector<PeerBatch> OutgoingBatches(const LoadPlan& plan, int rank) { return Batches(plan, rank, true); }
+
+std::vector<PeerBatch> IncomingBatches(const LoadPlan& plan, int rank) { return Batches(plan, rank, false); }
+
+std::vector<uint64_t> MemoryBytesPerRank(const LoadPlan& plan) {
+  std::vector<uint64_t> bytes(plan.read_bytes_per_rank.size(), 0);
+  for (const ReadCost& cost : ReadCosts(plan)) {
+    for (const auto& [rank, cost_bytes] : cost.per_rank) bytes[rank] += cost_bytes;
+  }
+  return bytes;
+}
+
+std::vector<LoadPlan> SplitIntoRounds(const LoadPlan& plan, uint64_t max_bytes_per_rank) {
+  if (plan.reads.empty()) return {};
+  if (max_bytes_per_rank == 0) return {plan};
+  const std::vector<ReadCost> costs = ReadCosts(plan);
+  std::vector<size_t> order(plan.reads.size());
+  std::iota(order.begin(), order.end(), size_t{0});
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    if (costs[a].largest != costs[b].largest) return costs[a].largest > costs[b].largest;
+    return a < b;
+  });
+  std::vector<std::vector<uint64_t>> usage;  // [round][rank]
+  std::vector<size_t> round_of(plan.reads.size());
+  for (size_t i : order) {
+    size_t round = 0;
+    while (round < usage.size() && !Fits(costs[i], usage[round], max_bytes_per_rank)) ++round;
+    if (round == usage.size()) usage.emplace_back(plan.read_bytes_per_rank.size(), 0);
+    for (const auto& [rank, bytes] : costs[i].per_rank) usage[round][rank] += bytes;
+    round_of[i] = round;
+  }
+  return BuildRounds(plan, round_of, usage.size());
+}
+
+}  // namespace ckpt::runtime

@@ -1,0 +1,117 @@
+// Fully parallel load planning (DESIGN.md §6, step 3). Every rank gathers every rank's request (the boxes of stored
+// tensors it wants) and computes the same plan from them: which rank reads which stored blocks, so that every
+// needed stored byte is read once for the whole job, and which pieces each reader sends to which rank. Pure
+// computation: no I/O, no messages.
+//
+// Memory bound: a plan is executed in rounds. SplitIntoRounds cuts a plan into rounds whose per-rank memory (read
+// buffers, send buffers, receive buffers) stays under a bound; every rank computes the same list of rounds, so a
+// round can be one exchange step. Planning and cutting are separate so that a cached plan can be cut again when
+// the memory budget changes, and so that a plan executed in one step needs no cutting at all.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/status.h"
+#include "runtime/box.h"
+#include "runtime/manifest.h"
+
+namespace ckpt::runtime {
+
+// A box that a rank wants of a stored tensor, in the tensor's global coordinates.
+struct RequestedBox {
+  uint32_t tensor = 0;  // index into Manifest::tensors
+  Box box;              // inside the tensor's shape
+};
+
+struct LoadRequest {
+  int rank = 0;
+  std::string node;  // ranks on the same host share a node name; reads are balanced over nodes first
+  std::vector<RequestedBox> boxes;
+};
+
+// Compact encoding for one AllGather: about 5 + 16 * ndim bytes per box.
+std::string EncodeLoadRequest(const LoadRequest& request);
+
+// Checks every length against what is left and every box against `manifest`. kCorrupt naming `from_rank` for a
+// truncated message, trailing bytes, a rank other than `from_rank`, a tensor index out of range, a box whose
+// dimension count is not its tensor's, or a box outside its tensor's shape.
+Result<LoadRequest> DecodeLoadRequest(std::string_view bytes, int from_rank, const Manifest& manifest);
+
+// One stored range read by one rank: blocks [first_block, first_block + block_count) of a chunk. Whole checksum
+// blocks are read, so that each can be verified. A chunk is read as the bounding block range of the bytes anyone
+// needs of it, or, when it is large and needed by several ranks, as several disjoint block ranges read by
+// different ranks (LoadPlanOptions::split_bytes).
+struct ChunkRead {
+  uint32_t tensor = 0;  // index into Manifest::tensors
+  uint32_t chunk = 0;   // index into TensorRecord::chunks
+  int reader = 0;
+  uint64_t first_block = 0;
+  uint64_t block_count = 0;
+  uint64_t bytes = 0;  // what the blocks hold: block_count blocks, the chunk's last block possibly short
+};
+
+// A region of a tensor (global coordinates) that the reader of `read` hands to `consumer`. Every element of the
+// region lies in the read's blocks and inside at least one of the consumer's requested boxes.
+struct Transfer {
+  uint32_t read = 0;  // index into LoadPlan::reads
+  int consumer = 0;
+  Box region;
+  uint64_t bytes = 0;  // region volume times the element size
+};
+
+struct LoadPlanOptions {
+  // A chunk whose needed bytes reach 2 * split_bytes and that several ranks need is read as min(needing ranks,
+  // bytes / split_bytes) block ranges, so that one large replicated chunk does not fall on a single reader. Only
+  // when the block size is a multiple of the element size (true of every power-of-two block size), so that no
+  // element straddles two reads. 0 never splits.
+  uint64_t split_bytes = 64ull << 20;
+};
+
+struct LoadPlan {
+  std::vector<ChunkRead> reads;  // sorted by (tensor, chunk, first_block)
+  // What readers send to other ranks: sorted by (reader, consumer), then by read, each group contiguous.
+  std::vector<Transfer> transfers;
+  // What readers keep for themselves (consumer == reader), copied in place rather than sent; sorted by read.
+  std::vector<Transfer> local_copies;
+  std::vector<uint64_t> read_bytes_per_rank;  // one entry per rank
+};
+
+// Computes the plan from every rank's request, in any order; every rank computes the same plan from the same
+// requests. For each chunk, the needing ranks are those whose boxes intersect it; its reader is chosen among them
+// by greedy byte balancing, largest reads first (ties: lower tensor, chunk, block): the needing ranks' node with
+// the fewest bytes read so far, then that node's rank with the fewest (ties: lower node name, lower rank). A rank
+// that needs nothing reads nothing; a chunk nobody needs is not read. Identical boxes asked twice by one rank are
+// served once. Expects a manifest that passed DecodeManifest; kInvalidArgument if the requests' ranks are not
+// 0..n-1 once each, or a box is not inside its tensor; kCorrupt if a requested tensor's records are inconsistent.
+Result<LoadPlan> PlanLoad(const Manifest& manifest, const std::vector<LoadRequest>& requests,
+                          const LoadPlanOptions& options = {});
+
+// The transfers between `rank` and each peer, laid out in one contiguous buffer per peer: `transfers` (indices
+// into LoadPlan::transfers) in plan order, each at `offsets[i]`, aligned to kTransferAlignment; `bytes` is the
+// buffer's size. The reader's OutgoingBatches and the consumer's IncomingBatches give the same layout for their
+// pair, so each side computes it alone. Batches are sorted by peer.
+inline constexpr uint64_t kTransferAlignment = 16;  // the largest element size: typed copies stay aligned
+struct PeerBatch {
+  int peer = 0;
+  std::vector<size_t> transfers;
+  std::vector<uint64_t> offsets;
+  uint64_t bytes = 0;
+};
+std::vector<PeerBatch> OutgoingBatches(const LoadPlan& plan, int rank);  // `rank` reads and sends
+std::vector<PeerBatch> IncomingBatches(const LoadPlan& plan, int rank);  // `rank` receives
+
+// What one rank holds in memory for a plan at once: its read buffers, its send buffers and its receive buffers.
+std::vector<uint64_t> MemoryBytesPerRank(const LoadPlan& plan);
+
+// Cuts `plan` into rounds, each a plan of its own (reads, transfers and local copies re-indexed within the round),
+// such that every rank's MemoryBytesPerRank stays at most `max_bytes_per_rank` in each round, except where one read
+// alone exceeds it: such a read gets a round in which the ranks it involves do nothing else. Reads are placed first
+// fit, largest first, so the result is deterministic. Every read is in exactly one round. An empty plan gives no
+// rounds; a bound of 0 gives the whole plan as one round.
+std::vector<LoadPlan> SplitIntoRounds(const LoadPlan& plan, uint64_t max_bytes_per_rank);
+
+}  // namespace ckpt::runtime
