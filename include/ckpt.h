@@ -130,8 +130,9 @@ typedef struct ckpt_context_options {
   /* I/O worker processes per rank (spawned now, never forked). -1: CKPT_IO_WORKERS, else 2. 0: threads of this
    * process instead (no helper executable needed). */
   int32_t io_workers;
-  /* Bytes of the staging arena (shared memory reused by every save). 0: CKPT_ARENA_BYTES, else an eighth of the
-   * machine's memory, clamped to 256 MiB..8 GiB. States larger than the arena are staged in a pipeline. */
+  /* Bytes of the staging arena: shared memory, committed when the context is created and reused by every save
+   * and load. 0: CKPT_ARENA_BYTES, else an eighth of the machine's memory (clamped to 256 MiB..8 GiB) divided among
+   * the ranks on this host. States larger than the arena are staged in a pipeline. */
   uint64_t arena_bytes;
   /* CKPT_TRANSPORT_*. A transport asked for by name that cannot load fails ckpt_context_create with
    * CKPT_E_UNSUPPORTED. */

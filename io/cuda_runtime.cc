@@ -211,9 +211,7 @@ Status CudaRuntime::RegisterHost(void* ptr, uint64_t size) const {
       .WithContext("pinning " + std::to_string(size) + " bytes of host memory");
 }
 
-Status CudaRuntime::UnregisterHost(void* ptr) const {
-  return Check("cudaHostUnregister", api_->HostUnregister(ptr));
-}
+Status CudaRuntime::UnregisterHost(void* ptr) const { return Check("cudaHostUnregister", api_->HostUnregister(ptr)); }
 
 bool CudaRuntime::IsDevicePointer(const void* ptr) const {
   CudaPointerAttributes attributes{};
@@ -225,9 +223,9 @@ Result<void*> CudaRuntime::Malloc(int device, uint64_t size) const {
   ScopedCudaDevice on_device(*this, device);
   RETURN_IF_ERROR(on_device.status());
   void* ptr = nullptr;
-  RETURN_IF_ERROR(Check("cudaMalloc", api_->Malloc(&ptr, size))
-                      .WithContext("allocating " + std::to_string(size) + " bytes on device " +
-                                   std::to_string(device)));
+  RETURN_IF_ERROR(
+      Check("cudaMalloc", api_->Malloc(&ptr, size))
+          .WithContext("allocating " + std::to_string(size) + " bytes on device " + std::to_string(device)));
   return ptr;
 }
 

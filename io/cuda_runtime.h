@@ -101,6 +101,7 @@ class ScopedCudaDevice {
 class ScopedCudaStream {
  public:
   static Result<ScopedCudaStream> Create(const CudaRuntime& cuda, int device);
+  ScopedCudaStream() = default;  // owns no stream
   ScopedCudaStream(ScopedCudaStream&& other) noexcept;
   ScopedCudaStream& operator=(ScopedCudaStream&& other) noexcept;
   ~ScopedCudaStream();

@@ -81,8 +81,8 @@ bool IsExecutableFile(const std::string& path) {
 Result<std::string> DirectoryOfThisLibrary() {
   Dl_info info;
   link_map* map = nullptr;
-  if (dladdr1(reinterpret_cast<void*>(&FindWorkerExecutable), &info, reinterpret_cast<void**>(&map),
-              RTLD_DL_LINKMAP) == 0 ||
+  if (dladdr1(reinterpret_cast<void*>(&FindWorkerExecutable), &info, reinterpret_cast<void**>(&map), RTLD_DL_LINKMAP) ==
+          0 ||
       map == nullptr) {
     return NotFound("cannot locate the loaded libckpt (dladdr failed); set " + std::string(kWorkerPathVar));
   }
@@ -120,7 +120,7 @@ struct PendingJob {
   std::promise<Result<WriteResult>> write_done;
   std::promise<Status> read_done;
   ReadFailure* failure = nullptr;
-  WriteJob write;  // the job itself, kept only by the in-process pool
+  WriteJob write;  // the job itself, until it is encoded (processes) or run (threads)
   ReadJob read;
 
   // For failures outside the job itself (its worker died, the pool shut down): the message names the job.
@@ -135,38 +135,76 @@ struct PendingJob {
   }
 };
 
-PendingJob NewWriteJob(const WriteJob& job) {
-  PendingJob pending;
-  pending.is_write = true;
-  pending.description = "write '" + job.path + "'";
-  return pending;
-}
-
-PendingJob NewReadJob(const ReadJob& job, ReadFailure* failure) {
-  PendingJob pending;
-  pending.is_write = false;
-  pending.description = "read '" + job.path + "'";
-  pending.failure = failure;
-  return pending;
-}
-
 Status CheckTuning(const WorkerPoolOptions& options) {
   if (options.workers < 0) return InvalidArgument("I/O worker count " + std::to_string(options.workers) + " < 0");
   if (options.timeout.count() <= 0) return InvalidArgument("I/O worker timeout must be positive");
   return Status::Ok();
 }
 
+// What both pools share: jobs become PendingJobs, those reaching past the arena are refused before anything runs,
+// and the worker index is taken modulo the size.
+class JobPool : public WorkerPool {
+ public:
+  std::future<Result<WriteResult>> SubmitWrite(int worker, WriteJob job) final {
+    PendingJob pending;
+    pending.description = "write '" + job.path + "'";
+    auto done = pending.write_done.get_future();
+    const Status fits = CheckSegmentsInArena(job.path, job.segments, arena_bytes_);
+    pending.write = std::move(job);
+    Submit(worker, std::move(pending), fits);
+    return done;
+  }
+
+  std::future<Status> SubmitRead(int worker, ReadJob job, ReadFailure* failure) final {
+    PendingJob pending;
+    pending.is_write = false;
+    pending.description = "read '" + job.path + "'";
+    pending.failure = failure;
+    auto done = pending.read_done.get_future();
+    const Status fits = CheckSegmentsInArena(job.path, job.segments, arena_bytes_);
+    pending.read = std::move(job);
+    Submit(worker, std::move(pending), fits);
+    return done;
+  }
+
+  std::string backend_name() const final {
+    std::lock_guard<std::mutex> lock(backend_mutex_);
+    return backend_name_;
+  }
+
+ protected:
+  explicit JobPool(uint64_t arena_bytes) : arena_bytes_(arena_bytes) {}
+  // Queues a job for worker `index` (already in range); its promise must be fulfilled exactly once.
+  virtual void Dispatch(int index, PendingJob job) = 0;
+  void SetBackendName(const std::string& name) {
+    std::lock_guard<std::mutex> lock(backend_mutex_);
+    backend_name_ = name;
+  }
+
+  const uint64_t arena_bytes_;
+
+ private:
+  void Submit(int worker, PendingJob pending, const Status& fits) {
+    if (!fits.ok()) return pending.Refuse(fits);
+    const int n = size();
+    Dispatch(((worker % n) + n) % n, std::move(pending));
+  }
+
+  mutable std::mutex backend_mutex_;
+  std::string backend_name_;
+};
+
 // ---- workers == 0: threads of this process -------------------------------------------------------------------
 
 // Jobs here are not abandoned on timeout: their thread would keep using arena memory the caller then reuses.
-class InProcessPool final : public WorkerPool {
+class InProcessPool final : public JobPool {
  public:
   static Result<std::unique_ptr<WorkerPool>> Create(const StagingArena& arena, const IoTuning& tuning) {
     std::unique_ptr<InProcessPool> pool(new InProcessPool(arena.capacity()));
     for (Slot& slot : pool->slots_) {
       ASSIGN_OR_RETURN(slot.executor, FileJobExecutor::Create(arena.data(), arena.capacity(), tuning));
     }
-    pool->backend_name_ = pool->slots_[0].executor->backend_name();
+    pool->SetBackendName(pool->slots_[0].executor->backend_name());
     for (Slot& slot : pool->slots_) slot.thread = std::thread([self = pool.get(), &slot] { self->Serve(slot); });
     return std::unique_ptr<WorkerPool>(std::move(pool));
   }
@@ -182,28 +220,8 @@ class InProcessPool final : public WorkerPool {
     }
   }
 
-  std::future<Result<WriteResult>> SubmitWrite(int worker, WriteJob job) override {
-    PendingJob pending = NewWriteJob(job);
-    auto done = pending.write_done.get_future();
-    pending.write = std::move(job);
-    Post(worker, std::move(pending));
-    return done;
-  }
-
-  std::future<Status> SubmitRead(int worker, ReadJob job, ReadFailure* failure) override {
-    PendingJob pending = NewReadJob(job, failure);
-    auto done = pending.read_done.get_future();
-    pending.read = std::move(job);
-    Post(worker, std::move(pending));
-    return done;
-  }
-
   int size() const override { return kInProcessSlots; }
   std::vector<pid_t> pids() const override { return {}; }
-  std::string backend_name() const override {
-    std::lock_guard<std::mutex> lock(backend_mutex_);
-    return backend_name_;
-  }
 
  private:
   struct Slot {
@@ -215,14 +233,10 @@ class InProcessPool final : public WorkerPool {
     std::thread thread;
   };
 
-  explicit InProcessPool(uint64_t arena_bytes) : arena_bytes_(arena_bytes), slots_(kInProcessSlots) {}
+  explicit InProcessPool(uint64_t arena_bytes) : JobPool(arena_bytes), slots_(kInProcessSlots) {}
 
-  void Post(int worker, PendingJob pending) {
-    const Status fits = pending.is_write
-                            ? CheckSegmentsInArena(pending.write.path, pending.write.segments, arena_bytes_)
-                            : CheckSegmentsInArena(pending.read.path, pending.read.segments, arena_bytes_);
-    if (!fits.ok()) return pending.Refuse(fits);
-    Slot& slot = slots_[((worker % kInProcessSlots) + kInProcessSlots) % kInProcessSlots];
+  void Dispatch(int index, PendingJob pending) override {
+    Slot& slot = slots_[index];
     std::lock_guard<std::mutex> lock(slot.mutex);
     slot.jobs.push_back(std::move(pending));
     slot.wake.notify_one();
@@ -251,26 +265,22 @@ class InProcessPool final : public WorkerPool {
       ReadFailure unused;
       job.read_done.set_value(executor.Read(job.read, job.failure != nullptr ? job.failure : &unused));
     }
-    std::lock_guard<std::mutex> lock(backend_mutex_);
-    backend_name_ = executor.backend_name();
+    SetBackendName(executor.backend_name());
   }
 
-  const uint64_t arena_bytes_;
   std::vector<Slot> slots_;
-  mutable std::mutex backend_mutex_;
-  std::string backend_name_;
 };
 
 // ---- workers > 0: ckpt-io-worker processes -------------------------------------------------------------------
 
 // One thread owns every socket and child process: it spawns (so PR_SET_PDEATHSIG, which follows the spawning
 // thread, lasts as long as the pool), sends, receives, enforces deadlines and reaps. Submitters only queue.
-class ProcessPool final : public WorkerPool {
+class ProcessPool final : public JobPool {
  public:
   ProcessPool(std::string path, UniqueFd arena_fd, uint64_t arena_bytes, const WorkerPoolOptions& options)
-      : path_(std::move(path)),
+      : JobPool(arena_bytes),
+        path_(std::move(path)),
         arena_fd_(std::move(arena_fd)),
-        arena_bytes_(arena_bytes),
         tuning_(options.tuning),
         timeout_(options.timeout),
         workers_(options.workers) {}
@@ -286,32 +296,6 @@ class ProcessPool final : public WorkerPool {
 
   Status StartWorkers();
 
-  std::future<Result<WriteResult>> SubmitWrite(int worker, WriteJob job) override {
-    PendingJob pending = NewWriteJob(job);
-    auto done = pending.write_done.get_future();
-    const Status fits = CheckSegmentsInArena(job.path, job.segments, arena_bytes_);
-    if (!fits.ok()) {
-      pending.Refuse(fits);
-      return done;
-    }
-    const uint64_t id = next_job_id_.fetch_add(1);
-    Enqueue(worker, id, std::move(pending), EncodeWriteRequest(id, job));
-    return done;
-  }
-
-  std::future<Status> SubmitRead(int worker, ReadJob job, ReadFailure* failure) override {
-    PendingJob pending = NewReadJob(job, failure);
-    auto done = pending.read_done.get_future();
-    const Status fits = CheckSegmentsInArena(job.path, job.segments, arena_bytes_);
-    if (!fits.ok()) {
-      pending.Refuse(fits);
-      return done;
-    }
-    const uint64_t id = next_job_id_.fetch_add(1);
-    Enqueue(worker, id, std::move(pending), EncodeReadRequest(id, job));
-    return done;
-  }
-
   int size() const override { return static_cast<int>(workers_.size()); }
 
   // 0 where a worker is not running at the moment (it is restarted by the next job sent to it).
@@ -320,11 +304,6 @@ class ProcessPool final : public WorkerPool {
     std::vector<pid_t> out;
     for (const Worker& w : workers_) out.push_back(w.state == State::kDown ? 0 : w.pid);
     return out;
-  }
-
-  std::string backend_name() const override {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return backend_name_;
   }
 
  private:
@@ -360,17 +339,21 @@ class ProcessPool final : public WorkerPool {
     if (wake_fd_.get() >= 0) (void)!write(wake_fd_.get(), &one, sizeof one);
   }
 
-  void Enqueue(int worker, uint64_t id, PendingJob pending, std::string frame) {
+  // Encodes the job and queues it for the loop thread, which sends it (starting the worker first if needed).
+  void Dispatch(int index, PendingJob pending) override {
+    const uint64_t id = next_job_id_.fetch_add(1);
+    std::string frame = pending.is_write ? EncodeWriteRequest(id, pending.write) : EncodeReadRequest(id, pending.read);
+    pending.write = WriteJob();
+    pending.read = ReadJob();
     if (frame.size() > kMaxFrameBytes) {
-      return pending.Refuse(InvalidArgument(pending.description + ": the job's description takes " + std::to_string(frame.size()) +
-                                          " bytes, more than the I/O worker protocol's limit of " +
-                                          std::to_string(kMaxFrameBytes)));
+      return pending.Refuse(InvalidArgument(pending.description + ": the job takes " + std::to_string(frame.size()) +
+                                            " bytes to describe, more than the I/O worker protocol's limit of " +
+                                            std::to_string(kMaxFrameBytes)));
     }
     {
       std::lock_guard<std::mutex> lock(mutex_);
       if (stopping_) return pending.Fail(IoError("the I/O worker pool is shutting down"));
-      const int n = size();
-      Worker& w = workers_[((worker % n) + n) % n];
+      Worker& w = workers_[index];
       if (w.state == State::kReady && w.jobs.empty()) w.deadline = Clock::now() + timeout_;
       w.jobs.emplace(id, std::move(pending));
       w.outbox.push_back(std::move(frame));
@@ -395,7 +378,6 @@ class ProcessPool final : public WorkerPool {
 
   const std::string path_;
   const UniqueFd arena_fd_;
-  const uint64_t arena_bytes_;
   const IoTuning tuning_;
   const std::chrono::milliseconds timeout_;
   UniqueFd wake_fd_;
@@ -405,7 +387,6 @@ class ProcessPool final : public WorkerPool {
   std::condition_variable started_;
   std::vector<Worker> workers_;
   std::vector<ExitingProcess> exiting_;
-  std::string backend_name_;
   bool stopping_ = false;
   std::thread loop_;
 };
@@ -506,8 +487,8 @@ void ProcessPool::Flush(int index) {
   Worker& w = workers_[index];
   while (w.socket.get() >= 0 && !w.outbox.empty()) {
     const std::string& frame = w.outbox.front();
-    const ssize_t n = send(w.socket.get(), frame.data() + w.outbox_sent, frame.size() - w.outbox_sent,
-                           MSG_NOSIGNAL | MSG_DONTWAIT);
+    const ssize_t n =
+        send(w.socket.get(), frame.data() + w.outbox_sent, frame.size() - w.outbox_sent, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (n < 0) {
       if (errno == EINTR) continue;
       // EAGAIN: the worker is busy and its socket is full; poll says when to go on. Otherwise it is gone, and
@@ -570,7 +551,7 @@ void ProcessPool::HandleReady(int index, const std::string& body) {
   if (!ready->status.ok()) return Retire(index, ready->status.WithContext(name + " could not start"), true);
   w.state = State::kReady;
   w.deadline = Clock::now() + timeout_;
-  backend_name_ = ready->backend;
+  SetBackendName(ready->backend);
   w.startup_result = Status::Ok();
   started_.notify_all();
 }
@@ -596,7 +577,7 @@ void ProcessPool::HandleReply(int index, const std::string& body) {
   }
   w.jobs.erase(it);
   w.deadline = Clock::now() + timeout_;
-  if (!reply->backend.empty()) backend_name_ = reply->backend;
+  if (!reply->backend.empty()) SetBackendName(reply->backend);
 }
 
 // Takes a worker out of service: closes its socket (a live worker exits on EOF) and parks its jobs until the
@@ -657,8 +638,9 @@ void ProcessPool::ReapExiting() {
     int wait_status = 0;
     const pid_t reaped = waitpid(e.pid, &wait_status, WNOHANG);
     if (reaped == e.pid || (reaped < 0 && errno == ECHILD)) {
-      const std::string how = reaped == e.pid ? DescribeExit(wait_status) : "its exit status was taken by another waitpid";
-      const std::string phase = e.during_startup ? " failed to start: " : " died: ";
+      const std::string how =
+          reaped == e.pid ? DescribeExit(wait_status) : "its exit status was taken by another waitpid";
+      const std::string phase = e.during_startup ? " failed to start (see its standard error): " : " died: ";
       FailExitingJobs(e, !e.cause.ok() ? e.cause : IoError(name + phase + how));
       it = exiting_.erase(it);
       continue;
@@ -675,7 +657,8 @@ int ProcessPool::PollTimeoutMs() const {
   const auto now = Clock::now();
   auto wake_at = Clock::time_point::max();
   for (const Worker& w : workers_) {
-    if (w.state == State::kStarting || (w.state == State::kReady && !w.jobs.empty())) wake_at = std::min(wake_at, w.deadline);
+    if (w.state == State::kStarting || (w.state == State::kReady && !w.jobs.empty()))
+      wake_at = std::min(wake_at, w.deadline);
   }
   if (!exiting_.empty()) wake_at = std::min(wake_at, now + kReapPollInterval);
   if (wake_at == Clock::time_point::max()) return -1;
@@ -725,8 +708,8 @@ Result<std::string> FindWorkerExecutable() {
   for (const std::string& candidate : {beside, below}) {
     if (IsExecutableFile(candidate)) return candidate;
   }
-  return NotFound("the I/O worker executable is neither '" + beside + "' nor '" + below + "'; set " +
-                  kWorkerPathVar + " to its path, or use 0 I/O workers (threads)");
+  return NotFound("the I/O worker executable is neither '" + beside + "' nor '" + below + "'; set " + kWorkerPathVar +
+                  " to its path, or use 0 I/O workers (threads)");
 }
 
 Result<std::unique_ptr<WorkerPool>> WorkerPool::Start(const StagingArena& arena, const WorkerPoolOptions& options) {

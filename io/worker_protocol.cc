@@ -147,7 +147,8 @@ Status StoreFlag(Flag index, const std::string& text, WorkerArgs* args) {
       RETURN_IF_ERROR(ParseUnsigned(flag, text, kU32, &v));
       if (v != kWorkerProtocolVersion) {
         return InvalidArgument("I/O worker speaks protocol " + std::to_string(kWorkerProtocolVersion) +
-                               ", the library asked for " + text + ": the worker and libckpt are from different builds");
+                               ", the library asked for " + text +
+                               ": the worker and libckpt are from different builds");
       }
       return Status::Ok();
     case kWorkerFlag:
@@ -249,7 +250,8 @@ std::vector<std::string> FormatWorkerArgs(const WorkerArgs& args) {
                                        args.tuning.queue_depth,
                                        args.tuning.pwrite_threads};
   std::vector<std::string> out;
-  for (size_t i = 0; i < kFlagCount; ++i) out.push_back("--" + std::string(kFlagNames[i]) + "=" + std::to_string(values[i]));
+  for (size_t i = 0; i < kFlagCount; ++i)
+    out.push_back("--" + std::string(kFlagNames[i]) + "=" + std::to_string(values[i]));
   return out;
 }
 
@@ -261,7 +263,8 @@ Result<WorkerArgs> ParseWorkerArgs(const std::vector<std::string>& args) {
     const std::string name = arg.size() > 2 && arg.compare(0, 2, "--") == 0 ? arg.substr(2, eq - 2) : "";
     size_t index = 0;
     while (index < kFlagCount && name != kFlagNames[index]) ++index;
-    if (eq == std::string::npos || index == kFlagCount) return InvalidArgument("unknown I/O worker argument '" + arg + "'");
+    if (eq == std::string::npos || index == kFlagCount)
+      return InvalidArgument("unknown I/O worker argument '" + arg + "'");
     if (seen[index]) return InvalidArgument("I/O worker flag --" + name + " given twice");
     seen[index] = true;
     RETURN_IF_ERROR(StoreFlag(static_cast<Flag>(index), arg.substr(eq + 1), &parsed));
@@ -299,9 +302,9 @@ Result<pid_t> SpawnWorker(const std::string& path, const WorkerArgs& args, int s
   posix_spawn_file_actions_destroy(&actions);
   posix_spawnattr_destroy(&attr);
   if (err != 0) {
-    return Status(err == ENOENT ? Code::kNotFound : Code::kIo, "cannot start I/O worker " +
-                                                                   std::to_string(args.worker_index) + " from '" +
-                                                                   path + "': " + std::strerror(err));
+    return Status(
+        err == ENOENT ? Code::kNotFound : Code::kIo,
+        "cannot start I/O worker " + std::to_string(args.worker_index) + " from '" + path + "': " + std::strerror(err));
   }
   return pid;
 }

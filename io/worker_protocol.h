@@ -1,11 +1,12 @@
 // The contract between a WorkerPool and one ckpt-io-worker process: how it is launched and what they say.
 //
-// Launch: SpawnWorker gives the worker the pool's socket as fd 3 and the arena memfd as fd 4, and its settings as
-// --name=value flags (FormatWorkerArgs / ParseWorkerArgs). Transport: a SOCK_STREAM Unix socket (fd 3 in the worker; the arena memfd is fd 4). Every message is a frame: a
-// u64 little-endian body length (at most kMaxFrameBytes) followed by the body, so a job with any number of segments
-// travels whole and a stream boundary never splits a decode. A body is: u8 MessageType, u64 job id, then the
-// type's fields in common/bytes.h encoding. The worker speaks first (kReady, job id 0), then answers each request
-// with one reply carrying the request's job id, in order. EOF on the socket tells the worker to exit.
+// Launch: SpawnWorker installs the pool's socket as the worker's fd 3 and the arena memfd as its fd 4, and passes
+// its settings as --name=value flags (FormatWorkerArgs / ParseWorkerArgs).
+// Transport: a SOCK_STREAM Unix socket. Every message is a frame: a u64 little-endian body length (at most
+// kMaxFrameBytes), then the body; a job with any number of segments travels whole, and a message never depends on
+// a packet size limit. A body is: u8 MessageType, u64 job id, then the type's fields in common/bytes.h encoding.
+// Conversation: the worker speaks first (kReady, job id 0), then answers every request, in order, with one reply
+// carrying the request's job id. EOF on the socket tells the worker to exit.
 #pragma once
 
 #include <sys/types.h>
@@ -29,11 +30,11 @@ inline constexpr int kWorkerArenaFd = 4;
 inline constexpr uint64_t kMaxFrameBytes = 256ull << 20;
 
 enum class MessageType : uint8_t {
-  kReady = 1,       // worker -> pool, once: protocol version, startup status, backend name
-  kWrite = 2,       // pool -> worker: a WriteJob
-  kRead = 3,        // pool -> worker: a ReadJob
-  kWriteDone = 4,   // worker -> pool: status, checksums, backend name
-  kReadDone = 5,    // worker -> pool: status, ReadFailure, backend name
+  kReady = 1,      // worker -> pool, once: protocol version, startup status, backend name
+  kWrite = 2,      // pool -> worker: a WriteJob
+  kRead = 3,       // pool -> worker: a ReadJob
+  kWriteDone = 4,  // worker -> pool: status, checksums, backend name
+  kReadDone = 5,   // worker -> pool: status, ReadFailure, backend name
 };
 
 // What the worker is told on its command line.

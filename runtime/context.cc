@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 
 #include "collectives/solo_control_plane.h"
@@ -48,6 +49,16 @@ std::function<Result<std::pair<std::string, int>>(int)> CallbackRendezvous(const
     if (explicit_host.empty() && node == identity.node_name) host = "127.0.0.1";
     return std::make_pair(host, static_cast<int>(port));
   };
+}
+
+// Ranks sharing this host, as the launcher tells it (torchrun, OpenMPI, SLURM); 1 if it does not. The default
+// arena is divided among them, since every rank commits its own.
+uint64_t LocalRanks() {
+  for (const char* name : {"LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE", "SLURM_NTASKS_PER_NODE"}) {
+    const uint64_t count = settings::CountFromEnv(name, 0);
+    if (count > 0) return count;
+  }
+  return 1;
 }
 
 Result<io::IoBackendKind> BackendFromEnv() {
@@ -104,7 +115,7 @@ Status Context::StartControlPlane(const ContextConfig& config) {
 Status Context::StartIo(const ContextConfig& config) {
   uint64_t arena_bytes = config.arena_bytes;
   if (arena_bytes == 0) arena_bytes = settings::CountFromEnv(settings::kArenaBytesVar, 0);
-  if (arena_bytes == 0) arena_bytes = io::DefaultArenaCapacity();
+  if (arena_bytes == 0) arena_bytes = std::max(io::kMinArenaBytes, io::DefaultArenaCapacity() / LocalRanks());
   ASSIGN_OR_RETURN(arena_, io::StagingArena::Create(arena_bytes));
 
   io::WorkerPoolOptions pool;

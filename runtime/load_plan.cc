@@ -35,9 +35,8 @@ std::string BoxProblem(const RequestedBox& requested, const Manifest& manifest) 
   const TensorRecord& tensor = manifest.tensors[requested.tensor];
   const Box& box = requested.box;
   if (box.offset.size() != tensor.shape.size() || box.shape.size() != tensor.shape.size()) {
-    return "box of tensor '" + tensor.key + "' has offset and shape of " + std::to_string(box.offset.size()) +
-           " and " + std::to_string(box.shape.size()) + " dimensions, the tensor " +
-           std::to_string(tensor.shape.size());
+    return "box of tensor '" + tensor.key + "' has offset and shape of " + std::to_string(box.offset.size()) + " and " +
+           std::to_string(box.shape.size()) + " dimensions, the tensor " + std::to_string(tensor.shape.size());
   }
   if (!Contains(WholeBox(tensor.shape), box)) {
     return "box " + box.ToString() + " lies outside tensor '" + tensor.key + "' of shape " +
@@ -243,8 +242,7 @@ Result<std::vector<Candidate>> CollectCandidates(const Manifest& manifest, const
 auto ReadKey(const ChunkRead& read) { return std::make_tuple(read.tensor, read.chunk, read.first_block); }
 
 // Greedy balancing, largest reads first: the needing ranks' least loaded node, then its least loaded rank.
-void ChooseReaders(const std::vector<const LoadRequest*>& by_rank, std::vector<Candidate>* candidates,
-                   LoadPlan* plan) {
+void ChooseReaders(const std::vector<const LoadRequest*>& by_rank, std::vector<Candidate>* candidates, LoadPlan* plan) {
   std::sort(candidates->begin(), candidates->end(), [](const Candidate& a, const Candidate& b) {
     if (a.read.bytes != b.read.bytes) return a.read.bytes > b.read.bytes;
     return ReadKey(a.read) < ReadKey(b.read);

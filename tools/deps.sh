@@ -9,6 +9,10 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev fio openmpi-bin libopenmpi-dev
 )
 
+# Toolchains for the Rust and Go bindings' tests, from Debian unless a newer one is already on the PATH.
+command -v cargo >/dev/null 2>&1 || packages+=(cargo)
+command -v go >/dev/null 2>&1 || packages+=(golang-go)
+
 if ! command -v dpkg-query >/dev/null 2>&1; then
   echo "deps.sh: not a Debian system (no dpkg-query); install these yourself: ${packages[*]}" >&2
   exit 0

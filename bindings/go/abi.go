@@ -33,6 +33,9 @@ static uint32_t ckpt_go_library_save_options_size(void) {
 static uint32_t ckpt_go_library_load_options_size(void) {
   return ckpt_go_library_struct_size((ckpt_go_init_fn)ckpt_load_options_init);
 }
+static uint32_t ckpt_go_library_manager_options_size(void) {
+  return ckpt_go_library_struct_size((ckpt_go_init_fn)ckpt_manager_options_init);
+}
 */
 import "C"
 
@@ -56,5 +59,7 @@ func structSizes() []structSize {
 			uint32(C.ckpt_go_library_save_options_size())},
 		{"ckpt_load_options", uint32(C.ckpt_go_load_options().struct_size),
 			uint32(C.ckpt_go_library_load_options_size())},
+		{"ckpt_manager_options", uint32(C.ckpt_go_manager_options().struct_size),
+			uint32(C.ckpt_go_library_manager_options_size())},
 	}
 }

@@ -11,6 +11,11 @@ static inline ckpt_context_options ckpt_go_context_options(void) {
   return opts;
 }
 
+static inline ckpt_context_stats ckpt_go_context_stats(void) {
+  ckpt_context_stats stats = CKPT_CONTEXT_STATS_INIT;
+  return stats;
+}
+
 static inline ckpt_tensor_shard ckpt_go_tensor_shard(void) {
   ckpt_tensor_shard shard = CKPT_TENSOR_SHARD_INIT;
   return shard;
@@ -23,6 +28,11 @@ static inline ckpt_save_options ckpt_go_save_options(void) {
 
 static inline ckpt_load_options ckpt_go_load_options(void) {
   ckpt_load_options opts = CKPT_LOAD_OPTIONS_INIT;
+  return opts;
+}
+
+static inline ckpt_manager_options ckpt_go_manager_options(void) {
+  ckpt_manager_options opts = CKPT_MANAGER_OPTIONS_INIT;
   return opts;
 }
 

@@ -2,7 +2,9 @@
 //
 // Every process of a job (a rank) creates one Context, registers in a State the shards of the global tensors it
 // holds, and calls Save or Load together with the other ranks. Any number of ranks, in any layout, can load what
-// any other layout saved. A Reader inspects a checkpoint from any single process.
+// any other layout saved. Save returns once the state is staged; the SaveRequest it returns reports when the
+// checkpoint is committed. A Manager keeps numbered steps under one root directory, with a latest pointer and
+// retention, and resumes from the latest. A Reader inspects a checkpoint from any single process.
 //
 // # Memory
 //
@@ -14,14 +16,16 @@
 //
 // # Resources
 //
-// Context, State, SaveRequest, Reader and Buffer own C resources: Close them when done. Finalizers free a
-// forgotten Context, State, SaveRequest or Reader as a safety net, but only Close frees them at a known time.
+// Context, Manager, State, SaveRequest, Reader and Buffer own C resources: Close them when done. Finalizers free a
+// forgotten Context, Manager, State, SaveRequest or Reader as a safety net, but only Close frees them at a known
+// time. Closing a Context closes its Managers and SaveRequests first.
 // A Buffer has no finalizer, because its views may outlive every reference to the Buffer itself.
 //
 // # Concurrency
 //
-// Every method may be called from any goroutine; calls on one handle are serialised. Collective calls (NewContext,
-// Save, Load) must be made by every rank in the same order.
+// Every method may be called from any goroutine; calls on one handle are serialised, and so are the calls of a
+// Context and its Managers. Collective calls (NewContext, Save, Load, OpenManager, Manager.Save,
+// Manager.LoadLatest) must be made by every rank in the same order.
 package ckpt
 
 /*

@@ -6,6 +6,7 @@ package ckpt
 import "C"
 
 import (
+	"fmt"
 	"math"
 	"runtime"
 	"sync"
@@ -29,7 +30,57 @@ type Options struct {
 	Timeout time.Duration
 	// NodeName groups the ranks that share a host (its disks and NICs). "": CKPT_NODE_NAME, else the host name.
 	NodeName string
+	// IOWorkers is the number of I/O worker processes of this rank, spawned from the ckpt-io-worker executable
+	// beside libckpt. 0: CKPT_IO_WORKERS, else 2. InProcessIO: threads of this process instead, which needs no
+	// helper executable.
+	IOWorkers int
+	// ArenaBytes is the size of the staging arena, the shared memory that every save copies into before it
+	// returns; a state larger than the arena is staged in a pipeline. 0: CKPT_ARENA_BYTES, else an eighth of the
+	// machine's memory, within 256 MiB and 8 GiB.
+	ArenaBytes uint64
+	// Transport is how ranks exchange tensor data during loads. A transport named here that cannot load fails
+	// NewContext with ErrUnsupported.
+	Transport Transport
 }
+
+// InProcessIO, as Options.IOWorkers, runs the I/O on threads of this process instead of worker processes.
+const InProcessIO = -1
+
+// Transport is how ranks exchange tensor data during loads, so that each stored byte is read once. Its values are
+// the C constants plus one, so that the zero value is the default.
+type Transport int32
+
+const (
+	// TransportDefault takes CKPT_TRANSPORT from the environment (auto, none, ucx, nccl), else TransportAuto.
+	TransportDefault Transport = C.CKPT_TRANSPORT_DEFAULT + 1
+	// TransportAuto is UCX for host memory and NCCL for CUDA memory where they load, else TransportNone.
+	TransportAuto Transport = C.CKPT_TRANSPORT_AUTO + 1
+	// TransportNone exchanges nothing: every rank reads what it needs itself.
+	TransportNone Transport = C.CKPT_TRANSPORT_NONE + 1
+	// TransportUCX uses UCX: shared memory on one host, TCP across hosts.
+	TransportUCX Transport = C.CKPT_TRANSPORT_UCX + 1
+	// TransportNCCL uses NCCL, for CUDA memory.
+	TransportNCCL Transport = C.CKPT_TRANSPORT_NCCL + 1
+)
+
+var transportNames = map[Transport]string{TransportDefault: "default", TransportAuto: "auto", TransportNone: "none",
+	TransportUCX: "ucx", TransportNCCL: "nccl"}
+
+func (t Transport) String() string {
+	if name, ok := transportNames[t]; ok {
+		return name
+	}
+	return fmt.Sprintf("Transport(%d)", int32(t))
+}
+
+func (t Transport) toC() (C.int32_t, error) {
+	if _, ok := transportNames[t]; !ok {
+		return 0, invalidArgument("unknown transport %d", int32(t))
+	}
+	return C.int32_t(t - 1), nil
+}
+
+func transportFromC(transport C.int32_t) Transport { return Transport(transport + 1) }
 
 // Context is one rank's connection to the job: create one per process, Close it at the end.
 type Context struct {
@@ -38,8 +89,10 @@ type Context struct {
 	rank      int
 	worldSize int
 	localRank int
-	// Requests not yet closed; Close frees them before the context they belong to.
-	pending map[*requestHandle]struct{}
+	// Requests and managers not yet closed; Close frees them before the context they belong to. mu guards the
+	// managers' handles too, since a manager's calls use its context.
+	pending  map[*requestHandle]struct{}
+	managers map[*Manager]struct{}
 }
 
 // NewContext creates this rank's context and connects it to the other ranks. Collective: rank 0 hosts the store
@@ -61,6 +114,7 @@ func NewContext(opts Options) (*Context, error) {
 		worldSize: int(C.ckpt_context_world_size(ptr)),
 		localRank: int(C.ckpt_context_local_rank(ptr)),
 		pending:   map[*requestHandle]struct{}{},
+		managers:  map[*Manager]struct{}{},
 	}
 	runtime.SetFinalizer(c, (*Context).Close)
 	return c, nil
@@ -110,7 +164,24 @@ func (o Options) toC(allocs *cAllocs) (C.ckpt_context_options, error) {
 			return copts, err
 		}
 	}
-	return copts, nil
+	if copts.io_workers, err = o.ioWorkersToC(); err != nil {
+		return copts, err
+	}
+	copts.arena_bytes = C.uint64_t(o.ArenaBytes)
+	copts.transport, err = o.Transport.toC()
+	return copts, err
+}
+
+func (o Options) ioWorkersToC() (C.int32_t, error) {
+	switch {
+	case o.IOWorkers == 0:
+		return -1, nil // the library's default
+	case o.IOWorkers == InProcessIO:
+		return 0, nil
+	case o.IOWorkers < 0 || o.IOWorkers > math.MaxInt32:
+		return 0, invalidArgument("%d I/O workers is out of range", o.IOWorkers)
+	}
+	return C.int32_t(o.IOWorkers), nil
 }
 
 // Rank is this process's rank.
@@ -122,11 +193,16 @@ func (c *Context) WorldSize() int { return c.worldSize }
 // LocalRank is this rank's index among the ranks of its host.
 func (c *Context) LocalRank() int { return c.localRank }
 
-// Close waits for and frees the context's unclosed save requests, then frees the context. Not collective, but
-// every rank should close its context: a rank that goes away early is seen as dead by the others.
+// Close closes the context's open managers, waits for and frees its unclosed save requests, then frees the
+// context. Not collective, but every rank should close its context: a rank that goes away early is seen as dead by
+// the others.
 func (c *Context) Close() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	for manager := range c.managers {
+		manager.free()
+	}
+	c.managers = nil
 	for handle := range c.pending {
 		handle.free()
 	}

@@ -26,6 +26,7 @@ var childRoles = map[string]func(ctx *Context, dir string) error{
 	"save":         saveTwoRankLayout,
 	"load-columns": loadByColumns,
 	"load-whole":   loadWhole,
+	"manager":      saveThreeStepsKeepTwo,
 }
 
 // testRoot holds every checkpoint that the tests write; TestMain removes it.

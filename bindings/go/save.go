@@ -21,7 +21,7 @@ type SaveOptions struct {
 }
 
 // SaveRequest tracks a save. Its State's buffers may be modified as soon as Save returns; Wait tells when the
-// checkpoint is committed. Close it when done.
+// checkpoint is committed. Close it when done: Close waits for an unfinished save.
 type SaveRequest struct {
 	ctx    *Context // keeps the context alive while the request is
 	handle *requestHandle
@@ -44,40 +44,67 @@ func (h *requestHandle) free() {
 
 // Save saves state as the checkpoint directory path, on storage every rank can reach. Collective. Before any
 // byte is written, the ranks agree that every tensor's shards tile its global shape exactly (ErrMismatch names
-// the key and ranks otherwise); replicated boxes are written once. path appears only when the checkpoint is
-// complete and durable; ErrAlreadyExists if it is already a checkpoint.
+// the key and ranks otherwise); replicated boxes are written once. ErrAlreadyExists if path is already a
+// checkpoint.
+//
+// Save returns as soon as this rank's bytes are copied into the staging arena: the state's Buffers may then be
+// modified, while worker processes write them and the checkpoint is committed in the background. path appears only
+// when the checkpoint is complete and durable; the request's Wait or Test reports the outcome, the same on every
+// rank.
 func (c *Context) Save(state *State, path string, opts *SaveOptions) (*SaveRequest, error) {
+	var allocs cAllocs
+	defer allocs.free()
+	cpath, err := allocs.str("checkpoint path", path)
+	if err != nil {
+		return nil, err
+	}
+	return c.startSave(state, opts, func(copts *C.ckpt_save_options, request **C.ckpt_request_t) error {
+		return call(func(cerr *C.ckpt_error_t) C.int32_t {
+			return C.ckpt_save(c.ptr, state.ptr, cpath, copts, request, cerr)
+		})
+	})
+}
+
+// startSave runs `start`, a C call that starts a save, with the context and state locked and open, and tracks the
+// request it returns.
+func (c *Context) startSave(state *State, opts *SaveOptions,
+	start func(copts *C.ckpt_save_options, request **C.ckpt_request_t) error) (*SaveRequest, error) {
 	var allocs cAllocs
 	defer allocs.free()
 	copts, err := opts.toC(&allocs)
 	if err != nil {
 		return nil, err
 	}
-	cpath, err := allocs.str("checkpoint path", path)
-	if err != nil {
-		return nil, err
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.ptr == nil {
-		return nil, closedHandle("Context")
-	}
-	state.mu.Lock()
-	defer state.mu.Unlock()
-	if state.ptr == nil {
-		return nil, closedHandle("State")
-	}
-	var ptr *C.ckpt_request_t
-	err = call(func(cerr *C.ckpt_error_t) C.int32_t {
-		return C.ckpt_save(c.ptr, state.ptr, cpath, &copts, &ptr, cerr)
+	var request *SaveRequest
+	err = c.withState(state, func() error {
+		var ptr *C.ckpt_request_t
+		if err := start(&copts, &ptr); err != nil {
+			return err
+		}
+		request = &SaveRequest{ctx: c, handle: &requestHandle{ptr: ptr}}
+		c.pending[request.handle] = struct{}{}
+		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
-	request := &SaveRequest{ctx: c, handle: &requestHandle{ptr: ptr}}
-	c.pending[request.handle] = struct{}{}
 	runtime.SetFinalizer(request, (*SaveRequest).Close)
 	return request, nil
+}
+
+// withState runs fn with the context and state locked, after checking that neither is closed.
+func (c *Context) withState(state *State, fn func() error) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.ptr == nil {
+		return closedHandle("Context")
+	}
+	state.mu.Lock()
+	defer state.mu.Unlock()
+	if state.ptr == nil {
+		return closedHandle("State")
+	}
+	return fn()
 }
 
 func (o *SaveOptions) toC(allocs *cAllocs) (C.ckpt_save_options, error) {
@@ -214,17 +241,9 @@ func (c *Context) Load(state *State, path string, opts *LoadOptions) error {
 	if err != nil {
 		return err
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.ptr == nil {
-		return closedHandle("Context")
-	}
-	state.mu.Lock()
-	defer state.mu.Unlock()
-	if state.ptr == nil {
-		return closedHandle("State")
-	}
-	return call(func(cerr *C.ckpt_error_t) C.int32_t {
-		return C.ckpt_load(c.ptr, state.ptr, cpath, &copts, cerr)
+	return c.withState(state, func() error {
+		return call(func(cerr *C.ckpt_error_t) C.int32_t {
+			return C.ckpt_load(c.ptr, state.ptr, cpath, &copts, cerr)
+		})
 	})
 }

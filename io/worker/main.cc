@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -47,7 +48,8 @@ Result<char*> MapArena(uint64_t arena_bytes) {
     return InvalidArgument("the staging arena on fd 4 has " + std::to_string(st.st_size) + " bytes, " +
                            std::to_string(arena_bytes) + " were announced");
   }
-  void* data = mmap(nullptr, arena_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, kWorkerArenaFd, 0);
+  // The rank committed the pages already: map them all now rather than fault them in during a save.
+  void* data = mmap(nullptr, arena_bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, kWorkerArenaFd, 0);
   if (data == MAP_FAILED) {
     return IoError("cannot map the staging arena (" + std::to_string(arena_bytes) + " bytes): " + std::strerror(errno));
   }
@@ -81,6 +83,8 @@ Status Serve(FileJobExecutor& executor, uint64_t arena_bytes) {
   }
 }
 
+constexpr int kWorkerNiceness = 10;
+
 int Main(int argc, char** argv) {
   const Result<WorkerArgs> args = ParseWorkerArgs(std::vector<std::string>(argv + 1, argv + argc));
   if (!args.ok()) {
@@ -89,6 +93,8 @@ int Main(int argc, char** argv) {
   }
   const std::string who = "ckpt-io-worker " + std::to_string(args->worker_index);
   if (!TieLifetimeToParent(args->parent_pid)) return kExitOrphaned;
+  // Hashing and I/O submission yield the CPU to the training process, whose staging copy is what blocks it.
+  (void)setpriority(PRIO_PROCESS, 0, kWorkerNiceness);
 
   Result<char*> arena = MapArena(args->arena_bytes);
   Result<std::unique_ptr<FileJobExecutor>> executor =

@@ -37,7 +37,8 @@ std::string BuiltWorkerPath() {
 
 bool IsReaped(pid_t pid) {
   int status = 0;
-  return waitpid(pid, &status, WNOHANG) == -1 && errno == ECHILD && !std::filesystem::exists("/proc/" + std::to_string(pid));
+  return waitpid(pid, &status, WNOHANG) == -1 && errno == ECHILD &&
+         !std::filesystem::exists("/proc/" + std::to_string(pid));
 }
 
 template <typename T>
@@ -133,7 +134,8 @@ TEST(WorkerProtocolTest, RepliesCarryStatusChecksumsAndReadFailure) {
   EXPECT_EQ(write->write_result.checksums, result.checksums);
   EXPECT_EQ(write->backend, "io_uring+O_DIRECT");
 
-  Result<WorkerReply> read = DecodeReply(BodyOf(EncodeReadReply(10, Corrupt("bad block"), ReadFailure{2, 7}, "pwrite")));
+  Result<WorkerReply> read =
+      DecodeReply(BodyOf(EncodeReadReply(10, Corrupt("bad block"), ReadFailure{2, 7}, "pwrite")));
   ASSERT_TRUE(read.ok()) << read.status().message();
   EXPECT_EQ(read->status.code(), Code::kCorrupt);
   EXPECT_EQ(read->status.message(), "bad block");

@@ -21,6 +21,22 @@ impl LogLevel {
     pub const INFO: LogLevel = LogLevel(sys::CKPT_LOG_INFO);
 }
 
+/// A data transport between ranks during loads (`sys::CKPT_TRANSPORT_*`); a newtype because the transport in use
+/// ([`ContextStats::transport`](crate::ContextStats::transport)) comes from the library.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Transport(pub i32);
+
+impl Transport {
+    /// UCX for host memory and NCCL for CUDA memory where they load, else [`NONE`](Self::NONE).
+    pub const AUTO: Transport = Transport(sys::CKPT_TRANSPORT_AUTO);
+    /// No exchange: every rank reads what it needs itself.
+    pub const NONE: Transport = Transport(sys::CKPT_TRANSPORT_NONE);
+    /// UCX: shared memory on one host, TCP across hosts.
+    pub const UCX: Transport = Transport(sys::CKPT_TRANSPORT_UCX);
+    /// NCCL, for CUDA memory.
+    pub const NCCL: Transport = Transport(sys::CKPT_TRANSPORT_NCCL);
+}
+
 type LogFn = Box<dyn Fn(LogLevel, &str) + Send + Sync>;
 type AllgatherFn = Box<dyn Fn(&[u8], &mut [u8]) -> bool + Send + Sync>;
 
@@ -33,7 +49,8 @@ struct Callbacks {
 }
 
 /// Builds a [`Context`]. Every setting left alone keeps the library's default, which reads the launcher's
-/// environment (torchrun, OpenMPI or SLURM variables, MASTER_ADDR / MASTER_PORT, CKPT_TIMEOUT_MS).
+/// environment (torchrun, OpenMPI or SLURM variables, MASTER_ADDR / MASTER_PORT, CKPT_TIMEOUT_MS, CKPT_IO_WORKERS,
+/// CKPT_ARENA_BYTES, CKPT_TRANSPORT).
 #[derive(Default)]
 pub struct ContextBuilder {
     rank: Option<u32>,
@@ -43,6 +60,9 @@ pub struct ContextBuilder {
     store_port: Option<u16>,
     timeout: Option<Duration>,
     node_name: Option<String>,
+    io_workers: Option<u32>,
+    arena_bytes: Option<u64>,
+    transport: Option<Transport>,
     log: Option<LogFn>,
     allgather: Option<AllgatherFn>,
 }
@@ -87,6 +107,27 @@ impl ContextBuilder {
         self
     }
 
+    /// I/O worker processes of this rank, spawned from the `ckpt-io-worker` executable beside the library. 0 runs
+    /// the I/O on threads of this process instead, which needs no helper executable.
+    pub fn io_workers(mut self, workers: u32) -> Self {
+        self.io_workers = Some(workers);
+        self
+    }
+
+    /// Bytes of the staging arena, the shared memory that every save copies into before returning; a state
+    /// larger than the arena is staged in a pipeline. 0 keeps the default.
+    pub fn arena_bytes(mut self, bytes: u64) -> Self {
+        self.arena_bytes = Some(bytes);
+        self
+    }
+
+    /// How ranks exchange tensor data during loads. A transport asked for by name that cannot load here fails
+    /// [`create`](Self::create) with `CKPT_E_UNSUPPORTED`.
+    pub fn transport(mut self, transport: Transport) -> Self {
+        self.transport = Some(transport);
+        self
+    }
+
     /// Receives the library's log lines instead of standard error. A panic in `log` is caught and dropped.
     pub fn log<F>(mut self, log: F) -> Self
     where
@@ -123,13 +164,16 @@ impl ContextBuilder {
         });
 
         let mut opts = sys::ckpt_context_options::init();
-        opts.rank = identity_value(self.rank, "rank")?;
-        opts.world_size = identity_value(world_size, "world_size")?;
-        opts.local_rank = identity_value(self.local_rank, "local_rank")?;
+        opts.rank = i32_or_from_env(self.rank, "rank")?;
+        opts.world_size = i32_or_from_env(world_size, "world_size")?;
+        opts.local_rank = i32_or_from_env(self.local_rank, "local_rank")?;
         opts.store_host = store_host.as_ref().map_or(ptr::null(), |host| host.as_ptr());
         opts.store_port = self.store_port.map_or(opts.store_port, i32::from);
         opts.timeout_ms = self.timeout.map_or(opts.timeout_ms, whole_milliseconds);
         opts.node_name = node_name.as_ref().map_or(ptr::null(), |name| name.as_ptr());
+        opts.io_workers = i32_or_from_env(self.io_workers, "io_workers")?;
+        opts.arena_bytes = self.arena_bytes.unwrap_or(opts.arena_bytes);
+        opts.transport = self.transport.map_or(opts.transport, |transport| transport.0);
         let user = &mut *callbacks as *mut Callbacks as *mut c_void;
         if callbacks.log.is_some() {
             opts.log = Some(log_trampoline);
@@ -158,8 +202,8 @@ fn optional_c_string(value: Option<String>, what: &str) -> Result<Option<CString
     }
 }
 
-/// A rank, world size or local rank for the C options, where -1 means "from the environment".
-fn identity_value(value: Option<u32>, what: &str) -> Result<i32> {
+/// A rank, world size, local rank or worker count for the C options, where -1 means "from the environment".
+fn i32_or_from_env(value: Option<u32>, what: &str) -> Result<i32> {
     match value {
         None => Ok(-1),
         Some(v) => i32::try_from(v).map_err(|_| Error::invalid_argument(format!("{} {} is too large", what, v))),

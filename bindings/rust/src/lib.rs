@@ -2,8 +2,10 @@
 //!
 //! Every rank creates a [`Context`], registers the shards of the global tensors it holds in a [`SaveState`] (or
 //! the shards it wants in a [`LoadState`]) and calls [`Context::save`] or [`Context::load`] together with the
-//! other ranks. A checkpoint saved by any number of ranks, in any layout, loads on any other. A [`Reader`] opens a
-//! checkpoint from a single process.
+//! other ranks. A checkpoint saved by any number of ranks, in any layout, loads on any other. A save returns as soon
+//! as the buffers are staged; the [`SaveRequest`] it returns reports when the checkpoint is committed. A [`Manager`]
+//! keeps numbered steps under one root directory, with a latest pointer and retention, and resumes from the latest.
+//! A [`Reader`] opens a checkpoint from a single process.
 //!
 //! Every fallible call returns [`Result`], whose [`Error`] carries the library's status code and message. The raw
 //! C declarations are in [`sys`].
@@ -34,6 +36,35 @@
 //! }
 //! ```
 //!
+//! Training with a [`Manager`]: resume from the latest step if there is one, save every step, keep the last two.
+//!
+//! ```no_run
+//! use ckpt::{Context, LoadOptions, LoadState, Manager, ManagerOptions, SaveOptions, SaveState, Shard};
+//!
+//! fn train(ctx: &Context, weight: &mut [f32]) -> ckpt::Result<()> {
+//!     let shard = Shard::new("weight", &[weight.len() as u64]);
+//!     let manager = Manager::open(ctx, "/tmp/run", &ManagerOptions::new().keep_last(2))?;
+//!     let mut resume = LoadState::new()?;
+//!     resume.add_tensor(&shard, weight)?;
+//!     let first = manager.load_latest(&mut resume, &LoadOptions::new())?.map_or(0, |step| step + 1);
+//!     drop(resume);
+//!     let mut in_flight = None;
+//!     for step in first..first + 100 {
+//!         weight.iter_mut().for_each(|w| *w *= 0.99); // a training step, overlapping the previous save's writes
+//!         if let Some(mut previous) = in_flight.take() {
+//!             previous.wait()?; // one save in flight at a time; its outcome is checked
+//!         }
+//!         let mut state = SaveState::new()?;
+//!         state.add_tensor(&shard, weight)?;
+//!         in_flight = Some(manager.save(&mut state, step, &SaveOptions::new())?); // returns once staged
+//!     }
+//!     if let Some(mut last) = in_flight {
+//!         last.wait()?;
+//!     }
+//!     Ok(())
+//! }
+//! ```
+//!
 //! A state borrows its buffers until it is dropped, and a load state borrows them exclusively:
 //!
 //! ```compile_fail
@@ -52,6 +83,13 @@
 //! ```
 //!
 //! ```compile_fail
+//! let manager = {
+//!     let ctx = ckpt::Context::from_env().unwrap();
+//!     ckpt::Manager::open(&ctx, "/tmp/run", &ckpt::ManagerOptions::new()).unwrap()
+//! }; // a manager cannot outlive its context
+//! ```
+//!
+//! ```compile_fail
 //! fn shared_between_threads<T: Sync>() {}
 //! shared_between_threads::<ckpt::Context>(); // one handle, one thread at a time
 //! ```
@@ -61,18 +99,22 @@ mod context;
 mod dtype;
 mod error;
 mod load;
+mod manager;
 mod reader;
 mod save;
 mod state;
+mod stats;
 pub mod sys;
 
-pub use context::{Context, ContextBuilder, LogLevel};
+pub use context::{Context, ContextBuilder, LogLevel, Transport};
 pub use dtype::{Bf16Bits, DType, Element, F16Bits};
 pub use error::{Error, ErrorKind, Result};
 pub use load::{LoadOptions, Strictness};
+pub use manager::{Manager, ManagerOptions};
 pub use reader::{CheckpointInfo, ChunkInfo, Chunks, Commons, Reader, TensorInfo, Tensors};
 pub use save::{SaveOptions, SaveRequest};
 pub use state::{LoadState, SaveState, Shard};
+pub use stats::ContextStats;
 
 /// The version of the library actually loaded, as "major.minor.patch".
 pub fn library_version() -> String {

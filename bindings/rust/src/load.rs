@@ -55,19 +55,26 @@ impl LoadOptions {
     }
 }
 
+impl LoadOptions {
+    pub(crate) fn to_c(self) -> sys::ckpt_load_options {
+        let mut opts = sys::ckpt_load_options::init();
+        if let Some(strictness) = self.missing_keys {
+            opts.missing_keys = strictness.to_c();
+        }
+        if let Some(strictness) = self.unexpected_keys {
+            opts.unexpected_keys = strictness.to_c();
+        }
+        opts
+    }
+}
+
 impl Context {
     /// Collective: fills every buffer registered in `state` from the checkpoint at `path`, whatever layout and
     /// number of ranks saved it, and gives `state` the checkpoint's common entries. On failure the buffers may be
     /// partly filled (but always hold valid values of their element type).
     pub fn load(&self, state: &mut LoadState<'_>, path: impl AsRef<Path>, options: &LoadOptions) -> Result<()> {
         let c_path = c_path(path.as_ref())?;
-        let mut opts = sys::ckpt_load_options::init();
-        if let Some(strictness) = options.missing_keys {
-            opts.missing_keys = strictness.to_c();
-        }
-        if let Some(strictness) = options.unexpected_keys {
-            opts.unexpected_keys = strictness.to_c();
-        }
+        let opts = options.to_c();
         // SAFETY: the context and state are live handles used by this thread only; the state's buffers are
         // exclusively borrowed for its lifetime.
         let outcome = call(|err| unsafe { sys::ckpt_load(self.as_ptr(), state.as_ptr(), c_path.as_ptr(), &opts, err) });

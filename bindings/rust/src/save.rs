@@ -61,11 +61,29 @@ pub(crate) fn c_path(path: &Path) -> Result<CString> {
         .map_err(|_| Error::invalid_argument(format!("path {} contains a NUL byte", path.display())))
 }
 
+/// Runs a C call that starts a save with the C form of `options`, and wraps the request it returns. `what` names
+/// the call in the error for a missing request.
+pub(crate) fn start_save<'c, F>(options: &SaveOptions, what: &str, start: F) -> Result<SaveRequest<'c>>
+where
+    F: FnOnce(&sys::ckpt_save_options, &mut *mut sys::ckpt_request_t, *mut sys::ckpt_error_t) -> i32,
+{
+    let metadata = RawMetadata::new(&options.metadata)?;
+    let mut opts = sys::ckpt_save_options::init();
+    opts.metadata_count =
+        u32::try_from(metadata.keys.len()).map_err(|_| Error::invalid_argument("too many metadata entries"))?;
+    opts.metadata_keys = metadata.keys.as_ptr();
+    opts.metadata_values = metadata.values.as_ptr();
+    let mut raw = ptr::null_mut();
+    call(|err| start(&opts, &mut raw, err))?;
+    let raw = NonNull::new(raw).ok_or_else(|| Error::new(sys::CKPT_E_INTERNAL, format!("{} gave no request", what)))?;
+    Ok(SaveRequest { raw, _context: PhantomData })
+}
+
 impl Context {
     /// Collective: saves `state` as the checkpoint directory `path`, which appears only once the checkpoint is
-    /// complete and durable. Returns when the library has staged the registered buffers: from then on they may be
-    /// modified and `state` dropped. Wait on the returned request for the save to finish; in this release it
-    /// already has, but later releases will return earlier.
+    /// complete and durable. Returns as soon as this rank's registered buffers are copied into the staging arena:
+    /// from then on they may be modified and `state` dropped, while the library writes and commits in the
+    /// background. The returned request reports the outcome, the same on every rank.
     pub fn save(
         &self,
         state: &mut SaveState<'_>,
@@ -73,24 +91,17 @@ impl Context {
         options: &SaveOptions,
     ) -> Result<SaveRequest<'_>> {
         let c_path = c_path(path.as_ref())?;
-        let metadata = RawMetadata::new(&options.metadata)?;
-        let mut opts = sys::ckpt_save_options::init();
-        opts.metadata_count =
-            u32::try_from(metadata.keys.len()).map_err(|_| Error::invalid_argument("too many metadata entries"))?;
-        opts.metadata_keys = metadata.keys.as_ptr();
-        opts.metadata_values = metadata.values.as_ptr();
-        let mut raw = ptr::null_mut();
         // SAFETY: the context and state are live handles used by this thread only; the options' strings outlive
         // the call.
-        call(|err| unsafe { sys::ckpt_save(self.as_ptr(), state.as_ptr(), c_path.as_ptr(), &opts, &mut raw, err) })?;
-        let raw = NonNull::new(raw).ok_or_else(|| Error::new(sys::CKPT_E_INTERNAL, "ckpt_save gave no request"))?;
-        Ok(SaveRequest { raw, _context: PhantomData })
+        start_save(options, "ckpt_save", |opts, request, err| unsafe {
+            sys::ckpt_save(self.as_ptr(), state.as_ptr(), c_path.as_ptr(), opts, request, err)
+        })
     }
 }
 
-/// A save in progress. It borrows its context, which runs the save, and no buffer: those were released when
-/// [`Context::save`] returned. Dropping an unfinished request blocks until the save finishes (its outcome is then
-/// lost: call [`wait`](Self::wait) to see it).
+/// A save in progress: staged, and being written and committed in the background. It borrows its context, which
+/// runs the save, and no buffer: those were released when the save call returned. Dropping an unfinished request
+/// blocks until the save finishes (its outcome is then lost: call [`wait`](Self::wait) to see it).
 pub struct SaveRequest<'c> {
     raw: NonNull<sys::ckpt_request_t>,
     _context: PhantomData<&'c Context>,

@@ -50,6 +50,7 @@ opaque_handle!(ckpt_context_t);
 opaque_handle!(ckpt_state_t);
 opaque_handle!(ckpt_request_t);
 opaque_handle!(ckpt_reader_t);
+opaque_handle!(ckpt_manager_t);
 
 // Context ----------------------------------------------------------------------------------------------------------
 
@@ -61,6 +62,12 @@ pub const CKPT_LOG_WARNING: i32 = 1;
 pub const CKPT_LOG_INFO: i32 = 2;
 
 pub type ckpt_log_fn = Option<unsafe extern "C" fn(user: *mut c_void, level: i32, message: *const c_char)>;
+
+pub const CKPT_TRANSPORT_DEFAULT: i32 = -1;
+pub const CKPT_TRANSPORT_AUTO: i32 = 0;
+pub const CKPT_TRANSPORT_NONE: i32 = 1;
+pub const CKPT_TRANSPORT_UCX: i32 = 2;
+pub const CKPT_TRANSPORT_NCCL: i32 = 3;
 
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
@@ -77,6 +84,26 @@ pub struct ckpt_context_options {
     pub node_name: *const c_char,
     pub log: ckpt_log_fn,
     pub log_user: *mut c_void,
+    pub io_workers: i32,
+    pub arena_bytes: u64,
+    pub transport: i32,
+}
+
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ckpt_context_stats {
+    pub struct_size: u32,
+    pub io_workers: u32,
+    pub arena_bytes: u64,
+    pub saves_committed: u64,
+    pub plans_computed: u64,
+    pub plans_reused: u64,
+    pub bytes_staged: u64,
+    pub bytes_written: u64,
+    pub bytes_read: u64,
+    pub bytes_sent: u64,
+    pub bytes_received: u64,
+    pub transport: i32,
 }
 
 // State ------------------------------------------------------------------------------------------------------------
@@ -152,6 +179,16 @@ pub struct ckpt_load_options {
     pub unexpected_keys: i32,
 }
 
+// Manager ----------------------------------------------------------------------------------------------------------
+
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct ckpt_manager_options {
+    pub struct_size: u32,
+    pub keep_last: u32,
+    pub keep_every: u64,
+}
+
 // Reader -----------------------------------------------------------------------------------------------------------
 
 #[repr(C)]
@@ -196,6 +233,13 @@ pub struct ckpt_chunk_info {
 /// `struct_size` of a struct, as its `_INIT` macro computes it.
 fn struct_size<T>() -> u32 {
     std::mem::size_of::<T>() as u32
+}
+
+impl ckpt_context_stats {
+    /// The value of `CKPT_CONTEXT_STATS_INIT` (the header has no init function for it).
+    pub fn init() -> Self {
+        ckpt_context_stats { struct_size: struct_size::<Self>(), transport: CKPT_TRANSPORT_NONE, ..Default::default() }
+    }
 }
 
 impl ckpt_checkpoint_info {
@@ -255,6 +299,7 @@ init_from_library!(ckpt_context_options, ckpt_context_options_init);
 init_from_library!(ckpt_tensor_shard, ckpt_tensor_shard_init);
 init_from_library!(ckpt_save_options, ckpt_save_options_init);
 init_from_library!(ckpt_load_options, ckpt_load_options_init);
+init_from_library!(ckpt_manager_options, ckpt_manager_options_init);
 
 extern "C" {
     pub fn ckpt_version_number() -> u32;
@@ -276,6 +321,11 @@ extern "C" {
     pub fn ckpt_context_rank(ctx: *const ckpt_context_t) -> i32;
     pub fn ckpt_context_world_size(ctx: *const ckpt_context_t) -> i32;
     pub fn ckpt_context_local_rank(ctx: *const ckpt_context_t) -> i32;
+    pub fn ckpt_context_stats_get(
+        ctx: *const ckpt_context_t,
+        stats: *mut ckpt_context_stats,
+        err: *mut ckpt_error_t,
+    ) -> i32;
 
     pub fn ckpt_dtype_size(dtype: i32) -> u32;
     pub fn ckpt_dtype_name(dtype: i32) -> *const c_char;
@@ -339,6 +389,39 @@ extern "C" {
         state: *mut ckpt_state_t,
         path: *const c_char,
         opts: *const ckpt_load_options,
+        err: *mut ckpt_error_t,
+    ) -> i32;
+
+    pub fn ckpt_manager_options_init(opts: *mut ckpt_manager_options);
+    pub fn ckpt_manager_open(
+        ctx: *mut ckpt_context_t,
+        root: *const c_char,
+        opts: *const ckpt_manager_options,
+        out: *mut *mut ckpt_manager_t,
+        err: *mut ckpt_error_t,
+    ) -> i32;
+    pub fn ckpt_manager_free(manager: *mut ckpt_manager_t);
+    pub fn ckpt_manager_save(
+        manager: *mut ckpt_manager_t,
+        state: *mut ckpt_state_t,
+        step: u64,
+        opts: *const ckpt_save_options,
+        request: *mut *mut ckpt_request_t,
+        err: *mut ckpt_error_t,
+    ) -> i32;
+    pub fn ckpt_manager_latest(manager: *const ckpt_manager_t, step: *mut u64, err: *mut ckpt_error_t) -> i32;
+    pub fn ckpt_manager_load_latest(
+        manager: *mut ckpt_manager_t,
+        state: *mut ckpt_state_t,
+        opts: *const ckpt_load_options,
+        step: *mut u64,
+        err: *mut ckpt_error_t,
+    ) -> i32;
+    pub fn ckpt_manager_step_path(
+        manager: *const ckpt_manager_t,
+        step: u64,
+        buffer: *mut c_char,
+        buffer_size: u64,
         err: *mut ckpt_error_t,
     ) -> i32;
 
@@ -410,6 +493,14 @@ mod tests {
         assert_eq!((opts.store_port, opts.timeout_ms), (-1, 0));
         assert!(opts.allgather.is_none() && opts.allgather_user.is_null());
         assert!(opts.node_name.is_null() && opts.log.is_none() && opts.log_user.is_null());
+        assert_eq!((opts.io_workers, opts.arena_bytes, opts.transport), (-1, 0, CKPT_TRANSPORT_DEFAULT));
+    }
+
+    #[test]
+    fn manager_options_init_matches_header_macro_and_rust_layout() {
+        let opts = ckpt_manager_options::init();
+        assert_eq!(opts.struct_size as usize, size_of::<ckpt_manager_options>());
+        assert_eq!((opts.keep_last, opts.keep_every), (0, 0));
     }
 
     #[test]
@@ -436,13 +527,30 @@ mod tests {
         assert_eq!((opts.missing_keys, opts.unexpected_keys), (CKPT_STRICT_FAIL, CKPT_STRICT_LOG));
     }
 
-    /// The info structs have no init function; their sizes are checked against the C layout on LP64 targets.
+    /// The info and stats structs have no init function; their sizes are checked against the C layout on LP64
+    /// targets.
     #[test]
     #[cfg(target_pointer_width = "64")]
-    fn info_structs_have_the_lp64_c_sizes() {
+    fn structs_without_init_function_have_the_lp64_c_sizes() {
         assert_eq!(size_of::<ckpt_checkpoint_info>(), 72);
         assert_eq!(size_of::<ckpt_tensor_info>(), 96);
         assert_eq!(size_of::<ckpt_chunk_info>(), 160);
+        assert_eq!(size_of::<ckpt_context_stats>(), 88);
+    }
+
+    #[test]
+    fn context_stats_fill_the_rust_layout() {
+        let mut ctx = std::ptr::null_mut();
+        let mut opts = ckpt_context_options::init();
+        (opts.rank, opts.world_size, opts.io_workers) = (0, 1, 0);
+        assert_eq!(unsafe { ckpt_context_create(&opts, &mut ctx, std::ptr::null_mut()) }, CKPT_OK);
+        let mut stats = ckpt_context_stats::init();
+        let status = unsafe { ckpt_context_stats_get(ctx, &mut stats, std::ptr::null_mut()) };
+        unsafe { ckpt_context_free(ctx) };
+        assert_eq!(status, CKPT_OK);
+        assert_eq!(stats.struct_size as usize, size_of::<ckpt_context_stats>());
+        assert_eq!((stats.io_workers, stats.saves_committed, stats.transport), (0, 0, CKPT_TRANSPORT_NONE));
+        assert!(stats.arena_bytes > 0);
     }
 
     #[test]

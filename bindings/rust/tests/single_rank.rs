@@ -7,7 +7,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use ckpt::sys::{CKPT_E_ALREADY_EXISTS, CKPT_E_INVALID_ARGUMENT, CKPT_E_MISMATCH, CKPT_E_NOT_FOUND};
-use ckpt::{Context, ErrorKind, LoadOptions, LoadState, LogLevel, Reader, SaveOptions, SaveState, Shard, Strictness};
+use ckpt::{
+    Context, ErrorKind, LoadOptions, LoadState, LogLevel, Reader, SaveOptions, SaveState, Shard, Strictness, Transport,
+};
 use common::*;
 
 fn solo_context() -> Context {
@@ -16,13 +18,17 @@ fn solo_context() -> Context {
 
 /// Saves "weight" (whole), "bias" and the common step from a single rank.
 fn save_test_checkpoint(ctx: &Context, temp: &TempDir) {
+    save_test_checkpoint_at(ctx, &temp.checkpoint());
+}
+
+fn save_test_checkpoint_at(ctx: &Context, path: &std::path::Path) {
     let weight = weight_box(0..WEIGHT_SHAPE[0], 0..WEIGHT_SHAPE[1]);
     let bias = bias();
     let mut state = SaveState::new().unwrap();
     state.add_tensor(&Shard::new(WEIGHT, &WEIGHT_SHAPE), &weight).unwrap();
     state.add_tensor(&Shard::new(BIAS, &[BIAS_LEN]), &bias).unwrap();
     state.add_common(STEP_KEY, &STEP.to_le_bytes()).unwrap();
-    ctx.save(&mut state, temp.checkpoint(), &SaveOptions::new()).unwrap().wait().unwrap();
+    ctx.save(&mut state, path, &SaveOptions::new()).unwrap().wait().unwrap();
 }
 
 #[test]
@@ -102,6 +108,34 @@ fn request_reports_a_finished_save() {
     drop(state);
     assert!(request.wait_timeout(std::time::Duration::from_secs(30)).unwrap());
     assert!(request.test().unwrap());
+}
+
+#[test]
+fn stats_count_committed_saves_bytes_and_reused_plans() {
+    let (ctx, temp) = (solo_context(), TempDir::new());
+    save_test_checkpoint(&ctx, &temp);
+    let mut weight = vec![0f32; 24];
+    {
+        let mut state = LoadState::new().unwrap();
+        state.add_tensor(&Shard::new(WEIGHT, &WEIGHT_SHAPE), &mut weight).unwrap();
+        ctx.load(&mut state, temp.checkpoint(), &LoadOptions::new().unexpected_keys(Strictness::Ignore)).unwrap();
+    }
+    let first = ctx.stats().unwrap();
+    assert!(first.saves_committed >= 1, "{:?}", first);
+    assert!(first.bytes_written > 0 && first.bytes_read > 0, "{:?}", first);
+    assert!(first.arena_bytes > 0, "{:?}", first);
+
+    save_test_checkpoint_at(&ctx, &temp.path().join("same-structure"));
+    let second = ctx.stats().unwrap();
+    assert_eq!(second.plans_reused, first.plans_reused + 1, "{:?} then {:?}", first, second);
+    assert_eq!(second.saves_committed, first.saves_committed + 1, "{:?} then {:?}", first, second);
+}
+
+#[test]
+fn io_workers_option_reaches_the_context() {
+    let ctx = Context::builder().rank(0).world_size(1).io_workers(0).transport(Transport::NONE).create().unwrap();
+    let stats = ctx.stats().unwrap();
+    assert_eq!((stats.io_workers, stats.transport), (0, Transport::NONE));
 }
 
 #[test]

@@ -1,0 +1,164 @@
+package ckpt
+
+/*
+#include <stdlib.h>
+#include "binding.h"
+*/
+import "C"
+
+import (
+	"errors"
+	"runtime"
+	"unsafe"
+)
+
+// ManagerOptions say which committed steps a Manager keeps; nil keeps every step.
+type ManagerOptions struct {
+	// KeepLast keeps the newest KeepLast committed steps (0: all).
+	KeepLast uint32
+	// KeepEvery also keeps every step divisible by KeepEvery (0: none beyond KeepLast).
+	KeepEvery uint64
+}
+
+// Manager is a root directory of numbered steps (root/step-<12 digits>) that the ranks save into and resume from
+// together. Once a save through the manager commits, rank 0 moves the latest pointer to it and removes the steps
+// that the retention policy no longer keeps. Close it before its Context (Context.Close closes it otherwise).
+type Manager struct {
+	ctx *Context
+	ptr *C.ckpt_manager_t // guarded by ctx.mu
+}
+
+// The first buffer size tried for a step's path, and the largest: a longer path is refused.
+const (
+	stepPathFirstBuffer = 256
+	stepPathMaxBuffer   = 1 << 20
+)
+
+// OpenManager opens root as a directory of steps, creating it if needed. Collective. Rank 0 first removes the
+// uncommitted step directories that crashed runs left behind.
+func (c *Context) OpenManager(root string, opts *ManagerOptions) (*Manager, error) {
+	var allocs cAllocs
+	defer allocs.free()
+	croot, err := allocs.str("manager root", root)
+	if err != nil {
+		return nil, err
+	}
+	copts := C.ckpt_go_manager_options()
+	if opts != nil {
+		copts.keep_last = C.uint32_t(opts.KeepLast)
+		copts.keep_every = C.uint64_t(opts.KeepEvery)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.ptr == nil {
+		return nil, closedHandle("Context")
+	}
+	var ptr *C.ckpt_manager_t
+	if err := call(func(cerr *C.ckpt_error_t) C.int32_t {
+		return C.ckpt_manager_open(c.ptr, croot, &copts, &ptr, cerr)
+	}); err != nil {
+		return nil, err
+	}
+	m := &Manager{ctx: c, ptr: ptr}
+	c.managers[m] = struct{}{}
+	runtime.SetFinalizer(m, (*Manager).Close)
+	return m, nil
+}
+
+// Save saves state as step `step`, as Context.Save does: it returns once the state's Buffers are staged.
+// Collective. The step becomes the latest only if the request succeeds; a failed save leaves the latest pointer
+// and the kept steps untouched.
+func (m *Manager) Save(state *State, step uint64, opts *SaveOptions) (*SaveRequest, error) {
+	return m.ctx.startSave(state, opts, func(copts *C.ckpt_save_options, request **C.ckpt_request_t) error {
+		if m.ptr == nil {
+			return closedHandle("Manager")
+		}
+		return call(func(cerr *C.ckpt_error_t) C.int32_t {
+			return C.ckpt_manager_save(m.ptr, state.ptr, C.uint64_t(step), copts, request, cerr)
+		})
+	})
+}
+
+// Latest returns the newest committed step, or an error matching ErrNotFound if there is none yet. Not collective.
+func (m *Manager) Latest() (uint64, error) {
+	var step C.uint64_t
+	err := m.withHandle(func() error {
+		return call(func(cerr *C.ckpt_error_t) C.int32_t { return C.ckpt_manager_latest(m.ptr, &step, cerr) })
+	})
+	return uint64(step), err
+}
+
+// LoadLatest loads the latest step (as rank 0 sees it) into state and returns it. Collective. With no committed
+// step yet, every rank gets an error matching ErrNotFound: a fresh start.
+func (m *Manager) LoadLatest(state *State, opts *LoadOptions) (uint64, error) {
+	copts, err := opts.toC()
+	if err != nil {
+		return 0, err
+	}
+	var step C.uint64_t
+	err = m.ctx.withState(state, func() error {
+		if m.ptr == nil {
+			return closedHandle("Manager")
+		}
+		return call(func(cerr *C.ckpt_error_t) C.int32_t {
+			return C.ckpt_manager_load_latest(m.ptr, state.ptr, &copts, &step, cerr)
+		})
+	})
+	return uint64(step), err
+}
+
+// StepPath returns the directory of step `step`, whether or not it exists.
+func (m *Manager) StepPath(step uint64) (string, error) {
+	for size := stepPathFirstBuffer; ; size *= 2 {
+		path, err := m.stepPathWithin(step, size)
+		// The only argument that can be wrong is the buffer's size: retry with a larger one.
+		if !errors.Is(err, ErrInvalidArgument) || size >= stepPathMaxBuffer {
+			return path, err
+		}
+	}
+}
+
+func (m *Manager) stepPathWithin(step uint64, size int) (string, error) {
+	buffer := (*C.char)(C.malloc(C.size_t(size)))
+	if buffer == nil {
+		return "", &Error{Status: StatusNoMemory, Message: "cannot allocate the step path's buffer"}
+	}
+	defer C.free(unsafe.Pointer(buffer))
+	err := m.withHandle(func() error {
+		return call(func(cerr *C.ckpt_error_t) C.int32_t {
+			return C.ckpt_manager_step_path(m.ptr, C.uint64_t(step), buffer, C.uint64_t(size), cerr)
+		})
+	})
+	if err != nil {
+		return "", err
+	}
+	return C.GoString(buffer), nil
+}
+
+// withHandle runs fn with the manager's handle locked and open.
+func (m *Manager) withHandle(fn func() error) error {
+	m.ctx.mu.Lock()
+	defer m.ctx.mu.Unlock()
+	if m.ptr == nil {
+		return closedHandle("Manager")
+	}
+	return fn()
+}
+
+// Close waits for the manager's saves in flight, then frees it. Closing twice is harmless.
+func (m *Manager) Close() error {
+	m.ctx.mu.Lock()
+	defer m.ctx.mu.Unlock()
+	m.free()
+	delete(m.ctx.managers, m)
+	runtime.SetFinalizer(m, nil)
+	return nil
+}
+
+// free releases the C manager; the caller holds ctx.mu.
+func (m *Manager) free() {
+	if m.ptr != nil {
+		C.ckpt_manager_free(m.ptr)
+		m.ptr = nil
+	}
+}

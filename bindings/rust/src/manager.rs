@@ -1,0 +1,169 @@
+//! The checkpoint manager: a root directory of numbered steps, with a latest pointer and retention.
+
+use std::ffi::OsString;
+use std::marker::PhantomData;
+use std::os::raw::c_char;
+use std::os::unix::ffi::OsStringExt;
+use std::path::{Path, PathBuf};
+use std::ptr::{self, NonNull};
+
+use crate::context::Context;
+use crate::error::{call, call_status, Error, Result};
+use crate::load::LoadOptions;
+use crate::save::{c_path, start_save, SaveOptions, SaveRequest};
+use crate::state::{LoadState, SaveState};
+use crate::sys;
+
+/// Which committed steps a [`Manager`] keeps. The default keeps every step.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ManagerOptions {
+    keep_last: u32,
+    keep_every: u64,
+}
+
+impl ManagerOptions {
+    pub fn new() -> Self {
+        ManagerOptions::default()
+    }
+
+    /// Keep the newest `count` committed steps (0: keep all).
+    pub fn keep_last(mut self, count: u32) -> Self {
+        self.keep_last = count;
+        self
+    }
+
+    /// Also keep every step divisible by `interval` (0: none beyond [`keep_last`](Self::keep_last)).
+    pub fn keep_every(mut self, interval: u64) -> Self {
+        self.keep_every = interval;
+        self
+    }
+}
+
+/// The first buffer size tried for a step's path, and the largest: a path longer than that is refused.
+const STEP_PATH_FIRST_BUFFER: usize = 256;
+const STEP_PATH_MAX_BUFFER: usize = 1 << 20;
+
+/// A root directory of steps (`root/step-<12 digits>`) that ranks save into and resume from together. Once a save
+/// through the manager commits, rank 0 moves the `latest` pointer to it and removes the steps the retention policy
+/// no longer keeps. Borrows its context, which runs its saves and loads; dropping the manager waits for its saves
+/// in flight.
+///
+/// Neither `Send` nor `Sync`: it uses its context, which stays behind with the thread that lent it.
+pub struct Manager<'c> {
+    raw: NonNull<sys::ckpt_manager_t>,
+    _context: PhantomData<&'c Context>,
+}
+
+impl<'c> Manager<'c> {
+    /// Collective: opens `root`, creating it if needed. Rank 0 first removes the uncommitted step directories that
+    /// crashed runs left behind.
+    pub fn open(ctx: &'c Context, root: impl AsRef<Path>, options: &ManagerOptions) -> Result<Self> {
+        let c_root = c_path(root.as_ref())?;
+        let mut opts = sys::ckpt_manager_options::init();
+        opts.keep_last = options.keep_last;
+        opts.keep_every = options.keep_every;
+        let mut raw = ptr::null_mut();
+        // SAFETY: a live context, used by this thread only; the root and options outlive the call.
+        call(|err| unsafe { sys::ckpt_manager_open(ctx.as_ptr(), c_root.as_ptr(), &opts, &mut raw, err) })?;
+        let raw = NonNull::new(raw).ok_or_else(|| Error::new(sys::CKPT_E_INTERNAL, "ckpt_manager_open gave NULL"))?;
+        Ok(Manager { raw, _context: PhantomData })
+    }
+
+    /// Collective: saves `state` as step `step`, as [`Context::save`] does: returns once the buffers are staged.
+    /// The step becomes the latest only if the returned request succeeds; a failed save leaves the latest pointer
+    /// and the kept steps untouched.
+    pub fn save(&self, state: &mut SaveState<'_>, step: u64, options: &SaveOptions) -> Result<SaveRequest<'c>> {
+        // SAFETY: the manager and state are live handles used by this thread only; the options outlive the call.
+        start_save(options, "ckpt_manager_save", |opts, request, err| unsafe {
+            sys::ckpt_manager_save(self.raw.as_ptr(), state.as_ptr(), step, opts, request, err)
+        })
+    }
+
+    /// Not collective: the newest committed step, or None if there is none yet.
+    pub fn latest(&self) -> Result<Option<u64>> {
+        let mut step = 0u64;
+        // SAFETY: a live manager and a valid out pointer.
+        let outcome = call_status(|err| unsafe { sys::ckpt_manager_latest(self.raw.as_ptr(), &mut step, err) });
+        step_or_none(outcome, step)
+    }
+
+    /// Collective: loads the latest step (as rank 0 sees it) into `state` and returns it, or returns None on every
+    /// rank if there is no committed step yet: a fresh start. On failure the buffers may be partly filled (but
+    /// always hold valid values of their element type).
+    pub fn load_latest(&self, state: &mut LoadState<'_>, options: &LoadOptions) -> Result<Option<u64>> {
+        let opts = options.to_c();
+        let mut step = 0u64;
+        // SAFETY: the manager and state are live handles used by this thread only; the state's buffers are
+        // exclusively borrowed for its lifetime.
+        let outcome = call_status(|err| unsafe {
+            sys::ckpt_manager_load_latest(self.raw.as_ptr(), state.as_ptr(), &opts, &mut step, err)
+        });
+        state.repair_buffers();
+        step_or_none(outcome, step)
+    }
+
+    /// The directory of step `step`, whether or not it exists.
+    pub fn step_path(&self, step: u64) -> Result<PathBuf> {
+        let mut capacity = STEP_PATH_FIRST_BUFFER;
+        loop {
+            let mut buffer = vec![0u8; capacity];
+            // SAFETY: a live manager; the library writes at most `capacity` bytes into the buffer.
+            let outcome = call_status(|err| unsafe {
+                sys::ckpt_manager_step_path(self.raw.as_ptr(), step, buffer.as_mut_ptr() as *mut c_char, capacity as u64, err)
+            });
+            match outcome {
+                (_, None) => return Ok(path_from_nul_terminated(buffer)),
+                // The only argument that can be wrong here is the buffer's size: retry with a larger one.
+                (sys::CKPT_E_INVALID_ARGUMENT, Some(_)) if capacity < STEP_PATH_MAX_BUFFER => capacity *= 2,
+                (_, Some(error)) => return Err(error),
+            }
+        }
+    }
+}
+
+/// A manager call's step, where CKPT_E_NOT_FOUND means "no committed step yet" rather than a failure.
+fn step_or_none(outcome: (i32, Option<Error>), step: u64) -> Result<Option<u64>> {
+    match outcome {
+        (_, None) => Ok(Some(step)),
+        (sys::CKPT_E_NOT_FOUND, Some(_)) => Ok(None),
+        (_, Some(error)) => Err(error),
+    }
+}
+
+fn path_from_nul_terminated(mut buffer: Vec<u8>) -> PathBuf {
+    let length = buffer.iter().position(|&byte| byte == 0).unwrap_or(buffer.len());
+    buffer.truncate(length);
+    PathBuf::from(OsString::from_vec(buffer))
+}
+
+impl Drop for Manager<'_> {
+    fn drop(&mut self) {
+        // SAFETY: created by ckpt_manager_open and freed once, before the context it borrows.
+        unsafe { sys::ckpt_manager_free(self.raw.as_ptr()) }
+    }
+}
+
+impl std::fmt::Debug for Manager<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Manager").finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn not_found_is_no_step_and_other_errors_stay_errors() {
+        assert_eq!(step_or_none((sys::CKPT_OK, None), 7), Ok(Some(7)));
+        let not_found = Error::new(sys::CKPT_E_NOT_FOUND, "no committed step yet");
+        assert_eq!(step_or_none((sys::CKPT_E_NOT_FOUND, Some(not_found)), 0), Ok(None));
+        let corrupt = Error::new(sys::CKPT_E_CORRUPT, "MANIFEST");
+        assert_eq!(step_or_none((sys::CKPT_E_CORRUPT, Some(corrupt.clone())), 0), Err(corrupt));
+    }
+
+    #[test]
+    fn path_stops_at_the_first_nul() {
+        assert_eq!(path_from_nul_terminated(b"/root/step-1\0\0junk".to_vec()), PathBuf::from("/root/step-1"));
+    }
+}

@@ -1,0 +1,290 @@
+#include "collectives/ucx_transport.h"
+
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "collectives/tcp_store.h"
+
+namespace ckpt::coll {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+constexpr milliseconds kStoreTimeout{10000};
+constexpr milliseconds kExchangeTimeout{10000};
+
+// Asks the kernel for a free port: bind port 0, read it back, release it.
+int PickFreePort() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address = {};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof address;
+  EXPECT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
+  EXPECT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length), 0);
+  close(fd);
+  return ntohs(address.sin_port);
+}
+
+Result<std::unique_ptr<TcpStore>> ConnectStore(int rank, int world_size, int port) {
+  TcpStoreConfig config;
+  config.rank = rank;
+  config.world_size = world_size;
+  config.port = port;
+  config.timeout = kStoreTimeout;
+  return TcpStore::Connect(config);
+}
+
+// Runs every rank of the world on its own thread, each with its own store connection and UCX worker.
+void RunRanks(int world_size, const std::function<void(Transport&, TcpStore&)>& body) {
+  const int port = PickFreePort();
+  std::vector<std::thread> threads;
+  for (int r = 0; r < world_size; ++r) {
+    threads.emplace_back([&, r] {
+      Result<std::unique_ptr<TcpStore>> store = ConnectStore(r, world_size, port);
+      ASSERT_TRUE(store.ok()) << "rank " << r << ": " << store.status().message();
+      Result<std::unique_ptr<Transport>> transport = MakeUcxTransport(**store, kStoreTimeout);
+      ASSERT_TRUE(transport.ok()) << "rank " << r << ": " << transport.status().message();
+      body(**transport, **store);
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+}
+
+// Bytes that identify their sender, tag and position, so that a message delivered to the wrong buffer shows.
+std::vector<uint8_t> Pattern(int sender, uint64_t tag, uint64_t size) {
+  std::vector<uint8_t> bytes(size);
+  const uint64_t seed = (static_cast<uint64_t>(sender) << 56) ^ (tag << 32);
+  uint64_t word = 0;
+  for (uint64_t i = 0; i < size; ++i) {
+    if (i % sizeof word == 0) word = seed ^ (i * 0x9e3779b97f4a7c15ULL);
+    bytes[i] = static_cast<uint8_t>(word >> (8 * (i % sizeof word)));
+  }
+  return bytes;
+}
+
+bool Contains(const Status& status, const std::string& text) {
+  return status.message().find(text) != std::string::npos;
+}
+
+// Every rank sends `sizes.size()` messages (tag = index) to every rank in `peers` and receives as many from each.
+void ExchangeWithPeers(Transport& transport, int rank, const std::vector<int>& peers,
+                       const std::vector<uint64_t>& sizes) {
+  std::vector<std::vector<uint8_t>> outgoing(sizes.size());
+  for (size_t tag = 0; tag < sizes.size(); ++tag) outgoing[tag] = Pattern(rank, tag, sizes[tag]);
+  std::vector<TransferSend> sends;
+  std::vector<TransferRecv> recvs;
+  std::vector<std::vector<uint8_t>> incoming;
+  incoming.reserve(peers.size() * sizes.size());
+  for (int peer : peers) {
+    for (size_t tag = 0; tag < sizes.size(); ++tag) {
+      sends.push_back({peer, outgoing[tag].data(), sizes[tag], tag});
+      incoming.emplace_back(sizes[tag]);
+      recvs.push_back({peer, incoming.back().data(), sizes[tag], tag});
+    }
+  }
+  const Status status = transport.Exchange(sends, recvs, kExchangeTimeout);
+  ASSERT_TRUE(status.ok()) << "rank " << rank << ": " << status.message();
+  for (size_t i = 0; i < recvs.size(); ++i) {
+    EXPECT_TRUE(incoming[i] == Pattern(recvs[i].peer, recvs[i].tag, recvs[i].size))
+        << "rank " << rank << " got wrong bytes from rank " << recvs[i].peer << " tag " << recvs[i].tag;
+  }
+}
+
+std::vector<int> OtherRanks(int rank, int world_size) {
+  std::vector<int> others;
+  for (int r = 0; r < world_size; ++r) {
+    if (r != rank) others.push_back(r);
+  }
+  return others;
+}
+
+TEST(UcxTransportTest, NameIsUcx) {
+  RunRanks(1, [](Transport& transport, TcpStore&) { EXPECT_STREQ(transport.name(), "ucx"); });
+}
+
+TEST(UcxTransportTest, TwoRanksExchangeMessagesOfEverySizeBothWays) {
+  // 0 bytes, eager sizes, and 64 MiB, which goes by rendezvous.
+  const std::vector<uint64_t> sizes = {0, 1, 4096, 100003, 64 << 20};
+  RunRanks(2, [&](Transport& transport, TcpStore& store) {
+    ExchangeWithPeers(transport, store.rank(), OtherRanks(store.rank(), 2), sizes);
+  });
+}
+
+TEST(UcxTransportTest, ThreeRanksExchangeWithEveryRankIncludingThemselves) {
+  const std::vector<uint64_t> sizes = {0, 7, 65536, 3 << 20};
+  RunRanks(3, [&](Transport& transport, TcpStore& store) {
+    ExchangeWithPeers(transport, store.rank(), {0, 1, 2}, sizes);
+  });
+}
+
+TEST(UcxTransportTest, RepeatedExchangesReuseTheSameTags) {
+  RunRanks(2, [](Transport& transport, TcpStore& store) {
+    for (int round = 0; round < 20; ++round) {
+      ExchangeWithPeers(transport, store.rank(), OtherRanks(store.rank(), 2), {16, 300000});
+    }
+  });
+}
+
+TEST(UcxTransportTest, SameTagFromDifferentPeersReachesEachPeersBuffer) {
+  constexpr uint64_t kTag = 42;
+  constexpr uint64_t kSize = 50000;
+  RunRanks(3, [&](Transport& transport, TcpStore& store) {
+    if (store.rank() == 0) {
+      std::vector<uint8_t> from_one(kSize), from_two(kSize);
+      // Posted in the opposite order of the ranks, so that matching by tag alone would swap them.
+      const Status status = transport.Exchange(
+          {}, {{2, from_two.data(), kSize, kTag}, {1, from_one.data(), kSize, kTag}}, kExchangeTimeout);
+      ASSERT_TRUE(status.ok()) << status.message();
+      EXPECT_TRUE(from_one == Pattern(1, kTag, kSize));
+      EXPECT_TRUE(from_two == Pattern(2, kTag, kSize));
+    } else {
+      const std::vector<uint8_t> payload = Pattern(store.rank(), kTag, kSize);
+      const Status status = transport.Exchange({{0, payload.data(), kSize, kTag}}, {}, kExchangeTimeout);
+      EXPECT_TRUE(status.ok()) << status.message();
+    }
+  });
+}
+
+// Rank 1 sends `sent` bytes with tag 5; rank 0 expects `expected`. Returns rank 0's status.
+Status ExchangeMismatchedSizes(uint64_t sent, uint64_t expected) {
+  Status receiver_status;
+  RunRanks(2, [&](Transport& transport, TcpStore& store) {
+    if (store.rank() == 0) {
+      std::vector<uint8_t> buffer(expected);
+      receiver_status = transport.Exchange({}, {{1, buffer.data(), expected, 5}}, kExchangeTimeout);
+    } else {
+      const std::vector<uint8_t> payload(sent, 'x');
+      // The sender's own outcome is not specified; it must only come back.
+      const Status ignored = transport.Exchange({{0, payload.data(), sent, 5}}, {}, milliseconds(3000));
+      (void)ignored;
+    }
+  });
+  return receiver_status;
+}
+
+TEST(UcxTransportTest, LargerMessageThanExpectedIsMismatchNamingPeerAndTag) {
+  const Status status = ExchangeMismatchedSizes(100, 64);
+  EXPECT_EQ(status.code(), Code::kMismatch) << status.message();
+  EXPECT_TRUE(Contains(status, "rank 1 with tag 5")) << status.message();
+}
+
+TEST(UcxTransportTest, LargerRendezvousMessageThanExpectedIsMismatch) {
+  const Status status = ExchangeMismatchedSizes(4 << 20, 1 << 20);
+  EXPECT_EQ(status.code(), Code::kMismatch) << status.message();
+  EXPECT_TRUE(Contains(status, "rank 1 with tag 5")) << status.message();
+}
+
+TEST(UcxTransportTest, SmallerMessageThanExpectedIsMismatchNamingTheSizes) {
+  const Status status = ExchangeMismatchedSizes(32, 64);
+  EXPECT_EQ(status.code(), Code::kMismatch) << status.message();
+  EXPECT_TRUE(Contains(status, "received 32 bytes, expected 64")) << status.message();
+}
+
+TEST(UcxTransportTest, TagWiderThan48BitsIsInvalidArgument) {
+  RunRanks(1, [](Transport& transport, TcpStore&) {
+    uint8_t byte = 0;
+    const Status status = transport.Exchange({{0, &byte, 1, kMaxTransferTag + 1}}, {}, kExchangeTimeout);
+    EXPECT_EQ(status.code(), Code::kInvalidArgument) << status.message();
+    EXPECT_TRUE(Contains(status, "48 bits")) << status.message();
+  });
+}
+
+TEST(UcxTransportTest, PeerOutsideTheWorldIsInvalidArgument) {
+  RunRanks(1, [](Transport& transport, TcpStore&) {
+    uint8_t byte = 0;
+    const Status status = transport.Exchange({}, {{3, &byte, 1, 0}}, kExchangeTimeout);
+    EXPECT_EQ(status.code(), Code::kInvalidArgument) << status.message();
+    EXPECT_TRUE(Contains(status, "rank 3")) << status.message();
+  });
+}
+
+TEST(UcxTransportTest, MissingBufferIsInvalidArgument) {
+  RunRanks(1, [](Transport& transport, TcpStore&) {
+    const Status status = transport.Exchange({{0, nullptr, 8, 1}}, {}, kExchangeTimeout);
+    EXPECT_EQ(status.code(), Code::kInvalidArgument) << status.message();
+  });
+}
+
+TEST(UcxTransportTest, ReceiveFromPeerThatNeverSendsTimesOutNamingIt) {
+  RunRanks(2, [](Transport& transport, TcpStore& store) {
+    if (store.rank() == 0) {
+      std::vector<uint8_t> buffer(16);
+      const Clock::time_point start = Clock::now();
+      const Status status = transport.Exchange({}, {{1, buffer.data(), 16, 9}}, milliseconds(300));
+      EXPECT_EQ(status.code(), Code::kTimeout) << status.message();
+      EXPECT_TRUE(Contains(status, "rank 1 (1 receives, 0 sends)")) << status.message();
+      EXPECT_LT(Clock::now() - start, milliseconds(2000));
+    }
+    ASSERT_TRUE(store.Barrier().ok());
+  });
+}
+
+TEST(UcxTransportTest, StalledRendezvousSendTimesOutAndReleasesTheBuffer) {
+  RunRanks(2, [](Transport& transport, TcpStore& store) {
+    if (store.rank() == 0) {
+      const std::vector<uint8_t> payload(8 << 20, 'p');
+      const Clock::time_point start = Clock::now();
+      const Status status = transport.Exchange({{1, payload.data(), payload.size(), 3}}, {}, milliseconds(300));
+      EXPECT_EQ(status.code(), Code::kTimeout) << status.message();
+      EXPECT_TRUE(Contains(status, "rank 1 (0 receives, 1 sends)")) << status.message();
+      // Well under the cancellation grace: closing the endpoint gave the send back at once.
+      EXPECT_LT(Clock::now() - start, milliseconds(1500));
+    }
+    ASSERT_TRUE(store.Barrier().ok());
+  });
+}
+
+TEST(UcxTransportTest, PeerThatTimedOutFailsLaterExchanges) {
+  RunRanks(2, [](Transport& transport, TcpStore& store) {
+    if (store.rank() == 0) {
+      uint8_t byte = 0;
+      EXPECT_EQ(transport.Exchange({}, {{1, &byte, 1, 1}}, milliseconds(100)).code(), Code::kTimeout);
+      const Status later = transport.Exchange({{1, &byte, 1, 2}}, {}, kExchangeTimeout);
+      EXPECT_EQ(later.code(), Code::kPeerFailed) << later.message();
+      EXPECT_TRUE(Contains(later, "rank 1 failed in an earlier exchange")) << later.message();
+    }
+    ASSERT_TRUE(store.Barrier().ok());
+  });
+}
+
+TEST(UcxTransportTest, DeadPeerFailsTheExchangeWithinSeconds) {
+  const int port = PickFreePort();
+  // Forked before this process starts any thread; the child joins, then exits the way a crashed rank would.
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    Result<std::unique_ptr<TcpStore>> store = ConnectStore(1, 2, port);
+    const bool joined = store.ok() && MakeUcxTransport(**store, kStoreTimeout).ok();
+    _exit(joined ? 0 : 1);
+  }
+  Result<std::unique_ptr<TcpStore>> store = ConnectStore(0, 2, port);
+  ASSERT_TRUE(store.ok()) << store.status().message();
+  Result<std::unique_ptr<Transport>> transport = MakeUcxTransport(**store, kStoreTimeout);
+  ASSERT_TRUE(transport.ok()) << transport.status().message();
+  int child_status = 0;
+  ASSERT_EQ(waitpid(child, &child_status, 0), child);
+  ASSERT_TRUE(WIFEXITED(child_status) && WEXITSTATUS(child_status) == 0) << "the child failed to join";
+
+  std::vector<uint8_t> buffer(1024);
+  const Clock::time_point start = Clock::now();
+  const Status status = (*transport)->Exchange({}, {{1, buffer.data(), buffer.size(), 1}}, kExchangeTimeout);
+  EXPECT_TRUE(status.code() == Code::kPeerFailed || status.code() == Code::kTimeout) << status.message();
+  EXPECT_TRUE(Contains(status, "rank 1")) << status.message();
+  EXPECT_LT(Clock::now() - start, milliseconds(5000)) << status.message();
+}
+
+}  // namespace
+}  // namespace ckpt::coll
