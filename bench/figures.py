@@ -1,13 +1,16 @@
 #!/usr/bin/env python3
 """Arithmetic for bench/run, standard library only.
 
-  figures.py fio-bw JSON_FILE read|write      prints the job's bandwidth in bytes/s from fio's JSON output
-  figures.py report VALUES_FILE S_MIB D_MIB   turns raw per-run values into figures beside their baselines
+  figures.py fio-bw JSON_FILE read|write            prints the job's bandwidth in bytes/s from fio's JSON output
+  figures.py ucx-bw LOG MESSAGE_BYTES               prints ucx_perftest's overall bandwidth in bytes/s
+  figures.py report VALUES_FILE S_MIB D_MIB R_MIB   turns raw per-run values into figures beside their baselines
 
-VALUES_FILE holds `run name value` lines: ckpt_bench's raw output (save_seconds, load_seconds, ...) and the fio
-bandwidths (fio_write_bps, fio_read_bps) of the same run. The staging arena's size comes from the library where it
-reports it, else from CKPT_ARENA_BYTES, else it is printed as 0 with a comment. Every figure is computed within its run (a ratio
-compares numbers taken on the same directory minutes apart), then the median over the runs is printed.
+VALUES_FILE holds `run name value` lines: ckpt_bench's raw output (save_seconds, load_seconds, ...; the multi-rank
+loads report per rank, as <load>_<counter>.rank<r>, with <load>_ranks), the fio bandwidths (fio_write_bps,
+fio_read_bps) and ucx_perftest_bps of the same run. The staging arena's size comes from the library where it
+reports it, else from CKPT_ARENA_BYTES, else it is printed as 0 with a comment. Every figure is computed within
+its run (a ratio compares numbers taken on the same directory minutes apart), then the median over the runs is
+printed.
 """
 import json
 import os
@@ -15,6 +18,11 @@ import statistics
 import sys
 
 GIB = float(1 << 30)
+MIB = float(1 << 20)
+# ckpt's CKPT_TRANSPORT_* numbering.
+TRANSPORTS = {1: "none", 2: "ucx", 3: "nccl"}
+# ucx_perftest's bandwidth column and its per-message time must agree this closely, or its units have changed.
+UCX_UNIT_TOLERANCE = 0.02
 
 # (name, unit, format) in the order they are printed; each group is a figure, its baseline, and their ratio.
 FIGURES = [
@@ -36,7 +44,18 @@ FIGURES = [
     # Context for the figures above: a training loop's later saves, and the first save's blocking time.
     ("save_warm_gibps", "GiB/s", "%.3f"),
     ("async_block_first_ms", "ms", "%.1f"),
+    # The parallel load: resharding, reading each stored byte once, and the exchange between ranks. A figure whose
+    # inputs were not measured (no ucx_perftest, no transport) is left out, and a comment says why.
+    ("reshard_load_gibps", "GiB/s", "%.3f"),
+    ("reshard_load_vs_fio_read", "ratio", "%.3f"),
+    ("read_amplification", "ratio", "%.2f"),
+    ("read_amplification_no_exchange", "ratio", "%.2f"),
+    ("exchange_gbps", "GB/s", "%.3f"),
+    ("ucx_perftest_gbps", "GB/s", "%.3f"),
+    ("exchange_vs_ucx_perftest", "ratio", "%.3f"),
 ]
+# The loads measured on several ranks, as prefixed by bench/run.
+RANKED_LOADS = ("reshard_load", "exchange_load", "no_exchange_load")
 
 
 def fail(message):
@@ -61,6 +80,31 @@ def fio_bandwidth(path, direction):
     print(bandwidth)
 
 
+def ucx_bandwidth(path, message_bytes):
+    """Bytes/s from the client's `Final:` row: iterations, overhead in usec (50th percentile, average, overall),
+    bandwidth in MB/s (average, overall), message rate (average, overall). UCX 1.13 prints MB/s with MB = 2^20;
+    the overall bandwidth is checked against the overall time per message, so a change of units fails loudly."""
+    with open(path, encoding="utf-8", errors="replace") as f:
+        lines = f.read().splitlines()
+    if not any("bandwidth (MB/s)" in line for line in lines):
+        fail("%s: no `bandwidth (MB/s)` column in ucx_perftest's output" % path)
+    final = [line.split() for line in lines if line.split()[:1] == ["Final:"]]
+    if len(final) != 1 or len(final[0]) != 9:
+        fail("%s: expected one `Final:` row of 8 numbers in ucx_perftest's output" % path)
+    try:
+        overall_usec, overall_mb_per_s = float(final[0][4]), float(final[0][6])
+    except ValueError:
+        fail("%s: ucx_perftest's `Final:` row is not numeric: %r" % (path, " ".join(final[0])))
+    if overall_usec <= 0 or overall_mb_per_s <= 0:
+        fail("%s: ucx_perftest reports no bandwidth" % path)
+    bandwidth = overall_mb_per_s * MIB
+    from_time = message_bytes / (overall_usec * 1e-6)
+    if abs(bandwidth / from_time - 1) > UCX_UNIT_TOLERANCE:
+        fail("%s: %.2f MB/s (MB = 2^20) disagrees with %.3f usec per %d-byte message" %
+             (path, overall_mb_per_s, overall_usec, message_bytes))
+    print(int(bandwidth))
+
+
 def read_values(path):
     """{run: {name: value}} from `run name value` lines."""
     runs = {}
@@ -76,43 +120,97 @@ def read_values(path):
     return runs
 
 
-def run_figures(raw, state_gib, dedup_gib):
+def need(raw, name):
+    """A raw value of one run; a missing one names itself."""
+    if name not in raw:
+        fail("no %s was measured" % name)
+    if raw[name] <= 0 and name.endswith(("seconds", "_bps")):
+        fail("%s is %s, not a positive duration or bandwidth" % (name, raw[name]))
+    return raw[name]
+
+
+def per_rank_count(raw, load):
+    count = need(raw, load + "_ranks")
+    if count < 1 or count != int(count):
+        fail("%s_ranks is %s, not a number of ranks" % (load, count))
+    return int(count)
+
+
+def per_rank(raw, load, counter):
+    """The values of `counter` on every rank of a multi-rank load, all of them present (times positive)."""
+    values = [need(raw, "%s_%s.rank%d" % (load, counter, r)) for r in range(per_rank_count(raw, load))]
+    if counter == "seconds" and min(values) <= 0:
+        fail("a rank of %s reports a load time of %s seconds" % (load, min(values)))
+    return values
+
+
+def transport_of(raw, load):
+    """The name of the transport every rank of `load` used; fails if the ranks disagree."""
+    used = set(per_rank(raw, load, "transport"))
+    if len(used) != 1:
+        fail("the ranks of %s used different transports: %s" % (load, sorted(used)))
+    number = int(used.pop())
+    return TRANSPORTS.get(number, "transport %d" % number)
+
+
+def parallel_load_figures(raw, f, reshard_gib, dedup_gib):
+    """The resharding load against fio's read; the replicated load's bytes read against the distinct bytes, with
+    and without exchange; the exchange's speed against ucx_perftest's."""
+    reshard_s = max(per_rank(raw, "reshard_load", "seconds"))
+    f["reshard_load_gibps"] = reshard_gib / reshard_s
+    f["reshard_load_vs_fio_read"] = reshard_gib / f["fio_read_gibps"] / reshard_s
+    f["reshard_read_amplification"] = sum(per_rank(raw, "reshard_load", "bytes_read")) / (reshard_gib * GIB)
+    distinct_bytes = dedup_gib * GIB
+    f["read_amplification"] = sum(per_rank(raw, "exchange_load", "bytes_read")) / distinct_bytes
+    f["read_amplification_no_exchange"] = sum(per_rank(raw, "no_exchange_load", "bytes_read")) / distinct_bytes
+    if transport_of(raw, "no_exchange_load") != "none":
+        fail("the load with CKPT_TRANSPORT=none used %s" % transport_of(raw, "no_exchange_load"))
+    if transport_of(raw, "exchange_load") != "none":
+        exchange_s = max(per_rank(raw, "exchange_load", "seconds"))
+        f["exchange_gbps"] = sum(per_rank(raw, "exchange_load", "bytes_received")) / exchange_s / 1e9
+    if "ucx_perftest_bps" in raw:
+        f["ucx_perftest_gbps"] = need(raw, "ucx_perftest_bps") / 1e9
+        if "exchange_gbps" in f:
+            f["exchange_vs_ucx_perftest"] = f["exchange_gbps"] / f["ucx_perftest_gbps"]
+
+
+def run_figures(raw, state_gib, dedup_gib, reshard_gib):
     """The figures of one run; a missing raw value names itself."""
-    def need(name):
-        if name not in raw:
-            fail("no %s was measured" % name)
-        if raw[name] <= 0 and name.endswith(("seconds", "_bps")):
-            fail("%s is %s, not a positive duration or bandwidth" % (name, raw[name]))
-        return raw[name]
+    def measured(name):
+        return need(raw, name)
 
     f = {}
-    f["save_gibps"] = state_gib / need("save_seconds")
-    f["fio_write_gibps"] = need("fio_write_bps") / GIB
+    f["save_gibps"] = state_gib / measured("save_seconds")
+    f["fio_write_gibps"] = measured("fio_write_bps") / GIB
     f["save_vs_fio_write"] = f["save_gibps"] / f["fio_write_gibps"]
-    f["load_gibps"] = state_gib / need("load_seconds")
-    f["fio_read_gibps"] = need("fio_read_bps") / GIB
+    f["load_gibps"] = state_gib / measured("load_seconds")
+    f["fio_read_gibps"] = measured("fio_read_bps") / GIB
     f["load_vs_fio_read"] = f["load_gibps"] / f["fio_read_gibps"]
-    f["async_block_ms"] = need("async_block_ms")
-    f["memcpy_ms"] = need("memcpy_ms")
+    f["async_block_ms"] = measured("async_block_ms")
+    f["memcpy_ms"] = measured("memcpy_ms")
     f["async_block_vs_memcpy"] = f["async_block_ms"] / max(f["memcpy_ms"], 1e-6)
-    f["dedup_save_ms"] = need("dedup_save_seconds") * 1e3
+    f["dedup_save_ms"] = measured("dedup_save_seconds") * 1e3
     f["dedup_fio_write_ms"] = dedup_gib / f["fio_write_gibps"] * 1e3
     f["dedup_save_vs_fio_write"] = f["dedup_fio_write_ms"] / f["dedup_save_ms"]
-    f["save_peak_rss_mib"] = need("save_peak_rss_mib")
-    f["pre_save_rss_mib"] = need("pre_save_rss_mib")
+    f["save_peak_rss_mib"] = measured("save_peak_rss_mib")
+    f["pre_save_rss_mib"] = measured("pre_save_rss_mib")
     f["save_rss_overhead_mib"] = f["save_peak_rss_mib"] - f["pre_save_rss_mib"]
-    f["save_warm_gibps"] = state_gib / need("warm_save_seconds")
-    f["async_block_first_ms"] = need("async_block_first_ms")
+    f["save_warm_gibps"] = state_gib / measured("warm_save_seconds")
+    f["async_block_first_ms"] = measured("async_block_first_ms")
+    parallel_load_figures(raw, f, reshard_gib, dedup_gib)
     return f
 
 
-def report(path, state_mib, dedup_mib):
+def report(path, state_mib, dedup_mib, reshard_mib):
     runs = read_values(path)
     if not runs:
         fail("%s holds no measurements" % path)
-    per_run = [run_figures(runs[r], state_mib / 1024.0, dedup_mib / 1024.0) for r in sorted(runs, key=int)]
+    ordered = [runs[r] for r in sorted(runs, key=int)]
+    per_run = [run_figures(raw, state_mib / 1024.0, dedup_mib / 1024.0, reshard_mib / 1024.0) for raw in ordered]
     for name, unit, fmt in FIGURES:
-        print("%s %s %s" % (name, fmt % statistics.median(f[name] for f in per_run), unit))
+        values = [f[name] for f in per_run if name in f]
+        if values:
+            print("%s %s %s" % (name, fmt % statistics.median(values), unit))
     comments = []
     arena = [runs[r]["staging_arena_mib"] for r in runs if "staging_arena_mib" in runs[r]]
     if arena:
@@ -123,19 +221,43 @@ def report(path, state_mib, dedup_mib):
     else:
         print("staging_arena_mib 0 MiB")
         comments.append("arena: not reported by this library version")
+    comments.extend(parallel_load_comments(ordered, per_run))
     if len(per_run) > 1:
-        for name in ("save_vs_fio_write", "load_vs_fio_read", "async_block_vs_memcpy", "dedup_save_vs_fio_write"):
-            comments.append("%s per run: %s" % (name, " ".join("%.3f" % f[name] for f in per_run)))
+        for name in ("save_vs_fio_write", "load_vs_fio_read", "async_block_vs_memcpy", "dedup_save_vs_fio_write",
+                     "reshard_load_vs_fio_read", "exchange_vs_ucx_perftest"):
+            if all(name in f for f in per_run):
+                comments.append("%s per run: %s" % (name, " ".join("%.3f" % f[name] for f in per_run)))
     for comment in comments:
         print("# " + comment)
+
+
+def parallel_load_comments(ordered, per_run):
+    """What the parallel-load figures rest on: the transports used, and the units of ucx_perftest."""
+    comments = []
+    for load in RANKED_LOADS:
+        used = sorted({transport_of(raw, load) for raw in ordered})
+        comments.append("%s: transport %s, %d rank(s)" % (load, "/".join(used), per_rank_count(ordered[0], load)))
+    if any("exchange_gbps" not in f for f in per_run):
+        comments.append("exchange_gbps: the exchange load ran without a transport (CKPT_TRANSPORT, or UCX did not "
+                        "load): read_amplification is that of a load without exchange")
+    comments.append("reshard load read amplification: %.2f" %
+                    statistics.median(f["reshard_read_amplification"] for f in per_run))
+    if any("ucx_perftest_gbps" in f for f in per_run):
+        comments.append("ucx_perftest_gbps: tag_bw, 16 MiB messages, -n 100 -w 10, between two processes on "
+                        "localhost; UCX 1.13 prints MB/s with MB = 2^20, converted here to GB/s = 10^9 bytes/s")
+    return comments
+
 
 def main(argv):
     if len(argv) == 4 and argv[1] == "fio-bw" and argv[3] in ("read", "write"):
         fio_bandwidth(argv[2], argv[3])
-    elif len(argv) == 5 and argv[1] == "report":
-        report(argv[2], float(argv[3]), float(argv[4]))
+    elif len(argv) == 4 and argv[1] == "ucx-bw" and argv[3].isdigit():
+        ucx_bandwidth(argv[2], int(argv[3]))
+    elif len(argv) == 6 and argv[1] == "report":
+        report(argv[2], float(argv[3]), float(argv[4]), float(argv[5]))
     else:
-        fail("usage: figures.py fio-bw JSON_FILE read|write | report VALUES_FILE S_MIB D_MIB")
+        fail("usage: figures.py fio-bw JSON_FILE read|write | ucx-bw LOG MESSAGE_BYTES"
+             " | report VALUES_FILE S_MIB D_MIB R_MIB")
 
 
 if __name__ == "__main__":

@@ -24,6 +24,10 @@ class ControlPlane {
   virtual Result<std::vector<std::string>> AllGather(std::string_view mine) = 0;
 
   Status Barrier();
+
+  // Not collective: kPeerFailed naming the ranks that died, as far as the control plane knows. Lets a long wait
+  // elsewhere (a data exchange) stop as soon as a peer is gone rather than at its timeout.
+  virtual Status CheckPeers() { return Status::Ok(); }
 };
 
 // A user-supplied allgather of equal-sized blocks (ckpt_allgather_fn). Returns 0 on success.

@@ -121,6 +121,16 @@ Code NcclErrorCode(int result) {
   }
 }
 
+// False while an operation is in progress on `comm`, true once none is; NCCL's error as a Status otherwise.
+Result<bool> NcclIdle(const NcclApi& nccl, NcclComm comm, const char* what) {
+  int state = kNcclSuccess;
+  const int result = nccl.CommGetAsyncError(comm, &state);
+  if (result != kNcclSuccess) state = result;
+  if (state == kNcclInProgress) return false;
+  if (state != kNcclSuccess) return Status(NcclErrorCode(state), NcclErrorText(nccl, what, state, comm));
+  return true;
+}
+
 // Polls `done` with a growing pause until it reports completion, an error, or the deadline passes (kTimeout).
 template <typename Poll>
 Status PollUntil(Clock::time_point deadline, const std::string& what, Poll done) {
@@ -205,6 +215,15 @@ Status CheckDirection(int peer, const char* here, const char* there,
 // Caps what a peer may declare, so a corrupt declaration cannot make this rank allocate without bound.
 constexpr uint64_t kMaxDeclaredTransfers = uint64_t{1} << 24;
 constexpr uint64_t kShapeBytes = 2 * sizeof(uint64_t);
+constexpr uint64_t kMinScratchBytes = 64 << 10;
+
+// One ncclSend (data is read) or ncclRecv (data is written) of a group.
+struct PointToPoint {
+  bool send;
+  int peer;
+  void* data;
+  uint64_t size;
+};
 
 class NcclTransport : public Transport {
  public:
@@ -230,22 +249,20 @@ class NcclTransport : public Transport {
   // disagreement.
   Result<std::vector<PairPlan>> AgreeWithPeers(const std::vector<PairPlan>& pairs,
                                                const std::vector<TransferSend>& sends,
-                                               const std::vector<TransferRecv>& recvs, Clock::time_point deadline,
-                                               Status* mismatch);
-  // Sends outgoing[i] to peers[i] and receives incoming_sizes[i] bytes from it, staged through device scratch.
-  Result<std::vector<std::string>> SwapWithPeers(const std::vector<int>& peers,
-                                                 const std::vector<std::string>& outgoing,
-                                                 const std::vector<uint64_t>& incoming_sizes,
-                                                 Clock::time_point deadline);
+                                               const std::vector<TransferRecv>& recvs, Status* mismatch);
+  // Sends outgoing[i] to the i-th peer of the exchange and receives incoming_sizes[i] bytes from it, staged
+  // through device scratch memory (NCCL moves device memory only).
+  Result<std::vector<std::string>> SwapWithPeers(const std::vector<std::string>& outgoing,
+                                                 const std::vector<uint64_t>& incoming_sizes);
   Status MoveData(const std::vector<PairPlan>& pairs, const std::vector<TransferSend>& sends,
-                  const std::vector<TransferRecv>& recvs, Clock::time_point deadline);
+                  const std::vector<TransferRecv>& recvs);
   Status EnsureScratch(uint64_t bytes);
-
-  // Ends a group opened with GroupStart, and waits until NCCL has queued it on the stream and the stream drained.
-  Status FinishGroup(int first_error, Clock::time_point deadline);
-  Status AwaitQueued(Clock::time_point deadline);
-  Status AwaitStream(Clock::time_point deadline);
-  Result<bool> CommunicatorHealthy(bool* queued);
+  // Issues `ops` as one NCCL group on the stream and waits until the stream has drained.
+  Status RunGroup(const std::vector<PointToPoint>& ops);
+  // Waits until NCCL has queued all its work on the stream and the stream has drained; kTimeout at the deadline.
+  Status AwaitStream();
+  // True once no NCCL operation is in progress on the communicator; an asynchronous error is kPeerFailed.
+  Result<bool> CommunicatorIdle();
   // Aborts the communicator after a failure or a stall; the transport stays failed with `failure` as the reason.
   Status Fail(Status failure);
 
@@ -258,8 +275,10 @@ class NcclTransport : public Transport {
   int rank_;
   int world_size_;
   std::chrono::milliseconds teardown_timeout_;
-  std::chrono::milliseconds exchange_timeout_{0};
-  std::vector<int> exchange_peers_;
+  // The exchange in progress: its peers, timeout and deadline, for the waits and their messages.
+  std::vector<int> peers_;
+  std::chrono::milliseconds timeout_{0};
+  Clock::time_point deadline_;
   void* scratch_ = nullptr;
   uint64_t scratch_bytes_ = 0;
 };
@@ -269,15 +288,10 @@ NcclTransport::~NcclTransport() {
   io::ScopedCudaDevice on_device(cuda_, stream_.device());
   if (comm_ != nullptr) {
     // Finalize flushes outstanding work and lets peers finish with this rank; a stalled teardown is aborted.
-    int result = nccl_.CommFinalize(comm_);
-    bool finalized = result == kNcclSuccess || result == kNcclInProgress;
-    if (finalized) {
-      bool queued = false;
-      finalized = PollUntil(Clock::now() + teardown_timeout_, "finalize", [&] {
-                    Result<bool> healthy = CommunicatorHealthy(&queued);
-                    return healthy.ok() ? Result<bool>(queued) : Result<bool>(healthy.status());
-                  }).ok();
-    }
+    const int result = nccl_.CommFinalize(comm_);
+    const bool finalized =
+        (result == kNcclSuccess || result == kNcclInProgress) &&
+        PollUntil(Clock::now() + teardown_timeout_, "finalize", [this] { return CommunicatorIdle(); }).ok();
     if (finalized) {
       nccl_.CommDestroy(comm_);
     } else {
@@ -326,24 +340,22 @@ Status NcclTransport::Exchange(const std::vector<TransferSend>& sends, const std
   RETURN_IF_ERROR(Validate(sends, recvs));
   const std::vector<PairPlan> pairs = PlanPairs(sends, recvs);
   if (pairs.empty()) return Status::Ok();
-  const Clock::time_point deadline = Clock::now() + timeout;
-  exchange_timeout_ = timeout;
-  exchange_peers_.clear();
-  for (const PairPlan& pair : pairs) exchange_peers_.push_back(pair.peer);
+  peers_.clear();
+  for (const PairPlan& pair : pairs) peers_.push_back(pair.peer);
+  timeout_ = timeout;
+  deadline_ = Clock::now() + timeout;
 
   io::ScopedCudaDevice on_device(cuda_, stream_.device());
   RETURN_IF_ERROR(on_device.status());
   Status mismatch;
-  ASSIGN_OR_RETURN(std::vector<PairPlan> agreed, AgreeWithPeers(pairs, sends, recvs, deadline, &mismatch));
-  RETURN_IF_ERROR(MoveData(agreed, sends, recvs, deadline));
+  ASSIGN_OR_RETURN(std::vector<PairPlan> agreed, AgreeWithPeers(pairs, sends, recvs, &mismatch));
+  RETURN_IF_ERROR(MoveData(agreed, sends, recvs));
   return mismatch;
 }
 
 Result<std::vector<PairPlan>> NcclTransport::AgreeWithPeers(const std::vector<PairPlan>& pairs,
                                                             const std::vector<TransferSend>& sends,
-                                                            const std::vector<TransferRecv>& recvs,
-                                                            Clock::time_point deadline, Status* mismatch) {
-  const std::vector<int>& peers = exchange_peers_;
+                                                            const std::vector<TransferRecv>& recvs, Status* mismatch) {
   // First the counts, so each side knows how long the other's declaration is; then the declarations.
   std::vector<std::string> counts(pairs.size());
   for (size_t i = 0; i < pairs.size(); ++i) {
@@ -353,20 +365,20 @@ Result<std::vector<PairPlan>> NcclTransport::AgreeWithPeers(const std::vector<Pa
     counts[i] = writer.Take();
   }
   ASSIGN_OR_RETURN(std::vector<std::string> their_counts,
-                   SwapWithPeers(peers, counts, std::vector<uint64_t>(pairs.size(), 2 * sizeof(uint64_t)), deadline));
+                   SwapWithPeers(counts, std::vector<uint64_t>(pairs.size(), 2 * sizeof(uint64_t))));
 
   std::vector<std::string> declarations(pairs.size());
-  std::vector<uint64_t> their_sizes(pairs.size());
+  std::vector<uint64_t> declaration_sizes(pairs.size());
   std::vector<std::pair<uint64_t, uint64_t>> their_totals(pairs.size());
   for (size_t i = 0; i < pairs.size(); ++i) {
-    ByteReader reader(their_counts[i], "NCCL transfer counts from peer " + std::to_string(peers[i]));
+    ByteReader reader(their_counts[i], "NCCL transfer counts from peer " + std::to_string(peers_[i]));
     RETURN_IF_ERROR(reader.U64(&their_totals[i].first));
     RETURN_IF_ERROR(reader.U64(&their_totals[i].second));
     if (their_totals[i].first > kMaxDeclaredTransfers || their_totals[i].second > kMaxDeclaredTransfers) {
-      return Fail(Corrupt("NCCL exchange: peer " + std::to_string(peers[i]) + " declares more than " +
+      return Fail(Corrupt("NCCL exchange: peer " + std::to_string(peers_[i]) + " declares more than " +
                           std::to_string(kMaxDeclaredTransfers) + " transfers"));
     }
-    their_sizes[i] = (their_totals[i].first + their_totals[i].second) * kShapeBytes;
+    declaration_sizes[i] = (their_totals[i].first + their_totals[i].second) * kShapeBytes;
     ByteWriter writer;
     for (const auto& shapes : {ShapesOf(sends, pairs[i].sends), ShapesOf(recvs, pairs[i].recvs)}) {
       for (const auto& shape : shapes) {
@@ -376,11 +388,11 @@ Result<std::vector<PairPlan>> NcclTransport::AgreeWithPeers(const std::vector<Pa
     }
     declarations[i] = writer.Take();
   }
-  ASSIGN_OR_RETURN(std::vector<std::string> theirs, SwapWithPeers(peers, declarations, their_sizes, deadline));
+  ASSIGN_OR_RETURN(std::vector<std::string> theirs, SwapWithPeers(declarations, declaration_sizes));
 
   std::vector<PairPlan> agreed;
   for (size_t i = 0; i < pairs.size(); ++i) {
-    ByteReader reader(theirs[i], "NCCL transfer declaration from peer " + std::to_string(peers[i]));
+    ByteReader reader(theirs[i], "NCCL transfer declaration from peer " + std::to_string(peers_[i]));
     std::vector<nccl_protocol::TransferShape> sent_there(their_totals[i].first);
     std::vector<nccl_protocol::TransferShape> received_there(their_totals[i].second);
     for (auto* list : {&sent_there, &received_there}) {
@@ -389,7 +401,7 @@ Result<std::vector<PairPlan>> NcclTransport::AgreeWithPeers(const std::vector<Pa
         RETURN_IF_ERROR(reader.U64(&shape.size));
       }
     }
-    Status verdict = nccl_protocol::CheckPairAgrees(peers[i], ShapesOf(sends, pairs[i].sends), received_there,
+    Status verdict = nccl_protocol::CheckPairAgrees(peers_[i], ShapesOf(sends, pairs[i].sends), received_there,
                                                     ShapesOf(recvs, pairs[i].recvs), sent_there);
     if (verdict.ok()) {
       agreed.push_back(pairs[i]);
@@ -402,7 +414,7 @@ Result<std::vector<PairPlan>> NcclTransport::AgreeWithPeers(const std::vector<Pa
 
 Status NcclTransport::EnsureScratch(uint64_t bytes) {
   if (bytes <= scratch_bytes_) return Status::Ok();
-  uint64_t capacity = std::max<uint64_t>(scratch_bytes_, 64 << 10);
+  uint64_t capacity = std::max(scratch_bytes_, kMinScratchBytes);
   while (capacity < bytes) capacity *= 2;
   if (scratch_ != nullptr) RETURN_IF_ERROR(cuda_.Free(scratch_));
   scratch_ = nullptr;
@@ -412,10 +424,8 @@ Status NcclTransport::EnsureScratch(uint64_t bytes) {
   return Status::Ok();
 }
 
-Result<std::vector<std::string>> NcclTransport::SwapWithPeers(const std::vector<int>& peers,
-                                                              const std::vector<std::string>& outgoing,
-                                                              const std::vector<uint64_t>& incoming_sizes,
-                                                              Clock::time_point deadline) {
+Result<std::vector<std::string>> NcclTransport::SwapWithPeers(const std::vector<std::string>& outgoing,
+                                                              const std::vector<uint64_t>& incoming_sizes) {
   std::string staged_out;
   for (const std::string& bytes : outgoing) staged_out += bytes;
   uint64_t incoming_total = 0;
@@ -427,35 +437,23 @@ Result<std::vector<std::string>> NcclTransport::SwapWithPeers(const std::vector<
     Status copied = cuda_.CopyHostToDeviceAsync(out_area, staged_out.data(), staged_out.size(), stream_.get());
     if (!copied.ok()) return Fail(copied);
   }
-
-  int first_error = nccl_.GroupStart();
-  if (first_error != kNcclSuccess)
-    return Fail(Status(NcclErrorCode(first_error), NcclErrorText(nccl_, "ncclGroupStart", first_error, comm_)));
-  uint64_t out_offset = 0;
-  uint64_t in_offset = 0;
-  for (size_t i = 0; i < peers.size(); ++i) {
-    int result = kNcclSuccess;
-    if (!outgoing[i].empty()) {
-      result = nccl_.Send(out_area + out_offset, outgoing[i].size(), kNcclChar, peers[i], comm_, stream_.get());
-    }
-    if (result == kNcclSuccess && incoming_sizes[i] > 0) {
-      result = nccl_.Recv(in_area + in_offset, incoming_sizes[i], kNcclChar, peers[i], comm_, stream_.get());
-    }
-    if (first_error == kNcclSuccess) first_error = result;
+  std::vector<PointToPoint> ops;
+  for (size_t i = 0, out_offset = 0, in_offset = 0; i < peers_.size(); ++i) {
+    ops.push_back({true, peers_[i], out_area + out_offset, outgoing[i].size()});
+    ops.push_back({false, peers_[i], in_area + in_offset, incoming_sizes[i]});
     out_offset += outgoing[i].size();
     in_offset += incoming_sizes[i];
   }
-  RETURN_IF_ERROR(FinishGroup(first_error, deadline));
+  RETURN_IF_ERROR(RunGroup(ops));
 
   std::string staged_in(incoming_total, '\0');
   if (incoming_total > 0) {
     Status copied = cuda_.CopyDeviceToHostAsync(staged_in.data(), in_area, incoming_total, stream_.get());
     if (!copied.ok()) return Fail(copied);
-    RETURN_IF_ERROR(AwaitStream(deadline));
+    RETURN_IF_ERROR(AwaitStream());
   }
-  std::vector<std::string> incoming(peers.size());
-  in_offset = 0;
-  for (size_t i = 0; i < peers.size(); ++i) {
+  std::vector<std::string> incoming(peers_.size());
+  for (size_t i = 0, in_offset = 0; i < peers_.size(); ++i) {
     incoming[i] = staged_in.substr(in_offset, incoming_sizes[i]);
     in_offset += incoming_sizes[i];
   }
@@ -463,29 +461,30 @@ Result<std::vector<std::string>> NcclTransport::SwapWithPeers(const std::vector<
 }
 
 Status NcclTransport::MoveData(const std::vector<PairPlan>& pairs, const std::vector<TransferSend>& sends,
-                               const std::vector<TransferRecv>& recvs, Clock::time_point deadline) {
-  if (pairs.empty()) return Status::Ok();
+                               const std::vector<TransferRecv>& recvs) {
+  std::vector<PointToPoint> ops;
+  for (const PairPlan& pair : pairs) {
+    for (size_t index : pair.sends) {
+      ops.push_back({true, pair.peer, const_cast<void*>(sends[index].data), sends[index].size});
+    }
+    for (size_t index : pair.recvs) ops.push_back({false, pair.peer, recvs[index].data, recvs[index].size});
+  }
+  return RunGroup(ops);
+}
+
+Status NcclTransport::RunGroup(const std::vector<PointToPoint>& ops) {
+  if (ops.empty()) return Status::Ok();
   int first_error = nccl_.GroupStart();
   if (first_error != kNcclSuccess) {
     return Fail(Status(NcclErrorCode(first_error), NcclErrorText(nccl_, "ncclGroupStart", first_error, comm_)));
   }
-  for (const PairPlan& pair : pairs) {
-    for (size_t index : pair.sends) {
-      const TransferSend& send = sends[index];
-      if (send.size == 0 || first_error != kNcclSuccess) continue;
-      first_error = nccl_.Send(send.data, send.size, kNcclChar, pair.peer, comm_, stream_.get());
-    }
-    for (size_t index : pair.recvs) {
-      const TransferRecv& recv = recvs[index];
-      if (recv.size == 0 || first_error != kNcclSuccess) continue;
-      first_error = nccl_.Recv(recv.data, recv.size, kNcclChar, pair.peer, comm_, stream_.get());
-    }
+  // Empty transfers are skipped on both sides alike: their sizes were agreed beforehand.
+  for (const PointToPoint& op : ops) {
+    if (op.size == 0 || first_error != kNcclSuccess) continue;
+    first_error = op.send ? nccl_.Send(op.data, op.size, kNcclChar, op.peer, comm_, stream_.get())
+                          : nccl_.Recv(op.data, op.size, kNcclChar, op.peer, comm_, stream_.get());
   }
-  return FinishGroup(first_error, deadline);
-}
-
-Status NcclTransport::FinishGroup(int first_error, Clock::time_point deadline) {
-  // The group must be closed even when a call inside it failed, or NCCL's group state stays open on this thread.
+  // The group is closed even when a call inside it failed, or NCCL's group state stays open on this thread.
   const int ended = nccl_.GroupEnd();
   if (first_error != kNcclSuccess) {
     return Fail(Status(NcclErrorCode(first_error), NcclErrorText(nccl_, "ncclSend/ncclRecv", first_error, comm_)));
@@ -493,38 +492,19 @@ Status NcclTransport::FinishGroup(int first_error, Clock::time_point deadline) {
   if (ended != kNcclSuccess && ended != kNcclInProgress) {
     return Fail(Status(NcclErrorCode(ended), NcclErrorText(nccl_, "ncclGroupEnd", ended, comm_)));
   }
-  // A non-blocking communicator may still be queuing the group: nothing else may touch the stream until it has.
-  RETURN_IF_ERROR(AwaitQueued(deadline));
-  return AwaitStream(deadline);
+  return AwaitStream();
 }
 
-// True once the communicator has no operation in progress (*queued); an asynchronous error is kPeerFailed.
-Result<bool> NcclTransport::CommunicatorHealthy(bool* queued) {
-  int state = kNcclSuccess;
-  const int result = nccl_.CommGetAsyncError(comm_, &state);
-  if (result != kNcclSuccess) {
-    return Status(NcclErrorCode(result), NcclErrorText(nccl_, "ncclCommGetAsyncError", result, comm_));
-  }
-  if (state != kNcclSuccess && state != kNcclInProgress) {
-    return PeerFailed(NcclErrorText(nccl_, "NCCL communicator", state, comm_));
-  }
-  *queued = state == kNcclSuccess;
-  return true;
+Result<bool> NcclTransport::CommunicatorIdle() {
+  Result<bool> idle = NcclIdle(nccl_, comm_, "NCCL communicator");
+  return idle.ok() ? idle : Result<bool>(PeerFailed(idle.status().message()));
 }
 
-Status NcclTransport::AwaitQueued(Clock::time_point deadline) {
-  bool queued = false;
-  Status waited = PollUntil(deadline, "queuing the transfers", [&]() -> Result<bool> {
-    ASSIGN_OR_RETURN(bool healthy, CommunicatorHealthy(&queued));
-    return healthy && queued;
-  });
-  return waited.ok() ? waited : Fail(waited);
-}
-
-Status NcclTransport::AwaitStream(Clock::time_point deadline) {
-  Status waited = PollUntil(deadline, "the transfers to complete", [&]() -> Result<bool> {
-    bool queued = false;
-    RETURN_IF_ERROR(CommunicatorHealthy(&queued).status());
+Status NcclTransport::AwaitStream() {
+  // A non-blocking communicator may still be queuing a group: the stream is polled only once it has finished.
+  Status waited = PollUntil(deadline_, "the transfers to complete", [this]() -> Result<bool> {
+    ASSIGN_OR_RETURN(bool idle, CommunicatorIdle());
+    if (!idle) return false;
     return cuda_.StreamIdle(stream_.get());
   });
   return waited.ok() ? waited : Fail(waited);
@@ -532,9 +512,8 @@ Status NcclTransport::AwaitStream(Clock::time_point deadline) {
 
 Status NcclTransport::Fail(Status failure) {
   if (failure.code() == Code::kTimeout) {
-    failure = Timeout("NCCL exchange on rank " + std::to_string(rank_) + " with peers " + PeerList(exchange_peers_) +
-                      " did not complete within " + Milliseconds(exchange_timeout_) + " (waiting for " +
-                      failure.message() + "); the communicator was aborted");
+    failure = Timeout("NCCL exchange on rank " + std::to_string(rank_) + " with peers " + PeerList(peers_) +
+                      " did not complete within " + Milliseconds(timeout_) + "; the communicator was aborted");
   }
   if (comm_ != nullptr) {
     nccl_.CommAbort(comm_);
@@ -614,16 +593,7 @@ Result<NcclComm> CreateCommunicator(const LocalSetup& setup, const NcclUniqueId&
   if (started != kNcclSuccess && started != kNcclInProgress) {
     status = Status(NcclErrorCode(started), NcclErrorText(nccl, "ncclCommInitRankConfig", started, comm));
   } else {
-    status = PollUntil(Clock::now() + timeout, "setup", [&]() -> Result<bool> {
-      int state = kNcclSuccess;
-      const int result = nccl.CommGetAsyncError(comm, &state);
-      if (result != kNcclSuccess) state = result;
-      if (state == kNcclInProgress) return false;
-      if (state != kNcclSuccess) {
-        return Status(NcclErrorCode(state), NcclErrorText(nccl, "ncclCommInitRankConfig", state, comm));
-      }
-      return true;
-    });
+    status = PollUntil(Clock::now() + timeout, "setup", [&] { return NcclIdle(nccl, comm, "ncclCommInitRankConfig"); });
   }
   if (status.ok()) return comm;
   if (comm != nullptr) nccl.CommAbort(comm);

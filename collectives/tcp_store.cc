@@ -340,6 +340,8 @@ TcpStoreConfig TcpStore::AuxiliaryConfig() const {
 
 Result<std::vector<std::string>> TcpStore::AllGather(std::string_view mine) { return impl_->AllGather(mine); }
 Status TcpStore::Set(std::string_view key, std::string_view value) { return impl_->Set(key, value); }
+// The server answers any Get with the dead ranks' error once one has died.
+Status TcpStore::CheckPeers() { return impl_->Get("ckpt/peers-alive").status(); }
 Result<std::optional<std::string>> TcpStore::Get(std::string_view key) { return impl_->Get(key); }
 Result<std::string> TcpStore::Wait(std::string_view key) { return impl_->Wait(key); }
 

@@ -44,6 +44,7 @@ class TcpStore : public ControlPlane {
   // what an auxiliary connection of this rank needs.
   TcpStoreConfig AuxiliaryConfig() const;
   Result<std::vector<std::string>> AllGather(std::string_view mine) override;
+  Status CheckPeers() override;
 
   Status Set(std::string_view key, std::string_view value);
   // nullopt if the key is not set.

@@ -359,6 +359,7 @@ class StoreServer::Loop {
     std::string key;
     RETURN_IF_ERROR(reader.Bytes(&key));
     RETURN_IF_ERROR(reader.ExpectDone());
+    RETURN_IF_ERROR(DeadRanksError());
     const auto it = kv_.find(key);
     ByteWriter reply;
     reply.U8(it != kv_.end() ? 1 : 0);

@@ -5,7 +5,7 @@
 // Requests (client to server) and their payloads:
 //   kHello      u32 magic, u32 version, i32 rank, i32 world size, u64 timeout ms   -> kOk once every rank has said hello
 //   kSet        bytes key, bytes value                                              -> kOk
-//   kGet        bytes key                                                           -> kOk: u8 found, bytes value
+//   kGet        bytes key                          -> kOk: u8 found, bytes value (an error once a rank has died)
 //   kWait       bytes key, u64 timeout ms                                           -> kOk: bytes value
 //   kAllGather  u64 sequence number, u64 timeout ms, bytes contribution             -> kOk: u32 count, bytes each
 //   kGoodbye    (empty): a clean leave; no reply

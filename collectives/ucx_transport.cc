@@ -1,13 +1,19 @@
 #include "collectives/ucx_transport.h"
 
 #include <poll.h>
+#include <sys/eventfd.h>
 #include <ucp/api/ucp.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
+#include <initializer_list>
 #include <map>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -22,12 +28,14 @@ constexpr int kRankBits = 64 - kTransferTagBits;
 constexpr int kMaxRanks = 1 << kRankBits;
 constexpr uint64_t kExactTagMask = ~uint64_t{0};
 
-// The longest sleep on the worker's event fd: UCX's keepalive, which notices dead peers, runs only inside
-// ucp_worker_progress, so an idle wait must come back to it regularly.
-constexpr milliseconds kMaxIdleWait{50};
+// The longest sleep on the worker's event fd during an exchange: UCX's keepalive, which notices dead peers, runs
+// only inside ucp_worker_progress, so a wait must come back to it regularly.
+constexpr milliseconds kExchangeIdleWait{50};
+// The same between exchanges, when only peers' late requests and dead peers are waited for.
+constexpr milliseconds kBackgroundIdleWait{200};
 // UCX's default keepalive interval (20 s) would leave a dead peer unnoticed for most of a short timeout.
 constexpr char kKeepaliveInterval[] = "1s";
-// How long cancelled or purged requests get to complete after a timeout, and endpoints to close.
+// How long cancelled or purged requests get to complete after a timeout.
 constexpr milliseconds kCancelGrace{2000};
 // Keeps now() + timeout from overflowing.
 constexpr milliseconds kLongestTimeout = std::chrono::hours(24 * 365);
@@ -48,21 +56,39 @@ Status UcxUnavailable(const std::string& step, ucs_status_t status) {
   return Unsupported("UCX is unavailable: " + step + " failed: " + ucs_status_string(status));
 }
 
-// UCX 1.13 takes the shared-memory transports' settings from the environment only (ucp_config_modify does not reach
-// them), and peer error handling disables shared memory unless these are on. A value the user set is kept.
-void EnableSharedMemoryErrorHandling() {
-  static std::once_flag once;
-  std::call_once(once, [] {
-    setenv("UCX_POSIX_ERROR_HANDLING", "y", /*overwrite=*/0);
-    setenv("UCX_SYSV_ERROR_HANDLING", "y", /*overwrite=*/0);
-  });
+// Whether UCX_TLS lets UCX use a shared-memory transport (unset, an exclusion list, or naming one).
+bool SharedMemoryAllowed() {
+  const char* tls = std::getenv("UCX_TLS");
+  if (tls == nullptr || tls[0] == '^') return true;
+  const std::string list = std::string(",") + tls + ",";
+  for (const char* name : {"all", "sm", "shm", "posix", "sysv"}) {
+    if (list.find(std::string(",") + name + ",") != std::string::npos) return true;
+  }
+  return false;
 }
 
-enum class Kind : uint8_t { kSend, kReceive, kFlush };
+// UCX 1.13 takes the shared-memory transports' settings from the environment only (ucp_config_modify does not reach
+// them), and peer error handling disables shared memory unless these are on. A value the user set is kept; where
+// UCX_TLS rules shared memory out they are left unset, as UCX would warn about them on every context.
+void EnableSharedMemoryErrorHandling() {
+  static std::mutex mutex;
+  std::lock_guard<std::mutex> lock(mutex);
+  if (!SharedMemoryAllowed()) return;
+  setenv("UCX_POSIX_ERROR_HANDLING", "y", /*overwrite=*/0);
+  setenv("UCX_SYSV_ERROR_HANDLING", "y", /*overwrite=*/0);
+}
+
+// Sleeps until one of the descriptors is readable or `wait` passes.
+void WaitForEvents(int event_fd, int wake_fd, milliseconds wait) {
+  pollfd fds[2] = {{event_fd, POLLIN, 0}, {wake_fd, POLLIN, 0}};
+  poll(fds, wake_fd >= 0 ? 2 : 1, static_cast<int>(wait.count()));
+}
+
+enum class Kind : uint8_t { kSend, kReceive };
 
 struct Batch;
 
-// One send, receive or endpoint flush of an Exchange call, as UCX sees it.
+// One send or receive of an Exchange call, as UCX sees it.
 struct Transfer {
   Kind kind;
   int peer;
@@ -78,12 +104,14 @@ struct Transfer {
 // Everything one Exchange call posted. Transfers are UCX callback arguments, so the vector never reallocates.
 struct Batch {
   std::vector<Transfer> transfers;
-  std::vector<int> peers;  // sorted, distinct
   size_t in_flight = 0;
   std::map<int, std::string> failed_peers;
   std::string timeout_detail;
 
-  bool Involves(int peer) const { return std::binary_search(peers.begin(), peers.end(), peer); }
+  bool HasPendingWith(int peer) const {
+    return std::any_of(transfers.begin(), transfers.end(),
+                       [peer](const Transfer& transfer) { return transfer.peer == peer && !transfer.done; });
+  }
 };
 
 void Finish(Transfer* transfer, ucs_status_t status, uint64_t received) {
@@ -104,14 +132,20 @@ void OnReceiveDone(void* request, ucs_status_t status, const ucp_tag_recv_info_t
   Finish(static_cast<Transfer*>(user_data), status, status == UCS_OK ? info->length : 0);
 }
 
-// Records what a posting call returned: a request still in flight, or an immediate completion.
-void Track(Transfer& transfer, ucs_status_ptr_t posted, uint64_t received_now) {
-  ++transfer.batch->in_flight;
+// Adds a transfer, counted in flight before it is posted: UCX may complete it inside the posting call.
+Transfer& Begin(Batch& batch, Kind kind, int peer, uint64_t tag, uint64_t size) {
+  ++batch.in_flight;
+  return batch.transfers.emplace_back(Transfer{kind, peer, tag, size, &batch});
+}
+
+// Records what a posting call returned: a request still in flight, an immediate completion, or a request whose
+// callback already ran (and freed it) inside the call.
+void Track(Transfer& transfer, ucs_status_ptr_t posted) {
+  if (transfer.done) return;
   if (UCS_PTR_IS_PTR(posted)) {
     transfer.request = posted;
   } else {
-    const ucs_status_t status = UCS_PTR_STATUS(posted);
-    Finish(&transfer, status, status == UCS_OK ? received_now : 0);
+    Finish(&transfer, UCS_PTR_STATUS(posted), 0);
   }
 }
 
@@ -122,12 +156,47 @@ ucp_request_param_t CallbackParam(Transfer& transfer) {
   return param;
 }
 
+std::string DescribeTransfer(const Transfer& transfer) {
+  return std::string(transfer.kind == Kind::kSend ? "send to " : "receive from ") + RankName(transfer.peer) +
+         " with tag " + std::to_string(transfer.tag);
+}
+
+// The one error an Exchange reports: failed peers first, then a timeout, then the first failed transfer.
+Status Verdict(const Batch& batch) {
+  if (!batch.failed_peers.empty()) {
+    std::string message;
+    for (const auto& [peer, reason] : batch.failed_peers) {
+      message += (message.empty() ? "" : "; ") + RankName(peer) + ": " + reason;
+    }
+    if (!batch.timeout_detail.empty()) message += "; " + batch.timeout_detail;
+    return PeerFailed(message);
+  }
+  if (!batch.timeout_detail.empty()) return Timeout(batch.timeout_detail);
+  for (const Transfer& transfer : batch.transfers) {
+    if (transfer.status == UCS_ERR_MESSAGE_TRUNCATED) {
+      return Mismatch(DescribeTransfer(transfer) + ": the message is larger than the " +
+                      std::to_string(transfer.size) + " bytes expected");
+    }
+    if (transfer.status != UCS_OK) {
+      return PeerFailed(RankName(transfer.peer) + ": " + ucs_status_string(transfer.status) + " (" +
+                        DescribeTransfer(transfer) + ")");
+    }
+    if (transfer.kind == Kind::kReceive && transfer.received != transfer.size) {
+      return Mismatch(DescribeTransfer(transfer) + ": received " + std::to_string(transfer.received) +
+                      " bytes, expected " + std::to_string(transfer.size));
+    }
+  }
+  return Status::Ok();
+}
+
 struct Peer {
   int rank = 0;
   ucp_ep_h ep = nullptr;
   ucs_status_t endpoint_error = UCS_OK;  // reported by UCX, not yet handled
   bool* errors_reported = nullptr;       // the transport's flag, so that it need not scan every peer
-  std::string failure;                   // why this peer is unusable; empty while healthy
+  std::string failure;                   // why the endpoint was closed; empty while connected
+  // Transfers with this peer were abandoned: its late messages could match a later exchange's receives.
+  bool abandoned = false;
 };
 
 void OnEndpointError(void* arg, ucp_ep_h /*ep*/, ucs_status_t status) {
@@ -136,10 +205,13 @@ void OnEndpointError(void* arg, ucp_ep_h /*ep*/, ucs_status_t status) {
   *peer->errors_reported = true;
 }
 
+// Between exchanges a background thread keeps the worker progressing: a peer may still need this rank's help to
+// finish its side (acknowledgements, the rest of a TCP send buffer, connection setup) after this rank's own
+// transfers completed, and the caller may then block elsewhere for long (in a control-plane collective).
 class UcxTransport : public Transport {
  public:
   UcxTransport(int rank, int world_size, milliseconds close_timeout)
-      : rank_(rank), peers_(world_size), close_timeout_(close_timeout) {
+      : rank_(rank), peers_(world_size), close_timeout_(std::min(close_timeout, kLongestTimeout)) {
     for (int r = 0; r < world_size; ++r) {
       peers_[r].rank = r;
       peers_[r].errors_reported = &errors_reported_;
@@ -158,39 +230,62 @@ class UcxTransport : public Transport {
   Result<std::string> WorkerAddress() const;
   // Creates an endpoint to every rank from its worker address.
   Status Connect(const std::vector<std::string>& addresses);
+  Status StartBackgroundProgress();
 
  private:
   Status CheckTransfer(const char* direction, int peer, bool has_buffer, uint64_t size, uint64_t tag) const;
   Status Validate(const std::vector<TransferSend>& sends, const std::vector<TransferRecv>& recvs) const;
   void PostReceive(Batch& batch, const TransferRecv& recv);
   void PostSend(Batch& batch, const TransferSend& send);
-  void PostFlushes(Batch& batch);
   void Progress(Batch& batch, Clock::time_point deadline);
   void ProgressOrWait(Clock::time_point deadline);
-  void HandleEndpointErrors(Batch& batch);
+  void ProgressWhileIdle();
+  void HandleEndpointErrors(Batch* batch);
   void FailPeer(int peer, const std::string& reason);
   void CancelReceivesFrom(Batch& batch, int peer);
+  void CancelReceivesFromDisconnected(Batch& batch);
   void Abandon(Batch& batch, milliseconds timeout);
-  void CloseEndpoint(ucp_ep_h ep);
+  void CloseEndpoint(ucp_ep_h ep, uint32_t flags);
   void ReapClosedEndpoints(Clock::time_point deadline);
 
-  int rank_;
+  const int rank_;
   std::vector<Peer> peers_;  // by rank; sized once, as endpoints hold pointers to them
-  milliseconds close_timeout_;
-  bool errors_reported_ = false;
+  const milliseconds close_timeout_;
   ucp_context_h context_ = nullptr;
   ucp_worker_h worker_ = nullptr;
-  int event_fd_ = -1;
+  int event_fd_ = -1;  // the worker's, owned by UCX
+  int wake_fd_ = -1;   // wakes the background thread for shutdown
+
+  std::mutex mutex_;  // serialises every use of the worker and of the members below
+  bool errors_reported_ = false;
+  bool stopping_ = false;
   std::vector<void*> closing_;  // requests of endpoints still closing
+  std::thread progress_thread_;
 };
 
 UcxTransport::~UcxTransport() {
+  if (progress_thread_.joinable()) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stopping_ = true;
+    }
+    const uint64_t one = 1;
+    if (write(wake_fd_, &one, sizeof one) < 0) {
+      // Only a full counter fails, and then the thread is awake already.
+    }
+    progress_thread_.join();
+  }
+  if (wake_fd_ >= 0) close(wake_fd_);
   if (worker_ != nullptr) {
+    // Graceful: sends that completed locally may still sit in a TCP buffer. Peers progress in the background, so
+    // the close completes unless a peer hangs, which close_timeout_ bounds.
     for (Peer& peer : peers_) {
-      if (peer.ep != nullptr) CloseEndpoint(peer.ep);
+      if (peer.ep != nullptr) CloseEndpoint(peer.ep, 0);
       peer.ep = nullptr;
     }
-    ReapClosedEndpoints(Clock::now() + std::min(close_timeout_, kLongestTimeout));
+    ReapClosedEndpoints(Clock::now() + close_timeout_);
+    // Released by UCX when they complete; destroying the worker completes them.
+    for (void* request : closing_) ucp_request_free(request);
     ucp_worker_destroy(worker_);
   }
   if (context_ != nullptr) ucp_cleanup(context_);
@@ -216,7 +311,7 @@ Status UcxTransport::Open() {
 
   ucp_worker_params_t worker_params = {};
   worker_params.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
-  // One thread at a time, though not always the same one: the caller's threads take turns.
+  // Never used by two threads at once (mutex_), but by more than one thread.
   worker_params.thread_mode = UCS_THREAD_MODE_SERIALIZED;
   status = ucp_worker_create(context_, &worker_params, &worker_);
   if (status != UCS_OK) return UcxUnavailable("ucp_worker_create", status);
@@ -254,6 +349,26 @@ Status UcxTransport::Connect(const std::vector<std::string>& addresses) {
   return Status::Ok();
 }
 
+Status UcxTransport::StartBackgroundProgress() {
+  wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (wake_fd_ < 0) return Internal(std::string("eventfd for the UCX progress thread failed: ") + strerror(errno));
+  progress_thread_ = std::thread([this] { ProgressWhileIdle(); });
+  return Status::Ok();
+}
+
+void UcxTransport::ProgressWhileIdle() {
+  while (true) {
+    bool idle = false;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (stopping_) return;
+      if (ucp_worker_progress(worker_) == 0) idle = ucp_worker_arm(worker_) != UCS_ERR_BUSY;
+      HandleEndpointErrors(nullptr);
+    }
+    if (idle) WaitForEvents(event_fd_, wake_fd_, kBackgroundIdleWait);
+  }
+}
+
 Status UcxTransport::CheckTransfer(const char* direction, int peer, bool has_buffer, uint64_t size,
                                    uint64_t tag) const {
   const int world_size = static_cast<int>(peers_.size());
@@ -266,15 +381,17 @@ Status UcxTransport::CheckTransfer(const char* direction, int peer, bool has_buf
     return InvalidArgument(transfer + ": the tag does not fit in " + std::to_string(kTransferTagBits) + " bits");
   }
   if (!has_buffer && size > 0) return InvalidArgument(transfer + ": no buffer for " + std::to_string(size) + " bytes");
-  if (!peers_[peer].failure.empty()) {
-    return PeerFailed(RankName(peer) + " failed in an earlier exchange: " + peers_[peer].failure);
-  }
+  const Peer& target = peers_[peer];
+  if (target.abandoned) return PeerFailed(RankName(peer) + " failed in an earlier exchange: " + target.failure);
   return Status::Ok();
 }
 
 Status UcxTransport::Validate(const std::vector<TransferSend>& sends, const std::vector<TransferRecv>& recvs) const {
   for (const TransferSend& send : sends) {
     RETURN_IF_ERROR(CheckTransfer("send to", send.peer, send.data != nullptr, send.size, send.tag));
+    if (peers_[send.peer].ep == nullptr) {
+      return PeerFailed(RankName(send.peer) + " disconnected: " + peers_[send.peer].failure);
+    }
   }
   for (const TransferRecv& recv : recvs) {
     RETURN_IF_ERROR(CheckTransfer("receive from", recv.peer, recv.data != nullptr, recv.size, recv.tag));
@@ -283,82 +400,71 @@ Status UcxTransport::Validate(const std::vector<TransferSend>& sends, const std:
 }
 
 void UcxTransport::PostReceive(Batch& batch, const TransferRecv& recv) {
-  Transfer& transfer = batch.transfers.emplace_back(Transfer{Kind::kReceive, recv.peer, recv.tag, recv.size, &batch});
-  ucp_tag_recv_info_t info = {};
+  Transfer& transfer = Begin(batch, Kind::kReceive, recv.peer, recv.tag, recv.size);
   ucp_request_param_t param = CallbackParam(transfer);
-  param.op_attr_mask |= UCP_OP_ATTR_FIELD_RECV_INFO;
+  // UCX 1.13 leaves recv_info unfilled when a receive completes immediately, so the received length could not be
+  // checked: the callback, which gets it, must always run.
+  param.op_attr_mask |= UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
   param.cb.recv = OnReceiveDone;
-  param.recv_info.tag_info = &info;
-  const ucs_status_ptr_t posted =
-      ucp_tag_recv_nbx(worker_, recv.data, recv.size, UcxTag(recv.peer, recv.tag), kExactTagMask, &param);
-  Track(transfer, posted, info.length);  // info is filled only on an immediate completion
+  const uint64_t tag = UcxTag(recv.peer, recv.tag);
+  Track(transfer, ucp_tag_recv_nbx(worker_, recv.data, recv.size, tag, kExactTagMask, &param));
 }
 
 void UcxTransport::PostSend(Batch& batch, const TransferSend& send) {
-  Transfer& transfer = batch.transfers.emplace_back(Transfer{Kind::kSend, send.peer, send.tag, send.size, &batch});
+  Transfer& transfer = Begin(batch, Kind::kSend, send.peer, send.tag, send.size);
   ucp_request_param_t param = CallbackParam(transfer);
   param.cb.send = OnSendDone;
-  Track(transfer, ucp_tag_send_nbx(peers_[send.peer].ep, send.data, send.size, UcxTag(rank_, send.tag), &param), 0);
-}
-
-// A completed send may still sit in a TCP endpoint's buffer, and a completed receive may owe its sender an
-// acknowledgement: flushing every endpoint used pushes both out before the caller stops progressing the worker.
-void UcxTransport::PostFlushes(Batch& batch) {
-  for (int peer : batch.peers) {
-    if (peers_[peer].ep == nullptr) continue;
-    Transfer& transfer = batch.transfers.emplace_back(Transfer{Kind::kFlush, peer, 0, 0, &batch});
-    ucp_request_param_t param = CallbackParam(transfer);
-    param.cb.send = OnSendDone;
-    Track(transfer, ucp_ep_flush_nbx(peers_[peer].ep, &param), 0);
-  }
+  Track(transfer, ucp_tag_send_nbx(peers_[send.peer].ep, send.data, send.size, UcxTag(rank_, send.tag), &param));
 }
 
 void UcxTransport::Progress(Batch& batch, Clock::time_point deadline) {
   while (batch.in_flight > 0) {
-    HandleEndpointErrors(batch);
+    HandleEndpointErrors(&batch);
     if (batch.in_flight == 0 || Clock::now() >= deadline) break;
     ProgressOrWait(deadline);
   }
-  HandleEndpointErrors(batch);
+  HandleEndpointErrors(&batch);
 }
 
 // Makes UCX progress; when it has nothing to do, sleeps on the worker's event fd until an event, the deadline or
-// kMaxIdleWait, whichever comes first.
+// kExchangeIdleWait, whichever comes first.
 void UcxTransport::ProgressOrWait(Clock::time_point deadline) {
   if (ucp_worker_progress(worker_) != 0) return;
   const Clock::time_point now = Clock::now();
   if (now >= deadline) return;
   if (ucp_worker_arm(worker_) == UCS_ERR_BUSY) return;  // events arrived since the progress call
-  const milliseconds wait = std::min(std::chrono::ceil<milliseconds>(deadline - now), kMaxIdleWait);
-  pollfd event = {event_fd_, POLLIN, 0};
-  poll(&event, 1, static_cast<int>(wait.count()));
+  WaitForEvents(event_fd_, -1, std::min(std::chrono::ceil<milliseconds>(deadline - now), kExchangeIdleWait));
 }
 
-// UCX reports a failed endpoint through its callback, during progress; the endpoint must then be closed, and the
-// receives posted for that peer will never match, so they are cancelled.
-void UcxTransport::HandleEndpointErrors(Batch& batch) {
+// UCX reports a failed endpoint through its callback, during progress; the endpoint must then be closed. An exchange
+// fails only if it still waits on that peer: one whose transfers all completed may go away.
+void UcxTransport::HandleEndpointErrors(Batch* batch) {
   if (!errors_reported_) return;
   errors_reported_ = false;
   for (Peer& peer : peers_) {
     if (peer.endpoint_error == UCS_OK) continue;
     const std::string reason = ucs_status_string(peer.endpoint_error);
     peer.endpoint_error = UCS_OK;
+    const bool awaited = batch != nullptr && batch->HasPendingWith(peer.rank);
     FailPeer(peer.rank, reason);
-    if (batch.Involves(peer.rank)) {
-      batch.failed_peers.emplace(peer.rank, reason);
-      CancelReceivesFrom(batch, peer.rank);
+    if (awaited) {
+      peer.abandoned = true;
+      batch->failed_peers.emplace(peer.rank, reason);
+      CancelReceivesFrom(*batch, peer.rank);
     }
   }
 }
 
-// Closing the endpoint completes the sends and flushes still queued on it (UCX purges them).
+// Closing the endpoint completes the sends still queued on it (UCX purges them). Messages the peer sent before it
+// went away can still be received.
 void UcxTransport::FailPeer(int rank, const std::string& reason) {
   Peer& peer = peers_[rank];
   if (peer.failure.empty()) peer.failure = reason;
-  if (peer.ep != nullptr) CloseEndpoint(peer.ep);
+  if (peer.ep != nullptr) CloseEndpoint(peer.ep, UCP_EP_CLOSE_FLAG_FORCE);
   peer.ep = nullptr;
 }
 
+// Receives are not tied to an endpoint: a failed peer's receives would wait forever unless cancelled.
 void UcxTransport::CancelReceivesFrom(Batch& batch, int peer) {
   for (Transfer& transfer : batch.transfers) {
     // Cancelling may complete the request at once, through the callback that clears `request`.
@@ -368,26 +474,34 @@ void UcxTransport::CancelReceivesFrom(Batch& batch, int peer) {
   }
 }
 
+// A disconnected peer sends nothing more: receives that its earlier messages did not match at posting never will.
+void UcxTransport::CancelReceivesFromDisconnected(Batch& batch) {
+  for (Transfer& transfer : batch.transfers) {
+    const Peer& peer = peers_[transfer.peer];
+    if (transfer.kind == Kind::kReceive && !transfer.done && peer.ep == nullptr) {
+      batch.failed_peers.emplace(peer.rank, "disconnected: " + peer.failure);
+      if (transfer.request != nullptr) ucp_request_cancel(worker_, transfer.request);
+    }
+  }
+}
+
 // After a timeout: cancels what is still in flight so that UCX lets go of the caller's buffers, and marks the peers
 // concerned failed for good, as their late messages could match a later exchange's receives.
 void UcxTransport::Abandon(Batch& batch, milliseconds timeout) {
-  struct Pending {
-    int receives = 0, sends = 0, flushes = 0;
-  };
-  std::map<int, Pending> pending;
+  std::map<int, std::pair<int, int>> pending;  // peer -> (receives, sends)
   for (const Transfer& transfer : batch.transfers) {
     if (transfer.done) continue;
-    Pending& counts = pending[transfer.peer];
-    ++(transfer.kind == Kind::kReceive ? counts.receives : transfer.kind == Kind::kSend ? counts.sends : counts.flushes);
+    std::pair<int, int>& counts = pending[transfer.peer];
+    ++(transfer.kind == Kind::kReceive ? counts.first : counts.second);
   }
-  batch.timeout_detail = "timed out after " + std::to_string(timeout.count()) + " ms waiting for";
-  const char* separator = " ";
+  batch.timeout_detail = "timed out after " + std::to_string(timeout.count()) + " ms waiting for ";
+  const char* separator = "";
   for (const auto& [peer, counts] : pending) {
-    batch.timeout_detail += separator + RankName(peer) + " (" +
-                            std::to_string(counts.receives) + " receives, " + std::to_string(counts.sends) +
-                            " sends" + (counts.flushes > 0 ? ", flush" : "") + ")";
+    batch.timeout_detail += separator + RankName(peer) + " (" + std::to_string(counts.first) + " receives, " +
+                            std::to_string(counts.second) + " sends)";
     separator = ", ";
     FailPeer(peer, "timed out");
+    peers_[peer].abandoned = true;
     CancelReceivesFrom(batch, peer);
   }
   Progress(batch, Clock::now() + kCancelGrace);
@@ -400,12 +514,10 @@ void UcxTransport::Abandon(Batch& batch, milliseconds timeout) {
   }
 }
 
-void UcxTransport::CloseEndpoint(ucp_ep_h ep) {
+void UcxTransport::CloseEndpoint(ucp_ep_h ep, uint32_t flags) {
   ucp_request_param_t param = {};
   param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-  // Forced: a graceful close would wait on the peer, which may be gone. Every exchange ends with a flush, so no
-  // data is left behind.
-  param.flags = UCP_EP_CLOSE_FLAG_FORCE;
+  param.flags = flags;
   const ucs_status_ptr_t request = ucp_ep_close_nbx(ep, &param);
   if (UCS_PTR_IS_PTR(request)) closing_.push_back(request);
 }
@@ -424,59 +536,19 @@ void UcxTransport::ReapClosedEndpoints(Clock::time_point deadline) {
   }
 }
 
-std::string DescribeTransfer(const Transfer& transfer) {
-  return std::string(transfer.kind == Kind::kSend ? "send to " : "receive from ") + RankName(transfer.peer) +
-         " with tag " + std::to_string(transfer.tag);
-}
-
-// The one error an Exchange reports: failed peers first, then a timeout, then the first failed transfer.
-Status Verdict(const Batch& batch) {
-  if (!batch.failed_peers.empty()) {
-    std::string message;
-    for (const auto& [peer, reason] : batch.failed_peers) {
-      message += (message.empty() ? "" : "; ") + RankName(peer) + ": " + reason;
-    }
-    if (!batch.timeout_detail.empty()) message += "; " + batch.timeout_detail;
-    return PeerFailed(message);
-  }
-  if (!batch.timeout_detail.empty()) return Timeout(batch.timeout_detail);
-  for (const Transfer& transfer : batch.transfers) {
-    if (transfer.status == UCS_ERR_MESSAGE_TRUNCATED) {
-      return Mismatch(DescribeTransfer(transfer) + ": the message is larger than the " +
-                      std::to_string(transfer.size) + " bytes expected");
-    }
-    if (transfer.status != UCS_OK) {
-      return PeerFailed(RankName(transfer.peer) + ": " + ucs_status_string(transfer.status) + " (" +
-                        (transfer.kind == Kind::kFlush ? "flush" : DescribeTransfer(transfer)) + ")");
-    }
-    if (transfer.kind == Kind::kReceive && transfer.received != transfer.size) {
-      return Mismatch(DescribeTransfer(transfer) + ": received " + std::to_string(transfer.received) +
-                      " bytes, expected " + std::to_string(transfer.size));
-    }
-  }
-  return Status::Ok();
-}
-
 Status UcxTransport::Exchange(const std::vector<TransferSend>& sends, const std::vector<TransferRecv>& recvs,
                               milliseconds timeout) {
+  std::lock_guard<std::mutex> lock(mutex_);
   RETURN_IF_ERROR(Validate(sends, recvs));
   timeout = std::clamp(timeout, milliseconds(0), kLongestTimeout);
   const Clock::time_point deadline = Clock::now() + timeout;
   Batch batch;
-  for (const TransferSend& send : sends) batch.peers.push_back(send.peer);
-  for (const TransferRecv& recv : recvs) batch.peers.push_back(recv.peer);
-  std::sort(batch.peers.begin(), batch.peers.end());
-  batch.peers.erase(std::unique(batch.peers.begin(), batch.peers.end()), batch.peers.end());
-  batch.transfers.reserve(sends.size() + recvs.size() + batch.peers.size());
-
+  batch.transfers.reserve(sends.size() + recvs.size());
   // Receives first, so that sends to this rank itself find them posted.
   for (const TransferRecv& recv : recvs) PostReceive(batch, recv);
   for (const TransferSend& send : sends) PostSend(batch, send);
+  CancelReceivesFromDisconnected(batch);
   Progress(batch, deadline);
-  if (batch.in_flight == 0) {
-    PostFlushes(batch);
-    Progress(batch, deadline);
-  }
   if (batch.in_flight > 0) Abandon(batch, timeout);
   ReapClosedEndpoints(Clock::now());
   return Verdict(batch);
@@ -512,7 +584,9 @@ Result<std::unique_ptr<Transport>> MakeUcxTransport(ControlPlane& control, std::
     if (addresses[r].empty()) unavailable.push_back(r);
   }
   if (!unavailable.empty()) return Unsupported("UCX is unavailable on rank " + JoinRanks(unavailable));
-  RETURN_IF_ERROR(AgreeOnSuccess(control, transport->Connect(addresses), "connecting UCX endpoints"));
+  Status connected = transport->Connect(addresses);
+  if (connected.ok()) connected = transport->StartBackgroundProgress();
+  RETURN_IF_ERROR(AgreeOnSuccess(control, connected, "connecting UCX endpoints"));
   return std::unique_ptr<Transport>(std::move(transport));
 }
 

@@ -26,6 +26,11 @@ inline constexpr char kArenaBytesVar[] = "CKPT_ARENA_BYTES";
 inline constexpr char kIoBackendVar[] = "CKPT_IO_BACKEND";
 // CKPT_IO_DIRECT: "0" turns O_DIRECT off (default on; refused per file where the file system lacks it).
 inline constexpr char kIoDirectVar[] = "CKPT_IO_DIRECT";
+// CKPT_TRANSPORT: "auto" (default), "none", "ucx" or "nccl": how ranks exchange tensor data during a load.
+inline constexpr char kTransportVar[] = "CKPT_TRANSPORT";
+// CKPT_FAULT_EXIT_BEFORE_EXCHANGE: fault injection for tests: the rank with this number exits abruptly right
+// before a load's data exchange, as a crashed peer would. Unset in production.
+inline constexpr char kFaultExitBeforeExchangeVar[] = "CKPT_FAULT_EXIT_BEFORE_EXCHANGE";
 // CKPT_WORKER_PATH: the ckpt-io-worker executable (default: beside libckpt.so). Read by io/worker_pool.cc.
 inline constexpr char kWorkerPathVar[] = "CKPT_WORKER_PATH";
 

@@ -1,6 +1,7 @@
 // The CUDA runtime, loaded at run time with dlopen so that libckpt builds and loads on machines without CUDA. Only
 // the handful of calls ckpt needs are resolved; their types are declared here, not taken from the CUDA headers,
-// which are not a build dependency. Every call returns a Status naming the CUDA call and CUDA's own error string.
+// which are not a build dependency. A failed call is kIo (kNoMemory when memory runs out) naming the CUDA call and
+// carrying CUDA's own error string.
 #pragma once
 
 #include <cstdint>
@@ -39,8 +40,8 @@ class CudaRuntime {
 
   Result<int> DeviceCount() const;
 
-  // Streams are created on `device` without changing the calling thread's current device. kNonBlocking: the stream
-  // does not wait for the legacy default stream, so staging never stalls behind the trainer's kernels.
+  // Streams are created on `device` without changing the calling thread's current device. They are non-blocking:
+  // they do not wait for the legacy default stream, so staging never stalls behind the trainer's kernels.
   Result<CudaStream> CreateStream(int device) const;
   Status DestroyStream(CudaStream stream) const;
   Status Synchronize(CudaStream stream) const;
@@ -67,13 +68,12 @@ class CudaRuntime {
   Result<int> CurrentDevice() const;
   Status SetDevice(int device) const;
 
-  // "cudaMemcpyAsync: invalid argument (error 1)".
-  std::string ErrorText(const char* call, int error) const;
-
  private:
   struct Api;
   CudaRuntime(void* handle, std::string library, std::unique_ptr<Api> api);
+  // Ok, or kIo (kNoMemory for an allocation) with "cudaMemcpyAsync: invalid argument (error 1)".
   Status Check(const char* call, int error) const;
+  std::string ErrorText(const char* call, int error) const;
 
   void* handle_;
   std::string library_;

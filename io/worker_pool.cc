@@ -81,9 +81,8 @@ bool IsExecutableFile(const std::string& path) {
 Result<std::string> DirectoryOfThisLibrary() {
   Dl_info info;
   link_map* map = nullptr;
-  if (dladdr1(reinterpret_cast<void*>(&FindWorkerExecutable), &info, reinterpret_cast<void**>(&map), RTLD_DL_LINKMAP) ==
-          0 ||
-      map == nullptr) {
+  void* self = reinterpret_cast<void*>(&FindWorkerExecutable);
+  if (dladdr1(self, &info, reinterpret_cast<void**>(&map), RTLD_DL_LINKMAP) == 0 || map == nullptr) {
     return NotFound("cannot locate the loaded libckpt (dladdr failed); set " + std::string(kWorkerPathVar));
   }
   // The main program's link map has an empty name; /proc/self/exe names it reliably, unlike argv[0].
@@ -135,7 +134,7 @@ struct PendingJob {
   }
 };
 
-Status CheckTuning(const WorkerPoolOptions& options) {
+Status CheckOptions(const WorkerPoolOptions& options) {
   if (options.workers < 0) return InvalidArgument("I/O worker count " + std::to_string(options.workers) + " < 0");
   if (options.timeout.count() <= 0) return InvalidArgument("I/O worker timeout must be positive");
   return Status::Ok();
@@ -366,7 +365,6 @@ class ProcessPool final : public JobPool {
   Status Spawn(int index);
   void Flush(int index);
   void Receive(int index);
-  void Handle(int index, const std::string& body);
   void HandleReady(int index, const std::string& body);
   void HandleReply(int index, const std::string& body);
   void Retire(int index, Status cause, bool kill_now);
@@ -524,17 +522,13 @@ void ProcessPool::Receive(int index) {
     Result<bool> next = w.frames.Next(&body);
     if (!next.ok()) return Retire(index, next.status(), true);
     if (!next.value()) break;
-    Handle(index, body);
+    if (w.state == State::kStarting) {
+      HandleReady(index, body);
+    } else {
+      HandleReply(index, body);
+    }
   }
   if (ended && w.socket.get() >= 0) Retire(index, Status::Ok(), false);
-}
-
-void ProcessPool::Handle(int index, const std::string& body) {
-  if (workers_[index].state == State::kStarting) {
-    HandleReady(index, body);
-  } else {
-    HandleReply(index, body);
-  }
 }
 
 void ProcessPool::HandleReady(int index, const std::string& body) {
@@ -639,7 +633,7 @@ void ProcessPool::ReapExiting() {
     const pid_t reaped = waitpid(e.pid, &wait_status, WNOHANG);
     if (reaped == e.pid || (reaped < 0 && errno == ECHILD)) {
       const std::string how =
-          reaped == e.pid ? DescribeExit(wait_status) : "its exit status was taken by another waitpid";
+          reaped == e.pid ? DescribeExit(wait_status) : "exit status unknown (reaped by another waitpid)";
       const std::string phase = e.during_startup ? " failed to start (see its standard error): " : " died: ";
       FailExitingJobs(e, !e.cause.ok() ? e.cause : IoError(name + phase + how));
       it = exiting_.erase(it);
@@ -657,8 +651,8 @@ int ProcessPool::PollTimeoutMs() const {
   const auto now = Clock::now();
   auto wake_at = Clock::time_point::max();
   for (const Worker& w : workers_) {
-    if (w.state == State::kStarting || (w.state == State::kReady && !w.jobs.empty()))
-      wake_at = std::min(wake_at, w.deadline);
+    const bool has_deadline = w.state == State::kStarting || (w.state == State::kReady && !w.jobs.empty());
+    if (has_deadline) wake_at = std::min(wake_at, w.deadline);
   }
   if (!exiting_.empty()) wake_at = std::min(wake_at, now + kReapPollInterval);
   if (wake_at == Clock::time_point::max()) return -1;
@@ -713,7 +707,7 @@ Result<std::string> FindWorkerExecutable() {
 }
 
 Result<std::unique_ptr<WorkerPool>> WorkerPool::Start(const StagingArena& arena, const WorkerPoolOptions& options) {
-  RETURN_IF_ERROR(CheckTuning(options));
+  RETURN_IF_ERROR(CheckOptions(options));
   if (options.workers == 0) return InProcessPool::Create(arena, options.tuning);
   std::string path = options.worker_path;
   if (path.empty()) {

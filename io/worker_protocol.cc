@@ -7,7 +7,9 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
+#include <initializer_list>
 #include <limits>
 
 #include "common/bytes.h"
@@ -128,7 +130,7 @@ Status ParseUnsigned(const std::string& flag, const std::string& text, uint64_t 
   char* end = nullptr;
   errno = 0;
   const unsigned long long parsed = std::strtoull(text.c_str(), &end, 10);
-  if (text.empty() || text[0] == '-' || *end != '\0' || errno == ERANGE || parsed > max) {
+  if (text.empty() || text[0] < '0' || text[0] > '9' || *end != '\0' || errno == ERANGE || parsed > max) {
     return InvalidArgument("I/O worker flag --" + flag + ": '" + text + "' is not an integer in 0.." +
                            std::to_string(max));
   }

@@ -247,6 +247,10 @@ int32_t ckpt_context_create(const ckpt_context_options* user_opts, ckpt_context_
     config.timeout = std::chrono::milliseconds(opts.timeout_ms);
     config.io_workers = opts.io_workers;
     config.arena_bytes = opts.arena_bytes;
+    if (opts.transport < CKPT_TRANSPORT_DEFAULT || opts.transport > CKPT_TRANSPORT_NCCL) {
+      return ckpt::InvalidArgument("transport " + std::to_string(opts.transport) + " is not a CKPT_TRANSPORT_* value");
+    }
+    config.transport = static_cast<rt::TransportKind>(opts.transport);
     if (opts.allgather) {
       ckpt_allgather_fn fn = opts.allgather;
       void* user = opts.allgather_user;
@@ -288,7 +292,7 @@ int32_t ckpt_context_stats_get(const ckpt_context_t* ctx, ckpt_context_stats* st
     full.bytes_read = s.bytes_read;
     full.bytes_sent = s.bytes_sent;
     full.bytes_received = s.bytes_received;
-    full.transport = CKPT_TRANSPORT_NONE;
+    full.transport = static_cast<int32_t>(ctx->impl->transport_kind());
     return FillInfo(full, stats, "ckpt_context_stats");
   });
 }

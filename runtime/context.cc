@@ -6,7 +6,9 @@
 #include <cstdio>
 
 #include "collectives/solo_control_plane.h"
+#include "collectives/nccl_transport.h"
 #include "collectives/tcp_store.h"
+#include "collectives/ucx_transport.h"
 #include "common/bytes.h"
 #include "common/settings.h"
 #include "runtime/commit_channel.h"
@@ -61,6 +63,15 @@ uint64_t LocalRanks() {
   return 1;
 }
 
+Result<TransportKind> TransportFromEnv() {
+  const std::string name = settings::StringFromEnv(settings::kTransportVar);
+  if (name.empty() || name == "auto") return TransportKind::kAuto;
+  if (name == "none") return TransportKind::kNone;
+  if (name == "ucx") return TransportKind::kUcx;
+  if (name == "nccl") return TransportKind::kNccl;
+  return InvalidArgument(std::string(settings::kTransportVar) + "='" + name + "': expected auto, none, ucx or nccl");
+}
+
 Result<io::IoBackendKind> BackendFromEnv() {
   const std::string name = settings::StringFromEnv(settings::kIoBackendVar);
   if (name.empty() || name == "auto") return io::IoBackendKind::kAuto;
@@ -81,11 +92,13 @@ Result<std::unique_ptr<Context>> Context::Create(ContextConfig config) {
   ctx->log_ = config.log ? std::move(config.log) : StandardErrorSink(ctx->identity_.rank);
   RETURN_IF_ERROR(ctx->StartControlPlane(config));
   RETURN_IF_ERROR(ctx->StartIo(config));
+  RETURN_IF_ERROR(ctx->StartTransport(config));
   return ctx;
 }
 
 Context::~Context() {
   saves_.reset();
+  transport_.reset();
   workers_.reset();
 }
 
@@ -140,6 +153,31 @@ Status Context::StartIo(const ContextConfig& config) {
                                             stats_.bytes_written += ticket.bytes_written;
                                             if (outcome.ok()) ++stats_.saves_committed;
                                           });
+  return Status::Ok();
+}
+
+// Collective (the transports exchange addresses). AUTO takes UCX where it loads and no transport otherwise; a
+// transport asked for by name must load. NCCL serves CUDA memory, which this release stages through host memory,
+// so loads still exchange host buffers over UCX.
+Status Context::StartTransport(const ContextConfig& config) {
+  TransportKind kind = config.transport;
+  if (kind == TransportKind::kDefault) {
+    ASSIGN_OR_RETURN(kind, TransportFromEnv());
+  }
+  if (world_size() == 1 || kind == TransportKind::kNone) return Status::Ok();
+  if (kind == TransportKind::kNccl) {
+    ASSIGN_OR_RETURN(transport_, coll::MakeNcclTransport(*control_, local_rank(), timeout_));
+    transport_kind_ = kind;
+    return Status::Ok();
+  }
+  Result<std::unique_ptr<coll::Transport>> ucx = coll::MakeUcxTransport(*control_, timeout_);
+  if (!ucx.ok()) {
+    if (kind == TransportKind::kUcx) return ucx.status();
+    Log(LogLevel::kInfo, "no data transport, every rank reads what it needs: " + ucx.status().message());
+    return Status::Ok();
+  }
+  transport_ = std::move(ucx).value();
+  transport_kind_ = TransportKind::kUcx;
   return Status::Ok();
 }
 

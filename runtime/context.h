@@ -12,6 +12,7 @@
 
 #include "collectives/bootstrap.h"
 #include "collectives/control_plane.h"
+#include "collectives/transport.h"
 #include "common/status.h"
 #include "io/staging_arena.h"
 #include "io/worker_pool.h"
@@ -21,6 +22,8 @@
 namespace ckpt::runtime {
 
 enum class LogLevel : int32_t { kError = 0, kWarning = 1, kInfo = 2 };
+// Numbered as CKPT_TRANSPORT_*.
+enum class TransportKind : int32_t { kDefault = -1, kAuto = 0, kNone = 1, kUcx = 2, kNccl = 3 };
 using LogSink = std::function<void(LogLevel, const std::string&)>;
 
 struct ContextConfig {
@@ -30,6 +33,7 @@ struct ContextConfig {
   LogSink log;                           // empty: standard error, warnings and errors
   int io_workers = -1;                   // -1: CKPT_IO_WORKERS, else 2
   uint64_t arena_bytes = 0;              // 0: CKPT_ARENA_BYTES, else io::DefaultArenaCapacity()
+  TransportKind transport = TransportKind::kDefault;
 };
 
 // The plan of the last save, kept while the structure of the state stays the same on every rank.
@@ -37,6 +41,14 @@ struct PlanCache {
   uint64_t structure = 0;  // 0: none
   std::vector<RankDescriptor> descriptors;
   SavePlan plan;
+};
+
+struct LoadPlan;
+
+// The plan of the last read-once load, reused when the same requests meet the same checkpoint.
+struct LoadPlanCache {
+  uint64_t key = 0;  // 0: none
+  std::shared_ptr<const LoadPlan> plan;
 };
 
 struct ContextStats {
@@ -69,6 +81,10 @@ class Context {
   ContextStats& stats() { return stats_; }
   const ContextStats& stats() const { return stats_; }
   int io_workers() const { return io_workers_; }
+  // The data plane for host memory during loads; null: every rank reads what it needs itself.
+  coll::Transport* transport() { return transport_.get(); }
+  TransportKind transport_kind() const { return transport_kind_; }
+  LoadPlanCache& load_plan_cache() { return load_plan_cache_; }
 
   void Log(LogLevel level, const std::string& message) const;
 
@@ -76,6 +92,7 @@ class Context {
   Context() = default;
   Status StartControlPlane(const ContextConfig& config);
   Status StartIo(const ContextConfig& config);
+  Status StartTransport(const ContextConfig& config);
 
   coll::ProcessIdentity identity_;
   std::chrono::milliseconds timeout_{0};
@@ -86,6 +103,9 @@ class Context {
   std::unique_ptr<io::StagingArena> arena_;
   std::unique_ptr<io::WorkerPool> workers_;
   std::unique_ptr<SaveExecutor> saves_;
+  std::unique_ptr<coll::Transport> transport_;
+  TransportKind transport_kind_ = TransportKind::kNone;
+  LoadPlanCache load_plan_cache_;
   PlanCache plan_cache_;
   ContextStats stats_;
 };

@@ -5,7 +5,9 @@
 #include <map>
 
 #include "runtime/agreement.h"
+#include "common/bytes.h"
 #include "runtime/chunk_fetcher.h"
+#include "runtime/exchange_load.h"
 #include "runtime/chunk_reader.h"
 #include "runtime/dtype.h"
 #include "runtime/manifest.h"
@@ -115,32 +117,79 @@ Result<std::vector<std::string>> UnexpectedKeys(const Manifest& manifest, const 
   return unexpected;
 }
 
-// Every chunk that a registered piece overlaps, with the pieces' regions as its consumers. Pieces whose tensor has
-// another global shape (allowed mismatch) are zeroed first, so that what the checkpoint lacks reads as zeros.
-std::vector<ChunkFetch> PlanLocalFetches(const State& state, const Match& match) {
-  std::vector<ChunkFetch> fetches;
-  std::map<std::pair<const TensorRecord*, size_t>, size_t> index;
+// The destinations this rank registered, clipped to what the checkpoint stores. Pieces whose tensor has another
+// global shape (allowed mismatch) are zeroed first, so that what the checkpoint lacks reads as zeros.
+std::vector<LocalPiece> LocalPieces(const State& state, const Match& match, const Manifest& manifest) {
+  std::vector<LocalPiece> pieces;
   for (size_t i = 0; i < state.tensors().size(); ++i) {
     const TensorShard& shard = state.tensors()[i];
     const TensorRecord* record = match.tensor_records[i];
     if (record == nullptr) continue;
     const size_t element_size = DTypeSize(shard.dtype);
-    const Box stored_whole = WholeBox(record->shape);
     for (const FlatPiece& piece : shard.pieces) {
       char* dst = static_cast<char*>(shard.data) + piece.range_offset * element_size;
       if (record->shape != shard.global_shape) std::memset(dst, 0, piece.box.volume() * element_size);
-      std::optional<Box> wanted = Intersect(piece.box, stored_whole);
+      std::optional<Box> wanted = Intersect(piece.box, WholeBox(record->shape));
       if (!wanted) continue;
-      for (size_t c = 0; c < record->chunks.size(); ++c) {
-        std::optional<Box> region = Intersect(record->chunks[c].box, *wanted);
-        if (!region) continue;
-        auto [it, added] = index.emplace(std::make_pair(record, c), fetches.size());
-        if (added) fetches.push_back(ChunkFetch{record, c, {}});
-        fetches[it->second].consumers.push_back(ChunkConsumer{*region, dst, piece.box});
-      }
+      pieces.push_back(LocalPiece{static_cast<uint32_t>(record - manifest.tensors.data()), piece.box, *wanted, dst});
+    }
+  }
+  return pieces;
+}
+
+// Without a transport: every chunk a piece overlaps, read by this rank, with the pieces' regions as consumers.
+std::vector<ChunkFetch> LocalFetches(const Manifest& manifest, const std::vector<LocalPiece>& pieces) {
+  std::vector<ChunkFetch> fetches;
+  std::map<std::pair<uint32_t, size_t>, size_t> index;
+  for (const LocalPiece& piece : pieces) {
+    const TensorRecord& record = manifest.tensors[piece.tensor];
+    for (size_t c = 0; c < record.chunks.size(); ++c) {
+      std::optional<Box> region = Intersect(record.chunks[c].box, piece.wanted);
+      if (!region) continue;
+      auto [it, added] = index.emplace(std::make_pair(piece.tensor, c), fetches.size());
+      if (added) fetches.push_back(ChunkFetch{&record, c, {}});
+      fetches[it->second].consumers.push_back(ChunkConsumer{*region, piece.dst, piece.box});
     }
   }
   return fetches;
+}
+
+// What each rank contributes to the load's first exchange: which manifest keys it asks for, and (with a transport)
+// the boxes it needs.
+struct Asked {
+  std::string keys;
+  std::string boxes;
+};
+
+Result<Asked> DecodeAsked(std::string_view bytes, int rank) {
+  ByteReader in(bytes, "load request from rank " + std::to_string(rank));
+  Asked asked;
+  RETURN_IF_ERROR(in.Bytes(&asked.keys));
+  RETURN_IF_ERROR(in.Bytes(&asked.boxes));
+  RETURN_IF_ERROR(in.ExpectDone());
+  return asked;
+}
+
+// Reads the tensors: over the transport, each stored byte once; without one, each rank what it needs.
+Status ReadTensors(Context& ctx, const std::string& path, const Manifest& manifest,
+                   const std::vector<Asked>& asked, const std::vector<LocalPiece>& pieces, uint64_t* bytes_read) {
+  if (ctx.transport() == nullptr) {
+    const FetchEngine engine{ctx.arena(), ctx.workers(), ctx.timeout()};
+    ASSIGN_OR_RETURN(*bytes_read, FetchChunks(engine, path, manifest, LocalFetches(manifest, pieces)));
+    return Status::Ok();
+  }
+  std::vector<LoadRequest> requests;
+  std::vector<std::string> encoded;
+  for (size_t r = 0; r < asked.size(); ++r) {
+    ASSIGN_OR_RETURN(LoadRequest request, DecodeLoadRequest(asked[r].boxes, static_cast<int>(r), manifest));
+    requests.push_back(std::move(request));
+    encoded.push_back(asked[r].boxes);
+  }
+  ASSIGN_OR_RETURN(ExchangeCounters counters, ExchangeLoad(ctx, path, manifest, requests, encoded, pieces));
+  *bytes_read = counters.bytes_read;
+  ctx.stats().bytes_sent += counters.bytes_sent;
+  ctx.stats().bytes_received += counters.bytes_received;
+  return Status::Ok();
 }
 
 Status ReadObjectsAndCommon(CheckpointFiles& files, State& state, const Match& match, const Manifest& manifest) {
@@ -179,21 +228,34 @@ Status Load(Context& ctx, State& state, const std::string& path, const LoadSetti
   Result<Match> match = manifest.ok() ? MatchState(state, *manifest) : Result<Match>(manifest.status());
   Status local = match.status();
   if (local.ok()) local = Judge(ctx, settings.missing_keys, match->missing, "keys missing from the checkpoint", true);
-  auto requests = AgreeAndGather(ctx.control(), local, local.ok() ? match->requested : std::string());
-  RETURN_IF_ERROR(requests.status().WithContext(context));
+  std::vector<LocalPiece> pieces;
+  ByteWriter mine;
+  if (local.ok()) {
+    pieces = LocalPieces(state, *match, *manifest);
+    mine.Bytes(match->requested);
+    mine.Bytes(ctx.transport() ? EncodeLoadRequest(MakeLoadRequest(ctx.rank(), ctx.node_name(), pieces)) : "");
+  }
+  auto gathered = AgreeAndGather(ctx.control(), local, mine.data());
+  RETURN_IF_ERROR(gathered.status().WithContext(context));
+  std::vector<Asked> asked;
+  std::vector<std::string> flags;
+  for (size_t r = 0; r < gathered->size(); ++r) {
+    ASSIGN_OR_RETURN(Asked a, DecodeAsked((*gathered)[r], static_cast<int>(r)));
+    flags.push_back(a.keys);
+    asked.push_back(std::move(a));
+  }
 
   // Every rank computes the same list from the same gathered flags, so the verdict needs no further exchange.
-  ASSIGN_OR_RETURN(std::vector<std::string> unexpected, UnexpectedKeys(*manifest, *requests));
+  ASSIGN_OR_RETURN(std::vector<std::string> unexpected, UnexpectedKeys(*manifest, flags));
   RETURN_IF_ERROR(Judge(ctx, settings.unexpected_keys, unexpected, "checkpoint keys that no rank asked for",
                         ctx.rank() == 0)
                       .WithContext(context));
 
-  const FetchEngine engine{ctx.arena(), ctx.workers(), ctx.timeout()};
-  Result<uint64_t> tensor_bytes = FetchChunks(engine, path, *manifest, PlanLocalFetches(state, *match));
+  uint64_t tensor_bytes = 0;
+  Status read = ReadTensors(ctx, path, *manifest, asked, pieces, &tensor_bytes);
   CheckpointFiles files(path, *manifest);
-  Status read = tensor_bytes.status();
   if (read.ok()) read = ReadObjectsAndCommon(files, state, *match, *manifest);
-  const uint64_t bytes_read = files.bytes_read() + (tensor_bytes.ok() ? *tensor_bytes : 0);
+  const uint64_t bytes_read = files.bytes_read() + tensor_bytes;
   if (stats != nullptr) stats->bytes_read = bytes_read;
   ctx.stats().bytes_read += bytes_read;
   return Agree(ctx.control(), read).WithContext(context);

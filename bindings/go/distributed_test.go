@@ -140,7 +140,8 @@ func singleRankContext(t *testing.T) *Context {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, err := NewContext(Options{Rank: 0, WorldSize: 1, StoreHost: "127.0.0.1", StorePort: port})
+	ctx, err := NewContext(Options{Rank: 0, WorldSize: 1, StoreHost: "127.0.0.1", StorePort: port,
+		ArenaBytes: testArenaBytes})
 	if err != nil {
 		t.Fatal(err)
 	}

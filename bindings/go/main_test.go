@@ -21,6 +21,10 @@ const (
 	dirVariable  = "CKPT_GO_TEST_DIR"
 )
 
+// testArenaBytes is the staging arena of every test context: the default (an eighth of the machine's memory)
+// costs seconds of page setup per context, and the tests stage a few KiB.
+const testArenaBytes = 64 << 20
+
 // childRoles are the jobs a re-executed test binary can run as one rank.
 var childRoles = map[string]func(ctx *Context, dir string) error{
 	"save":         saveTwoRankLayout,
@@ -92,7 +96,8 @@ func runRanks(role string, ranks int, dir string) error {
 		cmd := exec.CommandContext(ctx, os.Args[0])
 		cmd.Env = append(os.Environ(), roleVariable+"="+role, dirVariable+"="+dir, "RANK="+strconv.Itoa(rank),
 			"WORLD_SIZE="+strconv.Itoa(ranks), "LOCAL_RANK="+strconv.Itoa(rank), "MASTER_ADDR=127.0.0.1",
-			"MASTER_PORT="+strconv.Itoa(port), "CKPT_TIMEOUT_MS=30000")
+			"MASTER_PORT="+strconv.Itoa(port), "CKPT_TIMEOUT_MS=30000",
+			"CKPT_ARENA_BYTES="+strconv.Itoa(testArenaBytes))
 		cmd.Stdout = &outputs[rank]
 		cmd.Stderr = &outputs[rank]
 		if errs[rank] = cmd.Start(); errs[rank] != nil {

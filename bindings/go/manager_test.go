@@ -46,7 +46,8 @@ func TestStatsCountCommittedSavesBytesAndReusedPlans(t *testing.T) {
 	dir := t.TempDir()
 	saveScalar(t, ctx, filepath.Join(dir, "first"))
 	state := newTestState(t)
-	if err := state.AddTensor(TensorShard{Key: "scalar", Dtype: DtypeF64, Data: newTestBuffer(t, DtypeF64, 1)}); err != nil {
+	scalar := newTestBuffer(t, DtypeF64, 1)
+	if err := state.AddTensor(TensorShard{Key: "scalar", Dtype: DtypeF64, Data: scalar}); err != nil {
 		t.Fatal(err)
 	}
 	if err := ctx.Load(state, filepath.Join(dir, "first"), nil); err != nil {
@@ -69,8 +70,9 @@ func TestStatsCountCommittedSavesBytesAndReusedPlans(t *testing.T) {
 	}
 }
 
-func TestInProcessIOAndTransportOptionsReachTheContext(t *testing.T) {
-	ctx, err := NewContext(Options{Rank: 0, WorldSize: 1, IOWorkers: InProcessIO, Transport: TransportNone})
+func TestIOWorkersArenaAndTransportOptionsReachTheContext(t *testing.T) {
+	ctx, err := NewContext(Options{Rank: 0, WorldSize: 1, IOWorkers: InProcessIO, ArenaBytes: testArenaBytes,
+		Transport: TransportNone})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,8 +81,8 @@ func TestInProcessIOAndTransportOptionsReachTheContext(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if stats.IOWorkers != 0 || stats.Transport != TransportNone {
-		t.Errorf("stats = %+v, expected no worker process and transport none", stats)
+	if stats.IOWorkers != 0 || stats.ArenaBytes != testArenaBytes || stats.Transport != TransportNone {
+		t.Errorf("stats = %+v, expected no worker process, a %d-byte arena and transport none", stats, testArenaBytes)
 	}
 }
 

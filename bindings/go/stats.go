@@ -28,7 +28,8 @@ func (c *Context) Stats() (ContextStats, error) {
 		return ContextStats{}, closedHandle("Context")
 	}
 	raw := C.ckpt_go_context_stats()
-	if err := call(func(cerr *C.ckpt_error_t) C.int32_t { return C.ckpt_context_stats_get(c.ptr, &raw, cerr) }); err != nil {
+	err := call(func(cerr *C.ckpt_error_t) C.int32_t { return C.ckpt_context_stats_get(c.ptr, &raw, cerr) })
+	if err != nil {
 		return ContextStats{}, err
 	}
 	return ContextStats{

@@ -8,9 +8,25 @@ ck="$work/ckpt"
 run() { local n=$1; shift; "$launch" -n "$n" --timeout 60 -- "$scenario" "$@"; }
 
 case "$name" in
-  reshard)            # save on 4 ranks, load on 1, 2, 3, 4 and 5
+  reshard)            # saved on 4 ranks, loaded on 1..5; saved on 2 loaded on 4; saved on 3 loaded on 5
     run 4 save "$ck"
-    for m in 1 2 3 4 5; do run "$m" load "$ck"; done ;;
+    for m in 1 2 3 4 5; do run "$m" load "$ck"; done
+    run 2 save "$ck-2" && run 4 load "$ck-2"
+    run 3 save "$ck-3" && run 5 load "$ck-3" ;;
+  reshard-no-exchange)  # the same without a transport: every rank reads what it needs itself
+    export CKPT_TRANSPORT=none
+    run 4 save "$ck"
+    for m in 2 3 5; do run "$m" load "$ck"; done ;;
+  peer-dies-in-exchange)  # the last rank dies right before the exchange: every other rank fails, none hangs
+    run 4 save-replicated "$ck"
+    rc=0
+    out=$(CKPT_FAULT_EXIT_BEFORE_EXCHANGE=3 CKPT_TIMEOUT_MS=30000 "$launch" -n 4 --grace 60 --timeout 120 -- \
+          "$scenario" load-replicated-expect-failure "$ck" 2>&1) || rc=$?
+    echo "$out"
+    # The victim exits with 99; the launcher reports it. Every survivor must have failed cleanly, not been killed.
+    [ "$rc" = 99 ] || { echo "expected the launcher to report the victim's exit code 99, got $rc" >&2; exit 1; }
+    if echo "$out" | grep -q "FAILED\|killed by signal"; then echo "a surviving rank failed or hung" >&2; exit 1; fi
+    echo "$out" | grep -q "peer died in the exchange" || { echo "rank 0 did not report the failure" >&2; exit 1; } ;;
   dedup)              # replicated bytes written once, writers balanced
     run 4 save-replicated "$ck"
     "$scenario" check-dedup "$ck" ;;
@@ -53,6 +69,18 @@ case "$name" in
     run 2 load-shape-mismatch "$ck" ;;
   dead-rank)
     run 3 dead-rank "$ck" ;;
+  read-once)          # 4 replicas load everything: each stored byte read once over UCX, 4 times without it
+    run 4 save-replicated "$ck"
+    unique=$("$scenario" check-dedup "$ck" | sed -n 's/^unique \([0-9]*\) B.*/\1/p')
+    for mode in ucx none; do
+      out=$(CKPT_TRANSPORT=$mode run 4 load-replicated "$ck")
+      echo "$out"
+      read_total=$(echo "$out" | awk '/bytes_read/ {sum += $6} END {print sum}')
+      amplification=$(awk -v r="$read_total" -v u="$unique" 'BEGIN {printf "%.2f", r / u}')
+      echo "transport $mode: read_amplification $amplification"
+      expected=$([ "$mode" = ucx ] && echo 1.00 || echo 4.00)
+      [ "$amplification" = "$expected" ] || { echo "expected read amplification $expected" >&2; exit 1; }
+    done ;;
   async)              # buffers reusable at return; back-to-back saves
     run 3 async "$ck" ;;
   plan-cache)

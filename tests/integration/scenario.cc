@@ -18,6 +18,9 @@
 //   scenario worker-killed ROOT          a worker killed during a save fails it on every rank; latest untouched
 //   scenario full-disk ROOT              ENOSPC fails the save on every rank; latest untouched
 //   scenario big-state DIR               a state 4x the staging arena: saved, loaded, memory bounded
+//   scenario load-replicated DIR         every rank loads the whole of save-replicated's state; prints bytes read
+//   scenario load-replicated-expect-failure DIR   the same with a rank dying (CKPT_FAULT_EXIT_BEFORE_EXCHANGE):
+//                                        every surviving rank must fail with CKPT_E_PEER_FAILED or CKPT_E_TIMEOUT
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -721,6 +724,41 @@ int BigState(const char* dir) {
   return 0;
 }
 
+// Every rank asks for everything save-replicated stored, checks it, and prints what it read and exchanged.
+int LoadReplicated(const char* dir, bool expect_failure) {
+  Session s;
+  ckpt_state_t* state = nullptr;
+  s.Check(ckpt_state_create(&state, s.err), "state");
+  Buffers buffers;
+  auto& big = buffers.New(kBigRows * kBigCols);
+  AddShard(s, state, "big", {kBigRows, kBigCols}, {kBigRows, kBigCols}, {0, 0}, big);
+  for (int i = 0; i < 8; ++i) {
+    const uint64_t n = 1000 * (i + 1);
+    auto& small = buffers.New(n);
+    const std::string key = "small." + std::to_string(i);
+    AddShard(s, state, key.c_str(), {n}, {n}, {0}, small);
+  }
+  const int32_t status = ckpt_load(s.ctx, state, dir, nullptr, s.err);
+  if (expect_failure) {
+    if (status != CKPT_E_PEER_FAILED && status != CKPT_E_TIMEOUT) {
+      Die(s.rank, std::string("expected a peer failure, got ") + ckpt_status_string(status) + ": " +
+                      ckpt_error_message(s.err));
+    }
+    if (s.rank == 0) std::printf("peer died in the exchange: %s\n", ckpt_error_message(s.err));
+    ckpt_state_free(state);
+    return 0;
+  }
+  s.Check(status, "load");
+  CheckRows(s, "big", 4, buffers.floats[0], 0);
+  for (int i = 0; i < 8; ++i) CheckRows(s, "small", 10 + i, buffers.floats[1 + i], 0);
+  const ckpt_context_stats stats = Stats(s);
+  std::printf("rank %d transport %d bytes_read %llu bytes_sent %llu bytes_received %llu\n", s.rank, stats.transport,
+              (unsigned long long)stats.bytes_read, (unsigned long long)stats.bytes_sent,
+              (unsigned long long)stats.bytes_received);
+  ckpt_state_free(state);
+  return 0;
+}
+
 // XORs one byte of a file with `mask`.
 void XorByte(const std::string& file, uint64_t offset, int mask) {
   FILE* f = std::fopen(file.c_str(), "r+b");
@@ -774,6 +812,8 @@ int main(int argc, char** argv) {
   if (mode == "load-shape-mismatch") return LoadShapeMismatch(argv[2]);
   if (mode == "dead-rank") return DeadRank(argv[2]);
   if (mode == "async") return Async(argv[2]);
+  if (mode == "load-replicated") return LoadReplicated(argv[2], false);
+  if (mode == "load-replicated-expect-failure") return LoadReplicated(argv[2], true);
   if (mode == "plan-cache") return PlanCache(argv[2]);
   if (mode == "worker-killed") return WorkerKilled(argv[2]);
   if (mode == "full-disk") return FullDisk(argv[2]);

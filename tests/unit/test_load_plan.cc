@@ -467,10 +467,13 @@ TEST(LoadPlanTest, RefusesChunkWithoutBlockSize) {
 
 LoadPlan MixedPlan(Manifest* manifest) {
   const Shape shape{30, 20};
-  *manifest = WithTensors({Stored("a", shape, Slabs(shape, 0, 3)), Stored("b", shape, Slabs(shape, 1, 2))});
+  // "c" holds one float per chunk, so that a batch packs pieces smaller than the alignment.
+  *manifest = WithTensors({Stored("a", shape, Slabs(shape, 0, 3)), Stored("b", shape, Slabs(shape, 1, 2)),
+                           Stored("c", {15}, Slabs({15}, 0, 15))});
   std::vector<LoadRequest> requests = World(5);
   AskOnePerRank(&requests, 0, Slabs(shape, 1, 5));
   AskEverywhere(&requests, 1, WholeBox(shape));
+  AskEverywhere(&requests, 2, WholeBox({15}));
   return Plan(*manifest, requests);
 }
 

@@ -4,8 +4,10 @@
 Julia bindings of libckpt, the distributed checkpointing runtime.
 
 Every process of a job (a rank) creates a [`Context`](@ref), registers the pieces of the global tensors it holds
-in a [`State`](@ref), and calls [`Ckpt.save`](@ref) or [`load!`](@ref) together with the other ranks. A
-[`Reader`](@ref) inspects a checkpoint from any process.
+in a [`State`](@ref), and calls [`Ckpt.save`](@ref) or [`load!`](@ref) together with the other ranks. A save
+returns once the arrays are staged; the [`SaveRequest`](@ref) it returns tells when the checkpoint is committed. A
+[`Manager`](@ref) keeps numbered steps under one root directory, with a latest pointer and retention, and resumes
+from the latest ([`load_latest!`](@ref)). A [`Reader`](@ref) inspects a checkpoint from any process.
 
 # Dimension order
 
@@ -36,10 +38,11 @@ using .LibCkpt: CKPT_OK, CKPT_E_INVALID_ARGUMENT, CKPT_E_NOT_FOUND, CKPT_E_ALREA
                 CKPT_DTYPE_U32, CKPT_DTYPE_I64, CKPT_DTYPE_U64, CKPT_DTYPE_F16, CKPT_DTYPE_BF16, CKPT_DTYPE_F32,
                 CKPT_DTYPE_F64, CKPT_DTYPE_C64, CKPT_DTYPE_F8_E4M3, CKPT_DTYPE_F8_E5M2,
                 CKPT_STRICT_FAIL, CKPT_STRICT_LOG, CKPT_STRICT_IGNORE, CKPT_MAX_NDIM, CKPT_SHARD_FLATTENED,
-                CKPT_SHARD_ALLOW_SHAPE_MISMATCH
+                CKPT_SHARD_ALLOW_SHAPE_MISMATCH, CKPT_TRANSPORT_DEFAULT, CKPT_TRANSPORT_AUTO, CKPT_TRANSPORT_NONE,
+                CKPT_TRANSPORT_UCX, CKPT_TRANSPORT_NCCL
 
-export CkptError, Context, State, SaveRequest, Reader
-export add_tensor!, add_flattened_tensor!, add_object!, add_common!, load!, isdone
+export CkptError, Context, State, SaveRequest, Manager, Reader
+export add_tensor!, add_flattened_tensor!, add_object!, add_common!, load!, load_latest!, isdone
 export CKPT_OK, CKPT_E_INVALID_ARGUMENT, CKPT_E_NOT_FOUND, CKPT_E_ALREADY_EXISTS, CKPT_E_MISMATCH, CKPT_E_CORRUPT,
        CKPT_E_VERSION, CKPT_E_IO, CKPT_E_NO_SPACE, CKPT_E_TIMEOUT, CKPT_E_PEER_FAILED, CKPT_E_UNSUPPORTED,
        CKPT_E_NO_MEMORY, CKPT_E_IN_PROGRESS, CKPT_E_INTERNAL
@@ -47,12 +50,14 @@ export CKPT_DTYPE_BOOL, CKPT_DTYPE_U8, CKPT_DTYPE_I8, CKPT_DTYPE_I16, CKPT_DTYPE
        CKPT_DTYPE_I64, CKPT_DTYPE_U64, CKPT_DTYPE_F16, CKPT_DTYPE_BF16, CKPT_DTYPE_F32, CKPT_DTYPE_F64,
        CKPT_DTYPE_C64, CKPT_DTYPE_F8_E4M3, CKPT_DTYPE_F8_E5M2
 export CKPT_STRICT_FAIL, CKPT_STRICT_LOG, CKPT_STRICT_IGNORE
+export CKPT_TRANSPORT_DEFAULT, CKPT_TRANSPORT_AUTO, CKPT_TRANSPORT_NONE, CKPT_TRANSPORT_UCX, CKPT_TRANSPORT_NCCL
 
 include("errors.jl")
 include("dtypes.jl")
 include("handles.jl")
 include("state.jl")
 include("save_load.jl")
+include("manager.jl")
 include("reader.jl")
 
 """The version of the libckpt actually loaded."""

@@ -87,6 +87,12 @@ const CKPT_LOG_ERROR = Int32(0)
 const CKPT_LOG_WARNING = Int32(1)
 const CKPT_LOG_INFO = Int32(2)
 
+const CKPT_TRANSPORT_DEFAULT = Int32(-1)
+const CKPT_TRANSPORT_AUTO = Int32(0)
+const CKPT_TRANSPORT_NONE = Int32(1)
+const CKPT_TRANSPORT_UCX = Int32(2)
+const CKPT_TRANSPORT_NCCL = Int32(3)
+
 const CKPT_MAX_NDIM = 8
 
 const CKPT_DTYPE_BOOL = Int32(1)
@@ -138,9 +144,30 @@ struct ckpt_context_options
     node_name::Ptr{Cchar}
     log::Ptr{Cvoid}
     log_user::Ptr{Cvoid}
+    io_workers::Int32
+    arena_bytes::UInt64
+    transport::Int32
 end
 ckpt_context_options() = ckpt_context_options(sizeof(ckpt_context_options), -1, -1, -1, NULL_CHARS, -1, 0,
-                                              C_NULL, C_NULL, NULL_CHARS, C_NULL, C_NULL)
+                                              C_NULL, C_NULL, NULL_CHARS, C_NULL, C_NULL, -1, 0,
+                                              CKPT_TRANSPORT_DEFAULT)
+
+struct ckpt_context_stats
+    struct_size::UInt32
+    io_workers::UInt32
+    arena_bytes::UInt64
+    saves_committed::UInt64
+    plans_computed::UInt64
+    plans_reused::UInt64
+    bytes_staged::UInt64
+    bytes_written::UInt64
+    bytes_read::UInt64
+    bytes_sent::UInt64
+    bytes_received::UInt64
+    transport::Int32
+end
+ckpt_context_stats() = ckpt_context_stats(sizeof(ckpt_context_stats), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+                                          CKPT_TRANSPORT_NONE)
 
 struct ckpt_tensor_shard
     struct_size::UInt32
@@ -177,6 +204,13 @@ struct ckpt_load_options
     unexpected_keys::Int32
 end
 ckpt_load_options() = ckpt_load_options(sizeof(ckpt_load_options), CKPT_STRICT_FAIL, CKPT_STRICT_LOG)
+
+struct ckpt_manager_options
+    struct_size::UInt32
+    keep_last::UInt32
+    keep_every::UInt64
+end
+ckpt_manager_options() = ckpt_manager_options(sizeof(ckpt_manager_options), 0, 0)
 
 struct ckpt_checkpoint_info
     struct_size::UInt32
@@ -241,6 +275,8 @@ ckpt_context_free(ctx) = @ccall $(ckptsym(:ckpt_context_free))(ctx::Ptr{Cvoid}):
 ckpt_context_rank(ctx) = @ccall $(ckptsym(:ckpt_context_rank))(ctx::Ptr{Cvoid})::Int32
 ckpt_context_world_size(ctx) = @ccall $(ckptsym(:ckpt_context_world_size))(ctx::Ptr{Cvoid})::Int32
 ckpt_context_local_rank(ctx) = @ccall $(ckptsym(:ckpt_context_local_rank))(ctx::Ptr{Cvoid})::Int32
+ckpt_context_stats_get(ctx, stats, err) =
+    @ccall $(ckptsym(:ckpt_context_stats_get))(ctx::Ptr{Cvoid}, stats::Ptr{ckpt_context_stats}, err::Ptr{Cvoid})::Int32
 
 # State
 ckpt_dtype_size(dtype) = @ccall $(ckptsym(:ckpt_dtype_size))(dtype::Int32)::UInt32
@@ -280,6 +316,27 @@ ckpt_load_options_init(opts) = @ccall $(ckptsym(:ckpt_load_options_init))(opts::
 ckpt_load(ctx, state, path, opts, err) =
     @ccall $(ckptsym(:ckpt_load))(ctx::Ptr{Cvoid}, state::Ptr{Cvoid}, path::Cstring, opts::Ptr{ckpt_load_options},
                                   err::Ptr{Cvoid})::Int32
+
+# Manager
+ckpt_manager_options_init(opts) =
+    @ccall $(ckptsym(:ckpt_manager_options_init))(opts::Ptr{ckpt_manager_options})::Cvoid
+ckpt_manager_open(ctx, root, opts, out, err) =
+    @ccall $(ckptsym(:ckpt_manager_open))(ctx::Ptr{Cvoid}, root::Cstring, opts::Ptr{ckpt_manager_options},
+                                          out::Ptr{Ptr{Cvoid}}, err::Ptr{Cvoid})::Int32
+ckpt_manager_free(manager) = @ccall $(ckptsym(:ckpt_manager_free))(manager::Ptr{Cvoid})::Cvoid
+ckpt_manager_save(manager, state, step, opts, request, err) =
+    @ccall $(ckptsym(:ckpt_manager_save))(manager::Ptr{Cvoid}, state::Ptr{Cvoid}, step::UInt64,
+                                          opts::Ptr{ckpt_save_options}, request::Ptr{Ptr{Cvoid}},
+                                          err::Ptr{Cvoid})::Int32
+ckpt_manager_latest(manager, step, err) =
+    @ccall $(ckptsym(:ckpt_manager_latest))(manager::Ptr{Cvoid}, step::Ptr{UInt64}, err::Ptr{Cvoid})::Int32
+ckpt_manager_load_latest(manager, state, opts, step, err) =
+    @ccall $(ckptsym(:ckpt_manager_load_latest))(manager::Ptr{Cvoid}, state::Ptr{Cvoid},
+                                                 opts::Ptr{ckpt_load_options}, step::Ptr{UInt64},
+                                                 err::Ptr{Cvoid})::Int32
+ckpt_manager_step_path(manager, step, buffer, buffer_size, err) =
+    @ccall $(ckptsym(:ckpt_manager_step_path))(manager::Ptr{Cvoid}, step::UInt64, buffer::Ptr{Cchar},
+                                               buffer_size::UInt64, err::Ptr{Cvoid})::Int32
 
 # Reader
 ckpt_reader_open(path, out, err) =

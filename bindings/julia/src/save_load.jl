@@ -18,21 +18,33 @@ release(request::SaveRequest) = LibCkpt.ckpt_request_free(request.handle)
     Ckpt.save(ctx, state, path; metadata=()) -> SaveRequest
 
 Collective: saves `state` as the checkpoint directory `path`, with `metadata` (pairs of strings, taken from rank 0)
-in its manifest. The registered arrays may be modified as soon as this returns; `wait` on the request for the
-checkpoint to be complete and durable. Throws CkptError: CKPT_E_MISMATCH when the ranks' shards do not tile a
-tensor, CKPT_E_ALREADY_EXISTS when `path` is already a checkpoint, and so on.
+in its manifest. Returns as soon as this rank's arrays are copied into the staging arena: they may be modified from
+then on, while the I/O workers write them and the checkpoint is committed in the background. `wait` on the request
+for the checkpoint to be complete and durable, and `close` it (closing waits for an unfinished save). Throws
+CkptError: CKPT_E_MISMATCH when the ranks' shards do not tile a tensor, CKPT_E_ALREADY_EXISTS when `path` is
+already a checkpoint, and so on.
 """
 function save(ctx::Context, state::State, path::AbstractString; metadata = ())
     target = c_string(path)
+    return start_save(ctx, state, metadata) do options, out, err
+        LibCkpt.ckpt_save(ctx, state, target, options, out, err)
+    end
+end
+
+"""
+Calls `start(options, out, err)`, a C call that starts a save of `state`, with the save options holding `metadata`,
+and returns the request it stored in `out`.
+"""
+function start_save(start, ctx::Context, state::State, metadata)
     metadata_keys = String[c_string(k) for (k, _) in metadata]
     metadata_values = String[c_string(v) for (_, v) in metadata]
     key_pointers = Ptr{Cchar}[chars(k) for k in metadata_keys]
     value_pointers = Ptr{Cchar}[chars(v) for v in metadata_values]
-    handle = GC.@preserve target metadata_keys metadata_values key_pointers value_pointers state begin
+    handle = GC.@preserve metadata_keys metadata_values key_pointers value_pointers state begin
         options = Ref(LibCkpt.ckpt_save_options(sizeof(LibCkpt.ckpt_save_options), length(metadata_keys),
                                                 pointer(key_pointers), pointer(value_pointers)))
         create_handle() do out, err
-            LibCkpt.ckpt_save(ctx, state, target, options, out, err)
+            start(options, out, err)
         end
     end
     return SaveRequest(handle, ctx)
@@ -76,7 +88,7 @@ the checkpoint no rank asks for) are each `CKPT_STRICT_FAIL`, `CKPT_STRICT_LOG` 
 function load!(ctx::Context, state::State, path::AbstractString; missing_keys::Integer = CKPT_STRICT_FAIL,
                unexpected_keys::Integer = CKPT_STRICT_LOG)
     source = c_string(path)
-    options = Ref(LibCkpt.ckpt_load_options(sizeof(LibCkpt.ckpt_load_options), missing_keys, unexpected_keys))
+    options = load_options(missing_keys, unexpected_keys)
     GC.@preserve source state begin
         checked() do err
             LibCkpt.ckpt_load(ctx, state, source, options, err)
@@ -84,3 +96,6 @@ function load!(ctx::Context, state::State, path::AbstractString; missing_keys::I
     end
     return state
 end
+
+load_options(missing_keys::Integer, unexpected_keys::Integer) =
+    Ref(LibCkpt.ckpt_load_options(sizeof(LibCkpt.ckpt_load_options), missing_keys, unexpected_keys))

@@ -10,6 +10,11 @@ using Ckpt: LibCkpt
 const PACKAGE_DIR = dirname(@__DIR__)
 const WORKER = joinpath(@__DIR__, "two_rank_worker.jl")
 
+# The default staging arena (an eighth of the machine's memory) costs seconds of page setup per context; the tests
+# stage a few KiB. Set before any context exists; the two-rank workers inherit it.
+const TEST_ARENA_BYTES = 64 << 20
+get!(ENV, "CKPT_ARENA_BYTES", string(TEST_ARENA_BYTES))
+
 """The status of the CkptError `f()` throws, or CKPT_OK if it throws nothing."""
 function failure_status(f)
     try
@@ -48,7 +53,12 @@ end
 
 @testset "structs have the C layout" begin
     # Sizes on LP64 platforms, measured with the C compiler.
-    @test sizeof(LibCkpt.ckpt_context_options) == 72
+    @test sizeof(LibCkpt.ckpt_context_options) == 96
+    @test fieldoffset(LibCkpt.ckpt_context_options, 14) == 80  # arena_bytes
+    @test fieldoffset(LibCkpt.ckpt_context_options, 15) == 88  # transport
+    @test sizeof(LibCkpt.ckpt_context_stats) == 88
+    @test fieldoffset(LibCkpt.ckpt_context_stats, 12) == 80  # transport
+    @test sizeof(LibCkpt.ckpt_manager_options) == 16
     @test sizeof(LibCkpt.ckpt_tensor_shard) == 112
     @test sizeof(LibCkpt.ckpt_save_options) == 24
     @test sizeof(LibCkpt.ckpt_load_options) == 12
@@ -62,7 +72,8 @@ end
     for (T, init!) in ((LibCkpt.ckpt_context_options, LibCkpt.ckpt_context_options_init),
                        (LibCkpt.ckpt_tensor_shard, LibCkpt.ckpt_tensor_shard_init),
                        (LibCkpt.ckpt_save_options, LibCkpt.ckpt_save_options_init),
-                       (LibCkpt.ckpt_load_options, LibCkpt.ckpt_load_options_init))
+                       (LibCkpt.ckpt_load_options, LibCkpt.ckpt_load_options_init),
+                       (LibCkpt.ckpt_manager_options, LibCkpt.ckpt_manager_options_init))
         filled = Ref{T}()
         init!(filled)
         @test filled[].struct_size == sizeof(T)
@@ -154,6 +165,94 @@ end
         @test wait(Ckpt.save(ctx, state, path))
         @test Reader(reader -> read(reader, "values"), path) == collect(1.0:1000.0)
         close(ctx)
+    end
+end
+
+@testset "context options reach the context's stats" begin
+    ctx = Context(rank = 0, world_size = 1, io_workers = 0, arena_bytes = TEST_ARENA_BYTES,
+                  transport = CKPT_TRANSPORT_NONE)
+    counters = Ckpt.stats(ctx)
+    @test (counters.io_workers, counters.arena_bytes, counters.transport) == (0, TEST_ARENA_BYTES, CKPT_TRANSPORT_NONE)
+    @test (counters.saves_committed, counters.bytes_written, counters.bytes_read) == (0, 0, 0)
+    close(ctx)
+end
+
+@testset "stats count committed saves, bytes and reused plans" begin
+    mktempdir() do dir
+        ctx = Context(rank = 0, world_size = 1)
+        weight = reshape(Float32.(1:24), 4, 6)
+        @test save_one_rank(ctx, joinpath(dir, "first"), "weight" => weight)
+        state = State()
+        add_tensor!(state, "weight", zeros(Float32, 4, 6))
+        add_object!(state, "blob", nothing)
+        load!(ctx, state, joinpath(dir, "first"))
+        close(state)
+        before = Ckpt.stats(ctx)
+        @test before.saves_committed >= 1
+        @test before.bytes_written > 0
+        @test before.bytes_read > 0
+
+        @test save_one_rank(ctx, joinpath(dir, "second"), "weight" => weight)
+        after = Ckpt.stats(ctx)
+        @test after.plans_reused == before.plans_reused + 1
+        @test after.saves_committed == before.saves_committed + 1
+        close(ctx)
+    end
+end
+
+@testset "manager keeps the last two steps and resumes from the latest" begin
+    mktempdir() do dir
+        ctx = Context(rank = 0, world_size = 1)
+        root = joinpath(dir, "run")
+        Manager(ctx, root; keep_last = 2) do manager
+            @test Ckpt.latest(manager) === nothing
+            for step in 1:3
+                state = State()
+                add_tensor!(state, "weight", fill(Float64(step), 3, 2))
+                add_common!(state, "step", string(step))
+                request = Ckpt.save(manager, state, step)
+                @test wait(request)
+                close(request)
+                close(state)
+            end
+            @test Ckpt.latest(manager) == 3
+            @test basename(Ckpt.step_path(manager, 3)) == "step-000000000003"
+            @test !ispath(Ckpt.step_path(manager, 1))
+            @test isdir(Ckpt.step_path(manager, 2))
+
+            restored = zeros(Float64, 3, 2)
+            state = State()
+            add_tensor!(state, "weight", restored)
+            @test load_latest!(manager, state) == 3
+            @test restored == fill(3.0, 3, 2)
+            @test String(Ckpt.common(state, "step")) == "3"
+            close(state)
+        end
+        close(ctx)
+    end
+end
+
+@testset "manager of an empty root resumes nothing" begin
+    mktempdir() do dir
+        ctx = Context(rank = 0, world_size = 1)
+        manager = Manager(ctx, joinpath(dir, "run"))
+        state = State()
+        add_tensor!(state, "weight", zeros(Float32, 2))
+        @test load_latest!(manager, state) === nothing
+        close(state)
+        close(manager)
+        close(ctx)
+    end
+end
+
+@testset "closing a context closes its managers" begin
+    mktempdir() do dir
+        ctx = Context(rank = 0, world_size = 1)
+        manager = Manager(ctx, joinpath(dir, "run"))
+        close(ctx)
+        @test !isopen(manager)
+        @test_throws ArgumentError Ckpt.latest(manager)
+        close(manager)  # closing twice is harmless
     end
 end
 

@@ -16,7 +16,9 @@ function save_split(ctx, path, rank)
     add_tensor!(state, "weight", global_weight()[:, columns]; global_shape = (ROWS, COLS), global_offset = (0, 2rank))
     add_tensor!(state, "bias", Int32[1, 2, 3]; replica_id = (rank,))
     add_common!(state, "step", "7")
-    saved = wait(Ckpt.save(ctx, state, path))
+    request = Ckpt.save(ctx, state, path)
+    saved = wait(request)
+    close(request)
     close(state)
     return saved
 end

@@ -39,7 +39,7 @@
 //! Training with a [`Manager`]: resume from the latest step if there is one, save every step, keep the last two.
 //!
 //! ```no_run
-//! use ckpt::{Context, LoadOptions, LoadState, Manager, ManagerOptions, SaveOptions, SaveState, Shard};
+//! use ckpt::{Context, LoadOptions, LoadState, Manager, ManagerOptions, SaveOptions, SaveRequest, SaveState, Shard};
 //!
 //! fn train(ctx: &Context, weight: &mut [f32]) -> ckpt::Result<()> {
 //!     let shard = Shard::new("weight", &[weight.len() as u64]);
@@ -48,7 +48,7 @@
 //!     resume.add_tensor(&shard, weight)?;
 //!     let first = manager.load_latest(&mut resume, &LoadOptions::new())?.map_or(0, |step| step + 1);
 //!     drop(resume);
-//!     let mut in_flight = None;
+//!     let mut in_flight: Option<SaveRequest<'_>> = None;
 //!     for step in first..first + 100 {
 //!         weight.iter_mut().for_each(|w| *w *= 0.99); // a training step, overlapping the previous save's writes
 //!         if let Some(mut previous) = in_flight.take() {
@@ -82,7 +82,7 @@
 //! state.add_common("step", b"1").unwrap(); // `weight` no longer lives
 //! ```
 //!
-//! ```compile_fail
+//! ```compile_fail,E0597
 //! let manager = {
 //!     let ctx = ckpt::Context::from_env().unwrap();
 //!     ckpt::Manager::open(&ctx, "/tmp/run", &ckpt::ManagerOptions::new()).unwrap()

@@ -107,9 +107,10 @@ impl<'c> Manager<'c> {
         let mut capacity = STEP_PATH_FIRST_BUFFER;
         loop {
             let mut buffer = vec![0u8; capacity];
-            // SAFETY: a live manager; the library writes at most `capacity` bytes into the buffer.
+            let target = buffer.as_mut_ptr() as *mut c_char;
+            // SAFETY: a live manager; the library writes at most `capacity` bytes at `target`.
             let outcome = call_status(|err| unsafe {
-                sys::ckpt_manager_step_path(self.raw.as_ptr(), step, buffer.as_mut_ptr() as *mut c_char, capacity as u64, err)
+                sys::ckpt_manager_step_path(self.raw.as_ptr(), step, target, capacity as u64, err)
             });
             match outcome {
                 (_, None) => return Ok(path_from_nul_terminated(buffer)),

@@ -83,7 +83,7 @@ fn two_rank_manager_keeps_the_last_two_steps_and_resumes_from_the_latest() {
 #[test]
 fn load_latest_of_an_empty_root_is_a_fresh_start() {
     let temp = TempDir::new();
-    let ctx = Context::builder().rank(0).world_size(1).io_workers(0).create().unwrap();
+    let ctx = solo_builder().io_workers(0).create().unwrap();
     let manager = Manager::open(&ctx, temp.checkpoint(), &ManagerOptions::new()).unwrap();
     let mut weight = [0f32; 2];
     let mut state = LoadState::new().unwrap();

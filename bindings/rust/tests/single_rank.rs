@@ -13,7 +13,7 @@ use ckpt::{
 use common::*;
 
 fn solo_context() -> Context {
-    Context::builder().rank(0).world_size(1).create().expect("single-rank context")
+    solo_builder().create().expect("single-rank context")
 }
 
 /// Saves "weight" (whole), "bias" and the common step from a single rank.
@@ -132,10 +132,10 @@ fn stats_count_committed_saves_bytes_and_reused_plans() {
 }
 
 #[test]
-fn io_workers_option_reaches_the_context() {
-    let ctx = Context::builder().rank(0).world_size(1).io_workers(0).transport(Transport::NONE).create().unwrap();
+fn io_workers_arena_and_transport_options_reach_the_context() {
+    let ctx = solo_builder().io_workers(0).transport(Transport::NONE).create().unwrap();
     let stats = ctx.stats().unwrap();
-    assert_eq!((stats.io_workers, stats.transport), (0, Transport::NONE));
+    assert_eq!((stats.io_workers, stats.arena_bytes, stats.transport), (0, TEST_ARENA_BYTES, Transport::NONE));
 }
 
 #[test]
@@ -217,9 +217,7 @@ fn reader_lists_common_entries_and_finds_tensors_by_key() {
 fn log_callback_receives_the_unexpected_keys_warning() {
     let lines: Arc<Mutex<Vec<(LogLevel, String)>>> = Arc::default();
     let sink = Arc::clone(&lines);
-    let ctx = Context::builder()
-        .rank(0)
-        .world_size(1)
+    let ctx = solo_builder()
         .log(move |level, message| sink.lock().unwrap().push((level, message.to_owned())))
         .create()
         .unwrap();
@@ -237,9 +235,7 @@ fn log_callback_receives_the_unexpected_keys_warning() {
 fn panicking_log_callback_does_not_unwind_into_the_library() {
     let called = Arc::new(AtomicBool::new(false));
     let flag = Arc::clone(&called);
-    let ctx = Context::builder()
-        .rank(0)
-        .world_size(1)
+    let ctx = solo_builder()
         .log(move |_, _| {
             flag.store(true, Ordering::SeqCst);
             panic!("logger failed")

@@ -58,6 +58,7 @@ fn thread_context(exchange: Arc<Exchange>, rank: usize) -> Context {
         .rank(rank as u32)
         .world_size(WORLD as u32)
         .timeout(EXCHANGE_TIMEOUT)
+        .arena_bytes(TEST_ARENA_BYTES)
         .allgather(move |send, recv| {
             let call = {
                 let mut calls = calls.lock().unwrap();

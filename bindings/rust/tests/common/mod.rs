@@ -69,6 +69,15 @@ pub fn bias() -> Vec<f64> {
     (0..BIAS_LEN).map(bias_value).collect()
 }
 
+/// The staging arena of every test context: the default (an eighth of the machine's memory) costs seconds of page
+/// setup per context, and the tests stage a few KiB.
+pub const TEST_ARENA_BYTES: u64 = 64 << 20;
+
+/// Options of a one-rank context in this process, whatever the environment says.
+pub fn solo_builder() -> ckpt::ContextBuilder {
+    ckpt::Context::builder().rank(0).world_size(1).arena_bytes(TEST_ARENA_BYTES)
+}
+
 /// Environment variables that select what a rank process does and where.
 pub const ROLE_VAR: &str = "CKPT_RUST_TEST_ROLE";
 pub const DIR_VAR: &str = "CKPT_RUST_TEST_DIR";
@@ -95,6 +104,7 @@ fn spawn_rank(role: &str, rank: usize, world_size: usize, port: u16, dir: &Path,
         .env("MASTER_ADDR", "127.0.0.1")
         .env("MASTER_PORT", port.to_string())
         .env("CKPT_TIMEOUT_MS", "30000")
+        .env("CKPT_ARENA_BYTES", TEST_ARENA_BYTES.to_string())
         .stdin(Stdio::null())
         .stdout(log_file.try_clone().expect("clone rank log"))
         .stderr(log_file)

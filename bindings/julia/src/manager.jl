@@ -1,0 +1,111 @@
+# Manager: a root directory of numbered steps, with a latest pointer and retention.
+
+"""
+    Manager(ctx, root; keep_last=0, keep_every=0)
+    Manager(f, ctx, root; keep_last=0, keep_every=0)
+
+Collective: opens `root` (creating it) as a directory of steps, `root/step-<12 digits>`; rank 0 first removes the
+uncommitted step directories that crashed runs left behind. Once a save through the manager commits, rank 0 moves
+the latest pointer to it and removes the steps that retention no longer keeps: the newest `keep_last` (0: all),
+and every step divisible by `keep_every` (0: none beyond those). The second form calls `f(manager)` and closes the
+manager afterwards.
+
+`close` waits for the manager's saves in flight, then frees it; closing its context closes it too.
+"""
+mutable struct Manager <: Handle
+    handle::Ptr{Cvoid}
+    context::Context
+    Manager(handle::Ptr{Cvoid}, context::Context) = with_finalizer(new(handle, context))
+end
+
+function Manager(ctx::Context, root::AbstractString; keep_last::Integer = 0, keep_every::Integer = 0)
+    directory = c_string(root)
+    options = Ref(LibCkpt.ckpt_manager_options(sizeof(LibCkpt.ckpt_manager_options), keep_last, keep_every))
+    handle = GC.@preserve directory begin
+        create_handle() do out, err
+            LibCkpt.ckpt_manager_open(ctx, directory, options, out, err)
+        end
+    end
+    manager = Manager(handle, ctx)
+    filter!(ref -> ref.value !== nothing && isopen(ref.value), ctx.managers)
+    push!(ctx.managers, WeakRef(manager))
+    return manager
+end
+
+function Manager(f::Function, ctx::Context, root::AbstractString; kwargs...)
+    manager = Manager(ctx, root; kwargs...)
+    try
+        return f(manager)
+    finally
+        close(manager)
+    end
+end
+
+release(manager::Manager) = LibCkpt.ckpt_manager_free(manager.handle)
+
+"""
+    Ckpt.save(manager, state, step; metadata=()) -> SaveRequest
+
+Collective: saves `state` as step `step`, as `Ckpt.save(ctx, state, path)` does: returns once the arrays are
+staged. The step becomes the latest only if the request succeeds; a failed save leaves the latest pointer and the
+kept steps untouched.
+"""
+function save(manager::Manager, state::State, step::Integer; metadata = ())
+    return start_save(manager.context, state, metadata) do options, out, err
+        LibCkpt.ckpt_manager_save(manager, state, step, options, out, err)
+    end
+end
+
+"""
+    Ckpt.latest(manager) -> Union{Int,Nothing}
+
+The newest committed step, or `nothing` if there is none yet. Not collective.
+"""
+function latest(manager::Manager)
+    step = Ref{UInt64}(0)
+    status = checked((CKPT_OK, CKPT_E_NOT_FOUND)) do err
+        LibCkpt.ckpt_manager_latest(manager, step, err)
+    end
+    return status == CKPT_OK ? Int(step[]) : nothing
+end
+
+"""
+    load_latest!(manager, state; missing_keys=CKPT_STRICT_FAIL, unexpected_keys=CKPT_STRICT_LOG) -> Union{Int,Nothing}
+
+Collective: loads the latest step (as rank 0 sees it) into `state`, as [`load!`](@ref) does, and returns it; returns
+`nothing` on every rank if there is no committed step yet (a fresh start).
+"""
+function load_latest!(manager::Manager, state::State; missing_keys::Integer = CKPT_STRICT_FAIL,
+                      unexpected_keys::Integer = CKPT_STRICT_LOG)
+    options = load_options(missing_keys, unexpected_keys)
+    step = Ref{UInt64}(0)
+    status = GC.@preserve state begin
+        checked((CKPT_OK, CKPT_E_NOT_FOUND)) do err
+            LibCkpt.ckpt_manager_load_latest(manager, state, options, step, err)
+        end
+    end
+    return status == CKPT_OK ? Int(step[]) : nothing
+end
+
+# The first buffer size tried for a step's path, and the largest: a longer path is refused.
+const STEP_PATH_FIRST_BUFFER = 256
+const STEP_PATH_MAX_BUFFER = 1 << 20
+
+"""
+    Ckpt.step_path(manager, step) -> String
+
+The directory of step `step`, whether or not it exists.
+"""
+function step_path(manager::Manager, step::Integer)
+    size = STEP_PATH_FIRST_BUFFER
+    while true
+        buffer = zeros(Cchar, size)
+        # The only argument that can be wrong is the buffer's size: below the limit, retry with a larger one.
+        accepted = size < STEP_PATH_MAX_BUFFER ? (CKPT_OK, CKPT_E_INVALID_ARGUMENT) : (CKPT_OK,)
+        status = checked(accepted) do err
+            LibCkpt.ckpt_manager_step_path(manager, step, buffer, size, err)
+        end
+        status == CKPT_OK && return GC.@preserve buffer unsafe_string(pointer(buffer))
+        size *= 2
+    end
+end

@@ -1,0 +1,43 @@
+// The read-once load (DESIGN.md §6.3-6.5): every needed stored byte is read by one of the ranks that need it, which
+// copies its own share in place and sends every other rank exactly the sub-boxes it asked for, coalesced into one
+// message per pair of ranks and round. Rounds bound the memory each rank holds in flight.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "runtime/box.h"
+#include "runtime/context.h"
+#include "runtime/load_plan.h"
+#include "runtime/manifest.h"
+
+namespace ckpt::runtime {
+
+// A destination this rank registered: the row-major buffer `dst` of `box` (of manifest tensor `tensor`), clipped to
+// what the checkpoint stores.
+struct LocalPiece {
+  uint32_t tensor = 0;
+  Box box;
+  Box wanted;
+  char* dst = nullptr;
+};
+
+// This rank's request in the form every rank plans from.
+LoadRequest MakeLoadRequest(int rank, const std::string& node, const std::vector<LocalPiece>& pieces);
+
+// What the load did on this rank.
+struct ExchangeCounters {
+  uint64_t bytes_read = 0;
+  uint64_t bytes_sent = 0;
+  uint64_t bytes_received = 0;
+};
+
+// Collective over the context's transport. `requests` are every rank's, as gathered.
+Result<ExchangeCounters> ExchangeLoad(Context& ctx, const std::string& path, const Manifest& manifest,
+                                      const std::vector<LoadRequest>& requests,
+                                      const std::vector<std::string>& encoded_requests,
+                                      const std::vector<LocalPiece>& pieces);
+
+}  // namespace ckpt::runtime
