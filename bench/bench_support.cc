@@ -60,8 +60,9 @@ void CheckWord(const RowBlock& block, const uint32_t* words, uint64_t local) {
   const uint64_t global = block.first_row * kColumns + local;
   if (words[local] == PatternWord(block.tensor, global)) return;
   char message[200];
-  std::snprintf(message, sizeof message, "loaded tensor bench.t%u word %" PRIu64 " (row %" PRIu64 ") is 0x%08x, expected 0x%08x",
-                block.tensor, global, global / kColumns, words[local], PatternWord(block.tensor, global));
+  std::snprintf(message, sizeof message,
+                "loaded tensor bench.t%u word %" PRIu64 " (row %" PRIu64 ") is 0x%08x, expected 0x%08x", block.tensor,
+                global, global / kColumns, words[local], PatternWord(block.tensor, global));
   throw BenchError(message);
 }
 

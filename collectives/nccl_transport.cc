@@ -1,13 +1,12 @@
 #include "collectives/nccl_transport.h"
 
-#include <dlfcn.h>
-
 #include <algorithm>
 #include <mutex>
 #include <string>
 #include <thread>
 #include <utility>
 
+#include "collectives/nccl_library.h"
 #include "common/bytes.h"
 #include "io/cuda_runtime.h"
 
@@ -15,111 +14,6 @@ namespace ckpt::coll {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-constexpr char kNcclLibrary[] = "libnccl.so.2";
-
-// Values from nccl.h, stable since NCCL 2.14.
-constexpr int kNcclSuccess = 0;
-constexpr int kNcclSystemError = 2;
-constexpr int kNcclInvalidArgument = 4;
-constexpr int kNcclInvalidUsage = 5;
-constexpr int kNcclRemoteError = 6;
-constexpr int kNcclInProgress = 7;
-constexpr int kNcclChar = 0;
-
-using NcclComm = void*;
-
-struct NcclUniqueId {
-  char internal[128];
-};
-
-// The leading fields of ncclConfig_t. NCCL copies `size` bytes and treats every field newer than `version` as
-// unset, so this prefix, declared as of 2.14 (the first non-blocking release), stays valid for later versions.
-struct NcclConfig {
-  size_t size;
-  unsigned magic;
-  unsigned version;
-  int blocking;
-};
-constexpr unsigned kNcclConfigMagic = 0xcafebeef;
-constexpr unsigned kNcclConfigVersion = 21400;  // NCCL_VERSION(2, 14, 0)
-
-struct NcclApi {
-  int (*GetUniqueId)(NcclUniqueId*);
-  int (*CommInitRankConfig)(NcclComm*, int, NcclUniqueId, int, NcclConfig*);
-  int (*CommFinalize)(NcclComm);
-  int (*CommDestroy)(NcclComm);
-  int (*CommAbort)(NcclComm);
-  int (*CommGetAsyncError)(NcclComm, int*);
-  const char* (*GetErrorString)(int);
-  const char* (*GetLastError)(NcclComm);
-  int (*GroupStart)();
-  int (*GroupEnd)();
-  int (*Send)(const void*, size_t, int, int, NcclComm, void*);
-  int (*Recv)(void*, size_t, int, int, NcclComm, void*);
-};
-
-template <typename Fn>
-void Resolve(void* handle, const char* name, Fn* slot, std::string* missing) {
-  *slot = reinterpret_cast<Fn>(dlsym(handle, name));
-  if (*slot == nullptr && missing->empty()) *missing = name;
-}
-
-Result<const NcclApi*> LoadNcclOnce() {
-  void* handle = dlopen(kNcclLibrary, RTLD_NOW | RTLD_LOCAL);
-  if (handle == nullptr) {
-    const char* error = dlerror();
-    return Unsupported(std::string("NCCL not found (") + kNcclLibrary + "): " + (error ? error : "dlopen failed"));
-  }
-  auto api = std::make_unique<NcclApi>();
-  std::string missing;
-  Resolve(handle, "ncclGetUniqueId", &api->GetUniqueId, &missing);
-  Resolve(handle, "ncclCommInitRankConfig", &api->CommInitRankConfig, &missing);
-  Resolve(handle, "ncclCommFinalize", &api->CommFinalize, &missing);
-  Resolve(handle, "ncclCommDestroy", &api->CommDestroy, &missing);
-  Resolve(handle, "ncclCommAbort", &api->CommAbort, &missing);
-  Resolve(handle, "ncclCommGetAsyncError", &api->CommGetAsyncError, &missing);
-  Resolve(handle, "ncclGetErrorString", &api->GetErrorString, &missing);
-  Resolve(handle, "ncclGetLastError", &api->GetLastError, &missing);
-  Resolve(handle, "ncclGroupStart", &api->GroupStart, &missing);
-  Resolve(handle, "ncclGroupEnd", &api->GroupEnd, &missing);
-  Resolve(handle, "ncclSend", &api->Send, &missing);
-  Resolve(handle, "ncclRecv", &api->Recv, &missing);
-  if (!missing.empty()) {
-    dlclose(handle);
-    return Unsupported(std::string(kNcclLibrary) + " lacks " + missing + " (NCCL 2.14 or newer is needed)");
-  }
-  return api.release();
-}
-
-// NCCL is loaded once per process and never unloaded: its proxy threads outlive any one communicator.
-Result<const NcclApi*> LoadNccl() {
-  static const Result<const NcclApi*> api = LoadNcclOnce();
-  return api;
-}
-
-// "ncclGroupEnd: remote process exited or there was a network error (error 6): <NCCL's last message>".
-std::string NcclErrorText(const NcclApi& nccl, const char* call, int result, NcclComm comm) {
-  const char* text = nccl.GetErrorString(result);
-  std::string message =
-      std::string(call) + ": " + (text ? text : "unknown NCCL error") + " (error " + std::to_string(result) + ")";
-  const char* detail = nccl.GetLastError(comm);
-  if (detail != nullptr && *detail != '\0') message += ": " + std::string(detail);
-  return message;
-}
-
-Code NcclErrorCode(int result) {
-  switch (result) {
-    case kNcclSystemError:
-    case kNcclRemoteError:
-      return Code::kPeerFailed;
-    case kNcclInvalidArgument:
-    case kNcclInvalidUsage:
-      return Code::kInvalidArgument;
-    default:
-      return Code::kInternal;
-  }
-}
 
 // False while an operation is in progress on `comm`, true once none is; NCCL's error as a Status otherwise.
 Result<bool> NcclIdle(const NcclApi& nccl, NcclComm comm, const char* what) {

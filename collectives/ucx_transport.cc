@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -37,6 +38,9 @@ constexpr milliseconds kBackgroundIdleWait{200};
 constexpr char kKeepaliveInterval[] = "1s";
 // How long cancelled or purged requests get to complete after a timeout.
 constexpr milliseconds kCancelGrace{2000};
+// The longest a destructor waits for endpoints to close: only the tail of a TCP buffer, for a peer that does not
+// read it, is at stake.
+constexpr milliseconds kLongestClose{10000};
 // Keeps now() + timeout from overflowing.
 constexpr milliseconds kLongestTimeout = std::chrono::hours(24 * 365);
 
@@ -46,10 +50,13 @@ uint64_t UcxTag(int source_rank, uint64_t tag) {
 
 std::string RankName(int rank) { return "rank " + std::to_string(rank); }
 
-std::string JoinRanks(const std::vector<int>& ranks) {
-  std::string joined;
-  for (int rank : ranks) joined += (joined.empty() ? "" : ", ") + std::to_string(rank);
-  return joined;
+// The ranks whose allgather contribution was empty, as "1, 3".
+std::string RanksThatSentNothing(const std::vector<std::string>& contributions) {
+  std::string ranks;
+  for (size_t r = 0; r < contributions.size(); ++r) {
+    if (contributions[r].empty()) ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
+  }
+  return ranks;
 }
 
 Status UcxUnavailable(const std::string& step, ucs_status_t status) {
@@ -61,7 +68,7 @@ bool SharedMemoryAllowed() {
   const char* tls = std::getenv("UCX_TLS");
   if (tls == nullptr || tls[0] == '^') return true;
   const std::string list = std::string(",") + tls + ",";
-  for (const char* name : {"all", "sm", "shm", "posix", "sysv"}) {
+  for (const char* name : {"all", "sm", "shm", "mm", "posix", "sysv"}) {
     if (list.find(std::string(",") + name + ",") != std::string::npos) return true;
   }
   return false;
@@ -211,7 +218,7 @@ void OnEndpointError(void* arg, ucp_ep_h /*ep*/, ucs_status_t status) {
 class UcxTransport : public Transport {
  public:
   UcxTransport(int rank, int world_size, milliseconds close_timeout)
-      : rank_(rank), peers_(world_size), close_timeout_(std::min(close_timeout, kLongestTimeout)) {
+      : rank_(rank), peers_(world_size), close_timeout_(std::clamp(close_timeout, milliseconds(0), kLongestClose)) {
     for (int r = 0; r < world_size; ++r) {
       peers_[r].rank = r;
       peers_[r].errors_reported = &errors_reported_;
@@ -256,7 +263,8 @@ class UcxTransport : public Transport {
   int event_fd_ = -1;  // the worker's, owned by UCX
   int wake_fd_ = -1;   // wakes the background thread for shutdown
 
-  std::mutex mutex_;  // serialises every use of the worker and of the members below
+  std::atomic<int> exchanges_waiting_{0};  // keeps the background thread from re-taking mutex_ before them
+  std::mutex mutex_;                       // serialises every use of the worker and of the members below
   bool errors_reported_ = false;
   bool stopping_ = false;
   std::vector<void*> closing_;  // requests of endpoints still closing
@@ -358,6 +366,10 @@ Status UcxTransport::StartBackgroundProgress() {
 
 void UcxTransport::ProgressWhileIdle() {
   while (true) {
+    if (exchanges_waiting_.load() > 0) {
+      std::this_thread::yield();
+      continue;
+    }
     bool idle = false;
     {
       std::lock_guard<std::mutex> lock(mutex_);
@@ -538,7 +550,9 @@ void UcxTransport::ReapClosedEndpoints(Clock::time_point deadline) {
 
 Status UcxTransport::Exchange(const std::vector<TransferSend>& sends, const std::vector<TransferRecv>& recvs,
                               milliseconds timeout) {
+  ++exchanges_waiting_;
   std::lock_guard<std::mutex> lock(mutex_);
+  --exchanges_waiting_;
   RETURN_IF_ERROR(Validate(sends, recvs));
   timeout = std::clamp(timeout, milliseconds(0), kLongestTimeout);
   const Clock::time_point deadline = Clock::now() + timeout;
@@ -556,14 +570,10 @@ Status UcxTransport::Exchange(const std::vector<TransferSend>& sends, const std:
 
 // Every rank learns whether every other rank got this far, so that a failure on one rank fails all of them alike.
 Status AgreeOnSuccess(ControlPlane& control, const Status& mine, const std::string& what) {
-  ASSIGN_OR_RETURN(std::vector<std::string> verdicts, control.AllGather(mine.ok() ? "" : "x"));
+  ASSIGN_OR_RETURN(std::vector<std::string> verdicts, control.AllGather(mine.ok() ? "ok" : ""));
   RETURN_IF_ERROR(mine);
-  std::vector<int> failed;
-  for (int r = 0; r < static_cast<int>(verdicts.size()); ++r) {
-    if (!verdicts[r].empty()) failed.push_back(r);
-  }
-  if (failed.empty()) return Status::Ok();
-  return Unsupported(what + " failed on rank " + JoinRanks(failed));
+  const std::string failed = RanksThatSentNothing(verdicts);
+  return failed.empty() ? Status::Ok() : Unsupported(what + " failed on rank " + failed);
 }
 
 }  // namespace
@@ -579,11 +589,8 @@ Result<std::unique_ptr<Transport>> MakeUcxTransport(ControlPlane& control, std::
   // An empty contribution tells the others that this rank has no worker.
   ASSIGN_OR_RETURN(std::vector<std::string> addresses, control.AllGather(address.ok() ? address.value() : ""));
   if (!address.ok()) return address.status();
-  std::vector<int> unavailable;
-  for (int r = 0; r < static_cast<int>(addresses.size()); ++r) {
-    if (addresses[r].empty()) unavailable.push_back(r);
-  }
-  if (!unavailable.empty()) return Unsupported("UCX is unavailable on rank " + JoinRanks(unavailable));
+  const std::string unavailable = RanksThatSentNothing(addresses);
+  if (!unavailable.empty()) return Unsupported("UCX is unavailable on rank " + unavailable);
   Status connected = transport->Connect(addresses);
   if (connected.ok()) connected = transport->StartBackgroundProgress();
   RETURN_IF_ERROR(AgreeOnSuccess(control, connected, "connecting UCX endpoints"));

@@ -7,11 +7,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
-#include <optional>
 #include <functional>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -76,10 +77,9 @@ void RunRanks(int world_size, const std::function<void(Transport&, TcpStore&)>& 
 std::vector<uint8_t> Pattern(int sender, uint64_t tag, uint64_t size) {
   std::vector<uint8_t> bytes(size);
   const uint64_t seed = (static_cast<uint64_t>(sender) << 56) ^ (tag << 32);
-  uint64_t word = 0;
-  for (uint64_t i = 0; i < size; ++i) {
-    if (i % sizeof word == 0) word = seed ^ (i * 0x9e3779b97f4a7c15ULL);
-    bytes[i] = static_cast<uint8_t>(word >> (8 * (i % sizeof word)));
+  for (uint64_t offset = 0; offset < size; offset += sizeof(uint64_t)) {
+    const uint64_t word = seed ^ (offset * 0x9e3779b97f4a7c15ULL);
+    std::memcpy(bytes.data() + offset, &word, std::min<uint64_t>(sizeof word, size - offset));
   }
   return bytes;
 }
@@ -120,24 +120,32 @@ std::vector<int> OtherRanks(int rank, int world_size) {
   return others;
 }
 
-// Runs each test over UCX's shared-memory transports (one node) and over TCP alone (what ranks on different nodes
-// use), by setting UCX_TLS, which UCX reads when each transport is created.
-class UcxTransportTest : public ::testing::TestWithParam<const char*> {
- protected:
-  void SetUp() override {
-    if (const char* saved = std::getenv("UCX_TLS")) saved_tls_ = saved;
-    if (GetParam() != nullptr) setenv("UCX_TLS", GetParam(), /*overwrite=*/1);
+// Sets an environment variable (UCX reads its own when each transport is created) and restores it. Only while no
+// other thread runs.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* saved = std::getenv(name)) saved_ = saved;
+    if (value != nullptr) setenv(name, value, /*overwrite=*/1);
   }
-  void TearDown() override {
-    if (saved_tls_) {
-      setenv("UCX_TLS", saved_tls_->c_str(), 1);
+  ~ScopedEnv() {
+    if (saved_) {
+      setenv(name_.c_str(), saved_->c_str(), 1);
     } else {
-      unsetenv("UCX_TLS");
+      unsetenv(name_.c_str());
     }
   }
 
  private:
-  std::optional<std::string> saved_tls_;
+  std::string name_;
+  std::optional<std::string> saved_;
+};
+
+// Runs each test over UCX's shared-memory transports (one node) and over TCP alone (what ranks on different nodes
+// use).
+class UcxTransportTest : public ::testing::TestWithParam<const char*> {
+ private:
+  ScopedEnv transports_{"UCX_TLS", GetParam()};
 };
 
 INSTANTIATE_TEST_SUITE_P(Transports, UcxTransportTest, ::testing::Values(nullptr, "tcp,self"),
@@ -225,6 +233,22 @@ TEST_P(UcxTransportTest, SmallerMessageThanExpectedIsMismatchNamingTheSizes) {
   const Status status = ExchangeMismatchedSizes(32, 64);
   EXPECT_EQ(status.code(), Code::kMismatch) << status.message();
   EXPECT_TRUE(Contains(status, "received 32 bytes, expected 64")) << status.message();
+}
+
+TEST(UcxTransportValidationTest, UnusableUcxIsUnsupportedOnEveryRank) {
+  ScopedEnv transports("UCX_TLS", "no_such_transport");
+  const int port = PickFreePort();
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 2; ++r) {
+    threads.emplace_back([=] {
+      Result<std::unique_ptr<TcpStore>> store = ConnectStore(r, 2, port);
+      ASSERT_TRUE(store.ok()) << store.status().message();
+      Result<std::unique_ptr<Transport>> transport = MakeUcxTransport(**store, kStoreTimeout);
+      EXPECT_EQ(transport.status().code(), Code::kUnsupported) << transport.status().message();
+      EXPECT_TRUE(Contains(transport.status(), "UCX is unavailable")) << transport.status().message();
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
 }
 
 TEST(UcxTransportValidationTest, TagWiderThan48BitsIsInvalidArgument) {
