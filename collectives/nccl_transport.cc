@@ -397,6 +397,7 @@ Result<bool> NcclTransport::CommunicatorIdle() {
 Status NcclTransport::AwaitStream() {
   // A non-blocking communicator may still be queuing a group: the stream is polled only once it has finished.
   Status waited = PollUntil(deadline_, "the transfers to complete", [this]() -> Result<bool> {
+    RETURN_IF_ERROR(CheckPeers());
     ASSIGN_OR_RETURN(bool idle, CommunicatorIdle());
     if (!idle) return false;
     return cuda_.StreamIdle(stream_.get());

@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "common/status.h"
@@ -40,6 +41,18 @@ class Transport {
   // range is kInvalidArgument. When the call returns, the transport no longer touches any buffer it was given.
   virtual Status Exchange(const std::vector<TransferSend>& sends, const std::vector<TransferRecv>& recvs,
                           std::chrono::milliseconds timeout) = 0;
+
+  // Consulted every so often while an exchange waits (typically ControlPlane::CheckPeers): a failure, such as a
+  // peer the control plane knows is dead, ends the exchange at once with that status instead of at its timeout.
+  void SetPeerCheck(std::function<Status()> check) { peer_check_ = std::move(check); }
+
+ protected:
+  // How often a waiting exchange consults the peer check.
+  static constexpr std::chrono::milliseconds kPeerCheckInterval{200};
+  Status CheckPeers() const { return peer_check_ ? peer_check_() : Status::Ok(); }
+
+ private:
+  std::function<Status()> peer_check_;
 };
 
 }  // namespace ckpt::coll

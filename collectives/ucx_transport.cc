@@ -244,7 +244,8 @@ class UcxTransport : public Transport {
   Status Validate(const std::vector<TransferSend>& sends, const std::vector<TransferRecv>& recvs) const;
   void PostReceive(Batch& batch, const TransferRecv& recv);
   void PostSend(Batch& batch, const TransferSend& send);
-  void Progress(Batch& batch, Clock::time_point deadline);
+  // Progresses until the batch completes or the deadline passes; the peer check's failure if it reports one.
+  Status Progress(Batch& batch, Clock::time_point deadline);
   void ProgressOrWait(Clock::time_point deadline);
   void ProgressWhileIdle();
   void HandleEndpointErrors(Batch* batch);
@@ -429,13 +430,19 @@ void UcxTransport::PostSend(Batch& batch, const TransferSend& send) {
   Track(transfer, ucp_tag_send_nbx(peers_[send.peer].ep, send.data, send.size, UcxTag(rank_, send.tag), &param));
 }
 
-void UcxTransport::Progress(Batch& batch, Clock::time_point deadline) {
+Status UcxTransport::Progress(Batch& batch, Clock::time_point deadline) {
+  Clock::time_point next_check = Clock::now() + kPeerCheckInterval;
   while (batch.in_flight > 0) {
     HandleEndpointErrors(&batch);
     if (batch.in_flight == 0 || Clock::now() >= deadline) break;
+    if (Clock::now() >= next_check) {
+      RETURN_IF_ERROR(CheckPeers());
+      next_check = Clock::now() + kPeerCheckInterval;
+    }
     ProgressOrWait(deadline);
   }
   HandleEndpointErrors(&batch);
+  return Status::Ok();
 }
 
 // Makes UCX progress; when it has nothing to do, sleeps on the worker's event fd until an event, the deadline or
@@ -562,10 +569,10 @@ Status UcxTransport::Exchange(const std::vector<TransferSend>& sends, const std:
   for (const TransferRecv& recv : recvs) PostReceive(batch, recv);
   for (const TransferSend& send : sends) PostSend(batch, send);
   CancelReceivesFromDisconnected(batch);
-  Progress(batch, deadline);
+  const Status peers = Progress(batch, deadline);
   if (batch.in_flight > 0) Abandon(batch, timeout);
   ReapClosedEndpoints(Clock::now());
-  return Verdict(batch);
+  return peers.ok() ? Verdict(batch) : peers;
 }
 
 // Every rank learns whether every other rank got this far, so that a failure on one rank fails all of them alike.

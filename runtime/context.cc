@@ -168,6 +168,7 @@ Status Context::StartTransport(const ContextConfig& config) {
   if (kind == TransportKind::kNccl) {
     ASSIGN_OR_RETURN(transport_, coll::MakeNcclTransport(*control_, local_rank(), timeout_));
     transport_kind_ = kind;
+    transport_->SetPeerCheck([this] { return control_->CheckPeers(); });
     return Status::Ok();
   }
   Result<std::unique_ptr<coll::Transport>> ucx = coll::MakeUcxTransport(*control_, timeout_);
@@ -178,6 +179,7 @@ Status Context::StartTransport(const ContextConfig& config) {
   }
   transport_ = std::move(ucx).value();
   transport_kind_ = TransportKind::kUcx;
+  transport_->SetPeerCheck([this] { return control_->CheckPeers(); });
   return Status::Ok();
 }
 
