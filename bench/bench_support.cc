@@ -1,5 +1,7 @@
 #include "bench/bench_support.h"
 
+#include <filesystem>
+
 #include <sys/mman.h>
 
 #include <algorithm>
@@ -133,6 +135,17 @@ StatePtr MakeState(const PageBuffer& buffer, const RankLayout& layout, ckpt_erro
     Check(ckpt_state_add_tensor(state.get(), &shard, err), err, "ckpt_state_add_tensor " + key);
   }
   return state;
+}
+
+void Synchronize(ckpt_context_t* ctx, const std::string& dir, ckpt_error_t* err) {
+  ckpt_state_t* raw_state = nullptr;
+  Check(ckpt_state_create(&raw_state, err), err, "ckpt_state_create");
+  StatePtr empty(raw_state);
+  ckpt_request_t* raw = nullptr;
+  Check(ckpt_save(ctx, empty.get(), dir.c_str(), nullptr, &raw, err), err, "ckpt_save " + dir);
+  RequestPtr request(raw);
+  Check(ckpt_request_wait(request.get(), 0, err), err, "ckpt_request_wait for " + dir);
+  if (ckpt_context_rank(ctx) == 0) std::filesystem::remove_all(dir);
 }
 
 SaveTiming TimedSave(ckpt_context_t* ctx, ckpt_state_t* state, const std::string& dir, ckpt_error_t* err) {

@@ -136,6 +136,10 @@ struct SaveTiming {
 
 // Collective: saves `state` to `dir` and waits for the commit.
 SaveTiming TimedSave(ckpt_context_t* ctx, ckpt_state_t* state, const std::string& dir, ckpt_error_t* err);
+
+// Lines the ranks up before a timed collective: an empty save into `dir`, waited for on every rank (its commit
+// reaches every rank within a store round trip), then removed by rank 0.
+void Synchronize(ckpt_context_t* ctx, const std::string& dir, ckpt_error_t* err);
 // Fails unless the checkpoint at `dir` stores exactly `bytes` of tensor data: replicas were written once.
 void CheckStoredOnce(const std::string& dir, uint64_t bytes, ckpt_error_t* err);
 

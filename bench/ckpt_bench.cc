@@ -291,7 +291,6 @@ void RunLoad(const Args& args) {
 }
 
 void RunDedup(const Args& args) {
-  // Context creation waits for every rank, so the ranks enter the save together with their state ready.
   ErrorPtr err = MakeError();
   ContextPtr ctx = MakeContext(args.transport, err.get());
   const uint32_t rank = static_cast<uint32_t>(ckpt_context_rank(ctx.get()));
@@ -299,6 +298,7 @@ void RunDedup(const Args& args) {
   PageBuffer buffer(layout.bytes());
   FillPattern(buffer, layout);
   StatePtr state = MakeState(buffer, layout, err.get());
+  Synchronize(ctx.get(), args.dir + ".sync", err.get());  // every rank has filled its buffer
 
   const SaveTiming timing = TimedSave(ctx.get(), state.get(), args.dir, err.get());
 

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <functional>
+#include <thread>
 
 #include "io/file_io.h"
 #include "runtime/dtype.h"
@@ -12,6 +14,9 @@ namespace {
 
 constexpr uint64_t kChunkAlignment = 4096;
 constexpr uint64_t kMaxWindowBytes = 64ull << 20;
+// Windows at least this large are copied by kStagingCopyThreads threads (the training thread and helpers).
+constexpr uint64_t kParallelCopyBytes = 8ull << 20;
+constexpr size_t kStagingCopyThreads = 2;
 
 uint64_t AlignUp(uint64_t value, uint64_t alignment) { return (value + alignment - 1) / alignment * alignment; }
 
@@ -178,15 +183,54 @@ std::vector<Window> CutWindows(const std::vector<Unit*>& file, uint64_t cap, uin
 }
 
 // Copies a window's pieces into its arena region and zeroes the padding between and after them.
+// One copy of a window's fill: `length` bytes of a unit, from `unit_offset`, to `dst`.
+struct CopyTask {
+  const Source* source;
+  uint64_t unit_offset;
+  uint64_t length;
+  char* dst;
+};
+
+// Cuts the tasks into `parts` runs of about equal bytes, splitting a task where a cut falls inside it.
+std::vector<std::vector<CopyTask>> SplitTasks(const std::vector<CopyTask>& tasks, uint64_t total, size_t parts) {
+  std::vector<std::vector<CopyTask>> out(parts);
+  const uint64_t share = (total + parts - 1) / parts;
+  size_t part = 0;
+  uint64_t room = share;
+  for (CopyTask task : tasks) {
+    while (task.length > 0) {
+      const uint64_t take = std::min(task.length, room);
+      out[part].push_back(CopyTask{task.source, task.unit_offset, take, task.dst});
+      task.unit_offset += take, task.dst += take, task.length -= take, room -= take;
+      if (room == 0 && part + 1 < parts) ++part, room = share;
+    }
+  }
+  return out;
+}
+
+void RunCopies(const std::vector<CopyTask>& tasks) {
+  for (const CopyTask& t : tasks) CopyUnitRange(*t.source, t.unit_offset, t.length, t.dst);
+}
+
+// Copies a window's pieces into its arena region and zeroes the padding between and after them. The training
+// thread is blocked until staging ends, so large windows are copied by several threads at once.
 void FillWindow(Window& w, char* region) {
-  uint64_t filled = 0;
+  std::vector<CopyTask> tasks;
+  uint64_t filled = 0, total = 0;
   for (size_t i = 0; i < w.segments.size(); ++i) {
     const io::FileSegment& seg = w.segments[i];
     std::memset(region + filled, 0, seg.arena_offset - filled);
-    CopyUnitRange(w.sources[i]->source, w.pieces[i].item_offset, seg.length, region + seg.arena_offset);
+    tasks.push_back(CopyTask{&w.sources[i]->source, w.pieces[i].item_offset, seg.length, region + seg.arena_offset});
     filled = seg.arena_offset + seg.length;
+    total += seg.length;
   }
   std::memset(region + filled, 0, AlignUp(filled, kChunkAlignment) - filled);
+  const size_t threads = total < kParallelCopyBytes ? 1 : kStagingCopyThreads;
+  std::vector<std::vector<CopyTask>> parts = SplitTasks(tasks, total, threads);
+  std::vector<std::thread> helpers;
+  for (size_t p = 1; p < parts.size(); ++p) helpers.emplace_back(RunCopies, std::cref(parts[p]));
+  RunCopies(parts[0]);
+  for (std::thread& t : helpers) t.join();
 }
 
 // An arena region for `size` bytes; while the arena is full, this save's own oldest windows are absorbed first.
