@@ -11,6 +11,7 @@
 #include "collectives/ucx_transport.h"
 #include "common/bytes.h"
 #include "common/settings.h"
+#include "runtime/agreement.h"
 #include "runtime/commit_channel.h"
 
 namespace ckpt::runtime {
@@ -91,7 +92,8 @@ Result<std::unique_ptr<Context>> Context::Create(ContextConfig config) {
                             settings::PositiveFromEnv(settings::kTimeoutVar, settings::kDefaultTimeoutMs));
   ctx->log_ = config.log ? std::move(config.log) : StandardErrorSink(ctx->identity_.rank);
   RETURN_IF_ERROR(ctx->StartControlPlane(config));
-  RETURN_IF_ERROR(ctx->StartIo(config));
+  // A rank whose workers or arena cannot start tells the others, instead of leaving them in the next collective.
+  RETURN_IF_ERROR(Agree(ctx->control(), ctx->StartIo(config)));
   RETURN_IF_ERROR(ctx->StartTransport(config));
   return ctx;
 }

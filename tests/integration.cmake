@@ -4,7 +4,7 @@ target_link_libraries(ckpt_scenario PRIVATE ckpt)
 foreach(name reshard dedup invalid-overlap invalid-gap invalid-dtype invalid-shape exists corrupt-byte
              truncated-file missing-manifest foreign-manifest corrupt-manifest newer-version strictness
              shape-mismatch dead-rank async plan-cache worker-killed big-state full-disk read-once
-             reshard-no-exchange peer-dies-in-exchange)
+             reshard-no-exchange peer-dies-in-exchange worker-missing)
   add_test(NAME mp_${name}
            COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/integration/run.sh ${name} $<TARGET_FILE:ckpt-launch>
                    $<TARGET_FILE:ckpt_scenario> ${CMAKE_CURRENT_BINARY_DIR}/scenarios/${name})

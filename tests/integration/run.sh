@@ -81,6 +81,9 @@ case "$name" in
       expected=$([ "$mode" = ucx ] && echo 1.00 || echo 4.00)
       [ "$amplification" = "$expected" ] || { echo "expected read amplification $expected" >&2; exit 1; }
     done ;;
+  worker-missing)     # rank 1 cannot start its I/O workers: every rank's context creation fails, naming rank 1
+    "$launch" -n 3 --timeout 60 -- sh -c '[ "$RANK" = 1 ] && export CKPT_WORKER_PATH=/nonexistent/ckpt-io-worker;
+      exec "$0" context-fails 2 "rank 1"' "$scenario" ;;
   async)              # buffers reusable at return; back-to-back saves
     run 3 async "$ck" ;;
   plan-cache)

@@ -18,6 +18,7 @@
 //   scenario worker-killed ROOT          a worker killed during a save fails it on every rank; latest untouched
 //   scenario full-disk ROOT              ENOSPC fails the save on every rank; latest untouched
 //   scenario big-state DIR               a state 4x the staging arena: saved, loaded, memory bounded
+//   scenario context-fails CODE TEXT     creating the context must fail with CODE on this rank, naming TEXT
 //   scenario load-replicated DIR         every rank loads the whole of save-replicated's state; prints bytes read
 //   scenario load-replicated-expect-failure DIR   the same with a rank dying (CKPT_FAULT_EXIT_BEFORE_EXCHANGE):
 //                                        every surviving rank must fail with CKPT_E_PEER_FAILED or CKPT_E_TIMEOUT
@@ -759,6 +760,24 @@ int LoadReplicated(const char* dir, bool expect_failure) {
   return 0;
 }
 
+int ContextFails(int32_t expected, const char* text) {
+  ckpt_error_t* err = nullptr;
+  ckpt_error_create(&err);
+  ckpt_context_options opts = CKPT_CONTEXT_OPTIONS_INIT;
+  opts.timeout_ms = 20000;
+  ckpt_context_t* ctx = nullptr;
+  const int32_t status = ckpt_context_create(&opts, &ctx, err);
+  const std::string message = ckpt_error_message(err);
+  if (status != expected || message.find(text) == std::string::npos) {
+    Die(-1, "context creation: expected status " + std::to_string(expected) + " naming '" + text + "', got " +
+                ckpt_status_string(status) + ": " + message);
+  }
+  std::printf("context refused as expected: %s\n", message.c_str());
+  ckpt_context_free(ctx);
+  ckpt_error_free(err);
+  return 0;
+}
+
 // XORs one byte of a file with `mask`.
 void XorByte(const std::string& file, uint64_t offset, int mask) {
   FILE* f = std::fopen(file.c_str(), "r+b");
@@ -812,6 +831,7 @@ int main(int argc, char** argv) {
   if (mode == "load-shape-mismatch") return LoadShapeMismatch(argv[2]);
   if (mode == "dead-rank") return DeadRank(argv[2]);
   if (mode == "async") return Async(argv[2]);
+  if (mode == "context-fails" && argc == 4) return ContextFails(std::atoi(argv[2]), argv[3]);
   if (mode == "load-replicated") return LoadReplicated(argv[2], false);
   if (mode == "load-replicated-expect-failure") return LoadReplicated(argv[2], true);
   if (mode == "plan-cache") return PlanCache(argv[2]);
