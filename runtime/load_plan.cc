@@ -193,6 +193,34 @@ std::vector<Need> ClipNeeds(const std::vector<Need>& needs, const Box& chunk_box
   return clipped;
 }
 
+// The needs of a chunk in groups whose block ranges meet at most in one boundary block. Each group is read on its
+// own, by one of its needers: a rank that alone needs a region reads it itself, and reading a shared boundary
+// block twice costs far less than sending a region to another rank. Overlapping needs (replicas of one box, or
+// column slices, whose spans interleave) stay in one group: read once, then exchanged.
+std::vector<std::vector<Need>> GroupByBlocks(const ChunkRecord& chunk, uint64_t element_size, std::vector<Need> needs) {
+  const uint64_t block_size = chunk.bytes.block_size;
+  struct Spanned {
+    uint64_t first_block;
+    uint64_t end_block;
+    Need need;
+  };
+  std::vector<Spanned> spanned;
+  for (Need& need : needs) {
+    const auto [begin, end] = ByteSpan(chunk.box, need.region, element_size);
+    spanned.push_back(Spanned{begin / block_size, io::BlockCount(end, block_size), std::move(need)});
+  }
+  std::stable_sort(spanned.begin(), spanned.end(),
+                   [](const Spanned& a, const Spanned& b) { return a.first_block < b.first_block; });
+  std::vector<std::vector<Need>> groups;
+  uint64_t group_end = 0;
+  for (Spanned& s : spanned) {
+    if (groups.empty() || s.first_block + 1 >= group_end) groups.emplace_back();
+    groups.back().push_back(std::move(s.need));
+    group_end = std::max(group_end, s.end_block);
+  }
+  return groups;
+}
+
 // One candidate for the needs of a chunk, or one per block range when the chunk is cut so that several ranks
 // share its reading. A block range holding nothing anyone needs is not read.
 void AddChunkCandidates(uint32_t tensor, uint32_t chunk_index, const ChunkRecord& chunk, uint64_t element_size,
@@ -233,7 +261,9 @@ Result<std::vector<Candidate>> CollectCandidates(const Manifest& manifest, const
       for (const auto& [box, ranks] : wanted[t]) {
         if (std::optional<Box> region = Intersect(chunk.box, box)) needs.push_back(Need{*region, &ranks});
       }
-      if (!needs.empty()) AddChunkCandidates(t, c, chunk, element_size, std::move(needs), options, &candidates);
+      for (std::vector<Need>& group : GroupByBlocks(chunk, element_size, std::move(needs))) {
+        AddChunkCandidates(t, c, chunk, element_size, std::move(group), options, &candidates);
+      }
     }
   }
   return candidates;

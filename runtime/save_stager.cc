@@ -13,7 +13,7 @@ namespace ckpt::runtime {
 namespace {
 
 constexpr uint64_t kChunkAlignment = 4096;
-constexpr uint64_t kMaxWindowBytes = 64ull << 20;
+constexpr uint64_t kMaxWindowBytes = 256ull << 20;
 // Windows at least this large are copied by kStagingCopyThreads threads (the training thread and helpers).
 constexpr uint64_t kParallelCopyBytes = 8ull << 20;
 constexpr size_t kStagingCopyThreads = 2;
