@@ -222,7 +222,7 @@ Status ReadObjectsAndCommon(CheckpointFiles& files, State& state, const Match& m
 
 }  // namespace
 
-Status Load(Context& ctx, State& state, const std::string& path, const LoadSettings& settings, LoadStats* stats) {
+Status Load(Context& ctx, State& state, const std::string& path, const LoadSettings& settings) {
   const std::string context = "loading '" + path + "'";
   Result<Manifest> manifest = ReadManifest(path);
   Result<Match> match = manifest.ok() ? MatchState(state, *manifest) : Result<Match>(manifest.status());
@@ -255,9 +255,7 @@ Status Load(Context& ctx, State& state, const std::string& path, const LoadSetti
   Status read = ReadTensors(ctx, path, *manifest, asked, pieces, &tensor_bytes);
   CheckpointFiles files(path, *manifest);
   if (read.ok()) read = ReadObjectsAndCommon(files, state, *match, *manifest);
-  const uint64_t bytes_read = files.bytes_read() + tensor_bytes;
-  if (stats != nullptr) stats->bytes_read = bytes_read;
-  ctx.stats().bytes_read += bytes_read;
+  ctx.stats().bytes_read += files.bytes_read() + tensor_bytes;
   return Agree(ctx.control(), read).WithContext(context);
 }
 

@@ -18,13 +18,8 @@ struct LoadSettings {
   Strictness unexpected_keys = Strictness::kLog;
 };
 
-// What a load read, for tests and benchmarks of read amplification.
-struct LoadStats {
-  uint64_t bytes_read = 0;
-};
-
-// Collective. Fills the state's buffers, objects and common entries from the checkpoint at `path`.
-Status Load(Context& ctx, State& state, const std::string& path, const LoadSettings& settings,
-            LoadStats* stats = nullptr);
+// Collective. Fills the state's buffers, objects and common entries from the checkpoint at `path`; the bytes it
+// read, sent and received are added to the context's statistics.
+Status Load(Context& ctx, State& state, const std::string& path, const LoadSettings& settings);
 
 }  // namespace ckpt::runtime

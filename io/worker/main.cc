@@ -1,4 +1,4 @@
-// ckpt-io-worker: one I/O worker process of a rank. The WorkerPool spawns it (io/worker_pool.cc) with the pool's
+// ckpt-io-worker: one I/O worker process of a rank. The WorkerPool spawns it (io/process_pool.cc) with the pool's
 // socket on fd 3 and the staging arena's memfd on fd 4. It maps the arena, runs the file jobs the pool sends, one at
 // a time and in order, and exits 0 when the pool closes the socket. It dies with the pool's process (parent-death
 // signal), so a crashed trainer never leaves workers behind. Protocol: io/worker_protocol.h.
