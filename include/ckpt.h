@@ -102,10 +102,10 @@ typedef void (*ckpt_log_fn)(void* user, int32_t level, const char* message);
 
 /* How ranks exchange tensor data during a load, so that each stored byte is read once. */
 #define CKPT_TRANSPORT_DEFAULT -1 /* CKPT_TRANSPORT (auto, none, ucx, nccl), else AUTO */
-#define CKPT_TRANSPORT_AUTO 0     /* UCX for host memory and NCCL for CUDA memory where they load, else NONE */
+#define CKPT_TRANSPORT_AUTO 0     /* UCX where it loads, else NONE */
 #define CKPT_TRANSPORT_NONE 1     /* no exchange: every rank reads what it needs itself */
 #define CKPT_TRANSPORT_UCX 2      /* UCX (shared memory on one host, TCP across hosts) */
-#define CKPT_TRANSPORT_NCCL 3     /* NCCL, for CUDA memory */
+#define CKPT_TRANSPORT_NCCL 3     /* NCCL: reserved; refused with CKPT_E_UNSUPPORTED in this release */
 
 typedef struct ckpt_context_options {
   uint32_t struct_size;
@@ -247,7 +247,10 @@ CKPT_API void ckpt_state_free(ckpt_state_t* state);
 /* Registers one shard. The shape, offset and flag arrays are copied; `data` is not: it must stay valid until the
  * save returns (staged) or the load completes. Checks everything it can locally and returns
  * CKPT_E_INVALID_ARGUMENT naming the key (bad dtype or ndim, box out of bounds, wrong data_size, flattened range
- * outside the box, a key registered twice with the same box) or CKPT_E_UNSUPPORTED (CUDA memory in this build). */
+ * outside the box, a key registered twice with the same box, CUDA memory_kind with host data or a device that does
+ * not exist) or CKPT_E_UNSUPPORTED (CUDA memory where the CUDA runtime or a device is missing). Shards in CUDA
+ * memory are copied device-to-host into the staging arena on a side stream when saved, and host-to-device when
+ * loaded; ckpt never changes the calling thread's current device. */
 CKPT_API int32_t ckpt_state_add_tensor(ckpt_state_t* state, const ckpt_tensor_shard* shard, ckpt_error_t* err);
 
 /* Registers opaque bytes sharded over an object grid (not reshardable: a load asks for the same grid). For a save,

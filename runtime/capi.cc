@@ -120,10 +120,7 @@ Status ConvertShard(const ckpt_tensor_shard& c, rt::TensorShard* out) {
   if ((c.flags & ~kKnownShardFlags) != 0) {
     return ckpt::InvalidArgument("tensor '" + key + "': unknown flags " + std::to_string(c.flags));
   }
-  if (c.memory_kind == CKPT_MEMORY_CUDA) {
-    return ckpt::Unsupported("tensor '" + key + "': shards in CUDA memory are not supported by this release");
-  }
-  if (c.memory_kind != CKPT_MEMORY_HOST) {
+  if (c.memory_kind != CKPT_MEMORY_HOST && c.memory_kind != CKPT_MEMORY_CUDA) {
     return ckpt::InvalidArgument("tensor '" + key + "': unknown memory_kind " + std::to_string(c.memory_kind));
   }
   out->key = key;
@@ -137,6 +134,7 @@ Status ConvertShard(const ckpt_tensor_shard& c, rt::TensorShard* out) {
   out->flat_end = c.flat_end;
   out->data = c.data;
   out->data_size = c.data_size;
+  out->device = c.memory_kind == CKPT_MEMORY_CUDA ? c.device : -1;
   return Status::Ok();
 }
 

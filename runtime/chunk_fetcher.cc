@@ -9,6 +9,7 @@
 #include "io/checksum.h"
 #include "io/file_io.h"
 #include "runtime/chunk_reader.h"
+#include "runtime/device_copy.h"
 #include "runtime/dtype.h"
 
 namespace ckpt::runtime {
@@ -61,16 +62,28 @@ std::vector<Window> CutWindows(const std::vector<ChunkFetch>& fetches, uint64_t 
   return windows;
 }
 
-// Copies, for every consumer, the part of its region that lies in the window.
-void Deliver(const ChunkFetch& f, const Window& w, const char* data) {
+// Copies, for every consumer, the part of its region that lies in the window; copies to device memory are waited
+// for before returning, since the window's arena region is released next.
+Status Deliver(const ChunkFetch& f, const Window& w, const char* data) {
   const ChunkRecord& chunk = f.tensor->chunks[f.chunk];
   const size_t element_size = DTypeSize(f.tensor->dtype);
+  DeviceCopier device_copies;
+  Status status;
   for (const ChunkConsumer& c : f.consumers) {
     ForEachRun(chunk.box, c.dst_box, c.region, element_size, [&](uint64_t src_off, uint64_t dst_off, uint64_t n) {
       const uint64_t lo = std::max(src_off, w.begin), hi = std::min(src_off + n, w.end);
-      if (lo < hi) std::memcpy(c.dst + dst_off + (lo - src_off), data + (lo - w.begin), hi - lo);
+      if (lo >= hi || !status.ok()) return;
+      char* dst = c.dst + dst_off + (lo - src_off);
+      const char* src = data + (lo - w.begin);
+      if (c.device < 0) {
+        std::memcpy(dst, src, hi - lo);
+      } else {
+        status = device_copies.ToDevice(c.device, dst, src, hi - lo);
+      }
     });
   }
+  RETURN_IF_ERROR(status);
+  return device_copies.Wait();
 }
 
 class Fetcher {
@@ -127,8 +140,8 @@ class Fetcher {
     InFlight read = std::move(in_flight_.front());
     in_flight_.pop_front();
     Status status = read.done.get();
+    if (status.ok()) status = Deliver(fetches_[read.window.fetch], read.window, engine_.arena.data() + read.region.offset);
     if (status.ok() && status_.ok()) {
-      Deliver(fetches_[read.window.fetch], read.window, engine_.arena.data() + read.region.offset);
       bytes_read_ += read.window.end - read.window.begin;
     } else if (status_.ok()) {
       status_ = status.WithContext(Describe(fetches_[read.window.fetch]));

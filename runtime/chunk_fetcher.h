@@ -21,6 +21,7 @@ struct ChunkConsumer {
   Box region;
   char* dst = nullptr;
   Box dst_box;
+  int device = -1;  // the CUDA device holding `dst`; -1: host memory
 };
 
 struct ChunkFetch {

@@ -6,11 +6,11 @@
 #include <cstdio>
 
 #include "collectives/solo_control_plane.h"
-#include "collectives/nccl_transport.h"
 #include "collectives/tcp_store.h"
 #include "collectives/ucx_transport.h"
 #include "common/bytes.h"
 #include "common/settings.h"
+#include "io/cuda_runtime.h"
 #include "runtime/agreement.h"
 #include "runtime/commit_channel.h"
 
@@ -102,6 +102,7 @@ Context::~Context() {
   saves_.reset();
   transport_.reset();
   workers_.reset();
+  if (arena_pinned_) (void)io::CudaRuntime::Get().value()->UnregisterHost(arena_->data());
 }
 
 Status Context::StartControlPlane(const ContextConfig& config) {
@@ -132,6 +133,7 @@ Status Context::StartIo(const ContextConfig& config) {
   if (arena_bytes == 0) arena_bytes = settings::CountFromEnv(settings::kArenaBytesVar, 0);
   if (arena_bytes == 0) arena_bytes = std::max(io::kMinArenaBytes, io::DefaultArenaCapacity() / LocalRanks());
   ASSIGN_OR_RETURN(arena_, io::StagingArena::Create(arena_bytes));
+  PinArenaForDevices();
 
   io::WorkerPoolOptions pool;
   pool.workers = config.io_workers >= 0
@@ -159,8 +161,9 @@ Status Context::StartIo(const ContextConfig& config) {
 }
 
 // Collective (the transports exchange addresses). AUTO takes UCX where it loads and no transport otherwise; a
-// transport asked for by name must load. NCCL serves CUDA memory, which this release stages through host memory,
-// so loads still exchange host buffers over UCX.
+// transport asked for by name must load. Loads exchange host buffers (device shards are staged through host
+// memory), which NCCL cannot carry: its transport (collectives/nccl_transport.h) waits for device-side exchange
+// buffers, so asking for it is refused rather than failing later.
 Status Context::StartTransport(const ContextConfig& config) {
   TransportKind kind = config.transport;
   if (kind == TransportKind::kDefault) {
@@ -168,10 +171,8 @@ Status Context::StartTransport(const ContextConfig& config) {
   }
   if (world_size() == 1 || kind == TransportKind::kNone) return Status::Ok();
   if (kind == TransportKind::kNccl) {
-    ASSIGN_OR_RETURN(transport_, coll::MakeNcclTransport(*control_, local_rank(), timeout_));
-    transport_kind_ = kind;
-    transport_->SetPeerCheck([this] { return control_->CheckPeers(); });
-    return Status::Ok();
+    return Unsupported("the NCCL transport is not used by loads in this release: they exchange host buffers "
+                       "(CUDA shards are staged through host memory); use CKPT_TRANSPORT=ucx");
   }
   Result<std::unique_ptr<coll::Transport>> ucx = coll::MakeUcxTransport(*control_, timeout_);
   if (!ucx.ok()) {
@@ -183,6 +184,16 @@ Status Context::StartTransport(const ContextConfig& config) {
   transport_kind_ = TransportKind::kUcx;
   transport_->SetPeerCheck([this] { return control_->CheckPeers(); });
   return Status::Ok();
+}
+
+// Where a CUDA device exists, the arena is pinned so that copies between it and device memory run at full speed.
+// Pinning is an optimisation: a failure is logged, and copies then go through CUDA's own staging.
+void Context::PinArenaForDevices() {
+  Result<io::CudaRuntime*> cuda = io::CudaRuntime::Get();
+  if (!cuda.ok()) return;
+  const Status pinned = (*cuda)->RegisterHost(arena_->data(), arena_->capacity());
+  arena_pinned_ = pinned.ok();
+  if (!pinned.ok()) Log(LogLevel::kInfo, "the staging arena is not pinned for CUDA: " + pinned.message());
 }
 
 void Context::Log(LogLevel level, const std::string& message) const { log_(level, message); }

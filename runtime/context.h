@@ -93,6 +93,7 @@ class Context {
   Status StartControlPlane(const ContextConfig& config);
   Status StartIo(const ContextConfig& config);
   Status StartTransport(const ContextConfig& config);
+  void PinArenaForDevices();
 
   coll::ProcessIdentity identity_;
   std::chrono::milliseconds timeout_{0};
@@ -101,6 +102,7 @@ class Context {
   std::unique_ptr<coll::ControlPlane> control_;
   coll::TcpStoreConfig store_config_;  // how to open a second connection (world size > 1)
   std::unique_ptr<io::StagingArena> arena_;
+  bool arena_pinned_ = false;  // registered with CUDA for fast device copies
   std::unique_ptr<io::WorkerPool> workers_;
   std::unique_ptr<SaveExecutor> saves_;
   std::unique_ptr<coll::Transport> transport_;

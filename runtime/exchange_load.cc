@@ -9,6 +9,7 @@
 #include "io/checksum.h"
 #include "runtime/agreement.h"
 #include "runtime/chunk_fetcher.h"
+#include "runtime/device_copy.h"
 #include "runtime/dtype.h"
 
 namespace ckpt::runtime {
@@ -77,7 +78,8 @@ class Round {
       if (plan_.reads[copy.read].reader != ctx_.rank()) continue;
       ForEachDestination(pieces_, plan_.reads[copy.read].tensor, copy.region,
                          [&](const LocalPiece& piece, const Box& part) {
-                           fetch_for(copy.read).consumers.push_back(ChunkConsumer{part, piece.dst, piece.box});
+                           fetch_for(copy.read).consumers.push_back(
+                               ChunkConsumer{part, piece.dst, piece.box, piece.device});
                          });
     }
     for (const PeerBatch& batch : OutgoingBatches(plan_, ctx_.rank())) {
@@ -107,6 +109,8 @@ class Round {
     }
     InjectedCrash(ctx_.rank());
     RETURN_IF_ERROR(ctx_.transport()->Exchange(sends_, recvs, ctx_.timeout()));
+    DeviceCopier device_copies;
+    Status status;
     for (size_t b = 0; b < incoming.size(); ++b) {
       const PeerBatch& batch = incoming[b];
       for (size_t j = 0; j < batch.transfers.size(); ++j) {
@@ -115,11 +119,15 @@ class Round {
         const char* packed = receive_buffers[b].data() + batch.offsets[j];
         const size_t element_size = DTypeSize(manifest_.tensors[tensor].dtype);
         ForEachDestination(pieces_, tensor, t.region, [&](const LocalPiece& piece, const Box& part) {
-          CopyRegion(packed, t.region, piece.dst, piece.box, part, element_size);
+          if (piece.device < 0) return CopyRegion(packed, t.region, piece.dst, piece.box, part, element_size);
+          ForEachRun(t.region, piece.box, part, element_size, [&](uint64_t src_off, uint64_t dst_off, uint64_t n) {
+            if (status.ok()) status = device_copies.ToDevice(piece.device, piece.dst + dst_off, packed + src_off, n);
+          });
         });
       }
     }
-    return Status::Ok();
+    RETURN_IF_ERROR(status);
+    return device_copies.Wait();
   }
 
   Context& ctx_;

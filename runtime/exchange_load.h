@@ -22,6 +22,7 @@ struct LocalPiece {
   Box box;
   Box wanted;
   char* dst = nullptr;
+  int device = -1;  // the CUDA device holding `dst`; -1: host memory
 };
 
 // This rank's request in the form every rank plans from.

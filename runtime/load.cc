@@ -9,6 +9,7 @@
 #include "runtime/chunk_fetcher.h"
 #include "runtime/exchange_load.h"
 #include "runtime/chunk_reader.h"
+#include "runtime/device_copy.h"
 #include "runtime/dtype.h"
 #include "runtime/manifest.h"
 
@@ -117,9 +118,21 @@ Result<std::vector<std::string>> UnexpectedKeys(const Manifest& manifest, const 
   return unexpected;
 }
 
+// Zeroes a destination in host or device memory.
+Status Zero(char* dst, uint64_t size, int device) {
+  if (device < 0) {
+    std::memset(dst, 0, size);
+    return Status::Ok();
+  }
+  const std::vector<char> zeros(size, 0);
+  DeviceCopier copier;
+  RETURN_IF_ERROR(copier.ToDevice(device, dst, zeros.data(), size));
+  return copier.Wait();
+}
+
 // The destinations this rank registered, clipped to what the checkpoint stores. Pieces whose tensor has another
 // global shape (allowed mismatch) are zeroed first, so that what the checkpoint lacks reads as zeros.
-std::vector<LocalPiece> LocalPieces(const State& state, const Match& match, const Manifest& manifest) {
+Result<std::vector<LocalPiece>> LocalPieces(const State& state, const Match& match, const Manifest& manifest) {
   std::vector<LocalPiece> pieces;
   for (size_t i = 0; i < state.tensors().size(); ++i) {
     const TensorShard& shard = state.tensors()[i];
@@ -128,10 +141,11 @@ std::vector<LocalPiece> LocalPieces(const State& state, const Match& match, cons
     const size_t element_size = DTypeSize(shard.dtype);
     for (const FlatPiece& piece : shard.pieces) {
       char* dst = static_cast<char*>(shard.data) + piece.range_offset * element_size;
-      if (record->shape != shard.global_shape) std::memset(dst, 0, piece.box.volume() * element_size);
+      if (record->shape != shard.global_shape) RETURN_IF_ERROR(Zero(dst, piece.box.volume() * element_size, shard.device));
       std::optional<Box> wanted = Intersect(piece.box, WholeBox(record->shape));
       if (!wanted) continue;
-      pieces.push_back(LocalPiece{static_cast<uint32_t>(record - manifest.tensors.data()), piece.box, *wanted, dst});
+      pieces.push_back(
+          LocalPiece{static_cast<uint32_t>(record - manifest.tensors.data()), piece.box, *wanted, dst, shard.device});
     }
   }
   return pieces;
@@ -148,7 +162,7 @@ std::vector<ChunkFetch> LocalFetches(const Manifest& manifest, const std::vector
       if (!region) continue;
       auto [it, added] = index.emplace(std::make_pair(piece.tensor, c), fetches.size());
       if (added) fetches.push_back(ChunkFetch{&record, c, {}});
-      fetches[it->second].consumers.push_back(ChunkConsumer{*region, piece.dst, piece.box});
+      fetches[it->second].consumers.push_back(ChunkConsumer{*region, piece.dst, piece.box, piece.device});
     }
   }
   return fetches;
@@ -231,7 +245,11 @@ Status Load(Context& ctx, State& state, const std::string& path, const LoadSetti
   std::vector<LocalPiece> pieces;
   ByteWriter mine;
   if (local.ok()) {
-    pieces = LocalPieces(state, *match, *manifest);
+    Result<std::vector<LocalPiece>> local_pieces = LocalPieces(state, *match, *manifest);
+    local = local_pieces.status();
+    if (local.ok()) pieces = std::move(local_pieces).value();
+  }
+  if (local.ok()) {
     mine.Bytes(match->requested);
     mine.Bytes(ctx.transport() ? EncodeLoadRequest(MakeLoadRequest(ctx.rank(), ctx.node_name(), pieces)) : "");
   }

@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "io/file_io.h"
+#include "runtime/device_copy.h"
 #include "runtime/dtype.h"
 #include "runtime/manifest.h"
 
@@ -27,6 +28,7 @@ struct Source {
   Box box;                     // the unit's box inside src_box (tensors)
   size_t element_size = 0;     // 0: plain bytes
   bool contiguous = true;      // box's bytes are one run inside the buffer, starting at base
+  int device = -1;             // the CUDA device holding the buffer; -1: host memory
 };
 
 // One thing to store: an item of the plan or a common entry; `target` is its index in the report (see Target).
@@ -54,6 +56,7 @@ Result<Source> TensorSource(const State& state, const WriteItem& item) {
       s.src_box = piece.box;
       s.box = item.box;
       s.element_size = element_size;
+      s.device = shard.device;
       uint64_t runs = 0, first = 0;
       ForEachRun(s.src_box, s.box, s.box, element_size, [&](uint64_t src_off, uint64_t, uint64_t) {
         if (runs++ == 0) first = src_off;
@@ -78,17 +81,24 @@ Result<Source> ObjectSource(const State& state, const WriteItem& item) {
   return Internal("the plan asks this rank to write object '" + item.key + "', which it does not hold");
 }
 
-// Copies bytes [begin, begin + length) of the unit's row-major bytes to `out`.
-void CopyUnitRange(const Source& s, uint64_t begin, uint64_t length, char* out) {
-  if (s.contiguous) {
-    std::memcpy(out, s.base + begin, length);
-    return;
-  }
+// Copies bytes [begin, begin + length) of the unit's row-major bytes to `out`: with memcpy from host memory, or
+// queued on `device_copies` from device memory (the caller waits for those).
+Status CopyUnitRange(const Source& s, uint64_t begin, uint64_t length, char* out, DeviceCopier& device_copies) {
+  auto copy = [&](char* dst, const char* src, uint64_t n) -> Status {
+    if (s.device < 0) {
+      std::memcpy(dst, src, n);
+      return Status::Ok();
+    }
+    return device_copies.ToHost(s.device, dst, src, n);
+  };
+  if (s.contiguous) return copy(out, s.base + begin, length);
   const uint64_t end = begin + length;
+  Status status;
   ForEachRun(s.src_box, s.box, s.box, s.element_size, [&](uint64_t src_off, uint64_t dst_off, uint64_t n) {
     const uint64_t lo = std::max(dst_off, begin), hi = std::min(dst_off + n, end);
-    if (lo < hi) std::memcpy(out + (lo - begin), s.base + src_off + (lo - dst_off), hi - lo);
+    if (lo < hi && status.ok()) status = copy(out + (lo - begin), s.base + src_off + (lo - dst_off), hi - lo);
   });
+  return status;
 }
 
 // The units this rank stores, with the report entries they fill.
@@ -208,29 +218,40 @@ std::vector<std::vector<CopyTask>> SplitTasks(const std::vector<CopyTask>& tasks
   return out;
 }
 
-void RunCopies(const std::vector<CopyTask>& tasks) {
-  for (const CopyTask& t : tasks) CopyUnitRange(*t.source, t.unit_offset, t.length, t.dst);
+// Host sources only: device sources are copied by the calling thread, on a stream.
+void RunHostCopies(const std::vector<CopyTask>& tasks) {
+  DeviceCopier unused;
+  for (const CopyTask& t : tasks) (void)CopyUnitRange(*t.source, t.unit_offset, t.length, t.dst, unused);
 }
 
 // Copies a window's pieces into its arena region and zeroes the padding between and after them. The training
-// thread is blocked until staging ends, so large windows are copied by several threads at once.
-void FillWindow(Window& w, char* region) {
-  std::vector<CopyTask> tasks;
-  uint64_t filled = 0, total = 0;
+// thread is blocked until staging ends, so large windows from host memory are copied by several threads at once;
+// pieces in device memory are copied device-to-host on a side stream, waited for before the window goes out.
+Status FillWindow(Window& w, char* region) {
+  std::vector<CopyTask> host_tasks;
+  DeviceCopier device_copies;
+  uint64_t filled = 0, host_total = 0;
   for (size_t i = 0; i < w.segments.size(); ++i) {
     const io::FileSegment& seg = w.segments[i];
     std::memset(region + filled, 0, seg.arena_offset - filled);
-    tasks.push_back(CopyTask{&w.sources[i]->source, w.pieces[i].item_offset, seg.length, region + seg.arena_offset});
+    const Source& source = w.sources[i]->source;
+    if (source.device >= 0) {
+      RETURN_IF_ERROR(CopyUnitRange(source, w.pieces[i].item_offset, seg.length, region + seg.arena_offset,
+                                    device_copies));
+    } else {
+      host_tasks.push_back(CopyTask{&source, w.pieces[i].item_offset, seg.length, region + seg.arena_offset});
+      host_total += seg.length;
+    }
     filled = seg.arena_offset + seg.length;
-    total += seg.length;
   }
   std::memset(region + filled, 0, AlignUp(filled, kChunkAlignment) - filled);
-  const size_t threads = total < kParallelCopyBytes ? 1 : kStagingCopyThreads;
-  std::vector<std::vector<CopyTask>> parts = SplitTasks(tasks, total, threads);
+  const size_t threads = host_total < kParallelCopyBytes ? 1 : kStagingCopyThreads;
+  std::vector<std::vector<CopyTask>> parts = SplitTasks(host_tasks, host_total, threads);
   std::vector<std::thread> helpers;
-  for (size_t p = 1; p < parts.size(); ++p) helpers.emplace_back(RunCopies, std::cref(parts[p]));
-  RunCopies(parts[0]);
+  for (size_t p = 1; p < parts.size(); ++p) helpers.emplace_back(RunHostCopies, std::cref(parts[p]));
+  RunHostCopies(parts[0]);
   for (std::thread& t : helpers) t.join();
+  return device_copies.Wait();
 }
 
 // An arena region for `size` bytes; while the arena is full, this save's own oldest windows are absorbed first.
@@ -304,7 +325,11 @@ Status StageSave(const State& state, const SavePlan& plan, const StagingSettings
       const uint64_t span = AlignUp(w.file_end - w.file_begin, kChunkAlignment);
       ASSIGN_OR_RETURN(io::ArenaRegion region, AllocateRegion(arena, std::max(span, kChunkAlignment), settings.timeout,
                                                               ticket));
-      FillWindow(w, arena.data() + region.offset);
+      const Status filled = FillWindow(w, arena.data() + region.offset);
+      if (!filled.ok()) {
+        arena.Release(region);
+        return filled;
+      }
       io::WriteJob job;
       job.path = io::JoinPath(ticket.commit.tmp_dir, ticket.report.files[report_index[f]].name);
       job.create = i == 0;

@@ -1,5 +1,6 @@
 #include "runtime/state.h"
 
+#include "runtime/device_copy.h"
 #include "runtime/dtype.h"
 
 namespace ckpt::runtime {
@@ -87,6 +88,7 @@ Status State::AddTensor(TensorShard s) {
                            std::to_string(expected));
   }
   if (s.data == nullptr && expected != 0) return InvalidArgument(name + ": data is NULL");
+  if (s.device >= 0) RETURN_IF_ERROR(CheckDeviceShard(s.data, s.device, s.key));
   if (s.flattened) {
     s.pieces = DecomposeFlatRange(s.box, s.flat_start, s.flat_end);
   } else {

@@ -26,6 +26,7 @@ struct TensorShard {
   bool allow_shape_mismatch = false;
   void* data = nullptr;
   uint64_t data_size = 0;
+  int device = -1;  // the CUDA device holding `data`; -1: host memory
   // The regular boxes the shard's data forms; range_offset is in elements from `data`.
   std::vector<FlatPiece> pieces;
 };

@@ -1,6 +1,15 @@
 # Multi-process scenarios (tests/integration/run.sh): real rank processes started by ckpt-launch, over loopback.
 add_executable(ckpt_scenario integration/scenario.cc)
 target_link_libraries(ckpt_scenario PRIVATE ckpt)
+# Device buffers across ranks; links the internal library for its CUDA loader, so it names the worker explicitly.
+add_executable(ckpt_cuda_scenario integration/cuda_scenario.cc)
+target_link_libraries(ckpt_cuda_scenario PRIVATE ckpt_internal)
+add_test(NAME mp_cuda_reshard_over_ucx
+         COMMAND bash -c "rm -rf \"$3\" && \"$0\" -n 2 -- \"$1\" save \"$3\" && \"$0\" -n 3 -- \"$1\" load \"$3\""
+                 $<TARGET_FILE:ckpt-launch> $<TARGET_FILE:ckpt_cuda_scenario> unused
+                 ${CMAKE_CURRENT_BINARY_DIR}/scenarios/cuda-reshard)
+set_tests_properties(mp_cuda_reshard_over_ucx PROPERTIES TIMEOUT 120 SKIP_RETURN_CODE 77
+                     ENVIRONMENT "CKPT_WORKER_PATH=$<TARGET_FILE:ckpt-io-worker>")
 foreach(name reshard dedup invalid-overlap invalid-gap invalid-dtype invalid-shape exists corrupt-byte
              truncated-file missing-manifest foreign-manifest corrupt-manifest newer-version strictness
              shape-mismatch dead-rank async plan-cache worker-killed big-state full-disk read-once

@@ -1,0 +1,52 @@
+#include "runtime/device_copy.h"
+
+#include <string>
+
+namespace ckpt::runtime {
+
+Result<io::CudaStream> DeviceCopier::StreamFor(int device) {
+  auto it = streams_.find(device);
+  if (it == streams_.end()) {
+    ASSIGN_OR_RETURN(io::CudaRuntime * cuda, io::CudaRuntime::Get());
+    ASSIGN_OR_RETURN(io::ScopedCudaStream stream, io::ScopedCudaStream::Create(*cuda, device));
+    it = streams_.emplace(device, std::move(stream)).first;
+  }
+  return it->second.get();
+}
+
+Status DeviceCopier::ToHost(int device, void* host, const void* device_memory, uint64_t size) {
+  ASSIGN_OR_RETURN(io::CudaStream stream, StreamFor(device));
+  ASSIGN_OR_RETURN(io::CudaRuntime * cuda, io::CudaRuntime::Get());
+  return cuda->CopyDeviceToHostAsync(host, device_memory, size, stream);
+}
+
+Status DeviceCopier::ToDevice(int device, void* device_memory, const void* host, uint64_t size) {
+  ASSIGN_OR_RETURN(io::CudaStream stream, StreamFor(device));
+  ASSIGN_OR_RETURN(io::CudaRuntime * cuda, io::CudaRuntime::Get());
+  return cuda->CopyHostToDeviceAsync(device_memory, host, size, stream);
+}
+
+Status DeviceCopier::Wait() {
+  if (streams_.empty()) return Status::Ok();
+  ASSIGN_OR_RETURN(io::CudaRuntime * cuda, io::CudaRuntime::Get());
+  for (auto& [device, stream] : streams_) RETURN_IF_ERROR(cuda->Synchronize(stream.get()));
+  return Status::Ok();
+}
+
+Status CheckDeviceShard(const void* data, int device, const std::string& key) {
+  Result<io::CudaRuntime*> cuda = io::CudaRuntime::Get();
+  if (!cuda.ok()) {
+    return Unsupported("tensor '" + key + "' is in CUDA memory, but " + cuda.status().message());
+  }
+  ASSIGN_OR_RETURN(int devices, (*cuda)->DeviceCount());
+  if (device < 0 || device >= devices) {
+    return InvalidArgument("tensor '" + key + "': CUDA device " + std::to_string(device) + " does not exist (" +
+                           std::to_string(devices) + " devices)");
+  }
+  if (data != nullptr && !(*cuda)->IsDevicePointer(data)) {
+    return InvalidArgument("tensor '" + key + "': memory_kind is CUDA but data is not device memory");
+  }
+  return Status::Ok();
+}
+
+}  // namespace ckpt::runtime
