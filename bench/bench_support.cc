@@ -1,7 +1,5 @@
 #include "bench/bench_support.h"
 
-#include <filesystem>
-
 #include <sys/mman.h>
 
 #include <algorithm>
@@ -9,12 +7,11 @@
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 
 namespace bench {
 
-double SecondsSince(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
+double SecondsSince(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
 PageBuffer::PageBuffer(uint64_t size) : size_(size) {
   void* data = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -32,8 +29,8 @@ RankLayout RankLayout::Whole(Geometry geometry, const std::vector<uint32_t>& rep
 
 void RankLayout::Add(uint32_t tensor, uint64_t first_row, uint64_t rows, std::vector<uint32_t> replica_id) {
   if (tensor >= geometry_.tensors || rows == 0 || first_row + rows > geometry_.rows_per_tensor) {
-    throw BenchError("rows [" + std::to_string(first_row) + ", " + std::to_string(first_row + rows) +
-                     ") of tensor " + std::to_string(tensor) + " are not in the checkpoint's geometry");
+    throw BenchError("rows [" + std::to_string(first_row) + ", " + std::to_string(first_row + rows) + ") of tensor " +
+                     std::to_string(tensor) + " are not in the checkpoint's geometry");
   }
   RowBlock block;
   block.tensor = tensor;

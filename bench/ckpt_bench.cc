@@ -237,8 +237,8 @@ double MemcpyMilliseconds(const PageBuffer& source) {
   std::memcpy(target.data(), source.data(), source.size());
   const double ms = SecondsSince(start) * 1e3;
   // Reading the copy back keeps the compiler from dropping a copy whose target is never used.
-  if (std::memcmp(target.data() + target.size() - kPageBytes, source.data() + source.size() - kPageBytes,
-                  kPageBytes) != 0) {
+  if (std::memcmp(target.data() + target.size() - kPageBytes, source.data() + source.size() - kPageBytes, kPageBytes) !=
+      0) {
     throw BenchError("the memcpy baseline produced a different copy");
   }
   return ms;

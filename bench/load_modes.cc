@@ -113,8 +113,7 @@ void TimedLoad(const Args& args, LayoutOf layout_of) {
 void RunReshardSave(const Args& args) {
   ErrorPtr err = MakeError();
   ContextPtr ctx = MakeContext(args.transport, err.get());
-  const RankLayout layout =
-      SaveLayout(args, ckpt_context_rank(ctx.get()), ckpt_context_world_size(ctx.get()));
+  const RankLayout layout = SaveLayout(args, ckpt_context_rank(ctx.get()), ckpt_context_world_size(ctx.get()));
   PageBuffer buffer(layout.bytes());
   FillPattern(buffer, layout);
   StatePtr state = MakeState(buffer, layout, err.get());

@@ -71,8 +71,8 @@ Status ValidateRanks(int rank, const std::string& rank_name, int world_size, con
                            std::to_string(world_size));
   }
   if (local_rank < 0 || local_rank >= world_size) {
-    return InvalidArgument(local_name + "=" + std::to_string(local_rank) + " is out of range for " + world_name +
-                           "=" + std::to_string(world_size));
+    return InvalidArgument(local_name + "=" + std::to_string(local_rank) + " is out of range for " + world_name + "=" +
+                           std::to_string(world_size));
   }
   return Status::Ok();
 }
@@ -98,14 +98,14 @@ Status ResolveFromOptions(const ProcessIdentityRequest& request, ProcessIdentity
                            " was given without rank: give both or neither");
   }
   if (request.world_size < 0) {
-    return InvalidArgument("rank=" + std::to_string(request.rank) + " was given without world_size: give both or neither");
+    return InvalidArgument("rank=" + std::to_string(request.rank) +
+                           " was given without world_size: give both or neither");
   }
   identity->rank = request.rank;
   identity->world_size = request.world_size;
   identity->local_rank = request.local_rank >= 0 ? request.local_rank : 0;
   identity->source = "options";
-  return ValidateRanks(identity->rank, "rank", identity->world_size, "world_size", identity->local_rank,
-                       "local_rank");
+  return ValidateRanks(identity->rank, "rank", identity->world_size, "world_size", identity->local_rank, "local_rank");
 }
 
 // Fills rank, world and local rank from `launcher`; false if none of its variables is set.

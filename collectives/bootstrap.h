@@ -24,8 +24,8 @@ struct ProcessIdentity {
   int local_rank = 0;
   std::string store_host;  // default 127.0.0.1
   int store_port = 29500;
-  std::string node_name;   // default: CKPT_NODE_NAME, else gethostname()
-  std::string source;      // where rank and world came from: "options", "torchrun", "openmpi", "slurm", "default"
+  std::string node_name;  // default: CKPT_NODE_NAME, else gethostname()
+  std::string source;     // where rank and world came from: "options", "torchrun", "openmpi", "slurm", "default"
 };
 
 // Explicit values win; otherwise torchrun (RANK, WORLD_SIZE, LOCAL_RANK), then OpenMPI (OMPI_COMM_WORLD_RANK,

@@ -257,8 +257,8 @@ class TcpStore::Impl {
     *is_error = header.type == static_cast<uint32_t>(MessageType::kError);
     const bool known = *is_error || header.type == static_cast<uint32_t>(MessageType::kOk);
     if (!known || header.length > store_wire::kMaxMessageBytes) {
-      return Corrupt("the store at " + address_ + " sent an invalid reply (type " + std::to_string(header.type) +
-                     ", " + std::to_string(header.length) + " bytes)");
+      return Corrupt("the store at " + address_ + " sent an invalid reply (type " + std::to_string(header.type) + ", " +
+                     std::to_string(header.length) + " bytes)");
     }
     payload->assign(header.length, '\0');
     return RecvAll(payload->data(), payload->size(), deadline);

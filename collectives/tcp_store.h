@@ -5,11 +5,11 @@
 
 #include <chrono>
 #include <functional>
-#include <utility>
 #include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "collectives/control_plane.h"

@@ -1,9 +1,7 @@
 #include "collectives/tcp_store_server.h"
 
-#include <netinet/in.h>
-#include <sys/socket.h>
-
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -42,11 +40,11 @@ struct Connection {
   UniqueFd fd;
   std::string in;  // received bytes not yet parsed
   std::deque<std::shared_ptr<const std::string>> out;
-  size_t out_offset = 0;  // bytes of out.front() already sent
-  int rank = -1;          // -1 until the handshake
-  bool auxiliary = false; // a rank's second connection: key-value requests only; its loss kills nobody
-  bool closed = false;    // removed at the end of the loop iteration
-  bool hung_up = false;   // a send failed: handled as a disconnect outside the sender's call chain
+  size_t out_offset = 0;   // bytes of out.front() already sent
+  int rank = -1;           // -1 until the handshake
+  bool auxiliary = false;  // a rank's second connection: key-value requests only; its loss kills nobody
+  bool closed = false;     // removed at the end of the loop iteration
+  bool hung_up = false;    // a send failed: handled as a disconnect outside the sender's call chain
   Pending pending = Pending::kNone;
   Clock::time_point deadline;
   std::chrono::milliseconds timeout{0};
@@ -266,14 +264,21 @@ class StoreServer::Loop {
     if (c.rank < 0 || c.pending != Pending::kNone) return Disconnect(c);
     Status status;
     switch (static_cast<MessageType>(type)) {
-      case MessageType::kSet: status = OnSet(c, payload); break;
-      case MessageType::kGet: status = OnGet(c, payload); break;
-      case MessageType::kWait: status = OnWait(c, payload); break;
+      case MessageType::kSet:
+        status = OnSet(c, payload);
+        break;
+      case MessageType::kGet:
+        status = OnGet(c, payload);
+        break;
+      case MessageType::kWait:
+        status = OnWait(c, payload);
+        break;
       case MessageType::kAllGather:
         if (c.auxiliary) return Disconnect(c);
         status = OnAllGather(c, payload);
         break;
-      default: return Disconnect(c);
+      default:
+        return Disconnect(c);
     }
     if (!status.ok()) Send(c, ErrorFrame(status));
   }
@@ -503,8 +508,7 @@ class StoreServer::Loop {
   }
 
   void RemoveClosed() {
-    conns_.erase(std::remove_if(conns_.begin(), conns_.end(), [](const auto& c) { return c->closed; }),
-                 conns_.end());
+    conns_.erase(std::remove_if(conns_.begin(), conns_.end(), [](const auto& c) { return c->closed; }), conns_.end());
   }
 
   size_t OpenRankConnections() const {
@@ -535,9 +539,8 @@ class StoreServer::Loop {
           Answer(*c, ErrorFrame(Timeout("key '" + c->wait_key + "' was not set within " + waited)));
           break;
         case Pending::kAllGather:
-          FailAllGather(c->sequence, Timeout("allgather " + std::to_string(c->sequence) + " timed out after " +
-                                                 waited + " waiting for " +
-                                                 FormatRanks(MissingRanks(gatherings_.at(c->sequence)))));
+          FailAllGather(c->sequence, Timeout("allgather " + std::to_string(c->sequence) + " timed out after " + waited +
+                                             " waiting for " + FormatRanks(MissingRanks(gatherings_.at(c->sequence)))));
           break;
         case Pending::kNone:
           break;
@@ -605,7 +608,7 @@ Result<std::unique_ptr<StoreServer>> StoreServer::Start(const std::string& host,
     return IoError("cannot read the store's bound address: " + store_wire::ErrnoText(errno));
   }
   const int bound_port = ntohs(bound.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port
-                                                            : reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
+                                                           : reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
   int pipe_fds[2];
   if (pipe2(pipe_fds, O_NONBLOCK | O_CLOEXEC) != 0) {
     return IoError("cannot create the store's wake pipe: " + store_wire::ErrnoText(errno));

@@ -3,11 +3,10 @@
 // buffers anything, so a hostile or confused peer cannot make it allocate.
 //
 // Requests (client to server) and their payloads:
-//   kHello      u32 magic, u32 version, i32 rank, i32 world size, u64 timeout ms   -> kOk once every rank has said hello
-//   kSet        bytes key, bytes value                                              -> kOk
-//   kGet        bytes key                          -> kOk: u8 found, bytes value (an error once a rank has died)
-//   kWait       bytes key, u64 timeout ms                                           -> kOk: bytes value
-//   kAllGather  u64 sequence number, u64 timeout ms, bytes contribution             -> kOk: u32 count, bytes each
+//   kHello      u32 magic, u32 version, i32 rank, i32 world size, u64 timeout ms   -> kOk once every rank has said
+//   hello kSet        bytes key, bytes value                                              -> kOk kGet        bytes key
+//   -> kOk: u8 found, bytes value (an error once a rank has died) kWait       bytes key, u64 timeout ms -> kOk: bytes
+//   value kAllGather  u64 sequence number, u64 timeout ms, bytes contribution             -> kOk: u32 count, bytes each
 //   kGoodbye    (empty): a clean leave; no reply
 // Any request may instead be answered by kError: u32 status code, bytes message.
 #pragma once

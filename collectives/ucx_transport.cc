@@ -181,8 +181,8 @@ Status Verdict(const Batch& batch) {
   if (!batch.timeout_detail.empty()) return Timeout(batch.timeout_detail);
   for (const Transfer& transfer : batch.transfers) {
     if (transfer.status == UCS_ERR_MESSAGE_TRUNCATED) {
-      return Mismatch(DescribeTransfer(transfer) + ": the message is larger than the " +
-                      std::to_string(transfer.size) + " bytes expected");
+      return Mismatch(DescribeTransfer(transfer) + ": the message is larger than the " + std::to_string(transfer.size) +
+                      " bytes expected");
     }
     if (transfer.status != UCS_OK) {
       return PeerFailed(RankName(transfer.peer) + ": " + ucs_status_string(transfer.status) + " (" +
@@ -342,8 +342,8 @@ Result<std::string> UcxTransport::WorkerAddress() const {
 Status UcxTransport::Connect(const std::vector<std::string>& addresses) {
   for (Peer& peer : peers_) {
     ucp_ep_params_t params = {};
-    params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
-                        UCP_EP_PARAM_FIELD_ERR_HANDLER;
+    params.field_mask =
+        UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER;
     params.address = reinterpret_cast<const ucp_address_t*>(addresses[peer.rank].data());
     params.err_mode = UCP_ERR_HANDLING_MODE_PEER;
     params.err_handler.cb = OnEndpointError;
@@ -351,8 +351,7 @@ Status UcxTransport::Connect(const std::vector<std::string>& addresses) {
     const ucs_status_t status = ucp_ep_create(worker_, &params, &peer.ep);
     if (status != UCS_OK) {
       peer.ep = nullptr;
-      return PeerFailed("creating a UCX endpoint to " + RankName(peer.rank) + " failed: " +
-                        ucs_status_string(status));
+      return PeerFailed("creating a UCX endpoint to " + RankName(peer.rank) + " failed: " + ucs_status_string(status));
     }
   }
   return Status::Ok();

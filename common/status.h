@@ -91,9 +91,9 @@ class [[nodiscard]] Result {
 #define CKPT_CONCAT_INNER(a, b) a##b
 #define CKPT_CONCAT(a, b) CKPT_CONCAT_INNER(a, b)
 
-#define RETURN_IF_ERROR(expr)                   \
-  do {                                          \
-    ::ckpt::Status ckpt_status_ = (expr);       \
+#define RETURN_IF_ERROR(expr)                    \
+  do {                                           \
+    ::ckpt::Status ckpt_status_ = (expr);        \
     if (!ckpt_status_.ok()) return ckpt_status_; \
   } while (0)
 

@@ -141,10 +141,11 @@ int main(int argc, char** argv) {
   }
 
   if (rank == 0 && wrong == 0) {
-    printf("basic: %d rank(s) saved and loaded weight F32[%d,%d], bias I64[%d], step %d in %s; "
-           "rank 0 checked %" PRIu64 " elements: all match\n",
-           world_size, WEIGHT_ROWS, WEIGHT_COLS, BIAS_LENGTH, STEP, dir,
-           example_shard_elements(&loaded->weight_shard) + example_shard_elements(&loaded->bias_shard));
+    printf(
+        "basic: %d rank(s) saved and loaded weight F32[%d,%d], bias I64[%d], step %d in %s; "
+        "rank 0 checked %" PRIu64 " elements: all match\n",
+        world_size, WEIGHT_ROWS, WEIGHT_COLS, BIAS_LENGTH, STEP, dir,
+        example_shard_elements(&loaded->weight_shard) + example_shard_elements(&loaded->bias_shard));
   }
   ckpt_context_free(ctx);
   ckpt_error_free(err);

@@ -11,7 +11,6 @@
 #define _POSIX_C_SOURCE 200809L
 
 #include <ckpt.h>
-
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -111,22 +110,38 @@ static inline uint64_t example_global_index(const ckpt_tensor_shard* shard, uint
 /* Stores `value` as element i of `data` in the given dtype (the dtypes the examples use). */
 static inline void example_store(int32_t dtype, void* data, uint64_t i, int64_t value) {
   switch (dtype) {
-    case CKPT_DTYPE_F32: ((float*)data)[i] = (float)value; break;
-    case CKPT_DTYPE_F64: ((double*)data)[i] = (double)value; break;
-    case CKPT_DTYPE_I32: ((int32_t*)data)[i] = (int32_t)value; break;
-    case CKPT_DTYPE_I64: ((int64_t*)data)[i] = value; break;
-    default: fprintf(stderr, "examples do not use dtype %s\n", ckpt_dtype_name(dtype)); exit(1);
+    case CKPT_DTYPE_F32:
+      ((float*)data)[i] = (float)value;
+      break;
+    case CKPT_DTYPE_F64:
+      ((double*)data)[i] = (double)value;
+      break;
+    case CKPT_DTYPE_I32:
+      ((int32_t*)data)[i] = (int32_t)value;
+      break;
+    case CKPT_DTYPE_I64:
+      ((int64_t*)data)[i] = value;
+      break;
+    default:
+      fprintf(stderr, "examples do not use dtype %s\n", ckpt_dtype_name(dtype));
+      exit(1);
   }
 }
 
 /* Element i of `data` in the given dtype, as an integer (the examples store integers only). */
 static inline int64_t example_load(int32_t dtype, const void* data, uint64_t i) {
   switch (dtype) {
-    case CKPT_DTYPE_F32: return (int64_t)((const float*)data)[i];
-    case CKPT_DTYPE_F64: return (int64_t)((const double*)data)[i];
-    case CKPT_DTYPE_I32: return ((const int32_t*)data)[i];
-    case CKPT_DTYPE_I64: return ((const int64_t*)data)[i];
-    default: fprintf(stderr, "examples do not use dtype %s\n", ckpt_dtype_name(dtype)); exit(1);
+    case CKPT_DTYPE_F32:
+      return (int64_t)((const float*)data)[i];
+    case CKPT_DTYPE_F64:
+      return (int64_t)((const double*)data)[i];
+    case CKPT_DTYPE_I32:
+      return ((const int32_t*)data)[i];
+    case CKPT_DTYPE_I64:
+      return ((const int64_t*)data)[i];
+    default:
+      fprintf(stderr, "examples do not use dtype %s\n", ckpt_dtype_name(dtype));
+      exit(1);
   }
 }
 
@@ -154,8 +169,9 @@ static inline uint64_t example_count_mismatches(const ckpt_tensor_shard* shard) 
               shard->key, global, actual, expected);
     }
   }
-  if (wrong) fprintf(stderr, "rank %d: '%s': %" PRIu64 " of %" PRIu64 " elements wrong\n", example_rank,
-                     shard->key, wrong, count);
+  if (wrong)
+    fprintf(stderr, "rank %d: '%s': %" PRIu64 " of %" PRIu64 " elements wrong\n", example_rank, shard->key, wrong,
+            count);
   return wrong;
 }
 
@@ -170,7 +186,7 @@ typedef struct example_shard {
 
 /* Describes the box (offset, shape) of tensor `key` and gives it a zeroed buffer. */
 static inline void example_shard_box(example_shard* s, const char* key, int32_t dtype, uint32_t ndim,
-                              const uint64_t* global_shape, const uint64_t* offset, const uint64_t* shape) {
+                                     const uint64_t* global_shape, const uint64_t* offset, const uint64_t* shape) {
   ckpt_tensor_shard_init(&s->shard);
   memcpy(s->global_shape, global_shape, ndim * sizeof(uint64_t));
   memcpy(s->global_offset, offset, ndim * sizeof(uint64_t));
@@ -188,7 +204,7 @@ static inline void example_shard_box(example_shard* s, const char* key, int32_t 
 /* Describes the flattened range [flat_start, flat_end) of the whole tensor `key`, as a distributed optimizer holds
  * it, and gives it a zeroed buffer of just that range. */
 static inline void example_shard_flat(example_shard* s, const char* key, int32_t dtype, uint32_t ndim,
-                               const uint64_t* global_shape, uint64_t flat_start, uint64_t flat_end) {
+                                      const uint64_t* global_shape, uint64_t flat_start, uint64_t flat_end) {
   const uint64_t origin[CKPT_MAX_NDIM] = {0};
   example_shard_box(s, key, dtype, ndim, global_shape, origin, global_shape);
   free(s->shard.data);

@@ -21,9 +21,7 @@ static const uint64_t shapes[TENSOR_COUNT][2] = {{7, 5}, {13, 0}};
 
 enum mode { SAVE, LOAD_DP, LOAD_FULL };
 
-static uint64_t tensor_elements(int t) {
-  return ndims[t] == 2 ? shapes[t][0] * shapes[t][1] : shapes[t][0];
-}
+static uint64_t tensor_elements(int t) { return ndims[t] == 2 ? shapes[t][0] * shapes[t][1] : shapes[t][0]; }
 
 /* This rank's shard of tensor t in the given mode, over a zeroed buffer. */
 static void describe(example_shard* s, int t, enum mode mode, int rank, int world_size) {

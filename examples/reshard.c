@@ -142,15 +142,19 @@ int main(int argc, char** argv) {
     describe_saved(shards, rank);
     save(ctx, shards, argv[2], err);
     if (rank == 0) {
-      printf("reshard save: %d ranks (TP=2 x DP=%d) saved attn.qkv F32[8,6] by rows, mlp.out F64[6,10] by columns "
-             "and embed I32[8,4] as rows 5+3 in %s\n", world_size, world_size / TP, argv[2]);
+      printf(
+          "reshard save: %d ranks (TP=2 x DP=%d) saved attn.qkv F32[8,6] by rows, mlp.out F64[6,10] by columns "
+          "and embed I32[8,4] as rows 5+3 in %s\n",
+          world_size, world_size / TP, argv[2]);
     }
   } else {
     describe_loaded(shards, rank, world_size);
     wrong = load_and_check(ctx, shards, argv[2], &checked, err);
     if (rank == 0 && wrong == 0) {
-      printf("reshard load: %d rank(s) loaded attn.qkv by columns, mlp.out by rows and embed by rows 1:..:%d "
-             "from %s; rank 0 checked %" PRIu64 " elements: all match\n", world_size, world_size, argv[2], checked);
+      printf(
+          "reshard load: %d rank(s) loaded attn.qkv by columns, mlp.out by rows and embed by rows 1:..:%d "
+          "from %s; rank 0 checked %" PRIu64 " elements: all match\n",
+          world_size, world_size, argv[2], checked);
     }
   }
   for (t = 0; t < TENSOR_COUNT; ++t) example_shard_free(&shards[t]);

@@ -56,18 +56,19 @@ CKPT_API const char* ckpt_version_string(void);
 #define CKPT_E_INVALID_ARGUMENT 1 /* the call's arguments or the registered state are wrong: fix the caller */
 #define CKPT_E_NOT_FOUND 2        /* a checkpoint, key or file does not exist */
 #define CKPT_E_ALREADY_EXISTS 3   /* the save target is already a committed checkpoint: choose another path */
-#define CKPT_E_MISMATCH 4         /* ranks disagree, or the state disagrees with the checkpoint (dtype, shape, \
-                                     gaps, overlaps, missing or unexpected keys) */
-#define CKPT_E_CORRUPT 5          /* a checksum failed, a file is truncated, or the manifest is malformed */
-#define CKPT_E_VERSION 6          /* the checkpoint was written by a newer, incompatible format version */
-#define CKPT_E_IO 7               /* the operating system refused an I/O call; the message has errno's text */
-#define CKPT_E_NO_SPACE 8         /* the file system is full (ENOSPC, EDQUOT) */
-#define CKPT_E_TIMEOUT 9          /* a peer did not answer in time; the message names the ranks waited for */
-#define CKPT_E_PEER_FAILED 10     /* another rank died or failed; the message names it */
-#define CKPT_E_UNSUPPORTED 11     /* valid but not supported by this build or this machine */
-#define CKPT_E_NO_MEMORY 12       /* an allocation failed */
-#define CKPT_E_IN_PROGRESS 13     /* ckpt_request_test: not finished yet; call again later */
-#define CKPT_E_INTERNAL 14        /* a bug in ckpt: please report the message */
+#define CKPT_E_MISMATCH                                                                                    \
+  4                           /* ranks disagree, or the state disagrees with the checkpoint (dtype, shape, \
+                                 gaps, overlaps, missing or unexpected keys) */
+#define CKPT_E_CORRUPT 5      /* a checksum failed, a file is truncated, or the manifest is malformed */
+#define CKPT_E_VERSION 6      /* the checkpoint was written by a newer, incompatible format version */
+#define CKPT_E_IO 7           /* the operating system refused an I/O call; the message has errno's text */
+#define CKPT_E_NO_SPACE 8     /* the file system is full (ENOSPC, EDQUOT) */
+#define CKPT_E_TIMEOUT 9      /* a peer did not answer in time; the message names the ranks waited for */
+#define CKPT_E_PEER_FAILED 10 /* another rank died or failed; the message names it */
+#define CKPT_E_UNSUPPORTED 11 /* valid but not supported by this build or this machine */
+#define CKPT_E_NO_MEMORY 12   /* an allocation failed */
+#define CKPT_E_IN_PROGRESS 13 /* ckpt_request_test: not finished yet; call again later */
+#define CKPT_E_INTERNAL 14    /* a bug in ckpt: please report the message */
 
 /* A short constant description of a status code ("CKPT_E_CORRUPT: ..."); never NULL. */
 CKPT_API const char* ckpt_status_string(int32_t status);
@@ -120,7 +121,9 @@ typedef struct ckpt_context_options {
   int32_t store_port;
   /* Every wait on a peer fails with CKPT_E_TIMEOUT after this long. 0: CKPT_TIMEOUT_MS or 300000. */
   uint32_t timeout_ms;
-  /* When set, the control plane runs over this callback instead of the TCP store. */
+  /* When set, used once (collectively, inside ckpt_context_create) to spread the address of the store rank 0
+   * starts on a free port, so that no MASTER_ADDR/MASTER_PORT is needed; store_host, if set, is the address rank 0
+   * binds and the others connect to. */
   ckpt_allgather_fn allgather;
   void* allgather_user;
   /* Ranks with the same node name share a host (its disks, NICs). NULL: CKPT_NODE_NAME, else the host name. */
@@ -139,16 +142,19 @@ typedef struct ckpt_context_options {
   int32_t transport;
 } ckpt_context_options;
 
-#define CKPT_CONTEXT_OPTIONS_INIT \
-  { (uint32_t)sizeof(ckpt_context_options), -1, -1, -1, NULL, -1, 0, NULL, NULL, NULL, NULL, NULL, -1, 0, \
-    CKPT_TRANSPORT_DEFAULT }
+#define CKPT_CONTEXT_OPTIONS_INIT                                                                         \
+  {                                                                                                       \
+    (uint32_t)sizeof(ckpt_context_options), -1, -1, -1, NULL, -1, 0, NULL, NULL, NULL, NULL, NULL, -1, 0, \
+        CKPT_TRANSPORT_DEFAULT                                                                            \
+  }
 /* Fills `opts` exactly as CKPT_CONTEXT_OPTIONS_INIT does. */
 CKPT_API void ckpt_context_options_init(ckpt_context_options* opts);
 
 /* Collective. Creates this rank's context, connects to the other ranks (rank 0 hosts the store and waits up to
  * the timeout for all of them; a one-rank job needs no network), and starts its I/O workers. Returns CKPT_OK,
  * CKPT_E_INVALID_ARGUMENT (bad rank/world/address), CKPT_E_TIMEOUT (a rank never connected: the message names it),
- * CKPT_E_IO (cannot bind or connect), CKPT_E_NOT_FOUND (the ckpt-io-worker executable is missing). */
+ * CKPT_E_IO (cannot bind or connect), CKPT_E_NOT_FOUND (the ckpt-io-worker executable is missing on some rank:
+ * the message names it), CKPT_E_UNSUPPORTED (a transport asked for by name cannot be used). */
 CKPT_API int32_t ckpt_context_create(const ckpt_context_options* opts, ckpt_context_t** out, ckpt_error_t* err);
 /* Not collective, but every rank should free its context at the end; a rank that exits early is seen as dead. */
 CKPT_API void ckpt_context_free(ckpt_context_t* ctx);
@@ -159,19 +165,20 @@ CKPT_API int32_t ckpt_context_local_rank(const ckpt_context_t* ctx);
 /* Counters of this rank's work since the context was created; for monitoring and benchmarks. */
 typedef struct ckpt_context_stats {
   uint32_t struct_size;
-  uint32_t io_workers;        /* worker processes (0: in-process threads) */
-  uint64_t arena_bytes;       /* the staging arena's size */
-  uint64_t saves_committed;   /* saves whose request succeeded */
-  uint64_t plans_computed;    /* saves that exchanged and validated the full state */
-  uint64_t plans_reused;      /* saves that reused the previous plan (unchanged structure on every rank) */
-  uint64_t bytes_staged;      /* bytes copied into the arena by saves */
-  uint64_t bytes_written;     /* bytes this rank's workers wrote to data files */
-  uint64_t bytes_read;        /* bytes this rank read from data files during loads */
-  uint64_t bytes_sent;        /* tensor bytes this rank sent to other ranks during loads */
-  uint64_t bytes_received;    /* tensor bytes this rank received from other ranks during loads */
-  int32_t transport;          /* the CKPT_TRANSPORT_* in use (NONE, UCX or NCCL) */
+  uint32_t io_workers;      /* worker processes (0: in-process threads) */
+  uint64_t arena_bytes;     /* the staging arena's size */
+  uint64_t saves_committed; /* saves whose request succeeded */
+  uint64_t plans_computed;  /* saves that exchanged and validated the full state */
+  uint64_t plans_reused;    /* saves that reused the previous plan (unchanged structure on every rank) */
+  uint64_t bytes_staged;    /* bytes copied into the arena by saves */
+  uint64_t bytes_written;   /* bytes this rank's workers wrote to data files */
+  uint64_t bytes_read;      /* bytes this rank read from data files during loads */
+  uint64_t bytes_sent;      /* tensor bytes this rank sent to other ranks during loads */
+  uint64_t bytes_received;  /* tensor bytes this rank received from other ranks during loads */
+  int32_t transport;        /* the CKPT_TRANSPORT_* in use: NONE or UCX */
 } ckpt_context_stats;
-#define CKPT_CONTEXT_STATS_INIT { (uint32_t)sizeof(ckpt_context_stats), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, CKPT_TRANSPORT_NONE }
+#define CKPT_CONTEXT_STATS_INIT \
+  { (uint32_t)sizeof(ckpt_context_stats), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, CKPT_TRANSPORT_NONE }
 
 CKPT_API int32_t ckpt_context_stats_get(const ckpt_context_t* ctx, ckpt_context_stats* stats, ckpt_error_t* err);
 
@@ -230,8 +237,8 @@ typedef struct ckpt_tensor_shard {
   uint64_t flat_end;
   int32_t memory_kind; /* CKPT_MEMORY_HOST, or CKPT_MEMORY_CUDA (with device) */
   int32_t device;
-  void* data;          /* row-major elements of the box (or of the flattened range) */
-  uint64_t data_size;  /* bytes at data; must equal elements * dtype size */
+  void* data;         /* row-major elements of the box (or of the flattened range) */
+  uint64_t data_size; /* bytes at data; must equal elements * dtype size */
 } ckpt_tensor_shard;
 
 #define CKPT_TENSOR_SHARD_INIT \
@@ -286,7 +293,8 @@ typedef struct ckpt_save_options {
   const char* const* metadata_values;
 } ckpt_save_options;
 
-#define CKPT_SAVE_OPTIONS_INIT { (uint32_t)sizeof(ckpt_save_options), 0, NULL, NULL }
+#define CKPT_SAVE_OPTIONS_INIT \
+  { (uint32_t)sizeof(ckpt_save_options), 0, NULL, NULL }
 CKPT_API void ckpt_save_options_init(ckpt_save_options* opts);
 
 /* Collective. Saves `state` (the same structure of keys on every rank is not required; each rank registers what
@@ -331,7 +339,8 @@ typedef struct ckpt_load_options {
   int32_t unexpected_keys;
 } ckpt_load_options;
 
-#define CKPT_LOAD_OPTIONS_INIT { (uint32_t)sizeof(ckpt_load_options), CKPT_STRICT_FAIL, CKPT_STRICT_LOG }
+#define CKPT_LOAD_OPTIONS_INIT \
+  { (uint32_t)sizeof(ckpt_load_options), CKPT_STRICT_FAIL, CKPT_STRICT_LOG }
 CKPT_API void ckpt_load_options_init(ckpt_load_options* opts);
 
 /* Collective. Fills every registered buffer of `state` from the checkpoint at `path`, whatever layout and number of
@@ -354,7 +363,8 @@ typedef struct ckpt_manager_options {
   uint32_t keep_last;  /* keep the newest N committed steps (0: keep all) */
   uint64_t keep_every; /* also keep every step divisible by this (0: none) */
 } ckpt_manager_options;
-#define CKPT_MANAGER_OPTIONS_INIT { (uint32_t)sizeof(ckpt_manager_options), 0, 0 }
+#define CKPT_MANAGER_OPTIONS_INIT \
+  { (uint32_t)sizeof(ckpt_manager_options), 0, 0 }
 CKPT_API void ckpt_manager_options_init(ckpt_manager_options* opts);
 
 /* Collective. Opens (creating) the root directory `root`, whose steps live in `root`/step-<12-digit step>. Rank 0
@@ -373,8 +383,8 @@ CKPT_API int32_t ckpt_manager_save(ckpt_manager_t* manager, ckpt_state_t* state,
 CKPT_API int32_t ckpt_manager_latest(const ckpt_manager_t* manager, uint64_t* step, ckpt_error_t* err);
 /* Collective. Loads the latest step (as rank 0 sees it) into `state`; `*step` receives it. CKPT_E_NOT_FOUND on
  * every rank if there is no committed step: a fresh start. */
-CKPT_API int32_t ckpt_manager_load_latest(ckpt_manager_t* manager, ckpt_state_t* state,
-                                          const ckpt_load_options* opts, uint64_t* step, ckpt_error_t* err);
+CKPT_API int32_t ckpt_manager_load_latest(ckpt_manager_t* manager, ckpt_state_t* state, const ckpt_load_options* opts,
+                                          uint64_t* step, ckpt_error_t* err);
 /* Writes the directory of `step` (NUL-terminated) into `buffer`; CKPT_E_INVALID_ARGUMENT if it does not fit. */
 CKPT_API int32_t ckpt_manager_step_path(const ckpt_manager_t* manager, uint64_t step, char* buffer,
                                         uint64_t buffer_size, ckpt_error_t* err);
@@ -394,7 +404,7 @@ typedef struct ckpt_checkpoint_info {
   uint32_t struct_size;
   uint32_t format_major;
   uint32_t format_minor;
-  uint32_t world_size;  /* ranks that saved it */
+  uint32_t world_size; /* ranks that saved it */
   uint32_t node_count;
   uint64_t tensor_count;
   uint64_t object_count;
@@ -403,7 +413,8 @@ typedef struct ckpt_checkpoint_info {
   uint64_t file_count;
   uint64_t total_bytes; /* bytes of tensor and object data */
 } ckpt_checkpoint_info;
-#define CKPT_CHECKPOINT_INFO_INIT { (uint32_t)sizeof(ckpt_checkpoint_info), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 }
+#define CKPT_CHECKPOINT_INFO_INIT \
+  { (uint32_t)sizeof(ckpt_checkpoint_info), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 }
 
 CKPT_API int32_t ckpt_reader_info(const ckpt_reader_t* reader, ckpt_checkpoint_info* info, ckpt_error_t* err);
 
@@ -415,7 +426,8 @@ typedef struct ckpt_tensor_info {
   uint64_t shape[CKPT_MAX_NDIM];
   uint64_t chunk_count;
 } ckpt_tensor_info;
-#define CKPT_TENSOR_INFO_INIT { (uint32_t)sizeof(ckpt_tensor_info), NULL, 0, 0, {0}, 0 }
+#define CKPT_TENSOR_INFO_INIT \
+  { (uint32_t)sizeof(ckpt_tensor_info), NULL, 0, 0, {0}, 0 }
 
 /* Tensors are listed in key order, index 0 to tensor_count - 1. CKPT_E_NOT_FOUND past the end. */
 CKPT_API int32_t ckpt_reader_tensor(const ckpt_reader_t* reader, uint64_t index, ckpt_tensor_info* info,
@@ -426,11 +438,12 @@ typedef struct ckpt_chunk_info {
   uint32_t ndim;
   uint64_t offset[CKPT_MAX_NDIM]; /* the stored box */
   uint64_t shape[CKPT_MAX_NDIM];
-  const char* file;               /* relative to the checkpoint directory; owned by the reader */
+  const char* file; /* relative to the checkpoint directory; owned by the reader */
   uint64_t file_offset;
   uint64_t byte_length;
 } ckpt_chunk_info;
-#define CKPT_CHUNK_INFO_INIT { (uint32_t)sizeof(ckpt_chunk_info), 0, {0}, {0}, NULL, 0, 0 }
+#define CKPT_CHUNK_INFO_INIT \
+  { (uint32_t)sizeof(ckpt_chunk_info), 0, {0}, {0}, NULL, 0, 0 }
 
 CKPT_API int32_t ckpt_reader_chunk(const ckpt_reader_t* reader, uint64_t tensor_index, uint64_t chunk_index,
                                    ckpt_chunk_info* info, ckpt_error_t* err);
@@ -442,8 +455,8 @@ CKPT_API int32_t ckpt_reader_read(ckpt_reader_t* reader, const char* key, uint32
                                   const uint64_t* shape, void* buffer, uint64_t buffer_size, ckpt_error_t* err);
 
 /* The i-th common entry, in key order; key and bytes owned by the reader. */
-CKPT_API int32_t ckpt_reader_common_at(const ckpt_reader_t* reader, uint64_t index, const char** key,
-                                       const void** data, uint64_t* size, ckpt_error_t* err);
+CKPT_API int32_t ckpt_reader_common_at(const ckpt_reader_t* reader, uint64_t index, const char** key, const void** data,
+                                       uint64_t* size, ckpt_error_t* err);
 /* The common bytes stored under `key`; owned by the reader. CKPT_E_NOT_FOUND if absent. */
 CKPT_API int32_t ckpt_reader_common(const ckpt_reader_t* reader, const char* key, const void** data, uint64_t* size,
                                     ckpt_error_t* err);

@@ -55,8 +55,8 @@ Status ValidateTuning(const IoTuning& tuning) {
                            std::to_string(kMaxQueueDepth));
   }
   if (tuning.pwrite_threads == 0 || tuning.pwrite_threads > kMaxPwriteThreads) {
-    return InvalidArgument("pwrite thread count " + std::to_string(tuning.pwrite_threads) +
-                           " must be between 1 and " + std::to_string(kMaxPwriteThreads));
+    return InvalidArgument("pwrite thread count " + std::to_string(tuning.pwrite_threads) + " must be between 1 and " +
+                           std::to_string(kMaxPwriteThreads));
   }
   return Status::Ok();
 }

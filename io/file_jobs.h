@@ -22,10 +22,10 @@ struct FileSegment {
 
 struct WriteJob {
   std::string path;
-  bool create = false;   // the file's first job: create it (fails if it exists)
-  bool finish = false;   // the file's last job: truncate to final_size, fdatasync, close
+  bool create = false;  // the file's first job: create it (fails if it exists)
+  bool finish = false;  // the file's last job: truncate to final_size, fdatasync, close
   uint64_t final_size = 0;
-  uint64_t block_size = 1ull << 20;  // checksum granularity, from the start of each segment
+  uint64_t block_size = 1ull << 20;   // checksum granularity, from the start of each segment
   std::vector<FileSegment> segments;  // increasing file offsets; the arena holds zeros up to each 4 KiB boundary
 };
 
@@ -36,7 +36,7 @@ struct WriteResult {
 struct ReadJob {
   std::string path;
   uint64_t block_size = 1ull << 20;
-  std::vector<FileSegment> segments;                       // file offsets 4 KiB-aligned; length may end anywhere
+  std::vector<FileSegment> segments;                      // file offsets 4 KiB-aligned; length may end anywhere
   std::vector<std::vector<uint64_t>> expected_checksums;  // per segment, per block; verified before returning
 };
 
@@ -50,10 +50,10 @@ enum class IoBackendKind : int32_t { kAuto = 0, kIoUring = 1, kPwrite = 2 };
 
 struct IoTuning {
   IoBackendKind backend = IoBackendKind::kAuto;
-  bool direct = true;                  // try O_DIRECT (falls back per file when refused)
+  bool direct = true;                   // try O_DIRECT (falls back per file when refused)
   uint64_t request_bytes = 4ull << 20;  // size of one I/O request
   uint32_t queue_depth = 16;
-  uint32_t pwrite_threads = 4;          // the fallback pool
+  uint32_t pwrite_threads = 4;  // the fallback pool
 };
 
 class FileJobExecutor {

@@ -48,8 +48,7 @@ NextStep ApplyAttempt(const IoTarget& target, IoRequest& request, int64_t result
 Status TransferError(const IoTarget& target, const IoRequest& request, int error) {
   const bool writing = target.direction == IoDirection::kWrite;
   const std::string where = "'" + *target.path + "' at offset " +
-                            std::to_string(request.file_offset + request.transferred) + ": " +
-                            std::strerror(error);
+                            std::to_string(request.file_offset + request.transferred) + ": " + std::strerror(error);
   if (writing && (error == ENOSPC || error == EDQUOT)) return NoSpace("no space left writing " + where);
   return IoError(std::string(writing ? "cannot write " : "cannot read ") + where);
 }

@@ -498,7 +498,6 @@ void ProcessPool::ShutDown(std::unique_lock<std::mutex>& lock) {
   }
 }
 
-
 }  // namespace
 
 Result<std::unique_ptr<WorkerPool>> StartProcessPool(std::string worker_path, const StagingArena& arena,

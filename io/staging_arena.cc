@@ -80,8 +80,7 @@ Result<ArenaRegion> StagingArena::Allocate(uint64_t size, std::chrono::milliseco
   const uint64_t rounded = RoundUp(size, kArenaAlignment);
   ArenaRegion region;
   std::unique_lock<std::mutex> lock(mutex_);
-  const bool allocated =
-      released_.wait_for(lock, timeout, [&] { return TryAllocateLocked(rounded, &region); });
+  const bool allocated = released_.wait_for(lock, timeout, [&] { return TryAllocateLocked(rounded, &region); });
   if (!allocated) {
     return Timeout("no " + std::to_string(rounded) + " contiguous bytes of the staging arena came free within " +
                    std::to_string(timeout.count()) + " ms (" + std::to_string(in_use_) + " of " +

@@ -20,8 +20,8 @@
 namespace ckpt::io {
 
 struct WorkerPoolOptions {
-  int workers = 2;              // 0: in-process threads
-  std::string worker_path;      // empty: CKPT_WORKER_PATH, else beside libckpt.so (see FindWorkerExecutable)
+  int workers = 2;          // 0: in-process threads
+  std::string worker_path;  // empty: CKPT_WORKER_PATH, else beside libckpt.so (see FindWorkerExecutable)
   IoTuning tuning;
   std::chrono::milliseconds timeout{300000};  // a job not answered by then fails with kTimeout
 };

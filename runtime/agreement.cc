@@ -58,8 +58,6 @@ Result<std::vector<std::string>> AgreeAndGather(coll::ControlPlane& control, con
   return payloads;
 }
 
-Status Agree(coll::ControlPlane& control, const Status& local) {
-  return AgreeAndGather(control, local, {}).status();
-}
+Status Agree(coll::ControlPlane& control, const Status& local) { return AgreeAndGather(control, local, {}).status(); }
 
 }  // namespace ckpt::runtime

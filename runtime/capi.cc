@@ -1,13 +1,12 @@
 // The only implementation of include/ckpt.h: converts C arguments into the C++ core's types, and the core's Status
 // into status codes and error objects. No exception crosses this boundary.
-#include "ckpt.h"
-
 #include <algorithm>
 #include <cstring>
 #include <memory>
 #include <new>
 #include <string>
 
+#include "ckpt.h"
 #include "runtime/context.h"
 #include "runtime/dtype.h"
 #include "runtime/load.h"
@@ -101,9 +100,7 @@ Status FillInfo(const Info& full, Info* out, const char* name) {
 
 Status NullArgument(const char* name) { return ckpt::InvalidArgument(std::string(name) + " is NULL"); }
 
-rt::Shape ToShape(const uint64_t* values, uint32_t n) {
-  return n == 0 ? rt::Shape() : rt::Shape(values, values + n);
-}
+rt::Shape ToShape(const uint64_t* values, uint32_t n) { return n == 0 ? rt::Shape() : rt::Shape(values, values + n); }
 
 Status ConvertShard(const ckpt_tensor_shard& c, rt::TensorShard* out) {
   if (c.key == nullptr) return NullArgument("shard key");
@@ -192,22 +189,38 @@ const char* ckpt_version_string(void) { return CKPT_LIBRARY_VERSION; }
 
 const char* ckpt_status_string(int32_t status) {
   switch (status) {
-    case CKPT_OK: return "CKPT_OK: success";
-    case CKPT_E_INVALID_ARGUMENT: return "CKPT_E_INVALID_ARGUMENT: invalid argument or state";
-    case CKPT_E_NOT_FOUND: return "CKPT_E_NOT_FOUND: not found";
-    case CKPT_E_ALREADY_EXISTS: return "CKPT_E_ALREADY_EXISTS: already exists";
-    case CKPT_E_MISMATCH: return "CKPT_E_MISMATCH: ranks or checkpoint disagree";
-    case CKPT_E_CORRUPT: return "CKPT_E_CORRUPT: corrupt or truncated data";
-    case CKPT_E_VERSION: return "CKPT_E_VERSION: unsupported format version";
-    case CKPT_E_IO: return "CKPT_E_IO: I/O error";
-    case CKPT_E_NO_SPACE: return "CKPT_E_NO_SPACE: no space left on the file system";
-    case CKPT_E_TIMEOUT: return "CKPT_E_TIMEOUT: timed out waiting for a peer";
-    case CKPT_E_PEER_FAILED: return "CKPT_E_PEER_FAILED: another rank failed";
-    case CKPT_E_UNSUPPORTED: return "CKPT_E_UNSUPPORTED: not supported";
-    case CKPT_E_NO_MEMORY: return "CKPT_E_NO_MEMORY: out of memory";
-    case CKPT_E_IN_PROGRESS: return "CKPT_E_IN_PROGRESS: still in progress";
-    case CKPT_E_INTERNAL: return "CKPT_E_INTERNAL: internal error";
-    default: return "unknown ckpt status";
+    case CKPT_OK:
+      return "CKPT_OK: success";
+    case CKPT_E_INVALID_ARGUMENT:
+      return "CKPT_E_INVALID_ARGUMENT: invalid argument or state";
+    case CKPT_E_NOT_FOUND:
+      return "CKPT_E_NOT_FOUND: not found";
+    case CKPT_E_ALREADY_EXISTS:
+      return "CKPT_E_ALREADY_EXISTS: already exists";
+    case CKPT_E_MISMATCH:
+      return "CKPT_E_MISMATCH: ranks or checkpoint disagree";
+    case CKPT_E_CORRUPT:
+      return "CKPT_E_CORRUPT: corrupt or truncated data";
+    case CKPT_E_VERSION:
+      return "CKPT_E_VERSION: unsupported format version";
+    case CKPT_E_IO:
+      return "CKPT_E_IO: I/O error";
+    case CKPT_E_NO_SPACE:
+      return "CKPT_E_NO_SPACE: no space left on the file system";
+    case CKPT_E_TIMEOUT:
+      return "CKPT_E_TIMEOUT: timed out waiting for a peer";
+    case CKPT_E_PEER_FAILED:
+      return "CKPT_E_PEER_FAILED: another rank failed";
+    case CKPT_E_UNSUPPORTED:
+      return "CKPT_E_UNSUPPORTED: not supported";
+    case CKPT_E_NO_MEMORY:
+      return "CKPT_E_NO_MEMORY: out of memory";
+    case CKPT_E_IN_PROGRESS:
+      return "CKPT_E_IN_PROGRESS: still in progress";
+    case CKPT_E_INTERNAL:
+      return "CKPT_E_INTERNAL: internal error";
+    default:
+      return "unknown ckpt status";
   }
 }
 

@@ -115,7 +115,8 @@ class Fetcher {
   Result<io::ArenaRegion> Allocate(uint64_t size) {
     const uint64_t rounded = (size + io::kArenaAlignment - 1) / io::kArenaAlignment * io::kArenaAlignment;
     while (true) {
-      auto region = engine_.arena.Allocate(rounded, in_flight_.empty() ? engine_.timeout : std::chrono::milliseconds(0));
+      auto region =
+          engine_.arena.Allocate(rounded, in_flight_.empty() ? engine_.timeout : std::chrono::milliseconds(0));
       if (region.ok() || region.status().code() != Code::kTimeout || in_flight_.empty()) return region;
       CompleteOldest();
     }
@@ -129,8 +130,8 @@ class Fetcher {
     job.block_size = stored.block_size;
     job.segments.push_back(io::FileSegment{stored.file_offset + w.begin, region.offset, w.end - w.begin});
     const auto first = stored.block_checksums.begin() + static_cast<std::ptrdiff_t>(w.begin / stored.block_size);
-    job.expected_checksums.emplace_back(first, first + static_cast<std::ptrdiff_t>(
-                                                           io::BlockCount(w.end - w.begin, stored.block_size)));
+    job.expected_checksums.emplace_back(
+        first, first + static_cast<std::ptrdiff_t>(io::BlockCount(w.end - w.begin, stored.block_size)));
     auto failure = std::make_unique<io::ReadFailure>();
     std::future<Status> done = engine_.workers.SubmitRead(worker, std::move(job), failure.get());
     in_flight_.push_back(InFlight{w, region, std::move(failure), std::move(done)});
@@ -140,7 +141,8 @@ class Fetcher {
     InFlight read = std::move(in_flight_.front());
     in_flight_.pop_front();
     Status status = read.done.get();
-    if (status.ok()) status = Deliver(fetches_[read.window.fetch], read.window, engine_.arena.data() + read.region.offset);
+    if (status.ok())
+      status = Deliver(fetches_[read.window.fetch], read.window, engine_.arena.data() + read.region.offset);
     if (status.ok() && status_.ok()) {
       bytes_read_ += read.window.end - read.window.begin;
     } else if (status_.ok()) {

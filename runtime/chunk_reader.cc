@@ -44,8 +44,7 @@ class BlockCursor {
     const uint64_t bs = stored_.block_size;
     while (length > 0) {
       const bool aligned = offset % bs == 0;
-      const uint64_t whole_blocks =
-          (offset + length == stored_.byte_length) ? io::BlockCount(length, bs) : length / bs;
+      const uint64_t whole_blocks = (offset + length == stored_.byte_length) ? io::BlockCount(length, bs) : length / bs;
       if (aligned && whole_blocks > 0 && !InWindow(offset)) {
         RETURN_IF_ERROR(ReadBlocks(files_, stored_, offset / bs, whole_blocks, dst, what_));
         const uint64_t n = std::min(length, whole_blocks * bs);
@@ -65,8 +64,8 @@ class BlockCursor {
 
   Status LoadWindow(uint64_t first_block) {
     const uint64_t bs = stored_.block_size;
-    const uint64_t blocks = std::min(std::max<uint64_t>(1, kWindowBytes / bs),
-                                     io::BlockCount(stored_.byte_length, bs) - first_block);
+    const uint64_t blocks =
+        std::min(std::max<uint64_t>(1, kWindowBytes / bs), io::BlockCount(stored_.byte_length, bs) - first_block);
     window_begin_ = first_block * bs;
     window_end_ = std::min(stored_.byte_length, window_begin_ + blocks * bs);
     window_.resize(window_end_ - window_begin_);
@@ -130,8 +129,8 @@ Status ReadTensorRegion(CheckpointFiles& files, const TensorRecord& tensor, cons
 Result<std::string> ReadStoredBytes(CheckpointFiles& files, const StoredBytes& stored, const std::string& what) {
   std::string out(stored.byte_length, '\0');
   if (stored.byte_length > 0) {
-    RETURN_IF_ERROR(ReadBlocks(files, stored, 0, io::BlockCount(stored.byte_length, stored.block_size), out.data(),
-                               what));
+    RETURN_IF_ERROR(
+        ReadBlocks(files, stored, 0, io::BlockCount(stored.byte_length, stored.block_size), out.data(), what));
   }
   return out;
 }

@@ -34,8 +34,8 @@ std::string HostName() {
 // Spreads rank 0's store address over the user's allgather (once, at context creation). Ranks on rank 0's node
 // connect over loopback; the others to rank 0's host name, or to the explicitly configured host.
 std::function<Result<std::pair<std::string, int>>(int)> CallbackRendezvous(const coll::ProcessIdentity& identity,
-                                                                            std::string explicit_host,
-                                                                            coll::AllGatherCallback allgather) {
+                                                                           std::string explicit_host,
+                                                                           coll::AllGatherCallback allgather) {
   return [identity, explicit_host, allgather](int bound_port) -> Result<std::pair<std::string, int>> {
     auto bootstrap = coll::MakeCallbackControlPlane(identity.rank, identity.world_size, allgather);
     ByteWriter mine;
@@ -86,10 +86,10 @@ Result<io::IoBackendKind> BackendFromEnv() {
 Result<std::unique_ptr<Context>> Context::Create(ContextConfig config) {
   std::unique_ptr<Context> ctx(new Context());
   ASSIGN_OR_RETURN(ctx->identity_, coll::ResolveProcessIdentity(config.identity));
-  ctx->timeout_ = config.timeout.count() > 0
-                      ? config.timeout
-                      : std::chrono::milliseconds(
-                            settings::PositiveFromEnv(settings::kTimeoutVar, settings::kDefaultTimeoutMs));
+  ctx->timeout_ =
+      config.timeout.count() > 0
+          ? config.timeout
+          : std::chrono::milliseconds(settings::PositiveFromEnv(settings::kTimeoutVar, settings::kDefaultTimeoutMs));
   ctx->log_ = config.log ? std::move(config.log) : StandardErrorSink(ctx->identity_.rank);
   RETURN_IF_ERROR(ctx->StartControlPlane(config));
   // A rank whose workers or arena cannot start tells the others, instead of leaving them in the next collective.
@@ -171,8 +171,9 @@ Status Context::StartTransport(const ContextConfig& config) {
   }
   if (world_size() == 1 || kind == TransportKind::kNone) return Status::Ok();
   if (kind == TransportKind::kNccl) {
-    return Unsupported("the NCCL transport is not used by loads in this release: they exchange host buffers "
-                       "(CUDA shards are staged through host memory); use CKPT_TRANSPORT=ucx");
+    return Unsupported(
+        "the NCCL transport is not used by loads in this release: they exchange host buffers "
+        "(CUDA shards are staged through host memory); use CKPT_TRANSPORT=ucx");
   }
   Result<std::unique_ptr<coll::Transport>> ucx = coll::MakeUcxTransport(*control_, timeout_);
   if (!ucx.ok()) {

@@ -10,9 +10,9 @@ struct DTypeEntry {
 
 // Indexed by CKPT_DTYPE_* value.
 constexpr DTypeEntry kDTypes[] = {
-    {"?", 0},   {"BOOL", 1}, {"U8", 1},  {"I8", 1},  {"I16", 2}, {"U16", 2},     {"I32", 4},      {"U32", 4},
-    {"I64", 8}, {"U64", 8},  {"F16", 2}, {"BF16", 2}, {"F32", 4}, {"F64", 8},    {"C64", 8},      {"F8_E4M3", 1},
-    {"F8_E5M2", 1},
+    {"?", 0},   {"BOOL", 1}, {"U8", 1},  {"I8", 1},      {"I16", 2},     {"U16", 2},
+    {"I32", 4}, {"U32", 4},  {"I64", 8}, {"U64", 8},     {"F16", 2},     {"BF16", 2},
+    {"F32", 4}, {"F64", 8},  {"C64", 8}, {"F8_E4M3", 1}, {"F8_E5M2", 1},
 };
 constexpr int32_t kDTypeCount = sizeof(kDTypes) / sizeof(kDTypes[0]);
 

@@ -6,7 +6,22 @@
 namespace ckpt::runtime {
 
 enum class DType : int32_t {
-  kBool = 1, kU8, kI8, kI16, kU16, kI32, kU32, kI64, kU64, kF16, kBF16, kF32, kF64, kC64, kF8E4M3, kF8E5M2,
+  kBool = 1,
+  kU8,
+  kI8,
+  kI16,
+  kU16,
+  kI32,
+  kU32,
+  kI64,
+  kU64,
+  kF16,
+  kBF16,
+  kF32,
+  kF64,
+  kC64,
+  kF8E4M3,
+  kF8E5M2,
 };
 
 // 0 for a value that is not a dtype.

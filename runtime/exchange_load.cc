@@ -1,9 +1,9 @@
 #include "runtime/exchange_load.h"
 
+#include <unistd.h>
+
 #include <map>
 #include <memory>
-
-#include <unistd.h>
 
 #include "common/settings.h"
 #include "io/checksum.h"
@@ -35,8 +35,8 @@ void ForEachDestination(const PiecesByTensor& pieces, uint32_t tensor, const Box
 
 // The same gathered requests against the same checkpoint give the same plan: it is computed once.
 Result<std::shared_ptr<const LoadPlan>> PlanFor(Context& ctx, const Manifest& manifest,
-                                               const std::vector<LoadRequest>& requests,
-                                               const std::vector<std::string>& encoded_requests) {
+                                                const std::vector<LoadRequest>& requests,
+                                                const std::vector<std::string>& encoded_requests) {
   uint64_t key = io::Checksum(manifest.checkpoint_id.data(), manifest.checkpoint_id.size());
   for (const std::string& encoded : encoded_requests) key = key * 31 + io::Checksum(encoded.data(), encoded.size());
   key |= 1;
@@ -76,11 +76,10 @@ class Round {
     };
     for (const Transfer& copy : plan_.local_copies) {
       if (plan_.reads[copy.read].reader != ctx_.rank()) continue;
-      ForEachDestination(pieces_, plan_.reads[copy.read].tensor, copy.region,
-                         [&](const LocalPiece& piece, const Box& part) {
-                           fetch_for(copy.read).consumers.push_back(
-                               ChunkConsumer{part, piece.dst, piece.box, piece.device});
-                         });
+      ForEachDestination(
+          pieces_, plan_.reads[copy.read].tensor, copy.region, [&](const LocalPiece& piece, const Box& part) {
+            fetch_for(copy.read).consumers.push_back(ChunkConsumer{part, piece.dst, piece.box, piece.device});
+          });
     }
     for (const PeerBatch& batch : OutgoingBatches(plan_, ctx_.rank())) {
       send_buffers_.emplace_back(batch.bytes);

@@ -4,13 +4,13 @@
 #include <cstring>
 #include <map>
 
-#include "runtime/agreement.h"
 #include "common/bytes.h"
+#include "runtime/agreement.h"
 #include "runtime/chunk_fetcher.h"
-#include "runtime/exchange_load.h"
 #include "runtime/chunk_reader.h"
 #include "runtime/device_copy.h"
 #include "runtime/dtype.h"
+#include "runtime/exchange_load.h"
 #include "runtime/manifest.h"
 
 namespace ckpt::runtime {
@@ -44,7 +44,7 @@ Status Judge(const Context& ctx, Strictness strictness, const std::vector<std::s
 
 // How this rank's request maps onto the manifest. `requested` has one flag per manifest tensor, then per object.
 struct Match {
-  std::vector<const TensorRecord*> tensor_records;  // per state tensor; null if missing
+  std::vector<const TensorRecord*> tensor_records;      // per state tensor; null if missing
   std::vector<const ObjectPieceRecord*> object_pieces;  // per state object; null if missing
   std::vector<std::string> missing;
   std::string requested;
@@ -141,7 +141,8 @@ Result<std::vector<LocalPiece>> LocalPieces(const State& state, const Match& mat
     const size_t element_size = DTypeSize(shard.dtype);
     for (const FlatPiece& piece : shard.pieces) {
       char* dst = static_cast<char*>(shard.data) + piece.range_offset * element_size;
-      if (record->shape != shard.global_shape) RETURN_IF_ERROR(Zero(dst, piece.box.volume() * element_size, shard.device));
+      if (record->shape != shard.global_shape)
+        RETURN_IF_ERROR(Zero(dst, piece.box.volume() * element_size, shard.device));
       std::optional<Box> wanted = Intersect(piece.box, WholeBox(record->shape));
       if (!wanted) continue;
       pieces.push_back(
@@ -185,8 +186,8 @@ Result<Asked> DecodeAsked(std::string_view bytes, int rank) {
 }
 
 // Reads the tensors: over the transport, each stored byte once; without one, each rank what it needs.
-Status ReadTensors(Context& ctx, const std::string& path, const Manifest& manifest,
-                   const std::vector<Asked>& asked, const std::vector<LocalPiece>& pieces, uint64_t* bytes_read) {
+Status ReadTensors(Context& ctx, const std::string& path, const Manifest& manifest, const std::vector<Asked>& asked,
+                   const std::vector<LocalPiece>& pieces, uint64_t* bytes_read) {
   if (ctx.transport() == nullptr) {
     const FetchEngine engine{ctx.arena(), ctx.workers(), ctx.timeout()};
     ASSIGN_OR_RETURN(*bytes_read, FetchChunks(engine, path, manifest, LocalFetches(manifest, pieces)));
@@ -265,9 +266,9 @@ Status Load(Context& ctx, State& state, const std::string& path, const LoadSetti
 
   // Every rank computes the same list from the same gathered flags, so the verdict needs no further exchange.
   ASSIGN_OR_RETURN(std::vector<std::string> unexpected, UnexpectedKeys(*manifest, flags));
-  RETURN_IF_ERROR(Judge(ctx, settings.unexpected_keys, unexpected, "checkpoint keys that no rank asked for",
-                        ctx.rank() == 0)
-                      .WithContext(context));
+  RETURN_IF_ERROR(
+      Judge(ctx, settings.unexpected_keys, unexpected, "checkpoint keys that no rank asked for", ctx.rank() == 0)
+          .WithContext(context));
 
   uint64_t tensor_bytes = 0;
   Status read = ReadTensors(ctx, path, *manifest, asked, pieces, &tensor_bytes);

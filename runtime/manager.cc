@@ -92,9 +92,7 @@ Result<std::unique_ptr<CheckpointManager>> CheckpointManager::Open(std::string r
   return std::unique_ptr<CheckpointManager>(new CheckpointManager(std::move(root), policy));
 }
 
-std::string CheckpointManager::StepPath(uint64_t step) const {
-  return io::JoinPath(root_, StepDirectoryName(step));
-}
+std::string CheckpointManager::StepPath(uint64_t step) const { return io::JoinPath(root_, StepDirectoryName(step)); }
 
 bool CheckpointManager::IsCommitted(uint64_t step) const {
   const std::string path = StepPath(step);
@@ -189,7 +187,7 @@ Status CheckpointManager::WritePointer(uint64_t step) {
 }
 
 std::vector<uint64_t> CheckpointManager::StepsToRemove(const std::vector<uint64_t>& committed,
-                                                        std::optional<uint64_t> latest) const {
+                                                       std::optional<uint64_t> latest) const {
   if (policy_.keep_last == 0 || committed.size() <= policy_.keep_last) return {};
   // The newest keep_last steps (the newest committed step among them) are kept whatever else applies.
   const size_t candidates = committed.size() - policy_.keep_last;

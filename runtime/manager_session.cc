@@ -14,8 +14,8 @@ Result<std::unique_ptr<ManagerSession>> ManagerSession::Open(Context& ctx, std::
     Result<std::vector<std::string>> removed = opened.value()->CleanupUncommitted();
     local = removed.status();
     if (removed.ok() && !removed->empty()) {
-      ctx.Log(LogLevel::kInfo, "removed " + std::to_string(removed->size()) + " uncommitted entries under " +
-                                   opened.value()->root());
+      ctx.Log(LogLevel::kInfo,
+              "removed " + std::to_string(removed->size()) + " uncommitted entries under " + opened.value()->root());
     }
   }
   RETURN_IF_ERROR(Agree(ctx.control(), local));

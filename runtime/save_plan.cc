@@ -177,9 +177,8 @@ bool ReportOverlaps(std::string_view key, const std::vector<UniqueBox>& unique, 
   }
   if (boxes.size() < 2 || boxes.front()->box.ndim() == 0) return false;
   const size_t dim = SweepDimension(boxes, boxes.front()->box.ndim());
-  std::stable_sort(boxes.begin(), boxes.end(), [dim](const UniqueBox* a, const UniqueBox* b) {
-    return a->box.offset[dim] < b->box.offset[dim];
-  });
+  std::stable_sort(boxes.begin(), boxes.end(),
+                   [dim](const UniqueBox* a, const UniqueBox* b) { return a->box.offset[dim] < b->box.offset[dim]; });
   bool found = false;
   std::vector<const UniqueBox*> open;
   for (const UniqueBox* current : boxes) {
@@ -387,8 +386,7 @@ void CollectObjectCandidates(const KeyHoldings<ObjectShardDesc>& objects, std::v
     }
     for (auto& [index, candidate] : cells) {
       std::sort(candidate.holders.begin(), candidate.holders.end());
-      candidate.holders.erase(std::unique(candidate.holders.begin(), candidate.holders.end()),
-                              candidate.holders.end());
+      candidate.holders.erase(std::unique(candidate.holders.begin(), candidate.holders.end()), candidate.holders.end());
       out->push_back(std::move(candidate));
     }
   }
@@ -493,8 +491,8 @@ Status ValidateCoverage(const std::vector<RankDescriptor>& all, int checker_rank
   const int world_size = static_cast<int>(all.size());
   KeyHoldings<TensorShardDesc> tensors;
   KeyHoldings<ObjectShardDesc> objects;
-  GatherByKey(all, [&](std::string_view key) { return KeyChecker(key, world_size) == checker_rank; }, &tensors,
-              &objects);
+  GatherByKey(
+      all, [&](std::string_view key) { return KeyChecker(key, world_size) == checker_rank; }, &tensors, &objects);
   for (const auto& [key, holdings] : tensors) {
     auto object = objects.find(key);
     if (object != objects.end()) {
@@ -515,7 +513,8 @@ SavePlan PlanSave(const std::vector<RankDescriptor>& all, const SavePlanOptions&
   plan.bytes_per_rank.assign(all.size(), 0);
   KeyHoldings<TensorShardDesc> tensors;
   KeyHoldings<ObjectShardDesc> objects;
-  GatherByKey(all, [](std::string_view) { return true; }, &tensors, &objects);
+  GatherByKey(
+      all, [](std::string_view) { return true; }, &tensors, &objects);
   std::vector<Candidate> candidates;
   CollectTensorCandidates(tensors, options, &candidates);
   CollectObjectCandidates(objects, &candidates);

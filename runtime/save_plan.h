@@ -69,7 +69,7 @@ struct SavePlanOptions {
 };
 
 struct SavePlan {
-  std::vector<WriteItem> items;         // sorted by (writer, is_object, key, box/index)
+  std::vector<WriteItem> items;          // sorted by (writer, is_object, key, box/index)
   std::vector<uint64_t> bytes_per_rank;  // world_size entries
 };
 

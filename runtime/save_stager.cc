@@ -25,10 +25,10 @@ uint64_t AlignUp(uint64_t value, uint64_t alignment) { return (value + alignment
 struct Source {
   const char* base = nullptr;  // the buffer holding src_box, or the bytes
   Box src_box;
-  Box box;                     // the unit's box inside src_box (tensors)
-  size_t element_size = 0;     // 0: plain bytes
-  bool contiguous = true;      // box's bytes are one run inside the buffer, starting at base
-  int device = -1;             // the CUDA device holding the buffer; -1: host memory
+  Box box;                  // the unit's box inside src_box (tensors)
+  size_t element_size = 0;  // 0: plain bytes
+  bool contiguous = true;   // box's bytes are one run inside the buffer, starting at base
+  int device = -1;          // the CUDA device holding the buffer; -1: host memory
 };
 
 // One thing to store: an item of the plan or a common entry; `target` is its index in the report (see Target).
@@ -236,8 +236,8 @@ Status FillWindow(Window& w, char* region) {
     std::memset(region + filled, 0, seg.arena_offset - filled);
     const Source& source = w.sources[i]->source;
     if (source.device >= 0) {
-      RETURN_IF_ERROR(CopyUnitRange(source, w.pieces[i].item_offset, seg.length, region + seg.arena_offset,
-                                    device_copies));
+      RETURN_IF_ERROR(
+          CopyUnitRange(source, w.pieces[i].item_offset, seg.length, region + seg.arena_offset, device_copies));
     } else {
       host_tasks.push_back(CopyTask{&source, w.pieces[i].item_offset, seg.length, region + seg.arena_offset});
       host_total += seg.length;
@@ -323,8 +323,8 @@ Status StageSave(const State& state, const SavePlan& plan, const StagingSettings
       if (i >= windows[f].size()) continue;
       Window& w = windows[f][i];
       const uint64_t span = AlignUp(w.file_end - w.file_begin, kChunkAlignment);
-      ASSIGN_OR_RETURN(io::ArenaRegion region, AllocateRegion(arena, std::max(span, kChunkAlignment), settings.timeout,
-                                                              ticket));
+      ASSIGN_OR_RETURN(io::ArenaRegion region,
+                       AllocateRegion(arena, std::max(span, kChunkAlignment), settings.timeout, ticket));
       const Status filled = FillWindow(w, arena.data() + region.offset);
       if (!filled.ok()) {
         arena.Release(region);

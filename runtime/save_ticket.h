@@ -15,8 +15,8 @@
 #include "io/file_jobs.h"
 #include "io/staging_arena.h"
 #include "runtime/manifest.h"
-#include "runtime/write_report.h"
 #include "runtime/save_plan.h"
+#include "runtime/write_report.h"
 
 namespace ckpt::runtime {
 
@@ -42,7 +42,7 @@ struct CommitInputs {
   int world_size = 1;
   std::vector<RankDescriptor> descriptors;  // agreed (or cached) at plan time
   std::vector<std::pair<std::string, std::string>> metadata;
-  std::vector<CommonRecord> inline_common;   // rank 0
+  std::vector<CommonRecord> inline_common;  // rank 0
   // Rank 0, once committed (the manager's latest pointer and retention); reports its own problems, since the
   // checkpoint stands whatever happens there.
   std::function<void()> after_commit;
@@ -58,9 +58,9 @@ class SaveTicket {
   Status Wait(std::chrono::milliseconds timeout) const;
 
   CommitInputs commit;
-  WriterReport report;                 // this rank's files and items; checksums filled as writes complete
-  std::deque<PendingWrite> pending;    // oldest first
-  Status failure;                      // the first local failure, if any
+  WriterReport report;               // this rank's files and items; checksums filled as writes complete
+  std::deque<PendingWrite> pending;  // oldest first
+  Status failure;                    // the first local failure, if any
   uint64_t bytes_staged = 0;
   uint64_t bytes_written = 0;
 

@@ -39,7 +39,8 @@ Result<uint64_t> ExpectedBytes(const TensorShard& s) {
 // `other` has the same key.
 Status CheckConsistentWith(const TensorShard& s, const TensorShard& other) {
   if (other.dtype != s.dtype || other.global_shape != s.global_shape) {
-    return InvalidArgument("tensor '" + s.key + "' registered twice on this rank with different dtype or global shape (" +
+    return InvalidArgument("tensor '" + s.key +
+                           "' registered twice on this rank with different dtype or global shape (" +
                            DTypeName(other.dtype) + " " + ShapeToString(other.global_shape) + " vs " +
                            DTypeName(s.dtype) + " " + ShapeToString(s.global_shape) + ")");
   }
@@ -79,8 +80,8 @@ Status State::AddTensor(TensorShard s) {
   RETURN_IF_ERROR(CheckBoxInShape(s.key, s.global_shape, s.box));
   if (s.flattened && (s.flat_start > s.flat_end || s.flat_end > s.box.volume())) {
     return InvalidArgument(name + ": flattened range [" + std::to_string(s.flat_start) + ", " +
-                           std::to_string(s.flat_end) + ") is outside its box of " +
-                           std::to_string(s.box.volume()) + " elements");
+                           std::to_string(s.flat_end) + ") is outside its box of " + std::to_string(s.box.volume()) +
+                           " elements");
   }
   ASSIGN_OR_RETURN(uint64_t expected, ExpectedBytes(s));
   if (s.data_size != expected) {

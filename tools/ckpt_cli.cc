@@ -58,8 +58,7 @@ struct Checkpoint {
 // Prints why a call failed and returns the failure exit code.
 int Report(const std::string& what, int32_t status, const ckpt_error_t* err) {
   const char* message = err ? ckpt_error_message(err) : "";
-  std::fprintf(stderr, "ckpt: %s: %s%s%s\n", what.c_str(), ckpt_status_string(status), *message ? ": " : "",
-               message);
+  std::fprintf(stderr, "ckpt: %s: %s%s%s\n", what.c_str(), ckpt_status_string(status), *message ? ": " : "", message);
   return kExitFailed;
 }
 
@@ -142,8 +141,8 @@ std::string PreviewBytes(const void* data, uint64_t size) {
 int ListChunks(Checkpoint& checkpoint, uint64_t tensor_index, uint64_t chunk_count) {
   for (uint64_t c = 0; c < chunk_count; ++c) {
     ckpt_chunk_info chunk = CKPT_CHUNK_INFO_INIT;
-    if (const int32_t status = ckpt_reader_chunk(checkpoint.reader.get(), tensor_index, c, &chunk,
-                                                 checkpoint.err.get());
+    if (const int32_t status =
+            ckpt_reader_chunk(checkpoint.reader.get(), tensor_index, c, &chunk, checkpoint.err.get());
         status != CKPT_OK) {
       return Report("reading chunk " + std::to_string(c) + " of tensor " + std::to_string(tensor_index), status,
                     checkpoint.err.get());
@@ -309,27 +308,42 @@ std::string FormatNumber(T value) {
 
 std::string FormatElement(int32_t dtype, const unsigned char* at) {
   switch (dtype) {
-    case CKPT_DTYPE_BOOL: return at[0] ? "true" : "false";
-    case CKPT_DTYPE_U8: return FormatNumber(Load<uint8_t>(at));
-    case CKPT_DTYPE_I8: return FormatNumber(Load<int8_t>(at));
-    case CKPT_DTYPE_I16: return FormatNumber(Load<int16_t>(at));
-    case CKPT_DTYPE_U16: return FormatNumber(Load<uint16_t>(at));
-    case CKPT_DTYPE_I32: return FormatNumber(Load<int32_t>(at));
-    case CKPT_DTYPE_U32: return FormatNumber(Load<uint32_t>(at));
-    case CKPT_DTYPE_I64: return FormatNumber(Load<int64_t>(at));
-    case CKPT_DTYPE_U64: return FormatNumber(Load<uint64_t>(at));
-    case CKPT_DTYPE_F16: return FormatNumber(HalfToFloat(Load<uint16_t>(at)));
+    case CKPT_DTYPE_BOOL:
+      return at[0] ? "true" : "false";
+    case CKPT_DTYPE_U8:
+      return FormatNumber(Load<uint8_t>(at));
+    case CKPT_DTYPE_I8:
+      return FormatNumber(Load<int8_t>(at));
+    case CKPT_DTYPE_I16:
+      return FormatNumber(Load<int16_t>(at));
+    case CKPT_DTYPE_U16:
+      return FormatNumber(Load<uint16_t>(at));
+    case CKPT_DTYPE_I32:
+      return FormatNumber(Load<int32_t>(at));
+    case CKPT_DTYPE_U32:
+      return FormatNumber(Load<uint32_t>(at));
+    case CKPT_DTYPE_I64:
+      return FormatNumber(Load<int64_t>(at));
+    case CKPT_DTYPE_U64:
+      return FormatNumber(Load<uint64_t>(at));
+    case CKPT_DTYPE_F16:
+      return FormatNumber(HalfToFloat(Load<uint16_t>(at)));
     case CKPT_DTYPE_BF16: {
       const uint32_t bits = uint32_t{Load<uint16_t>(at)} << 16;
       return FormatNumber(Load<float>(reinterpret_cast<const unsigned char*>(&bits)));
     }
-    case CKPT_DTYPE_F32: return FormatNumber(Load<float>(at));
-    case CKPT_DTYPE_F64: return FormatNumber(Load<double>(at));
+    case CKPT_DTYPE_F32:
+      return FormatNumber(Load<float>(at));
+    case CKPT_DTYPE_F64:
+      return FormatNumber(Load<double>(at));
     case CKPT_DTYPE_C64:
       return "(" + FormatNumber(Load<float>(at)) + "," + FormatNumber(Load<float>(at + 4)) + ")";
-    case CKPT_DTYPE_F8_E4M3: return FormatNumber(F8E4M3ToFloat(at[0]));
-    case CKPT_DTYPE_F8_E5M2: return FormatNumber(HalfToFloat(static_cast<uint16_t>(at[0] << 8)));
-    default: return "?";
+    case CKPT_DTYPE_F8_E4M3:
+      return FormatNumber(F8E4M3ToFloat(at[0]));
+    case CKPT_DTYPE_F8_E5M2:
+      return FormatNumber(HalfToFloat(static_cast<uint16_t>(at[0] << 8)));
+    default:
+      return "?";
   }
 }
 

@@ -55,7 +55,7 @@ constexpr const char* kUsage =
 
 struct Options {
   int ranks = 0;
-  int port = 0;  // 0: pick a free port
+  int port = 0;          // 0: pick a free port
   double timeout_s = 0;  // 0: no timeout
   double grace_s = 5;
   bool print_free_port = false;
@@ -423,8 +423,8 @@ int Supervisor::ExitCode() const {
 
 int Supervisor::Run(int port) {
   if (options_.timeout_s > 0) {
-    timeout_at_ = Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                     std::chrono::duration<double>(options_.timeout_s));
+    timeout_at_ =
+        Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(options_.timeout_s));
   }
   for (int rank = 0; rank < options_.ranks; ++rank) {
     if (!Spawn(rank, port)) {

@@ -98,23 +98,40 @@ using ReaderPtr = std::unique_ptr<ckpt_reader_t, decltype(&ckpt_reader_free)>;
 // The ckpt dtype of an XLA element type, 0 for a type ckpt does not store.
 int32_t CkptDtype(ffi::DataType type) {
   switch (type) {
-    case ffi::DataType::PRED: return CKPT_DTYPE_BOOL;
-    case ffi::DataType::U8: return CKPT_DTYPE_U8;
-    case ffi::DataType::S8: return CKPT_DTYPE_I8;
-    case ffi::DataType::S16: return CKPT_DTYPE_I16;
-    case ffi::DataType::U16: return CKPT_DTYPE_U16;
-    case ffi::DataType::S32: return CKPT_DTYPE_I32;
-    case ffi::DataType::U32: return CKPT_DTYPE_U32;
-    case ffi::DataType::S64: return CKPT_DTYPE_I64;
-    case ffi::DataType::U64: return CKPT_DTYPE_U64;
-    case ffi::DataType::F16: return CKPT_DTYPE_F16;
-    case ffi::DataType::BF16: return CKPT_DTYPE_BF16;
-    case ffi::DataType::F32: return CKPT_DTYPE_F32;
-    case ffi::DataType::F64: return CKPT_DTYPE_F64;
-    case ffi::DataType::C64: return CKPT_DTYPE_C64;
-    case ffi::DataType::F8E4M3FN: return CKPT_DTYPE_F8_E4M3;
-    case ffi::DataType::F8E5M2: return CKPT_DTYPE_F8_E5M2;
-    default: return 0;
+    case ffi::DataType::PRED:
+      return CKPT_DTYPE_BOOL;
+    case ffi::DataType::U8:
+      return CKPT_DTYPE_U8;
+    case ffi::DataType::S8:
+      return CKPT_DTYPE_I8;
+    case ffi::DataType::S16:
+      return CKPT_DTYPE_I16;
+    case ffi::DataType::U16:
+      return CKPT_DTYPE_U16;
+    case ffi::DataType::S32:
+      return CKPT_DTYPE_I32;
+    case ffi::DataType::U32:
+      return CKPT_DTYPE_U32;
+    case ffi::DataType::S64:
+      return CKPT_DTYPE_I64;
+    case ffi::DataType::U64:
+      return CKPT_DTYPE_U64;
+    case ffi::DataType::F16:
+      return CKPT_DTYPE_F16;
+    case ffi::DataType::BF16:
+      return CKPT_DTYPE_BF16;
+    case ffi::DataType::F32:
+      return CKPT_DTYPE_F32;
+    case ffi::DataType::F64:
+      return CKPT_DTYPE_F64;
+    case ffi::DataType::C64:
+      return CKPT_DTYPE_C64;
+    case ffi::DataType::F8E4M3FN:
+      return CKPT_DTYPE_F8_E4M3;
+    case ffi::DataType::F8E5M2:
+      return CKPT_DTYPE_F8_E5M2;
+    default:
+      return 0;
   }
 }
 
@@ -366,8 +383,8 @@ ffi::Error LoadArray([[maybe_unused]] const Memory& memory, ffi::Result<ffi::Any
     staging.resize(size);
     target = staging.data();
   }
-  status = ckpt_reader_read(reader.get(), name.c_str(), static_cast<uint32_t>(ndim), start.data(), shape.data(),
-                            target, size, err.get());
+  status = ckpt_reader_read(reader.get(), name.c_str(), static_cast<uint32_t>(ndim), start.data(), shape.data(), target,
+                            size, err.get());
   if (status != CKPT_OK) return err.ToFfi("reading '" + name + "' from " + checkpoint, status);
   if constexpr (!Memory::kHostAccessible) return memory.FromHost(box.untyped_data(), staging.data(), size);
   return ffi::Error::Success();
@@ -412,12 +429,10 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(ckpt_jax_save_array_cpu, SaveArrayOnHost,
                                   .Attr<Dims>("offset")
                                   .Attr<int64_t>("shards_in_checkpoint"));
 
-XLA_FFI_DEFINE_HANDLER_SYMBOL(ckpt_jax_load_array_cpu, LoadArrayOnHost,
-                              ffi::Ffi::Bind()
-                                  .Ret<ffi::AnyBuffer>()
-                                  .Attr<std::string_view>("path")
-                                  .Attr<std::string_view>("key")
-                                  .Attr<Dims>("offset"));
+XLA_FFI_DEFINE_HANDLER_SYMBOL(
+    ckpt_jax_load_array_cpu, LoadArrayOnHost,
+    ffi::Ffi::Bind().Ret<ffi::AnyBuffer>().Attr<std::string_view>("path").Attr<std::string_view>("key").Attr<Dims>(
+        "offset"));
 
 #ifdef CKPT_JAX_WITH_CUDA
 XLA_FFI_DEFINE_HANDLER_SYMBOL(ckpt_jax_save_array_cuda, SaveArrayOnCuda,

@@ -22,6 +22,7 @@
 //   scenario load-replicated DIR         every rank loads the whole of save-replicated's state; prints bytes read
 //   scenario load-replicated-expect-failure DIR   the same with a rank dying (CKPT_FAULT_EXIT_BEFORE_EXCHANGE):
 //                                        every surviving rank must fail with CKPT_E_PEER_FAILED or CKPT_E_TIMEOUT
+#include <dirent.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -31,7 +32,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <dirent.h>
 #include <map>
 #include <string>
 #include <vector>
@@ -112,8 +112,8 @@ void AddShard(const Session& s, ckpt_state_t* state, const char* key, const std:
   s.Check(ckpt_state_add_tensor(state, &shard, s.err), key);
 }
 
-constexpr uint64_t kRows = 37, kCols = 23;   // "w": rows split over the world (uneven)
-constexpr uint64_t kVec = 101;               // "bias": replicated on every rank
+constexpr uint64_t kRows = 37, kCols = 23;       // "w": rows split over the world (uneven)
+constexpr uint64_t kVec = 101;                   // "bias": replicated on every rank
 constexpr uint64_t kOptRows = 11, kOptCols = 9;  // "adam.m": flattened ranges over the world
 
 // The common layout used by save and load: sharded rows, a replicated vector, flattened optimizer state, an
@@ -165,11 +165,12 @@ void ExpectStatus(const Session& s, int32_t got, int32_t expected, const char* w
                   const std::vector<std::string>& texts) {
   const std::string message = ckpt_error_message(s.err);
   if (got != expected) {
-    Die(s.rank, std::string(what) + ": expected " + ckpt_status_string(expected) + ", got " +
-                    ckpt_status_string(got) + ": " + message);
+    Die(s.rank, std::string(what) + ": expected " + ckpt_status_string(expected) + ", got " + ckpt_status_string(got) +
+                    ": " + message);
   }
   for (const auto& text : texts) {
-    if (message.find(text) == std::string::npos) Die(s.rank, std::string(what) + ": message lacks '" + text + "': " + message);
+    if (message.find(text) == std::string::npos)
+      Die(s.rank, std::string(what) + ": message lacks '" + text + "': " + message);
   }
 }
 
@@ -286,10 +287,10 @@ int CheckDedup(const char* dir) {
     most = bytes > most ? bytes : most;
     least = bytes < least ? bytes : least;
   }
-  std::printf("unique %llu B, stored %llu B in %zu files (%llu B on disk), writers %llu..%llu B, largest chunk %llu B\n",
-              (unsigned long long)unique, (unsigned long long)stored, bytes_per_file.size(),
-              (unsigned long long)on_disk, (unsigned long long)least, (unsigned long long)most,
-              (unsigned long long)largest_chunk);
+  std::printf(
+      "unique %llu B, stored %llu B in %zu files (%llu B on disk), writers %llu..%llu B, largest chunk %llu B\n",
+      (unsigned long long)unique, (unsigned long long)stored, bytes_per_file.size(), (unsigned long long)on_disk,
+      (unsigned long long)least, (unsigned long long)most, (unsigned long long)largest_chunk);
   if (stored != unique) Die(0, "stored bytes differ from the unique bytes: a replica was written twice");
   if (on_disk > unique + chunks * 4096) Die(0, "data files hold more than the unique bytes plus alignment padding");
   if (bytes_per_writer.size() != info.world_size) Die(0, "not every rank wrote: the writing is not balanced");
@@ -319,8 +320,8 @@ int SaveInvalid(const char* kind, const char* dir) {
   const std::string k = kind;
   uint64_t rows = 8, r0 = SplitPoint(rows, s.rank, s.world), r1 = SplitPoint(rows, s.rank + 1, s.world);
   const bool last = s.rank == s.world - 1;
-  if (k == "overlap" && last) r0 -= 1;          // the last rank's box reaches into its neighbour's
-  if (k == "gap" && last) r1 -= 1;              // nobody holds the last row
+  if (k == "overlap" && last) r0 -= 1;  // the last rank's box reaches into its neighbour's
+  if (k == "gap" && last) r1 -= 1;      // nobody holds the last row
   uint64_t global_cols = (k == "shape" && last) ? 5 : 4;
   auto& data = buffers.New((r1 - r0) * global_cols);
   ckpt_tensor_shard shard = CKPT_TENSOR_SHARD_INIT;
@@ -368,7 +369,8 @@ int LoadExpect(int argc, char** argv) {
     Die(s.rank, "expected status " + std::to_string(expected) + ", got " + ckpt_status_string(status) + ": " + message);
   }
   for (int i = 4; i < argc; ++i) {
-    if (message.find(argv[i]) == std::string::npos) Die(s.rank, "message lacks '" + std::string(argv[i]) + "': " + message);
+    if (message.find(argv[i]) == std::string::npos)
+      Die(s.rank, "message lacks '" + std::string(argv[i]) + "': " + message);
   }
   if (s.rank == 0) std::printf("load refused as expected: %s\n", message.c_str());
   ckpt_state_free(state);
@@ -404,7 +406,8 @@ int LoadStrict(const char* dir) {
   ExpectStatus(s, LoadWithStrictness(s, dir, CKPT_STRICT_FAIL, CKPT_STRICT_IGNORE, &w), CKPT_E_MISMATCH,
                "missing keys under FAIL", {"not.in.checkpoint"});
 
-  ExpectStatus(s, LoadWithStrictness(s, dir, CKPT_STRICT_LOG, CKPT_STRICT_IGNORE, &w), CKPT_OK, "missing under LOG", {});
+  ExpectStatus(s, LoadWithStrictness(s, dir, CKPT_STRICT_LOG, CKPT_STRICT_IGNORE, &w), CKPT_OK, "missing under LOG",
+               {});
   if (log.find("not.in.checkpoint") == std::string::npos) Die(s.rank, "the missing key was not logged: " + log);
   CheckRows(s, "w", 1, w, first);
 
@@ -412,7 +415,8 @@ int LoadStrict(const char* dir) {
                "unexpected keys under FAIL", {"bias", "adam.m"});
 
   log.clear();
-  ExpectStatus(s, LoadWithStrictness(s, dir, CKPT_STRICT_IGNORE, CKPT_STRICT_LOG, &w), CKPT_OK, "unexpected under LOG", {});
+  ExpectStatus(s, LoadWithStrictness(s, dir, CKPT_STRICT_IGNORE, CKPT_STRICT_LOG, &w), CKPT_OK, "unexpected under LOG",
+               {});
   if (s.rank == 0 && log.find("bias") == std::string::npos) Die(s.rank, "unexpected keys were not logged: " + log);
   if (log.find("not.in.checkpoint") != std::string::npos) Die(s.rank, "a missing key was logged under IGNORE");
   CheckRows(s, "w", 1, w, first);
@@ -443,8 +447,8 @@ int LoadShapeMismatch(const char* dir) {
     for (uint64_t c = 0; c < cols; ++c) {
       const float expected = r < kRows ? ValueAt(1, r * kCols + c) : 0.0f;
       if (w[(r - r0) * cols + c] != expected) {
-        Die(s.rank, "w[" + std::to_string(r) + "][" + std::to_string(c) + "] is " + std::to_string(w[(r - r0) * cols + c]) +
-                        ", expected " + std::to_string(expected));
+        Die(s.rank, "w[" + std::to_string(r) + "][" + std::to_string(c) + "] is " +
+                        std::to_string(w[(r - r0) * cols + c]) + ", expected " + std::to_string(expected));
       }
     }
   }
@@ -544,9 +548,8 @@ int PlanCache(const char* dir) {
   ckpt_request_free(request);
   stats = Stats(s);
   if (stats.plans_computed != 2 || stats.plans_reused != 1) {
-    Die(s.rank, "a structure change on one rank was not detected everywhere: " +
-                    std::to_string(stats.plans_computed) + " computed, " + std::to_string(stats.plans_reused) +
-                    " reused");
+    Die(s.rank, "a structure change on one rank was not detected everywhere: " + std::to_string(stats.plans_computed) +
+                    " computed, " + std::to_string(stats.plans_reused) + " reused");
   }
   ckpt_state_free(state);
   if (s.rank == 0) std::printf("plan cache: reused while unchanged, replanned on every rank after a change\n");
@@ -718,7 +721,8 @@ int BigState(const char* dir) {
   if (ckpt_load(ctx, state, dir, nullptr, err) != CKPT_OK) Die(rank, std::string("load: ") + ckpt_error_message(err));
   const std::vector<float> expected = RowSlab(5, cols, 0, rows);
   if (w != expected) Die(rank, "the 256 MiB state came back different");
-  if (rank == 0) std::printf("big state: 4x the arena saved and loaded; rank grew %llu KiB\n", (unsigned long long)growth);
+  if (rank == 0)
+    std::printf("big state: 4x the arena saved and loaded; rank grew %llu KiB\n", (unsigned long long)growth);
   ckpt_state_free(state);
   ckpt_context_free(ctx);
   ckpt_error_free(err);
@@ -742,8 +746,8 @@ int LoadReplicated(const char* dir, bool expect_failure) {
   const int32_t status = ckpt_load(s.ctx, state, dir, nullptr, s.err);
   if (expect_failure) {
     if (status != CKPT_E_PEER_FAILED && status != CKPT_E_TIMEOUT) {
-      Die(s.rank, std::string("expected a peer failure, got ") + ckpt_status_string(status) + ": " +
-                      ckpt_error_message(s.err));
+      Die(s.rank,
+          std::string("expected a peer failure, got ") + ckpt_status_string(status) + ": " + ckpt_error_message(s.err));
     }
     if (s.rank == 0) std::printf("peer died in the exchange: %s\n", ckpt_error_message(s.err));
     ckpt_state_free(state);

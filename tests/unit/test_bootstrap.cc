@@ -1,5 +1,3 @@
-#include "collectives/bootstrap.h"
-
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -9,14 +7,25 @@
 #include <optional>
 #include <string>
 
+#include "collectives/bootstrap.h"
+
 namespace ckpt::coll {
 namespace {
 
 // Every variable bootstrap reads. Each test starts with all of them unset and gets the originals back afterwards.
 const char* const kBootstrapVariables[] = {
-    "RANK",          "WORLD_SIZE",          "LOCAL_RANK",   "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
-    "OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_PROCID", "SLURM_NTASKS",  "SLURM_LOCALID", "MASTER_ADDR",
-    "MASTER_PORT",   "CKPT_NODE_NAME",
+    "RANK",
+    "WORLD_SIZE",
+    "LOCAL_RANK",
+    "OMPI_COMM_WORLD_RANK",
+    "OMPI_COMM_WORLD_SIZE",
+    "OMPI_COMM_WORLD_LOCAL_RANK",
+    "SLURM_PROCID",
+    "SLURM_NTASKS",
+    "SLURM_LOCALID",
+    "MASTER_ADDR",
+    "MASTER_PORT",
+    "CKPT_NODE_NAME",
 };
 
 class BootstrapTest : public ::testing::Test {

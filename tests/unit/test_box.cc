@@ -1,5 +1,3 @@
-#include "runtime/box.h"
-
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -7,6 +5,8 @@
 #include <set>
 #include <tuple>
 #include <vector>
+
+#include "runtime/box.h"
 
 namespace ckpt::runtime {
 namespace {
@@ -250,9 +250,8 @@ TEST(ForEachRunTest, RunsStopWhereAnInnerDimensionIsCut) {
   // Columns 1..2 of a 3x4 buffer copied into a 3x2 buffer: one run per row, in increasing source order.
   std::vector<std::tuple<uint64_t, uint64_t, uint64_t>> runs;
   const Box region{{0, 1}, {3, 2}};
-  ForEachRun(WholeBox({3, 4}), region, region, 1, [&](uint64_t s, uint64_t d, uint64_t n) {
-    runs.emplace_back(s, d, n);
-  });
+  ForEachRun(WholeBox({3, 4}), region, region, 1,
+             [&](uint64_t s, uint64_t d, uint64_t n) { runs.emplace_back(s, d, n); });
   const std::vector<std::tuple<uint64_t, uint64_t, uint64_t>> expected = {{1, 0, 2}, {5, 2, 2}, {9, 4, 2}};
   EXPECT_EQ(runs, expected);
 }

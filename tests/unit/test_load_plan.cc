@@ -1,5 +1,3 @@
-#include "runtime/load_plan.h"
-
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -13,6 +11,7 @@
 
 #include "io/checksum.h"
 #include "runtime/dtype.h"
+#include "runtime/load_plan.h"
 
 namespace ckpt::runtime {
 namespace {

@@ -1,5 +1,3 @@
-#include "runtime/manager.h"
-
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -17,6 +15,7 @@
 #include <vector>
 
 #include "io/file_io.h"
+#include "runtime/manager.h"
 #include "runtime/manifest.h"
 
 namespace ckpt::runtime {
@@ -133,9 +132,7 @@ TEST_F(ManagerTest, OpenFailsWhenTheRootIsAFile) {
   EXPECT_FALSE(CheckpointManager::Open(Path("file"), RetentionPolicy{}).ok());
 }
 
-TEST_F(ManagerTest, StepPathIsUnderTheRoot) {
-  EXPECT_EQ(manager_->StepPath(1234), root_ + "/step-000000001234");
-}
+TEST_F(ManagerTest, StepPathIsUnderTheRoot) { EXPECT_EQ(manager_->StepPath(1234), root_ + "/step-000000001234"); }
 
 TEST_F(ManagerTest, CommittedStepsAreSortedNumerically) {
   for (const uint64_t step : {uint64_t{10}, uint64_t{1000000000000}, uint64_t{9}, uint64_t{999999999999}}) {

@@ -1,5 +1,3 @@
-#include "runtime/save_plan.h"
-
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -9,6 +7,7 @@
 #include <vector>
 
 #include "runtime/dtype.h"
+#include "runtime/save_plan.h"
 
 namespace ckpt::runtime {
 namespace {
@@ -360,9 +359,9 @@ void ExpectConsistentPlan(const std::vector<RankDescriptor>& all, const SavePlan
     per_rank[item.writer] += item.bytes;
     if (item.is_object) continue;
     const auto& held = all[item.writer].tensors;
-    EXPECT_TRUE(std::any_of(held.begin(), held.end(), [&](const TensorShardDesc& t) {
-      return t.key == item.key && Contains(t.box, item.box);
-    })) << item.key << " " << item.box.ToString() << " on rank " << item.writer;
+    EXPECT_TRUE(std::any_of(held.begin(), held.end(),
+                            [&](const TensorShardDesc& t) { return t.key == item.key && Contains(t.box, item.box); }))
+        << item.key << " " << item.box.ToString() << " on rank " << item.writer;
   }
   EXPECT_EQ(per_rank, plan.bytes_per_rank);
 }

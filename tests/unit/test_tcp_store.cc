@@ -1,13 +1,10 @@
-#include "collectives/tcp_store.h"
-
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-#include <arpa/inet.h>
 
 #include <atomic>
 #include <chrono>
@@ -16,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "collectives/tcp_store.h"
 #include "collectives/tcp_store_wire.h"
 #include "common/bytes.h"
 

@@ -1,5 +1,3 @@
-#include "collectives/ucx_transport.h"
-
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
@@ -18,6 +16,7 @@
 #include <vector>
 
 #include "collectives/tcp_store.h"
+#include "collectives/ucx_transport.h"
 
 namespace ckpt::coll {
 namespace {
@@ -52,8 +51,7 @@ Result<std::unique_ptr<TcpStore>> ConnectStore(int rank, int world_size, int por
 
 // Runs every rank of the world on its own thread, each with its own store connection and UCX worker; the body owns
 // the transport.
-void RunRanksOwningTransports(int world_size,
-                              const std::function<void(std::unique_ptr<Transport>, TcpStore&)>& body) {
+void RunRanksOwningTransports(int world_size, const std::function<void(std::unique_ptr<Transport>, TcpStore&)>& body) {
   const int port = PickFreePort();
   std::vector<std::thread> threads;
   for (int r = 0; r < world_size; ++r) {

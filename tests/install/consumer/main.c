@@ -1,7 +1,6 @@
 /* Links against an installed libckpt and checks that it is the version its header describes. */
-#include <stdio.h>
-
 #include <ckpt.h>
+#include <stdio.h>
 
 int main(void) {
   if (ckpt_version_number() != CKPT_VERSION_NUMBER) {
