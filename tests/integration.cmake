@@ -1,6 +1,11 @@
 # Multi-process scenarios (tests/integration/run.sh): real rank processes started by ckpt-launch, over loopback.
-add_executable(ckpt_scenario integration/scenario.cc)
-target_link_libraries(ckpt_scenario PRIVATE ckpt)
+# One program per area, all in one folder that run.sh is given, sharing the helpers of scenario_common.
+add_library(ckpt_scenario_common STATIC integration/scenario_common.cc)
+target_link_libraries(ckpt_scenario_common PUBLIC ckpt)
+foreach(area core async exchange)
+  add_executable(ckpt_scenario_${area} integration/scenario_${area}.cc)
+  target_link_libraries(ckpt_scenario_${area} PRIVATE ckpt_scenario_common ckpt)
+endforeach()
 # Device buffers across ranks; links the internal library for its CUDA loader, so it names the worker explicitly.
 add_executable(ckpt_cuda_scenario integration/cuda_scenario.cc)
 target_link_libraries(ckpt_cuda_scenario PRIVATE ckpt_internal)
@@ -16,7 +21,7 @@ foreach(name reshard dedup invalid-overlap invalid-gap invalid-dtype invalid-sha
              reshard-no-exchange peer-dies-in-exchange worker-missing)
   add_test(NAME mp_${name}
            COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/integration/run.sh ${name} $<TARGET_FILE:ckpt-launch>
-                   $<TARGET_FILE:ckpt_scenario> ${CMAKE_CURRENT_BINARY_DIR}/scenarios/${name})
+                   $<TARGET_FILE_DIR:ckpt_scenario_core> ${CMAKE_CURRENT_BINARY_DIR}/scenarios/${name})
   set_tests_properties(mp_${name} PROPERTIES TIMEOUT 180 SKIP_RETURN_CODE 77)
 endforeach()
 
