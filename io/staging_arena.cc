@@ -102,6 +102,15 @@ bool StagingArena::TryAllocateLocked(uint64_t size, ArenaRegion* out) {
   return true;
 }
 
+Result<ArenaRegion> StagingArena::AllocateOrFinish(uint64_t size, std::chrono::milliseconds timeout,
+                                                   const std::function<bool()>& finish_oldest) {
+  while (true) {
+    Result<ArenaRegion> region = Allocate(size, std::chrono::milliseconds(0));
+    if (region.ok() || region.status().code() != Code::kTimeout) return region;
+    if (!finish_oldest()) return Allocate(size, timeout);
+  }
+}
+
 void StagingArena::Release(const ArenaRegion& region) {
   if (region.size == 0) return;
   {

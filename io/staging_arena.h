@@ -6,6 +6,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -40,6 +41,11 @@ class StagingArena {
   // Reserves `size` bytes (rounded up to kArenaAlignment), waiting until that much contiguous space is free.
   // kInvalidArgument if size exceeds the capacity; kTimeout after `timeout`.
   Result<ArenaRegion> Allocate(uint64_t size, std::chrono::milliseconds timeout);
+  // Allocate for a caller that has regions of its own in flight: while the arena is full, `finish_oldest` is called
+  // (it completes the caller's oldest use of the arena and releases its region, returning false when the caller
+  // has nothing in flight); only then does it wait up to `timeout` for other users' releases.
+  Result<ArenaRegion> AllocateOrFinish(uint64_t size, std::chrono::milliseconds timeout,
+                                       const std::function<bool()>& finish_oldest);
   // Returns a region from Allocate; wakes waiting allocations.
   void Release(const ArenaRegion& region);
   uint64_t bytes_in_use() const;

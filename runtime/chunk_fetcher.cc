@@ -113,13 +113,11 @@ class Fetcher {
  private:
   // While the arena is full, the oldest reads complete first.
   Result<io::ArenaRegion> Allocate(uint64_t size) {
-    const uint64_t rounded = (size + io::kArenaAlignment - 1) / io::kArenaAlignment * io::kArenaAlignment;
-    while (true) {
-      auto region =
-          engine_.arena.Allocate(rounded, in_flight_.empty() ? engine_.timeout : std::chrono::milliseconds(0));
-      if (region.ok() || region.status().code() != Code::kTimeout || in_flight_.empty()) return region;
+    return engine_.arena.AllocateOrFinish(size, engine_.timeout, [this] {
+      if (in_flight_.empty()) return false;
       CompleteOldest();
-    }
+      return true;
+    });
   }
 
   void Submit(const Window& w, const io::ArenaRegion& region, int worker) {

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <cstring>
 #include <map>
 #include <memory>
 
@@ -82,11 +83,15 @@ class Round {
           });
     }
     for (const PeerBatch& batch : OutgoingBatches(plan_, ctx_.rank())) {
-      send_buffers_.emplace_back(batch.bytes);
-      char* base = send_buffers_.back().data();
+      // Not value-initialised: the reads fill every piece, and only the alignment gaps between pieces are zeroed.
+      send_buffers_.emplace_back(new char[batch.bytes]);
+      char* base = send_buffers_.back().get();
       for (size_t j = 0; j < batch.transfers.size(); ++j) {
         const Transfer& t = plan_.transfers[batch.transfers[j]];
         fetch_for(t.read).consumers.push_back(ChunkConsumer{t.region, base + batch.offsets[j], t.region});
+        const uint64_t end = batch.offsets[j] + t.bytes;
+        const uint64_t next = j + 1 < batch.transfers.size() ? batch.offsets[j + 1] : batch.bytes;
+        std::memset(base + end, 0, next - end);
       }
       sends_.push_back(coll::TransferSend{batch.peer, base, batch.bytes, tag_});
       counters_.bytes_sent += batch.bytes;
@@ -99,11 +104,11 @@ class Round {
 
   Status ExchangeAndUnpack() {
     const std::vector<PeerBatch> incoming = IncomingBatches(plan_, ctx_.rank());
-    std::vector<std::vector<char>> receive_buffers;
+    std::vector<std::unique_ptr<char[]>> receive_buffers;  // filled whole by the transport
     std::vector<coll::TransferRecv> recvs;
     for (const PeerBatch& batch : incoming) {
-      receive_buffers.emplace_back(batch.bytes);
-      recvs.push_back(coll::TransferRecv{batch.peer, receive_buffers.back().data(), batch.bytes, tag_});
+      receive_buffers.emplace_back(new char[batch.bytes]);
+      recvs.push_back(coll::TransferRecv{batch.peer, receive_buffers.back().get(), batch.bytes, tag_});
       counters_.bytes_received += batch.bytes;
     }
     InjectedCrash(ctx_.rank());
@@ -115,7 +120,7 @@ class Round {
       for (size_t j = 0; j < batch.transfers.size(); ++j) {
         const Transfer& t = plan_.transfers[batch.transfers[j]];
         const uint32_t tensor = plan_.reads[t.read].tensor;
-        const char* packed = receive_buffers[b].data() + batch.offsets[j];
+        const char* packed = receive_buffers[b].get() + batch.offsets[j];
         const size_t element_size = DTypeSize(manifest_.tensors[tensor].dtype);
         ForEachDestination(pieces_, tensor, t.region, [&](const LocalPiece& piece, const Box& part) {
           if (piece.device < 0) return CopyRegion(packed, t.region, piece.dst, piece.box, part, element_size);
@@ -136,7 +141,7 @@ class Round {
   const uint64_t tag_;
   const PiecesByTensor& pieces_;
   ExchangeCounters& counters_;
-  std::vector<std::vector<char>> send_buffers_;
+  std::vector<std::unique_ptr<char[]>> send_buffers_;
   std::vector<coll::TransferSend> sends_;
 };
 

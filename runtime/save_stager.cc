@@ -46,8 +46,8 @@ StoredBytes& Target(SaveTicket& ticket, size_t target) {
 }
 
 Result<Source> TensorSource(const State& state, const WriteItem& item) {
-  for (const TensorShard& shard : state.tensors()) {
-    if (shard.key != item.key) continue;
+  for (size_t index : state.TensorsWithKey(item.key)) {
+    const TensorShard& shard = state.tensors()[index];
     const size_t element_size = DTypeSize(shard.dtype);
     for (const FlatPiece& piece : shard.pieces) {
       if (!Contains(piece.box, item.box)) continue;
@@ -254,16 +254,6 @@ Status FillWindow(Window& w, char* region) {
   return device_copies.Wait();
 }
 
-// An arena region for `size` bytes; while the arena is full, this save's own oldest windows are absorbed first.
-Result<io::ArenaRegion> AllocateRegion(io::StagingArena& arena, uint64_t size, std::chrono::milliseconds timeout,
-                                       SaveTicket& ticket) {
-  while (true) {
-    auto region = arena.Allocate(size, ticket.pending.empty() ? timeout : std::chrono::milliseconds(0));
-    if (region.ok() || region.status().code() != Code::kTimeout || ticket.pending.empty()) return region;
-    AbsorbOldest(arena, ticket);
-  }
-}
-
 uint64_t WindowCap(const io::StagingArena& arena, int files, uint64_t block_size) {
   const uint64_t share = arena.capacity() / (2 * static_cast<uint64_t>(files) + 2);
   return std::max(block_size, std::min(kMaxWindowBytes, share) / block_size * block_size);
@@ -324,7 +314,11 @@ Status StageSave(const State& state, const SavePlan& plan, const StagingSettings
       Window& w = windows[f][i];
       const uint64_t span = AlignUp(w.file_end - w.file_begin, kChunkAlignment);
       ASSIGN_OR_RETURN(io::ArenaRegion region,
-                       AllocateRegion(arena, std::max(span, kChunkAlignment), settings.timeout, ticket));
+                       arena.AllocateOrFinish(std::max(span, kChunkAlignment), settings.timeout, [&] {
+                         if (ticket.pending.empty()) return false;
+                         AbsorbOldest(arena, ticket);
+                         return true;
+                       }));
       const Status filled = FillWindow(w, arena.data() + region.offset);
       if (!filled.ok()) {
         arena.Release(region);

@@ -102,6 +102,12 @@ Status State::AddTensor(TensorShard s) {
   return Status::Ok();
 }
 
+const std::vector<size_t>& State::TensorsWithKey(const std::string& key) const {
+  static const std::vector<size_t> kNone;
+  auto it = tensors_by_key_.find(key);
+  return it == tensors_by_key_.end() ? kNone : it->second;
+}
+
 Status State::AddObject(ObjectShard o) {
   RETURN_IF_ERROR(CheckKey(o.key, "object"));
   const std::string name = "object '" + o.key + "'";

@@ -48,6 +48,8 @@ class State {
   Status AddCommon(std::string key, std::string bytes);
 
   const std::vector<TensorShard>& tensors() const { return tensors_; }
+  // Indexes into tensors() of the shards registered under `key` (empty if none).
+  const std::vector<size_t>& TensorsWithKey(const std::string& key) const;
   std::vector<ObjectShard>& objects() { return objects_; }
   const std::vector<ObjectShard>& objects() const { return objects_; }
   std::map<std::string, std::string>& common() { return common_; }

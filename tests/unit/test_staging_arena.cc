@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstring>
 #include <thread>
+#include <vector>
 
 #include "io/staging_arena.h"
 
@@ -102,6 +103,37 @@ TEST(StagingArenaTest, AllocationTimesOutWhenNothingIsReleased) {
   Result<ArenaRegion> region = arena->Allocate(kArenaAlignment, milliseconds(20));
   ASSERT_FALSE(region.ok());
   EXPECT_EQ(region.status().code(), Code::kTimeout);
+}
+
+TEST(StagingArenaTest, AllocateOrFinishFinishesTheCallersOldestWorkWhenFull) {
+  auto arena = MakeArena();
+  ASSERT_NE(arena, nullptr);
+  const uint64_t half = arena->capacity() / 2;
+  std::vector<ArenaRegion> in_flight = {MustAllocate(*arena, half), MustAllocate(*arena, half)};
+  int finished = 0;
+  Result<ArenaRegion> region = arena->AllocateOrFinish(half, milliseconds(0), [&] {
+    if (in_flight.empty()) return false;
+    arena->Release(in_flight.front());
+    in_flight.erase(in_flight.begin());
+    ++finished;
+    return true;
+  });
+  ASSERT_TRUE(region.ok()) << region.status().message();
+  EXPECT_EQ(finished, 1) << "only as much of the caller's work as needed is finished";
+}
+
+TEST(StagingArenaTest, AllocateOrFinishWaitsForOthersOnceTheCallerHasNothingInFlight) {
+  auto arena = MakeArena();
+  ASSERT_NE(arena, nullptr);
+  const ArenaRegion held_by_someone_else = MustAllocate(*arena, arena->capacity());
+  int asked = 0;
+  Result<ArenaRegion> region = arena->AllocateOrFinish(kArenaAlignment, milliseconds(50), [&] {
+    ++asked;
+    return false;
+  });
+  EXPECT_EQ(region.status().code(), Code::kTimeout);
+  EXPECT_EQ(asked, 1);
+  arena->Release(held_by_someone_else);
 }
 
 TEST(StagingArenaTest, RequestLargerThanCapacityIsRefusedAtOnce) {
