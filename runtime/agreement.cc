@@ -1,11 +1,15 @@
 #include "runtime/agreement.h"
 
+#include <algorithm>
+#include <utility>
+
 #include "common/bytes.h"
 
 namespace ckpt::runtime {
 namespace {
 
-constexpr int kMaxRanksNamed = 4;
+constexpr size_t kMaxMessages = 4;
+constexpr size_t kMaxRanksNamed = 8;
 
 struct Contribution {
   int32_t code = 0;
@@ -26,6 +30,26 @@ Result<Contribution> DecodeContribution(std::string_view bytes, int rank) {
   return c;
 }
 
+// "rank 2: ...", "ranks 0, 1, 3: ..."; a few distinct messages, then how many ranks failed otherwise.
+std::string DescribeFailures(const std::vector<std::pair<std::string, std::vector<int>>>& failures) {
+  std::string out;
+  size_t unnamed = 0;
+  for (size_t i = 0; i < failures.size(); ++i) {
+    const auto& [message, ranks] = failures[i];
+    if (i >= kMaxMessages) {
+      unnamed += ranks.size();
+      continue;
+    }
+    if (i) out += "; ";
+    out += ranks.size() == 1 ? "rank " : "ranks ";
+    for (size_t k = 0; k < ranks.size() && k < kMaxRanksNamed; ++k) out += (k ? ", " : "") + std::to_string(ranks[k]);
+    if (ranks.size() > kMaxRanksNamed) out += " and " + std::to_string(ranks.size() - kMaxRanksNamed) + " more";
+    out += ": " + message;
+  }
+  if (unnamed) out += " (and " + std::to_string(unnamed) + " more ranks failed otherwise)";
+  return out;
+}
+
 }  // namespace
 
 Result<std::vector<std::string>> AgreeAndGather(coll::ControlPlane& control, const Status& local,
@@ -38,24 +62,22 @@ Result<std::vector<std::string>> AgreeAndGather(coll::ControlPlane& control, con
 
   std::vector<std::string> payloads(gathered.size());
   Code first_code = Code::kOk;
-  std::string message;
-  int failed = 0;
+  // Distinct failure messages in order of the lowest rank reporting each, with the ranks that reported it: a
+  // failure every rank sees alike (a corrupt chunk, a dead peer) is stated once.
+  std::vector<std::pair<std::string, std::vector<int>>> failures;
   for (size_t r = 0; r < gathered.size(); ++r) {
     ASSIGN_OR_RETURN(Contribution c, DecodeContribution(gathered[r], static_cast<int>(r)));
     if (c.code == 0) {
       payloads[r] = std::move(c.payload);
       continue;
     }
-    if (failed == 0) first_code = static_cast<Code>(c.code);
-    if (failed < kMaxRanksNamed) {
-      if (failed) message += "; ";
-      message += "rank " + std::to_string(r) + ": " + c.message;
-    }
-    ++failed;
+    if (failures.empty()) first_code = static_cast<Code>(c.code);
+    auto same = std::find_if(failures.begin(), failures.end(), [&](const auto& f) { return f.first == c.message; });
+    if (same == failures.end()) same = failures.insert(failures.end(), {c.message, {}});
+    same->second.push_back(static_cast<int>(r));
   }
-  if (failed > kMaxRanksNamed) message += " (and " + std::to_string(failed - kMaxRanksNamed) + " more ranks)";
-  if (failed) return Status(first_code, message);
-  return payloads;
+  if (failures.empty()) return payloads;
+  return Status(first_code, DescribeFailures(failures));
 }
 
 Status Agree(coll::ControlPlane& control, const Status& local) { return AgreeAndGather(control, local, {}).status(); }

@@ -1,0 +1,77 @@
+// AgreeAndGather: every rank gets every payload, or the same error naming the failing ranks and what they said.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "common/bytes.h"
+#include "runtime/agreement.h"
+
+namespace ckpt::runtime {
+namespace {
+
+std::string Contribution(const Status& status, const std::string& payload = {}) {
+  ByteWriter out;
+  out.I32(static_cast<int32_t>(status.code()));
+  out.Bytes(status.message());
+  out.Bytes(payload);
+  return out.Take();
+}
+
+// Rank 0 of a world whose other ranks' contributions are given; this rank contributes what AgreeAndGather encodes.
+class FakeControlPlane : public coll::ControlPlane {
+ public:
+  explicit FakeControlPlane(std::vector<std::string> others) : others_(std::move(others)) {}
+  int rank() const override { return 0; }
+  int world_size() const override { return static_cast<int>(others_.size()) + 1; }
+  Result<std::vector<std::string>> AllGather(std::string_view mine) override {
+    std::vector<std::string> all{std::string(mine)};
+    all.insert(all.end(), others_.begin(), others_.end());
+    return all;
+  }
+
+ private:
+  std::vector<std::string> others_;
+};
+
+TEST(AgreementTest, EveryPayloadComesBackWhenAllRanksSucceed) {
+  FakeControlPlane control({Contribution(Status::Ok(), "b"), Contribution(Status::Ok(), "c")});
+  Result<std::vector<std::string>> got = AgreeAndGather(control, Status::Ok(), "a");
+  ASSERT_TRUE(got.ok()) << got.status().message();
+  EXPECT_EQ(*got, (std::vector<std::string>{"a", "b", "c"}));
+}
+
+TEST(AgreementTest, RanksReportingTheSameFailureAreNamedTogetherOnce) {
+  const Status corrupt = Corrupt("tensor 'w': checksum mismatch");
+  FakeControlPlane control({Contribution(corrupt), Contribution(Status::Ok()), Contribution(corrupt)});
+  const Status got = Agree(control, corrupt);
+  EXPECT_EQ(got.code(), Code::kCorrupt);
+  EXPECT_EQ(got.message(), "ranks 0, 1, 3: tensor 'w': checksum mismatch");
+}
+
+TEST(AgreementTest, DistinctFailuresKeepTheirRanksAndTheLowestRanksCode) {
+  FakeControlPlane control({Contribution(NoSpace("disk full")), Contribution(Timeout("slow"))});
+  const Status got = Agree(control, Status::Ok());
+  EXPECT_EQ(got.code(), Code::kNoSpace);
+  EXPECT_EQ(got.message(), "rank 1: disk full; rank 2: slow");
+}
+
+TEST(AgreementTest, ManyDistinctFailuresAreCountedBeyondAFew) {
+  std::vector<std::string> others;
+  for (int r = 1; r < 7; ++r) others.push_back(Contribution(IoError("error " + std::to_string(r))));
+  FakeControlPlane control(others);
+  const Status got = Agree(control, Status::Ok());
+  EXPECT_NE(got.message().find("rank 4: error 4"), std::string::npos) << got.message();
+  EXPECT_EQ(got.message().find("error 5"), std::string::npos) << got.message();
+  EXPECT_NE(got.message().find("(and 2 more ranks failed otherwise)"), std::string::npos) << got.message();
+}
+
+TEST(AgreementTest, AMalformedContributionIsCorruptNamingTheRank) {
+  FakeControlPlane control({"\\x01"});
+  const Status got = Agree(control, Status::Ok());
+  EXPECT_EQ(got.code(), Code::kCorrupt);
+  EXPECT_NE(got.message().find("rank 1"), std::string::npos) << got.message();
+}
+
+}  // namespace
+}  // namespace ckpt::runtime
