@@ -77,6 +77,9 @@ Result<std::vector<std::string>> AgreeAndGather(coll::ControlPlane& control, con
     same->second.push_back(static_cast<int>(r));
   }
   if (failures.empty()) return payloads;
+  // Every rank already holds this very error (agreed in an earlier step, or seen alike by all): pass it on as is.
+  if (failures.size() == 1 && failures[0].second.size() == gathered.size())
+    return Status(first_code, failures[0].first);
   return Status(first_code, DescribeFailures(failures));
 }
 

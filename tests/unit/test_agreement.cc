@@ -49,6 +49,14 @@ TEST(AgreementTest, RanksReportingTheSameFailureAreNamedTogetherOnce) {
   EXPECT_EQ(got.message(), "ranks 0, 1, 3: tensor 'w': checksum mismatch");
 }
 
+TEST(AgreementTest, AnErrorEveryRankAlreadyHoldsIsPassedOnUnwrapped) {
+  const Status agreed = Corrupt("ranks 0, 1: tensor 'w': checksum mismatch");
+  FakeControlPlane control({Contribution(agreed), Contribution(agreed)});
+  const Status got = Agree(control, agreed);
+  EXPECT_EQ(got.code(), Code::kCorrupt);
+  EXPECT_EQ(got.message(), agreed.message());
+}
+
 TEST(AgreementTest, DistinctFailuresKeepTheirRanksAndTheLowestRanksCode) {
   FakeControlPlane control({Contribution(NoSpace("disk full")), Contribution(Timeout("slow"))});
   const Status got = Agree(control, Status::Ok());
