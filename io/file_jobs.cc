@@ -150,6 +150,13 @@ Result<OpenFile> OpenData(const std::string& path, int flags, bool want_direct, 
   return OpenFile{fd, direct};
 }
 
+// Whether `path` names something below `directory` (not the directory itself, nor a sibling sharing its prefix).
+bool IsInside(const std::string& path, const std::string& directory) {
+  if (directory.empty()) return false;
+  const size_t length = directory.back() == '/' ? directory.size() - 1 : directory.size();
+  return path.size() > length + 1 && path.compare(0, length, directory, 0, length) == 0 && path[length] == '/';
+}
+
 // Linux releases the descriptor even when close() fails; retrying on EINTR could close another thread's file.
 Status CloseData(int fd, const std::string& path) {
   if (close(fd) != 0 && errno != EINTR) return OpenError("cannot close " + Quoted(path), errno);
@@ -238,6 +245,20 @@ class Executor final : public FileJobExecutor {
   }
 
   Status Read(const ReadJob& job, ReadFailure* failure) override;
+
+  size_t AbandonFiles(const std::string& directory) override {
+    size_t closed = 0;
+    for (auto it = open_.begin(); it != open_.end();) {
+      if (!IsInside(it->first, directory)) {
+        ++it;
+        continue;
+      }
+      close(it->second.fd);  // nothing to report: the file is not wanted any more
+      it = open_.erase(it);
+      ++closed;
+    }
+    return closed;
+  }
 
   std::string backend_name() const override {
     std::string name = backend_->name();

@@ -67,6 +67,10 @@ class FileJobExecutor {
   // Reads the segments into the arena and verifies every block; kCorrupt (with *failure set) on a mismatch,
   // kCorrupt "truncated" if the file ends before a segment does.
   virtual Status Read(const ReadJob& job, ReadFailure* failure) = 0;
+  // Closes every file inside `directory` that a write job left open for the file's later jobs, without truncating
+  // or syncing it: the save writing it has failed, and its files will be removed. Returns how many were closed; an
+  // empty `directory` holds none. A later job for such a file opens it again, as after a failed write.
+  virtual size_t AbandonFiles(const std::string& directory) = 0;
   // "io_uring", "pwrite"; with "+O_DIRECT" or "+buffered" for the last file opened.
   virtual std::string backend_name() const = 0;
 };

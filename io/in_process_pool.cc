@@ -1,5 +1,6 @@
 // workers == 0: the pool's jobs run on threads of this process.
 
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <memory>
@@ -19,10 +20,10 @@ constexpr int kInProcessSlots = 2;
 // Jobs here are not abandoned on timeout: their thread would keep using arena memory the caller then reuses.
 class InProcessPool final : public JobPool {
  public:
-  static Result<std::unique_ptr<WorkerPool>> Create(const StagingArena& arena, const IoTuning& tuning) {
-    std::unique_ptr<InProcessPool> pool(new InProcessPool(arena.capacity()));
+  static Result<std::unique_ptr<WorkerPool>> Create(const StagingArena& arena, const WorkerPoolOptions& options) {
+    std::unique_ptr<InProcessPool> pool(new InProcessPool(arena.capacity(), options.timeout));
     for (Slot& slot : pool->slots_) {
-      ASSIGN_OR_RETURN(slot.executor, FileJobExecutor::Create(arena.data(), arena.capacity(), tuning));
+      ASSIGN_OR_RETURN(slot.executor, FileJobExecutor::Create(arena.data(), arena.capacity(), options.tuning));
     }
     pool->SetBackendName(pool->slots_[0].executor->backend_name());
     for (Slot& slot : pool->slots_) slot.thread = std::thread([self = pool.get(), &slot] { self->Serve(slot); });
@@ -53,7 +54,8 @@ class InProcessPool final : public JobPool {
     std::thread thread;
   };
 
-  explicit InProcessPool(uint64_t arena_bytes) : JobPool(arena_bytes), slots_(kInProcessSlots) {}
+  InProcessPool(uint64_t arena_bytes, std::chrono::milliseconds timeout)
+      : JobPool(arena_bytes, timeout), slots_(kInProcessSlots) {}
 
   void Dispatch(int index, PendingJob pending) override {
     Slot& slot = slots_[index];
@@ -62,7 +64,7 @@ class InProcessPool final : public JobPool {
     slot.wake.notify_one();
   }
 
-  // Runs the slot's jobs in order; on shutdown, fails those not started.
+  // Runs the slot's jobs in order; on shutdown, ends those not started (the executor's destructor closes its files).
   void Serve(Slot& slot) {
     std::unique_lock<std::mutex> lock(slot.mutex);
     for (;;) {
@@ -74,16 +76,23 @@ class InProcessPool final : public JobPool {
       Run(*slot.executor, job);
       lock.lock();
     }
-    for (PendingJob& job : slot.jobs) job.Fail(IoError("the I/O worker pool was shut down first"));
+    for (PendingJob& job : slot.jobs) job.WorkerEnded(IoError("the I/O worker pool was shut down first"));
     slot.jobs.clear();
   }
 
   void Run(FileJobExecutor& executor, PendingJob& job) {
-    if (job.is_write) {
-      job.write_done.set_value(executor.Write(job.write));
-    } else {
-      ReadFailure unused;
-      job.read_done.set_value(executor.Read(job.read, job.failure != nullptr ? job.failure : &unused));
+    ReadFailure unused;
+    switch (job.kind) {
+      case JobKind::kWrite:
+        job.write_done.set_value(executor.Write(job.write));
+        break;
+      case JobKind::kRead:
+        job.status_done.set_value(executor.Read(job.read, job.failure != nullptr ? job.failure : &unused));
+        break;
+      case JobKind::kAbandonFiles:
+        executor.AbandonFiles(job.directory);
+        job.status_done.set_value(Status::Ok());
+        break;
     }
     SetBackendName(executor.backend_name());
   }
@@ -93,8 +102,8 @@ class InProcessPool final : public JobPool {
 
 }  // namespace
 
-Result<std::unique_ptr<WorkerPool>> StartInProcessPool(const StagingArena& arena, const IoTuning& tuning) {
-  return InProcessPool::Create(arena, tuning);
+Result<std::unique_ptr<WorkerPool>> StartInProcessPool(const StagingArena& arena, const WorkerPoolOptions& options) {
+  return InProcessPool::Create(arena, options);
 }
 
 }  // namespace ckpt::io::internal

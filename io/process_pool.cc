@@ -80,6 +80,18 @@ std::string DescribeExit(int wait_status) {
   return "ended with wait status " + std::to_string(wait_status);
 }
 
+MessageType ReplyTypeOf(JobKind kind) {
+  switch (kind) {
+    case JobKind::kWrite:
+      return MessageType::kWriteDone;
+    case JobKind::kRead:
+      return MessageType::kReadDone;
+    case JobKind::kAbandonFiles:
+    default:
+      return MessageType::kFilesAbandoned;
+  }
+}
+
 std::string WorkerName(int index, pid_t pid) {
   return "I/O worker " + std::to_string(index) + " (pid " + std::to_string(pid) + ")";
 }
@@ -89,11 +101,10 @@ std::string WorkerName(int index, pid_t pid) {
 class ProcessPool final : public JobPool {
  public:
   ProcessPool(std::string path, UniqueFd arena_fd, uint64_t arena_bytes, const WorkerPoolOptions& options)
-      : JobPool(arena_bytes),
+      : JobPool(arena_bytes, options.timeout),
         path_(std::move(path)),
         arena_fd_(std::move(arena_fd)),
         tuning_(options.tuning),
-        timeout_(options.timeout),
         workers_(options.workers) {}
 
   ~ProcessPool() override {
@@ -150,10 +161,11 @@ class ProcessPool final : public JobPool {
     if (wake_fd_.get() >= 0) (void)!write(wake_fd_.get(), &one, sizeof one);
   }
 
-  // Encodes the job and queues it for the loop thread, which sends it (starting the worker first if needed).
+  // Encodes the job and queues it for the loop thread, which sends it (starting the worker first if needed). A
+  // worker that is down with nothing queued has no file open, so an abandon for it is done without starting it.
   void Dispatch(int index, PendingJob pending) override {
     const uint64_t id = next_job_id_.fetch_add(1);
-    std::string frame = pending.is_write ? EncodeWriteRequest(id, pending.write) : EncodeReadRequest(id, pending.read);
+    std::string frame = Encode(id, pending);
     pending.write = WriteJob();
     pending.read = ReadJob();
     if (frame.size() > kMaxFrameBytes) {
@@ -165,6 +177,9 @@ class ProcessPool final : public JobPool {
       std::lock_guard<std::mutex> lock(mutex_);
       if (stopping_) return pending.Fail(IoError("the I/O worker pool is shutting down"));
       Worker& w = workers_[index];
+      if (pending.kind == JobKind::kAbandonFiles && w.state == State::kDown && w.jobs.empty()) {
+        return pending.WorkerEnded(Status::Ok());
+      }
       if (w.state == State::kReady && w.jobs.empty()) w.deadline = Clock::now() + timeout_;
       w.jobs.emplace(id, std::move(pending));
       w.outbox.push_back(std::move(frame));
@@ -172,6 +187,7 @@ class ProcessPool final : public JobPool {
     Wake();
   }
 
+  static std::string Encode(uint64_t id, const PendingJob& pending);
   void Loop();
   void SpawnWanted();
   Status Spawn(int index);
@@ -182,14 +198,13 @@ class ProcessPool final : public JobPool {
   void Retire(int index, Status cause, bool kill_now);
   void CheckDeadlines();
   void ReapExiting();
-  void FailExitingJobs(ExitingProcess& exiting, const Status& status);
+  void FailExitingJobs(ExitingProcess& exiting, const Status& status, bool reaped);
   void ShutDown(std::unique_lock<std::mutex>& lock);
   int PollTimeoutMs() const;
 
   const std::string path_;
   const UniqueFd arena_fd_;
   const IoTuning tuning_;
-  const std::chrono::milliseconds timeout_;
   UniqueFd wake_fd_;
   std::atomic<uint64_t> next_job_id_{1};
 
@@ -200,6 +215,18 @@ class ProcessPool final : public JobPool {
   bool stopping_ = false;
   std::thread loop_;
 };
+
+std::string ProcessPool::Encode(uint64_t id, const PendingJob& pending) {
+  switch (pending.kind) {
+    case JobKind::kWrite:
+      return EncodeWriteRequest(id, pending.write);
+    case JobKind::kRead:
+      return EncodeReadRequest(id, pending.read);
+    case JobKind::kAbandonFiles:
+    default:
+      return EncodeAbandonRequest(id, pending.directory);
+  }
+}
 
 Status ProcessPool::StartWorkers() {
   wake_fd_ = UniqueFd(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
@@ -258,7 +285,7 @@ void ProcessPool::SpawnWanted() {
     w.start_requested = false;
     const Status spawned = Spawn(static_cast<int>(i));
     if (spawned.ok()) continue;
-    for (auto& [id, job] : w.jobs) job.Fail(spawned);
+    for (auto& [id, job] : w.jobs) job.WorkerEnded(spawned);
     w.jobs.clear();
     w.outbox.clear();
     w.startup_result = spawned;
@@ -368,18 +395,17 @@ void ProcessPool::HandleReply(int index, const std::string& body) {
   Result<WorkerReply> reply = DecodeReply(body);
   if (!reply.ok()) return Retire(index, reply.status().WithContext(name), true);
   auto it = w.jobs.find(reply->job_id);
-  const bool is_write = reply->type == MessageType::kWriteDone;
-  if (it == w.jobs.end() || it->second.is_write != is_write) {
+  if (it == w.jobs.end() || ReplyTypeOf(it->second.kind) != reply->type) {
     return Retire(index, Internal(name + " answered job " + std::to_string(reply->job_id) + ", which it was not given"),
                   true);
   }
   PendingJob& job = it->second;
-  if (is_write) {
+  if (job.kind == JobKind::kWrite) {
     job.write_done.set_value(reply->status.ok() ? Result<WriteResult>(std::move(reply->write_result))
                                                 : Result<WriteResult>(reply->status));
   } else {
     if (job.failure != nullptr) *job.failure = reply->read_failure;
-    job.read_done.set_value(reply->status);
+    job.status_done.set_value(reply->status);
   }
   w.jobs.erase(it);
   w.deadline = Clock::now() + timeout_;
@@ -426,8 +452,15 @@ void ProcessPool::CheckDeadlines() {
   }
 }
 
-void ProcessPool::FailExitingJobs(ExitingProcess& exiting, const Status& status) {
-  for (PendingJob& job : exiting.jobs) job.Fail(status);
+// `reaped`: the process is gone, and with it the files an abandon was to close.
+void ProcessPool::FailExitingJobs(ExitingProcess& exiting, const Status& status, bool reaped) {
+  for (PendingJob& job : exiting.jobs) {
+    if (reaped) {
+      job.WorkerEnded(status);
+    } else {
+      job.Fail(status);
+    }
+  }
   exiting.jobs.clear();
   if (exiting.during_startup) {
     exiting.during_startup = false;
@@ -447,13 +480,14 @@ void ProcessPool::ReapExiting() {
       const std::string how =
           reaped == e.pid ? DescribeExit(wait_status) : "exit status unknown (reaped by another waitpid)";
       const std::string phase = e.during_startup ? " failed to start (see its standard error): " : " died: ";
-      FailExitingJobs(e, !e.cause.ok() ? e.cause : IoError(name + phase + how));
+      FailExitingJobs(e, !e.cause.ok() ? e.cause : IoError(name + phase + how), true);
       it = exiting_.erase(it);
       continue;
     }
     if (!e.killed && now >= e.kill_at) e.killed = kill(e.pid, SIGKILL) == 0;
     if (now >= e.give_up_at && (!e.jobs.empty() || e.during_startup)) {
-      FailExitingJobs(e, !e.cause.ok() ? e.cause : IoError(name + " closed its socket and did not exit when killed"));
+      FailExitingJobs(e, !e.cause.ok() ? e.cause : IoError(name + " closed its socket and did not exit when killed"),
+                      false);
     }
     ++it;
   }
@@ -480,7 +514,7 @@ void ProcessPool::ShutDown(std::unique_lock<std::mutex>& lock) {
   for (size_t i = 0; i < workers_.size(); ++i) {
     Worker& w = workers_[i];
     if (w.state == State::kDown) {
-      for (auto& [id, job] : w.jobs) job.Fail(closing);
+      for (auto& [id, job] : w.jobs) job.WorkerEnded(closing);
       w.jobs.clear();
       continue;
     }

@@ -6,10 +6,13 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <climits>
 #include <cstdlib>
 #include <cstring>
+#include <future>
 #include <utility>
+#include <vector>
 
 #include "io/worker_pool_internal.h"
 #include "io/worker_protocol.h"
@@ -57,11 +60,16 @@ Status CheckOptions(const WorkerPoolOptions& options) {
 namespace internal {
 
 void PendingJob::Refuse(const Status& status) {
-  if (is_write) {
+  if (kind == JobKind::kWrite) {
     write_done.set_value(status);
   } else {
-    read_done.set_value(status);
+    status_done.set_value(status);
   }
+}
+
+void PendingJob::WorkerEnded(const Status& why) {
+  if (kind == JobKind::kAbandonFiles) return status_done.set_value(Status::Ok());
+  Fail(why);
 }
 
 std::future<Result<WriteResult>> JobPool::SubmitWrite(int worker, WriteJob job) {
@@ -76,14 +84,39 @@ std::future<Result<WriteResult>> JobPool::SubmitWrite(int worker, WriteJob job) 
 
 std::future<Status> JobPool::SubmitRead(int worker, ReadJob job, ReadFailure* failure) {
   PendingJob pending;
-  pending.is_write = false;
+  pending.kind = JobKind::kRead;
   pending.description = "read '" + job.path + "'";
   pending.failure = failure;
-  auto done = pending.read_done.get_future();
+  auto done = pending.status_done.get_future();
   const Status fits = CheckSegmentsInArena(job.path, job.segments, arena_bytes_);
   pending.read = std::move(job);
   Submit(worker, std::move(pending), fits);
   return done;
+}
+
+Status JobPool::AbandonFiles(const std::string& directory) {
+  if (directory.empty()) return InvalidArgument("no directory given whose files the I/O workers should abandon");
+  std::vector<std::future<Status>> done;
+  for (int worker = 0; worker < size(); ++worker) {
+    PendingJob pending;
+    pending.kind = JobKind::kAbandonFiles;
+    pending.description = "abandon the files under '" + directory + "'";
+    pending.directory = directory;
+    done.push_back(pending.status_done.get_future());
+    Dispatch(worker, std::move(pending));
+  }
+  // One deadline for all: the workers close their files in parallel.
+  const auto deadline = std::chrono::steady_clock::now() + timeout_;
+  Status first;
+  for (size_t worker = 0; worker < done.size(); ++worker) {
+    const Status status =
+        done[worker].wait_until(deadline) == std::future_status::ready
+            ? done[worker].get()
+            : Timeout("I/O worker " + std::to_string(worker) + " did not abandon the files under '" + directory +
+                      "' within " + std::to_string(timeout_.count()) + " ms: it is still busy with earlier jobs");
+    if (first.ok()) first = status;
+  }
+  return first;
 }
 
 std::string JobPool::backend_name() const {
@@ -124,7 +157,7 @@ Result<std::string> FindWorkerExecutable() {
 
 Result<std::unique_ptr<WorkerPool>> WorkerPool::Start(const StagingArena& arena, const WorkerPoolOptions& options) {
   RETURN_IF_ERROR(CheckOptions(options));
-  if (options.workers == 0) return internal::StartInProcessPool(arena, options.tuning);
+  if (options.workers == 0) return internal::StartInProcessPool(arena, options);
   std::string path = options.worker_path;
   if (path.empty()) {
     ASSIGN_OR_RETURN(path, FindWorkerExecutable());

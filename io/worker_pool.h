@@ -35,6 +35,12 @@ class WorkerPool {
   // pending jobs with kIo naming the worker, its pid and how it died, and is restarted for the next job.
   virtual std::future<Result<WriteResult>> SubmitWrite(int worker, WriteJob job) = 0;
   virtual std::future<Status> SubmitRead(int worker, ReadJob job, ReadFailure* failure) = 0;
+  // A save under `directory` has failed: every worker closes, without syncing, the files inside it that it keeps
+  // open for jobs that will now never come. Returns once each worker has, after the jobs submitted to it before;
+  // a worker that is not running holds no files and is not started for this. kTimeout (naming the worker) when one
+  // has not answered within the pool's timeout: it still closes them when it gets there, or is killed with them.
+  // Thread-safe; jobs for that directory submitted afterwards open their files again.
+  virtual Status AbandonFiles(const std::string& directory) = 0;
   virtual int size() const = 0;
   // The workers' process ids (empty for in-process threads); for tests that kill one.
   virtual std::vector<pid_t> pids() const = 0;

@@ -339,6 +339,12 @@ std::string EncodeReadRequest(uint64_t job_id, const ReadJob& job) {
   return Frame(w.data());
 }
 
+std::string EncodeAbandonRequest(uint64_t job_id, const std::string& directory) {
+  ByteWriter w = StartBody(MessageType::kAbandonFiles, job_id);
+  w.Bytes(directory);
+  return Frame(w.data());
+}
+
 std::string EncodeWriteReply(uint64_t job_id, const Result<WriteResult>& result, const std::string& backend) {
   ByteWriter w = StartBody(MessageType::kWriteDone, job_id);
   PutStatus(&w, result.status());
@@ -354,6 +360,13 @@ std::string EncodeReadReply(uint64_t job_id, const Status& status, const ReadFai
   w.Bytes(backend);
   w.U64(failure.segment);
   w.U64(failure.block);
+  return Frame(w.data());
+}
+
+std::string EncodeAbandonReply(uint64_t job_id, const Status& status, const std::string& backend) {
+  ByteWriter w = StartBody(MessageType::kFilesAbandoned, job_id);
+  PutStatus(&w, status);
+  w.Bytes(backend);
   return Frame(w.data());
 }
 
@@ -373,8 +386,11 @@ Result<ReadyMessage> DecodeReady(std::string_view body) {
 Result<WorkerRequest> DecodeRequest(std::string_view body) {
   ByteReader r(body, kWhat);
   WorkerRequest request;
-  RETURN_IF_ERROR(GetHeader(&r, {MessageType::kWrite, MessageType::kRead}, &request.type, &request.job_id));
-  if (request.type == MessageType::kWrite) {
+  RETURN_IF_ERROR(GetHeader(&r, {MessageType::kWrite, MessageType::kRead, MessageType::kAbandonFiles}, &request.type,
+                            &request.job_id));
+  if (request.type == MessageType::kAbandonFiles) {
+    RETURN_IF_ERROR(r.Bytes(&request.directory));
+  } else if (request.type == MessageType::kWrite) {
     WriteJob& job = request.write;
     RETURN_IF_ERROR(r.Bytes(&job.path));
     RETURN_IF_ERROR(GetBool(&r, &job.create));
@@ -396,12 +412,13 @@ Result<WorkerRequest> DecodeRequest(std::string_view body) {
 Result<WorkerReply> DecodeReply(std::string_view body) {
   ByteReader r(body, kWhat);
   WorkerReply reply;
-  RETURN_IF_ERROR(GetHeader(&r, {MessageType::kWriteDone, MessageType::kReadDone}, &reply.type, &reply.job_id));
+  RETURN_IF_ERROR(GetHeader(&r, {MessageType::kWriteDone, MessageType::kReadDone, MessageType::kFilesAbandoned},
+                            &reply.type, &reply.job_id));
   RETURN_IF_ERROR(GetStatus(&r, &reply.status));
   RETURN_IF_ERROR(r.Bytes(&reply.backend));
   if (reply.type == MessageType::kWriteDone) {
     if (reply.status.ok()) RETURN_IF_ERROR(GetChecksumLists(&r, &reply.write_result.checksums));
-  } else {
+  } else if (reply.type == MessageType::kReadDone) {
     uint64_t segment = 0;
     RETURN_IF_ERROR(r.U64(&segment));
     RETURN_IF_ERROR(r.U64(&reply.read_failure.block));

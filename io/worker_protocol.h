@@ -6,7 +6,8 @@
 // kMaxFrameBytes), then the body; a job with any number of segments travels whole, and a message never depends on
 // a packet size limit. A body is: u8 MessageType, u64 job id, then the type's fields in common/bytes.h encoding.
 // Conversation: the worker speaks first (kReady, job id 0), then answers every request, in order, with one reply
-// carrying the request's job id. EOF on the socket tells the worker to exit.
+// carrying the request's job id. EOF on the socket tells the worker to exit. A write job may leave its file open for
+// the file's later jobs; kAbandonFiles closes those of a failed save (their later jobs will never come).
 #pragma once
 
 #include <sys/types.h>
@@ -22,7 +23,7 @@
 namespace ckpt::io {
 
 // Bumped whenever a message changes; the pool refuses a worker that reports another version.
-inline constexpr uint32_t kWorkerProtocolVersion = 1;
+inline constexpr uint32_t kWorkerProtocolVersion = 2;
 // The descriptors the pool installs in a worker before exec.
 inline constexpr int kWorkerSocketFd = 3;
 inline constexpr int kWorkerArenaFd = 4;
@@ -30,11 +31,13 @@ inline constexpr int kWorkerArenaFd = 4;
 inline constexpr uint64_t kMaxFrameBytes = 256ull << 20;
 
 enum class MessageType : uint8_t {
-  kReady = 1,      // worker -> pool, once: protocol version, startup status, backend name
-  kWrite = 2,      // pool -> worker: a WriteJob
-  kRead = 3,       // pool -> worker: a ReadJob
-  kWriteDone = 4,  // worker -> pool: status, checksums, backend name
-  kReadDone = 5,   // worker -> pool: status, ReadFailure, backend name
+  kReady = 1,           // worker -> pool, once: protocol version, startup status, backend name
+  kWrite = 2,           // pool -> worker: a WriteJob
+  kRead = 3,            // pool -> worker: a ReadJob
+  kWriteDone = 4,       // worker -> pool: status, checksums, backend name
+  kReadDone = 5,        // worker -> pool: status, ReadFailure, backend name
+  kAbandonFiles = 6,    // pool -> worker: a directory whose open files to close (FileJobExecutor::AbandonFiles)
+  kFilesAbandoned = 7,  // worker -> pool: status, backend name
 };
 
 // What the worker is told on its command line.
@@ -64,8 +67,9 @@ struct ReadyMessage {
 struct WorkerRequest {
   MessageType type = MessageType::kWrite;
   uint64_t job_id = 0;
-  WriteJob write;  // when type is kWrite
-  ReadJob read;    // when type is kRead
+  WriteJob write;         // when type is kWrite
+  ReadJob read;           // when type is kRead
+  std::string directory;  // when type is kAbandonFiles
 };
 
 struct WorkerReply {
@@ -81,9 +85,11 @@ struct WorkerReply {
 std::string EncodeReady(const ReadyMessage& ready);
 std::string EncodeWriteRequest(uint64_t job_id, const WriteJob& job);
 std::string EncodeReadRequest(uint64_t job_id, const ReadJob& job);
+std::string EncodeAbandonRequest(uint64_t job_id, const std::string& directory);
 std::string EncodeWriteReply(uint64_t job_id, const Result<WriteResult>& result, const std::string& backend);
 std::string EncodeReadReply(uint64_t job_id, const Status& status, const ReadFailure& failure,
                             const std::string& backend);
+std::string EncodeAbandonReply(uint64_t job_id, const Status& status, const std::string& backend);
 
 // Decoders take a frame's body; kCorrupt naming the message and what is wrong with it.
 Result<ReadyMessage> DecodeReady(std::string_view body);

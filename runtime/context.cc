@@ -152,7 +152,7 @@ Status Context::StartIo(const ContextConfig& config) {
     ASSIGN_OR_RETURN(std::unique_ptr<coll::TcpStore> auxiliary, coll::TcpStore::Connect(store_config_));
     channel = MakeStoreCommitChannel(std::move(auxiliary));
   }
-  saves_ = std::make_unique<SaveExecutor>(*arena_, std::move(channel), rank(),
+  saves_ = std::make_unique<SaveExecutor>(*arena_, *workers_, std::move(channel), rank(),
                                           [this](const SaveTicket& ticket, const Status& outcome) {
                                             stats_.bytes_written += ticket.bytes_written;
                                             if (outcome.ok()) ++stats_.saves_committed;

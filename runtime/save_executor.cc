@@ -7,9 +7,13 @@
 
 namespace ckpt::runtime {
 
-SaveExecutor::SaveExecutor(io::StagingArena& arena, std::unique_ptr<CommitChannel> channel, int rank,
-                           std::function<void(const SaveTicket&, const Status&)> on_finished)
-    : arena_(arena), channel_(std::move(channel)), rank_(rank), on_finished_(std::move(on_finished)) {
+SaveExecutor::SaveExecutor(io::StagingArena& arena, io::WorkerPool& workers, std::unique_ptr<CommitChannel> channel,
+                           int rank, std::function<void(const SaveTicket&, const Status&)> on_finished)
+    : arena_(arena),
+      workers_(workers),
+      channel_(std::move(channel)),
+      rank_(rank),
+      on_finished_(std::move(on_finished)) {
   thread_ = std::thread([this] { Run(); });
 }
 
@@ -41,6 +45,10 @@ void SaveExecutor::Run() {
       queue_.pop_front();
     }
     Status outcome = Finalize(*ticket).WithContext("saving '" + ticket->commit.path + "'");
+    // Every write of the save has been answered, so no job of it can reopen a file after this. A file whose last
+    // job never came (staging stopped early) stays open in its worker otherwise. The save has failed either way: a
+    // worker too busy to answer in time closes the files when it gets there, or is killed with them.
+    if (!outcome.ok()) (void)workers_.AbandonFiles(ticket->commit.tmp_dir);
     if (on_finished_) on_finished_(*ticket, outcome);
     ticket->Finish(std::move(outcome));
   }

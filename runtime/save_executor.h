@@ -1,6 +1,7 @@
 // The context's background thread: takes staged saves in order, waits for their writes, and runs the commit
 // protocol (reports to rank 0, rank 0 commits, every rank learns the outcome), so that the training loop never
-// takes part in a collective after ckpt_save returns.
+// takes part in a collective after ckpt_save returns. When a save fails, on whichever rank, this rank's I/O workers
+// close its files before the request reports the failure: a failed save holds no descriptor and no disk space.
 #pragma once
 
 #include <condition_variable>
@@ -11,6 +12,7 @@
 #include <thread>
 
 #include "io/staging_arena.h"
+#include "io/worker_pool.h"
 #include "runtime/commit_channel.h"
 #include "runtime/save_ticket.h"
 
@@ -19,7 +21,8 @@ namespace ckpt::runtime {
 class SaveExecutor {
  public:
   // `on_finished` runs on the background thread after each save, with its outcome (for statistics and logs).
-  SaveExecutor(io::StagingArena& arena, std::unique_ptr<CommitChannel> channel, int rank,
+  // `workers` are the pool the saves were staged to; it must outlive the executor.
+  SaveExecutor(io::StagingArena& arena, io::WorkerPool& workers, std::unique_ptr<CommitChannel> channel, int rank,
                std::function<void(const SaveTicket&, const Status&)> on_finished);
   // Finishes every save already queued, then stops.
   ~SaveExecutor();
@@ -31,6 +34,7 @@ class SaveExecutor {
   Status Finalize(SaveTicket& ticket);
 
   io::StagingArena& arena_;
+  io::WorkerPool& workers_;
   std::unique_ptr<CommitChannel> channel_;
   const int rank_;
   std::function<void(const SaveTicket&, const Status&)> on_finished_;

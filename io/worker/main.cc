@@ -1,6 +1,7 @@
 // ckpt-io-worker: one I/O worker process of a rank. The WorkerPool spawns it (io/process_pool.cc) with the pool's
 // socket on fd 3 and the staging arena's memfd on fd 4. It maps the arena, runs the file jobs the pool sends, one at
-// a time and in order, and exits 0 when the pool closes the socket. It dies with the pool's process (parent-death
+// a time and in order (a job may keep its file open for the file's next job, until the pool says the save was
+// abandoned), and exits 0 when the pool closes the socket. It dies with the pool's process (parent-death
 // signal), so a crashed trainer never leaves workers behind. Protocol: io/worker_protocol.h.
 #include <signal.h>
 #include <sys/mman.h>
@@ -58,6 +59,10 @@ Result<char*> MapArena(uint64_t arena_bytes) {
 
 // Runs one request and returns the reply frame. A job that does not fit the arena is refused, never run.
 std::string RunJob(FileJobExecutor& executor, const WorkerRequest& request, uint64_t arena_bytes) {
+  if (request.type == MessageType::kAbandonFiles) {
+    executor.AbandonFiles(request.directory);
+    return EncodeAbandonReply(request.job_id, Status::Ok(), executor.backend_name());
+  }
   if (request.type == MessageType::kWrite) {
     const WriteJob& job = request.write;
     const Status fits = CheckSegmentsInArena(job.path, job.segments, arena_bytes);

@@ -52,6 +52,18 @@ bool IsTmpfs(const std::string& path) {
   return statfs(path.c_str(), &fs) == 0 && fs.f_type == TMPFS_MAGIC;
 }
 
+// Descriptors of this process open on files inside `dir`.
+int DescriptorsInside(const std::string& dir) {
+  const std::string prefix = std::filesystem::canonical(dir).string() + "/";
+  int count = 0;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc/self/fd")) {
+    std::error_code error;
+    const std::string target = std::filesystem::read_symlink(entry.path(), error).string();
+    if (!error && target.rfind(prefix, 0) == 0) ++count;
+  }
+  return count;
+}
+
 const char* KindName(IoBackendKind kind) { return kind == IoBackendKind::kIoUring ? "io_uring" : "pwrite"; }
 
 class FileJobsTest : public ::testing::TestWithParam<IoBackendKind> {
@@ -336,6 +348,22 @@ TEST_P(FileJobsTest, SixtyFourMiBRoundTrip) {
   for (size_t i = 0; i < segments.size(); ++i) {
     EXPECT_TRUE(ArenaBytes(read.segments[i].arena_offset, segments[i].length) == data[i]) << "segment " << i;
   }
+}
+
+TEST_P(FileJobsTest, AbandonFilesClosesTheFilesLeftOpenInsideTheDirectoryOnly) {
+  for (const char* sub : {"save", "save/data", "save-next"}) ASSERT_EQ(mkdir(Path(sub).c_str(), 0700), 0) << sub;
+  const std::vector<FileSegment> segments = Layout({kPage});
+  StageAll(segments, 12);
+  for (const char* name : {"save/data/0-0.bin", "save/data/0-1.bin", "save-next/0-0.bin"}) {
+    const Result<WriteResult> written = executor_->Write(MakeWrite(name, segments, true, false));
+    ASSERT_TRUE(written.ok()) << name << ": " << written.status().message();
+  }
+  ASSERT_EQ(DescriptorsInside(Path("save")), 2);
+
+  EXPECT_EQ(executor_->AbandonFiles(Path("save")), 2u);
+  EXPECT_EQ(DescriptorsInside(Path("save")), 0);
+  EXPECT_EQ(DescriptorsInside(Path("save-next")), 1);
+  EXPECT_EQ(executor_->AbandonFiles(""), 0u);
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, FileJobsTest, ::testing::Values(IoBackendKind::kIoUring, IoBackendKind::kPwrite),

@@ -19,6 +19,8 @@
 #include "io/staging_arena.h"
 #include "io/worker_pool.h"
 #include "io/worker_protocol.h"
+#include "runtime/commit_channel.h"
+#include "runtime/save_executor.h"
 
 namespace ckpt::io {
 namespace {
@@ -40,6 +42,28 @@ bool IsReaped(pid_t pid) {
   int status = 0;
   return waitpid(pid, &status, WNOHANG) == -1 && errno == ECHILD &&
          !std::filesystem::exists("/proc/" + std::to_string(pid));
+}
+
+// Descriptors of process `pid` (0: this one) open on files inside `dir`, deleted ones included.
+int DescriptorsInside(pid_t pid, const std::string& dir) {
+  const std::string prefix = std::filesystem::weakly_canonical(dir).string() + "/";
+  const std::string fds = "/proc/" + (pid == 0 ? std::string("self") : std::to_string(pid)) + "/fd";
+  int count = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(fds)) {
+    std::error_code error;
+    const std::string target = std::filesystem::read_symlink(entry.path(), error).string();
+    if (!error && target.rfind(prefix, 0) == 0) ++count;
+  }
+  return count;
+}
+
+// Over the pool's worker processes, or this process when the workers are threads.
+int DescriptorsInside(const WorkerPool& pool, const std::string& dir) {
+  const std::vector<pid_t> pids = pool.pids();
+  if (pids.empty()) return DescriptorsInside(0, dir);
+  int count = 0;
+  for (pid_t pid : pids) count += pid == 0 ? 0 : DescriptorsInside(pid, dir);
+  return count;
 }
 
 template <typename T>
@@ -142,6 +166,18 @@ TEST(WorkerProtocolTest, RepliesCarryStatusChecksumsAndReadFailure) {
   EXPECT_EQ(read->status.message(), "bad block");
   EXPECT_EQ(read->read_failure.segment, 2u);
   EXPECT_EQ(read->read_failure.block, 7u);
+}
+
+TEST(WorkerProtocolTest, AbandonRequestAndReplyRoundTrip) {
+  Result<WorkerRequest> request = DecodeRequest(BodyOf(EncodeAbandonRequest(12, "/ckpt/step-3.tmp-ab")));
+  ASSERT_TRUE(request.ok()) << request.status().message();
+  EXPECT_EQ(request->type, MessageType::kAbandonFiles);
+  EXPECT_EQ(request->job_id, 12u);
+  EXPECT_EQ(request->directory, "/ckpt/step-3.tmp-ab");
+  Result<WorkerReply> reply = DecodeReply(BodyOf(EncodeAbandonReply(12, Status::Ok(), "pwrite")));
+  ASSERT_TRUE(reply.ok()) << reply.status().message();
+  EXPECT_EQ(reply->type, MessageType::kFilesAbandoned);
+  EXPECT_TRUE(reply->status.ok());
 }
 
 TEST(WorkerProtocolTest, EveryTruncationOfAMessageIsCorrupt) {
@@ -431,6 +467,108 @@ TEST_F(WorkerPoolTest, DestructorLeavesNoChildProcesses) {
   pool.reset();
   for (pid_t pid : pids) EXPECT_TRUE(IsReaped(pid)) << "worker " << pid << " was left behind";
 }
+
+TEST_F(WorkerPoolTest, AbandonFilesNeitherWaitsForNorStartsAWorkerThatIsDown) {
+  std::unique_ptr<WorkerPool> pool = StartPool(2);
+  ASSERT_NE(pool, nullptr);
+  const pid_t victim = pool->pids()[0];
+  ASSERT_EQ(kill(victim, SIGKILL), 0);
+  const auto give_up = std::chrono::steady_clock::now() + milliseconds(2000);
+  while (pool->pids()[0] != 0 && std::chrono::steady_clock::now() < give_up)
+    std::this_thread::sleep_for(milliseconds(5));
+  ASSERT_EQ(pool->pids()[0], 0) << "the killed worker was not noticed";
+  const Status abandoned = pool->AbandonFiles(dir_);
+  EXPECT_TRUE(abandoned.ok()) << abandoned.message();
+  EXPECT_EQ(pool->pids()[0], 0);
+}
+
+TEST_F(WorkerPoolTest, AbandonFilesBehindAHungWorkerEndsWithinTheTimeoutAndTheWorkerKilled) {
+  std::unique_ptr<WorkerPool> pool = StartPool(2, milliseconds(200));
+  ASSERT_NE(pool, nullptr);
+  const pid_t victim = pool->pids()[0];
+  auto pending = SubmitToStoppedWorker(*pool, victim, "hung.bin");
+  const auto start = std::chrono::steady_clock::now();
+  const Status abandoned = pool->AbandonFiles(dir_);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, milliseconds(2000));
+  EXPECT_TRUE(abandoned.ok() || abandoned.code() == Code::kTimeout) << abandoned.message();
+  ASSERT_TRUE(ReadyWithin(pending, milliseconds(2000)));
+  EXPECT_EQ(pending.get().status().code(), Code::kTimeout);
+  EXPECT_TRUE(IsReaped(victim));
+}
+
+TEST_F(WorkerPoolTest, AbandonFilesNeedsADirectory) {
+  std::unique_ptr<WorkerPool> pool = StartPool(0);
+  ASSERT_NE(pool, nullptr);
+  EXPECT_EQ(pool->AbandonFiles("").code(), Code::kInvalidArgument);
+}
+
+// Runs for process workers (2) and in-process threads (0).
+class AbandonFilesTest : public WorkerPoolTest, public ::testing::WithParamInterface<int> {
+ protected:
+  // A create job without the finish, as a save's first window: the worker keeps the file open for the next one.
+  void WriteFirstWindow(WorkerPool& pool, int worker, const std::string& name) {
+    FillArena(0, worker);
+    WriteJob job = WholeFileWrite(name, 0);
+    job.finish = false;
+    const Result<WriteResult> written = pool.SubmitWrite(worker, std::move(job)).get();
+    ASSERT_TRUE(written.ok()) << written.status().message();
+  }
+};
+
+TEST_P(AbandonFilesTest, PartlyWrittenFilesOfTheSaveAreClosedAndOthersKept) {
+  std::unique_ptr<WorkerPool> pool = StartPool(GetParam());
+  ASSERT_NE(pool, nullptr);
+  for (const char* save : {"/step-1.tmp-a", "/step-2.tmp-b"}) ASSERT_EQ(mkdir((dir_ + save).c_str(), 0700), 0);
+  for (int worker = 0; worker < pool->size(); ++worker) {
+    WriteFirstWindow(*pool, worker, "step-1.tmp-a/0-" + std::to_string(worker) + ".bin");
+  }
+  WriteFirstWindow(*pool, 0, "step-2.tmp-b/0-0.bin");
+  ASSERT_EQ(DescriptorsInside(*pool, dir_ + "/step-1.tmp-a"), pool->size());
+
+  const Status abandoned = pool->AbandonFiles(dir_ + "/step-1.tmp-a");
+  ASSERT_TRUE(abandoned.ok()) << abandoned.message();
+  EXPECT_EQ(DescriptorsInside(*pool, dir_ + "/step-1.tmp-a"), 0);
+  EXPECT_EQ(DescriptorsInside(*pool, dir_ + "/step-2.tmp-b"), 1);
+  ExpectRoundTrip(*pool, 0, "step-2.tmp-b/after.bin");
+}
+
+// The save's first windows went out, then staging stopped, so the files' last jobs never came; the executor learns
+// that the save failed and has the workers close them before the request reports the failure.
+TEST_P(AbandonFilesTest, FailedSaveLeavesNoDescriptorOnItsFilesAndTheNextSaveWorks) {
+  std::unique_ptr<WorkerPool> pool = StartPool(GetParam());
+  ASSERT_NE(pool, nullptr);
+  runtime::SaveExecutor saves(*arena_, *pool, runtime::MakeLocalCommitChannel(), 0, nullptr);
+  auto ticket = std::make_shared<runtime::SaveTicket>();
+  runtime::CommitInputs& commit = ticket->commit;
+  commit.path = dir_ + "/step-1";
+  commit.save_id = "00000000000000a1";
+  commit.tmp_dir = commit.path + ".tmp-" + commit.save_id;
+  ASSERT_TRUE(std::filesystem::create_directories(commit.tmp_dir + "/data"));
+  for (int worker = 0; worker < pool->size(); ++worker) {
+    Result<ArenaRegion> region = arena_->Allocate(kFileBytes, milliseconds(1000));
+    ASSERT_TRUE(region.ok()) << region.status().message();
+    FillArena(region->offset, worker);
+    WriteJob job =
+        WholeFileWrite("step-1.tmp-" + commit.save_id + "/data/0-" + std::to_string(worker) + ".bin", region->offset);
+    job.finish = false;
+    ticket->pending.push_back(runtime::PendingWrite{pool->SubmitWrite(worker, std::move(job)), *region, {}});
+  }
+  ticket->failure = Internal("staging stopped after the first windows");
+
+  saves.Enqueue(ticket);
+  const Status saved = ticket->Wait(milliseconds(20000));
+  EXPECT_EQ(saved.code(), Code::kInternal) << saved.message();
+  EXPECT_EQ(DescriptorsInside(*pool, commit.tmp_dir), 0);
+  EXPECT_FALSE(std::filesystem::exists(commit.tmp_dir));
+  for (int worker = 0; worker < pool->size(); ++worker) {
+    ExpectRoundTrip(*pool, worker, "step-2-" + std::to_string(worker) + ".bin");
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Pools, AbandonFilesTest, ::testing::Values(2, 0),
+                         [](const ::testing::TestParamInfo<int>& info) {
+                           return info.param == 0 ? std::string("InProcessThreads") : std::string("ProcessWorkers");
+                         });
 
 class WorkerPathVariableTest : public ::testing::Test {
  protected:
