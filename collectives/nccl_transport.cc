@@ -514,6 +514,11 @@ Status CheckPairAgrees(int peer, const std::vector<TransferShape>& sent_here,
 
 }  // namespace nccl_protocol
 
+Status NcclUsable() {
+  RETURN_IF_ERROR(LoadNccl().status());
+  return io::CudaRuntime::Get().status();
+}
+
 Result<std::unique_ptr<Transport>> MakeNcclTransport(ControlPlane& control, int device,
                                                      std::chrono::milliseconds timeout) {
   Result<LocalSetup> setup = PrepareLocally(device);

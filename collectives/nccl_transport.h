@@ -30,6 +30,10 @@ namespace ckpt::coll {
 Result<std::unique_ptr<Transport>> MakeNcclTransport(ControlPlane& control, int device,
                                                      std::chrono::milliseconds timeout);
 
+// Ok where this process can load NCCL and the CUDA runtime and sees a device; kUnsupported with the reason otherwise.
+// Local, cheap after the first call: for checking a configuration before any communicator is made.
+Status NcclUsable();
+
 // The pure parts of the transport's protocol, exposed for tests.
 namespace nccl_protocol {
 

@@ -522,7 +522,8 @@ void UcxTransport::Abandon(Batch& batch, milliseconds timeout) {
     peers_[peer].abandoned = true;
     CancelReceivesFrom(batch, peer);
   }
-  Progress(batch, Clock::now() + kCancelGrace);
+  // The exchange has already failed; the grace period only gives UCX time to let go of the buffers.
+  (void)Progress(batch, Clock::now() + kCancelGrace);
   for (Transfer& transfer : batch.transfers) {
     // No callback comes for a freed request, and UCX releases it once it completes.
     if (transfer.request != nullptr) {

@@ -103,10 +103,12 @@ typedef void (*ckpt_log_fn)(void* user, int32_t level, const char* message);
 
 /* How ranks exchange tensor data during a load, so that each stored byte is read once. */
 #define CKPT_TRANSPORT_DEFAULT -1 /* CKPT_TRANSPORT (auto, none, ucx, nccl), else AUTO */
-#define CKPT_TRANSPORT_AUTO 0     /* UCX where it loads, else NONE */
+#define CKPT_TRANSPORT_AUTO 0     /* UCX where it loads, else NONE; also NCCL, as below, where it loads */
 #define CKPT_TRANSPORT_NONE 1     /* no exchange: every rank reads what it needs itself */
-#define CKPT_TRANSPORT_UCX 2      /* UCX (shared memory on one host, TCP across hosts) */
-#define CKPT_TRANSPORT_NCCL 3     /* NCCL: reserved; refused with CKPT_E_UNSUPPORTED in this release */
+#define CKPT_TRANSPORT_UCX 2      /* UCX (shared memory on one host, TCP across hosts); device memory via the host */
+/* NCCL for loads whose destinations are, on every rank, CUDA memory of one device per rank: pieces go from device
+ * to device, the communicator made by the first such load on that device. Other loads use UCX as AUTO does. */
+#define CKPT_TRANSPORT_NCCL 3
 
 typedef struct ckpt_context_options {
   uint32_t struct_size;
@@ -175,7 +177,7 @@ typedef struct ckpt_context_stats {
   uint64_t bytes_read;      /* bytes this rank read from data files during loads */
   uint64_t bytes_sent;      /* tensor bytes this rank sent to other ranks during loads */
   uint64_t bytes_received;  /* tensor bytes this rank received from other ranks during loads */
-  int32_t transport;        /* the CKPT_TRANSPORT_* in use: NONE or UCX */
+  int32_t transport;        /* NCCL once a load has used it, else the host memory transport: NONE or UCX */
 } ckpt_context_stats;
 #define CKPT_CONTEXT_STATS_INIT \
   { (uint32_t)sizeof(ckpt_context_stats), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, CKPT_TRANSPORT_NONE }

@@ -16,6 +16,7 @@ constexpr unsigned kCudaStreamNonBlocking = 0x01;
 constexpr unsigned kCudaHostRegisterPortable = 0x01;
 constexpr int kCudaMemcpyHostToDevice = 1;
 constexpr int kCudaMemcpyDeviceToHost = 2;
+constexpr int kCudaMemcpyDeviceToDevice = 3;
 constexpr int kCudaMemcpyDefault = 4;
 constexpr int kCudaMemoryTypeDevice = 2;
 constexpr int kCudaMemoryTypeManaged = 3;
@@ -201,6 +202,11 @@ Status CudaRuntime::CopyHostToDeviceAsync(void* dst, const void* src, uint64_t s
       .WithContext("copying " + std::to_string(size) + " bytes from host to device");
 }
 
+Status CudaRuntime::CopyDeviceToDeviceAsync(void* dst, const void* src, uint64_t size, CudaStream stream) const {
+  return Check("cudaMemcpyAsync", api_->MemcpyAsync(dst, src, size, kCudaMemcpyDeviceToDevice, stream))
+      .WithContext("copying " + std::to_string(size) + " bytes within device memory");
+}
+
 Status CudaRuntime::Copy(void* dst, const void* src, uint64_t size) const {
   return Check("cudaMemcpy", api_->Memcpy(dst, src, size, kCudaMemcpyDefault))
       .WithContext("copying " + std::to_string(size) + " bytes");
@@ -270,6 +276,30 @@ ScopedCudaStream::~ScopedCudaStream() { Reset(); }
 void ScopedCudaStream::Reset() {
   if (cuda_ != nullptr && stream_ != nullptr) (void)cuda_->DestroyStream(stream_);
   stream_ = nullptr;
+}
+
+Result<ScopedDeviceMemory> ScopedDeviceMemory::Allocate(const CudaRuntime& cuda, int device, uint64_t size) {
+  ASSIGN_OR_RETURN(void* data, cuda.Malloc(device, size));
+  return ScopedDeviceMemory(&cuda, static_cast<char*>(data));
+}
+
+ScopedDeviceMemory::ScopedDeviceMemory(ScopedDeviceMemory&& other) noexcept
+    : cuda_(std::exchange(other.cuda_, nullptr)), data_(std::exchange(other.data_, nullptr)) {}
+
+ScopedDeviceMemory& ScopedDeviceMemory::operator=(ScopedDeviceMemory&& other) noexcept {
+  if (this != &other) {
+    Reset();
+    cuda_ = std::exchange(other.cuda_, nullptr);
+    data_ = std::exchange(other.data_, nullptr);
+  }
+  return *this;
+}
+
+ScopedDeviceMemory::~ScopedDeviceMemory() { Reset(); }
+
+void ScopedDeviceMemory::Reset() {
+  if (cuda_ != nullptr && data_ != nullptr) (void)cuda_->Free(data_);
+  data_ = nullptr;
 }
 
 }  // namespace ckpt::io

@@ -50,6 +50,7 @@ class CudaRuntime {
 
   Status CopyDeviceToHostAsync(void* dst, const void* src, uint64_t size, CudaStream stream) const;
   Status CopyHostToDeviceAsync(void* dst, const void* src, uint64_t size, CudaStream stream) const;
+  Status CopyDeviceToDeviceAsync(void* dst, const void* src, uint64_t size, CudaStream stream) const;
   // A synchronous copy in whichever direction the pointers imply (unified addressing); for tests and small copies.
   Status Copy(void* dst, const void* src, uint64_t size) const;
 
@@ -117,6 +118,26 @@ class ScopedCudaStream {
   const CudaRuntime* cuda_ = nullptr;
   CudaStream stream_ = nullptr;
   int device_ = -1;
+};
+
+// Device memory owned for its lifetime: freed when the owner goes away. The caller makes sure no queued work still
+// uses it (synchronises the streams that do) before then.
+class ScopedDeviceMemory {
+ public:
+  static Result<ScopedDeviceMemory> Allocate(const CudaRuntime& cuda, int device, uint64_t size);
+  ScopedDeviceMemory() = default;  // owns nothing
+  ScopedDeviceMemory(ScopedDeviceMemory&& other) noexcept;
+  ScopedDeviceMemory& operator=(ScopedDeviceMemory&& other) noexcept;
+  ~ScopedDeviceMemory();
+
+  char* get() const { return data_; }
+
+ private:
+  ScopedDeviceMemory(const CudaRuntime* cuda, char* data) : cuda_(cuda), data_(data) {}
+  void Reset();
+
+  const CudaRuntime* cuda_ = nullptr;
+  char* data_ = nullptr;
 };
 
 }  // namespace ckpt::io

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "collectives/nccl_transport.h"
 #include "collectives/solo_control_plane.h"
 #include "collectives/tcp_store.h"
 #include "collectives/ucx_transport.h"
@@ -100,6 +101,7 @@ Result<std::unique_ptr<Context>> Context::Create(ContextConfig config) {
 
 Context::~Context() {
   saves_.reset();
+  device_transport_.reset();
   transport_.reset();
   workers_.reset();
   if (arena_pinned_) (void)io::CudaRuntime::Get().value()->UnregisterHost(arena_->data());
@@ -160,31 +162,58 @@ Status Context::StartIo(const ContextConfig& config) {
   return Status::Ok();
 }
 
-// Collective (the transports exchange addresses). AUTO takes UCX where it loads and no transport otherwise; a
-// transport asked for by name must load. Loads exchange host buffers (device shards are staged through host
-// memory), which NCCL cannot carry: its transport (collectives/nccl_transport.h) waits for device-side exchange
-// buffers, so asking for it is refused rather than failing later.
+// Collective (the transports exchange addresses). AUTO takes UCX where it loads and no host transport otherwise; a
+// transport asked for by name must be usable on every rank. NCCL carries device memory only, so with NCCL host
+// memory still goes over UCX where it loads; the NCCL communicator itself is made by the first load that needs it,
+// on the device its destinations are on (DeviceTransport).
 Status Context::StartTransport(const ContextConfig& config) {
   TransportKind kind = config.transport;
   if (kind == TransportKind::kDefault) {
     ASSIGN_OR_RETURN(kind, TransportFromEnv());
   }
+  requested_transport_ = kind;
   if (world_size() == 1 || kind == TransportKind::kNone) return Status::Ok();
-  if (kind == TransportKind::kNccl) {
-    return Unsupported(
-        "the NCCL transport is not used by loads in this release: they exchange host buffers "
-        "(CUDA shards are staged through host memory); use CKPT_TRANSPORT=ucx");
-  }
+  if (kind == TransportKind::kNccl) RETURN_IF_ERROR(Agree(*control_, coll::NcclUsable()));
   Result<std::unique_ptr<coll::Transport>> ucx = coll::MakeUcxTransport(*control_, timeout_);
   if (!ucx.ok()) {
     if (kind == TransportKind::kUcx) return ucx.status();
-    Log(LogLevel::kInfo, "no data transport, every rank reads what it needs: " + ucx.status().message());
+    Log(LogLevel::kInfo,
+        "no host data transport, every rank reads the host memory it loads itself: " + ucx.status().message());
     return Status::Ok();
   }
   transport_ = std::move(ucx).value();
   transport_kind_ = TransportKind::kUcx;
   transport_->SetPeerCheck([this] { return control_->CheckPeers(); });
   return Status::Ok();
+}
+
+bool Context::DeviceTransportWanted() const {
+  if (world_size() == 1 || device_transport_failed_) return false;
+  if (requested_transport_ != TransportKind::kAuto && requested_transport_ != TransportKind::kNccl) return false;
+  return coll::NcclUsable().ok();
+}
+
+bool Context::CanExchangeOnDevice(int device) const {
+  if (device < 0 || !DeviceTransportWanted()) return false;
+  return device_transport_ == nullptr || device_transport_device_ == device;
+}
+
+Result<coll::Transport*> Context::DeviceTransport(int device) {
+  if (device_transport_) return device_transport_.get();
+  Result<std::unique_ptr<coll::Transport>> made = coll::MakeNcclTransport(*control_, device, timeout_);
+  // Setup can fail on one rank after the others succeeded (a communicator that does not come up in time): the
+  // verdict is agreed so that every rank keeps or drops the transport alike.
+  const Status agreed = Agree(*control_, made.status());
+  if (agreed.ok()) {
+    device_transport_ = std::move(made).value();
+    device_transport_device_ = device;
+    device_transport_->SetPeerCheck([this] { return control_->CheckPeers(); });
+    return device_transport_.get();
+  }
+  if (requested_transport_ == TransportKind::kNccl) return agreed;
+  device_transport_failed_ = true;
+  Log(LogLevel::kInfo, "device memory is exchanged through host memory: " + agreed.message());
+  return nullptr;
 }
 
 // Where a CUDA device exists, the arena is pinned so that copies between it and device memory run at full speed.

@@ -81,9 +81,19 @@ class Context {
   ContextStats& stats() { return stats_; }
   const ContextStats& stats() const { return stats_; }
   int io_workers() const { return io_workers_; }
-  // The data plane for host memory during loads; null: every rank reads what it needs itself.
+  // The data plane for host memory during loads; null: none.
   coll::Transport* transport() { return transport_.get(); }
-  TransportKind transport_kind() const { return transport_kind_; }
+  // Whether loads may exchange at all; if not, every rank reads what it needs itself.
+  bool exchanges() const { return transport_ != nullptr || DeviceTransportWanted(); }
+  // NCCL once a load has created it, else the host data plane's kind (UCX or NONE).
+  TransportKind transport_kind() const { return device_transport_ ? TransportKind::kNccl : transport_kind_; }
+  // Local: whether a load whose destinations on this rank all lie on CUDA device `device` may exchange them as
+  // device memory over NCCL (asked for by AUTO or NCCL, usable here, and not bound to another device already).
+  bool CanExchangeOnDevice(int device) const;
+  // Collective, entered by every rank when every rank can exchange on its device: the NCCL transport, created on
+  // first use on `device`. Under AUTO a failure to create it is logged, remembered on every rank alike, and gives
+  // null (loads then stage device memory through the host data plane); with NCCL asked for by name it is an error.
+  Result<coll::Transport*> DeviceTransport(int device);
   LoadPlanCache& load_plan_cache() { return load_plan_cache_; }
 
   void Log(LogLevel level, const std::string& message) const;
@@ -94,6 +104,7 @@ class Context {
   Status StartIo(const ContextConfig& config);
   Status StartTransport(const ContextConfig& config);
   void PinArenaForDevices();
+  bool DeviceTransportWanted() const;
 
   coll::ProcessIdentity identity_;
   std::chrono::milliseconds timeout_{0};
@@ -107,6 +118,10 @@ class Context {
   std::unique_ptr<SaveExecutor> saves_;
   std::unique_ptr<coll::Transport> transport_;
   TransportKind transport_kind_ = TransportKind::kNone;
+  TransportKind requested_transport_ = TransportKind::kNone;  // AUTO, NONE, UCX or NCCL, once resolved
+  std::unique_ptr<coll::Transport> device_transport_;
+  int device_transport_device_ = -1;
+  bool device_transport_failed_ = false;
   LoadPlanCache load_plan_cache_;
   PlanCache plan_cache_;
   ContextStats stats_;

@@ -4,26 +4,35 @@
 
 namespace ckpt::runtime {
 
-Result<io::CudaStream> DeviceCopier::StreamFor(int device) {
+template <typename Enqueue>
+Status DeviceCopier::Queue(int device, Enqueue&& enqueue) {
+  ASSIGN_OR_RETURN(io::CudaRuntime * cuda, io::CudaRuntime::Get());
+  io::ScopedCudaDevice on_device(*cuda, device);
+  RETURN_IF_ERROR(on_device.status());
   auto it = streams_.find(device);
   if (it == streams_.end()) {
-    ASSIGN_OR_RETURN(io::CudaRuntime * cuda, io::CudaRuntime::Get());
     ASSIGN_OR_RETURN(io::ScopedCudaStream stream, io::ScopedCudaStream::Create(*cuda, device));
     it = streams_.emplace(device, std::move(stream)).first;
   }
-  return it->second.get();
+  return enqueue(*cuda, it->second.get());
 }
 
 Status DeviceCopier::ToHost(int device, void* host, const void* device_memory, uint64_t size) {
-  ASSIGN_OR_RETURN(io::CudaStream stream, StreamFor(device));
-  ASSIGN_OR_RETURN(io::CudaRuntime * cuda, io::CudaRuntime::Get());
-  return cuda->CopyDeviceToHostAsync(host, device_memory, size, stream);
+  return Queue(device, [&](const io::CudaRuntime& cuda, io::CudaStream stream) {
+    return cuda.CopyDeviceToHostAsync(host, device_memory, size, stream);
+  });
 }
 
 Status DeviceCopier::ToDevice(int device, void* device_memory, const void* host, uint64_t size) {
-  ASSIGN_OR_RETURN(io::CudaStream stream, StreamFor(device));
-  ASSIGN_OR_RETURN(io::CudaRuntime * cuda, io::CudaRuntime::Get());
-  return cuda->CopyHostToDeviceAsync(device_memory, host, size, stream);
+  return Queue(device, [&](const io::CudaRuntime& cuda, io::CudaStream stream) {
+    return cuda.CopyHostToDeviceAsync(device_memory, host, size, stream);
+  });
+}
+
+Status DeviceCopier::WithinDevice(int device, void* dst, const void* src, uint64_t size) {
+  return Queue(device, [&](const io::CudaRuntime& cuda, io::CudaStream stream) {
+    return cuda.CopyDeviceToDeviceAsync(dst, src, size, stream);
+  });
 }
 
 Status DeviceCopier::Wait() {

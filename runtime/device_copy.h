@@ -17,11 +17,14 @@ class DeviceCopier {
   // Queues a copy on `device`'s stream (created on first use).
   Status ToHost(int device, void* host, const void* device_memory, uint64_t size);
   Status ToDevice(int device, void* device_memory, const void* host, uint64_t size);
+  Status WithinDevice(int device, void* dst, const void* src, uint64_t size);
   // Waits for every queued copy.
   Status Wait();
 
  private:
-  Result<io::CudaStream> StreamFor(int device);
+  // Queues one copy on `device`'s stream with `device` current, as CUDA expects of a stream's work.
+  template <typename Enqueue>
+  Status Queue(int device, Enqueue&& enqueue);
 
   std::map<int, io::ScopedCudaStream> streams_;
 };

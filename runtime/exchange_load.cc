@@ -49,22 +49,89 @@ Result<std::shared_ptr<const LoadPlan>> PlanFor(Context& ctx, const Manifest& ma
   return cache.plan;
 }
 
+// The send and receive buffers of a load's rounds: one block of host memory, or of device memory on the plane's
+// device, kept from round to round so that its pages are touched (or the device memory allocated) once per load
+// rather than once per round.
+class RoundMemory {
+ public:
+  explicit RoundMemory(int device) : device_(device) {}
+
+  // At least `bytes`, not value-initialised; what an earlier round was given is invalidated.
+  Result<char*> Reserve(uint64_t bytes) {
+    if (bytes <= capacity_) return base();
+    capacity_ = 0;
+    if (device_ < 0) {
+      host_.reset(new char[bytes]);
+    } else {
+      device_memory_ = io::ScopedDeviceMemory();
+      ASSIGN_OR_RETURN(io::CudaRuntime * cuda, io::CudaRuntime::Get());
+      ASSIGN_OR_RETURN(device_memory_, io::ScopedDeviceMemory::Allocate(*cuda, device_, bytes));
+    }
+    capacity_ = bytes;
+    return base();
+  }
+
+ private:
+  char* base() const { return device_ < 0 ? host_.get() : device_memory_.get(); }
+
+  const int device_;
+  uint64_t capacity_ = 0;
+  std::unique_ptr<char[]> host_;
+  io::ScopedDeviceMemory device_memory_;
+};
+
+// Buffers are carved out of the round's memory at this alignment: enough for any element type and for the copy
+// engines of a GPU.
+constexpr uint64_t kSlotAlignment = 256;
+
+// Offsets of the buffers a round needs, decided before the memory is reserved.
+class SlotLayout {
+ public:
+  // The offset of a new buffer of `bytes`.
+  uint64_t Add(uint64_t bytes) {
+    const uint64_t offset = total_;
+    total_ += (bytes + kSlotAlignment - 1) / kSlotAlignment * kSlotAlignment;
+    return offset;
+  }
+  uint64_t total() const { return total_; }
+
+ private:
+  uint64_t total_ = 0;
+};
+
+// What reaches this rank in one message, still to be copied into its destinations: transfers at their offsets.
+struct Arrival {
+  size_t message = 0;                                  // index into the round's receives
+  std::vector<std::pair<size_t, uint64_t>> transfers;  // (index into LoadPlan::transfers, offset in the message)
+};
+
 class Round {
  public:
-  Round(Context& ctx, const std::string& path, const Manifest& manifest, const LoadPlan& plan, uint64_t tag,
-        const PiecesByTensor& pieces, ExchangeCounters& counters)
-      : ctx_(ctx), path_(path), manifest_(manifest), plan_(plan), tag_(tag), pieces_(pieces), counters_(counters) {}
+  Round(Context& ctx, const ExchangePlane& exchange, RoundMemory& memory, const std::string& path,
+        const Manifest& manifest, const LoadPlan& plan, uint64_t tag, const PiecesByTensor& pieces,
+        ExchangeCounters& counters)
+      : ctx_(ctx),
+        exchange_(exchange),
+        memory_(memory),
+        path_(path),
+        manifest_(manifest),
+        plan_(plan),
+        tag_(tag),
+        pieces_(pieces),
+        counters_(counters) {}
 
   // Every rank agrees after the reads and after the exchange, so that a failure anywhere stops every rank at the
   // same point and no rank waits on a peer that has given up.
   Status Run() {
-    RETURN_IF_ERROR(Agree(ctx_.control(), ReadMine()));
+    RETURN_IF_ERROR(Agree(ctx_.control(), Prepare()));
     return Agree(ctx_.control(), ExchangeAndUnpack());
   }
 
  private:
-  // Reads this rank's chunks: its own share straight into its buffers, the others' into per-peer send buffers.
-  Status ReadMine() {
+  // Lays out the buffers, then reads this rank's chunks: its own share straight into its destinations, the others'
+  // into send buffers (packed per peer, or one buffer per large region whatever the number of peers it goes to).
+  Status Prepare() {
+    SlotLayout layout;
     std::vector<ChunkFetch> fetches;
     std::map<size_t, size_t> fetch_of_read;
     auto fetch_for = [&](size_t read) -> ChunkFetch& {
@@ -82,19 +149,39 @@ class Round {
             fetch_for(copy.read).consumers.push_back(ChunkConsumer{part, piece.dst, piece.box, piece.device});
           });
     }
+    // Sends and receives hold offsets into the round's memory until it is reserved; in-place receives, pointers.
+    std::vector<std::pair<size_t, uint64_t>> packed_fills;  // (transfer, offset of its bytes)
+    std::map<std::pair<size_t, Box>, uint64_t> shared_sends;
     for (const PeerBatch& batch : OutgoingBatches(plan_, ctx_.rank())) {
-      // Not value-initialised: the reads fill every piece, and only the alignment gaps between pieces are zeroed.
-      send_buffers_.emplace_back(new char[batch.bytes]);
-      char* base = send_buffers_.back().get();
-      for (size_t j = 0; j < batch.transfers.size(); ++j) {
-        const Transfer& t = plan_.transfers[batch.transfers[j]];
-        fetch_for(t.read).consumers.push_back(ChunkConsumer{t.region, base + batch.offsets[j], t.region});
-        const uint64_t end = batch.offsets[j] + t.bytes;
-        const uint64_t next = j + 1 < batch.transfers.size() ? batch.offsets[j + 1] : batch.bytes;
-        std::memset(base + end, 0, next - end);
+      if (batch.packed_bytes > 0) {
+        const uint64_t base = layout.Add(batch.packed_bytes);
+        for (size_t j = 0; j < batch.packed.size(); ++j)
+          packed_fills.emplace_back(batch.packed[j], base + batch.offsets[j]);
+        AddSend(batch.peer, base, batch.packed_bytes);
+        ZeroGapsLater(batch, base);
       }
-      sends_.push_back(coll::TransferSend{batch.peer, base, batch.bytes, tag_});
-      counters_.bytes_sent += batch.bytes;
+      for (size_t index : batch.separate) {
+        const Transfer& t = plan_.transfers[index];
+        auto [it, added] = shared_sends.emplace(std::make_pair(size_t{t.read}, t.region), 0);
+        if (added) {
+          it->second = layout.Add(t.bytes);
+          packed_fills.emplace_back(index, it->second);
+        }
+        AddSend(batch.peer, it->second, t.bytes);
+      }
+    }
+    for (const PeerBatch& batch : IncomingBatches(plan_, ctx_.rank())) PlanReceives(batch, layout);
+
+    ASSIGN_OR_RETURN(char* base, memory_.Reserve(layout.total()));
+    base_ = base;
+    for (auto& send : sends_) send.data = base_ + reinterpret_cast<uintptr_t>(send.data);
+    for (size_t i = 0; i < recvs_.size(); ++i) {
+      if (!received_in_place_[i]) recvs_[i].data = base_ + reinterpret_cast<uintptr_t>(recvs_[i].data);
+    }
+    for (const auto& [begin, end] : gaps_) std::memset(base_ + begin, 0, end - begin);
+    for (const auto& [index, offset] : packed_fills) {
+      const Transfer& t = plan_.transfers[index];
+      fetch_for(t.read).consumers.push_back(ChunkConsumer{t.region, base_ + offset, t.region, exchange_.device});
     }
     const FetchEngine engine{ctx_.arena(), ctx_.workers(), ctx_.timeout()};
     ASSIGN_OR_RETURN(uint64_t read, FetchChunks(engine, path_, manifest_, fetches));
@@ -102,47 +189,112 @@ class Round {
     return Status::Ok();
   }
 
-  Status ExchangeAndUnpack() {
-    const std::vector<PeerBatch> incoming = IncomingBatches(plan_, ctx_.rank());
-    std::vector<std::unique_ptr<char[]>> receive_buffers;  // filled whole by the transport
-    std::vector<coll::TransferRecv> recvs;
-    for (const PeerBatch& batch : incoming) {
-      receive_buffers.emplace_back(new char[batch.bytes]);
-      recvs.push_back(coll::TransferRecv{batch.peer, receive_buffers.back().get(), batch.bytes, tag_});
-      counters_.bytes_received += batch.bytes;
+  void AddSend(int peer, uint64_t offset, uint64_t bytes) {
+    sends_.push_back(coll::TransferSend{peer, reinterpret_cast<const void*>(offset), bytes, tag_});
+    counters_.bytes_sent += bytes;
+  }
+
+  // The alignment gaps between packed pieces of host memory are zeroed so that no stale memory leaves the process.
+  // In device memory they stay as they are: nothing of the host's is there, and the receiver never reads them.
+  void ZeroGapsLater(const PeerBatch& batch, uint64_t base) {
+    if (exchange_.device >= 0) return;
+    for (size_t j = 0; j < batch.packed.size(); ++j) {
+      const uint64_t end = batch.offsets[j] + plan_.transfers[batch.packed[j]].bytes;
+      const uint64_t next = j + 1 < batch.packed.size() ? batch.offsets[j + 1] : batch.packed_bytes;
+      if (next > end) gaps_.emplace_back(base + end, base + next);
     }
+  }
+
+  // The receives of one peer's messages: the packed one into the round's memory, each separate one straight into
+  // its destination where it lands there whole and contiguously, else into the round's memory.
+  void PlanReceives(const PeerBatch& batch, SlotLayout& layout) {
+    if (batch.packed_bytes > 0) {
+      Arrival arrival{recvs_.size(), {}};
+      for (size_t j = 0; j < batch.packed.size(); ++j)
+        arrival.transfers.emplace_back(batch.packed[j], batch.offsets[j]);
+      arrivals_.push_back(std::move(arrival));
+      AddReceive(batch.peer, nullptr, layout.Add(batch.packed_bytes), batch.packed_bytes);
+    }
+    for (size_t index : batch.separate) {
+      const Transfer& t = plan_.transfers[index];
+      char* in_place = InPlaceDestination(t);
+      if (in_place == nullptr) arrivals_.push_back(Arrival{recvs_.size(), {{index, 0}}});
+      AddReceive(batch.peer, in_place, in_place ? 0 : layout.Add(t.bytes), t.bytes);
+    }
+  }
+
+  void AddReceive(int peer, char* in_place, uint64_t offset, uint64_t bytes) {
+    void* data = in_place ? static_cast<void*>(in_place) : reinterpret_cast<void*>(offset);
+    recvs_.push_back(coll::TransferRecv{peer, data, bytes, tag_});
+    received_in_place_.push_back(in_place != nullptr);
+    counters_.bytes_received += bytes;
+  }
+
+  // Where a transfer can be received in place: its region lies in one registered piece only, whole and in one
+  // contiguous run, in the memory the plane moves (host memory, or device memory of the plane's device).
+  char* InPlaceDestination(const Transfer& t) const {
+    const uint32_t tensor = plan_.reads[t.read].tensor;
+    const LocalPiece* only = nullptr;
+    int overlapping = 0;
+    ForEachDestination(pieces_, tensor, t.region, [&](const LocalPiece& piece, const Box& part) {
+      ++overlapping;
+      if (part == t.region) only = &piece;
+    });
+    if (overlapping != 1 || only == nullptr || only->device != exchange_.device) return nullptr;
+    char* destination = nullptr;
+    int runs = 0;
+    ForEachRun(t.region, only->box, t.region, DTypeSize(manifest_.tensors[tensor].dtype),
+               [&](uint64_t, uint64_t dst_offset, uint64_t) {
+                 ++runs;
+                 destination = only->dst + dst_offset;
+               });
+    return runs == 1 ? destination : nullptr;
+  }
+
+  Status ExchangeAndUnpack() {
     InjectedCrash(ctx_.rank());
-    RETURN_IF_ERROR(ctx_.transport()->Exchange(sends_, recvs, ctx_.timeout()));
+    RETURN_IF_ERROR(exchange_.transport->Exchange(sends_, recvs_, ctx_.timeout()));
     DeviceCopier device_copies;
     Status status;
-    for (size_t b = 0; b < incoming.size(); ++b) {
-      const PeerBatch& batch = incoming[b];
-      for (size_t j = 0; j < batch.transfers.size(); ++j) {
-        const Transfer& t = plan_.transfers[batch.transfers[j]];
+    for (const Arrival& arrival : arrivals_) {
+      const char* message = static_cast<const char*>(recvs_[arrival.message].data);
+      for (const auto& [index, offset] : arrival.transfers) {
+        const Transfer& t = plan_.transfers[index];
         const uint32_t tensor = plan_.reads[t.read].tensor;
-        const char* packed = receive_buffers[b].get() + batch.offsets[j];
+        const char* packed = message + offset;
         const size_t element_size = DTypeSize(manifest_.tensors[tensor].dtype);
         ForEachDestination(pieces_, tensor, t.region, [&](const LocalPiece& piece, const Box& part) {
           if (piece.device < 0) return CopyRegion(packed, t.region, piece.dst, piece.box, part, element_size);
           ForEachRun(t.region, piece.box, part, element_size, [&](uint64_t src_off, uint64_t dst_off, uint64_t n) {
-            if (status.ok()) status = device_copies.ToDevice(piece.device, piece.dst + dst_off, packed + src_off, n);
+            if (!status.ok()) return;
+            status = exchange_.device < 0
+                         ? device_copies.ToDevice(piece.device, piece.dst + dst_off, packed + src_off, n)
+                         : device_copies.WithinDevice(piece.device, piece.dst + dst_off, packed + src_off, n);
           });
         });
       }
     }
+    // The copies are waited for even after a failure: the next round reuses the memory they read.
+    const Status waited = device_copies.Wait();
     RETURN_IF_ERROR(status);
-    return device_copies.Wait();
+    return waited;
   }
 
   Context& ctx_;
+  const ExchangePlane& exchange_;
+  RoundMemory& memory_;
   const std::string& path_;
   const Manifest& manifest_;
   const LoadPlan& plan_;
   const uint64_t tag_;
   const PiecesByTensor& pieces_;
   ExchangeCounters& counters_;
-  std::vector<std::unique_ptr<char[]>> send_buffers_;
+  char* base_ = nullptr;
+  std::vector<std::pair<uint64_t, uint64_t>> gaps_;  // [begin, end) offsets to zero
   std::vector<coll::TransferSend> sends_;
+  std::vector<coll::TransferRecv> recvs_;
+  std::vector<bool> received_in_place_;
+  std::vector<Arrival> arrivals_;
 };
 
 }  // namespace
@@ -155,19 +307,22 @@ LoadRequest MakeLoadRequest(int rank, const std::string& node, const std::vector
   return request;
 }
 
-Result<ExchangeCounters> ExchangeLoad(Context& ctx, const std::string& path, const Manifest& manifest,
-                                      const std::vector<LoadRequest>& requests,
+Result<ExchangeCounters> ExchangeLoad(Context& ctx, const ExchangePlane& plane, const std::string& path,
+                                      const Manifest& manifest, const std::vector<LoadRequest>& requests,
                                       const std::vector<std::string>& encoded_requests,
                                       const std::vector<LocalPiece>& pieces) {
   ASSIGN_OR_RETURN(std::shared_ptr<const LoadPlan> plan, PlanFor(ctx, manifest, requests, encoded_requests));
   PiecesByTensor by_tensor;
   for (const LocalPiece& piece : pieces) by_tensor[piece.tensor].push_back(&piece);
-  // Each round's buffers stay within half the arena's size, whatever the checkpoint's.
-  const uint64_t budget = std::max<uint64_t>(ctx.arena().capacity() / 2, 64ull << 20);
+  // Reads go through the staging arena; the exchange buffers of a round stay within as much memory again, whatever
+  // the checkpoint's size.
+  const uint64_t budget = std::max<uint64_t>(ctx.arena().capacity(), 64ull << 20);
   const std::vector<LoadPlan> rounds = SplitIntoRounds(*plan, budget);
+  RoundMemory memory(plane.device);
   ExchangeCounters counters;
   for (size_t r = 0; r < rounds.size(); ++r) {
-    RETURN_IF_ERROR(Round(ctx, path, manifest, rounds[r], r & coll::kMaxTransferTag, by_tensor, counters).Run());
+    const uint64_t tag = r & coll::kMaxTransferTag;
+    RETURN_IF_ERROR(Round(ctx, plane, memory, path, manifest, rounds[r], tag, by_tensor, counters).Run());
   }
   return counters;
 }

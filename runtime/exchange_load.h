@@ -35,9 +35,16 @@ struct ExchangeCounters {
   uint64_t bytes_received = 0;
 };
 
-// Collective over the context's transport. `requests` are every rank's, as gathered.
-Result<ExchangeCounters> ExchangeLoad(Context& ctx, const std::string& path, const Manifest& manifest,
-                                      const std::vector<LoadRequest>& requests,
+// How a load's pieces travel: over `transport`, packed in host memory (device = -1) or in device memory of `device`
+// (NCCL, every destination on that device).
+struct ExchangePlane {
+  coll::Transport* transport = nullptr;
+  int device = -1;
+};
+
+// Collective over `plane`, the same on every rank. `requests` are every rank's, as gathered.
+Result<ExchangeCounters> ExchangeLoad(Context& ctx, const ExchangePlane& plane, const std::string& path,
+                                      const Manifest& manifest, const std::vector<LoadRequest>& requests,
                                       const std::vector<std::string>& encoded_requests,
                                       const std::vector<LocalPiece>& pieces);
 

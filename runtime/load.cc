@@ -169,26 +169,60 @@ std::vector<ChunkFetch> LocalFetches(const Manifest& manifest, const std::vector
   return fetches;
 }
 
-// What each rank contributes to the load's first exchange: which manifest keys it asks for, and (with a transport)
-// the boxes it needs.
+// What each rank contributes to the load's first exchange: which manifest keys it asks for, and (when loads
+// exchange) the boxes it needs and the CUDA device its destinations are all on, if they can be exchanged there.
 struct Asked {
   std::string keys;
   std::string boxes;
+  int32_t exchange_device = -1;
 };
+
+std::string EncodeAsked(const Asked& asked) {
+  ByteWriter out;
+  out.Bytes(asked.keys);
+  out.Bytes(asked.boxes);
+  out.I32(asked.exchange_device);
+  return out.Take();
+}
 
 Result<Asked> DecodeAsked(std::string_view bytes, int rank) {
   ByteReader in(bytes, "load request from rank " + std::to_string(rank));
   Asked asked;
   RETURN_IF_ERROR(in.Bytes(&asked.keys));
   RETURN_IF_ERROR(in.Bytes(&asked.boxes));
+  RETURN_IF_ERROR(in.I32(&asked.exchange_device));
   RETURN_IF_ERROR(in.ExpectDone());
   return asked;
 }
 
-// Reads the tensors: over the transport, each stored byte once; without one, each rank what it needs.
+// The device this rank's destinations all lie on, where the context can exchange device memory there; else -1.
+int32_t ExchangeDevice(const Context& ctx, const std::vector<LocalPiece>& pieces) {
+  if (pieces.empty()) return -1;
+  const int device = pieces.front().device;
+  for (const LocalPiece& piece : pieces) {
+    if (piece.device != device) return -1;
+  }
+  return ctx.CanExchangeOnDevice(device) ? device : -1;
+}
+
+// The data plane of this load, the same on every rank: NCCL when every rank's destinations are device memory it can
+// exchange (so pieces go from device to device), else the host transport; null: none, every rank reads alone.
+Result<ExchangePlane> ChoosePlane(Context& ctx, const std::vector<Asked>& asked) {
+  const bool on_devices =
+      std::all_of(asked.begin(), asked.end(), [](const Asked& a) { return a.exchange_device >= 0; });
+  if (on_devices && ctx.world_size() > 1) {
+    const int device = asked[ctx.rank()].exchange_device;
+    ASSIGN_OR_RETURN(coll::Transport * nccl, ctx.DeviceTransport(device));
+    if (nccl != nullptr) return ExchangePlane{nccl, device};
+  }
+  return ExchangePlane{ctx.transport(), -1};
+}
+
+// Reads the tensors: over a transport, each stored byte once; without one, each rank what it needs.
 Status ReadTensors(Context& ctx, const std::string& path, const Manifest& manifest, const std::vector<Asked>& asked,
                    const std::vector<LocalPiece>& pieces, uint64_t* bytes_read) {
-  if (ctx.transport() == nullptr) {
+  ASSIGN_OR_RETURN(const ExchangePlane plane, ChoosePlane(ctx, asked));
+  if (plane.transport == nullptr) {
     const FetchEngine engine{ctx.arena(), ctx.workers(), ctx.timeout()};
     ASSIGN_OR_RETURN(*bytes_read, FetchChunks(engine, path, manifest, LocalFetches(manifest, pieces)));
     return Status::Ok();
@@ -200,7 +234,7 @@ Status ReadTensors(Context& ctx, const std::string& path, const Manifest& manife
     requests.push_back(std::move(request));
     encoded.push_back(asked[r].boxes);
   }
-  ASSIGN_OR_RETURN(ExchangeCounters counters, ExchangeLoad(ctx, path, manifest, requests, encoded, pieces));
+  ASSIGN_OR_RETURN(ExchangeCounters counters, ExchangeLoad(ctx, plane, path, manifest, requests, encoded, pieces));
   *bytes_read = counters.bytes_read;
   ctx.stats().bytes_sent += counters.bytes_sent;
   ctx.stats().bytes_received += counters.bytes_received;
@@ -244,17 +278,20 @@ Status Load(Context& ctx, State& state, const std::string& path, const LoadSetti
   Status local = match.status();
   if (local.ok()) local = Judge(ctx, settings.missing_keys, match->missing, "keys missing from the checkpoint", true);
   std::vector<LocalPiece> pieces;
-  ByteWriter mine;
+  Asked mine;
   if (local.ok()) {
     Result<std::vector<LocalPiece>> local_pieces = LocalPieces(state, *match, *manifest);
     local = local_pieces.status();
     if (local.ok()) pieces = std::move(local_pieces).value();
   }
   if (local.ok()) {
-    mine.Bytes(match->requested);
-    mine.Bytes(ctx.transport() ? EncodeLoadRequest(MakeLoadRequest(ctx.rank(), ctx.node_name(), pieces)) : "");
+    mine.keys = match->requested;
+    if (ctx.exchanges()) {
+      mine.boxes = EncodeLoadRequest(MakeLoadRequest(ctx.rank(), ctx.node_name(), pieces));
+      mine.exchange_device = ExchangeDevice(ctx, pieces);
+    }
   }
-  auto gathered = AgreeAndGather(ctx.control(), local, mine.data());
+  auto gathered = AgreeAndGather(ctx.control(), local, local.ok() ? EncodeAsked(mine) : "");
   RETURN_IF_ERROR(gathered.status().WithContext(context));
   std::vector<Asked> asked;
   std::vector<std::string> flags;

@@ -323,6 +323,8 @@ void EmitReadsAndTransfers(const Manifest& manifest, std::vector<Candidate> cand
 
 uint64_t AlignUp(uint64_t bytes) { return (bytes + kTransferAlignment - 1) / kTransferAlignment * kTransferAlignment; }
 
+bool TravelsAlone(const LoadPlan& plan, const Transfer& transfer) { return transfer.bytes >= plan.separate_bytes; }
+
 std::vector<PeerBatch> Batches(const LoadPlan& plan, int rank, bool outgoing) {
   std::vector<PeerBatch> batches;
   for (size_t i = 0; i < plan.transfers.size(); ++i) {
@@ -330,18 +332,23 @@ std::vector<PeerBatch> Batches(const LoadPlan& plan, int rank, bool outgoing) {
     const int reader = plan.reads[transfer.read].reader;
     if ((outgoing ? reader : transfer.consumer) != rank) continue;
     const int peer = outgoing ? transfer.consumer : reader;
-    if (batches.empty() || batches.back().peer != peer) batches.push_back(PeerBatch{peer, {}, {}, 0});
+    if (batches.empty() || batches.back().peer != peer) batches.push_back(PeerBatch{peer, {}, {}, 0, {}});
     PeerBatch& batch = batches.back();
-    const uint64_t offset = AlignUp(batch.bytes);
-    batch.transfers.push_back(i);
+    if (TravelsAlone(plan, transfer)) {
+      batch.separate.push_back(i);
+      continue;
+    }
+    const uint64_t offset = AlignUp(batch.packed_bytes);
+    batch.packed.push_back(i);
     batch.offsets.push_back(offset);
-    batch.bytes = offset + transfer.bytes;
+    batch.packed_bytes = offset + transfer.bytes;
   }
   return batches;
 }
 
-// What one read costs each rank it involves in memory: its reader's read and send buffers, its consumers'
-// receive buffers. Transfers count with their alignment padding, so the sum bounds the batches' real size.
+// What one read costs each rank it involves in memory: its reader's send buffers (a region travelling alone once,
+// whatever the number of its consumers), its consumers' receive buffers. Packed transfers count with their
+// alignment padding, so the sum bounds the buffers' real size.
 struct ReadCost {
   std::vector<std::pair<int, uint64_t>> per_rank;  // sorted by rank
   uint64_t largest = 0;
@@ -349,11 +356,22 @@ struct ReadCost {
 
 std::vector<ReadCost> ReadCosts(const LoadPlan& plan) {
   std::vector<std::map<int, uint64_t>> per_read(plan.reads.size());
-  for (size_t i = 0; i < plan.reads.size(); ++i) per_read[i][plan.reads[i].reader] += plan.reads[i].bytes;
+  std::vector<std::vector<const Box*>> sent_alone(plan.reads.size());
   for (const Transfer& transfer : plan.transfers) {
-    const uint64_t padded = AlignUp(transfer.bytes);
-    per_read[transfer.read][plan.reads[transfer.read].reader] += padded;
-    per_read[transfer.read][transfer.consumer] += padded;
+    std::map<int, uint64_t>& cost = per_read[transfer.read];
+    const int reader = plan.reads[transfer.read].reader;
+    if (!TravelsAlone(plan, transfer)) {
+      cost[reader] += AlignUp(transfer.bytes);
+      cost[transfer.consumer] += AlignUp(transfer.bytes);
+      continue;
+    }
+    std::vector<const Box*>& sent = sent_alone[transfer.read];
+    const bool shared = std::any_of(sent.begin(), sent.end(), [&](const Box* box) { return *box == transfer.region; });
+    if (!shared) {
+      sent.push_back(&transfer.region);
+      cost[reader] += transfer.bytes;
+    }
+    cost[transfer.consumer] += transfer.bytes;
   }
   std::vector<ReadCost> costs(plan.reads.size());
   for (size_t i = 0; i < per_read.size(); ++i) {
@@ -376,7 +394,10 @@ bool Fits(const ReadCost& cost, const std::vector<uint64_t>& usage, uint64_t max
 // The rounds' plans, each read, transfer and local copy moved into its read's round and re-indexed there.
 std::vector<LoadPlan> BuildRounds(const LoadPlan& plan, const std::vector<size_t>& round_of, size_t round_count) {
   std::vector<LoadPlan> rounds(round_count);
-  for (LoadPlan& round : rounds) round.read_bytes_per_rank.assign(plan.read_bytes_per_rank.size(), 0);
+  for (LoadPlan& round : rounds) {
+    round.read_bytes_per_rank.assign(plan.read_bytes_per_rank.size(), 0);
+    round.separate_bytes = plan.separate_bytes;
+  }
   std::vector<uint32_t> index_in_round(plan.reads.size());
   for (size_t i = 0; i < plan.reads.size(); ++i) {
     LoadPlan& round = rounds[round_of[i]];
@@ -434,6 +455,7 @@ Result<LoadPlan> PlanLoad(const Manifest& manifest, const std::vector<LoadReques
   ASSIGN_OR_RETURN(std::vector<Candidate> candidates, CollectCandidates(manifest, wanted, options));
   LoadPlan plan;
   plan.read_bytes_per_rank.assign(requests.size(), 0);
+  plan.separate_bytes = options.separate_bytes;
   ChooseReaders(by_rank, &candidates, &plan);
   EmitReadsAndTransfers(manifest, std::move(candidates), &plan);
   return plan;

@@ -69,6 +69,10 @@ struct LoadPlanOptions {
   // when the block size is a multiple of the element size (true of every power-of-two block size), so that no
   // element straddles two reads. 0 never splits.
   uint64_t split_bytes = 64ull << 20;
+  // A transfer of at least this many bytes travels as a message of its own rather than packed with the pair's
+  // small transfers: its reader keeps one copy for every rank it goes to, and the receiver can take it straight
+  // into its destination. 0: every transfer travels alone.
+  uint64_t separate_bytes = 256ull << 10;
 };
 
 struct LoadPlan {
@@ -78,6 +82,7 @@ struct LoadPlan {
   // What readers keep for themselves (consumer == reader), copied in place rather than sent; sorted by read.
   std::vector<Transfer> local_copies;
   std::vector<uint64_t> read_bytes_per_rank;  // one entry per rank
+  uint64_t separate_bytes = 0;                // LoadPlanOptions::separate_bytes of the planning
 };
 
 // Computes the plan from every rank's request, in any order; every rank computes the same plan from the same
@@ -90,21 +95,25 @@ struct LoadPlan {
 Result<LoadPlan> PlanLoad(const Manifest& manifest, const std::vector<LoadRequest>& requests,
                           const LoadPlanOptions& options = {});
 
-// The transfers between `rank` and each peer, laid out in one contiguous buffer per peer: `transfers` (indices
-// into LoadPlan::transfers) in plan order, each at `offsets[i]`, aligned to kTransferAlignment; `bytes` is the
-// buffer's size. The reader's OutgoingBatches and the consumer's IncomingBatches give the same layout for their
-// pair, so each side computes it alone. Batches are sorted by peer.
+// What travels between `rank` and one peer in a plan: the pair's small transfers packed in one contiguous buffer
+// (`packed`, in plan order, each at `offsets[i]` aligned to kTransferAlignment; `packed_bytes` is the buffer's size,
+// 0 when nothing is packed), then each large transfer (at least LoadPlan::separate_bytes) as a message of its own
+// (`separate`, in plan order). Messages of a pair go in that order: the packed buffer first, if any. Indices are into
+// LoadPlan::transfers. The reader's OutgoingBatches and the consumer's IncomingBatches agree for their pair, so each
+// side computes it alone. Batches are sorted by peer.
 inline constexpr uint64_t kTransferAlignment = 16;  // the largest element size: typed copies stay aligned
 struct PeerBatch {
   int peer = 0;
-  std::vector<size_t> transfers;
+  std::vector<size_t> packed;
   std::vector<uint64_t> offsets;
-  uint64_t bytes = 0;
+  uint64_t packed_bytes = 0;
+  std::vector<size_t> separate;
 };
 std::vector<PeerBatch> OutgoingBatches(const LoadPlan& plan, int rank);  // `rank` reads and sends
 std::vector<PeerBatch> IncomingBatches(const LoadPlan& plan, int rank);  // `rank` receives
 
-// What one rank holds in memory for a plan at once: its read buffers, its send buffers and its receive buffers.
+// What one rank holds in memory for a plan at once, outside the staging arena its reads go through: its send buffers
+// (a separate transfer once, whatever the number of ranks it goes to) and its receive buffers.
 std::vector<uint64_t> MemoryBytesPerRank(const LoadPlan& plan);
 
 // Cuts `plan` into rounds, each a plan of its own (reads, transfers and local copies re-indexed within the round),

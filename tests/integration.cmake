@@ -9,12 +9,15 @@ endforeach()
 # Device buffers across ranks; links the internal library for its CUDA loader, so it names the worker explicitly.
 add_executable(ckpt_cuda_scenario integration/cuda_scenario.cc)
 target_link_libraries(ckpt_cuda_scenario PRIVATE ckpt_internal)
-add_test(NAME mp_cuda_reshard_over_ucx
-         COMMAND bash -c "rm -rf \"$3\" && \"$0\" -n 2 -- \"$1\" save \"$3\" && \"$0\" -n 3 -- \"$1\" load \"$3\""
-                 $<TARGET_FILE:ckpt-launch> $<TARGET_FILE:ckpt_cuda_scenario> unused
-                 ${CMAKE_CURRENT_BINARY_DIR}/scenarios/cuda-reshard)
-set_tests_properties(mp_cuda_reshard_over_ucx PROPERTIES TIMEOUT 120 SKIP_RETURN_CODE 77
-                     ENVIRONMENT "CKPT_WORKER_PATH=$<TARGET_FILE:ckpt-io-worker>")
+# Device shards saved on 3 ranks and loaded on 2 and on 4, exchanging over the transport named.
+foreach(transport ucx nccl)
+  add_test(NAME mp_cuda_reshard_over_${transport}
+           COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/integration/cuda_reshard.sh $<TARGET_FILE:ckpt-launch>
+                   $<TARGET_FILE:ckpt_cuda_scenario> ${CMAKE_CURRENT_BINARY_DIR}/scenarios/cuda-reshard-${transport}
+                   ${transport})
+  set_tests_properties(mp_cuda_reshard_over_${transport} PROPERTIES TIMEOUT 120 SKIP_RETURN_CODE 77
+                       ENVIRONMENT "CKPT_WORKER_PATH=$<TARGET_FILE:ckpt-io-worker>;CKPT_TRANSPORT=${transport}")
+endforeach()
 foreach(name reshard dedup invalid-overlap invalid-gap invalid-dtype invalid-shape exists corrupt-byte
              truncated-file missing-manifest foreign-manifest corrupt-manifest newer-version strictness
              shape-mismatch dead-rank async plan-cache worker-killed big-state full-disk read-once

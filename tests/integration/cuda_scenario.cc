@@ -1,6 +1,9 @@
-// Shards in CUDA memory across ranks: `cuda_scenario save DIR` on N ranks saves row slabs from device memory;
-// `cuda_scenario load DIR` on M ranks loads column slabs back into device memory, over UCX when it is the transport
-// (device buffers are staged through host memory). Exits 77 (skipped) on every rank where no CUDA device exists.
+// Shards in CUDA memory across ranks: `cuda_scenario save DIR` on N ranks saves column slabs of "w" and a
+// replicated "b" from device memory; `cuda_scenario load DIR [TRANSPORT]` on M ranks loads M column slabs of "w"
+// and the whole of "b" back into device memory, and checks every element. Rank r uses device r mod the device count. TRANSPORT
+// names the data plane the load must have used for device memory: "ucx" (staged through host memory) or "nccl"
+// (device to device; needs one device per rank). Exits 77 (skipped) where no CUDA device exists, or too few for
+// NCCL.
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -11,58 +14,108 @@
 
 namespace {
 
-constexpr uint64_t kRows = 96, kCols = 40;
+// Large enough that transfers travel alone, received in place or scattered on the device.
+constexpr uint64_t kRows = 512, kCols = 3072, kBias = 100000;
 
 [[noreturn]] void Die(int rank, const std::string& why) {
   std::fprintf(stderr, "cuda_scenario rank %d FAILED: %s\n", rank, why.c_str());
   std::exit(1);
 }
 
-float ValueAt(uint64_t r, uint64_t c) { return static_cast<float>(r * kCols + c); }
+float WeightAt(uint64_t r, uint64_t c) { return static_cast<float>(r * kCols + c); }
+float BiasAt(uint64_t i) { return 0.5f * static_cast<float>(i); }
+
+// A tensor shard whose host image is copied to and from device memory around the save or load.
+struct DeviceShard {
+  std::vector<uint64_t> global, local, offset;
+  std::vector<float> host;
+  void* device_memory = nullptr;
+};
+
+void AddShard(ckpt_state_t* state, const char* key, DeviceShard& shard, int device, const ckpt::io::CudaRuntime& cuda,
+              int rank, ckpt_error_t* err) {
+  const uint64_t bytes = shard.host.size() * sizeof(float);
+  ckpt::Result<void*> memory = cuda.Malloc(device, bytes);
+  if (!memory.ok()) Die(rank, memory.status().message());
+  shard.device_memory = *memory;
+  if (!cuda.Copy(shard.device_memory, shard.host.data(), bytes).ok()) Die(rank, "host to device copy");
+  ckpt_tensor_shard t = CKPT_TENSOR_SHARD_INIT;
+  t.key = key;
+  t.dtype = CKPT_DTYPE_F32;
+  t.ndim = static_cast<uint32_t>(shard.global.size());
+  t.global_shape = shard.global.data();
+  t.local_shape = shard.local.data();
+  t.global_offset = shard.offset.data();
+  t.memory_kind = CKPT_MEMORY_CUDA;
+  t.device = device;
+  t.data = shard.device_memory;
+  t.data_size = bytes;
+  if (ckpt_state_add_tensor(state, &t, err) != CKPT_OK) Die(rank, ckpt_error_message(err));
+}
+
+void CopyBack(DeviceShard& shard, const ckpt::io::CudaRuntime& cuda, int rank) {
+  if (!cuda.Copy(shard.host.data(), shard.device_memory, shard.host.size() * sizeof(float)).ok()) {
+    Die(rank, "device to host copy");
+  }
+}
+
+void CheckTransport(ckpt_context_t* ctx, const std::string& expected, int rank, ckpt_error_t* err) {
+  ckpt_context_stats stats = CKPT_CONTEXT_STATS_INIT;
+  if (ckpt_context_stats_get(ctx, &stats, err) != CKPT_OK) Die(rank, ckpt_error_message(err));
+  const int32_t want = expected == "nccl" ? CKPT_TRANSPORT_NCCL : CKPT_TRANSPORT_UCX;
+  if (stats.transport != want) {
+    Die(rank, "the load used transport " + std::to_string(stats.transport) + ", expected " + expected);
+  }
+  // Every rank needs a part of every stored chunk, so every rank either sends or receives.
+  if (stats.bytes_sent + stats.bytes_received == 0) Die(rank, "this rank exchanged nothing");
+}
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 3) return 2;
+  if (argc != 3 && argc != 4) return 2;
   auto cuda = ckpt::io::CudaRuntime::Get();
   if (!cuda.ok()) {
     std::printf("SKIP: %s\n", cuda.status().message().c_str());
     return 77;
   }
   const std::string mode = argv[1];
+  const std::string transport = argc == 4 ? argv[3] : "";
   ckpt_error_t* err = nullptr;
   ckpt_error_create(&err);
   ckpt_context_t* ctx = nullptr;
   if (ckpt_context_create(nullptr, &ctx, err) != CKPT_OK) Die(-1, ckpt_error_message(err));
   const int rank = ckpt_context_rank(ctx), world = ckpt_context_world_size(ctx);
-  const bool save = mode == "save";
-  // Saves hold row slabs, loads column slabs: every load is a reshard.
-  const uint64_t dim = save ? 0 : 1, extent = save ? kRows : kCols;
-  const uint64_t begin = extent * rank / world, end = extent * (rank + 1) / world;
-  const uint64_t local[2] = {save ? end - begin : kRows, save ? kCols : end - begin};
-  const uint64_t offset[2] = {dim == 0 ? begin : 0, dim == 1 ? begin : 0};
-  std::vector<float> host(local[0] * local[1]);
-  for (uint64_t r = 0; r < local[0]; ++r) {
-    for (uint64_t c = 0; c < local[1]; ++c) host[r * local[1] + c] = save ? ValueAt(offset[0] + r, c) : -1.0f;
+  const int devices = (*cuda)->DeviceCount().value();
+  if (transport == "nccl" && devices < world) {
+    std::printf("SKIP: NCCL needs one device per rank: %d ranks, %d devices\n", world, devices);
+    return 77;
   }
-  void* device = (*cuda)->Malloc(0, host.size() * sizeof(float)).value();
-  if (!(*cuda)->Copy(device, host.data(), host.size() * sizeof(float)).ok()) Die(rank, "host to device copy");
+  const int device = rank % devices;
+  const bool save = mode == "save";
 
-  const uint64_t global[2] = {kRows, kCols};
-  ckpt_tensor_shard shard = CKPT_TENSOR_SHARD_INIT;
-  shard.key = "w";
-  shard.dtype = CKPT_DTYPE_F32;
-  shard.ndim = 2;
-  shard.global_shape = global;
-  shard.local_shape = local;
-  shard.global_offset = offset;
-  shard.memory_kind = CKPT_MEMORY_CUDA;
-  shard.device = 0;
-  shard.data = device;
-  shard.data_size = host.size() * sizeof(float);
+  // Every rank holds a column slab of "w": a load on another number of ranks reshards, and the columns a rank
+  // receives from one stored slab are either its whole row width (received in place) or part of it (scattered
+  // from a buffer). Every rank holds all of "b".
+  DeviceShard w;
+  const uint64_t begin = kCols * rank / world, end = kCols * (rank + 1) / world;
+  w.global = {kRows, kCols};
+  w.local = {kRows, end - begin};
+  w.offset = {0, begin};
+  w.host.resize(w.local[0] * w.local[1]);
+  for (uint64_t r = 0; r < w.local[0]; ++r) {
+    for (uint64_t c = 0; c < w.local[1]; ++c) w.host[r * w.local[1] + c] = save ? WeightAt(r, begin + c) : -1.0f;
+  }
+  DeviceShard b;
+  b.global = b.local = {kBias};
+  b.offset = {0};
+  b.host.resize(kBias);
+  for (uint64_t i = 0; i < kBias; ++i) b.host[i] = save ? BiasAt(i) : -1.0f;
+
   ckpt_state_t* state = nullptr;
   ckpt_state_create(&state, err);
-  if (ckpt_state_add_tensor(state, &shard, err) != CKPT_OK) Die(rank, ckpt_error_message(err));
+  AddShard(state, "w", w, device, **cuda, rank, err);
+  AddShard(state, "b", b, device, **cuda, rank, err);
   if (save) {
     ckpt_request_t* request = nullptr;
     if (ckpt_save(ctx, state, argv[2], nullptr, &request, err) != CKPT_OK ||
@@ -72,16 +125,27 @@ int main(int argc, char** argv) {
     ckpt_request_free(request);
   } else {
     if (ckpt_load(ctx, state, argv[2], nullptr, err) != CKPT_OK) Die(rank, ckpt_error_message(err));
-    if (!(*cuda)->Copy(host.data(), device, host.size() * sizeof(float)).ok()) Die(rank, "device to host copy");
-    for (uint64_t r = 0; r < local[0]; ++r) {
-      for (uint64_t c = 0; c < local[1]; ++c) {
-        if (host[r * local[1] + c] != ValueAt(r, offset[1] + c)) Die(rank, "wrong value at " + std::to_string(r));
+    CopyBack(w, **cuda, rank);
+    CopyBack(b, **cuda, rank);
+    for (uint64_t r = 0; r < w.local[0]; ++r) {
+      for (uint64_t c = 0; c < w.local[1]; ++c) {
+        if (w.host[r * w.local[1] + c] != WeightAt(r, w.offset[1] + c)) {
+          Die(rank, "wrong value of w at " + std::to_string(r) + "," + std::to_string(w.offset[1] + c));
+        }
       }
     }
-    if (rank == 0) std::printf("cuda: %d ranks loaded device column slabs, every element checked\n", world);
+    for (uint64_t i = 0; i < kBias; ++i) {
+      if (b.host[i] != BiasAt(i)) Die(rank, "wrong value of b at " + std::to_string(i));
+    }
+    if (!transport.empty()) CheckTransport(ctx, transport, rank, err);
+    if (rank == 0) {
+      std::printf("cuda: %d ranks loaded device column slabs and a replicated vector%s%s, every element checked\n",
+                  world, transport.empty() ? "" : " over ", transport.c_str());
+    }
   }
   ckpt_state_free(state);
-  (void)(*cuda)->Free(device);
+  (void)(*cuda)->Free(w.device_memory);
+  (void)(*cuda)->Free(b.device_memory);
   ckpt_context_free(ctx);
   ckpt_error_free(err);
   return 0;

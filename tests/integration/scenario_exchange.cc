@@ -2,8 +2,9 @@
 // tests/integration/run.sh. Each mode checks what every rank sees through the public C API and exits non-zero,
 // saying why, if a behaviour is broken. Usage: ckpt_scenario_exchange MODE ARGS...
 //
-//   load-replicated DIR         every rank loads the whole of save-replicated's state (ckpt_scenario_core);
-//                               prints bytes read
+//   load-replicated DIR         every rank loads save-replicated's state (ckpt_scenario_core): even ranks all of
+//                               "big" (received in place), odd ranks its left column half (received into a
+//                               buffer, then scattered into rows); prints bytes read
 //   load-replicated-expect-failure DIR   the same with a rank dying (CKPT_FAULT_EXIT_BEFORE_EXCHANGE):
 //                               every surviving rank must fail with CKPT_E_PEER_FAILED or CKPT_E_TIMEOUT
 //   context-fails CODE TEXT     creating the context must fail with CODE on this rank, naming TEXT
@@ -25,8 +26,9 @@ int LoadReplicated(const char* dir, bool expect_failure) {
   ckpt_state_t* state = nullptr;
   s.Check(ckpt_state_create(&state, s.err), "state");
   Buffers buffers;
-  auto& big = buffers.New(kBigRows * kBigCols);
-  AddShard(s, state, "big", {kBigRows, kBigCols}, {kBigRows, kBigCols}, {0, 0}, big);
+  const uint64_t big_cols = s.rank % 2 == 0 ? kBigCols : kBigCols / 2;
+  auto& big = buffers.New(kBigRows * big_cols);
+  AddShard(s, state, "big", {kBigRows, kBigCols}, {kBigRows, big_cols}, {0, 0}, big);
   for (int i = 0; i < 8; ++i) {
     const uint64_t n = 1000 * (i + 1);
     auto& small = buffers.New(n);
@@ -44,7 +46,13 @@ int LoadReplicated(const char* dir, bool expect_failure) {
     return 0;
   }
   s.Check(status, "load");
-  CheckRows(s, "big", 4, buffers.floats[0], 0);
+  for (uint64_t r = 0; r < kBigRows; ++r) {
+    for (uint64_t c = 0; c < big_cols; ++c) {
+      if (buffers.floats[0][r * big_cols + c] != ValueAt(4, r * kBigCols + c)) {
+        Die(s.rank, "big[" + std::to_string(r) + ", " + std::to_string(c) + "] holds a wrong value");
+      }
+    }
+  }
   for (int i = 0; i < 8; ++i) CheckRows(s, "small", 10 + i, buffers.floats[1 + i], 0);
   const ckpt_context_stats stats = Stats(s);
   std::printf("rank %d transport %d bytes_read %llu bytes_sent %llu bytes_received %llu\n", s.rank, stats.transport,

@@ -478,7 +478,8 @@ TEST(LoadPlanTest, RefusesChunkWithoutBlockSize) {
 
 // ---- Batches ----
 
-LoadPlan MixedPlan(Manifest* manifest) {
+// Transfers of at least `separate_bytes` travel alone; "b" is 30 x 20 floats (2400 bytes) per replica.
+LoadPlan MixedPlan(Manifest* manifest, uint64_t separate_bytes = 1 << 20) {
   const Shape shape{30, 20};
   // "c" holds one float per chunk, so that a batch packs pieces smaller than the alignment.
   *manifest = WithTensors({Stored("a", shape, Slabs(shape, 0, 3)), Stored("b", shape, Slabs(shape, 1, 2)),
@@ -487,58 +488,95 @@ LoadPlan MixedPlan(Manifest* manifest) {
   AskOnePerRank(&requests, 0, Slabs(shape, 1, 5));
   AskEverywhere(&requests, 1, WholeBox(shape));
   AskEverywhere(&requests, 2, WholeBox({15}));
-  return Plan(*manifest, requests);
+  LoadPlanOptions options;
+  options.separate_bytes = separate_bytes;
+  return Plan(*manifest, requests, options);
 }
 
 TEST(LoadPlanBatchesTest, ReaderAndConsumerAgreeOnLayout) {
-  Manifest manifest;
-  const LoadPlan plan = MixedPlan(&manifest);
-  size_t pairs = 0;
-  for (int reader = 0; reader < 5; ++reader) {
-    for (const PeerBatch& out : OutgoingBatches(plan, reader)) {
-      ++pairs;
-      const std::vector<PeerBatch> incoming = IncomingBatches(plan, out.peer);
-      auto in = std::find_if(incoming.begin(), incoming.end(), [&](const PeerBatch& b) { return b.peer == reader; });
-      ASSERT_NE(in, incoming.end());
-      EXPECT_EQ(in->transfers, out.transfers);
-      EXPECT_EQ(in->offsets, out.offsets);
-      EXPECT_EQ(in->bytes, out.bytes);
+  for (uint64_t separate_bytes : {uint64_t{1} << 20, uint64_t{1000}}) {
+    Manifest manifest;
+    const LoadPlan plan = MixedPlan(&manifest, separate_bytes);
+    size_t pairs = 0;
+    for (int reader = 0; reader < 5; ++reader) {
+      for (const PeerBatch& out : OutgoingBatches(plan, reader)) {
+        ++pairs;
+        const std::vector<PeerBatch> incoming = IncomingBatches(plan, out.peer);
+        auto in = std::find_if(incoming.begin(), incoming.end(), [&](const PeerBatch& b) { return b.peer == reader; });
+        ASSERT_NE(in, incoming.end());
+        EXPECT_EQ(in->packed, out.packed);
+        EXPECT_EQ(in->offsets, out.offsets);
+        EXPECT_EQ(in->packed_bytes, out.packed_bytes);
+        EXPECT_EQ(in->separate, out.separate);
+      }
     }
+    size_t incoming_pairs = 0;
+    for (int consumer = 0; consumer < 5; ++consumer) incoming_pairs += IncomingBatches(plan, consumer).size();
+    EXPECT_EQ(pairs, incoming_pairs);
+    EXPECT_GT(pairs, 0u);
   }
-  size_t incoming_pairs = 0;
-  for (int consumer = 0; consumer < 5; ++consumer) incoming_pairs += IncomingBatches(plan, consumer).size();
-  EXPECT_EQ(pairs, incoming_pairs);
-  EXPECT_GT(pairs, 0u);
 }
 
 TEST(LoadPlanBatchesTest, PiecesAreAlignedDisjointAndCoverEveryTransfer) {
+  for (uint64_t separate_bytes : {uint64_t{1} << 20, uint64_t{1000}}) {
+    Manifest manifest;
+    const LoadPlan plan = MixedPlan(&manifest, separate_bytes);
+    size_t listed = 0;
+    for (int rank = 0; rank < 5; ++rank) {
+      for (const PeerBatch& batch : OutgoingBatches(plan, rank)) {
+        uint64_t end = 0;
+        for (size_t i = 0; i < batch.packed.size(); ++i) {
+          EXPECT_EQ(batch.offsets[i] % kTransferAlignment, 0u);
+          EXPECT_GE(batch.offsets[i], end);
+          end = batch.offsets[i] + plan.transfers[batch.packed[i]].bytes;
+        }
+        EXPECT_EQ(batch.packed_bytes, end);
+        listed += batch.packed.size() + batch.separate.size();
+      }
+    }
+    EXPECT_EQ(listed, plan.transfers.size());
+  }
+}
+
+TEST(LoadPlanBatchesTest, LargeTransfersTravelAloneAndSmallOnesArePacked) {
   Manifest manifest;
-  const LoadPlan plan = MixedPlan(&manifest);
-  size_t listed = 0;
+  const LoadPlan plan = MixedPlan(&manifest, 1000);
+  size_t separate = 0;
   for (int rank = 0; rank < 5; ++rank) {
     for (const PeerBatch& batch : OutgoingBatches(plan, rank)) {
-      uint64_t end = 0;
-      for (size_t i = 0; i < batch.transfers.size(); ++i) {
-        EXPECT_EQ(batch.offsets[i] % kTransferAlignment, 0u);
-        EXPECT_GE(batch.offsets[i], end);
-        end = batch.offsets[i] + plan.transfers[batch.transfers[i]].bytes;
-      }
-      EXPECT_EQ(batch.bytes, end);
-      listed += batch.transfers.size();
+      for (size_t index : batch.packed) EXPECT_LT(plan.transfers[index].bytes, 1000u);
+      for (size_t index : batch.separate) EXPECT_GE(plan.transfers[index].bytes, 1000u);
+      separate += batch.separate.size();
     }
   }
-  EXPECT_EQ(listed, plan.transfers.size());
+  EXPECT_GT(separate, 0u);
+  for (int rank = 0; rank < 5; ++rank) {
+    for (const PeerBatch& batch : OutgoingBatches(MixedPlan(&manifest), rank)) EXPECT_TRUE(batch.separate.empty());
+  }
 }
 
 // ---- Rounds ----
 
-// 8 chunks of 512 bytes, all wanted by 4 ranks: a read costs its reader 2048 bytes (read + 3 sends) and each
-// other rank 512 (receive).
-LoadPlan ReplicatedPlan(Manifest* manifest, std::vector<LoadRequest>* requests) {
+// 8 chunks of 512 bytes, all wanted by 4 ranks. Packed (the default), a read costs its reader 1536 bytes (3 sends)
+// and each other rank 512 (a receive); travelling alone (separate_bytes 512), its reader keeps one copy for the 3.
+LoadPlan ReplicatedPlan(Manifest* manifest, std::vector<LoadRequest>* requests, uint64_t separate_bytes = 1 << 20) {
   *manifest = WithTensors({Stored("w", {64, 16}, Slabs({64, 16}, 0, 8))});
   *requests = World(4);
   AskEverywhere(requests, 0, WholeBox({64, 16}));
-  return Plan(*manifest, *requests);
+  LoadPlanOptions options;
+  options.separate_bytes = separate_bytes;
+  return Plan(*manifest, *requests, options);
+}
+
+TEST(LoadPlanRoundsTest, ARegionTravellingAloneCostsItsReaderOneCopy) {
+  Manifest manifest;
+  std::vector<LoadRequest> requests;
+  const LoadPlan packed = ReplicatedPlan(&manifest, &requests);
+  const LoadPlan alone = ReplicatedPlan(&manifest, &requests, 512);
+  ASSERT_EQ(packed.reads.size(), 8u);
+  // Every rank reads 2 chunks and receives the other 6.
+  EXPECT_EQ(MemoryBytesPerRank(packed), std::vector<uint64_t>(4, 2 * 1536 + 6 * 512));
+  EXPECT_EQ(MemoryBytesPerRank(alone), std::vector<uint64_t>(4, 2 * 512 + 6 * 512));
 }
 
 TEST(LoadPlanRoundsTest, EveryRoundStaysWithinTheBound) {
