@@ -108,12 +108,17 @@ ContextPtr MakeContext(int32_t transport, ckpt_error_t* err) {
   return ContextPtr(ctx);
 }
 
-StatePtr MakeState(const PageBuffer& buffer, const RankLayout& layout, ckpt_error_t* err) {
+namespace {
+
+// Registers the layout's blocks, block i at `block_data[i]` in memory of `memory_kind` (on `device` for CUDA).
+StatePtr MakeStateOver(const std::vector<void*>& block_data, const RankLayout& layout, int32_t memory_kind,
+                       int32_t device, ckpt_error_t* err) {
   ckpt_state_t* raw = nullptr;
   Check(ckpt_state_create(&raw, err), err, "ckpt_state_create");
   StatePtr state(raw);
   const uint64_t global_shape[2] = {layout.geometry().rows_per_tensor, kColumns};
-  for (const RowBlock& block : layout.blocks()) {
+  for (size_t i = 0; i < layout.blocks().size(); ++i) {
+    const RowBlock& block = layout.blocks()[i];
     const std::string key = "bench.t" + std::to_string(block.tensor);
     const uint64_t local_shape[2] = {block.rows, kColumns};
     const uint64_t offset[2] = {block.first_row, 0};
@@ -127,11 +132,30 @@ StatePtr MakeState(const PageBuffer& buffer, const RankLayout& layout, ckpt_erro
     shard.global_offset = offset;
     shard.replica_ndim = static_cast<uint32_t>(block.replica_id.size());
     shard.replica_id = block.replica_id.empty() ? nullptr : block.replica_id.data();
-    shard.data = buffer.data() + block.offset;
+    shard.memory_kind = memory_kind;
+    shard.device = device;
+    shard.data = block_data[i];
     shard.data_size = block.bytes();
     Check(ckpt_state_add_tensor(state.get(), &shard, err), err, "ckpt_state_add_tensor " + key);
   }
   return state;
+}
+
+}  // namespace
+
+StatePtr MakeState(const PageBuffer& buffer, const RankLayout& layout, ckpt_error_t* err) {
+  std::vector<void*> block_data;
+  for (const RowBlock& block : layout.blocks()) block_data.push_back(buffer.data() + block.offset);
+  return MakeStateOver(block_data, layout, CKPT_MEMORY_HOST, 0, err);
+}
+
+StatePtr MakeDeviceState(const std::vector<void*>& block_memory, int32_t device, const RankLayout& layout,
+                         ckpt_error_t* err) {
+  if (block_memory.size() != layout.blocks().size()) {
+    throw BenchError(std::to_string(block_memory.size()) + " device buffers for " +
+                     std::to_string(layout.blocks().size()) + " row blocks");
+  }
+  return MakeStateOver(block_memory, layout, CKPT_MEMORY_CUDA, device, err);
 }
 
 void Synchronize(ckpt_context_t* ctx, const std::string& dir, ckpt_error_t* err) {

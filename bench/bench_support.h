@@ -129,6 +129,9 @@ ErrorPtr MakeError();
 ContextPtr MakeContext(int32_t transport, ckpt_error_t* err);
 // Registers the layout's blocks over `buffer`.
 StatePtr MakeState(const PageBuffer& buffer, const RankLayout& layout, ckpt_error_t* err);
+// Registers the layout's blocks in CUDA memory of `device`: block i at block_memory[i].
+StatePtr MakeDeviceState(const std::vector<void*>& block_memory, int32_t device, const RankLayout& layout,
+                         ckpt_error_t* err);
 struct SaveTiming {
   double block_s;    // until ckpt_save returned: the registered buffers may change again
   double durable_s;  // until ckpt_request_wait returned: the checkpoint is committed
@@ -168,7 +171,9 @@ class Reporter {
 void RunReshardSave(const Args& args);
 void RunReshardLoad(const Args& args);
 void RunReplicatedLoad(const Args& args);
+// The modes that stage from CUDA memory (device_modes.cc).
 // Prints "available" when ckpt accepts a shard in CUDA memory, else "unavailable: <ckpt's reason>".
 void RunCudaProbe();
+void RunDeviceSave(const Args& args);
 
 }  // namespace bench

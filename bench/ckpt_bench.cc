@@ -1,6 +1,6 @@
-// ckpt_bench: the measuring half of bench/run. Like a user's trainer it uses only the public C API (ckpt.h); it
-// runs under ckpt-launch and prints raw `name value` lines, which bench/run turns into figures printed beside
-// their baselines.
+// ckpt_bench: the measuring half of bench/run. Like a user's trainer it uses ckpt through the public C API only
+// (ckpt.h); it runs under ckpt-launch and prints raw `name value` lines, which bench/run turns into figures printed
+// beside their baselines.
 //
 //   ckpt_bench save  --dir D --mib S [--tensors T]  one memcpy of the state (baseline), then two saves (D and
 //                                                    D.warm): how long ckpt_save blocks, how long until the commit
@@ -15,12 +15,16 @@
 //                    every rank loads a 1/ranks row range of every tensor, and the whole of bench.t0
 //   ckpt_bench replicated-load --dir D --mib S [--tensors T] [--transport auto|none|ucx]
 //                    every rank loads the whole state (saved by dedup)
+//   ckpt_bench device-save --dir D --mib S [--tensors T]
+//                    the state in CUDA memory of device 0: cudaMemcpy of every tensor into pinned host memory
+//                    (baseline), then two saves (D, removed, and D.warm): how long the second ckpt_save blocks
+//                    while it stages the tensors into the arena; D.warm is loaded back and checked
 //   ckpt_bench cuda-probe                            "available", or "unavailable: <ckpt's reason>"
 //   ckpt_bench version
 //
-// The modes save, load and dedup print on rank 0; the two loads print on every rank (names ending ".rank<r>").
-// The state is T tensors of S/T MiB each, F32 [rows, 1024], filled with a pattern that is never zero, so that a
-// buffer the load did not fill fails the check.
+// The modes save, load, dedup and device-save print on rank 0; the two loads print on every rank (names ending
+// ".rank<r>"). The state is T tensors of S/T MiB each, F32 [rows, 1024], filled with a pattern that is never zero,
+// so that a buffer the load did not fill fails the check.
 
 #include <dirent.h>
 #include <unistd.h>
@@ -49,8 +53,8 @@ constexpr auto kSamplePeriod = std::chrono::milliseconds(5);
 constexpr int kChildRefreshSamples = 20;
 
 constexpr const char* kUsage =
-    "usage: ckpt_bench save|load|dedup|reshard-save|reshard-load|replicated-load --dir DIR --mib S [--tensors T]\n"
-    "                  [--transport auto|none|ucx]\n"
+    "usage: ckpt_bench save|load|dedup|reshard-save|reshard-load|replicated-load|device-save --dir DIR --mib S\n"
+    "                  [--tensors T] [--transport auto|none|ucx]\n"
     "       ckpt_bench cuda-probe|version\n"
     "Run under ckpt-launch; prints `name value` lines. See bench/run.\n";
 
@@ -317,6 +321,7 @@ Mode FindMode(const std::string& name) {
   if (name == "reshard-save") return RunReshardSave;
   if (name == "reshard-load") return RunReshardLoad;
   if (name == "replicated-load") return RunReplicatedLoad;
+  if (name == "device-save") return RunDeviceSave;
   return nullptr;
 }
 

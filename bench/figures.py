@@ -7,9 +7,10 @@
 
 VALUES_FILE holds `run name value` lines: ckpt_bench's raw output (save_seconds, load_seconds, ...; the multi-rank
 loads report per rank, as <load>_<counter>.rank<r>, with <load>_ranks), the fio bandwidths (fio_write_bps,
-fio_read_bps) and ucx_perftest_bps of the same run. The staging arena's size comes from the library where it
-reports it, else from CKPT_ARENA_BYTES, else it is printed as 0 with a comment. Every figure is computed within
-its run (a ratio compares numbers taken on the same directory minutes apart), then the median over the runs is
+fio_read_bps), ucx_perftest_bps and, where a CUDA device exists, the device staging and its cudaMemcpy baseline
+(d2h_stage_seconds, cuda_memcpy_pinned_seconds) of the same run. The staging arena's size comes from the library
+where it reports it, else from CKPT_ARENA_BYTES, else it is printed as 0 with a comment. Every figure is computed
+within its run (a ratio compares numbers taken on the same directory minutes apart), then the median over the runs is
 printed.
 """
 import json
@@ -53,6 +54,10 @@ FIGURES = [
     ("exchange_gbps", "GB/s", "%.3f"),
     ("ucx_perftest_gbps", "GB/s", "%.3f"),
     ("exchange_vs_ucx_perftest", "ratio", "%.3f"),
+    # Staging from CUDA memory, measured only where a device exists.
+    ("d2h_stage_gbps", "GB/s", "%.3f"),
+    ("cuda_memcpy_pinned_gbps", "GB/s", "%.3f"),
+    ("d2h_stage_vs_memcpy", "ratio", "%.3f"),
 ]
 # The loads measured on several ranks, as prefixed by bench/run.
 RANKED_LOADS = ("reshard_load", "exchange_load", "no_exchange_load")
@@ -174,6 +179,17 @@ def parallel_load_figures(raw, f, reshard_gib, dedup_gib):
             f["exchange_vs_ucx_perftest"] = f["exchange_gbps"] / f["ucx_perftest_gbps"]
 
 
+def device_figures(raw, f, state_gib):
+    """ckpt's staging of the state from device memory against plain cudaMemcpy into pinned memory, in GB/s (10^9
+    bytes/s, as CUDA's own tools count); nothing where no device was measured."""
+    if "d2h_stage_seconds" not in raw:
+        return
+    state_gb = state_gib * GIB / 1e9
+    f["d2h_stage_gbps"] = state_gb / need(raw, "d2h_stage_seconds")
+    f["cuda_memcpy_pinned_gbps"] = state_gb / need(raw, "cuda_memcpy_pinned_seconds")
+    f["d2h_stage_vs_memcpy"] = f["d2h_stage_gbps"] / f["cuda_memcpy_pinned_gbps"]
+
+
 def run_figures(raw, state_gib, dedup_gib, reshard_gib):
     """The figures of one run; a missing raw value names itself."""
     def measured(name):
@@ -198,6 +214,7 @@ def run_figures(raw, state_gib, dedup_gib, reshard_gib):
     f["save_warm_gibps"] = state_gib / measured("warm_save_seconds")
     f["async_block_first_ms"] = measured("async_block_first_ms")
     parallel_load_figures(raw, f, reshard_gib, dedup_gib)
+    device_figures(raw, f, state_gib)
     return f
 
 
@@ -224,7 +241,7 @@ def report(path, state_mib, dedup_mib, reshard_mib):
     comments.extend(parallel_load_comments(ordered, per_run))
     if len(per_run) > 1:
         for name in ("save_vs_fio_write", "load_vs_fio_read", "async_block_vs_memcpy", "dedup_save_vs_fio_write",
-                     "reshard_load_vs_fio_read", "exchange_vs_ucx_perftest"):
+                     "reshard_load_vs_fio_read", "exchange_vs_ucx_perftest", "d2h_stage_vs_memcpy"):
             if all(name in f for f in per_run):
                 comments.append("%s per run: %s" % (name, " ".join("%.3f" % f[name] for f in per_run)))
     for comment in comments:

@@ -2,7 +2,6 @@
 // parallel layout and loaded with another, and a replicated state that every rank loads whole. Every rank prints
 // its own figures (suffix ".rank<r>"); bench/run takes the slowest rank's time and sums the byte counters.
 
-#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -127,36 +126,6 @@ void RunReshardLoad(const Args& args) {
 
 void RunReplicatedLoad(const Args& args) {
   TimedLoad(args, [&](int, int) { return RankLayout::Whole(Geometry::Of(args), {}); });
-}
-
-void RunCudaProbe() {
-  ErrorPtr err = MakeError();
-  ckpt_state_t* raw = nullptr;
-  Check(ckpt_state_create(&raw, err.get()), err.get(), "ckpt_state_create");
-  StatePtr state(raw);
-  // A one-element shard whose pointer is host memory: a library without CUDA support, or one that finds no device,
-  // refuses the memory kind itself (CKPT_E_UNSUPPORTED); any other answer means it found CUDA.
-  float host_word = 0;
-  const uint64_t shape[1] = {1};
-  const uint64_t offset[1] = {0};
-  ckpt_tensor_shard shard;
-  ckpt_tensor_shard_init(&shard);
-  shard.key = "bench.cuda_probe";
-  shard.dtype = CKPT_DTYPE_F32;
-  shard.ndim = 1;
-  shard.global_shape = shape;
-  shard.local_shape = shape;
-  shard.global_offset = offset;
-  shard.memory_kind = CKPT_MEMORY_CUDA;
-  shard.device = 0;
-  shard.data = &host_word;
-  shard.data_size = sizeof host_word;
-  const int32_t status = ckpt_state_add_tensor(state.get(), &shard, err.get());
-  if (status == CKPT_E_UNSUPPORTED) {
-    std::printf("unavailable: %s\n", ckpt_error_message(err.get()));
-  } else {
-    std::printf("available\n");
-  }
 }
 
 }  // namespace bench
