@@ -178,9 +178,10 @@ typedef struct ckpt_context_stats {
   uint64_t bytes_sent;      /* tensor bytes this rank sent to other ranks during loads */
   uint64_t bytes_received;  /* tensor bytes this rank received from other ranks during loads */
   int32_t transport;        /* NCCL once a load has used it, else the host memory transport: NONE or UCX */
+  uint64_t exchange_ns;     /* time spent moving tensor data between ranks during loads (waits for peers included) */
 } ckpt_context_stats;
 #define CKPT_CONTEXT_STATS_INIT \
-  { (uint32_t)sizeof(ckpt_context_stats), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, CKPT_TRANSPORT_NONE }
+  { (uint32_t)sizeof(ckpt_context_stats), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, CKPT_TRANSPORT_NONE, 0 }
 
 CKPT_API int32_t ckpt_context_stats_get(const ckpt_context_t* ctx, ckpt_context_stats* stats, ckpt_error_t* err);
 

@@ -304,6 +304,7 @@ int32_t ckpt_context_stats_get(const ckpt_context_t* ctx, ckpt_context_stats* st
     full.bytes_sent = s.bytes_sent;
     full.bytes_received = s.bytes_received;
     full.transport = static_cast<int32_t>(ctx->impl->transport_kind());
+    full.exchange_ns = s.exchange_ns;
     return FillInfo(full, stats, "ckpt_context_stats");
   });
 }

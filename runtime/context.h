@@ -60,6 +60,7 @@ struct ContextStats {
   std::atomic<uint64_t> bytes_read{0};
   std::atomic<uint64_t> bytes_sent{0};
   std::atomic<uint64_t> bytes_received{0};
+  std::atomic<uint64_t> exchange_ns{0};
 };
 
 class Context {

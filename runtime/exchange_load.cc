@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <chrono>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -253,7 +254,11 @@ class Round {
 
   Status ExchangeAndUnpack() {
     InjectedCrash(ctx_.rank());
-    RETURN_IF_ERROR(exchange_.transport->Exchange(sends_, recvs_, ctx_.timeout()));
+    const auto started = std::chrono::steady_clock::now();
+    const Status exchanged = exchange_.transport->Exchange(sends_, recvs_, ctx_.timeout());
+    counters_.exchange_ns +=
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - started).count();
+    RETURN_IF_ERROR(exchanged);
     DeviceCopier device_copies;
     Status status;
     for (const Arrival& arrival : arrivals_) {

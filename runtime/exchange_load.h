@@ -33,6 +33,7 @@ struct ExchangeCounters {
   uint64_t bytes_read = 0;
   uint64_t bytes_sent = 0;
   uint64_t bytes_received = 0;
+  uint64_t exchange_ns = 0;  // in the transport's exchanges
 };
 
 // How a load's pieces travel: over `transport`, packed in host memory (device = -1) or in device memory of `device`

@@ -238,6 +238,7 @@ Status ReadTensors(Context& ctx, const std::string& path, const Manifest& manife
   *bytes_read = counters.bytes_read;
   ctx.stats().bytes_sent += counters.bytes_sent;
   ctx.stats().bytes_received += counters.bytes_received;
+  ctx.stats().exchange_ns += counters.exchange_ns;
   return Status::Ok();
 }
 

@@ -18,6 +18,7 @@ type ContextStats struct {
 	BytesSent      uint64 // tensor bytes this rank sent to other ranks during loads
 	BytesReceived  uint64 // tensor bytes this rank received from other ranks during loads
 	Transport      Transport
+	ExchangeNs     uint64 // nanoseconds spent moving tensor data between ranks during loads, waits included
 }
 
 // Stats returns this rank's counters. Not collective.
@@ -44,5 +45,6 @@ func (c *Context) Stats() (ContextStats, error) {
 		BytesSent:      uint64(raw.bytes_sent),
 		BytesReceived:  uint64(raw.bytes_received),
 		Transport:      transportFromC(raw.transport),
+		ExchangeNs:     uint64(raw.exchange_ns),
 	}, nil
 }

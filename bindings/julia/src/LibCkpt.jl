@@ -165,9 +165,10 @@ struct ckpt_context_stats
     bytes_sent::UInt64
     bytes_received::UInt64
     transport::Int32
+    exchange_ns::UInt64
 end
 ckpt_context_stats() = ckpt_context_stats(sizeof(ckpt_context_stats), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-                                          CKPT_TRANSPORT_NONE)
+                                          CKPT_TRANSPORT_NONE, 0)
 
 struct ckpt_tensor_shard
     struct_size::UInt32

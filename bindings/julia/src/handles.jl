@@ -123,6 +123,7 @@ struct ContextStats
     bytes_sent::Int      # tensor bytes this rank sent to other ranks during loads
     bytes_received::Int  # tensor bytes this rank received from other ranks during loads
     transport::Int32     # the CKPT_TRANSPORT_* in use: NONE, UCX or NCCL
+    exchange_ns::Int     # nanoseconds spent moving tensor data between ranks during loads, waits included
 end
 
 """
@@ -137,5 +138,6 @@ function stats(ctx::Context)
     end
     s = raw[]
     return ContextStats(s.io_workers, s.arena_bytes, s.saves_committed, s.plans_computed, s.plans_reused,
-                        s.bytes_staged, s.bytes_written, s.bytes_read, s.bytes_sent, s.bytes_received, s.transport)
+                        s.bytes_staged, s.bytes_written, s.bytes_read, s.bytes_sent, s.bytes_received, s.transport,
+                        s.exchange_ns)
 end

@@ -30,6 +30,8 @@ pub struct ContextStats {
     pub bytes_received: u64,
     /// The transport in use: [`Transport::NONE`], [`Transport::UCX`] or [`Transport::NCCL`].
     pub transport: Transport,
+    /// Nanoseconds spent moving tensor data between ranks during loads, waits for peers included.
+    pub exchange_ns: u64,
 }
 
 impl From<sys::ckpt_context_stats> for ContextStats {
@@ -46,6 +48,7 @@ impl From<sys::ckpt_context_stats> for ContextStats {
             bytes_sent: raw.bytes_sent,
             bytes_received: raw.bytes_received,
             transport: Transport(raw.transport),
+            exchange_ns: raw.exchange_ns,
         }
     }
 }

@@ -104,6 +104,7 @@ pub struct ckpt_context_stats {
     pub bytes_sent: u64,
     pub bytes_received: u64,
     pub transport: i32,
+    pub exchange_ns: u64,
 }
 
 // State ------------------------------------------------------------------------------------------------------------
@@ -535,7 +536,7 @@ mod tests {
         assert_eq!(size_of::<ckpt_checkpoint_info>(), 72);
         assert_eq!(size_of::<ckpt_tensor_info>(), 96);
         assert_eq!(size_of::<ckpt_chunk_info>(), 160);
-        assert_eq!(size_of::<ckpt_context_stats>(), 88);
+        assert_eq!(size_of::<ckpt_context_stats>(), 96);
     }
 
     #[test]
