@@ -6,6 +6,7 @@
 #include <cstring>
 #include <map>
 #include <memory>
+#include <new>
 
 #include "common/settings.h"
 #include "io/checksum.h"
@@ -62,7 +63,10 @@ class RoundMemory {
     if (bytes <= capacity_) return base();
     capacity_ = 0;
     if (device_ < 0) {
-      host_.reset(new char[bytes]);
+      host_.reset(new (std::nothrow) char[bytes]);
+      if (host_ == nullptr) {
+        return Status(Code::kNoMemory, "no memory for " + std::to_string(bytes) + " bytes of load exchange buffers");
+      }
     } else {
       device_memory_ = io::ScopedDeviceMemory();
       ASSIGN_OR_RETURN(io::CudaRuntime * cuda, io::CudaRuntime::Get());
@@ -150,7 +154,6 @@ class Round {
             fetch_for(copy.read).consumers.push_back(ChunkConsumer{part, piece.dst, piece.box, piece.device});
           });
     }
-    // Sends and receives hold offsets into the round's memory until it is reserved; in-place receives, pointers.
     std::vector<std::pair<size_t, uint64_t>> packed_fills;  // (transfer, offset of its bytes)
     std::map<std::pair<size_t, Box>, uint64_t> shared_sends;
     for (const PeerBatch& batch : OutgoingBatches(plan_, ctx_.rank())) {
@@ -174,15 +177,14 @@ class Round {
     for (const PeerBatch& batch : IncomingBatches(plan_, ctx_.rank())) PlanReceives(batch, layout);
 
     ASSIGN_OR_RETURN(char* base, memory_.Reserve(layout.total()));
-    base_ = base;
-    for (auto& send : sends_) send.data = base_ + reinterpret_cast<uintptr_t>(send.data);
+    for (size_t i = 0; i < sends_.size(); ++i) sends_[i].data = base + send_offsets_[i];
     for (size_t i = 0; i < recvs_.size(); ++i) {
-      if (!received_in_place_[i]) recvs_[i].data = base_ + reinterpret_cast<uintptr_t>(recvs_[i].data);
+      if (recvs_[i].data == nullptr) recvs_[i].data = base + receive_offsets_[i];
     }
-    for (const auto& [begin, end] : gaps_) std::memset(base_ + begin, 0, end - begin);
+    for (const auto& [begin, end] : gaps_) std::memset(base + begin, 0, end - begin);
     for (const auto& [index, offset] : packed_fills) {
       const Transfer& t = plan_.transfers[index];
-      fetch_for(t.read).consumers.push_back(ChunkConsumer{t.region, base_ + offset, t.region, exchange_.device});
+      fetch_for(t.read).consumers.push_back(ChunkConsumer{t.region, base + offset, t.region, exchange_.device});
     }
     const FetchEngine engine{ctx_.arena(), ctx_.workers(), ctx_.timeout()};
     ASSIGN_OR_RETURN(uint64_t read, FetchChunks(engine, path_, manifest_, fetches));
@@ -190,8 +192,10 @@ class Round {
     return Status::Ok();
   }
 
+  // Sends and receives are laid out before the round's memory is reserved: their buffers are offsets until then.
   void AddSend(int peer, uint64_t offset, uint64_t bytes) {
-    sends_.push_back(coll::TransferSend{peer, reinterpret_cast<const void*>(offset), bytes, tag_});
+    sends_.push_back(coll::TransferSend{peer, nullptr, bytes, tag_});
+    send_offsets_.push_back(offset);
     counters_.bytes_sent += bytes;
   }
 
@@ -224,10 +228,10 @@ class Round {
     }
   }
 
+  // `in_place`: the destination itself; null: the round's memory at `offset`.
   void AddReceive(int peer, char* in_place, uint64_t offset, uint64_t bytes) {
-    void* data = in_place ? static_cast<void*>(in_place) : reinterpret_cast<void*>(offset);
-    recvs_.push_back(coll::TransferRecv{peer, data, bytes, tag_});
-    received_in_place_.push_back(in_place != nullptr);
+    recvs_.push_back(coll::TransferRecv{peer, in_place, bytes, tag_});
+    receive_offsets_.push_back(offset);
     counters_.bytes_received += bytes;
   }
 
@@ -294,11 +298,11 @@ class Round {
   const uint64_t tag_;
   const PiecesByTensor& pieces_;
   ExchangeCounters& counters_;
-  char* base_ = nullptr;
   std::vector<std::pair<uint64_t, uint64_t>> gaps_;  // [begin, end) offsets to zero
   std::vector<coll::TransferSend> sends_;
+  std::vector<uint64_t> send_offsets_;
   std::vector<coll::TransferRecv> recvs_;
-  std::vector<bool> received_in_place_;
+  std::vector<uint64_t> receive_offsets_;
   std::vector<Arrival> arrivals_;
 };
 
