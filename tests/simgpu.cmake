@@ -75,6 +75,14 @@ simgpu_cuda_reshard(simgpu_mp_cuda_reshard_over_nccl nccl nccl 4)
 # Every rank on device 0: NCCL refuses them ("Duplicate GPU detected") and every rank falls back to UCX.
 simgpu_cuda_reshard(simgpu_mp_cuda_reshard_auto_on_shared_devices auto ucx 1)
 
+# A rank dies right before a device-to-device exchange: the survivors fail cleanly, none hangs.
+add_test(NAME simgpu_mp_cuda_peer_dies_over_nccl
+         COMMAND ${CKPT_SIMGPU_RUN} bash ${CMAKE_CURRENT_SOURCE_DIR}/integration/cuda_reshard.sh
+                 $<TARGET_FILE:ckpt-launch> $<TARGET_FILE:ckpt_cuda_scenario>
+                 ${CMAKE_CURRENT_BINARY_DIR}/scenarios/simgpu_mp_cuda_peer_dies_over_nccl nccl peer-dies)
+set_tests_properties(simgpu_mp_cuda_peer_dies_over_nccl PROPERTIES TIMEOUT 120 ENVIRONMENT
+                     "CKPT_WORKER_PATH=$<TARGET_FILE:ckpt-io-worker>;CKPT_TRANSPORT=nccl;CKPT_SIMGPU_DEVICES=4")
+
 add_test(NAME simgpu_mp_nccl_transport
          COMMAND ${CKPT_SIMGPU_RUN} bash ${CKPT_SIMGPU_SOURCE}/nccl_transport_mp.sh $<TARGET_FILE:ckpt-launch>
                  $<TARGET_FILE:simgpu_nccl_transport_mp>)

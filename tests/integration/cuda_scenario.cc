@@ -2,7 +2,9 @@
 // replicated "b" from device memory; `cuda_scenario load DIR [TRANSPORT]` on M ranks loads M column slabs of "w"
 // and the whole of "b" back into device memory, and checks every element. Rank r uses device r mod the device count. TRANSPORT
 // names the data plane the load must have used for device memory: "ucx" (staged through host memory) or "nccl"
-// (device to device; needs one device per rank). Exits 77 (skipped) where no CUDA device exists, or too few for
+// (device to device; needs one device per rank). `cuda_scenario load-expect-peer-failure DIR TRANSPORT` is the load
+// with a rank dying before the exchange (CKPT_FAULT_EXIT_BEFORE_EXCHANGE): it must fail with CKPT_E_PEER_FAILED or
+// CKPT_E_TIMEOUT. Exits 77 (skipped) where no CUDA device exists, or too few for
 // NCCL.
 #include <cstdio>
 #include <cstdlib>
@@ -93,6 +95,7 @@ int main(int argc, char** argv) {
   }
   const int device = rank % devices;
   const bool save = mode == "save";
+  const bool expect_peer_failure = mode == "load-expect-peer-failure";
 
   // Every rank holds a column slab of "w": a load on another number of ranks reshards, and the columns a rank
   // receives from one stored slab are either its whole row width (received in place) or part of it (scattered
@@ -123,6 +126,13 @@ int main(int argc, char** argv) {
       Die(rank, ckpt_error_message(err));
     }
     ckpt_request_free(request);
+  } else if (expect_peer_failure) {
+    const int32_t status = ckpt_load(ctx, state, argv[2], nullptr, err);
+    if (status != CKPT_E_PEER_FAILED && status != CKPT_E_TIMEOUT) {
+      Die(rank, std::string("expected a peer failure, got ") + ckpt_status_string(status) + ": " +
+                    ckpt_error_message(err));
+    }
+    if (rank == 0) std::printf("peer died in the exchange: %s\n", ckpt_error_message(err));
   } else {
     if (ckpt_load(ctx, state, argv[2], nullptr, err) != CKPT_OK) Die(rank, ckpt_error_message(err));
     CopyBack(w, **cuda, rank);
