@@ -171,7 +171,9 @@ def parallel_load_figures(raw, f, reshard_gib, dedup_gib):
     if transport_of(raw, "no_exchange_load") != "none":
         fail("the load with CKPT_TRANSPORT=none used %s" % transport_of(raw, "no_exchange_load"))
     if transport_of(raw, "exchange_load") != "none":
-        exchange_s = max(per_rank(raw, "exchange_load", "seconds"))
+        exchange_s = max(per_rank(raw, "exchange_load", "exchange_seconds"))
+        if exchange_s <= 0:  # a library without the counter: the whole load's time
+            exchange_s = max(per_rank(raw, "exchange_load", "seconds"))
         f["exchange_gbps"] = sum(per_rank(raw, "exchange_load", "bytes_received")) / exchange_s / 1e9
     if "ucx_perftest_bps" in raw:
         f["ucx_perftest_gbps"] = need(raw, "ucx_perftest_bps") / 1e9
