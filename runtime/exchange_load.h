@@ -1,6 +1,7 @@
 // The read-once load (DESIGN.md §6.3-6.5): every needed stored byte is read by one of the ranks that need it, which
-// copies its own share in place and sends every other rank exactly the sub-boxes it asked for, coalesced into one
-// message per pair of ranks and round. Rounds bound the memory each rank holds in flight.
+// copies its own share in place and sends every other rank exactly the sub-boxes it asked for: small ones packed
+// into one message per pair of ranks and round, large ones as messages of their own, sent from one copy and received
+// in place where they land contiguously. Rounds bound the memory each rank holds in flight.
 #pragma once
 
 #include <cstdint>
