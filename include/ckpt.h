@@ -191,7 +191,7 @@ CKPT_API int32_t ckpt_context_stats_get(const ckpt_context_t* ctx, ckpt_context_
 
 #define CKPT_MAX_NDIM 8
 
-/* Data types: every fixed-width safetensors dtype. Pinned numbering. */
+/* Data types: every fixed-width safetensors dtype, then the rest of ml_dtypes'. Pinned numbering. */
 #define CKPT_DTYPE_BOOL 1
 #define CKPT_DTYPE_U8 2
 #define CKPT_DTYPE_I8 3
@@ -206,8 +206,22 @@ CKPT_API int32_t ckpt_context_stats_get(const ckpt_context_t* ctx, ckpt_context_
 #define CKPT_DTYPE_F32 12
 #define CKPT_DTYPE_F64 13
 #define CKPT_DTYPE_C64 14
-#define CKPT_DTYPE_F8_E4M3 15
+#define CKPT_DTYPE_F8_E4M3 15 /* e4m3fn: finite, one NaN (safetensors F8_E4M3, ml_dtypes float8_e4m3fn) */
 #define CKPT_DTYPE_F8_E5M2 16
+/* The other element types of ml_dtypes and JAX. Sub-byte types are stored unpacked, one element per byte in its
+ * low bits, as numpy holds them. */
+#define CKPT_DTYPE_C128 17
+#define CKPT_DTYPE_F8_E4M3FNUZ 18
+#define CKPT_DTYPE_F8_E5M2FNUZ 19
+#define CKPT_DTYPE_F8_E4M3B11FNUZ 20
+#define CKPT_DTYPE_F8_E3M4 21
+#define CKPT_DTYPE_F8_E4M3_IEEE 22 /* ml_dtypes float8_e4m3: IEEE-style, with infinities */
+#define CKPT_DTYPE_F8_E8M0 23      /* e8m0fnu, the MX scale type (safetensors F8_E8M0) */
+#define CKPT_DTYPE_F4_E2M1 24      /* float4_e2m1fn, one per byte */
+#define CKPT_DTYPE_I4 25           /* one per byte */
+#define CKPT_DTYPE_U4 26
+#define CKPT_DTYPE_I2 27
+#define CKPT_DTYPE_U2 28
 
 /* Size in bytes of one element, 0 for an unknown dtype. */
 CKPT_API uint32_t ckpt_dtype_size(int32_t dtype);
@@ -388,6 +402,10 @@ CKPT_API int32_t ckpt_manager_latest(const ckpt_manager_t* manager, uint64_t* st
  * every rank if there is no committed step: a fresh start. */
 CKPT_API int32_t ckpt_manager_load_latest(ckpt_manager_t* manager, ckpt_state_t* state, const ckpt_load_options* opts,
                                           uint64_t* step, ckpt_error_t* err);
+/* Not collective. The committed steps under the root, ascending: writes min(count, capacity) of them to `steps`
+ * and their number to `*count`, so that a first call with capacity 0 sizes the array. */
+CKPT_API int32_t ckpt_manager_steps(const ckpt_manager_t* manager, uint64_t* steps, uint64_t capacity,
+                                    uint64_t* count, ckpt_error_t* err);
 /* Writes the directory of `step` (NUL-terminated) into `buffer`; CKPT_E_INVALID_ARGUMENT if it does not fit. */
 CKPT_API int32_t ckpt_manager_step_path(const ckpt_manager_t* manager, uint64_t step, char* buffer,
                                         uint64_t buffer_size, ckpt_error_t* err);
@@ -466,6 +484,10 @@ CKPT_API int32_t ckpt_reader_common(const ckpt_reader_t* reader, const char* key
 /* The user metadata value saved under `key`; owned by the reader. CKPT_E_NOT_FOUND if absent. */
 CKPT_API int32_t ckpt_reader_metadata(const ckpt_reader_t* reader, const char* key, const char** value,
                                       ckpt_error_t* err);
+/* The i-th user metadata entry, in the order saved (0 to metadata_count - 1); key and value owned by the reader.
+ * CKPT_E_NOT_FOUND past the end. */
+CKPT_API int32_t ckpt_reader_metadata_at(const ckpt_reader_t* reader, uint64_t index, const char** key,
+                                         const char** value, ckpt_error_t* err);
 /* Reads every chunk of every tensor and object and checks every checksum and file size. CKPT_E_CORRUPT names the
  * first tensor and file that fail. */
 CKPT_API int32_t ckpt_reader_verify(ckpt_reader_t* reader, ckpt_error_t* err);

@@ -507,6 +507,18 @@ int32_t ckpt_manager_load_latest(ckpt_manager_t* manager, ckpt_state_t* state, c
   });
 }
 
+int32_t ckpt_manager_steps(const ckpt_manager_t* manager, uint64_t* steps, uint64_t capacity, uint64_t* count,
+                           ckpt_error_t* err) {
+  return Guard(err, [&]() -> Status {
+    if (manager == nullptr || count == nullptr) return NullArgument("manager or count");
+    if (steps == nullptr && capacity != 0) return NullArgument("steps");
+    ASSIGN_OR_RETURN(std::vector<uint64_t> committed, manager->impl->CommittedSteps());
+    *count = committed.size();
+    std::copy_n(committed.begin(), std::min<uint64_t>(capacity, committed.size()), steps);
+    return Status::Ok();
+  });
+}
+
 int32_t ckpt_manager_step_path(const ckpt_manager_t* manager, uint64_t step, char* buffer, uint64_t buffer_size,
                                ckpt_error_t* err) {
   return Guard(err, [&]() -> Status {
@@ -646,6 +658,18 @@ int32_t ckpt_reader_metadata(const ckpt_reader_t* reader, const char* key, const
       }
     }
     return ckpt::NotFound(std::string("metadata '") + key + "' not found");
+  });
+}
+
+int32_t ckpt_reader_metadata_at(const ckpt_reader_t* reader, uint64_t index, const char** key, const char** value,
+                                ckpt_error_t* err) {
+  return Guard(err, [&]() -> Status {
+    if (reader == nullptr || key == nullptr || value == nullptr) return NullArgument("reader, key or value");
+    const auto& metadata = reader->impl->manifest().metadata;
+    if (index >= metadata.size()) return ckpt::NotFound("metadata index " + std::to_string(index) + " out of range");
+    *key = metadata[index].first.c_str();
+    *value = metadata[index].second.c_str();
+    return Status::Ok();
   });
 }
 

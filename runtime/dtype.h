@@ -22,6 +22,18 @@ enum class DType : int32_t {
   kC64,
   kF8E4M3,
   kF8E5M2,
+  kC128,
+  kF8E4M3Fnuz,
+  kF8E5M2Fnuz,
+  kF8E4M3B11Fnuz,
+  kF8E3M4,
+  kF8E4M3Ieee,
+  kF8E8M0,
+  kF4E2M1,
+  kI4,
+  kU4,
+  kI2,
+  kU2,
 };
 
 // 0 for a value that is not a dtype.

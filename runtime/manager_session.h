@@ -28,6 +28,7 @@ class ManagerSession {
   // Collective, as StartSave, into the directory of `step`.
   Result<std::shared_ptr<SaveTicket>> Save(const State& state, uint64_t step, SaveSettings settings);
   Result<std::optional<uint64_t>> Latest() const { return manager_->Latest(); }
+  Result<std::vector<uint64_t>> CommittedSteps() const { return manager_->CommittedSteps(); }
   // Collective: loads the step that rank 0 sees as latest; kNotFound on every rank if there is none.
   Result<uint64_t> LoadLatest(State& state, const LoadSettings& settings);
   std::string StepPath(uint64_t step) const { return manager_->StepPath(step); }

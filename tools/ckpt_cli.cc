@@ -342,6 +342,16 @@ std::string FormatElement(int32_t dtype, const unsigned char* at) {
       return FormatNumber(F8E4M3ToFloat(at[0]));
     case CKPT_DTYPE_F8_E5M2:
       return FormatNumber(HalfToFloat(static_cast<uint16_t>(at[0] << 8)));
+    case CKPT_DTYPE_C128:
+      return "(" + FormatNumber(Load<double>(at)) + "," + FormatNumber(Load<double>(at + 8)) + ")";
+    case CKPT_DTYPE_I4:  // sub-byte integers: the low bits of their byte, sign-extended for the signed ones
+      return FormatNumber(static_cast<int>(static_cast<int8_t>(at[0] << 4)) >> 4);
+    case CKPT_DTYPE_U4:
+      return FormatNumber(at[0] & 0xF);
+    case CKPT_DTYPE_I2:
+      return FormatNumber(static_cast<int>(static_cast<int8_t>(at[0] << 6)) >> 6);
+    case CKPT_DTYPE_U2:
+      return FormatNumber(at[0] & 0x3);
     default:
       return "?";
   }

@@ -88,6 +88,41 @@ func (m *Manager) Latest() (uint64, error) {
 	return uint64(step), err
 }
 
+// Steps returns every committed step under the root, ascending. Not collective.
+func (m *Manager) Steps() ([]uint64, error) {
+	var steps []uint64
+	err := m.withHandle(func() error {
+		var count C.uint64_t
+		if err := call(func(cerr *C.ckpt_error_t) C.int32_t {
+			return C.ckpt_manager_steps(m.ptr, nil, 0, &count, cerr)
+		}); err != nil {
+			return err
+		}
+		for {
+			capacity := count
+			buffer := C.malloc(C.size_t(capacity+1) * C.size_t(unsafe.Sizeof(C.uint64_t(0))))
+			if buffer == nil {
+				return &Error{Status: StatusNoMemory, Message: "allocating the list of steps"}
+			}
+			err := call(func(cerr *C.ckpt_error_t) C.int32_t {
+				return C.ckpt_manager_steps(m.ptr, (*C.uint64_t)(buffer), capacity, &count, cerr)
+			})
+			if err == nil && count <= capacity {
+				found := unsafe.Slice((*C.uint64_t)(buffer), int(count))
+				steps = make([]uint64, count)
+				for i, step := range found {
+					steps[i] = uint64(step)
+				}
+			}
+			C.free(buffer)
+			if err != nil || steps != nil {
+				return err
+			}
+		}
+	})
+	return steps, err
+}
+
 // LoadLatest loads the latest step (as rank 0 sees it) into state and returns it. Collective. With no committed
 // step yet, every rank gets an error matching ErrNotFound: a fresh start.
 func (m *Manager) LoadLatest(state *State, opts *LoadOptions) (uint64, error) {

@@ -126,6 +126,9 @@ func saveThreeStepsKeepTwo(ctx *Context, root string) error {
 	if latest, err := manager.Latest(); latest != 3 || err != nil {
 		return fmt.Errorf("Latest = %d, %v; expected 3", latest, err)
 	}
+	if steps, err := manager.Steps(); err != nil || len(steps) != 2 || steps[0] != 2 || steps[1] != 3 {
+		return fmt.Errorf("Steps = %v, %v; expected [2 3]", steps, err)
+	}
 	if err := checkRetainedSteps(manager); err != nil {
 		return err
 	}

@@ -299,6 +299,29 @@ func (r *Reader) Metadata(key string) (string, error) {
 	return value, err
 }
 
+// MetadataEntries returns every user metadata entry, in the order saved, as key-value pairs.
+func (r *Reader) MetadataEntries() ([][2]string, error) {
+	info, err := r.Info()
+	if err != nil {
+		return nil, err
+	}
+	entries := make([][2]string, 0, info.MetadataCount)
+	for index := uint64(0); index < info.MetadataCount; index++ {
+		err = r.call(func(ptr *C.ckpt_reader_t, cerr *C.ckpt_error_t) C.int32_t {
+			var key, value *C.char
+			status := C.ckpt_reader_metadata_at(ptr, C.uint64_t(index), &key, &value, cerr)
+			if status == C.CKPT_OK {
+				entries = append(entries, [2]string{C.GoString(key), C.GoString(value)})
+			}
+			return status
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	return entries, nil
+}
+
 // Verify reads every chunk of every tensor and object and checks every checksum and file size; ErrCorrupt names
 // the first tensor and file that fail.
 func (r *Reader) Verify() error {

@@ -101,6 +101,10 @@ func TestReaderCommonAndMetadata(t *testing.T) {
 	if _, err := reader.Metadata("absent"); !errors.Is(err, ErrNotFound) {
 		t.Errorf("Metadata(absent) = %v, expected ErrNotFound", err)
 	}
+	metadata, err := reader.MetadataEntries()
+	if err != nil || len(metadata) != 1 || metadata[0] != [2]string{"framework", savedFramework} {
+		t.Errorf("MetadataEntries = %v, %v; expected only framework", metadata, err)
+	}
 }
 
 func TestOpenOfMissingDirectoryFailsWithNotFound(t *testing.T) {

@@ -99,9 +99,21 @@ TEST(CapiAbi, DtypeSizesAndNames) {
   EXPECT_EQ(ckpt_dtype_size(CKPT_DTYPE_C64), 8u);
   EXPECT_EQ(ckpt_dtype_size(CKPT_DTYPE_F8_E5M2), 1u);
   EXPECT_EQ(ckpt_dtype_size(0), 0u);
-  EXPECT_EQ(ckpt_dtype_size(17), 0u);
+  EXPECT_EQ(ckpt_dtype_size(CKPT_DTYPE_U2 + 1), 0u);
   EXPECT_STREQ(ckpt_dtype_name(CKPT_DTYPE_F8_E4M3), "F8_E4M3");
   EXPECT_STREQ(ckpt_dtype_name(-3), "?");
+}
+
+TEST(CapiAbi, MlDtypesElementTypesHaveTheirNumpySizes) {
+  EXPECT_EQ(ckpt_dtype_size(CKPT_DTYPE_C128), 16u);
+  EXPECT_STREQ(ckpt_dtype_name(CKPT_DTYPE_C128), "C128");
+  EXPECT_STREQ(ckpt_dtype_name(CKPT_DTYPE_F8_E4M3_IEEE), "F8_E4M3_IEEE");
+  EXPECT_STREQ(ckpt_dtype_name(CKPT_DTYPE_F8_E8M0), "F8_E8M0");
+  // Sub-byte and 8-bit types are held one element per byte, as numpy and ml_dtypes hold them.
+  for (int32_t dtype = CKPT_DTYPE_F8_E4M3FNUZ; dtype <= CKPT_DTYPE_U2; ++dtype) {
+    EXPECT_EQ(ckpt_dtype_size(dtype), 1u) << ckpt_dtype_name(dtype);
+    EXPECT_STRNE(ckpt_dtype_name(dtype), "?") << dtype;
+  }
 }
 
 TEST(CapiAbi, FreeFunctionsAcceptNull) {
@@ -248,6 +260,12 @@ TEST_F(CapiTest, SingleRankSaveAndReadBack) {
   const char* run = nullptr;
   ASSERT_EQ(ckpt_reader_metadata(reader, "run", &run, err_), CKPT_OK);
   EXPECT_STREQ(run, "unit-test");
+  const char* metadata_key = nullptr;
+  const char* metadata_value = nullptr;
+  ASSERT_EQ(ckpt_reader_metadata_at(reader, 0, &metadata_key, &metadata_value, err_), CKPT_OK) << message();
+  EXPECT_STREQ(metadata_key, "run");
+  EXPECT_STREQ(metadata_value, "unit-test");
+  EXPECT_EQ(ckpt_reader_metadata_at(reader, 1, &metadata_key, &metadata_value, err_), CKPT_E_NOT_FOUND);
   const uint64_t offset[2] = {1, 1}, box[2] = {1, 2};
   double got[2] = {0, 0};
   ASSERT_EQ(ckpt_reader_read(reader, "x", 2, offset, box, got, sizeof got, err_), CKPT_OK) << message();
@@ -258,6 +276,44 @@ TEST_F(CapiTest, SingleRankSaveAndReadBack) {
   EXPECT_EQ(ckpt_reader_verify(reader, err_), CKPT_OK) << message();
   ckpt_reader_free(reader);
   ckpt_state_free(state);
+  ckpt_context_free(ctx);
+  std::system(("rm -rf " + std::string(dir_template)).c_str());
+}
+
+TEST_F(CapiTest, ManagerListsItsCommittedStepsInOrder) {
+  char dir_template[] = "/tmp/ckpt-capi-XXXXXX";
+  ASSERT_NE(mkdtemp(dir_template), nullptr);
+  ckpt_context_options opts = CKPT_CONTEXT_OPTIONS_INIT;
+  opts.rank = 0;
+  opts.world_size = 1;
+  opts.io_workers = 0;
+  ckpt_context_t* ctx = nullptr;
+  ASSERT_EQ(ckpt_context_create(&opts, &ctx, err_), CKPT_OK) << message();
+  ckpt_manager_t* manager = nullptr;
+  ASSERT_EQ(ckpt_manager_open(ctx, dir_template, nullptr, &manager, err_), CKPT_OK) << message();
+  ckpt_state_t* state = nullptr;
+  ASSERT_EQ(ckpt_state_create(&state, err_), CKPT_OK);
+  const char step_text[] = "step";
+  ASSERT_EQ(ckpt_state_add_common(state, "step", step_text, sizeof step_text, err_), CKPT_OK);
+  uint64_t count = 99;
+  ASSERT_EQ(ckpt_manager_steps(manager, nullptr, 0, &count, err_), CKPT_OK) << message();
+  EXPECT_EQ(count, 0u);
+  for (uint64_t step : {30u, 4u, 200u}) {
+    ckpt_request_t* request = nullptr;
+    ASSERT_EQ(ckpt_manager_save(manager, state, step, nullptr, &request, err_), CKPT_OK) << message();
+    ASSERT_EQ(ckpt_request_wait(request, 0, err_), CKPT_OK) << message();
+    ckpt_request_free(request);
+  }
+  std::vector<uint64_t> steps(2, 0);
+  ASSERT_EQ(ckpt_manager_steps(manager, steps.data(), steps.size(), &count, err_), CKPT_OK) << message();
+  EXPECT_EQ(count, 3u);  // the full count, though only two fit
+  EXPECT_EQ(steps, (std::vector<uint64_t>{4, 30}));
+  steps.resize(count);
+  ASSERT_EQ(ckpt_manager_steps(manager, steps.data(), steps.size(), &count, err_), CKPT_OK) << message();
+  EXPECT_EQ(steps, (std::vector<uint64_t>{4, 30, 200}));
+  EXPECT_EQ(ckpt_manager_steps(manager, nullptr, 1, &count, err_), CKPT_E_INVALID_ARGUMENT);
+  ckpt_state_free(state);
+  ckpt_manager_free(manager);
   ckpt_context_free(ctx);
   std::system(("rm -rf " + std::string(dir_template)).c_str());
 }

@@ -111,6 +111,18 @@ const CKPT_DTYPE_F64 = Int32(13)
 const CKPT_DTYPE_C64 = Int32(14)
 const CKPT_DTYPE_F8_E4M3 = Int32(15)
 const CKPT_DTYPE_F8_E5M2 = Int32(16)
+const CKPT_DTYPE_C128 = Int32(17)
+const CKPT_DTYPE_F8_E4M3FNUZ = Int32(18)
+const CKPT_DTYPE_F8_E5M2FNUZ = Int32(19)
+const CKPT_DTYPE_F8_E4M3B11FNUZ = Int32(20)
+const CKPT_DTYPE_F8_E3M4 = Int32(21)
+const CKPT_DTYPE_F8_E4M3_IEEE = Int32(22)
+const CKPT_DTYPE_F8_E8M0 = Int32(23)
+const CKPT_DTYPE_F4_E2M1 = Int32(24)
+const CKPT_DTYPE_I4 = Int32(25)
+const CKPT_DTYPE_U4 = Int32(26)
+const CKPT_DTYPE_I2 = Int32(27)
+const CKPT_DTYPE_U2 = Int32(28)
 
 const CKPT_MEMORY_HOST = Int32(0)
 const CKPT_MEMORY_CUDA = Int32(1)
@@ -335,6 +347,9 @@ ckpt_manager_load_latest(manager, state, opts, step, err) =
     @ccall $(ckptsym(:ckpt_manager_load_latest))(manager::Ptr{Cvoid}, state::Ptr{Cvoid},
                                                  opts::Ptr{ckpt_load_options}, step::Ptr{UInt64},
                                                  err::Ptr{Cvoid})::Int32
+ckpt_manager_steps(manager, steps, capacity, count, err) =
+    @ccall $(ckptsym(:ckpt_manager_steps))(manager::Ptr{Cvoid}, steps::Ptr{UInt64}, capacity::UInt64,
+                                           count::Ptr{UInt64}, err::Ptr{Cvoid})::Int32
 ckpt_manager_step_path(manager, step, buffer, buffer_size, err) =
     @ccall $(ckptsym(:ckpt_manager_step_path))(manager::Ptr{Cvoid}, step::UInt64, buffer::Ptr{Cchar},
                                                buffer_size::UInt64, err::Ptr{Cvoid})::Int32
@@ -364,6 +379,9 @@ ckpt_reader_common(reader, key, data, size, err) =
 ckpt_reader_metadata(reader, key, value, err) =
     @ccall $(ckptsym(:ckpt_reader_metadata))(reader::Ptr{Cvoid}, key::Cstring, value::Ptr{Ptr{Cchar}},
                                              err::Ptr{Cvoid})::Int32
+ckpt_reader_metadata_at(reader, index, key, value, err) =
+    @ccall $(ckptsym(:ckpt_reader_metadata_at))(reader::Ptr{Cvoid}, index::UInt64, key::Ptr{Ptr{Cchar}},
+                                                value::Ptr{Ptr{Cchar}}, err::Ptr{Cvoid})::Int32
 ckpt_reader_verify(reader, err) = @ccall $(ckptsym(:ckpt_reader_verify))(reader::Ptr{Cvoid}, err::Ptr{Cvoid})::Int32
 
 end # module LibCkpt

@@ -5,7 +5,7 @@ const DTYPE_OF_TYPE = Dict{DataType,Int32}(
     Bool => CKPT_DTYPE_BOOL, UInt8 => CKPT_DTYPE_U8, Int8 => CKPT_DTYPE_I8, Int16 => CKPT_DTYPE_I16,
     UInt16 => CKPT_DTYPE_U16, Int32 => CKPT_DTYPE_I32, UInt32 => CKPT_DTYPE_U32, Int64 => CKPT_DTYPE_I64,
     UInt64 => CKPT_DTYPE_U64, Float16 => CKPT_DTYPE_F16, Float32 => CKPT_DTYPE_F32, Float64 => CKPT_DTYPE_F64,
-    ComplexF32 => CKPT_DTYPE_C64)
+    ComplexF32 => CKPT_DTYPE_C64, ComplexF64 => CKPT_DTYPE_C128)
 
 const TYPE_OF_DTYPE = Dict{Int32,DataType}(dtype => T for (T, dtype) in DTYPE_OF_TYPE)
 

@@ -70,6 +70,28 @@ function latest(manager::Manager)
 end
 
 """
+    Ckpt.steps(manager) -> Vector{Int}
+
+Every committed step under the manager's root, ascending. Not collective.
+"""
+function steps(manager::Manager)
+    count = Ref{UInt64}(0)
+    checked() do err
+        LibCkpt.ckpt_manager_steps(manager, Ptr{UInt64}(C_NULL), 0, count, err)
+    end
+    while true
+        found = zeros(UInt64, count[])
+        capacity = count[]
+        GC.@preserve found begin
+            checked() do err
+                LibCkpt.ckpt_manager_steps(manager, pointer(found), capacity, count, err)
+            end
+        end
+        count[] <= capacity && return Int.(found[1:count[]])
+    end
+end
+
+"""
     load_latest!(manager, state; missing_keys=CKPT_STRICT_FAIL, unexpected_keys=CKPT_STRICT_LOG) -> Union{Int,Nothing}
 
 Collective: loads the latest step (as rank 0 sees it) into `state`, as [`load!`](@ref) does, and returns it; returns

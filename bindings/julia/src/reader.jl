@@ -221,6 +221,24 @@ function metadata(reader::Reader, key::AbstractString)
 end
 
 """
+    Ckpt.metadata_entries(reader) -> Vector{Pair{String,String}}
+
+Every user metadata entry of the checkpoint, in the order saved.
+"""
+function metadata_entries(reader::Reader)
+    return [metadata_at(reader, index) for index in 0:checkpoint_info(reader).metadata_count-1]
+end
+
+function metadata_at(reader::Reader, index::Integer)
+    key = Ref{Ptr{Cchar}}(C_NULL)
+    value = Ref{Ptr{Cchar}}(C_NULL)
+    checked() do err
+        LibCkpt.ckpt_reader_metadata_at(reader, index, key, value, err)
+    end
+    return unsafe_string(key[]) => unsafe_string(value[])
+end
+
+"""
     Ckpt.verify(reader)
 
 Reads every chunk of every tensor and object and checks every checksum and file size; throws

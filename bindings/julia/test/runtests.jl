@@ -216,6 +216,7 @@ end
                 close(state)
             end
             @test Ckpt.latest(manager) == 3
+            @test Ckpt.steps(manager) == [2, 3]
             @test basename(Ckpt.step_path(manager, 3)) == "step-000000000003"
             @test !ispath(Ckpt.step_path(manager, 1))
             @test isdir(Ckpt.step_path(manager, 2))
@@ -281,6 +282,7 @@ end
             @test String(Ckpt.common(reader, "step")) == "1200"
             @test Ckpt.common_entries(reader) == ["step" => Vector{UInt8}("1200")]
             @test Ckpt.metadata(reader, "framework") == "julia"
+            @test Ckpt.metadata_entries(reader) == ["framework" => "julia"]
             @test failure_status(() -> Ckpt.metadata(reader, "absent")) == CKPT_E_NOT_FOUND
             @test failure_status(() -> Ckpt.tensor_info(reader, "absent")) == CKPT_E_NOT_FOUND
             @test Ckpt.verify(reader) === nothing

@@ -27,6 +27,19 @@ impl DType {
     pub const C64: DType = DType(sys::CKPT_DTYPE_C64);
     pub const F8_E4M3: DType = DType(sys::CKPT_DTYPE_F8_E4M3);
     pub const F8_E5M2: DType = DType(sys::CKPT_DTYPE_F8_E5M2);
+    pub const C128: DType = DType(sys::CKPT_DTYPE_C128);
+    pub const F8_E4M3FNUZ: DType = DType(sys::CKPT_DTYPE_F8_E4M3FNUZ);
+    pub const F8_E5M2FNUZ: DType = DType(sys::CKPT_DTYPE_F8_E5M2FNUZ);
+    pub const F8_E4M3B11FNUZ: DType = DType(sys::CKPT_DTYPE_F8_E4M3B11FNUZ);
+    pub const F8_E3M4: DType = DType(sys::CKPT_DTYPE_F8_E3M4);
+    pub const F8_E4M3_IEEE: DType = DType(sys::CKPT_DTYPE_F8_E4M3_IEEE);
+    pub const F8_E8M0: DType = DType(sys::CKPT_DTYPE_F8_E8M0);
+    /// Sub-byte types are held one element per byte, in its low bits.
+    pub const F4_E2M1: DType = DType(sys::CKPT_DTYPE_F4_E2M1);
+    pub const I4: DType = DType(sys::CKPT_DTYPE_I4);
+    pub const U4: DType = DType(sys::CKPT_DTYPE_U4);
+    pub const I2: DType = DType(sys::CKPT_DTYPE_I2);
+    pub const U2: DType = DType(sys::CKPT_DTYPE_U2);
 
     /// Bytes per element; 0 for a code the library does not know.
     pub fn size(self) -> usize {

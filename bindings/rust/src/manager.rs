@@ -87,6 +87,25 @@ impl<'c> Manager<'c> {
         step_or_none(outcome, step)
     }
 
+    /// Every committed step under the root, ascending. Not collective.
+    pub fn steps(&self) -> Result<Vec<u64>> {
+        let mut count = 0u64;
+        // SAFETY: a live manager; no array with capacity 0.
+        call(|err| unsafe { sys::ckpt_manager_steps(self.raw.as_ptr(), ptr::null_mut(), 0, &mut count, err) })?;
+        loop {
+            let mut steps = vec![0u64; count as usize];
+            let capacity = count;
+            // SAFETY: `steps` holds `capacity` elements.
+            call(|err| unsafe {
+                sys::ckpt_manager_steps(self.raw.as_ptr(), steps.as_mut_ptr(), capacity, &mut count, err)
+            })?;
+            if count <= capacity {
+                steps.truncate(count as usize);
+                return Ok(steps);
+            }
+        }
+    }
+
     /// Collective: loads the latest step (as rank 0 sees it) into `state` and returns it, or returns None on every
     /// rank if there is no committed step yet: a fresh start. On failure the buffers may be partly filled (but
     /// always hold valid values of their element type).

@@ -243,6 +243,20 @@ impl Reader {
         Ok(unsafe { string_from_c(value) })
     }
 
+    /// Every user metadata entry, in the order saved.
+    pub fn metadata_entries(&self) -> Result<Vec<(String, String)>> {
+        (0..self.info()?.metadata_count)
+            .map(|index| {
+                let (mut key, mut value) = (ptr::null(), ptr::null());
+                // SAFETY: valid out pointers; key and value are owned by the reader and copied at once.
+                call(|err| unsafe {
+                    sys::ckpt_reader_metadata_at(self.raw.as_ptr(), index, &mut key, &mut value, err)
+                })?;
+                Ok(unsafe { (string_from_c(key), string_from_c(value)) })
+            })
+            .collect()
+    }
+
     /// Reads every chunk of every tensor and object and checks every checksum and file size; `CKPT_E_CORRUPT`
     /// names the first tensor and file that fail.
     pub fn verify(&mut self) -> Result<()> {

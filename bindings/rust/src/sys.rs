@@ -127,6 +127,18 @@ pub const CKPT_DTYPE_F64: i32 = 13;
 pub const CKPT_DTYPE_C64: i32 = 14;
 pub const CKPT_DTYPE_F8_E4M3: i32 = 15;
 pub const CKPT_DTYPE_F8_E5M2: i32 = 16;
+pub const CKPT_DTYPE_C128: i32 = 17;
+pub const CKPT_DTYPE_F8_E4M3FNUZ: i32 = 18;
+pub const CKPT_DTYPE_F8_E5M2FNUZ: i32 = 19;
+pub const CKPT_DTYPE_F8_E4M3B11FNUZ: i32 = 20;
+pub const CKPT_DTYPE_F8_E3M4: i32 = 21;
+pub const CKPT_DTYPE_F8_E4M3_IEEE: i32 = 22;
+pub const CKPT_DTYPE_F8_E8M0: i32 = 23;
+pub const CKPT_DTYPE_F4_E2M1: i32 = 24;
+pub const CKPT_DTYPE_I4: i32 = 25;
+pub const CKPT_DTYPE_U4: i32 = 26;
+pub const CKPT_DTYPE_I2: i32 = 27;
+pub const CKPT_DTYPE_U2: i32 = 28;
 
 pub const CKPT_MEMORY_HOST: i32 = 0;
 pub const CKPT_MEMORY_CUDA: i32 = 1;
@@ -411,6 +423,13 @@ extern "C" {
         err: *mut ckpt_error_t,
     ) -> i32;
     pub fn ckpt_manager_latest(manager: *const ckpt_manager_t, step: *mut u64, err: *mut ckpt_error_t) -> i32;
+    pub fn ckpt_manager_steps(
+        manager: *const ckpt_manager_t,
+        steps: *mut u64,
+        capacity: u64,
+        count: *mut u64,
+        err: *mut ckpt_error_t,
+    ) -> i32;
     pub fn ckpt_manager_load_latest(
         manager: *mut ckpt_manager_t,
         state: *mut ckpt_state_t,
@@ -474,6 +493,13 @@ extern "C" {
     pub fn ckpt_reader_metadata(
         reader: *const ckpt_reader_t,
         key: *const c_char,
+        value: *mut *const c_char,
+        err: *mut ckpt_error_t,
+    ) -> i32;
+    pub fn ckpt_reader_metadata_at(
+        reader: *const ckpt_reader_t,
+        index: u64,
+        key: *mut *const c_char,
         value: *mut *const c_char,
         err: *mut ckpt_error_t,
     ) -> i32;

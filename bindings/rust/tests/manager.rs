@@ -59,6 +59,7 @@ fn save_three_steps_keep_two(ctx: &Context, root: &Path) {
     }
 
     assert_eq!(manager.latest().unwrap(), Some(3));
+    assert_eq!(manager.steps().unwrap(), vec![2, 3], "keep_last 2 kept the newest two");
     assert_eq!(manager.step_path(3).unwrap().file_name().unwrap(), "step-000000000003");
     assert!(!manager.step_path(1).unwrap().exists(), "retention keeps the last 2 steps: step 1 must be gone");
     assert!(manager.step_path(2).unwrap().is_dir(), "step 2 is one of the last 2 steps");

@@ -117,6 +117,7 @@ fn two_rank_save_is_described_by_the_reader() {
 
     assert_eq!(reader.common(STEP_KEY).unwrap(), &STEP.to_le_bytes()[..]);
     assert_eq!(reader.metadata("layout").unwrap(), "rows-2");
+    assert_eq!(reader.metadata_entries().unwrap(), vec![("layout".to_string(), "rows-2".to_string())]);
     let mut middle = vec![0f32; 6];
     reader.read_box(WEIGHT, &[1, 2], &[3, 2], &mut middle).unwrap();
     assert_eq!(middle, weight_box(1..4, 2..4));
