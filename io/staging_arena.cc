@@ -10,11 +10,10 @@
 #include <iterator>
 #include <string>
 
+#include "io/committed_memory.h"
+
 namespace ckpt::io {
 namespace {
-
-// MADV_POPULATE_WRITE (Linux 5.14); older kernels refuse it and the pages are touched one by one instead.
-constexpr int kMadvisePopulateWrite = 23;
 
 // Capacities are whole huge pages, so the kernel may back the arena with transparent huge pages.
 constexpr uint64_t kCapacityGranule = 2ull << 20;
@@ -25,13 +24,6 @@ constexpr char kMemfdName[] = "ckpt-staging-arena";
 uint64_t RoundUp(uint64_t value, uint64_t granule) { return (value + granule - 1) / granule * granule; }
 
 Status ErrnoError(const std::string& action, int err) { return IoError(action + ": " + std::strerror(err)); }
-
-// Commits every page now, so that no save pays first-touch page faults (they cost more than the copy itself).
-void CommitPages(char* data, uint64_t size) {
-  if (madvise(data, size, kMadvisePopulateWrite) == 0) return;
-  const long page = sysconf(_SC_PAGESIZE);
-  for (uint64_t at = 0; at < size; at += static_cast<uint64_t>(page)) data[at] = 0;
-}
 
 }  // namespace
 
@@ -58,7 +50,7 @@ Result<std::unique_ptr<StagingArena>> StagingArena::Create(uint64_t capacity) {
     close(fd);
     return ErrnoError("cannot map the staging arena of " + std::to_string(rounded) + " bytes", err);
   }
-  CommitPages(static_cast<char*>(data), rounded);
+  CommitPages(static_cast<char*>(data), rounded);  // no save pays first-touch faults: they cost more than the copy
   return std::unique_ptr<StagingArena>(new StagingArena(fd, static_cast<char*>(data), rounded));
 }
 

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <map>
@@ -10,6 +11,7 @@
 
 #include "common/settings.h"
 #include "io/checksum.h"
+#include "io/committed_memory.h"
 #include "runtime/agreement.h"
 #include "runtime/chunk_fetcher.h"
 #include "runtime/device_copy.h"
@@ -51,9 +53,9 @@ Result<std::shared_ptr<const LoadPlan>> PlanFor(Context& ctx, const Manifest& ma
   return cache.plan;
 }
 
-// The send and receive buffers of a load's rounds: one block of host memory, or of device memory on the plane's
-// device, kept from round to round so that its pages are touched (or the device memory allocated) once per load
-// rather than once per round.
+// The send and receive buffers of a load's rounds: one block of host memory (committed at once, not page by page as
+// the exchange writes it), or of device memory on the plane's device, kept from round to round so that it is
+// committed (or the device memory allocated) once per load rather than once per round.
 class RoundMemory {
  public:
   explicit RoundMemory(int device) : device_(device) {}
@@ -63,10 +65,13 @@ class RoundMemory {
     if (bytes <= capacity_) return base();
     capacity_ = 0;
     if (device_ < 0) {
-      host_.reset(new (std::nothrow) char[bytes]);
-      if (host_ == nullptr) {
-        return Status(Code::kNoMemory, "no memory for " + std::to_string(bytes) + " bytes of load exchange buffers");
+      host_ = io::CommittedMemory();
+      Result<io::CommittedMemory> committed = io::CommittedMemory::Allocate(bytes);
+      if (!committed.ok()) {
+        return Status(Code::kNoMemory, "no memory for " + std::to_string(bytes) + " bytes of load exchange buffers: " +
+                                           committed.status().message());
       }
+      host_ = std::move(committed).value();
     } else {
       device_memory_ = io::ScopedDeviceMemory();
       ASSIGN_OR_RETURN(io::CudaRuntime * cuda, io::CudaRuntime::Get());
@@ -77,13 +82,17 @@ class RoundMemory {
   }
 
  private:
-  char* base() const { return device_ < 0 ? host_.get() : device_memory_.get(); }
+  char* base() const { return device_ < 0 ? host_.data() : device_memory_.get(); }
 
   const int device_;
   uint64_t capacity_ = 0;
-  std::unique_ptr<char[]> host_;
+  io::CommittedMemory host_;
   io::ScopedDeviceMemory device_memory_;
 };
+
+// Bounds of a round's reads and of its exchange buffers (each).
+constexpr uint64_t kMinRoundBytes = 64ull << 20;
+constexpr uint64_t kMaxRoundBytes = 128ull << 20;
 
 // Buffers are carved out of the round's memory at this alignment: enough for any element type and for the copy
 // engines of a GPU.
@@ -323,9 +332,10 @@ Result<ExchangeCounters> ExchangeLoad(Context& ctx, const ExchangePlane& plane, 
   ASSIGN_OR_RETURN(std::shared_ptr<const LoadPlan> plan, PlanFor(ctx, manifest, requests, encoded_requests));
   PiecesByTensor by_tensor;
   for (const LocalPiece& piece : pieces) by_tensor[piece.tensor].push_back(&piece);
-  // Reads go through the staging arena; the exchange buffers of a round stay within as much memory again, whatever
-  // the checkpoint's size.
-  const uint64_t budget = std::max<uint64_t>(ctx.arena().capacity(), 64ull << 20);
+  // Reads go through the staging arena; the exchange buffers of a round take as much memory again, committed once
+  // per load and reused round after round. Rounds are capped so that a load commits a bounded amount of exchange
+  // memory, not one in proportion to the arena: committing fresh pages costs about as much as copying into them.
+  const uint64_t budget = std::min(std::max<uint64_t>(ctx.arena().capacity(), kMinRoundBytes), kMaxRoundBytes);
   const std::vector<LoadPlan> rounds = SplitIntoRounds(*plan, budget);
   RoundMemory memory(plane.device);
   ExchangeCounters counters;
