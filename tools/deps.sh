@@ -7,6 +7,7 @@ packages=(
   build-essential cmake ninja-build pkg-config
   liburing-dev libucx-dev ucx-utils capnproto libcapnp-dev libxxhash-dev libisal-dev
   libgtest-dev libgmock-dev libbenchmark-dev fio openmpi-bin libopenmpi-dev
+  python3 python3-venv
 )
 
 # Toolchains for the Rust and Go bindings' tests, from Debian unless a newer one is already on the PATH.

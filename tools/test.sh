@@ -7,10 +7,11 @@ build=${CKPT_BUILD_DIR:-$repo/build}
 build_type=${CKPT_BUILD_TYPE:-Release}
 
 bash "$repo/tools/deps.sh"
+python=$(bash "$repo/tools/python_env.sh" "$build/venv")
 generator=()
 if [ ! -f "$build/CMakeCache.txt" ] && command -v ninja >/dev/null 2>&1; then
   generator=(-G Ninja)
 fi
-cmake -S "$repo" -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE="$build_type"
+cmake -S "$repo" -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE="$build_type" -DPython3_EXECUTABLE="$python"
 cmake --build "$build" -j "$(nproc)"
 ctest --test-dir "$build" --output-on-failure -j2

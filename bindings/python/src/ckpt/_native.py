@@ -1,0 +1,362 @@
+"""Finds and loads libckpt, and declares the part of its C ABI (include/ckpt.h) that this package calls.
+
+The structs below restate the header's layout; tests/test_abi.py compiles a C program against ckpt.h and checks
+every size and offset, so a drift fails a test instead of corrupting memory. Every struct is passed with this
+package's own struct_size (never through the library's *_init functions), so a newer library keeps the defaults of
+fields this package does not know.
+"""
+
+import ctypes
+import ctypes.util
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+import threading
+
+from . import errors
+
+LIBRARY_NAME = "libckpt.so.0"
+ABI_MAJOR = 0  # CKPT_VERSION_MAJOR this package was written for
+MAX_NDIM = 8
+
+c_u32 = ctypes.c_uint32
+c_i32 = ctypes.c_int32
+c_u64 = ctypes.c_uint64
+c_void_p = ctypes.c_void_p
+c_char_p = ctypes.c_char_p
+u64_array = ctypes.POINTER(c_u64)
+
+ALLGATHER_FN = ctypes.CFUNCTYPE(c_i32, c_void_p, c_void_p, c_u64, c_void_p)
+LOG_FN = ctypes.CFUNCTYPE(None, c_void_p, c_i32, c_char_p)
+
+TRANSPORT_DEFAULT = -1
+TRANSPORTS = {"auto": 0, "none": 1, "ucx": 2, "nccl": 3}
+
+STRICT_FAIL = 0
+STRICT_LOG = 1
+STRICT_IGNORE = 2
+
+SHARD_FLATTENED = 0x1
+SHARD_ALLOW_SHAPE_MISMATCH = 0x2
+
+MEMORY_HOST = 0
+
+
+class ContextOptions(ctypes.Structure):
+    _fields_ = [
+        ("struct_size", c_u32),
+        ("rank", c_i32),
+        ("world_size", c_i32),
+        ("local_rank", c_i32),
+        ("store_host", c_char_p),
+        ("store_port", c_i32),
+        ("timeout_ms", c_u32),
+        ("allgather", ALLGATHER_FN),
+        ("allgather_user", c_void_p),
+        ("node_name", c_char_p),
+        ("log", LOG_FN),
+        ("log_user", c_void_p),
+        ("io_workers", c_i32),
+        ("arena_bytes", c_u64),
+        ("transport", c_i32),
+    ]
+
+
+class ContextStats(ctypes.Structure):
+    _fields_ = [
+        ("struct_size", c_u32),
+        ("io_workers", c_u32),
+        ("arena_bytes", c_u64),
+        ("saves_committed", c_u64),
+        ("plans_computed", c_u64),
+        ("plans_reused", c_u64),
+        ("bytes_staged", c_u64),
+        ("bytes_written", c_u64),
+        ("bytes_read", c_u64),
+        ("bytes_sent", c_u64),
+        ("bytes_received", c_u64),
+        ("transport", c_i32),
+        ("exchange_ns", c_u64),
+    ]
+
+
+class TensorShard(ctypes.Structure):
+    _fields_ = [
+        ("struct_size", c_u32),
+        ("key", c_char_p),
+        ("dtype", c_i32),
+        ("ndim", c_u32),
+        ("global_shape", u64_array),
+        ("local_shape", u64_array),
+        ("global_offset", u64_array),
+        ("replica_ndim", c_u32),
+        ("replica_id", ctypes.POINTER(c_u32)),
+        ("flags", c_u32),
+        ("flat_start", c_u64),
+        ("flat_end", c_u64),
+        ("memory_kind", c_i32),
+        ("device", c_i32),
+        ("data", c_void_p),
+        ("data_size", c_u64),
+    ]
+
+
+class SaveOptions(ctypes.Structure):
+    _fields_ = [
+        ("struct_size", c_u32),
+        ("metadata_count", c_u32),
+        ("metadata_keys", ctypes.POINTER(c_char_p)),
+        ("metadata_values", ctypes.POINTER(c_char_p)),
+    ]
+
+
+class LoadOptions(ctypes.Structure):
+    _fields_ = [("struct_size", c_u32), ("missing_keys", c_i32), ("unexpected_keys", c_i32)]
+
+
+class ManagerOptions(ctypes.Structure):
+    _fields_ = [("struct_size", c_u32), ("keep_last", c_u32), ("keep_every", c_u64)]
+
+
+class CheckpointInfo(ctypes.Structure):
+    _fields_ = [
+        ("struct_size", c_u32),
+        ("format_major", c_u32),
+        ("format_minor", c_u32),
+        ("world_size", c_u32),
+        ("node_count", c_u32),
+        ("tensor_count", c_u64),
+        ("object_count", c_u64),
+        ("common_count", c_u64),
+        ("metadata_count", c_u64),
+        ("file_count", c_u64),
+        ("total_bytes", c_u64),
+    ]
+
+
+class TensorInfo(ctypes.Structure):
+    _fields_ = [
+        ("struct_size", c_u32),
+        ("key", c_char_p),
+        ("dtype", c_i32),
+        ("ndim", c_u32),
+        ("shape", c_u64 * MAX_NDIM),
+        ("chunk_count", c_u64),
+    ]
+
+
+class ChunkInfo(ctypes.Structure):
+    _fields_ = [
+        ("struct_size", c_u32),
+        ("ndim", c_u32),
+        ("offset", c_u64 * MAX_NDIM),
+        ("shape", c_u64 * MAX_NDIM),
+        ("file", c_char_p),
+        ("file_offset", c_u64),
+        ("byte_length", c_u64),
+    ]
+
+
+STRUCTS = (ContextOptions, ContextStats, TensorShard, SaveOptions, LoadOptions, ManagerOptions, CheckpointInfo,
+           TensorInfo, ChunkInfo)
+
+
+def new(struct_type, **fields):
+    """A struct with its struct_size set to this package's size; other fields zero unless given."""
+    value = struct_type(**fields)
+    value.struct_size = ctypes.sizeof(struct_type)
+    return value
+
+
+def u64s(values):
+    """A C array of uint64_t holding `values` (kept alive by the caller for the duration of the call)."""
+    return (c_u64 * max(len(values), 1))(*values)
+
+
+# (name, return type, argument types): every function this package calls. Each that takes a ckpt_error_t* has it
+# last, and returns an int32_t status.
+_ERR = c_void_p
+_SIGNATURES = [
+    ("ckpt_version_number", c_u32, []),
+    ("ckpt_version_string", c_char_p, []),
+    ("ckpt_status_string", c_char_p, [c_i32]),
+    ("ckpt_error_create", c_i32, [ctypes.POINTER(c_void_p)]),
+    ("ckpt_error_free", None, [c_void_p]),
+    ("ckpt_error_message", c_char_p, [c_void_p]),
+    ("ckpt_context_create", c_i32, [ctypes.POINTER(ContextOptions), ctypes.POINTER(c_void_p), _ERR]),
+    ("ckpt_context_free", None, [c_void_p]),
+    ("ckpt_context_rank", c_i32, [c_void_p]),
+    ("ckpt_context_world_size", c_i32, [c_void_p]),
+    ("ckpt_context_local_rank", c_i32, [c_void_p]),
+    ("ckpt_context_stats_get", c_i32, [c_void_p, ctypes.POINTER(ContextStats), _ERR]),
+    ("ckpt_dtype_size", c_u32, [c_i32]),
+    ("ckpt_dtype_name", c_char_p, [c_i32]),
+    ("ckpt_state_create", c_i32, [ctypes.POINTER(c_void_p), _ERR]),
+    ("ckpt_state_free", None, [c_void_p]),
+    ("ckpt_state_add_tensor", c_i32, [c_void_p, ctypes.POINTER(TensorShard), _ERR]),
+    ("ckpt_state_add_common", c_i32, [c_void_p, c_char_p, c_void_p, c_u64, _ERR]),
+    ("ckpt_state_common", c_i32, [c_void_p, c_char_p, ctypes.POINTER(c_void_p), ctypes.POINTER(c_u64), _ERR]),
+    ("ckpt_save", c_i32,
+     [c_void_p, c_void_p, c_char_p, ctypes.POINTER(SaveOptions), ctypes.POINTER(c_void_p), _ERR]),
+    ("ckpt_request_test", c_i32, [c_void_p, _ERR]),
+    ("ckpt_request_wait", c_i32, [c_void_p, c_u32, _ERR]),
+    ("ckpt_request_free", None, [c_void_p]),
+    ("ckpt_load", c_i32, [c_void_p, c_void_p, c_char_p, ctypes.POINTER(LoadOptions), _ERR]),
+    ("ckpt_manager_open", c_i32,
+     [c_void_p, c_char_p, ctypes.POINTER(ManagerOptions), ctypes.POINTER(c_void_p), _ERR]),
+    ("ckpt_manager_free", None, [c_void_p]),
+    ("ckpt_manager_save", c_i32,
+     [c_void_p, c_void_p, c_u64, ctypes.POINTER(SaveOptions), ctypes.POINTER(c_void_p), _ERR]),
+    ("ckpt_manager_latest", c_i32, [c_void_p, ctypes.POINTER(c_u64), _ERR]),
+    ("ckpt_manager_load_latest", c_i32,
+     [c_void_p, c_void_p, ctypes.POINTER(LoadOptions), ctypes.POINTER(c_u64), _ERR]),
+    ("ckpt_manager_steps", c_i32, [c_void_p, u64_array, c_u64, ctypes.POINTER(c_u64), _ERR]),
+    ("ckpt_manager_step_path", c_i32, [c_void_p, c_u64, c_char_p, c_u64, _ERR]),
+    ("ckpt_reader_open", c_i32, [c_char_p, ctypes.POINTER(c_void_p), _ERR]),
+    ("ckpt_reader_free", None, [c_void_p]),
+    ("ckpt_reader_info", c_i32, [c_void_p, ctypes.POINTER(CheckpointInfo), _ERR]),
+    ("ckpt_reader_tensor", c_i32, [c_void_p, c_u64, ctypes.POINTER(TensorInfo), _ERR]),
+    ("ckpt_reader_chunk", c_i32, [c_void_p, c_u64, c_u64, ctypes.POINTER(ChunkInfo), _ERR]),
+    ("ckpt_reader_read", c_i32, [c_void_p, c_char_p, c_u32, u64_array, u64_array, c_void_p, c_u64, _ERR]),
+    ("ckpt_reader_common_at", c_i32,
+     [c_void_p, c_u64, ctypes.POINTER(c_char_p), ctypes.POINTER(c_void_p), ctypes.POINTER(c_u64), _ERR]),
+    ("ckpt_reader_metadata_at", c_i32,
+     [c_void_p, c_u64, ctypes.POINTER(c_char_p), ctypes.POINTER(c_char_p), _ERR]),
+    ("ckpt_reader_verify", c_i32, [c_void_p, _ERR]),
+]
+
+
+def _library_candidates():
+    """Where libckpt may be, in the order searched: (where the path came from, path)."""
+    package_dir = pathlib.Path(__file__).resolve().parent
+    # The package installed into the same prefix as the library (site-packages sits under <prefix>/lib/pythonX.Y).
+    prefixes = [p for p in package_dir.parents][:5] + [pathlib.Path(sys.prefix)]
+    multiarch = getattr(sys.implementation, "_multiarch", "") or ""
+    for prefix in prefixes:
+        for libdir in ("lib", "lib64", f"lib/{multiarch}" if multiarch else None):
+            if libdir:
+                yield f"install prefix {prefix}", prefix / libdir / LIBRARY_NAME
+    if shutil.which("pkg-config"):
+        found = subprocess.run(["pkg-config", "--variable=libdir", "ckpt"], capture_output=True, text=True)
+        if found.returncode == 0 and found.stdout.strip():
+            yield "pkg-config ckpt", pathlib.Path(found.stdout.strip()) / LIBRARY_NAME
+
+
+def library_path():
+    """The libckpt this process uses: CKPT_LIB (a file, or a directory holding it), else the first found of this
+    package's install prefix, pkg-config and the linker's path. Raises LibraryNotFoundError naming what was tried."""
+    explicit = os.environ.get("CKPT_LIB")
+    if explicit:
+        path = pathlib.Path(explicit)
+        if path.is_dir():
+            path = path / LIBRARY_NAME
+        if not path.is_file():
+            raise errors.LibraryNotFoundError(f"CKPT_LIB={explicit}: {path} is not a file")
+        return path
+    tried = []
+    for source, path in _library_candidates():
+        if path.is_file():
+            return path
+        tried.append(f"{path} ({source})")
+    linker_name = ctypes.util.find_library("ckpt")  # a bare name such as libckpt.so.0, which dlopen resolves
+    if linker_name:
+        return pathlib.Path(linker_name)
+    tried.append("the linker's search path (ldconfig, LD_LIBRARY_PATH)")
+    raise errors.LibraryNotFoundError(
+        "libckpt not found: set CKPT_LIB to the library (build/runtime/libckpt.so in a build tree), or install it "
+        "(cmake --install) where pkg-config or the linker finds it. Tried: " + "; ".join(tried))
+
+
+class _Library:
+    """libckpt, loaded on first use (importing the package needs no library)."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._dll = None
+        self._path = None
+
+    def _load(self):
+        path = library_path()
+        try:
+            # RTLD_GLOBAL: the XLA FFI handler library links libckpt too and must bind to this same copy.
+            dll = ctypes.CDLL(str(path), mode=ctypes.RTLD_GLOBAL)
+        except OSError as e:
+            raise errors.LibraryNotFoundError(f"cannot load libckpt from {path}: {e}") from e
+        for name, restype, argtypes in _SIGNATURES:
+            try:
+                fn = getattr(dll, name)
+            except AttributeError:
+                raise errors.LibraryNotFoundError(
+                    f"{path} has no {name}: it is older than this package (libckpt "
+                    f"{dll.ckpt_version_string().decode() if hasattr(dll, 'ckpt_version_string') else '?'})") from None
+            fn.restype = restype
+            fn.argtypes = argtypes
+        major = dll.ckpt_version_number() // 10000
+        if major != ABI_MAJOR:
+            raise errors.LibraryNotFoundError(
+                f"{path} is libckpt {dll.ckpt_version_string().decode()}; this package needs major version "
+                f"{ABI_MAJOR}")
+        self._path = path
+        return dll
+
+    def _loaded(self):
+        if self._dll is None:
+            with self._lock:
+                if self._dll is None:
+                    self._dll = self._load()
+        return self._dll
+
+    @property
+    def path(self):
+        """Where the loaded libckpt came from."""
+        self._loaded()
+        return self._path
+
+    def __getattr__(self, name):
+        return getattr(self._loaded(), name)
+
+
+lib = _Library()
+_thread_errors = threading.local()
+
+
+def _error_object():
+    """This thread's ckpt_error_t (error objects must not be shared between threads that call at once)."""
+    err = getattr(_thread_errors, "err", None)
+    if err is None:
+        handle = c_void_p()
+        if lib.ckpt_error_create(ctypes.byref(handle)) != 0:
+            raise MemoryError("ckpt_error_create failed")
+        err = _thread_errors.err = _OwnedError(handle)
+    return err.handle
+
+
+class _OwnedError:
+    def __init__(self, handle):
+        self.handle = handle
+
+    def __del__(self):
+        if lib._dll is not None:
+            lib.ckpt_error_free(self.handle)
+
+
+def call(function_name, *args):
+    """Calls a libckpt function that takes an error object last; raises the matching ckpt.Error on failure."""
+    err = _error_object()
+    status = getattr(lib, function_name)(*args, err)
+    if status != 0:
+        raise errors.from_status(status, lib.ckpt_error_message(err).decode(errors="replace") or
+                                 lib.ckpt_status_string(status).decode())
+    return status
+
+
+def call_status(function_name, *args):
+    """As call(), but returns CKPT_E_IN_PROGRESS (13) instead of raising it."""
+    err = _error_object()
+    status = getattr(lib, function_name)(*args, err)
+    if status not in (0, errors.IN_PROGRESS):
+        raise errors.from_status(status, lib.ckpt_error_message(err).decode(errors="replace") or
+                                 lib.ckpt_status_string(status).decode())
+    return status

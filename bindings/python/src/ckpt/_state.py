@@ -1,0 +1,100 @@
+"""A ckpt_state_t being filled, with the numpy buffers it points at kept alive while the library may use them."""
+
+import ctypes
+import mmap
+
+import numpy as np
+
+from . import _native, dtypes
+from ._native import call, lib
+
+
+class State:
+    def __init__(self):
+        handle = ctypes.c_void_p()
+        call("ckpt_state_create", ctypes.byref(handle))
+        self.handle = handle
+        self._buffers = []
+
+    def add_tensor(self, key, data, global_shape, offset, replica=0, flags=0):
+        """Registers `data` (a native-order, C-contiguous numpy array, not copied) as the box at `offset` of the
+        global tensor `key`."""
+        ndim = len(global_shape)
+        global_shape_c = _native.u64s(global_shape)
+        local_shape_c = _native.u64s(data.shape)
+        offset_c = _native.u64s(offset)
+        replica_c = (_native.c_u32 * 1)(replica)
+        shard = _native.new(_native.TensorShard, key=key.encode(), dtype=dtypes.code_of(data.dtype), ndim=ndim,
+                            global_shape=global_shape_c, local_shape=local_shape_c, global_offset=offset_c,
+                            replica_ndim=1 if replica else 0, replica_id=replica_c, flags=flags,
+                            memory_kind=_native.MEMORY_HOST, data=data.ctypes.data if data.size else None,
+                            data_size=data.nbytes)
+        call("ckpt_state_add_tensor", self.handle, ctypes.byref(shard))
+        self._buffers.append(data)
+
+    def add_common(self, key, value):
+        call("ckpt_state_add_common", self.handle, key.encode(), value, len(value))
+
+    def common(self, key):
+        """The common bytes a load brought under `key`, or None."""
+        data = ctypes.c_void_p()
+        size = ctypes.c_uint64()
+        err = _native._error_object()
+        if lib.ckpt_state_common(self.handle, key.encode(), ctypes.byref(data), ctypes.byref(size), err) != 0:
+            return None
+        return ctypes.string_at(data, size.value) if size.value else b""
+
+    def close(self):
+        if self.handle is not None:
+            lib.ckpt_state_free(self.handle)
+            self.handle = None
+            self._buffers.clear()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+# Buffers at least this large are mapped and populated by the kernel in one call (below); smaller ones come from
+# numpy's allocator.
+_MAPPED_BYTES = 1 << 20
+_MADV_POPULATE_WRITE = 23  # Linux 5.14
+
+
+_LIBC = ctypes.CDLL(None, use_errno=True)
+
+
+def _mapped(size):
+    """`size` bytes of fresh anonymous memory, page-aligned, with every page already present: the kernel fills them
+    in one madvise(MADV_POPULATE_WRITE), several times faster than page faults taken while the load writes (and
+    without numpy's transparent huge pages, whose zeroing on fault is slow on some virtual machines). Where the
+    kernel lacks it, the pages fault in as they are written."""
+    mapping = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    address = ctypes.addressof(ctypes.c_char.from_buffer(mapping))
+    _LIBC.madvise(ctypes.c_void_p(address), ctypes.c_size_t(size), _MADV_POPULATE_WRITE)
+    return mapping
+
+
+def empty(shape, dtype):
+    """A new native C-contiguous array to load into; large ones start on a page boundary, with their pages present
+    (JAX's CPU client adopts such a buffer without copying it)."""
+    dtype = np.dtype(dtype).newbyteorder("=")
+    shape = tuple(int(n) for n in shape)
+    size = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    if size < _MAPPED_BYTES:
+        return np.empty(shape, dtype=dtype)
+    return np.frombuffer(_mapped(size), dtype=dtype, count=size // dtype.itemsize).reshape(shape)
+
+
+def empty_aligned(shape, dtype):
+    """As empty(), always starting on a page boundary, whatever the size."""
+    dtype = np.dtype(dtype).newbyteorder("=")
+    shape = tuple(int(n) for n in shape)
+    size = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    if size >= _MAPPED_BYTES:
+        return empty(shape, dtype)
+    raw = np.empty(size + mmap.PAGESIZE, dtype=np.uint8)
+    start = (-raw.ctypes.data) % mmap.PAGESIZE
+    return raw[start:start + size].view(dtype).reshape(shape)

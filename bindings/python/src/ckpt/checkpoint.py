@@ -1,0 +1,341 @@
+"""ckpt.save and ckpt.restore: pytrees of numpy arrays, jax.Arrays, ckpt.Shards and Python values, saved and
+restored collectively by every rank."""
+
+import concurrent.futures
+import ctypes
+import os
+import sys
+import threading
+import time
+
+import numpy as np
+
+from . import _native, context as context_module, dtypes, errors, tree as tree_module
+from ._native import call, call_status, lib
+from ._state import State, empty
+from .tree import Shard
+
+_COMMON_KINDS = {bool: "bool", int: "int", float: "float", str: "str", bytes: "bytes"}
+
+
+def _jax_module():
+    """ckpt.jax, imported only when a tree holds JAX values (numpy users never import jax)."""
+    from . import jax as ckpt_jax
+    return ckpt_jax
+
+
+def _is_jax(leaf):
+    jax = sys.modules.get("jax")
+    return jax is not None and isinstance(leaf, (jax.Array, jax.ShapeDtypeStruct))
+
+
+def _encode_common(value):
+    if isinstance(value, bool):
+        return b"true" if value else b"false"
+    if isinstance(value, (int, float)):
+        return repr(value).encode()
+    if isinstance(value, str):
+        return value.encode()
+    return bytes(value)
+
+
+def _decode_common(kind, raw, key):
+    try:
+        if kind == "bool":
+            return raw == b"true"
+        if kind == "int":
+            return int(raw)
+        if kind == "float":
+            return float(raw)
+        if kind == "str":
+            return raw.decode()
+        return raw
+    except ValueError as e:
+        raise errors.CorruptError(f"common entry '{key}' does not hold a {kind}: {raw[:40]!r}") from e
+
+
+class Request:
+    """An asynchronous save: the tree's arrays may be changed as soon as save() returned; the checkpoint is written
+    and committed in the background. done() and wait() report its outcome, the same on every rank.
+
+    `started` is the ckpt_save call's Future: it resolves to the library's request once the arrays are staged (for
+    numpy leaves, before save() returns; for jax.Arrays, which cannot change, on the context's thread meanwhile)."""
+
+    def __init__(self, started, path):
+        self.path = path
+        self._started = started
+        self._handle = None
+        self._lock = threading.Lock()
+        self._finished = False
+        self._failure = None
+
+    def _settle(self, status):
+        """Records a final status and frees the handle."""
+        if status != errors.IN_PROGRESS:
+            self._finished = True
+            lib.ckpt_request_free(self._handle)
+            self._handle = None
+
+    def _fail(self, error):
+        self._failure = error
+        self._finished = True
+        if self._handle is not None:
+            lib.ckpt_request_free(self._handle)
+            self._handle = None
+
+    def _start(self, timeout):
+        """Waits up to `timeout` seconds (None: no limit) for the staging; False if it is still going on."""
+        if self._handle is not None or self._finished:
+            return True
+        try:
+            self._handle = self._started.result(timeout)
+        except concurrent.futures.TimeoutError:
+            return False
+        except Exception as e:  # the staging failed: that is the outcome
+            self._fail(e)
+        return True
+
+    def done(self):
+        """True once the checkpoint is committed; False while it is being staged or written; raises the error
+        that failed it."""
+        with self._lock:
+            if not self._finished and self._start(0 if not self._started.done() else None) and not self._finished:
+                try:
+                    self._settle(call_status("ckpt_request_test", self._handle))
+                except errors.Error as e:
+                    self._fail(e)
+            if self._failure is not None:
+                raise self._failure
+            return self._finished
+
+    def wait(self, timeout=None):
+        """Blocks until the checkpoint is committed (returns True) or `timeout` seconds pass (returns False);
+        raises the error that failed it."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._lock:
+            if not self._start(timeout):
+                return False
+            while not self._finished:
+                remaining_ms = 0 if deadline is None else int(max(0.0, deadline - time.monotonic()) * 1000)
+                if deadline is not None and remaining_ms == 0:
+                    remaining_ms = 1
+                try:
+                    self._settle(call_status("ckpt_request_wait", self._handle, remaining_ms))
+                except errors.Error as e:
+                    self._fail(e)
+                if not self._finished and deadline is not None and time.monotonic() >= deadline:
+                    return False
+            if self._failure is not None:
+                raise self._failure
+            return True
+
+    def __repr__(self):
+        state = "failed" if self._failure else "committed" if self._finished else "in progress"
+        return f"ckpt.Request({self.path!r}, {state})"
+
+
+def _save_options(metadata):
+    """ckpt_save_options for user metadata (a str -> str mapping), and the buffers it points at."""
+    opts = _native.new(_native.SaveOptions)
+    if not metadata:
+        return opts, None
+    keys, values = [], []
+    for key, value in metadata.items():
+        if not isinstance(key, str) or not isinstance(value, str):
+            raise TypeError(f"metadata must map str to str; got {type(key).__name__} -> {type(value).__name__}")
+        keys.append(key.encode())
+        values.append(value.encode())
+    key_array = (ctypes.c_char_p * len(keys))(*keys)
+    value_array = (ctypes.c_char_p * len(values))(*values)
+    opts.metadata_count = len(keys)
+    opts.metadata_keys = key_array
+    opts.metadata_values = value_array
+    return opts, (key_array, value_array)
+
+
+def register_tree(state, tree):
+    """Registers every leaf of `tree` in `state` for a save. Returns whether every registered buffer is immutable
+    (jax.Arrays, or copies this package owns), so that the staging copy may run after save() returns."""
+    leaves, structure = tree_module.flatten(tree)
+    descriptions = []
+    jax_leaves = []
+    immutable = True
+    for key, leaf in leaves:
+        if isinstance(leaf, (Shard, np.ndarray, np.generic)):
+            immutable = False
+        if isinstance(leaf, Shard):
+            state.add_tensor(key, dtypes.native(np.asarray(leaf.data)), leaf.global_shape, leaf.offset, leaf.replica)
+            descriptions.append({"key": key, "kind": "array"})
+        elif isinstance(leaf, (np.ndarray, np.generic)):
+            array = dtypes.native(np.asarray(leaf))
+            state.add_tensor(key, array, array.shape, (0,) * array.ndim)
+            descriptions.append({"key": key, "kind": "array"})
+        elif type(leaf) in _COMMON_KINDS:
+            state.add_common(key, _encode_common(leaf))
+            descriptions.append({"key": key, "kind": _COMMON_KINDS[type(leaf)]})
+        elif _is_jax(leaf):
+            descriptions.append(None)  # filled below, once every array's shards are gathered in one batch
+            jax_leaves.append((len(descriptions) - 1, key, leaf))
+        else:
+            raise TypeError(f"'{key}': ckpt cannot save a {type(leaf).__module__}.{type(leaf).__qualname__}; leaves "
+                            "are arrays (numpy, jax), ckpt.Shard, bool, int, float, str or bytes")
+    if jax_leaves:
+        for index, description in _jax_module().register_for_save(state, [(k, v) for _, k, v in jax_leaves]):
+            descriptions[jax_leaves[index][0]] = description
+    text = tree_module.describe(structure, descriptions)
+    state.add_common(tree_module.STRUCTURE_KEY, text.encode())
+    return immutable
+
+
+def start_save(ctx, tree, path, metadata, submit):
+    """Registers `tree`, then has the context's thread call submit(state, options) -> request handle: at once when
+    the tree holds numpy buffers (the caller may change them as soon as this returns), else in the background.
+    Returns a Request, tracked by the context."""
+    opts, keep_alive = _save_options(metadata)
+    state = State()
+    try:
+        immutable = register_tree(state, tree)
+    except BaseException:
+        state.close()
+        raise
+
+    def stage():
+        try:
+            return submit(state, opts)
+        finally:
+            state.close()
+            del keep_alive[:]
+
+    keep_alive = [keep_alive]
+    started = ctx.submit(stage)
+    if not immutable:
+        concurrent.futures.wait([started])
+        if started.exception() is not None:
+            raise started.exception()
+    request = Request(started, path)
+    ctx.track(request)
+    return request
+
+
+def save(path, tree, *, context=None, metadata=None):
+    """Collective: every rank calls it with its part of the tree. Saves `tree` as the checkpoint directory `path`
+    and returns a Request as soon as this rank's buffers are staged (they may then change); the checkpoint is
+    written and committed in the background, and exists only once the Request succeeds.
+
+    Leaves: numpy arrays (the same whole array on every rank that has it), jax.Arrays (any sharding; replicas are
+    written once), ckpt.Shard (a rank's box of a global array), and bool, int, float, str and bytes (saved once, as
+    common entries). `metadata` is a str -> str mapping stored in the manifest (ckpt.Reader(path).metadata).
+
+    A tree of jax.Arrays returns before the staging copy even starts: the arrays cannot change (and XLA does not
+    donate a buffer the save still references); errors found by the collective checks are then raised by the
+    Request. A tree with numpy buffers returns once they are staged, raising such errors itself."""
+    ctx = context_module.resolve(context)
+    target = os.fsencode(os.fspath(path))
+
+    def submit(state, opts):
+        handle = ctypes.c_void_p()
+        call("ckpt_save", ctx.handle, state.handle, target, ctypes.byref(opts), ctypes.byref(handle))
+        return handle
+
+    return start_save(ctx, tree, os.fspath(path), metadata, submit)
+
+
+def _load_options(partial):
+    return _native.new(_native.LoadOptions, missing_keys=_native.STRICT_FAIL,
+                       unexpected_keys=_native.STRICT_IGNORE if partial else _native.STRICT_FAIL)
+
+
+def _target_from_checkpoint(path):
+    """The target that restores a checkpoint whole, as numpy arrays: its saved pytree, or, for a checkpoint written
+    by another language, a flat dict of its tensors and common entries."""
+    from .reader import Reader
+    with Reader(path) as reader:
+        tensors = reader.tensors
+        common = reader.common
+    text = common.get(tree_module.STRUCTURE_KEY)
+    if text is None:
+        target = {key: np.empty(info.shape, info.dtype) for key, info in tensors.items()}
+        target.update({key: value for key, value in common.items()})
+        return target
+    encoded = tree_module.parse(text.decode())
+
+    def spec(description):
+        key, kind = description["key"], description["kind"]
+        if kind in ("array", "prng_key"):
+            info = tensors.get(key)
+            if info is None:
+                raise errors.CorruptError(f"{path}: the pytree names tensor '{key}', which the checkpoint lacks")
+            return np.empty(info.shape, info.dtype)
+        return _COMMON_PLACEHOLDER[kind]
+
+    return tree_module.build(encoded, spec)
+
+
+# Target leaves that stand for a common entry of each kind when no target is given.
+_COMMON_PLACEHOLDER = {"bool": False, "int": 0, "float": 0.0, "str": "", "bytes": b""}
+
+
+def register_target(state, target):
+    """Registers buffers for every leaf of `target`; returns (structure, finishers), where finish(saved) gives
+    the restored leaves once the load has filled them."""
+    leaves, structure = tree_module.flatten(target)
+    finishers = []
+    jax_leaves = []
+    for key, leaf in leaves:
+        if isinstance(leaf, Shard):
+            like = np.asarray(leaf.data)
+            buffer = empty(like.shape, like.dtype)
+            state.add_tensor(key, buffer, leaf.global_shape, leaf.offset, leaf.replica)
+            finishers.append(lambda saved, b=buffer, s=leaf: Shard(b, s.global_shape, s.offset, s.replica))
+        elif isinstance(leaf, (np.ndarray, np.generic)):
+            buffer = empty(np.shape(leaf), leaf.dtype)
+            state.add_tensor(key, buffer, buffer.shape, (0,) * buffer.ndim)
+            scalar = isinstance(leaf, np.generic)
+            finishers.append(lambda saved, b=buffer, s=scalar: b[()] if s else b)
+        elif type(leaf) in _COMMON_KINDS:
+            finishers.append(lambda saved, k=key, t=_COMMON_KINDS[type(leaf)]: _restore_common(state, k, saved, t))
+        elif _is_jax(leaf):
+            finishers.append(None)
+            jax_leaves.append((len(finishers) - 1, key, leaf))
+        else:
+            raise TypeError(f"'{key}': a restore target leaf must be an array (numpy, jax), a jax.ShapeDtypeStruct, a "
+                            f"ckpt.Shard, or a bool, int, float, str or bytes; not a {type(leaf).__qualname__}")
+    if jax_leaves:
+        made = _jax_module().register_for_restore(state, [(k, v) for _, k, v in jax_leaves])
+        for (index, _, _), finish in zip(jax_leaves, made):
+            finishers[index] = finish
+    return structure, finishers
+
+
+def _restore_common(state, key, saved, target_kind):
+    raw = state.common(key)
+    if raw is None:
+        raise errors.NotFoundError(f"the checkpoint has no entry '{key}'")
+    return _decode_common(saved.get(key, {}).get("kind", target_kind), raw, key)
+
+
+def finish_restore(state, structure, finishers):
+    text = state.common(tree_module.STRUCTURE_KEY)
+    saved = {}
+    if text is not None:
+        saved = {d["key"]: d for d in tree_module.leaves_of(tree_module.parse(text.decode()))}
+    return tree_module.unflatten(structure, [finish(saved) for finish in finishers])
+
+
+def restore(path, target=None, *, context=None, partial=False):
+    """Collective: every rank calls it. Returns the checkpoint at `path` as a tree shaped like `target`, each leaf
+    filled with its part of the saved tensor, whatever layout and number of ranks saved it: numpy arrays whole,
+    ckpt.Shards their box, jax.Arrays and jax.ShapeDtypeStructs in their sharding (read once across the ranks,
+    then exchanged). Without a target, the saved tree comes back with numpy arrays, whole on every rank.
+
+    Every key of the target must be in the checkpoint (MismatchError otherwise); so must every tensor of the
+    checkpoint be in some rank's target, unless `partial`."""
+    ctx = context_module.resolve(context)
+    source = os.fsencode(os.fspath(path))
+    if target is None:
+        target = _target_from_checkpoint(os.fspath(path))
+    with State() as state:
+        structure, finishers = register_target(state, target)
+        opts = _load_options(partial)
+        ctx.run(lambda: call("ckpt_load", ctx.handle, state.handle, source, ctypes.byref(opts)))
+        return finish_restore(state, structure, finishers)

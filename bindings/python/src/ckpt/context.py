@@ -1,0 +1,278 @@
+"""ckpt.Context: this process's handle on the job (one per rank), and the default context that save, restore and
+CheckpointManager use when none is given."""
+
+import atexit
+import concurrent.futures
+import ctypes
+import itertools
+import os
+import sys
+import threading
+import weakref
+
+from . import _native
+from ._native import call, lib
+
+_live_contexts = weakref.WeakSet()
+_default_lock = threading.Lock()
+_default = None
+_jax_generation = itertools.count()
+
+
+class Context:
+    """One rank's context: its place in the job, the I/O worker processes, the staging arena and the data transport.
+
+    Creating one is collective: every rank of the job creates its own, in the same order as its other contexts.
+    The first context a process creates becomes its default context (what save, restore and CheckpointManager use
+    when given none).
+    With no argument, rank and world size come from the launcher's environment (torchrun's RANK, WORLD_SIZE,
+    MASTER_ADDR, MASTER_PORT; OpenMPI; SLURM) and a process launched alone is a one-rank job. Context.from_jax()
+    takes them from jax.distributed and needs no MASTER_ADDR. Explicit arguments override both.
+
+    rank, world_size, local_rank: this process's place. store_host, store_port: the TCP store rank 0 hosts.
+    timeout: seconds any wait on a peer may take. io_workers: I/O worker processes (0: threads of this process).
+    arena_bytes: size of the staging arena. transport: "auto", "ucx", "nccl" or "none", how loads exchange data.
+    node_name: ranks with the same name share a host. allgather: a function (bytes) -> list of every rank's bytes,
+    used once, while the context is created, to spread the store's address (so no MASTER_ADDR is needed).
+    """
+
+    def __init__(self, *, rank=None, world_size=None, local_rank=None, store_host=None, store_port=None,
+                 timeout=None, io_workers=None, arena_bytes=None, transport=None, node_name=None, allgather=None,
+                 _private=False):
+        opts = _native.new(_native.ContextOptions, rank=-1, world_size=-1, local_rank=-1, store_port=-1,
+                           io_workers=-1, transport=_native.TRANSPORT_DEFAULT)
+        if rank is not None or world_size is not None:
+            opts.rank = -1 if rank is None else int(rank)
+            opts.world_size = -1 if world_size is None else int(world_size)
+        if local_rank is not None:
+            opts.local_rank = int(local_rank)
+        if store_host is not None:
+            opts.store_host = str(store_host).encode()
+        if store_port is not None:
+            opts.store_port = int(store_port)
+        if timeout is not None:
+            if timeout <= 0:
+                raise ValueError(f"timeout must be positive, not {timeout}")
+            opts.timeout_ms = max(1, int(timeout * 1000))
+        if io_workers is not None:
+            opts.io_workers = int(io_workers)
+        if arena_bytes is not None:
+            opts.arena_bytes = int(arena_bytes)
+        if transport is not None:
+            if transport not in _native.TRANSPORTS:
+                raise ValueError(f"transport {transport!r}: expected one of {', '.join(_native.TRANSPORTS)}")
+            opts.transport = _native.TRANSPORTS[transport]
+        if node_name is not None:
+            opts.node_name = str(node_name).encode()
+        failure = []
+        if allgather is not None:
+            callback = _allgather_callback(allgather, failure)
+            opts.allgather = callback  # referenced by opts until the call below returns
+        handle = ctypes.c_void_p()
+        try:
+            call("ckpt_context_create", ctypes.byref(opts), ctypes.byref(handle))
+        except Exception as e:
+            if failure:
+                raise e from failure[0]
+            raise
+        self._handle = handle
+        self._lock = threading.RLock()
+        # Every call that uses the handle runs on this one thread, in the order submitted: a context must not be
+        # used by two threads at once, and its collectives must reach the library in the same order on every rank.
+        self._executor = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="ckpt-context")
+        self._executor_thread = None
+        self._requests = []  # unfinished save requests, waited for before the context is freed
+        self._dependents = weakref.WeakSet()  # managers and savers that use the handle: closed before it is freed
+        self.rank = lib.ckpt_context_rank(handle)
+        self.world_size = lib.ckpt_context_world_size(handle)
+        self.local_rank = lib.ckpt_context_local_rank(handle)
+        _live_contexts.add(self)
+        if not _private:
+            _become_default_if_none(self)
+
+    @classmethod
+    def from_env(cls, **options):
+        """A context from the launcher's environment (the same as Context(**options))."""
+        return cls(**options)
+
+    @classmethod
+    def from_jax(cls, **options):
+        """A context whose rank and world size are jax.process_index() and jax.process_count(), bootstrapped over
+        JAX's coordination service (the key-value store jax.distributed.initialize starts), so that no MASTER_ADDR
+        or MASTER_PORT is needed. Every process must call it in the same order."""
+        import jax
+        from jax._src import distributed
+        rank, world = jax.process_index(), jax.process_count()
+        options.setdefault("rank", rank)
+        options.setdefault("world_size", world)
+        if "local_rank" not in options and os.environ.get("LOCAL_RANK", "").isdigit():
+            options["local_rank"] = int(os.environ["LOCAL_RANK"])
+        client = distributed.global_state.client
+        if world > 1 and "allgather" not in options:
+            if client is None:
+                raise RuntimeError("jax runs several processes but jax.distributed has no client: call "
+                                   "jax.distributed.initialize() first")
+            options["allgather"] = _jax_allgather(client, rank, world, next(_jax_generation), options.get("timeout"))
+        return cls(**options)
+
+    @property
+    def handle(self):
+        """The ckpt_context_t* (as a ctypes pointer), for calls into the C library."""
+        if self._handle is None:
+            raise ValueError("this ckpt.Context is closed")
+        return self._handle
+
+    def submit(self, fn):
+        """Runs fn() on the context's thread, after everything submitted before; returns its Future."""
+        if self._handle is None:
+            raise ValueError("this ckpt.Context is closed")
+
+        def on_context_thread():
+            self._executor_thread = threading.current_thread()
+            return fn()
+
+        return self._executor.submit(on_context_thread)
+
+    def run(self, fn):
+        """Runs fn() on the context's thread after everything submitted before, and returns its result."""
+        if threading.current_thread() is self._executor_thread:
+            return fn()
+        return self.submit(fn).result()
+
+    def stats(self):
+        """This rank's counters since the context was created (a dict of the ckpt_context_stats fields)."""
+        stats = _native.new(_native.ContextStats)
+        self.run(lambda: call("ckpt_context_stats_get", self.handle, ctypes.byref(stats)))
+        names = [name for name, _ in _native.ContextStats._fields_ if name != "struct_size"]
+        out = {name: getattr(stats, name) for name in names}
+        out["transport"] = {v: k for k, v in _native.TRANSPORTS.items()}.get(stats.transport, stats.transport)
+        return out
+
+    def track(self, request):
+        """Keeps a save request so that close() waits for it, and forgets those that finished."""
+        with self._lock:
+            self._requests = [r for r in self._requests if not r._finished]
+            self._requests.append(request)
+
+    def adopt(self, dependent):
+        """Registers an object holding C handles tied to this context (it has close()), closed before the context
+        is freed."""
+        self._dependents.add(dependent)
+
+    def wait(self):
+        """Waits for every save issued through this context; raises the first failure."""
+        with self._lock:
+            requests, self._requests = self._requests, []
+        first = None
+        for request in requests:
+            try:
+                request.wait()
+            except Exception as e:  # every request is waited for; the first failure is reported
+                first = first or e
+        if first is not None:
+            raise first
+
+    def close(self):
+        """Waits for this context's saves in flight, then frees it. Every rank should close its context (or exit):
+        a rank that leaves early is seen by the others as dead. Saves that fail are logged, not raised."""
+        global _default
+        with self._lock:
+            if self._handle is None:
+                return
+            for dependent in list(self._dependents):
+                try:
+                    dependent.close()
+                except Exception as e:
+                    print(f"ckpt: closing {dependent!r} with its context: {e}", file=sys.stderr)
+            try:
+                self.wait()
+            except Exception as e:
+                print(f"ckpt: a save failed before its context closed: {e}", file=sys.stderr)
+            self._executor.shutdown(wait=True)
+            lib.ckpt_context_free(self._handle)
+            self._handle = None
+        with _default_lock:
+            if _default is self:
+                _default = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __repr__(self):
+        state = "closed" if self._handle is None else f"rank {self.rank} of {self.world_size}"
+        return f"ckpt.Context({state})"
+
+
+def _allgather_callback(allgather, failure):
+    """Wraps a Python allgather (bytes -> list of bytes) as a ckpt_allgather_fn; a Python exception is kept in
+    `failure` and reported as a failed call."""
+
+    def trampoline(_user, send, size, recv):
+        try:
+            mine = ctypes.string_at(send, size) if size else b""
+            blocks = allgather(mine)
+            total = b"".join(bytes(b) for b in blocks)
+            if any(len(b) != size for b in blocks):
+                raise ValueError(f"the allgather returned blocks of sizes {[len(b) for b in blocks]}, expected "
+                                 f"{size} bytes from every rank")
+            ctypes.memmove(recv, total, len(total))
+            return 0
+        except BaseException as e:  # never let an exception unwind through C
+            failure.append(e)
+            return 1
+
+    return _native.ALLGATHER_FN(trampoline)
+
+
+def _jax_allgather(client, rank, world, generation, timeout):
+    """An allgather over the key-value store of JAX's coordination service."""
+    counter = itertools.count()
+    timeout_ms = int((timeout or 300) * 1000)
+
+    def allgather(data):
+        prefix = f"ckpt/context-{generation}/allgather-{next(counter)}"
+        client.key_value_set_bytes(f"{prefix}/{rank}", data)
+        return [client.blocking_key_value_get_bytes(f"{prefix}/{r}", timeout_ms) for r in range(world)]
+
+    return allgather
+
+
+def _jax_is_distributed():
+    jax = sys.modules.get("jax")
+    if jax is None:
+        return False
+    from jax._src import distributed
+    return distributed.global_state.client is not None
+
+
+def _become_default_if_none(context):
+    global _default
+    with _default_lock:
+        if _default is None or _default._handle is None:
+            _default = context
+
+
+def default_context():
+    """The context save, restore and CheckpointManager use when given none: the first context this process
+    created, else one made now (collectively) from jax.distributed when JAX runs several processes, or from the
+    launcher's environment."""
+    with _default_lock:
+        if _default is not None and _default._handle is not None:
+            return _default
+    made = Context.from_jax() if _jax_is_distributed() else Context()
+    return made
+
+
+def resolve(context):
+    return context if context is not None else default_context()
+
+
+@atexit.register
+def _close_all():
+    """At exit, saves still in flight are waited for (so that the last checkpoint of a script is durable), then
+    every context is freed."""
+    for context in list(_live_contexts):
+        context.close()

@@ -1,0 +1,143 @@
+"""ckpt.CheckpointManager: a root directory of numbered steps, with a `latest` pointer, retention and resume."""
+
+import ctypes
+import os
+
+from . import _native, checkpoint, context as context_module, errors
+from ._native import call, lib
+from ._state import State
+
+
+class CheckpointManager:
+    """Steps of one run under `root` (root/step-000000001200, ...). Opening is collective: rank 0 removes what
+    crashed runs left behind. After each save commits, rank 0 moves the `latest` pointer and removes the steps the
+    policy no longer keeps: the newest `keep_last` (None: all), plus every step divisible by `keep_every`. save()
+    saves only the steps divisible by `save_interval_steps`."""
+
+    def __init__(self, root, *, keep_last=None, keep_every=None, save_interval_steps=1, context=None):
+        if save_interval_steps < 1:
+            raise ValueError(f"save_interval_steps must be at least 1, not {save_interval_steps}")
+        for name, value in (("keep_last", keep_last), ("keep_every", keep_every)):
+            if value is not None and value < 1:
+                raise ValueError(f"{name} must be at least 1 (or None), not {value}")
+        self.directory = os.fspath(root)
+        self.save_interval_steps = int(save_interval_steps)
+        self._context = context_module.resolve(context)
+        opts = _native.new(_native.ManagerOptions, keep_last=keep_last or 0, keep_every=keep_every or 0)
+        handle = ctypes.c_void_p()
+        self._context.run(lambda: call("ckpt_manager_open", self._context.handle, os.fsencode(self.directory),
+                                       ctypes.byref(opts), ctypes.byref(handle)))
+        self._handle = handle
+        self._requests = []
+        self._context.adopt(self)
+
+    def _call(self, function_name, *args):
+        """A libckpt call on the manager's handle, made on its context's thread (one thread per handle)."""
+        return self._context.run(lambda: call(function_name, *args))
+
+    @property
+    def handle(self):
+        if self._handle is None:
+            raise ValueError(f"the CheckpointManager of {self.directory} is closed")
+        return self._handle
+
+    def should_save(self, step):
+        return step % self.save_interval_steps == 0
+
+    def step_path(self, step):
+        """The directory that holds (or will hold) `step`."""
+        buffer = ctypes.create_string_buffer(len(os.fsencode(self.directory)) + 64)
+        self._call("ckpt_manager_step_path", self.handle, int(step), buffer, len(buffer))
+        return os.fsdecode(buffer.value)
+
+    def save(self, step, tree, *, metadata=None, force=False):
+        """Collective. Saves `tree` as `step` when should_save(step) or `force`, and returns whether it did. Returns
+        once this rank's buffers are staged; the step commits in the background (wait() waits for it)."""
+        if not force and not self.should_save(step):
+            return False
+
+        def submit(state, opts):
+            handle = ctypes.c_void_p()
+            call("ckpt_manager_save", self.handle, state.handle, int(step), ctypes.byref(opts),
+                 ctypes.byref(handle))
+            return handle
+
+        request = checkpoint.start_save(self._context, tree, self.step_path(step), metadata, submit)
+        self._requests = [r for r in self._requests if not r._finished] + [request]
+        return True
+
+    def restore(self, step=None, target=None, *, partial=False):
+        """Collective. The tree saved as `step` (None: the latest committed step, as rank 0 sees it), shaped like
+        `target` as ckpt.restore does. NotFoundError on every rank when there is no committed step."""
+        if step is not None:
+            return checkpoint.restore(self.step_path(step), target, context=self._context, partial=partial)
+        if target is None:
+            latest = self.latest_step()
+            if latest is None:
+                raise errors.NotFoundError(f"no committed step under {self.directory}")
+            return checkpoint.restore(self.step_path(latest), None, context=self._context, partial=partial)
+        with State() as state:
+            structure, finishers = checkpoint.register_target(state, target)
+            opts = checkpoint._load_options(partial)
+            loaded = ctypes.c_uint64()
+            self._context.run(lambda: call("ckpt_manager_load_latest", self.handle, state.handle,
+                                           ctypes.byref(opts), ctypes.byref(loaded)))
+            return checkpoint.finish_restore(state, structure, finishers)
+
+    def latest_step(self):
+        """The newest committed step that `latest` names (or, if the pointer is stale, the newest committed one);
+        None if there is none. Not collective."""
+        step = ctypes.c_uint64()
+        try:
+            self._call("ckpt_manager_latest", self.handle, ctypes.byref(step))
+        except errors.NotFoundError:
+            return None
+        return step.value
+
+    def all_steps(self):
+        """Every committed step under the root, ascending. Not collective."""
+        count = ctypes.c_uint64()
+        self._call("ckpt_manager_steps", self.handle, None, 0, ctypes.byref(count))
+        while True:
+            steps = (ctypes.c_uint64 * max(count.value, 1))()
+            capacity = count.value
+            self._call("ckpt_manager_steps", self.handle, steps, capacity, ctypes.byref(count))
+            if count.value <= capacity:
+                return [steps[i] for i in range(count.value)]
+
+    def wait(self):
+        """Waits for this manager's saves in flight; raises the first failure."""
+        requests, self._requests = self._requests, []
+        first = None
+        for request in requests:
+            try:
+                request.wait()
+            except errors.Error as e:
+                first = first or e
+        if first is not None:
+            raise first
+
+    def close(self):
+        """Waits for the saves in flight (raising the first failure), then frees the manager."""
+        if self._handle is None:
+            return
+        try:
+            self.wait()
+        finally:
+            handle, self._handle = self._handle, None
+            self._context.run(lambda: lib.ckpt_manager_free(handle))
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, *exc):
+        if exc_type is None:
+            self.close()
+        else:  # already failing: free without masking the original exception
+            try:
+                self.close()
+            except errors.Error:
+                pass
+
+    def __repr__(self):
+        return f"ckpt.CheckpointManager({self.directory!r})"

@@ -1,0 +1,166 @@
+"""One rank of a numpy job started by ckpt-launch (RANK, WORLD_SIZE, MASTER_ADDR from the launcher), checking
+every element it restores.
+
+    numpy_job.py save-whole DIR        (1 rank) whole arrays, Python values and metadata
+    numpy_job.py reshard-rows DIR      (3 ranks) restores row blocks of DIR/whole, saves them as DIR/rows
+    numpy_job.py reshard-columns DIR   (2 ranks) restores column blocks of DIR/rows, and the whole tree untargeted
+    numpy_job.py manager DIR           (2 ranks) retention, save interval, resume from the latest step
+    numpy_job.py mismatch DIR          (2 ranks) overlapping boxes and missing keys fail on every rank, named
+"""
+
+import os
+import sys
+import zlib
+
+import ml_dtypes
+import numpy as np
+
+import ckpt
+
+SHAPES = {"layers/0/w": ((12, 10), np.float32), "layers/1/w": ((9, 4), ml_dtypes.bfloat16),
+          "embedding": ((7, 3), np.int64), "scale": ((), np.float64)}
+
+
+def expected(key):
+    shape, dtype = SHAPES[key]
+    rng = np.random.default_rng(zlib.crc32(key.encode()))
+    return np.asarray(rng.standard_normal(shape) * 100).astype(dtype)
+
+
+def nested(flat):
+    """{"layers/0/w": x, ...} as the nested tree ckpt flattens back to those keys."""
+    tree = {}
+    for key, value in flat.items():
+        parts = key.split("/")
+        node = tree
+        for part in parts[:-1]:
+            node = node.setdefault(part, {})
+        node[parts[-1]] = value
+    tree["layers"] = [tree["layers"]["0"], tree["layers"]["1"]]
+    return tree
+
+
+def split(length, parts, index):
+    """The [start, stop) of block `index` when `length` is cut into `parts` nearly equal blocks."""
+    base, extra = divmod(length, parts)
+    start = index * base + min(index, extra)
+    return start, start + base + (1 if index < extra else 0)
+
+
+def block(key, ctx, axis):
+    """This rank's block of `key` along `axis` (0-d arrays: the whole scalar on every rank)."""
+    shape, _ = SHAPES[key]
+    if not shape:
+        return (), ()
+    start, stop = split(shape[axis], ctx.world_size, ctx.rank)
+    offset = tuple(start if d == axis else 0 for d in range(len(shape)))
+    extent = tuple(stop - start if d == axis else n for d, n in enumerate(shape))
+    return offset, extent
+
+
+def shard_target(ctx, axis):
+    flat = {}
+    for key, (shape, dtype) in SHAPES.items():
+        offset, extent = block(key, ctx, axis)
+        flat[key] = ckpt.Shard(np.zeros(extent, dtype), shape, offset)
+    return flat
+
+
+def check_shards(flat):
+    for key, shard in flat.items():
+        index = tuple(slice(o, o + n) for o, n in zip(shard.offset, shard.data.shape))
+        want = expected(key)[index]
+        assert shard.data.dtype == want.dtype and np.array_equal(shard.data, want), f"{key}: block {index} differs"
+
+
+def save_whole(directory):
+    ctx = ckpt.Context()
+    assert ctx.world_size == 1
+    tree = dict(nested({key: expected(key) for key in SHAPES}), step=1200, loss=0.125, tag="run-7")
+    request = ckpt.save(os.path.join(directory, "whole"), tree, metadata={"saved_by": "1 rank"})
+    assert request.wait()
+    print("saved on 1 rank")
+
+
+def reshard_rows(directory):
+    ctx = ckpt.Context()
+    assert ctx.world_size == 3, ctx
+    target = dict(nested(shard_target(ctx, axis=0)), step=0, loss=0.0, tag="")
+    restored = ckpt.restore(os.path.join(directory, "whole"), target)
+    assert (restored["step"], restored["loss"], restored["tag"]) == (1200, 0.125, "run-7")
+    flat = dict(ckpt.tree.flatten({k: v for k, v in restored.items() if k in ("layers", "embedding", "scale")})[0])
+    check_shards(flat)
+    # Every rank saves its row blocks, and a bias replicated on every rank (written once).
+    tree = dict(restored, bias=np.arange(5, dtype=np.float32))
+    ckpt.save(os.path.join(directory, "rows"), tree).wait()
+    print(f"rank {ctx.rank}: restored rows, saved them")
+
+
+def reshard_columns(directory):
+    ctx = ckpt.Context()
+    assert ctx.world_size == 2, ctx
+    path = os.path.join(directory, "rows")
+    target = dict(nested(shard_target(ctx, axis=1)), step=0, loss=0.0, tag="", bias=np.zeros(5, np.float32))
+    restored = ckpt.restore(path, target)
+    check_shards(dict(ckpt.tree.flatten({k: restored[k] for k in ("layers", "embedding", "scale")})[0]))
+    assert np.array_equal(restored["bias"], np.arange(5, dtype=np.float32))
+    whole = ckpt.restore(path)  # no target: the saved tree, whole arrays on every rank
+    assert whole["step"] == 1200 and isinstance(whole["layers"], list)
+    for key in SHAPES:
+        value = dict(ckpt.tree.flatten(whole)[0])[key]
+        assert value.dtype == expected(key).dtype and np.array_equal(value, expected(key)), key
+    with ckpt.Reader(path) as reader:
+        assert reader.info.world_size == 3
+        assert reader.tensors["bias"].chunks[0].shape == (5,) and len(reader.tensors["bias"].chunks) == 1
+    print(f"rank {ctx.rank}: restored columns and the whole tree")
+
+
+def manager(directory):
+    ctx = ckpt.Context()
+    root = os.path.join(directory, "run")
+    with ckpt.CheckpointManager(root, keep_last=2, keep_every=4, save_interval_steps=2, context=ctx) as mgr:
+        assert mgr.latest_step() is None
+        with_saves = [step for step in range(10) if mgr.save(step, {"x": np.full((2, 3), step, np.int32),
+                                                                     "step": step})]
+        assert with_saves == [0, 2, 4, 6, 8], with_saves
+        mgr.wait()
+        assert mgr.all_steps() == [0, 4, 6, 8], mgr.all_steps()  # the last 2, and every 4th
+        assert mgr.latest_step() == 8
+    # A restarted job resumes from the latest step, and may go back to any kept one.
+    with ckpt.CheckpointManager(root, keep_last=2, context=ctx) as mgr:
+        resumed = mgr.restore(target={"x": np.zeros((2, 3), np.int32), "step": 0})
+        assert resumed["step"] == 8 and (resumed["x"] == 8).all(), resumed
+        assert mgr.restore(4)["step"] == 4
+        assert mgr.restore()["step"] == 8
+    print(f"rank {ctx.rank}: manager retention and resume")
+
+
+def mismatch(directory):
+    ctx = ckpt.Context(timeout=30)
+    # Rank 0 holds rows 0..3 of a 6-row tensor, rank 1 rows 2..5: an overlap, refused on every rank before writing.
+    overlapping = {"w": ckpt.Shard(np.zeros((4, 2), np.float32), (6, 2), (2 * ctx.rank, 0))}
+    try:
+        ckpt.save(os.path.join(directory, "bad"), overlapping)
+        raise AssertionError("an overlapping save succeeded")
+    except ckpt.MismatchError as e:
+        assert "'w'" in str(e) and "overlap" in str(e), e
+    assert not os.path.exists(os.path.join(directory, "bad"))
+    good = {"w": ckpt.Shard(np.zeros((3, 2), np.float32), (6, 2), (3 * ctx.rank, 0))}
+    ckpt.save(os.path.join(directory, "good"), good).wait()
+    try:
+        ckpt.restore(os.path.join(directory, "good"), {"w": good["w"], "missing": np.zeros(3)})
+        raise AssertionError("a restore with a missing key succeeded")
+    except ckpt.MismatchError as e:
+        assert "missing" in str(e), e
+    print(f"rank {ctx.rank}: mismatches refused on every rank")
+
+
+def main(argv):
+    command, directory = argv
+    {"save-whole": save_whole, "reshard-rows": reshard_rows, "reshard-columns": reshard_columns,
+     "manager": manager, "mismatch": mismatch}[command](directory)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

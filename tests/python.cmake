@@ -1,0 +1,61 @@
+# The Python package (bindings/python) and its JAX support, run with the interpreter CMake was configured with:
+# tools/test.sh passes the virtual environment that holds requirements.txt's pinned packages. Where that interpreter
+# lacks them, every test still registers, and says why it skips.
+set(CKPT_PYTHON_SOURCE ${PROJECT_SOURCE_DIR}/bindings/python)
+set(CKPT_PYTHON_SKIP_REASON "")
+find_package(Python3 COMPONENTS Interpreter)
+if(NOT Python3_Interpreter_FOUND)
+  set(CKPT_PYTHON_SKIP_REASON "python3 not found")
+else()
+  execute_process(COMMAND ${Python3_EXECUTABLE} -c "import numpy, ml_dtypes, pytest"
+                  RESULT_VARIABLE python_probe_status OUTPUT_QUIET ERROR_QUIET)
+  if(NOT python_probe_status EQUAL 0)
+    set(CKPT_PYTHON_SKIP_REASON "${Python3_EXECUTABLE} lacks numpy, ml_dtypes or pytest (run tools/test.sh)")
+  endif()
+endif()
+
+# ckpt_python_test(NAME SELECTOR [JAX]): runs pytest on SELECTOR (a file of bindings/python/tests, optionally
+# ::test_name); JAX tests also need jax and the FFI handler library.
+function(ckpt_python_test name selector)
+  set(reason "${CKPT_PYTHON_SKIP_REASON}")
+  if(NOT reason AND "JAX" IN_LIST ARGN AND CKPT_JAX_SKIP_REASON)
+    set(reason "${CKPT_JAX_SKIP_REASON}")
+  endif()
+  if(reason)
+    add_test(NAME ${name} COMMAND sh -c "echo '${reason}: ${name} not run'; exit 77")
+    set_tests_properties(${name} PROPERTIES SKIP_RETURN_CODE 77)
+    return()
+  endif()
+  add_test(NAME ${name}
+           COMMAND ${Python3_EXECUTABLE} -m pytest -q -p no:cacheprovider ${CKPT_PYTHON_SOURCE}/tests/${selector}
+           WORKING_DIRECTORY ${CKPT_PYTHON_SOURCE}/tests)
+  set_tests_properties(${name} PROPERTIES TIMEOUT 300 ENVIRONMENT
+                       "CKPT_LIB=$<TARGET_FILE:ckpt>;PYTHONPATH=${CKPT_PYTHON_SOURCE}/src;CKPT_LAUNCH=$<TARGET_FILE:ckpt-launch>;CKPT_TIMEOUT_MS=60000;JAX_PLATFORMS=cpu")
+endfunction()
+
+ckpt_python_test(python_abi test_abi.py)
+ckpt_python_test(python_library_discovery test_library.py)
+ckpt_python_test(python_numpy test_numpy.py)
+ckpt_python_test(python_numpy_reshard_1_3_2_ranks test_numpy_multirank.py::test_reshard_1_to_3_to_2_ranks)
+ckpt_python_test(python_numpy_manager_2_ranks test_numpy_multirank.py::test_manager_retention_and_resume_on_2_ranks)
+ckpt_python_test(python_numpy_mismatch_2_ranks test_numpy_multirank.py::test_mismatches_fail_on_every_rank)
+ckpt_python_test(jax_single_process test_jax.py JAX)
+ckpt_python_test(jax_restore_2x2_into_1_process_4_devices
+                 test_jax_multiprocess.py::test_restore_2x2_into_one_process_with_4_devices JAX)
+ckpt_python_test(jax_restore_2x2_into_4_processes_1_device
+                 test_jax_multiprocess.py::test_restore_2x2_into_4_processes_with_1_device JAX)
+ckpt_python_test(jax_restore_2x2_into_2x2 test_jax_multiprocess.py::test_restore_2x2_into_2x2 JAX)
+ckpt_python_test(jax_jit_save_ffi_2_processes test_jax_multiprocess.py::test_jit_save_through_the_ffi_custom_call JAX)
+ckpt_python_test(jax_no_main_replica_2_processes
+                 test_jax_multiprocess.py::test_process_without_main_replica_neither_hangs_nor_fails JAX)
+ckpt_python_test(jax_readme_quickstart test_readme.py JAX)
+
+if(CKPT_PYTHON_SKIP_REASON)
+  add_test(NAME python_install COMMAND sh -c "echo '${CKPT_PYTHON_SKIP_REASON}: python_install not run'; exit 77")
+  set_tests_properties(python_install PROPERTIES SKIP_RETURN_CODE 77)
+else()
+  add_test(NAME python_install
+           COMMAND bash ${CKPT_PYTHON_SOURCE}/tests/check_install.sh ${PROJECT_BINARY_DIR} ${Python3_EXECUTABLE}
+                   ${CMAKE_CURRENT_BINARY_DIR}/python-install-check)
+  set_tests_properties(python_install PROPERTIES TIMEOUT 300)
+endif()

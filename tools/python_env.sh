@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Creates (or brings up to date) the virtual environment that the Python tests and benchmarks run in, with the
+# pinned packages of requirements.txt, and prints its interpreter's path. Usage: python_env.sh VENV_DIR
+# Re-running it with an unchanged requirements.txt changes nothing.
+set -euo pipefail
+
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+venv=$(realpath -m "${1:?usage: python_env.sh VENV_DIR}")
+requirements=$repo/requirements.txt
+stamp=$venv/.requirements
+
+if [ ! -x "$venv/bin/python" ]; then
+  python3 -m venv "$venv" >&2
+fi
+if ! cmp -s "$requirements" "$stamp"; then
+  echo "python_env.sh: installing requirements.txt into $venv" >&2
+  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -r "$requirements" >&2
+  "$venv/bin/python" -m pip check >&2
+  cp "$requirements" "$stamp"
+fi
+echo "$venv/bin/python"
