@@ -207,7 +207,11 @@ def start_save(ctx, tree, path, metadata, submit):
             del keep_alive[:]
 
     keep_alive = [keep_alive]
+    # At most one tree waits to be staged: a save issued while the previous one is still being staged waits for
+    # it, so that a fast loop cannot pin one copy of its state per step.
+    ctx.wait_staged()
     started = ctx.submit(stage)
+    ctx.staging = started
     if not immutable:
         concurrent.futures.wait([started])
         if started.exception() is not None:

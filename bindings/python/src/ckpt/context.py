@@ -81,6 +81,7 @@ class Context:
         # used by two threads at once, and its collectives must reach the library in the same order on every rank.
         self._executor = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="ckpt-context")
         self._executor_thread = None
+        self.staging = None  # the Future of the last save's staging
         self._requests = []  # unfinished save requests, waited for before the context is freed
         self._dependents = weakref.WeakSet()  # managers and savers that use the handle: closed before it is freed
         self.rank = lib.ckpt_context_rank(handle)
@@ -132,6 +133,11 @@ class Context:
             return fn()
 
         return self._executor.submit(on_context_thread)
+
+    def wait_staged(self):
+        """Waits until the last save's buffers are staged (its outcome is the request's to report)."""
+        if self.staging is not None:
+            concurrent.futures.wait([self.staging])
 
     def run(self, fn):
         """Runs fn() on the context's thread after everything submitted before, and returns its result."""
