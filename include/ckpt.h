@@ -404,8 +404,8 @@ CKPT_API int32_t ckpt_manager_load_latest(ckpt_manager_t* manager, ckpt_state_t*
                                           uint64_t* step, ckpt_error_t* err);
 /* Not collective. The committed steps under the root, ascending: writes min(count, capacity) of them to `steps`
  * and their number to `*count`, so that a first call with capacity 0 sizes the array. */
-CKPT_API int32_t ckpt_manager_steps(const ckpt_manager_t* manager, uint64_t* steps, uint64_t capacity,
-                                    uint64_t* count, ckpt_error_t* err);
+CKPT_API int32_t ckpt_manager_steps(const ckpt_manager_t* manager, uint64_t* steps, uint64_t capacity, uint64_t* count,
+                                    ckpt_error_t* err);
 /* Writes the directory of `step` (NUL-terminated) into `buffer`; CKPT_E_INVALID_ARGUMENT if it does not fit. */
 CKPT_API int32_t ckpt_manager_step_path(const ckpt_manager_t* manager, uint64_t step, char* buffer,
                                         uint64_t buffer_size, ckpt_error_t* err);

@@ -68,8 +68,8 @@ class RoundMemory {
       host_ = io::CommittedMemory();
       Result<io::CommittedMemory> committed = io::CommittedMemory::Allocate(bytes);
       if (!committed.ok()) {
-        return Status(Code::kNoMemory, "no memory for " + std::to_string(bytes) + " bytes of load exchange buffers: " +
-                                           committed.status().message());
+        return Status(Code::kNoMemory, "no memory for " + std::to_string(bytes) +
+                                           " bytes of load exchange buffers: " + committed.status().message());
       }
       host_ = std::move(committed).value();
     } else {

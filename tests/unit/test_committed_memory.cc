@@ -1,6 +1,4 @@
 // CommittedMemory: page-aligned anonymous memory whose pages are present from the start.
-#include "io/committed_memory.h"
-
 #include <gtest/gtest.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -8,6 +6,8 @@
 #include <cstdint>
 #include <utility>
 #include <vector>
+
+#include "io/committed_memory.h"
 
 namespace ckpt::io {
 namespace {

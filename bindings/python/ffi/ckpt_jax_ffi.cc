@@ -44,20 +44,34 @@ constexpr char kPytreeKey[] = ".ckpt/pytree";
 int32_t CkptDtype(ffi::DataType type) {
   using T = ffi::DataType;
   static const std::map<T, int32_t> kDtypes = {
-      {T::PRED, CKPT_DTYPE_BOOL},       {T::U8, CKPT_DTYPE_U8},
-      {T::S8, CKPT_DTYPE_I8},           {T::S16, CKPT_DTYPE_I16},
-      {T::U16, CKPT_DTYPE_U16},         {T::S32, CKPT_DTYPE_I32},
-      {T::U32, CKPT_DTYPE_U32},         {T::S64, CKPT_DTYPE_I64},
-      {T::U64, CKPT_DTYPE_U64},         {T::F16, CKPT_DTYPE_F16},
-      {T::BF16, CKPT_DTYPE_BF16},       {T::F32, CKPT_DTYPE_F32},
-      {T::F64, CKPT_DTYPE_F64},         {T::C64, CKPT_DTYPE_C64},
-      {T::C128, CKPT_DTYPE_C128},       {T::F8E4M3FN, CKPT_DTYPE_F8_E4M3},
-      {T::F8E5M2, CKPT_DTYPE_F8_E5M2},  {T::F8E4M3FNUZ, CKPT_DTYPE_F8_E4M3FNUZ},
-      {T::F8E5M2FNUZ, CKPT_DTYPE_F8_E5M2FNUZ}, {T::F8E4M3B11FNUZ, CKPT_DTYPE_F8_E4M3B11FNUZ},
-      {T::F8E3M4, CKPT_DTYPE_F8_E3M4},  {T::F8E4M3, CKPT_DTYPE_F8_E4M3_IEEE},
-      {T::F8E8M0FNU, CKPT_DTYPE_F8_E8M0}, {T::F4E2M1FN, CKPT_DTYPE_F4_E2M1},
-      {T::S4, CKPT_DTYPE_I4},           {T::U4, CKPT_DTYPE_U4},
-      {T::S2, CKPT_DTYPE_I2},           {T::U2, CKPT_DTYPE_U2},
+      {T::PRED, CKPT_DTYPE_BOOL},
+      {T::U8, CKPT_DTYPE_U8},
+      {T::S8, CKPT_DTYPE_I8},
+      {T::S16, CKPT_DTYPE_I16},
+      {T::U16, CKPT_DTYPE_U16},
+      {T::S32, CKPT_DTYPE_I32},
+      {T::U32, CKPT_DTYPE_U32},
+      {T::S64, CKPT_DTYPE_I64},
+      {T::U64, CKPT_DTYPE_U64},
+      {T::F16, CKPT_DTYPE_F16},
+      {T::BF16, CKPT_DTYPE_BF16},
+      {T::F32, CKPT_DTYPE_F32},
+      {T::F64, CKPT_DTYPE_F64},
+      {T::C64, CKPT_DTYPE_C64},
+      {T::C128, CKPT_DTYPE_C128},
+      {T::F8E4M3FN, CKPT_DTYPE_F8_E4M3},
+      {T::F8E5M2, CKPT_DTYPE_F8_E5M2},
+      {T::F8E4M3FNUZ, CKPT_DTYPE_F8_E4M3FNUZ},
+      {T::F8E5M2FNUZ, CKPT_DTYPE_F8_E5M2FNUZ},
+      {T::F8E4M3B11FNUZ, CKPT_DTYPE_F8_E4M3B11FNUZ},
+      {T::F8E3M4, CKPT_DTYPE_F8_E3M4},
+      {T::F8E4M3, CKPT_DTYPE_F8_E4M3_IEEE},
+      {T::F8E8M0FNU, CKPT_DTYPE_F8_E8M0},
+      {T::F4E2M1FN, CKPT_DTYPE_F4_E2M1},
+      {T::S4, CKPT_DTYPE_I4},
+      {T::U4, CKPT_DTYPE_U4},
+      {T::S2, CKPT_DTYPE_I2},
+      {T::U2, CKPT_DTYPE_U2},
   };
   auto it = kDtypes.find(type);
   return it == kDtypes.end() ? 0 : it->second;
@@ -423,8 +437,7 @@ ffi::Error SaveOnHost(ffi::Buffer<ffi::U8> path, ffi::Buffer<ffi::S32> placement
 #ifdef CKPT_JAX_WITH_CUDA
 ffi::Error SaveOnCuda(cudaStream_t stream, ffi::Buffer<ffi::U8> path, ffi::Buffer<ffi::S32> placement,
                       ffi::RemainingArgs leaves, ffi::Result<ffi::Buffer<ffi::S32>> status, int64_t saver,
-                      std::string_view keys, ffi::Span<const int64_t> layout, int64_t calls,
-                      std::string_view pytree) {
+                      std::string_view keys, ffi::Span<const int64_t> layout, int64_t calls, std::string_view pytree) {
   return SaveFromJit(CudaMemory{stream}, path, placement, leaves, status, saver, keys, layout, calls, pytree);
 }
 #endif

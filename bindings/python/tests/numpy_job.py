@@ -6,10 +6,12 @@ every element it restores.
     numpy_job.py reshard-columns DIR   (2 ranks) restores column blocks of DIR/rows, and the whole tree untargeted
     numpy_job.py manager DIR           (2 ranks) retention, save interval, resume from the latest step
     numpy_job.py mismatch DIR          (2 ranks) overlapping boxes and missing keys fail on every rank, named
+    numpy_job.py allgather DIR         (3 ranks) a context bootstrapped through the job's own allgather
 """
 
 import os
 import sys
+import time
 import zlib
 
 import ml_dtypes
@@ -155,10 +157,43 @@ def mismatch(directory):
     print(f"rank {ctx.rank}: mismatches refused on every rank")
 
 
+def file_allgather(directory, rank, world_size):
+    """The job's own allgather, as an MPI or JAX job would bring: here, files in a shared directory."""
+    calls = iter(range(1 << 30))
+
+    def allgather(mine):
+        call = next(calls)
+        with open(os.path.join(directory, f"gather-{call}-{rank}.tmp"), "wb") as f:
+            f.write(mine)
+        os.rename(os.path.join(directory, f"gather-{call}-{rank}.tmp"), os.path.join(directory, f"gather-{call}-{rank}"))
+        blocks = []
+        for r in range(world_size):
+            path = os.path.join(directory, f"gather-{call}-{r}")
+            while not os.path.exists(path):
+                time.sleep(0.01)
+            blocks.append(open(path, "rb").read())
+        return blocks
+
+    return allgather
+
+
+def allgather(directory):
+    """A context bootstrapped through the job's own allgather: no store address from the environment."""
+    rank, world_size = int(os.environ.pop("RANK")), int(os.environ.pop("WORLD_SIZE"))
+    for name in ("MASTER_ADDR", "MASTER_PORT", "LOCAL_RANK", "LOCAL_WORLD_SIZE"):
+        os.environ.pop(name, None)
+    ctx = ckpt.Context(rank=rank, world_size=world_size, allgather=file_allgather(directory, rank, world_size))
+    shard = ckpt.Shard(np.full((2, 3), rank, np.int32), (2 * world_size, 3), (2 * rank, 0))
+    ckpt.save(os.path.join(directory, "gathered"), {"x": shard}, context=ctx).wait()
+    whole = ckpt.restore(os.path.join(directory, "gathered"), context=ctx)["x"]
+    assert np.array_equal(whole, np.repeat(np.arange(world_size), 2)[:, None].repeat(3, axis=1)), whole
+    print(f"rank {ctx.rank}: bootstrapped through the job's allgather")
+
+
 def main(argv):
     command, directory = argv
     {"save-whole": save_whole, "reshard-rows": reshard_rows, "reshard-columns": reshard_columns,
-     "manager": manager, "mismatch": mismatch}[command](directory)
+     "manager": manager, "mismatch": mismatch, "allgather": allgather}[command](directory)
     return 0
 
 

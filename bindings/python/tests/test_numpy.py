@@ -248,3 +248,12 @@ def test_context_options_are_checked_and_stats_reported(tmp_path):
     context.close()
     with pytest.raises(ValueError, match="closed"):
         ckpt.save(tmp_path / "d", {"v": np.ones(1)}, context=context)
+
+
+def test_an_allgather_answering_the_wrong_shape_fails_the_context_naming_it():
+    with pytest.raises(ValueError, match="rank and world_size"):
+        ckpt.Context(allgather=lambda mine: [mine])
+    with pytest.raises(ckpt.Error) as raised:
+        ckpt.Context(rank=0, world_size=2, allgather=lambda mine: [mine], timeout=10)
+    assert "allgather" in str(raised.value)
+    assert isinstance(raised.value.__cause__, ValueError) and "expected 2 blocks" in str(raised.value.__cause__)

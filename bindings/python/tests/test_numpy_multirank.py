@@ -36,3 +36,7 @@ def test_manager_retention_and_resume_on_2_ranks(tmp_path):
 
 def test_mismatches_fail_on_every_rank(tmp_path):
     assert launch(2, "mismatch", tmp_path).count("refused on every rank") == 2
+
+
+def test_a_context_bootstrapped_through_the_jobs_allgather_on_3_ranks(tmp_path):
+    assert launch(3, "allgather", tmp_path).count("bootstrapped through the job's allgather") == 3

@@ -99,7 +99,7 @@ class Request:
         """True once the checkpoint is committed; False while it is being staged or written; raises the error
         that failed it."""
         with self._lock:
-            if not self._finished and self._start(0 if not self._started.done() else None) and not self._finished:
+            if not self._finished and self._start(0) and not self._finished:
                 try:
                     self._settle(call_status("ckpt_request_test", self._handle))
                 except errors.Error as e:
@@ -134,23 +134,24 @@ class Request:
         return f"ckpt.Request({self.path!r}, {state})"
 
 
-def _save_options(metadata):
-    """ckpt_save_options for user metadata (a str -> str mapping), and the buffers it points at."""
-    opts = _native.new(_native.SaveOptions)
-    if not metadata:
-        return opts, None
-    keys, values = [], []
-    for key, value in metadata.items():
-        if not isinstance(key, str) or not isinstance(value, str):
-            raise TypeError(f"metadata must map str to str; got {type(key).__name__} -> {type(value).__name__}")
-        keys.append(key.encode())
-        values.append(value.encode())
-    key_array = (ctypes.c_char_p * len(keys))(*keys)
-    value_array = (ctypes.c_char_p * len(values))(*values)
-    opts.metadata_count = len(keys)
-    opts.metadata_keys = key_array
-    opts.metadata_values = value_array
-    return opts, (key_array, value_array)
+class _SaveOptions:
+    """ckpt_save_options for user metadata (a str -> str mapping), with the C arrays it points at."""
+
+    def __init__(self, metadata):
+        self.struct = _native.new(_native.SaveOptions)
+        if not metadata:
+            return
+        keys, values = [], []
+        for key, value in metadata.items():
+            if not isinstance(key, str) or not isinstance(value, str):
+                raise TypeError(f"metadata must map str to str; got {type(key).__name__} -> {type(value).__name__}")
+            keys.append(key.encode())
+            values.append(value.encode())
+        self._keys = (ctypes.c_char_p * len(keys))(*keys)
+        self._values = (ctypes.c_char_p * len(values))(*values)
+        self.struct.metadata_count = len(keys)
+        self.struct.metadata_keys = self._keys
+        self.struct.metadata_values = self._values
 
 
 def register_tree(state, tree):
@@ -191,7 +192,7 @@ def start_save(ctx, tree, path, metadata, submit):
     """Registers `tree`, then has the context's thread call submit(state, options) -> request handle: at once when
     the tree holds numpy buffers (the caller may change them as soon as this returns), else in the background.
     Returns a Request, tracked by the context."""
-    opts, keep_alive = _save_options(metadata)
+    options = _SaveOptions(metadata)
     state = State()
     try:
         immutable = register_tree(state, tree)
@@ -201,17 +202,11 @@ def start_save(ctx, tree, path, metadata, submit):
 
     def stage():
         try:
-            return submit(state, opts)
+            return submit(state, ctypes.byref(options.struct))
         finally:
             state.close()
-            del keep_alive[:]
 
-    keep_alive = [keep_alive]
-    # At most one tree waits to be staged: a save issued while the previous one is still being staged waits for
-    # it, so that a fast loop cannot pin one copy of its state per step.
-    ctx.wait_staged()
-    started = ctx.submit(stage)
-    ctx.staging = started
+    started = ctx.submit_staging(stage)
     if not immutable:
         concurrent.futures.wait([started])
         if started.exception() is not None:
@@ -223,8 +218,8 @@ def start_save(ctx, tree, path, metadata, submit):
 
 def save(path, tree, *, context=None, metadata=None):
     """Collective: every rank calls it with its part of the tree. Saves `tree` as the checkpoint directory `path`
-    and returns a Request as soon as this rank's buffers are staged (they may then change); the checkpoint is
-    written and committed in the background, and exists only once the Request succeeds.
+    and returns a Request as soon as this rank's arrays may change; the checkpoint is written and committed in the
+    background, and exists only once the Request succeeds.
 
     Leaves: numpy arrays (the same whole array on every rank that has it), jax.Arrays (any sharding; replicas are
     written once), ckpt.Shard (a rank's box of a global array), and bool, int, float, str and bytes (saved once, as
@@ -238,7 +233,7 @@ def save(path, tree, *, context=None, metadata=None):
 
     def submit(state, opts):
         handle = ctypes.c_void_p()
-        call("ckpt_save", ctx.handle, state.handle, target, ctypes.byref(opts), ctypes.byref(handle))
+        call("ckpt_save", ctx.handle, state.handle, target, opts, ctypes.byref(handle))
         return handle
 
     return start_save(ctx, tree, os.fspath(path), metadata, submit)

@@ -24,8 +24,7 @@ class Context:
 
     Creating one is collective: every rank of the job creates its own, in the same order as its other contexts.
     The first context a process creates becomes its default context (what save, restore and CheckpointManager use
-    when given none).
-    With no argument, rank and world size come from the launcher's environment (torchrun's RANK, WORLD_SIZE,
+    when given none). With no argument, rank and world size come from the launcher's environment (torchrun's RANK, WORLD_SIZE,
     MASTER_ADDR, MASTER_PORT; OpenMPI; SLURM) and a process launched alone is a one-rank job. Context.from_jax()
     takes them from jax.distributed and needs no MASTER_ADDR. Explicit arguments override both.
 
@@ -66,7 +65,9 @@ class Context:
             opts.node_name = str(node_name).encode()
         failure = []
         if allgather is not None:
-            callback = _allgather_callback(allgather, failure)
+            if rank is None or world_size is None:
+                raise ValueError("a context bootstrapped through an allgather needs rank and world_size")
+            callback = _allgather_callback(allgather, int(world_size), failure)
             opts.allgather = callback  # referenced by opts until the call below returns
         handle = ctypes.c_void_p()
         try:
@@ -81,7 +82,7 @@ class Context:
         # used by two threads at once, and its collectives must reach the library in the same order on every rank.
         self._executor = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="ckpt-context")
         self._executor_thread = None
-        self.staging = None  # the Future of the last save's staging
+        self._staging = None  # the Future of the last save's staging
         self._requests = []  # unfinished save requests, waited for before the context is freed
         self._dependents = weakref.WeakSet()  # managers and savers that use the handle: closed before it is freed
         self.rank = lib.ckpt_context_rank(handle)
@@ -134,10 +135,13 @@ class Context:
 
         return self._executor.submit(on_context_thread)
 
-    def wait_staged(self):
-        """Waits until the last save's buffers are staged (its outcome is the request's to report)."""
-        if self.staging is not None:
-            concurrent.futures.wait([self.staging])
+    def submit_staging(self, fn):
+        """Submits a save's staging (see submit) once the previous save's staging is over: at most one tree waits to
+        be staged, so that a loop saving faster than the staging keeps no more than one state alive for it."""
+        if self._staging is not None:
+            concurrent.futures.wait([self._staging])
+        self._staging = self.submit(fn)
+        return self._staging
 
     def run(self, fn):
         """Runs fn() on the context's thread after everything submitted before, and returns its result."""
@@ -212,18 +216,18 @@ class Context:
         return f"ckpt.Context({state})"
 
 
-def _allgather_callback(allgather, failure):
-    """Wraps a Python allgather (bytes -> list of bytes) as a ckpt_allgather_fn; a Python exception is kept in
-    `failure` and reported as a failed call."""
+def _allgather_callback(allgather, world_size, failure):
+    """Wraps a Python allgather (bytes -> list of every rank's bytes) as a ckpt_allgather_fn; a Python exception,
+    or an answer of the wrong shape, is kept in `failure` and reported as a failed call."""
 
     def trampoline(_user, send, size, recv):
         try:
             mine = ctypes.string_at(send, size) if size else b""
-            blocks = allgather(mine)
-            total = b"".join(bytes(b) for b in blocks)
-            if any(len(b) != size for b in blocks):
-                raise ValueError(f"the allgather returned blocks of sizes {[len(b) for b in blocks]}, expected "
-                                 f"{size} bytes from every rank")
+            blocks = [bytes(b) for b in allgather(mine)]
+            if len(blocks) != world_size or any(len(b) != size for b in blocks):
+                raise ValueError(f"the allgather returned {len(blocks)} blocks of sizes {[len(b) for b in blocks]}; "
+                                 f"expected {world_size} blocks of {size} bytes")
+            total = b"".join(blocks)
             ctypes.memmove(recv, total, len(total))
             return 0
         except BaseException as e:  # never let an exception unwind through C

@@ -58,8 +58,7 @@ class CheckpointManager:
 
         def submit(state, opts):
             handle = ctypes.c_void_p()
-            call("ckpt_manager_save", self.handle, state.handle, int(step), ctypes.byref(opts),
-                 ctypes.byref(handle))
+            call("ckpt_manager_save", self.handle, state.handle, int(step), opts, ctypes.byref(handle))
             return handle
 
         request = checkpoint.start_save(self._context, tree, self.step_path(step), metadata, submit)
