@@ -19,7 +19,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 using store_wire::MessageType;
-using store_wire::UniqueFd;
+using ckpt::UniqueFd;
 
 // The server answers a timed-out WAIT or ALLGATHER itself, naming who is missing; the client gives it this much
 // longer before concluding that the server itself is stuck.

@@ -24,7 +24,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 using store_wire::MessageType;
-using store_wire::UniqueFd;
+using ckpt::UniqueFd;
 
 // A stranger that connects and never says hello is dropped after this long.
 constexpr std::chrono::seconds kHelloTimeout{30};

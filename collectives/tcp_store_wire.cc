@@ -63,25 +63,6 @@ std::chrono::milliseconds ClampTimeout(uint64_t timeout_ms) {
   return std::chrono::milliseconds(std::min(timeout_ms, kMaxTimeoutMs));
 }
 
-UniqueFd& UniqueFd::operator=(UniqueFd&& other) noexcept {
-  if (this != &other) {
-    Reset();
-    fd_ = other.Release();
-  }
-  return *this;
-}
-
-int UniqueFd::Release() {
-  int fd = fd_;
-  fd_ = -1;
-  return fd;
-}
-
-void UniqueFd::Reset() {
-  if (fd_ >= 0) close(fd_);
-  fd_ = -1;
-}
-
 std::string ErrnoText(int err) {
   char buffer[256] = {};
   // GNU strerror_r may return a static string instead of filling the buffer.

@@ -17,6 +17,7 @@
 #include <string_view>
 
 #include "common/status.h"
+#include "common/unique_fd.h"
 
 namespace ckpt::coll::store_wire {
 
@@ -53,26 +54,6 @@ Status DecodeError(std::string_view payload);
 
 // Timeouts travel as milliseconds; this clamps what a peer sends to something a clock can add without overflow.
 std::chrono::milliseconds ClampTimeout(uint64_t timeout_ms);
-
-// Owns a file descriptor.
-class UniqueFd {
- public:
-  UniqueFd() = default;
-  explicit UniqueFd(int fd) : fd_(fd) {}
-  UniqueFd(UniqueFd&& other) noexcept : fd_(other.Release()) {}
-  UniqueFd& operator=(UniqueFd&& other) noexcept;
-  UniqueFd(const UniqueFd&) = delete;
-  UniqueFd& operator=(const UniqueFd&) = delete;
-  ~UniqueFd() { Reset(); }
-
-  int get() const { return fd_; }
-  bool valid() const { return fd_ >= 0; }
-  int Release();
-  void Reset();
-
- private:
-  int fd_ = -1;
-};
 
 // strerror for `err`, safe to call from any thread.
 std::string ErrnoText(int err);

@@ -10,6 +10,8 @@
 #include <cstdio>
 #include <cstring>
 
+#include "io/confined_open.h"
+
 namespace ckpt::io {
 namespace {
 
@@ -130,6 +132,11 @@ Result<File> File::OpenForRead(const std::string& path) {
   const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return ErrnoStatus(errno, "cannot open " + Quoted(path) + " for reading");
   return File(fd, path);
+}
+
+Result<File> File::OpenBeneath(const std::string& root, const std::string& name) {
+  ASSIGN_OR_RETURN(const int fd, io::OpenBeneath(root, name, O_RDONLY));
+  return File(fd, JoinPath(root, name));
 }
 
 Status File::WriteAt(const void* data, size_t size, uint64_t offset) {
@@ -264,11 +271,11 @@ Status WriteFileDurably(const std::string& path, const void* data, size_t size) 
   return status;
 }
 
-Result<std::string> ReadWholeFile(const std::string& path, uint64_t max_size) {
-  ASSIGN_OR_RETURN(File file, File::OpenForRead(path));
+Result<std::string> ReadWholeFile(const std::string& dir, const std::string& name, uint64_t max_size) {
+  ASSIGN_OR_RETURN(File file, File::OpenBeneath(dir, name));
   ASSIGN_OR_RETURN(uint64_t size, file.Size());
   if (size > max_size) {
-    return Corrupt(Quoted(path) + " is " + std::to_string(size) + " bytes, more than the limit of " +
+    return Corrupt(Quoted(file.path()) + " is " + std::to_string(size) + " bytes, more than the limit of " +
                    std::to_string(max_size));
   }
   std::string contents(size, '\0');

@@ -23,6 +23,9 @@ class File {
   // A new file (fails with kAlreadyExists if one is there), opened for writing.
   static Result<File> CreateNew(const std::string& path);
   static Result<File> OpenForRead(const std::string& path);
+  // `name` beneath the directory `root`, as a checkpoint names it: a regular file reached without following links,
+  // opened without blocking (OpenBeneath in io/confined_open.h says what is refused).
+  static Result<File> OpenBeneath(const std::string& root, const std::string& name);
 
   // Writes all `size` bytes at `offset`, retrying short writes and EINTR.
   Status WriteAt(const void* data, size_t size, uint64_t offset);
@@ -51,8 +54,9 @@ bool PathExists(const std::string& path);
 bool IsDirectory(const std::string& path);
 // Writes `data` to a new file at `path`, fdatasyncs and closes it.
 Status WriteFileDurably(const std::string& path, const void* data, size_t size);
-// Reads a whole file; kCorrupt if it is larger than max_size (a hostile file must not exhaust memory).
-Result<std::string> ReadWholeFile(const std::string& path, uint64_t max_size);
+// Reads the whole file `name` beneath `dir` (File::OpenBeneath); kCorrupt if it is larger than max_size (a hostile
+// file must not exhaust memory).
+Result<std::string> ReadWholeFile(const std::string& dir, const std::string& name, uint64_t max_size);
 // "a/b" + "c" -> "a/b/c"
 std::string JoinPath(const std::string& a, const std::string& b);
 

@@ -14,6 +14,7 @@
 #include <cstring>
 
 #include "io/checksum.h"
+#include "io/confined_open.h"
 #include "io/io_backend.h"
 
 namespace ckpt::io {
@@ -155,6 +156,32 @@ bool IsInside(const std::string& path, const std::string& directory) {
   if (directory.empty()) return false;
   const size_t length = directory.back() == '/' ? directory.size() - 1 : directory.size();
   return path.size() > length + 1 && path.compare(0, length, directory, 0, length) == 0 && path[length] == '/';
+}
+
+// Opens a read job's file beneath its checkpoint directory only (OpenBeneath), with O_DIRECT when wanted and the
+// file system does direct I/O, else buffered.
+Result<OpenFile> OpenForReading(const ReadJob& job, bool want_direct) {
+  if (job.root.empty() || !IsInside(job.path, job.root)) {
+    return InvalidArgument("read job for " + Quoted(job.path) + " is not beneath its root " + Quoted(job.root));
+  }
+  const size_t name_start = job.root.back() == '/' ? job.root.size() : job.root.size() + 1;
+  const std::string name = job.path.substr(name_start);
+  Result<int> fd = OpenBeneath(job.root, name, O_RDONLY | (want_direct ? O_DIRECT : 0));
+  bool direct = want_direct;
+  if (!fd.ok() && want_direct && fd.status().code() == Code::kInvalidArgument) {  // O_DIRECT refused
+    fd = OpenBeneath(job.root, name, O_RDONLY);
+    direct = false;
+  }
+  if (!fd.ok()) return fd.status().WithContext("cannot open for reading");
+  if (direct && !DirectIoWorks(*fd)) {
+    if (fcntl(*fd, F_SETFL, fcntl(*fd, F_GETFL) & ~O_DIRECT) != 0) {
+      const int err = errno;
+      close(*fd);
+      return OpenError("cannot clear O_DIRECT on " + Quoted(job.path), err);
+    }
+    direct = false;
+  }
+  return OpenFile{*fd, direct};
 }
 
 // Linux releases the descriptor even when close() fails; retrying on EINTR could close another thread's file.
@@ -350,8 +377,7 @@ void Executor::Forget(const std::string& path) {
 Status Executor::Read(const ReadJob& job, ReadFailure* failure) {
   RETURN_IF_ERROR(ValidateSegments(job.path, job.segments, job.block_size, arena_size_));
   RETURN_IF_ERROR(ValidateExpectedChecksums(job));
-  ASSIGN_OR_RETURN(const OpenFile file,
-                   OpenData(job.path, O_RDONLY, tuning_.direct, "cannot open for reading " + Quoted(job.path)));
+  ASSIGN_OR_RETURN(const OpenFile file, OpenForReading(job, tuning_.direct));
   NoteOpened(file);
   RequestPlan plan = PlanRequests(arena_, job.segments, tuning_.request_bytes, file.direct);
   const IoTarget target{IoDirection::kRead, file.fd, file.direct, &job.path};

@@ -34,7 +34,8 @@ struct WriteResult {
 };
 
 struct ReadJob {
-  std::string path;
+  std::string root;  // the checkpoint directory: the file is opened beneath it only (io/confined_open.h)
+  std::string path;  // root + "/" + the file's name in the checkpoint
   uint64_t block_size = 1ull << 20;
   std::vector<FileSegment> segments;                      // file offsets 4 KiB-aligned; length may end anywhere
   std::vector<std::vector<uint64_t>> expected_checksums;  // per segment, per block; verified before returning

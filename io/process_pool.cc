@@ -24,6 +24,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/unique_fd.h"
 #include "io/worker_pool_internal.h"
 #include "io/worker_protocol.h"
 
@@ -43,29 +44,6 @@ constexpr std::chrono::milliseconds kShutdownGrace{2000};
 using Clock = std::chrono::steady_clock;
 
 std::string ErrnoText(const std::string& action) { return action + ": " + std::strerror(errno); }
-
-class UniqueFd {
- public:
-  explicit UniqueFd(int fd = -1) : fd_(fd) {}
-  ~UniqueFd() { Reset(); }
-  UniqueFd(UniqueFd&& other) noexcept : fd_(other.Release()) {}
-  UniqueFd& operator=(UniqueFd&& other) noexcept {
-    if (this != &other) {
-      Reset();
-      fd_ = other.Release();
-    }
-    return *this;
-  }
-  int get() const { return fd_; }
-  int Release() { return std::exchange(fd_, -1); }
-  void Reset() {
-    if (fd_ >= 0) close(fd_);
-    fd_ = -1;
-  }
-
- private:
-  int fd_;
-};
 
 std::string DescribeExit(int wait_status) {
   if (WIFEXITED(wait_status)) return "exited with status " + std::to_string(WEXITSTATUS(wait_status));

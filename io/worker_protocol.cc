@@ -332,6 +332,7 @@ std::string EncodeWriteRequest(uint64_t job_id, const WriteJob& job) {
 
 std::string EncodeReadRequest(uint64_t job_id, const ReadJob& job) {
   ByteWriter w = StartBody(MessageType::kRead, job_id);
+  w.Bytes(job.root);
   w.Bytes(job.path);
   w.U64(job.block_size);
   PutSegments(&w, job.segments);
@@ -400,6 +401,7 @@ Result<WorkerRequest> DecodeRequest(std::string_view body) {
     RETURN_IF_ERROR(GetSegments(&r, &job.segments));
   } else {
     ReadJob& job = request.read;
+    RETURN_IF_ERROR(r.Bytes(&job.root));
     RETURN_IF_ERROR(r.Bytes(&job.path));
     RETURN_IF_ERROR(r.U64(&job.block_size));
     RETURN_IF_ERROR(GetSegments(&r, &job.segments));

@@ -92,7 +92,7 @@ Result<const io::File*> CheckpointFiles::Open(uint32_t file_index) {
   if (!files_[file_index]) {
     const DataFileRecord& record = manifest_.files[file_index];
     const std::string path = io::JoinPath(dir_, record.name);
-    auto opened = io::File::OpenForRead(path);
+    auto opened = io::File::OpenBeneath(dir_, record.name);
     if (!opened.ok()) {
       if (opened.status().code() == Code::kNotFound) {
         return Corrupt("data file " + record.name + " is missing from " + dir_);
@@ -127,6 +127,9 @@ Status ReadTensorRegion(CheckpointFiles& files, const TensorRecord& tensor, cons
 }
 
 Result<std::string> ReadStoredBytes(CheckpointFiles& files, const StoredBytes& stored, const std::string& what) {
+  // Opening checks the file's real size against the manifest, which bounds byte_length: nothing is allocated for
+  // bytes a hostile manifest merely claims.
+  RETURN_IF_ERROR(files.Open(stored.file_index).status().WithContext(what));
   std::string out(stored.byte_length, '\0');
   if (stored.byte_length > 0) {
     RETURN_IF_ERROR(
@@ -136,6 +139,7 @@ Result<std::string> ReadStoredBytes(CheckpointFiles& files, const StoredBytes& s
 }
 
 Status VerifyStoredBytes(CheckpointFiles& files, const StoredBytes& stored, const std::string& what) {
+  RETURN_IF_ERROR(files.Open(stored.file_index).status().WithContext(what));  // as ReadStoredBytes: sizes first
   const uint64_t blocks = io::BlockCount(stored.byte_length, stored.block_size);
   const uint64_t per_read = std::max<uint64_t>(1, kWindowBytes / stored.block_size);
   std::vector<char> buffer;

@@ -157,7 +157,7 @@ Result<std::vector<std::string>> CheckpointManager::CleanupUncommitted() {
 std::optional<uint64_t> CheckpointManager::ReadPointer() const {
   // Whatever keeps the pointer from being read counts as no pointer: resuming falls back to scanning the root
   // instead of failing on a damaged or foreign file.
-  Result<std::string> contents = io::ReadWholeFile(io::JoinPath(root_, kLatestPointerName), kMaxPointerBytes);
+  Result<std::string> contents = io::ReadWholeFile(root_, kLatestPointerName, kMaxPointerBytes);
   if (!contents.ok()) return std::nullopt;
   const std::string_view text = *contents;
   if (text.empty() || text.back() != '\n') return std::nullopt;

@@ -528,7 +528,7 @@ Status WriteManifest(const std::string& dir, const Manifest& manifest) {
 
 Result<Manifest> ReadManifest(const std::string& dir) {
   const std::string path = io::JoinPath(dir, kManifestName);
-  Result<std::string> bytes = io::ReadWholeFile(path, kMaxManifestBytes);
+  Result<std::string> bytes = io::ReadWholeFile(dir, kManifestName, kMaxManifestBytes);
   if (!bytes.ok()) {
     if (bytes.status().code() == Code::kNotFound) return NotFound("no checkpoint at " + dir + " (MANIFEST missing)");
     return bytes.status();

@@ -143,6 +143,7 @@ class FileJobsTest : public ::testing::TestWithParam<IoBackendKind> {
   // A read of the written segments into the read area, expecting the checksums the write returned.
   ReadJob MakeRead(const std::string& name, const std::vector<FileSegment>& written, const WriteResult& result) {
     ReadJob job;
+    job.root = dir_;
     job.path = Path(name);
     job.block_size = kBlockBytes;
     for (const FileSegment& s : written) {
@@ -272,6 +273,7 @@ TEST_P(FileJobsTest, TmpfsFallsBackToBufferedIo) {
   const std::string name_after_write = executor_->backend_name();
   const std::string file = ReadWhole(path);
   ReadJob read = MakeRead("unused", segments, written.ok() ? written.value() : WriteResult{});
+  read.root = shm_dir;
   read.path = path;
   const Status read_status = executor_->Read(read, nullptr);
   std::filesystem::remove_all(shm_dir);
@@ -330,6 +332,7 @@ TEST_P(FileJobsTest, UnalignedOrOutOfArenaSegmentsAreRefused) {
 
 TEST_P(FileJobsTest, ReadWithWrongChecksumCountIsRefused) {
   ReadJob job;
+  job.root = dir_;
   job.path = Path("f");
   job.block_size = kBlockBytes;
   job.segments = Layout({3 * kBlockBytes});

@@ -58,7 +58,7 @@ class ManagerTest : public ::testing::Test {
     ASSERT_TRUE(io::PathExists(Path(name))) << name;
   }
   std::string ReadFile(const std::string& name) const {
-    Result<std::string> text = io::ReadWholeFile(Path(name), 1 << 20);
+    Result<std::string> text = io::ReadWholeFile(root_, name, 1 << 20);
     return text.ok() ? *text : "<" + text.status().message() + ">";
   }
 

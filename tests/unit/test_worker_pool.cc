@@ -140,13 +140,16 @@ TEST(WorkerProtocolTest, WriteRequestRoundTrips) {
 
 TEST(WorkerProtocolTest, ReadRequestRoundTripsWithExpectedChecksums) {
   ReadJob job;
-  job.path = "f";
+  job.root = "/ckpt";
+  job.path = "/ckpt/f";
   job.block_size = 4096;
   job.segments = {{4096, 0, 100}};
   job.expected_checksums = {{1, 2, 3}};
   Result<WorkerRequest> decoded = DecodeRequest(BodyOf(EncodeReadRequest(5, job)));
   ASSERT_TRUE(decoded.ok()) << decoded.status().message();
   EXPECT_EQ(decoded->type, MessageType::kRead);
+  EXPECT_EQ(decoded->read.root, "/ckpt");
+  EXPECT_EQ(decoded->read.path, "/ckpt/f");
   EXPECT_EQ(decoded->read.segments[0].file_offset, 4096u);
   EXPECT_EQ(decoded->read.expected_checksums, job.expected_checksums);
 }
@@ -274,6 +277,7 @@ class WorkerPoolTest : public ::testing::Test {
 
   ReadJob WholeFileRead(const std::string& name, uint64_t arena_offset, std::vector<uint64_t> checksums) const {
     ReadJob job;
+    job.root = dir_;
     job.path = dir_ + "/" + name;
     job.block_size = kBlock;
     job.segments = {{0, arena_offset, kFileBytes}};
