@@ -56,18 +56,10 @@ int OpenResolvedBeneath(int root_fd, const std::string& name, int flags) {
 
 // The same, one component at a time: every directory opened with O_NOFOLLOW, then the file itself.
 int OpenWalkingBeneath(int root_fd, const std::string& name, int flags) {
-  std::vector<std::string> components;
-  for (size_t start = 0;;) {
-    const size_t slash = name.find('/', start);
-    components.push_back(name.substr(start, slash == std::string::npos ? std::string::npos : slash - start));
-    if (slash == std::string::npos) break;
-    start = slash + 1;
-  }
-  for (const std::string& c : components) {
-    if (c.empty() || c == "." || c == "..") {
-      errno = EXDEV;
-      return -1;
-    }
+  const std::vector<std::string> components = PathComponents(name);
+  if (FirstNonPlainComponent(components) != nullptr) {
+    errno = EXDEV;
+    return -1;
   }
   UniqueFd directory;
   for (size_t i = 0; i + 1 < components.size(); ++i) {
@@ -111,6 +103,23 @@ Result<int> Open(const std::string& root, const std::string& name, int flags, bo
 }
 
 }  // namespace
+
+std::vector<std::string> PathComponents(const std::string& name) {
+  std::vector<std::string> components;
+  for (size_t start = 0;;) {
+    const size_t slash = name.find('/', start);
+    components.push_back(name.substr(start, slash == std::string::npos ? std::string::npos : slash - start));
+    if (slash == std::string::npos) return components;
+    start = slash + 1;
+  }
+}
+
+const std::string* FirstNonPlainComponent(const std::vector<std::string>& components) {
+  for (const std::string& c : components) {
+    if (c.empty() || c == "." || c == "..") return &c;
+  }
+  return nullptr;
+}
 
 Result<int> OpenBeneath(const std::string& root, const std::string& name, int flags) {
   return Open(root, name, flags, true);

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "common/status.h"
 
@@ -18,5 +19,10 @@ namespace ckpt::io {
 Result<int> OpenBeneath(const std::string& root, const std::string& name, int flags);
 // The same through the fallback alone (component by component), which kernels before 5.6 get; for tests.
 Result<int> OpenBeneathByWalking(const std::string& root, const std::string& name, int flags);
+
+// The components of a relative name split at '/' ("data/0-0.bin" -> "data", "0-0.bin"), empty ones included.
+std::vector<std::string> PathComponents(const std::string& name);
+// The first component that is not a plain name (empty, "." or ".."), or null if every one is.
+const std::string* FirstNonPlainComponent(const std::vector<std::string>& components);
 
 }  // namespace ckpt::io

@@ -9,6 +9,7 @@
 #include <set>
 
 #include "io/checksum.h"
+#include "io/confined_open.h"
 #include "io/file_io.h"
 #include "manifest.capnp.h"  // generated into the build's runtime/ directory
 #include "runtime/dtype.h"
@@ -271,18 +272,9 @@ Status ValidateFileName(const std::string& name) {
   if (name.size() > kMaxFileNameBytes) return Corrupt("file name of " + std::to_string(name.size()) + " bytes");
   if (name.find('\0') != std::string::npos) return Corrupt("file name " + Quoted(name) + " contains a NUL byte");
   if (name.front() == '/') return Corrupt("file name " + Quoted(name) + " is absolute");
-  std::vector<std::string> components;
-  size_t start = 0;
-  while (true) {
-    const size_t slash = name.find('/', start);
-    components.push_back(name.substr(start, slash == std::string::npos ? std::string::npos : slash - start));
-    if (slash == std::string::npos) break;
-    start = slash + 1;
-  }
-  for (const std::string& c : components) {
-    if (c.empty() || c == "." || c == "..") {
-      return Corrupt("file name " + Quoted(name) + " has a component " + Quoted(c) + " (only plain names are allowed)");
-    }
+  const std::vector<std::string> components = io::PathComponents(name);
+  if (const std::string* c = io::FirstNonPlainComponent(components)) {
+    return Corrupt("file name " + Quoted(name) + " has a component " + Quoted(*c) + " (only plain names are allowed)");
   }
   if (components.size() < 2 || components.front() != kDataDirName) {
     return Corrupt("file name " + Quoted(name) + " is not under " + kDataDirName + "/");
