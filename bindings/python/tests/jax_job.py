@@ -22,7 +22,6 @@ PROCESS_ID, PROCESSES = initialize_jax()
 
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
-import ml_dtypes  # noqa: E402
 import numpy as np  # noqa: E402
 from jax.sharding import NamedSharding, PartitionSpec as P  # noqa: E402
 

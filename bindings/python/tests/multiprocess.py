@@ -1,7 +1,7 @@
 """Runs a Python program as several processes of one JAX job on this machine, each with its own CPU devices, the
 way a user runs a multi-process JAX job: jax.distributed over a local coordinator (JAX_COORDINATOR_ADDRESS,
-NUM_PROCESSES, PROCESS_ID in the environment), no MASTER_ADDR, no launcher's rank variables. The processes are killed if one fails or the time runs out, so a hang fails the test instead of
-stalling it."""
+NUM_PROCESSES, PROCESS_ID in the environment), no MASTER_ADDR, no launcher's rank variables. The processes are
+killed if one fails or the time runs out, so a hang fails the test instead of stalling it."""
 
 import os
 import socket

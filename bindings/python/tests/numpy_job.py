@@ -163,9 +163,10 @@ def file_allgather(directory, rank, world_size):
 
     def allgather(mine):
         call = next(calls)
-        with open(os.path.join(directory, f"gather-{call}-{rank}.tmp"), "wb") as f:
+        mine_path = os.path.join(directory, f"gather-{call}-{rank}")
+        with open(mine_path + ".tmp", "wb") as f:
             f.write(mine)
-        os.rename(os.path.join(directory, f"gather-{call}-{rank}.tmp"), os.path.join(directory, f"gather-{call}-{rank}"))
+        os.rename(mine_path + ".tmp", mine_path)  # whole, or not there at all
         blocks = []
         for r in range(world_size):
             path = os.path.join(directory, f"gather-{call}-{r}")

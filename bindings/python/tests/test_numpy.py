@@ -3,7 +3,6 @@ error a user can provoke, with the library's message."""
 
 import collections
 import dataclasses
-import os
 import tracemalloc
 
 import ml_dtypes

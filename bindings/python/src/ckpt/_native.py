@@ -284,20 +284,20 @@ class _Library:
             dll = ctypes.CDLL(str(path), mode=ctypes.RTLD_GLOBAL)
         except OSError as e:
             raise errors.LibraryNotFoundError(f"cannot load libckpt from {path}: {e}") from e
+        dll.ckpt_version_string.restype = c_char_p
+        version = dll.ckpt_version_string().decode()
         for name, restype, argtypes in _SIGNATURES:
             try:
                 fn = getattr(dll, name)
             except AttributeError:
                 raise errors.LibraryNotFoundError(
-                    f"{path} has no {name}: it is older than this package (libckpt "
-                    f"{dll.ckpt_version_string().decode() if hasattr(dll, 'ckpt_version_string') else '?'})") from None
+                    f"{path} (libckpt {version}) has no {name}: it is older than this package") from None
             fn.restype = restype
             fn.argtypes = argtypes
         major = dll.ckpt_version_number() // 10000
         if major != ABI_MAJOR:
-            raise errors.LibraryNotFoundError(
-                f"{path} is libckpt {dll.ckpt_version_string().decode()}; this package needs major version "
-                f"{ABI_MAJOR}")
+            raise errors.LibraryNotFoundError(f"{path} is libckpt {version}; this package needs major version "
+                                              f"{ABI_MAJOR}")
         self._path = path
         return dll
 

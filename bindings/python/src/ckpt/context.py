@@ -24,9 +24,9 @@ class Context:
 
     Creating one is collective: every rank of the job creates its own, in the same order as its other contexts.
     The first context a process creates becomes its default context (what save, restore and CheckpointManager use
-    when given none). With no argument, rank and world size come from the launcher's environment (torchrun's RANK, WORLD_SIZE,
-    MASTER_ADDR, MASTER_PORT; OpenMPI; SLURM) and a process launched alone is a one-rank job. Context.from_jax()
-    takes them from jax.distributed and needs no MASTER_ADDR. Explicit arguments override both.
+    when given none). With no argument, rank and world size come from the launcher's environment (torchrun's RANK,
+    WORLD_SIZE, MASTER_ADDR, MASTER_PORT; OpenMPI; SLURM) and a process launched alone is a one-rank job.
+    Context.from_jax() takes them from jax.distributed and needs no MASTER_ADDR. Explicit arguments override both.
 
     rank, world_size, local_rank: this process's place. store_host, store_port: the TCP store rank 0 hosts.
     timeout: seconds any wait on a peer may take. io_workers: I/O worker processes (0: threads of this process).
