@@ -107,15 +107,44 @@ class CallError {
   CallError& operator=(const CallError&) = delete;
 
   ckpt_error_t* get() const { return err_; }
-  std::string Message(int32_t status) const {
+
+  // The XLA error for a failed ckpt call with this status; `what` says what was being done.
+  ffi::Error ToFfi(const std::string& what, int32_t status) const {
     const char* message = err_ != nullptr ? ckpt_error_message(err_) : "";
-    return message[0] != '\0' ? message : ckpt_status_string(status);
+    return ffi::Error(ToErrorCode(status), what + ": " + (message[0] != '\0' ? message : ckpt_status_string(status)));
   }
 
  private:
+  static ffi::ErrorCode ToErrorCode(int32_t status) {
+    switch (status) {
+      case CKPT_E_INVALID_ARGUMENT:
+      case CKPT_E_MISMATCH:
+        return ffi::ErrorCode::kInvalidArgument;
+      case CKPT_E_NOT_FOUND:
+        return ffi::ErrorCode::kNotFound;
+      case CKPT_E_ALREADY_EXISTS:
+        return ffi::ErrorCode::kAlreadyExists;
+      case CKPT_E_CORRUPT:
+        return ffi::ErrorCode::kDataLoss;
+      case CKPT_E_TIMEOUT:
+        return ffi::ErrorCode::kDeadlineExceeded;
+      case CKPT_E_NO_SPACE:
+      case CKPT_E_NO_MEMORY:
+        return ffi::ErrorCode::kResourceExhausted;
+      case CKPT_E_VERSION:
+      case CKPT_E_UNSUPPORTED:
+        return ffi::ErrorCode::kUnimplemented;
+      case CKPT_E_PEER_FAILED:
+        return ffi::ErrorCode::kAborted;
+      default:
+        return ffi::ErrorCode::kInternal;
+    }
+  }
+
   ckpt_error_t* err_ = nullptr;
 };
 
+// An error found before any ckpt call: the operands or attributes are wrong.
 ffi::Error Failed(const std::string& what) { return ffi::Error(ffi::ErrorCode::kInvalidArgument, what); }
 
 // One block of one leaf, copied to host memory.
@@ -182,7 +211,7 @@ class Saver {
     CallError err;
     ckpt_state_t* state = nullptr;
     int32_t status = ckpt_state_create(&state, err.get());
-    if (status != CKPT_OK) return Failed("ckpt: creating the state of " + path + ": " + err.Message(status));
+    if (status != CKPT_OK) return err.ToFfi("ckpt: creating the state of " + path, status);
     std::unique_ptr<ckpt_state_t, decltype(&ckpt_state_free)> owned(state, ckpt_state_free);
     for (auto& [at, block] : pending.blocks) {
       ckpt_tensor_shard shard = CKPT_TENSOR_SHARD_INIT;
@@ -198,13 +227,13 @@ class Saver {
       shard.data = block.bytes.data();
       shard.data_size = block.bytes.size();
       status = ckpt_state_add_tensor(state, &shard, err.get());
-      if (status != CKPT_OK) return Failed("ckpt: '" + block.key + "' for " + path + ": " + err.Message(status));
+      if (status != CKPT_OK) return err.ToFfi("ckpt: '" + block.key + "' for " + path, status);
     }
     status = ckpt_state_add_common(state, kPytreeKey, pending.pytree.data(), pending.pytree.size(), err.get());
-    if (status != CKPT_OK) return Failed("ckpt: " + path + ": " + err.Message(status));
+    if (status != CKPT_OK) return err.ToFfi("ckpt: " + path, status);
     ckpt_request_t* request = nullptr;
     status = ckpt_save(ctx_, state, path.c_str(), nullptr, &request, err.get());
-    if (status != CKPT_OK) return Failed("ckpt: saving " + path + ": " + err.Message(status));
+    if (status != CKPT_OK) return err.ToFfi("ckpt: saving " + path, status);
     std::lock_guard<std::mutex> requests_lock(mutex_);
     requests_.push_back(request);
     return ffi::Error::Success();
