@@ -63,6 +63,9 @@ inline Status PeerFailed(std::string m) { return Status(Code::kPeerFailed, std::
 inline Status Unsupported(std::string m) { return Status(Code::kUnsupported, std::move(m)); }
 inline Status Internal(std::string m) { return Status(Code::kInternal, std::move(m)); }
 
+// A path or name as messages quote it: 'data/0-0.bin'.
+inline std::string Quoted(const std::string& s) { return "'" + s + "'"; }
+
 // A value or the Status that explains why there is none.
 template <typename T>
 class [[nodiscard]] Result {

@@ -16,8 +16,6 @@
 namespace ckpt::io {
 namespace {
 
-std::string Quoted(const std::string& s) { return "'" + s + "'"; }
-
 Status OpenFailure(int err, const std::string& root, const std::string& name) {
   const std::string path = Quoted(root + "/" + name);
   switch (err) {

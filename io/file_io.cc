@@ -50,8 +50,6 @@ Status ErrnoStatus(int err, const std::string& action) {
   return Status(CodeForErrno(err), action + ": " + DescribeErrno(err));
 }
 
-std::string Quoted(const std::string& path) { return "'" + path + "'"; }
-
 Status CloseFd(int fd, const std::string& path) {
   // Linux releases the descriptor even when close() fails, so retrying on EINTR could close another thread's file.
   if (close(fd) != 0 && errno != EINTR) return ErrnoStatus(errno, "cannot close " + Quoted(path));
@@ -125,12 +123,6 @@ File& File::operator=(File&& other) noexcept {
 Result<File> File::CreateNew(const std::string& path) {
   const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   if (fd < 0) return ErrnoStatus(errno, "cannot create " + Quoted(path));
-  return File(fd, path);
-}
-
-Result<File> File::OpenForRead(const std::string& path) {
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return ErrnoStatus(errno, "cannot open " + Quoted(path) + " for reading");
   return File(fd, path);
 }
 

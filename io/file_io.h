@@ -22,9 +22,8 @@ class File {
 
   // A new file (fails with kAlreadyExists if one is there), opened for writing.
   static Result<File> CreateNew(const std::string& path);
-  static Result<File> OpenForRead(const std::string& path);
-  // `name` beneath the directory `root`, as a checkpoint names it: a regular file reached without following links,
-  // opened without blocking (OpenBeneath in io/confined_open.h says what is refused).
+  // For reading: `name` beneath the directory `root`, as a checkpoint names it: a regular file reached without
+  // following links, opened without blocking (OpenBeneath in io/confined_open.h says what is refused).
   static Result<File> OpenBeneath(const std::string& root, const std::string& name);
 
   // Writes all `size` bytes at `offset`, retrying short writes and EINTR.

@@ -27,8 +27,6 @@ constexpr mode_t kDataFileMode = 0644;
 
 uint64_t RoundUp(uint64_t value, uint64_t granule) { return (value + granule - 1) / granule * granule; }
 
-std::string Quoted(const std::string& path) { return "'" + path + "'"; }
-
 // `action` names the file: "cannot create '/a/b'". errno picks the code, as io/file_io.h documents.
 Status OpenError(const std::string& action, int err) {
   const std::string message = action + ": " + std::strerror(err);
@@ -128,6 +126,19 @@ struct OpenFile {
   bool direct = false;
 };
 
+// `fd`, opened with O_DIRECT if `direct`, with O_DIRECT cleared where the file system does not really do it.
+Result<OpenFile> KeepDirectWhereItWorks(int fd, bool direct, const std::string& action) {
+  if (direct && !DirectIoWorks(fd)) {
+    if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_DIRECT) != 0) {
+      const int err = errno;
+      close(fd);
+      return OpenError(action + " (clearing O_DIRECT)", err);
+    }
+    direct = false;
+  }
+  return OpenFile{fd, direct};
+}
+
 // Opens `path` with `flags`, adding O_DIRECT when wanted and the file system does direct I/O, else buffered.
 Result<OpenFile> OpenData(const std::string& path, int flags, bool want_direct, const std::string& action) {
   flags |= O_CLOEXEC;
@@ -140,15 +151,7 @@ Result<OpenFile> OpenData(const std::string& path, int flags, bool want_direct, 
     direct = false;
   }
   if (fd < 0) return OpenError(action, errno);
-  if (direct && !DirectIoWorks(fd)) {
-    if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_DIRECT) != 0) {
-      const int err = errno;
-      close(fd);
-      return OpenError(action + " (clearing O_DIRECT)", err);
-    }
-    direct = false;
-  }
-  return OpenFile{fd, direct};
+  return KeepDirectWhereItWorks(fd, direct, action);
 }
 
 // Whether `path` names something below `directory` (not the directory itself, nor a sibling sharing its prefix).
@@ -173,15 +176,7 @@ Result<OpenFile> OpenForReading(const ReadJob& job, bool want_direct) {
     direct = false;
   }
   if (!fd.ok()) return fd.status().WithContext("cannot open for reading");
-  if (direct && !DirectIoWorks(*fd)) {
-    if (fcntl(*fd, F_SETFL, fcntl(*fd, F_GETFL) & ~O_DIRECT) != 0) {
-      const int err = errno;
-      close(*fd);
-      return OpenError("cannot clear O_DIRECT on " + Quoted(job.path), err);
-    }
-    direct = false;
-  }
-  return OpenFile{*fd, direct};
+  return KeepDirectWhereItWorks(*fd, direct, "cannot open for reading " + Quoted(job.path));
 }
 
 // Linux releases the descriptor even when close() fails; retrying on EINTR could close another thread's file.

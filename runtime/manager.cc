@@ -24,8 +24,6 @@ constexpr char kDeletingSuffix[] = "deleting";
 // A pointer is one short line; anything longer is not one, and must not be read whole.
 constexpr uint64_t kMaxPointerBytes = 64;
 
-std::string Quoted(const std::string& path) { return "'" + path + "'"; }
-
 Status ErrnoStatus(int err, const std::string& action) {
   const std::string message = action + ": " + std::generic_category().message(err);
   if (err == ENOENT) return NotFound(message);

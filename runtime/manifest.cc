@@ -264,8 +264,6 @@ Result<Manifest> ParseMessage(const char* data, uint64_t length, const std::stri
 
 // ---- Semantic validation ------------------------------------------------------------------------------------------
 
-std::string Quoted(const std::string& s) { return "'" + s + "'"; }
-
 // A data file name must stay inside <checkpoint>/data/, whatever directory the checkpoint is opened from.
 Status ValidateFileName(const std::string& name) {
   if (name.empty()) return Corrupt("empty file name");

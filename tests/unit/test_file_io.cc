@@ -40,7 +40,7 @@ TEST_F(FileIoTest, WriteAtThenReadAtRoundTrips) {
   ASSERT_TRUE(out->Sync().ok());
   ASSERT_TRUE(out->Close().ok());
 
-  Result<File> in = File::OpenForRead(Path("f"));
+  Result<File> in = File::OpenBeneath(dir_, "f");
   ASSERT_TRUE(in.ok()) << in.status().message();
   Result<uint64_t> size = in->Size();
   ASSERT_TRUE(size.ok());
@@ -52,7 +52,7 @@ TEST_F(FileIoTest, WriteAtThenReadAtRoundTrips) {
 
 TEST_F(FileIoTest, ReadPastEndIsCorruptNamingThePath) {
   WriteText("short", "abc");
-  Result<File> in = File::OpenForRead(Path("short"));
+  Result<File> in = File::OpenBeneath(dir_, "short");
   ASSERT_TRUE(in.ok());
   char buf[8];
   const Status status = in->ReadAt(buf, sizeof buf, 1);
@@ -69,7 +69,7 @@ TEST_F(FileIoTest, CreateNewOnExistingFileIsAlreadyExists) {
 }
 
 TEST_F(FileIoTest, OpenMissingFileIsNotFound) {
-  EXPECT_EQ(File::OpenForRead(Path("missing")).status().code(), Code::kNotFound);
+  EXPECT_EQ(File::OpenBeneath(dir_, "missing").status().code(), Code::kNotFound);
 }
 
 TEST_F(FileIoTest, CloseTwiceIsHarmless) {

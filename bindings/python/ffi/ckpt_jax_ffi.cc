@@ -471,36 +471,31 @@ ffi::Error SaveOnCuda(cudaStream_t stream, ffi::Buffer<ffi::U8> path, ffi::Buffe
 }
 #endif
 
+// The operands, result and attributes of a save call (see the top of this file), after the platform's context.
+template <typename Binding>
+auto BindSave(Binding binding) {
+  return std::move(binding)  // a Binding is consumed by each step
+      .template Arg<ffi::Buffer<ffi::U8>>()
+      .template Arg<ffi::Buffer<ffi::S32>>()
+      .RemainingArgs()
+      .template Ret<ffi::Buffer<ffi::S32>>()
+      .template Attr<int64_t>("saver")
+      .template Attr<std::string_view>("keys")
+      .template Attr<ffi::Span<const int64_t>>("layout")
+      .template Attr<int64_t>("calls")
+      .template Attr<std::string_view>("pytree");
+}
+
 }  // namespace
 
 // The handlers and the C functions ckpt.jax calls through ctypes; nothing else is exported.
 #define CKPT_JAX_EXPORT extern "C" __attribute__((visibility("default")))
 
-XLA_FFI_DEFINE_HANDLER_SYMBOL(ckpt_jax_save_cpu, SaveOnHost,
-                              ffi::Ffi::Bind()
-                                  .Arg<ffi::Buffer<ffi::U8>>()
-                                  .Arg<ffi::Buffer<ffi::S32>>()
-                                  .RemainingArgs()
-                                  .Ret<ffi::Buffer<ffi::S32>>()
-                                  .Attr<int64_t>("saver")
-                                  .Attr<std::string_view>("keys")
-                                  .Attr<ffi::Span<const int64_t>>("layout")
-                                  .Attr<int64_t>("calls")
-                                  .Attr<std::string_view>("pytree"));
+XLA_FFI_DEFINE_HANDLER_SYMBOL(ckpt_jax_save_cpu, SaveOnHost, BindSave(ffi::Ffi::Bind()));
 
 #ifdef CKPT_JAX_WITH_CUDA
 XLA_FFI_DEFINE_HANDLER_SYMBOL(ckpt_jax_save_cuda, SaveOnCuda,
-                              ffi::Ffi::Bind()
-                                  .Ctx<ffi::PlatformStream<cudaStream_t>>()
-                                  .Arg<ffi::Buffer<ffi::U8>>()
-                                  .Arg<ffi::Buffer<ffi::S32>>()
-                                  .RemainingArgs()
-                                  .Ret<ffi::Buffer<ffi::S32>>()
-                                  .Attr<int64_t>("saver")
-                                  .Attr<std::string_view>("keys")
-                                  .Attr<ffi::Span<const int64_t>>("layout")
-                                  .Attr<int64_t>("calls")
-                                  .Attr<std::string_view>("pytree"));
+                              BindSave(ffi::Ffi::Bind().Ctx<ffi::PlatformStream<cudaStream_t>>()));
 #endif
 
 /* Opens a saver that issues its saves through `ctx` (which must outlive it); returns its id for the `saver`

@@ -178,3 +178,30 @@ def test_path_array_refuses_what_cannot_be_a_path():
     for bad in ("", "x" * ckpt.jax.MAX_PATH_BYTES, "a\0b"):
         with pytest.raises(ValueError):
             ckpt.jax.path_array(bad)
+
+
+def test_jit_saver_refuses_a_path_operand_that_is_not_a_path(tmp_path):
+    grid = mesh((4, "x"))
+    state = {"w": jax.device_put(jnp.arange(16.0).reshape(4, 4), NamedSharding(grid, P("x")))}
+    saver = ckpt.jax.JitSaver(jax.tree.map(lambda x: x.sharding, state))
+    step = jax.jit(lambda state, path: (saver(path, state), state)[1])
+    unterminated = np.full(ckpt.jax.MAX_PATH_BYTES, ord("a"), np.uint8)
+    with pytest.raises(Exception, match="not NUL-terminated"):
+        jax.block_until_ready(step(state, unterminated))
+    jax.block_until_ready(step(state, ckpt.jax.path_array(tmp_path / "after")))  # the saver still works
+    assert saver.wait() and (tmp_path / "after" / "MANIFEST").exists()
+    saver.close()
+
+
+def test_a_request_still_staging_reports_not_done_and_a_wait_can_time_out(tmp_path):
+    import threading
+    weight = jax.device_put(jnp.arange(64.0), jax.devices()[0])
+    context = ckpt.default_context()
+    release = threading.Event()
+    context.submit(release.wait)  # holds the context's thread, so the save below cannot start staging
+    request = ckpt.save(tmp_path / "c", {"w": weight})
+    assert not request.done()
+    assert request.wait(timeout=0.05) is False
+    release.set()
+    assert request.wait(timeout=60) and request.done()
+    assert as_bytes(ckpt.restore(tmp_path / "c")["w"]) == as_bytes(weight)

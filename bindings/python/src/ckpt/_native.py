@@ -159,10 +159,6 @@ class ChunkInfo(ctypes.Structure):
     ]
 
 
-STRUCTS = (ContextOptions, ContextStats, TensorShard, SaveOptions, LoadOptions, ManagerOptions, CheckpointInfo,
-           TensorInfo, ChunkInfo)
-
-
 def new(struct_type, **fields):
     """A struct with its struct_size set to this package's size; other fields zero unless given."""
     value = struct_type(**fields)
@@ -342,21 +338,23 @@ class _OwnedError:
             lib.ckpt_error_free(self.handle)
 
 
+def error_of(status, err):
+    """The ckpt.Error of a failed call: its status and the message the library left in the error object `err`."""
+    return errors.from_status(status, lib.ckpt_error_message(err).decode(errors="replace") or
+                              lib.ckpt_status_string(status).decode())
+
+
+def call_status(function, *args, accepted=(0, errors.IN_PROGRESS)):
+    """Calls `function` (a libckpt function's name, or a C function from another library) with an error object as
+    its last argument, and returns its status if `accepted` (CKPT_OK or CKPT_E_IN_PROGRESS by default); raises the
+    matching ckpt.Error otherwise."""
+    err = _error_object()
+    status = (getattr(lib, function) if isinstance(function, str) else function)(*args, err)
+    if status not in accepted:
+        raise error_of(status, err)
+    return status
+
+
 def call(function_name, *args):
-    """Calls a libckpt function that takes an error object last; raises the matching ckpt.Error on failure."""
-    err = _error_object()
-    status = getattr(lib, function_name)(*args, err)
-    if status != 0:
-        raise errors.from_status(status, lib.ckpt_error_message(err).decode(errors="replace") or
-                                 lib.ckpt_status_string(status).decode())
-    return status
-
-
-def call_status(function_name, *args):
-    """As call(), but returns CKPT_E_IN_PROGRESS (13) instead of raising it."""
-    err = _error_object()
-    status = getattr(lib, function_name)(*args, err)
-    if status not in (0, errors.IN_PROGRESS):
-        raise errors.from_status(status, lib.ckpt_error_message(err).decode(errors="replace") or
-                                 lib.ckpt_status_string(status).decode())
-    return status
+    """As call_status(), for a call that must succeed."""
+    return call_status(function_name, *args, accepted=(0,))

@@ -6,7 +6,8 @@ import mmap
 import numpy as np
 
 from . import _native, dtypes
-from ._native import call, lib
+from ._native import call, call_status, lib
+from .errors import NotFoundError
 
 
 class State:
@@ -39,8 +40,9 @@ class State:
         """The common bytes a load brought under `key`, or None."""
         data = ctypes.c_void_p()
         size = ctypes.c_uint64()
-        err = _native._error_object()
-        if lib.ckpt_state_common(self.handle, key.encode(), ctypes.byref(data), ctypes.byref(size), err) != 0:
+        found = call_status("ckpt_state_common", self.handle, key.encode(), ctypes.byref(data), ctypes.byref(size),
+                            accepted=(0, NotFoundError.status))
+        if found != 0:
             return None
         return ctypes.string_at(data, size.value) if size.value else b""
 

@@ -253,7 +253,7 @@ def _target_from_checkpoint(path):
         common = reader.common
     text = common.get(tree_module.STRUCTURE_KEY)
     if text is None:
-        target = {key: np.empty(info.shape, info.dtype) for key, info in tensors.items()}
+        target = {key: _placeholder(info) for key, info in tensors.items()}
         target.update({key: value for key, value in common.items()})
         return target
     encoded = tree_module.parse(text.decode())
@@ -264,10 +264,15 @@ def _target_from_checkpoint(path):
             info = tensors.get(key)
             if info is None:
                 raise errors.CorruptError(f"{path}: the pytree names tensor '{key}', which the checkpoint lacks")
-            return np.empty(info.shape, info.dtype)
+            return _placeholder(info)
         return _COMMON_PLACEHOLDER[kind]
 
     return tree_module.build(encoded, spec)
+
+
+def _placeholder(info):
+    """A target leaf with a tensor's shape and dtype that holds no memory (the restore allocates the real one)."""
+    return np.broadcast_to(np.empty((), info.dtype), info.shape)
 
 
 # Target leaves that stand for a common entry of each kind when no target is given.

@@ -298,15 +298,9 @@ class JitSaver:
     def wait(self, timeout=None):
         """Waits for the saves issued so far (call it once the jitted step has run) and raises the first
         failure as a ckpt.Error; returns False if `timeout` seconds passed first, else True."""
-        from ._native import _error_object, lib
-        err = _error_object()
-        status = self._library.cpu.ckpt_jax_ffi_wait(self._id, 0 if timeout is None else max(1, int(timeout * 1000)),
-                                                     err)
-        if status == errors.IN_PROGRESS:
-            return False
-        if status != 0:
-            raise errors.from_status(status, lib.ckpt_error_message(err).decode(errors="replace"))
-        return True
+        from ._native import call_status
+        timeout_ms = 0 if timeout is None else max(1, int(timeout * 1000))
+        return call_status(self._library.cpu.ckpt_jax_ffi_wait, self._id, timeout_ms) == 0
 
     def close(self):
         """Waits for the saves in flight, then releases the saver (its context stays open)."""

@@ -7,6 +7,7 @@ on its path with "/": dict keys, list indices, field names ("params/layer_0/kern
 else is a leaf; None is an empty subtree, as in JAX.
 """
 
+import copy
 import dataclasses
 import json
 import sys
@@ -90,7 +91,6 @@ def _rebuild_dict(original, labels, children):
 
 
 def _rebuild_dataclass(original, labels, children):
-    import copy
     rebuilt = copy.copy(original)
     for name, child in zip(labels, children):
         object.__setattr__(rebuilt, name, child)
