@@ -10,6 +10,8 @@
 #include <optional>
 #include <utility>
 
+#include "collectives/store_auth.h"
+
 namespace ckpt::coll {
 namespace {
 
@@ -25,12 +27,20 @@ struct LauncherVariables {
 constexpr LauncherVariables kLaunchers[] = {
     {"torchrun", "RANK", "WORLD_SIZE", "LOCAL_RANK"},
     {"openmpi", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK"},
+    // MPICH's Hydra and Intel MPI (also srun --mpi=pmi2).
+    {"mpich", "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID"},
     {"slurm", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID"},
 };
 
 constexpr char kDefaultStoreHost[] = "127.0.0.1";
-constexpr int kDefaultStorePort = 29500;
+// torchrun's default MASTER_PORT; ckpt's store takes the port after it (see ResolveStorePort).
+constexpr int kDefaultMasterPort = 29500;
 constexpr int kMaxPort = 65535;
+constexpr int kFirstUnprivilegedPort = 1024;
+// Under SLURM without MASTER_PORT, the store's port is derived from the job id within this range, so that jobs
+// sharing a node rarely meet.
+constexpr int kSlurmPortBase = 20000;
+constexpr int kSlurmPortSpan = 10000;
 
 // A variable set to the empty string counts as unset: `VAR= command` is a common way to clear one.
 std::optional<std::string> GetEnv(const char* name) {
@@ -143,12 +153,18 @@ Status ResolveRanks(const ProcessIdentityRequest& request, ProcessIdentity* iden
   return ValidateRanks(0, "rank", 1, "world_size", identity->local_rank, "local_rank");
 }
 
-Status ResolveStoreAddress(const ProcessIdentityRequest& request, ProcessIdentity* identity) {
-  if (!request.store_host.empty()) {
-    identity->store_host = request.store_host;
-  } else {
-    identity->store_host = GetEnv("MASTER_ADDR").value_or(kDefaultStoreHost);
+Result<std::optional<int>> ParsePortEnv(const char* name) {
+  ASSIGN_OR_RETURN(std::optional<int> port, ParseIntEnv(name));
+  if (port && (*port < 1 || *port > kMaxPort)) {
+    return InvalidArgument(std::string(name) + "=" + std::to_string(*port) + " is outside 1..65535");
   }
+  return port;
+}
+
+// ckpt's store never takes MASTER_PORT itself: torchrun-style launchers run their own store there. In order:
+// the explicit port, CKPT_STORE_PORT, the port after MASTER_PORT, a port derived from SLURM's job id, the port
+// after torchrun's default.
+Status ResolveStorePort(const ProcessIdentityRequest& request, ProcessIdentity* identity) {
   if (request.store_port >= 0) {
     if (request.store_port < 1 || request.store_port > kMaxPort) {
       return InvalidArgument("store_port=" + std::to_string(request.store_port) + " is outside 1..65535");
@@ -156,11 +172,50 @@ Status ResolveStoreAddress(const ProcessIdentityRequest& request, ProcessIdentit
     identity->store_port = request.store_port;
     return Status::Ok();
   }
-  ASSIGN_OR_RETURN(std::optional<int> port, ParseIntEnv("MASTER_PORT"));
-  if (port && (*port < 1 || *port > kMaxPort)) {
-    return InvalidArgument("MASTER_PORT=" + std::to_string(*port) + " is outside 1..65535");
+  ASSIGN_OR_RETURN(std::optional<int> store_port, ParsePortEnv("CKPT_STORE_PORT"));
+  if (store_port) {
+    identity->store_port = *store_port;
+    return Status::Ok();
   }
-  identity->store_port = port.value_or(kDefaultStorePort);
+  ASSIGN_OR_RETURN(std::optional<int> master_port, ParsePortEnv("MASTER_PORT"));
+  if (!master_port && identity->source == "slurm") {
+    ASSIGN_OR_RETURN(std::optional<int> job_id, ParseIntEnv("SLURM_JOB_ID"));
+    if (job_id && *job_id >= 0) {
+      identity->store_port = kSlurmPortBase + *job_id % kSlurmPortSpan;
+      return Status::Ok();
+    }
+  }
+  const int after = master_port.value_or(kDefaultMasterPort) + 1;
+  identity->store_port = after > kMaxPort ? kFirstUnprivilegedPort : after;
+  return Status::Ok();
+}
+
+Status ResolveStoreAddress(const ProcessIdentityRequest& request, ProcessIdentity* identity) {
+  if (!request.store_host.empty()) {
+    identity->store_host = request.store_host;
+  } else if (std::optional<std::string> master = GetEnv("MASTER_ADDR")) {
+    identity->store_host = *master;
+  } else if (identity->source == "slurm" && identity->world_size > 1) {
+    // Task 0 runs on the first node of the step.
+    std::optional<std::string> nodes = GetEnv("SLURM_STEP_NODELIST");
+    if (!nodes) nodes = GetEnv("SLURM_JOB_NODELIST");
+    if (!nodes) nodes = GetEnv("SLURM_NODELIST");
+    if (nodes) {
+      ASSIGN_OR_RETURN(identity->store_host, FirstHostOfSlurmNodeList(*nodes));
+    } else {
+      identity->store_host = kDefaultStoreHost;
+    }
+  } else {
+    identity->store_host = kDefaultStoreHost;
+  }
+  return ResolveStorePort(request, identity);
+}
+
+Status ResolveJobSecret(ProcessIdentity* identity) {
+  std::optional<std::string> secret = GetEnv("CKPT_JOB_SECRET");
+  if (!secret) return Status::Ok();
+  RETURN_IF_ERROR(store_auth::ValidateSecret(*secret, "CKPT_JOB_SECRET"));
+  identity->job_secret = std::move(*secret);
   return Status::Ok();
 }
 
@@ -189,7 +244,33 @@ Result<ProcessIdentity> ResolveProcessIdentity(const ProcessIdentityRequest& req
   RETURN_IF_ERROR(ResolveRanks(request, &identity));
   RETURN_IF_ERROR(ResolveStoreAddress(request, &identity));
   RETURN_IF_ERROR(ResolveNodeName(request, &identity));
+  RETURN_IF_ERROR(ResolveJobSecret(&identity));
   return identity;
+}
+
+// "node[07-09,12],gpu-a3" -> "node07"; "n[1-2]-ib[3-4]" -> "n1-ib3"; "host" -> "host". Brackets hold comma-separated
+// numbers or ranges; the first number of each bracket is taken with its zero padding as written.
+Result<std::string> FirstHostOfSlurmNodeList(const std::string& list) {
+  std::string host;
+  size_t i = 0;
+  while (i < list.size() && list[i] != ',') {
+    if (list[i] != '[') {
+      host += list[i++];
+      continue;
+    }
+    const size_t close = list.find(']', i);
+    if (close == std::string::npos) return InvalidArgument("SLURM node list '" + list + "' has an unclosed '['");
+    const std::string ranges = list.substr(i + 1, close - i - 1);
+    const size_t end = ranges.find_first_of(",-");
+    const std::string first = ranges.substr(0, end);
+    if (first.empty() || first.find_first_not_of("0123456789") != std::string::npos) {
+      return InvalidArgument("SLURM node list '" + list + "' has a range that does not start with a number");
+    }
+    host += first;
+    i = close + 1;
+  }
+  if (host.empty()) return InvalidArgument("SLURM node list '" + list + "' names no host");
+  return host;
 }
 
 }  // namespace ckpt::coll

@@ -10,6 +10,8 @@
 #include <mutex>
 #include <thread>
 
+#include "collectives/job_secret.h"
+#include "collectives/store_auth.h"
 #include "collectives/tcp_store_server.h"
 #include "collectives/tcp_store_wire.h"
 #include "common/bytes.h"
@@ -60,6 +62,7 @@ Status ValidateConfig(const TcpStoreConfig& config) {
     return InvalidArgument("store port " + std::to_string(config.port) + " is outside 1..65535");
   }
   if (config.host.empty()) return InvalidArgument("store host is empty");
+  if (!config.secret.empty()) RETURN_IF_ERROR(store_auth::ValidateSecret(config.secret, "the job secret"));
   if (config.timeout.count() <= 0) {
     return InvalidArgument("store timeout " + std::to_string(config.timeout.count()) + " ms is not positive");
   }
@@ -124,17 +127,26 @@ class TcpStore::Impl {
     RETURN_IF_ERROR(ValidateConfig(config_));
     const Clock::time_point deadline = Clock::now() + config_.timeout;
     if (config_.rank == 0 && !config_.auxiliary) {
-      ASSIGN_OR_RETURN(server_, StoreServer::Start(config_.host, config_.port, config_.world_size));
+      ASSIGN_OR_RETURN(server_, StoreServer::Start(config_.host, config_.port, config_.world_size,
+                                                   [this](int bound_port) { return ServerSecret(bound_port); }));
     }
     if (config_.rendezvous) {
-      ASSIGN_OR_RETURN(auto address, config_.rendezvous(server_ ? server_->port() : 0));
-      config_.host = address.first;
-      config_.port = address.second;
+      ASSIGN_OR_RETURN(StoreAddress address, config_.rendezvous(server_ ? server_->port() : 0, config_.secret));
+      config_.host = address.host;
+      config_.port = address.port;
+      config_.secret = address.secret;
       config_.rendezvous = nullptr;
       address_ = store_wire::FormatAddress(config_.host, config_.port);
     }
     std::lock_guard<std::mutex> lock(mu_);
     RETURN_IF_ERROR(ConnectSocket(deadline));
+    ASSIGN_OR_RETURN(std::string server_nonce, ReadChallenge(deadline));
+    // Read only now: rank 0 publishes its secret before its server answers anyone, so a secret read before the
+    // challenge could be a previous job's.
+    if (config_.secret.empty()) {
+      ASSIGN_OR_RETURN(config_.secret, ReadPublishedSecret(config_.port));
+    }
+    ASSIGN_OR_RETURN(std::string client_nonce, store_auth::RandomBytes(store_auth::kNonceBytes));
     ByteWriter hello;
     hello.U32(store_wire::kMagic);
     hello.U32(store_wire::kVersion);
@@ -142,7 +154,18 @@ class TcpStore::Impl {
     hello.I32(config_.world_size);
     hello.U64(RemainingMs(deadline));
     hello.U8(config_.auxiliary ? 1 : 0);
-    return Call(MessageType::kHello, hello.data(), deadline + kReplyGrace).status();
+    hello.Bytes(client_nonce);
+    hello.Bytes(store_auth::HelloProof(config_.secret, server_nonce, client_nonce, hello.data()));
+    ASSIGN_OR_RETURN(std::string welcome, Call(MessageType::kHello, hello.data(), deadline + kReplyGrace));
+    ByteReader reader(welcome, "the store's welcome");
+    std::string proof;
+    RETURN_IF_ERROR(reader.Bytes(&proof));
+    RETURN_IF_ERROR(reader.ExpectDone());
+    if (!store_auth::ProofsMatch(store_auth::WelcomeProof(config_.secret, server_nonce, client_nonce), proof)) {
+      return broken_ = InvalidArgument("the store at " + address_ +
+                                       " does not know the job's secret: it is not this job's store");
+    }
+    return Status::Ok();
   }
 
   const TcpStoreConfig& config() const { return config_; }
@@ -203,6 +226,45 @@ class TcpStore::Impl {
 
  private:
   Clock::time_point ServerAnsweredDeadline() const { return Clock::now() + config_.timeout + kReplyGrace; }
+
+  // Rank 0's server: the configured secret, or a new one published for the ranks on this node.
+  Result<std::string> ServerSecret(int bound_port) {
+    if (config_.secret.empty()) {
+      ASSIGN_OR_RETURN(PublishedSecret published, PublishedSecret::Publish(bound_port));
+      config_.secret = published.secret();
+      published_ = std::move(published);
+    }
+    return config_.secret;
+  }
+
+  // The server's opening frame: its nonce. Anything else is not a ckpt store of this version.
+  Result<std::string> ReadChallenge(Clock::time_point deadline) {
+    char header_bytes[store_wire::kHeaderBytes];
+    RETURN_IF_ERROR(broken_ = RecvAll(header_bytes, sizeof header_bytes, deadline));
+    const store_wire::FrameHeader header =
+        store_wire::DecodeHeader(std::string_view(header_bytes, sizeof header_bytes));
+    if (header.type != static_cast<uint32_t>(MessageType::kChallenge) ||
+        header.length > store_wire::kMaxHandshakeBytes) {
+      return broken_ = InvalidArgument("the server at " + address_ + " is not a ckpt store (it opened with type " +
+                                       std::to_string(header.type) + ", " + std::to_string(header.length) + " bytes)");
+    }
+    std::string payload(header.length, '\0');
+    RETURN_IF_ERROR(broken_ = RecvAll(payload.data(), payload.size(), deadline));
+    ByteReader reader(payload, "the store's challenge");
+    uint32_t magic = 0, version = 0;
+    std::string nonce;
+    RETURN_IF_ERROR(reader.U32(&magic));
+    if (magic != store_wire::kMagic) return broken_ = InvalidArgument("the server at " + address_ + " is not a ckpt store");
+    RETURN_IF_ERROR(reader.U32(&version));
+    if (version != store_wire::kVersion) {
+      return broken_ = VersionError("the store on rank 0 speaks store protocol version " + std::to_string(version) +
+                                    ", this rank speaks " + std::to_string(store_wire::kVersion));
+    }
+    RETURN_IF_ERROR(reader.Bytes(&nonce));
+    RETURN_IF_ERROR(reader.ExpectDone());
+    if (nonce.size() != store_auth::kNonceBytes) return broken_ = Corrupt("the store's challenge has a bad nonce");
+    return nonce;
+  }
 
   Result<std::vector<std::string>> DecodeAllGather(std::string_view reply, const std::string& what) const {
     ByteReader reader(reply, "reply to " + what);
@@ -310,6 +372,7 @@ class TcpStore::Impl {
   TcpStoreConfig config_;
   std::string address_;
   std::unique_ptr<StoreServer> server_;
+  std::optional<PublishedSecret> published_;  // rank 0, without a configured secret: removed after the server
   std::mutex mu_;  // one request on the connection at a time
   UniqueFd fd_;
   uint64_t next_sequence_ = 0;

@@ -17,18 +17,29 @@
 
 namespace ckpt::coll {
 
+// Where to reach the store, as a rendezvous spreads it.
+struct StoreAddress {
+  std::string host;
+  int port = 0;
+  std::string secret;
+};
+
 struct TcpStoreConfig {
   int rank = 0;
   int world_size = 1;
   std::string host = "127.0.0.1";  // rank 0 binds it; the others connect to it
   int port = 29500;                // 0 on rank 0: any free port (then a rendezvous must spread it)
   std::chrono::milliseconds timeout{300000};
+  // The job's secret (collectives/store_auth.h), the same on every rank. Empty: rank 0 makes one and publishes it
+  // for the ranks on its node, which read it (collectives/job_secret.h); ranks elsewhere then cannot connect.
+  std::string secret;
   // A rank's second connection, opened after its first (for a background thread): key-value requests only, no
   // collectives, and its loss is not taken for the rank's death.
   bool auxiliary = false;
-  // Called on every rank before connecting, with the port rank 0 bound (0 on other ranks); returns the host and
-  // port to connect to. Lets an out-of-band exchange (a user's allgather) spread an ephemeral port.
-  std::function<Result<std::pair<std::string, int>>(int bound_port)> rendezvous;
+  // Called on every rank before connecting, with the port rank 0 bound (0 on other ranks) and rank 0's secret
+  // (empty on other ranks); returns the address and secret to connect with. Lets an out-of-band exchange (a user's
+  // allgather) spread an ephemeral port and a secret made by rank 0.
+  std::function<Result<StoreAddress>(int bound_port, const std::string& secret)> rendezvous;
 };
 
 class TcpStore : public ControlPlane {
@@ -40,8 +51,8 @@ class TcpStore : public ControlPlane {
 
   int rank() const override;
   int world_size() const override;
-  // The configuration with the address actually connected to (after any rendezvous), without the rendezvous:
-  // what an auxiliary connection of this rank needs.
+  // The configuration with the address actually connected to and the secret used (after any rendezvous), without
+  // the rendezvous: what an auxiliary connection of this rank needs.
   TcpStoreConfig AuxiliaryConfig() const;
   Result<std::vector<std::string>> AllGather(std::string_view mine) override;
   Status CheckPeers() override;

@@ -16,6 +16,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "collectives/store_auth.h"
 #include "collectives/tcp_store_wire.h"
 #include "common/bytes.h"
 
@@ -28,6 +29,9 @@ using ckpt::UniqueFd;
 
 // A stranger that connects and never says hello is dropped after this long.
 constexpr std::chrono::seconds kHelloTimeout{30};
+// Connections not yet authenticated, at most: beyond it the oldest is closed, so that a flood of strangers cannot
+// make the server hold their buffers (each at most a read budget plus a handshake frame).
+constexpr size_t kMaxStrangers = 256;
 // How much one connection may read per wakeup, so that a busy sender cannot starve the others.
 constexpr size_t kReadChunkBytes = 64 * 1024;
 constexpr int kReadChunksPerWakeup = 16;
@@ -42,6 +46,8 @@ struct Connection {
   std::deque<std::shared_ptr<const std::string>> out;
   size_t out_offset = 0;   // bytes of out.front() already sent
   int rank = -1;           // -1 until the handshake
+  std::string server_nonce;  // this connection's challenge
+  std::string welcome;       // the server's proof, sent with the reply to the hello
   bool auxiliary = false;  // a rank's second connection: key-value requests only; its loss kills nobody
   bool closed = false;     // removed at the end of the loop iteration
   bool hung_up = false;    // a send failed: handled as a disconnect outside the sender's call chain
@@ -87,6 +93,9 @@ struct Hello {
   int32_t world_size = 0;
   uint64_t timeout_ms = 0;
   uint8_t auxiliary = 0;
+  std::string client_nonce;
+  std::string_view signed_fields;  // the payload up to the proof: what the proof covers
+  std::string proof;
 };
 
 // Magic and version are checked before the rest is read: another version may lay the rest out differently.
@@ -105,12 +114,23 @@ Result<Hello> ParseHello(std::string_view payload) {
   RETURN_IF_ERROR(reader.I32(&hello.world_size));
   RETURN_IF_ERROR(reader.U64(&hello.timeout_ms));
   RETURN_IF_ERROR(reader.U8(&hello.auxiliary));
+  RETURN_IF_ERROR(reader.Bytes(&hello.client_nonce));
+  hello.signed_fields = payload.substr(0, reader.position());
+  RETURN_IF_ERROR(reader.Bytes(&hello.proof));
   RETURN_IF_ERROR(reader.ExpectDone());
+  if (hello.client_nonce.size() != store_auth::kNonceBytes) return InvalidArgument("store hello: bad nonce");
   return hello;
 }
 
 std::shared_ptr<const std::string> Frame(MessageType type, std::string_view payload) {
   return std::make_shared<const std::string>(store_wire::EncodeFrame(type, payload));
+}
+
+// `bytes` as one length-prefixed field.
+std::string ByteString(std::string_view bytes) {
+  ByteWriter out;
+  out.Bytes(bytes);
+  return out.Take();
 }
 
 std::shared_ptr<const std::string> ErrorFrame(const Status& status) {
@@ -121,8 +141,9 @@ std::shared_ptr<const std::string> ErrorFrame(const Status& status) {
 
 class StoreServer::Loop {
  public:
-  Loop(UniqueFd listener, UniqueFd wake_read, UniqueFd wake_write, int world_size)
-      : listener_(std::move(listener)),
+  Loop(UniqueFd listener, UniqueFd wake_read, UniqueFd wake_write, int world_size, std::string secret)
+      : secret_(std::move(secret)),
+        listener_(std::move(listener)),
         wake_read_(std::move(wake_read)),
         wake_write_(std::move(wake_write)),
         world_size_(world_size),
@@ -169,7 +190,8 @@ class StoreServer::Loop {
     fds->push_back({wake_read_.get(), POLLIN, 0});
     fds->push_back({listener_.get(), POLLIN, 0});
     for (const auto& c : conns_) {
-      const short events = static_cast<short>(POLLIN | (c->out.empty() ? 0 : POLLOUT));
+      // A connection with a reply still unsent is not read from until the reply is out (hang-ups still show).
+      const short events = static_cast<short>(c->out.empty() ? POLLIN : POLLOUT);
       fds->push_back({c->fd.get(), events, 0});
     }
   }
@@ -194,7 +216,10 @@ class StoreServer::Loop {
       Connection& c = *conns_[i];
       const short revents = fds[i + 2].revents;
       if (c.closed || revents == 0) continue;
-      if (revents & POLLOUT) Flush(c);
+      if (revents & POLLOUT) {
+        Flush(c);
+        if (c.out.empty()) ParseFrames(c);  // requests that arrived while the reply was going out
+      }
       if (revents & (POLLIN | POLLHUP | POLLERR)) ReadFrom(c);
     }
     if (fds[0].revents & POLLIN) DrainWakePipe();
@@ -217,8 +242,17 @@ class StoreServer::Loop {
       auto c = std::make_unique<Connection>();
       c->fd = UniqueFd(fd);
       if (!store_wire::ConfigureSocket(fd).ok()) continue;
+      if (Strangers() >= kMaxStrangers) HangUpOnOldestStranger();
+      Result<std::string> nonce = store_auth::RandomBytes(store_auth::kNonceBytes);
+      if (!nonce.ok()) continue;
+      c->server_nonce = std::move(nonce).value();
       c->pending = Pending::kHandshake;
       c->deadline = Clock::now() + kHelloTimeout;
+      ByteWriter challenge;
+      challenge.U32(store_wire::kMagic);
+      challenge.U32(store_wire::kVersion);
+      challenge.Bytes(c->server_nonce);
+      Send(*c, Frame(MessageType::kChallenge, challenge.data()));
       conns_.push_back(std::move(c));
     }
   }
@@ -240,9 +274,24 @@ class StoreServer::Loop {
     }
   }
 
+  // The stranger that has had the longest to say hello goes: a flood of idle connections then cannot lock out a
+  // rank that connects after it.
+  void HangUpOnOldestStranger() {
+    for (const auto& c : conns_) {
+      if (c->rank < 0 && !c->closed) {
+        c->closed = true;
+        return;
+      }
+    }
+  }
+
+  size_t Strangers() const {
+    return std::count_if(conns_.begin(), conns_.end(), [](const auto& c) { return c->rank < 0 && !c->closed; });
+  }
+
   void ParseFrames(Connection& c) {
     size_t pos = 0;
-    while (!c.closed && c.in.size() - pos >= store_wire::kHeaderBytes) {
+    while (!c.closed && c.out.empty() && c.in.size() - pos >= store_wire::kHeaderBytes) {
       const store_wire::FrameHeader header = store_wire::DecodeHeader(std::string_view(c.in).substr(pos));
       const uint64_t limit = c.rank < 0 ? store_wire::kMaxHandshakeBytes : store_wire::kMaxMessageBytes;
       if (header.length > limit) {
@@ -289,6 +338,15 @@ class StoreServer::Loop {
     if (c.rank >= 0) return Disconnect(c);
     Result<Hello> hello = ParseHello(payload);
     if (!hello.ok()) return Refuse(c, hello.status());
+    const std::string expected =
+        store_auth::HelloProof(secret_, c.server_nonce, hello->client_nonce, hello->signed_fields);
+    if (!store_auth::ProofsMatch(expected, hello->proof)) {
+      return Refuse(c, InvalidArgument("the store on rank 0 refused a connection that claimed to be rank " +
+                                       std::to_string(hello->rank) +
+                                       " but does not know the job's secret (CKPT_JOB_SECRET differs between ranks, "
+                                       "or this is another job's store)"));
+    }
+    c.welcome = store_auth::WelcomeProof(secret_, c.server_nonce, hello->client_nonce);
     if (hello->auxiliary) return OnAuxiliaryHello(c, *hello);
     if (Status admitted = Admit(hello->rank, hello->world_size); !admitted.ok()) return Refuse(c, admitted);
     c.rank = hello->rank;
@@ -297,7 +355,10 @@ class StoreServer::Loop {
     ++connect_.count;
     SetPending(c, Pending::kHello, hello->timeout_ms);
     if (connect_.count == world_size_) {
-      ReplyToPending(Pending::kHello, 0, Frame(MessageType::kOk, {}));
+      // Each rank gets its own proof: they answer different nonces.
+      for (const auto& waiting : conns_) {
+        if (waiting->pending == Pending::kHello) Answer(*waiting, Frame(MessageType::kOk, ByteString(waiting->welcome)));
+      }
     }
   }
 
@@ -331,7 +392,7 @@ class StoreServer::Loop {
     c.rank = hello.rank;
     c.auxiliary = true;
     c.pending = Pending::kNone;
-    Send(c, Frame(MessageType::kOk, {}));
+    Send(c, Frame(MessageType::kOk, ByteString(c.welcome)));
   }
 
   // Answers a stranger's hello with an error and hangs up; it never became a rank, so nobody else is affected.
@@ -587,6 +648,7 @@ class StoreServer::Loop {
     }
   }
 
+  const std::string secret_;
   UniqueFd listener_;
   UniqueFd wake_read_;
   UniqueFd wake_write_;
@@ -600,7 +662,8 @@ class StoreServer::Loop {
   std::atomic<Clock::rep> stop_deadline_ticks_{0};
 };
 
-Result<std::unique_ptr<StoreServer>> StoreServer::Start(const std::string& host, int port, int world_size) {
+Result<std::unique_ptr<StoreServer>> StoreServer::Start(const std::string& host, int port, int world_size,
+                                                        const SecretForPort& secret_for_port) {
   ASSIGN_OR_RETURN(UniqueFd listener, store_wire::Listen(host, port));
   sockaddr_storage bound = {};
   socklen_t bound_size = sizeof bound;
@@ -609,11 +672,14 @@ Result<std::unique_ptr<StoreServer>> StoreServer::Start(const std::string& host,
   }
   const int bound_port = ntohs(bound.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port
                                                            : reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
+  // Connections made before the loop runs wait in the listen backlog: none is answered before the secret exists.
+  ASSIGN_OR_RETURN(std::string secret, secret_for_port(bound_port));
   int pipe_fds[2];
   if (pipe2(pipe_fds, O_NONBLOCK | O_CLOEXEC) != 0) {
     return IoError("cannot create the store's wake pipe: " + store_wire::ErrnoText(errno));
   }
-  auto loop = std::make_unique<Loop>(std::move(listener), UniqueFd(pipe_fds[0]), UniqueFd(pipe_fds[1]), world_size);
+  auto loop = std::make_unique<Loop>(std::move(listener), UniqueFd(pipe_fds[0]), UniqueFd(pipe_fds[1]), world_size,
+                                     std::move(secret));
   return std::unique_ptr<StoreServer>(new StoreServer(std::move(loop), bound_port));
 }
 

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -13,8 +14,14 @@ namespace ckpt::coll {
 
 class StoreServer {
  public:
-  // Binds host:port (SO_REUSEADDR; port 0: any free port) and serves `world_size` ranks until stopped.
-  static Result<std::unique_ptr<StoreServer>> Start(const std::string& host, int port, int world_size);
+  // The job's secret, given the port actually bound (a secret published for the ranks on this node is named
+  // after it).
+  using SecretForPort = std::function<Result<std::string>(int bound_port)>;
+
+  // Binds host:port (SO_REUSEADDR; port 0: any free port) and serves `world_size` ranks until stopped, admitting
+  // only connections that prove they know the secret.
+  static Result<std::unique_ptr<StoreServer>> Start(const std::string& host, int port, int world_size,
+                                                    const SecretForPort& secret_for_port);
   // The port actually bound.
   int port() const { return port_; }
   // Stops once every rank's connection has closed or `grace` has passed, whichever comes first; ranks still

@@ -97,6 +97,7 @@ Result<UniqueFd> Listen(const std::string& host, int port) {
   const int rc = getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &addresses);
   if (rc != 0) return IoError("cannot resolve the store address " + address + ": " + gai_strerror(rc));
   std::string last_error = "no address";
+  bool in_use = false;
   UniqueFd listener;
   for (addrinfo* a = addresses; a != nullptr && !listener.valid(); a = a->ai_next) {
     UniqueFd fd(socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a->ai_protocol));
@@ -105,11 +106,16 @@ Result<UniqueFd> Listen(const std::string& host, int port) {
         bind(fd.get(), a->ai_addr, a->ai_addrlen) == 0 && listen(fd.get(), SOMAXCONN) == 0) {
       listener = std::move(fd);
     } else {
+      in_use = in_use || errno == EADDRINUSE;
       last_error = ErrnoText(errno);
     }
   }
   freeaddrinfo(addresses);
-  if (!listener.valid()) return IoError("cannot listen on " + address + " for the store: " + last_error);
+  if (!listener.valid()) {
+    const std::string hint =
+        in_use ? " (another program holds the port: give ckpt's store a free one with CKPT_STORE_PORT)" : "";
+    return IoError("cannot listen on " + address + " for the store: " + last_error + hint);
+  }
   return listener;
 }
 

@@ -2,13 +2,21 @@
 // u32 type, u64 payload length, payload; little-endian. The receiver checks the length against a limit before it
 // buffers anything, so a hostile or confused peer cannot make it allocate.
 //
+// The server opens every connection (collectives/store_auth.h):
+//   kChallenge  u32 magic, u32 version, bytes server nonce
 // Requests (client to server) and their payloads:
-//   kHello      u32 magic, u32 version, i32 rank, i32 world size, u64 timeout ms   -> kOk once every rank has said
-//   hello kSet        bytes key, bytes value                                              -> kOk kGet        bytes key
-//   -> kOk: u8 found, bytes value (an error once a rank has died) kWait       bytes key, u64 timeout ms -> kOk: bytes
-//   value kAllGather  u64 sequence number, u64 timeout ms, bytes contribution             -> kOk: u32 count, bytes each
+//   kHello      u32 magic, u32 version, i32 rank, i32 world size, u64 timeout ms, u8 auxiliary, bytes client nonce,
+//               bytes proof (HMAC of everything before it)    -> kOk: bytes the server's proof, once every rank has
+//                                                                said hello (an auxiliary connection: at once)
+//   kSet        bytes key, bytes value                        -> kOk
+//   kGet        bytes key                                     -> kOk: u8 found, bytes value (an error once a rank
+//                                                                has died)
+//   kWait       bytes key, u64 timeout ms                     -> kOk: bytes value
+//   kAllGather  u64 sequence number, u64 timeout ms, bytes contribution -> kOk: u32 count, bytes each
 //   kGoodbye    (empty): a clean leave; no reply
-// Any request may instead be answered by kError: u32 status code, bytes message.
+// Any request may instead be answered by kError: u32 status code, bytes message. A client sends its next request
+// only once it has read the reply to the last one, and the server reads nothing more from a connection while a
+// reply to it is still unsent, so that a client which does not read cannot make the server queue replies.
 #pragma once
 
 #include <chrono>
@@ -22,10 +30,11 @@
 namespace ckpt::coll::store_wire {
 
 inline constexpr uint32_t kMagic = 0x54504b43;  // "CKPT"
-inline constexpr uint32_t kVersion = 1;
+inline constexpr uint32_t kVersion = 2;
 inline constexpr size_t kHeaderBytes = sizeof(uint32_t) + sizeof(uint64_t);
 inline constexpr uint64_t kMaxMessageBytes = uint64_t{1} << 30;
-// Before the handshake a peer is a stranger: it may send a hello and nothing larger.
+// Before the handshake a peer is a stranger: it may send a hello and nothing larger (the server's challenge is
+// bounded alike).
 inline constexpr uint64_t kMaxHandshakeBytes = 4096;
 
 enum class MessageType : uint32_t {
@@ -35,6 +44,7 @@ enum class MessageType : uint32_t {
   kWait = 4,
   kAllGather = 5,
   kGoodbye = 6,
+  kChallenge = 7,
   kOk = 64,
   kError = 65,
 };

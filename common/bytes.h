@@ -79,6 +79,8 @@ class ByteReader {
     return Status::Ok();
   }
   bool done() const { return pos_ == in_.size(); }
+  // How many bytes have been read.
+  size_t position() const { return pos_; }
   Status ExpectDone() const {
     return done() ? Status::Ok() : Corrupt(what_ + ": " + std::to_string(in_.size() - pos_) + " trailing bytes");
   }

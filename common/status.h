@@ -3,6 +3,8 @@
 #pragma once
 
 #include <cstdint>
+#include <exception>
+#include <new>
 #include <string>
 #include <utility>
 #include <variant>
@@ -65,6 +67,13 @@ inline Status Internal(std::string m) { return Status(Code::kInternal, std::move
 
 // A path or name as messages quote it: 'data/0-0.bin'.
 inline std::string Quoted(const std::string& s) { return "'" + s + "'"; }
+
+// What an exception caught at a background thread's boundary means for the work that thread was doing: nothing may
+// leave such a thread (std::terminate would end the trainer), so it fails the work instead. `where` names the work.
+inline Status StatusOfException(const std::exception* e, const std::string& where) {
+  if (dynamic_cast<const std::bad_alloc*>(e) != nullptr) return Status(Code::kNoMemory, "out of memory " + where);
+  return Internal("unexpected exception " + where + ": " + (e != nullptr ? e->what() : "of unknown type"));
+}
 
 // A value or the Status that explains why there is none.
 template <typename T>

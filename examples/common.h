@@ -20,12 +20,18 @@
 /* This process's rank, for messages; -1 until the context exists. */
 static int example_rank = -1;
 
+/* "rank 3: " once the context exists, "" before: a context that cannot be created has no rank to name (its error
+ * message says which rank the launcher's environment gave). */
+static inline void example_print_rank(void) {
+  if (example_rank >= 0) fprintf(stderr, "rank %d: ", example_rank);
+}
+
 /* Stops the program when a ckpt call fails, printing the call, the status and the library's message. Examples
  * stop at the first error; a real trainer would retry a save or fall back to an older checkpoint. */
 static inline void example_check(int32_t status, const char* call, const ckpt_error_t* err) {
   if (status == CKPT_OK) return;
-  fprintf(stderr, "rank %d: %s failed: %s\n  %s\n", example_rank, call, ckpt_status_string(status),
-          err ? ckpt_error_message(err) : "");
+  example_print_rank();
+  fprintf(stderr, "%s failed: %s\n  %s\n", call, ckpt_status_string(status), err ? ckpt_error_message(err) : "");
   exit(1);
 }
 
@@ -50,7 +56,8 @@ static inline void example_default_dir(const char* example, int world_size, char
 static inline void* example_calloc(uint64_t count, uint64_t size) {
   void* data = calloc(count ? (size_t)count : 1, size ? (size_t)size : 1);
   if (data == NULL) {
-    fprintf(stderr, "rank %d: out of memory\n", example_rank);
+    example_print_rank();
+    fprintf(stderr, "out of memory\n");
     exit(1);
   }
   return data;

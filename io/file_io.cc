@@ -6,6 +6,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -45,10 +46,6 @@ Code CodeForErrno(int err) {
   }
 }
 
-// `action` says what failed and on which path: "cannot open '/a/b' for writing".
-Status ErrnoStatus(int err, const std::string& action) {
-  return Status(CodeForErrno(err), action + ": " + DescribeErrno(err));
-}
 
 Status CloseFd(int fd, const std::string& path) {
   // Linux releases the descriptor even when close() fails, so retrying on EINTR could close another thread's file.
@@ -279,6 +276,31 @@ std::string JoinPath(const std::string& a, const std::string& b) {
   if (a.empty()) return b;
   if (a.back() == '/') return a + b;
   return a + "/" + b;
+}
+
+Status ErrnoStatus(int err, const std::string& action) {
+  return Status(CodeForErrno(err), action + ": " + DescribeErrno(err));
+}
+
+Result<std::vector<std::string>> ListDirectory(const std::string& dir) {
+  DIR* handle = opendir(dir.c_str());
+  if (handle == nullptr) return ErrnoStatus(errno, "cannot list " + Quoted(dir));
+  std::vector<std::string> names;
+  int err = 0;
+  while (true) {
+    errno = 0;
+    const dirent* entry = readdir(handle);
+    if (entry == nullptr) {
+      err = errno;
+      break;
+    }
+    const std::string_view name = entry->d_name;
+    if (name != "." && name != "..") names.emplace_back(name);
+  }
+  closedir(handle);
+  if (err != 0) return ErrnoStatus(err, "cannot list " + Quoted(dir));
+  std::sort(names.begin(), names.end());
+  return names;
 }
 
 }  // namespace ckpt::io

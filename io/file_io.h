@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "common/status.h"
 
@@ -51,6 +52,11 @@ Status RenameNoReplace(const std::string& from, const std::string& to);
 Status RemoveTree(const std::string& path);
 bool PathExists(const std::string& path);
 bool IsDirectory(const std::string& path);
+// The entry names of `dir` but "." and "..", sorted.
+Result<std::vector<std::string>> ListDirectory(const std::string& dir);
+// `action` says what failed and on which path ("cannot open '/a/b' for writing"); the code follows errno (kNotFound,
+// kNoSpace, kAlreadyExists, ...).
+Status ErrnoStatus(int err, const std::string& action);
 // Writes `data` to a new file at `path`, fdatasyncs and closes it.
 Status WriteFileDurably(const std::string& path, const void* data, size_t size);
 // Reads the whole file `name` beneath `dir` (File::OpenBeneath); kCorrupt if it is larger than max_size (a hostile

@@ -3,6 +3,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <future>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -73,11 +74,28 @@ class InProcessPool final : public JobPool {
       PendingJob job = std::move(slot.jobs.front());
       slot.jobs.pop_front();
       lock.unlock();
-      Run(*slot.executor, job);
+      GuardedRun(*slot.executor, job);
       lock.lock();
     }
     for (PendingJob& job : slot.jobs) job.WorkerEnded(IoError("the I/O worker pool was shut down first"));
     slot.jobs.clear();
+  }
+
+  // An exception fails the job it came from; none may leave the slot's thread.
+  void GuardedRun(FileJobExecutor& executor, PendingJob& job) {
+    Status failure;
+    try {
+      return Run(executor, job);
+    } catch (const std::exception& e) {
+      failure = StatusOfException(&e, "in an I/O job");
+    } catch (...) {
+      failure = StatusOfException(nullptr, "in an I/O job");
+    }
+    try {
+      job.WorkerEnded(failure);
+    } catch (const std::future_error&) {
+      // The job had already been answered when the exception came.
+    }
   }
 
   void Run(FileJobExecutor& executor, PendingJob& job) {

@@ -18,6 +18,7 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <future>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -167,6 +168,8 @@ class ProcessPool final : public JobPool {
 
   static std::string Encode(uint64_t id, const PendingJob& pending);
   void Loop();
+  void Iterate(std::unique_lock<std::mutex>& lock);
+  void FailJobsInFlight(const Status& why);
   void SpawnWanted();
   Status Spawn(int index);
   void Flush(int index);
@@ -229,31 +232,56 @@ Status ProcessPool::StartWorkers() {
 void ProcessPool::Loop() {
   std::unique_lock<std::mutex> lock(mutex_);
   while (!stopping_) {
-    SpawnWanted();
-    for (size_t i = 0; i < workers_.size(); ++i) Flush(static_cast<int>(i));
-    std::vector<pollfd> fds{{wake_fd_.get(), POLLIN, 0}};
-    std::vector<int> owners;
-    for (size_t i = 0; i < workers_.size(); ++i) {
-      const Worker& w = workers_[i];
-      if (w.socket.get() < 0) continue;
-      fds.push_back({w.socket.get(), static_cast<short>(POLLIN | (w.outbox.empty() ? 0 : POLLOUT)), 0});
-      owners.push_back(static_cast<int>(i));
+    // No exception may leave this thread: the jobs in flight fail with it, and the pool serves the next ones.
+    try {
+      Iterate(lock);
+    } catch (const std::exception& e) {
+      FailJobsInFlight(StatusOfException(&e, "in the I/O worker pool"));
+    } catch (...) {
+      FailJobsInFlight(StatusOfException(nullptr, "in the I/O worker pool"));
     }
-    const int timeout_ms = PollTimeoutMs();
-    lock.unlock();
-    const int ready = poll(fds.data(), fds.size(), timeout_ms);
-    lock.lock();
-    if (ready > 0 && (fds[0].revents & POLLIN) != 0) {
-      uint64_t count = 0;
-      (void)!read(wake_fd_.get(), &count, sizeof count);
-    }
-    for (size_t k = 1; ready > 0 && k < fds.size(); ++k) {
-      if ((fds[k].revents & (POLLIN | POLLHUP | POLLERR)) != 0) Receive(owners[k - 1]);
-    }
-    CheckDeadlines();
-    ReapExiting();
   }
   ShutDown(lock);
+}
+
+void ProcessPool::FailJobsInFlight(const Status& why) {
+  for (Worker& w : workers_) {
+    for (auto& [id, job] : w.jobs) {
+      try {
+        job.WorkerEnded(why);
+      } catch (const std::future_error&) {
+        // Already answered.
+      }
+    }
+    w.jobs.clear();
+  }
+}
+
+// One pass of the loop: start workers, send, wait for anything, receive, enforce deadlines. Called with the lock.
+void ProcessPool::Iterate(std::unique_lock<std::mutex>& lock) {
+  SpawnWanted();
+  for (size_t i = 0; i < workers_.size(); ++i) Flush(static_cast<int>(i));
+  std::vector<pollfd> fds{{wake_fd_.get(), POLLIN, 0}};
+  std::vector<int> owners;
+  for (size_t i = 0; i < workers_.size(); ++i) {
+    const Worker& w = workers_[i];
+    if (w.socket.get() < 0) continue;
+    fds.push_back({w.socket.get(), static_cast<short>(POLLIN | (w.outbox.empty() ? 0 : POLLOUT)), 0});
+    owners.push_back(static_cast<int>(i));
+  }
+  const int timeout_ms = PollTimeoutMs();
+  lock.unlock();
+  const int ready = poll(fds.data(), fds.size(), timeout_ms);
+  lock.lock();
+  if (ready > 0 && (fds[0].revents & POLLIN) != 0) {
+    uint64_t count = 0;
+    (void)!read(wake_fd_.get(), &count, sizeof count);
+  }
+  for (size_t k = 1; ready > 0 && k < fds.size(); ++k) {
+    if ((fds[k].revents & (POLLIN | POLLHUP | POLLERR)) != 0) Receive(owners[k - 1]);
+  }
+  CheckDeadlines();
+  ReapExiting();
 }
 
 void ProcessPool::SpawnWanted() {

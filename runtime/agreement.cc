@@ -12,6 +12,7 @@ constexpr size_t kMaxMessages = 4;
 constexpr size_t kMaxRanksNamed = 8;
 
 struct Contribution {
+  std::string step;
   int32_t code = 0;
   std::string message;
   std::string payload;
@@ -20,6 +21,7 @@ struct Contribution {
 Result<Contribution> DecodeContribution(std::string_view bytes, int rank) {
   ByteReader in(bytes, "status from rank " + std::to_string(rank));
   Contribution c;
+  RETURN_IF_ERROR(in.Bytes(&c.step));
   RETURN_IF_ERROR(in.I32(&c.code));
   RETURN_IF_ERROR(in.Bytes(&c.message));
   RETURN_IF_ERROR(in.Bytes(&c.payload));
@@ -50,23 +52,47 @@ std::string DescribeFailures(const std::vector<std::pair<std::string, std::vecto
   return out;
 }
 
+// Ranks that are not all in the same collective step answered each other's calls: a save paired with a load, say.
+// Their contributions mean different things, so nothing in them is read; every rank names the steps instead.
+Status CheckSameStep(const std::vector<Contribution>& contributions) {
+  std::vector<std::pair<std::string, std::vector<int>>> steps;
+  for (size_t r = 0; r < contributions.size(); ++r) {
+    const std::string& step = contributions[r].step;
+    auto same = std::find_if(steps.begin(), steps.end(), [&](const auto& s) { return s.first == step; });
+    if (same == steps.end()) same = steps.insert(steps.end(), {step, {}});
+    same->second.push_back(static_cast<int>(r));
+  }
+  if (steps.size() == 1) return Status::Ok();
+  std::vector<std::pair<std::string, std::vector<int>>> described;
+  for (auto& [step, ranks] : steps) described.push_back({"called " + step, std::move(ranks)});
+  return Mismatch("ranks called different collective operations: " + DescribeFailures(described));
+}
+
 }  // namespace
 
-Result<std::vector<std::string>> AgreeAndGather(coll::ControlPlane& control, const Status& local,
-                                                std::string_view payload) {
+Result<std::vector<std::string>> AgreeAndGather(coll::ControlPlane& control, std::string_view step,
+                                                const Status& local, std::string_view payload) {
   ByteWriter out;
+  out.Bytes(step);
   out.I32(static_cast<int32_t>(local.code()));
   out.Bytes(local.message());
   out.Bytes(local.ok() ? payload : std::string_view());
   ASSIGN_OR_RETURN(std::vector<std::string> gathered, control.AllGather(out.data()));
+
+  std::vector<Contribution> contributions;
+  for (size_t r = 0; r < gathered.size(); ++r) {
+    ASSIGN_OR_RETURN(Contribution c, DecodeContribution(gathered[r], static_cast<int>(r)));
+    contributions.push_back(std::move(c));
+  }
+  RETURN_IF_ERROR(CheckSameStep(contributions));
 
   std::vector<std::string> payloads(gathered.size());
   Code first_code = Code::kOk;
   // Distinct failure messages in order of the lowest rank reporting each, with the ranks that reported it: a
   // failure every rank sees alike (a corrupt chunk, a dead peer) is stated once.
   std::vector<std::pair<std::string, std::vector<int>>> failures;
-  for (size_t r = 0; r < gathered.size(); ++r) {
-    ASSIGN_OR_RETURN(Contribution c, DecodeContribution(gathered[r], static_cast<int>(r)));
+  for (size_t r = 0; r < contributions.size(); ++r) {
+    Contribution& c = contributions[r];
     if (c.code == 0) {
       payloads[r] = std::move(c.payload);
       continue;
@@ -83,6 +109,8 @@ Result<std::vector<std::string>> AgreeAndGather(coll::ControlPlane& control, con
   return Status(first_code, DescribeFailures(failures));
 }
 
-Status Agree(coll::ControlPlane& control, const Status& local) { return AgreeAndGather(control, local, {}).status(); }
+Status Agree(coll::ControlPlane& control, std::string_view step, const Status& local) {
+  return AgreeAndGather(control, step, local, {}).status();
+}
 
 }  // namespace ckpt::runtime

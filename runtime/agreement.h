@@ -1,5 +1,7 @@
 // Collective steps whose outcome every rank must share: each rank contributes its local status with a payload,
-// and either every rank gets every payload or every rank gets the same error.
+// and either every rank gets every payload or every rank gets the same error. Each step is named ("save
+// (proposals)", "load (requests)"): ranks that reach different steps, because one called save while another
+// called load, all get kMismatch naming what each rank called, instead of misreading each other's payloads.
 #pragma once
 
 #include <string>
@@ -16,10 +18,10 @@ namespace ckpt::runtime {
 // that report the same message grouped ("ranks 0, 1: ...; rank 3: ..."; a few messages, then a count). When every
 // rank reports the same error (one agreed earlier), it is returned as it is. A failed exchange (dead peer, timeout)
 // is returned as the control plane reported it.
-Result<std::vector<std::string>> AgreeAndGather(coll::ControlPlane& control, const Status& local,
-                                                std::string_view payload);
+Result<std::vector<std::string>> AgreeAndGather(coll::ControlPlane& control, std::string_view step,
+                                                const Status& local, std::string_view payload);
 
 // AgreeAndGather without payloads.
-Status Agree(coll::ControlPlane& control, const Status& local);
+Status Agree(coll::ControlPlane& control, std::string_view step, const Status& local);
 
 }  // namespace ckpt::runtime

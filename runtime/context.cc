@@ -7,6 +7,7 @@
 
 #include "collectives/nccl_transport.h"
 #include "collectives/solo_control_plane.h"
+#include "collectives/store_auth.h"
 #include "collectives/tcp_store.h"
 #include "collectives/ucx_transport.h"
 #include "common/bytes.h"
@@ -32,26 +33,39 @@ std::string HostName() {
   return gethostname(name, sizeof name - 1) == 0 ? name : "localhost";
 }
 
-// Spreads rank 0's store address over the user's allgather (once, at context creation). Ranks on rank 0's node
-// connect over loopback; the others to rank 0's host name, or to the explicitly configured host.
-std::function<Result<std::pair<std::string, int>>(int)> CallbackRendezvous(const coll::ProcessIdentity& identity,
-                                                                           std::string explicit_host,
-                                                                           coll::AllGatherCallback allgather) {
-  return [identity, explicit_host, allgather](int bound_port) -> Result<std::pair<std::string, int>> {
-    auto bootstrap = coll::MakeCallbackControlPlane(identity.rank, identity.world_size, allgather);
+// Where rank 0's store listens when a user allgather spreads its address: the configured host, else loopback when
+// every rank runs on rank 0's node (nothing beyond this machine needs to reach it), else every interface.
+Result<std::string> CallbackBindHost(coll::ControlPlane& bootstrap, const coll::ProcessIdentity& identity,
+                                     const std::string& explicit_host) {
+  ASSIGN_OR_RETURN(std::vector<std::string> nodes, bootstrap.AllGather(identity.node_name));
+  if (!explicit_host.empty()) return explicit_host;
+  const bool one_node = std::all_of(nodes.begin(), nodes.end(), [&](const auto& n) { return n == nodes[0]; });
+  return std::string(one_node ? "127.0.0.1" : "0.0.0.0");
+}
+
+// Spreads rank 0's store address and secret over the user's allgather (once, at context creation). Ranks on rank
+// 0's node connect over loopback; the others to rank 0's host name, or to the explicitly configured host.
+std::function<Result<coll::StoreAddress>(int, const std::string&)> CallbackRendezvous(
+    const coll::ProcessIdentity& identity, std::string explicit_host, std::shared_ptr<coll::ControlPlane> bootstrap) {
+  return [identity, explicit_host, bootstrap](int bound_port,
+                                              const std::string& secret) -> Result<coll::StoreAddress> {
     ByteWriter mine;
     mine.Bytes(identity.node_name);
     mine.Bytes(explicit_host.empty() ? HostName() : explicit_host);
     mine.U32(static_cast<uint32_t>(bound_port));
+    mine.Bytes(secret);
     ASSIGN_OR_RETURN(std::vector<std::string> all, bootstrap->AllGather(mine.data()));
     ByteReader rank0(all[0], "store address from rank 0");
-    std::string node, host;
+    coll::StoreAddress address;
+    std::string node;
     uint32_t port = 0;
     RETURN_IF_ERROR(rank0.Bytes(&node));
-    RETURN_IF_ERROR(rank0.Bytes(&host));
+    RETURN_IF_ERROR(rank0.Bytes(&address.host));
     RETURN_IF_ERROR(rank0.U32(&port));
-    if (explicit_host.empty() && node == identity.node_name) host = "127.0.0.1";
-    return std::make_pair(host, static_cast<int>(port));
+    RETURN_IF_ERROR(rank0.Bytes(&address.secret));
+    address.port = static_cast<int>(port);
+    if (explicit_host.empty() && node == identity.node_name) address.host = "127.0.0.1";
+    return address;
   };
 }
 
@@ -94,7 +108,7 @@ Result<std::unique_ptr<Context>> Context::Create(ContextConfig config) {
   ctx->log_ = config.log ? std::move(config.log) : StandardErrorSink(ctx->identity_.rank);
   RETURN_IF_ERROR(ctx->StartControlPlane(config));
   // A rank whose workers or arena cannot start tells the others, instead of leaving them in the next collective.
-  RETURN_IF_ERROR(Agree(ctx->control(), ctx->StartIo(config)));
+  RETURN_IF_ERROR(Agree(ctx->control(), "context create (I/O)", ctx->StartIo(config)));
   RETURN_IF_ERROR(ctx->StartTransport(config));
   return ctx;
 }
@@ -118,11 +132,18 @@ Status Context::StartControlPlane(const ContextConfig& config) {
   store.host = identity_.store_host;
   store.port = identity_.store_port;
   store.timeout = timeout_;
+  store.secret = identity_.job_secret;
   if (config.allgather) {
     const std::string explicit_host = config.identity.store_host;
-    store.host = explicit_host.empty() ? "0.0.0.0" : explicit_host;
+    std::shared_ptr<coll::ControlPlane> bootstrap =
+        coll::MakeCallbackControlPlane(identity_.rank, identity_.world_size, config.allgather);
+    ASSIGN_OR_RETURN(store.host, CallbackBindHost(*bootstrap, identity_, explicit_host));
     store.port = config.identity.store_port > 0 ? config.identity.store_port : 0;
-    store.rendezvous = CallbackRendezvous(identity_, explicit_host, config.allgather);
+    // Rank 0 makes the secret that the rendezvous spreads, unless the launcher gave every rank one.
+    if (rank() == 0 && store.secret.empty()) {
+      ASSIGN_OR_RETURN(store.secret, coll::store_auth::NewSecret());
+    }
+    store.rendezvous = CallbackRendezvous(identity_, explicit_host, std::move(bootstrap));
   }
   ASSIGN_OR_RETURN(std::unique_ptr<coll::TcpStore> connected, coll::TcpStore::Connect(store));
   store_config_ = connected->AuxiliaryConfig();
@@ -173,7 +194,7 @@ Status Context::StartTransport(const ContextConfig& config) {
   }
   requested_transport_ = kind;
   if (world_size() == 1 || kind == TransportKind::kNone) return Status::Ok();
-  if (kind == TransportKind::kNccl) RETURN_IF_ERROR(Agree(*control_, coll::NcclUsable()));
+  if (kind == TransportKind::kNccl) RETURN_IF_ERROR(Agree(*control_, "context create (NCCL)", coll::NcclUsable()));
   Result<std::unique_ptr<coll::Transport>> ucx = coll::MakeUcxTransport(*control_, timeout_);
   if (!ucx.ok()) {
     if (kind == TransportKind::kUcx) return ucx.status();
@@ -203,7 +224,7 @@ Result<coll::Transport*> Context::DeviceTransport(int device) {
   Result<std::unique_ptr<coll::Transport>> made = coll::MakeNcclTransport(*control_, device, timeout_);
   // Setup can fail on one rank after the others succeeded (a communicator that does not come up in time): the
   // verdict is agreed so that every rank keeps or drops the transport alike.
-  const Status agreed = Agree(*control_, made.status());
+  const Status agreed = Agree(*control_, "load (NCCL setup)", made.status());
   if (agreed.ok()) {
     device_transport_ = std::move(made).value();
     device_transport_device_ = device;

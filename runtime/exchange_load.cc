@@ -137,8 +137,8 @@ class Round {
   // Every rank agrees after the reads and after the exchange, so that a failure anywhere stops every rank at the
   // same point and no rank waits on a peer that has given up.
   Status Run() {
-    RETURN_IF_ERROR(Agree(ctx_.control(), Prepare()));
-    return Agree(ctx_.control(), ExchangeAndUnpack());
+    RETURN_IF_ERROR(Agree(ctx_.control(), "load (exchange setup)", Prepare()));
+    return Agree(ctx_.control(), "load (exchange)", ExchangeAndUnpack());
   }
 
  private:

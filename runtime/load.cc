@@ -292,7 +292,7 @@ Status Load(Context& ctx, State& state, const std::string& path, const LoadSetti
       mine.exchange_device = ExchangeDevice(ctx, pieces);
     }
   }
-  auto gathered = AgreeAndGather(ctx.control(), local, local.ok() ? EncodeAsked(mine) : "");
+  auto gathered = AgreeAndGather(ctx.control(), "load (requests)", local, local.ok() ? EncodeAsked(mine) : "");
   RETURN_IF_ERROR(gathered.status().WithContext(context));
   std::vector<Asked> asked;
   std::vector<std::string> flags;
@@ -313,7 +313,7 @@ Status Load(Context& ctx, State& state, const std::string& path, const LoadSetti
   CheckpointFiles files(path, *manifest);
   if (read.ok()) read = ReadObjectsAndCommon(files, state, *match, *manifest);
   ctx.stats().bytes_read += files.bytes_read() + tensor_bytes;
-  return Agree(ctx.control(), read).WithContext(context);
+  return Agree(ctx.control(), "load (outcome)", read).WithContext(context);
 }
 
 }  // namespace ckpt::runtime

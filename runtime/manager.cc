@@ -1,6 +1,5 @@
 #include "runtime/manager.h"
 
-#include <dirent.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -10,48 +9,20 @@
 #include <cstdio>
 #include <system_error>
 
+#include "io/claimed_directory.h"
 #include "io/file_io.h"
 #include "runtime/manifest.h"
+#include "runtime/save_directory.h"
 
 namespace ckpt::runtime {
 namespace {
 
 constexpr std::string_view kStepPrefix = "step-";
-// Saves write into "<step path>.tmp-<id>" (runtime/save.cc); the manager names its own temporaries the same way so
-// that one rule recognises all debris.
-constexpr std::string_view kTemporaryInfix = ".tmp-";
+// Saves write into "<step path>.tmp-<id>" (runtime/save_directory.h); the manager names its own temporaries the
+// same way (kTemporaryInfix) so that one rule recognises all debris.
 constexpr char kDeletingSuffix[] = "deleting";
 // A pointer is one short line; anything longer is not one, and must not be read whole.
 constexpr uint64_t kMaxPointerBytes = 64;
-
-Status ErrnoStatus(int err, const std::string& action) {
-  const std::string message = action + ": " + std::generic_category().message(err);
-  if (err == ENOENT) return NotFound(message);
-  if (err == ENOSPC || err == EDQUOT) return NoSpace(message);
-  return IoError(message);
-}
-
-// The entry names of `dir` but "." and "..", sorted. The io layer removes trees but has no listing of its own.
-Result<std::vector<std::string>> ListDirectory(const std::string& dir) {
-  DIR* handle = opendir(dir.c_str());
-  if (handle == nullptr) return ErrnoStatus(errno, "cannot list " + Quoted(dir));
-  std::vector<std::string> names;
-  int err = 0;
-  while (true) {
-    errno = 0;
-    const dirent* entry = readdir(handle);
-    if (entry == nullptr) {
-      err = errno;
-      break;
-    }
-    const std::string_view name = entry->d_name;
-    if (name != "." && name != "..") names.emplace_back(name);
-  }
-  closedir(handle);
-  if (err != 0) return ErrnoStatus(err, "cannot list " + Quoted(dir));
-  std::sort(names.begin(), names.end());
-  return names;
-}
 
 // The directory holding `path`, whose entry for `path` must be synced to make its creation durable.
 std::string ParentDirectory(std::string path) {
@@ -98,7 +69,7 @@ bool CheckpointManager::IsCommitted(uint64_t step) const {
 }
 
 Result<std::vector<uint64_t>> CheckpointManager::CommittedSteps() const {
-  ASSIGN_OR_RETURN(std::vector<std::string> names, ListDirectory(root_));
+  ASSIGN_OR_RETURN(std::vector<std::string> names, io::ListDirectory(root_));
   std::vector<uint64_t> steps;
   for (const std::string& name : names) {
     const std::optional<uint64_t> step = ParseStepDirectoryName(name);
@@ -140,7 +111,7 @@ Result<std::vector<uint64_t>> CheckpointManager::ApplyRetention() {
 }
 
 Result<std::vector<std::string>> CheckpointManager::CleanupUncommitted() {
-  ASSIGN_OR_RETURN(std::vector<std::string> names, ListDirectory(root_));
+  ASSIGN_OR_RETURN(std::vector<std::string> names, io::ListDirectory(root_));
   const std::string context = "cleaning up uncommitted entries under " + Quoted(root_);
   std::vector<std::string> removed;
   for (const std::string& name : names) {
@@ -177,7 +148,7 @@ Status CheckpointManager::WritePointer(uint64_t step) {
   RETURN_IF_ERROR(io::WriteFileDurably(temporary, contents.data(), contents.size()));
   // rename(2) replaces `latest` atomically; io's RenameNoReplace deliberately cannot.
   if (rename(temporary.c_str(), pointer.c_str()) != 0) {
-    const Status failed = ErrnoStatus(errno, "cannot rename " + Quoted(temporary) + " over " + Quoted(pointer));
+    const Status failed = io::ErrnoStatus(errno, "cannot rename " + Quoted(temporary) + " over " + Quoted(pointer));
     (void)io::RemoveTree(temporary);
     return failed;
   }
@@ -225,7 +196,9 @@ bool CheckpointManager::IsDebris(const std::string& name) const {
   const size_t infix = name.find(kTemporaryInfix);
   if (infix == std::string::npos) return false;
   const std::string_view stem = std::string_view(name).substr(0, infix);
-  return stem == kLatestPointerName || ParseStepDirectoryName(stem).has_value();
+  if (stem != kLatestPointerName && !ParseStepDirectoryName(stem).has_value()) return false;
+  // A save in flight holds a claim on its temporary directory; only a dead one's is debris.
+  return !io::IsClaimed(io::JoinPath(root_, name));
 }
 
 }  // namespace ckpt::runtime

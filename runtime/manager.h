@@ -68,9 +68,10 @@ class CheckpointManager {
   // directory that still looks committed.
   Result<std::vector<uint64_t>> ApplyRetention();
 
-  // Removes uncommitted debris: step-<N>.tmp-* entries, step-<N> directories without a MANIFEST, and leftover
-  // pointer temporaries. Returns the names removed (relative to the root, sorted). Call it only while no save or
-  // publish is in flight under this root, since it cannot tell a live temporary from a dead one.
+  // Removes uncommitted debris: step-<N>.tmp-* entries that no live save claims (runtime/save_directory.h), step-<N>
+  // directories without a MANIFEST, and leftover pointer temporaries. Returns the names removed (relative to the
+  // root, sorted). Saves in flight, from this job or another, are left alone; a publish or a removal in flight is
+  // not recognised, so only the root's coordinator should call it.
   Result<std::vector<std::string>> CleanupUncommitted();
 
  private:

@@ -18,7 +18,7 @@ Result<std::unique_ptr<ManagerSession>> ManagerSession::Open(Context& ctx, std::
               "removed " + std::to_string(removed->size()) + " uncommitted entries under " + opened.value()->root());
     }
   }
-  RETURN_IF_ERROR(Agree(ctx.control(), local));
+  RETURN_IF_ERROR(Agree(ctx.control(), "manager open", local));
   std::shared_ptr<CheckpointManager> manager = std::move(opened).value();
   return std::unique_ptr<ManagerSession>(new ManagerSession(ctx, std::move(manager)));
 }
@@ -53,7 +53,7 @@ Result<uint64_t> ManagerSession::LoadLatest(State& state, const LoadSettings& se
     if (latest.ok() && !latest->has_value()) local = NotFound("no committed step under " + manager_->root());
     if (local.ok()) mine.U64(**latest);
   }
-  ASSIGN_OR_RETURN(std::vector<std::string> views, AgreeAndGather(ctx_.control(), local, mine.data()));
+  ASSIGN_OR_RETURN(std::vector<std::string> views, AgreeAndGather(ctx_.control(), "load latest (step)", local, mine.data()));
   ByteReader rank0(views[0], "latest step from rank 0");
   uint64_t step = 0;
   RETURN_IF_ERROR(rank0.U64(&step));

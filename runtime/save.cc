@@ -8,6 +8,7 @@
 #include "io/checksum.h"
 #include "io/file_io.h"
 #include "runtime/agreement.h"
+#include "runtime/save_directory.h"
 #include "runtime/save_stager.h"
 
 namespace ckpt::runtime {
@@ -66,13 +67,11 @@ Status CheckSamePath(const std::vector<Proposal>& proposals) {
   return Status::Ok();
 }
 
-Result<std::vector<Proposal>> ExchangeProposals(Context& ctx, const std::string& path, uint64_t structure) {
-  Proposal mine{path, ctx.rank() == 0 ? NewSaveId() : std::string(), structure, ctx.plan_cache().structure};
-  Status local;
-  if (ctx.rank() == 0 && io::PathExists(path)) {
-    local = AlreadyExists("'" + path + "' already exists; a committed checkpoint is never overwritten");
-  }
-  ASSIGN_OR_RETURN(std::vector<std::string> gathered, AgreeAndGather(ctx.control(), local, EncodeProposal(mine)));
+// `local`: rank 0's verdict on the path (ClaimSaveDirectory).
+Result<std::vector<Proposal>> ExchangeProposals(Context& ctx, const std::string& path, const std::string& save_id,
+                                                uint64_t structure, const Status& local) {
+  Proposal mine{path, save_id, structure, ctx.plan_cache().structure};
+  ASSIGN_OR_RETURN(std::vector<std::string> gathered, AgreeAndGather(ctx.control(), "save (proposals)", local, EncodeProposal(mine)));
   std::vector<Proposal> proposals;
   for (size_t r = 0; r < gathered.size(); ++r) {
     ASSIGN_OR_RETURN(Proposal p, DecodeProposal(gathered[r], static_cast<int>(r)));
@@ -94,13 +93,13 @@ bool CachedPlanHolds(const std::vector<Proposal>& proposals) {
 Status Replan(Context& ctx, const std::string& encoded_mine, uint64_t structure, const SavePlanOptions& options) {
   PlanCache& cache = ctx.plan_cache();
   cache = PlanCache{};
-  ASSIGN_OR_RETURN(std::vector<std::string> gathered, AgreeAndGather(ctx.control(), Status::Ok(), encoded_mine));
+  ASSIGN_OR_RETURN(std::vector<std::string> gathered, AgreeAndGather(ctx.control(), "save (descriptors)", Status::Ok(), encoded_mine));
   std::vector<RankDescriptor> descriptors;
   for (size_t r = 0; r < gathered.size(); ++r) {
     ASSIGN_OR_RETURN(RankDescriptor d, DecodeRankDescriptor(gathered[r], static_cast<int>(r)));
     descriptors.push_back(std::move(d));
   }
-  RETURN_IF_ERROR(Agree(ctx.control(), ValidateCoverage(descriptors, ctx.rank())));
+  RETURN_IF_ERROR(Agree(ctx.control(), "save (coverage)", ValidateCoverage(descriptors, ctx.rank())));
   cache.plan = PlanSave(descriptors, options);
   cache.descriptors = std::move(descriptors);
   cache.structure = structure;
@@ -108,16 +107,13 @@ Status Replan(Context& ctx, const std::string& encoded_mine, uint64_t structure,
   return Status::Ok();
 }
 
-}  // namespace
-
-Result<std::shared_ptr<SaveTicket>> StartSave(Context& ctx, const State& state, const std::string& raw_path,
+// Everything after rank 0's claim; `claim` moves into the ticket, which holds it until the commit or abandonment.
+Result<std::shared_ptr<SaveTicket>> BeginSave(Context& ctx, const State& state, const std::string& path,
+                                              const std::string& save_id, const Status& claimed, UniqueFd claim,
                                               const SaveSettings& settings) {
-  const std::string path = StripTrailingSlashes(raw_path);
-  if (path.empty()) return InvalidArgument("the checkpoint path is empty");
-
   const std::string encoded_mine = EncodeRankDescriptor(state.Describe(ctx.rank(), ctx.node_name()));
   const uint64_t structure = io::Checksum(encoded_mine.data(), encoded_mine.size()) | 1;  // never 0: "no plan"
-  ASSIGN_OR_RETURN(std::vector<Proposal> proposals, ExchangeProposals(ctx, path, structure));
+  ASSIGN_OR_RETURN(std::vector<Proposal> proposals, ExchangeProposals(ctx, path, save_id, structure, claimed));
   if (CachedPlanHolds(proposals)) {
     ++ctx.stats().plans_reused;
   } else {
@@ -129,8 +125,9 @@ Result<std::shared_ptr<SaveTicket>> StartSave(Context& ctx, const State& state, 
   CommitInputs& commit = ticket->commit;
   commit.path = path;
   commit.save_id = proposals[0].save_id;
-  commit.tmp_dir = path + ".tmp-" + commit.save_id;
+  commit.tmp_dir = TemporaryDirectory(path, commit.save_id);
   commit.world_size = ctx.world_size();
+  commit.claim = std::move(claim);
   if (ctx.rank() == 0) {
     commit.descriptors = cache.descriptors;
     commit.metadata = settings.metadata;
@@ -147,6 +144,24 @@ Result<std::shared_ptr<SaveTicket>> StartSave(Context& ctx, const State& state, 
   ctx.stats().bytes_staged += ticket->bytes_staged;
   ctx.saves().Enqueue(ticket);
   return ticket;
+}
+
+}  // namespace
+
+Result<std::shared_ptr<SaveTicket>> StartSave(Context& ctx, const State& state, const std::string& raw_path,
+                                              const SaveSettings& settings) {
+  const std::string path = StripTrailingSlashes(raw_path);
+  if (path.empty()) return InvalidArgument("the checkpoint path is empty");
+  // Rank 0 claims the temporary directory before any rank can write into it, so that no cleanup ever takes this
+  // save for a dead one.
+  const std::string save_id = ctx.rank() == 0 ? NewSaveId() : std::string();
+  Result<UniqueFd> claim = ctx.rank() == 0 ? ClaimSaveDirectory(path, save_id) : Result<UniqueFd>(UniqueFd());
+  const bool claimed_here = ctx.rank() == 0 && claim.ok();
+  Result<std::shared_ptr<SaveTicket>> started =
+      BeginSave(ctx, state, path, save_id, claim.status(), claim.ok() ? std::move(claim).value() : UniqueFd(), settings);
+  // A save that never reached the executor leaves nothing behind: its ranks stop before writing anything.
+  if (!started.ok() && claimed_here) (void)io::RemoveTree(TemporaryDirectory(path, save_id));
+  return started;
 }
 
 }  // namespace ckpt::runtime

@@ -6,6 +6,18 @@
 #include "runtime/write_report.h"
 
 namespace ckpt::runtime {
+namespace {
+
+// The checkpoint stands whatever happens in the manager's follow-up (publishing `latest`, retention), which
+// reports its own problems; an exception there must not turn a committed save into a failed one.
+void RunAfterCommit(const CommitInputs& commit) {
+  try {
+    commit.after_commit();
+  } catch (...) {
+  }
+}
+
+}  // namespace
 
 SaveExecutor::SaveExecutor(io::StagingArena& arena, io::WorkerPool& workers, std::unique_ptr<CommitChannel> channel,
                            int rank, std::function<void(const SaveTicket&, const Status&)> on_finished)
@@ -44,7 +56,7 @@ void SaveExecutor::Run() {
       ticket = std::move(queue_.front());
       queue_.pop_front();
     }
-    Status outcome = Finalize(*ticket).WithContext("saving '" + ticket->commit.path + "'");
+    Status outcome = GuardedFinalize(*ticket).WithContext("saving '" + ticket->commit.path + "'");
     // Every write of the save has been answered, so no job of it can reopen a file after this. A file whose last
     // job never came (staging stopped early) stays open in its worker otherwise. The save has failed either way: a
     // worker too busy to answer in time closes the files when it gets there, or is killed with them.
@@ -52,6 +64,29 @@ void SaveExecutor::Run() {
     if (on_finished_) on_finished_(*ticket, outcome);
     ticket->Finish(std::move(outcome));
   }
+}
+
+Status SaveExecutor::GuardedFinalize(SaveTicket& t) {
+  Status failure;
+  try {
+    return Finalize(t);
+  } catch (const std::exception& e) {
+    failure = StatusOfException(&e, "while finishing the save");
+  } catch (...) {
+    failure = StatusOfException(nullptr, "while finishing the save");
+  }
+  // Nothing was committed (the commit's last steps cannot throw). The other ranks wait for rank 0's outcome: they
+  // learn of the failure instead of timing out.
+  if (rank_ == 0) {
+    (void)io::RemoveTree(t.commit.tmp_dir);
+    t.commit.claim.Reset();
+    try {
+      (void)channel_->PostOutcome(t.commit.save_id, failure);
+    } catch (...) {
+      // The others then time out naming rank 0, which is still the truth.
+    }
+  }
+  return failure;
 }
 
 Status SaveExecutor::Finalize(SaveTicket& t) {
@@ -67,7 +102,8 @@ Status SaveExecutor::Finalize(SaveTicket& t) {
     outcome = reports.ok() ? CommitSave(t.commit, *reports) : reports.status();
   }
   if (!outcome.ok()) (void)io::RemoveTree(t.commit.tmp_dir);
-  if (outcome.ok() && t.commit.after_commit) t.commit.after_commit();
+  t.commit.claim.Reset();
+  if (outcome.ok() && t.commit.after_commit) RunAfterCommit(t.commit);
   const Status shared = channel_->PostOutcome(id, outcome);
   return outcome.ok() ? shared : outcome;
 }

@@ -31,6 +31,9 @@ class SaveExecutor {
 
  private:
   void Run();
+  // Finalize, with any exception turned into the save's failure (and, on rank 0, into the outcome the others
+  // wait for): none may leave the executor's thread.
+  Status GuardedFinalize(SaveTicket& ticket);
   Status Finalize(SaveTicket& ticket);
 
   io::StagingArena& arena_;

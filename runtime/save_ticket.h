@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "common/unique_fd.h"
 #include "io/file_jobs.h"
 #include "io/staging_arena.h"
 #include "runtime/manifest.h"
@@ -38,6 +39,7 @@ struct PendingWrite {
 struct CommitInputs {
   std::string path;
   std::string tmp_dir;
+  UniqueFd claim;  // rank 0: its claim on tmp_dir (runtime/save_directory.h), released once committed or abandoned
   std::string save_id;
   int world_size = 1;
   std::vector<RankDescriptor> descriptors;  // agreed (or cached) at plan time

@@ -48,7 +48,7 @@ if(CKPT_MPIRUN)
 unset RANK WORLD_SIZE LOCAL_RANK LOCAL_WORLD_SIZE
 port=$("$1" --free-port) || exit 1
 rm -rf "$3"
-exec "$0" --allow-run-as-root --oversubscribe -np 2 -x MASTER_ADDR=127.0.0.1 -x "MASTER_PORT=$port" "$2" "$3"
+exec "$0" --allow-run-as-root --oversubscribe -np 2 -x MASTER_ADDR=127.0.0.1 -x "MASTER_PORT=$port" -x "CKPT_STORE_PORT=$port" "$2" "$3"
 ]=] ${CKPT_MPIRUN} $<TARGET_FILE:ckpt-launch> $<TARGET_FILE:example_basic> ${CKPT_EXAMPLE_CHECKPOINTS}/basic-mpirun)
   set_tests_properties(example_basic_mpirun_2_ranks PROPERTIES TIMEOUT 120 ENVIRONMENT CKPT_TIMEOUT_MS=60000)
 endif()

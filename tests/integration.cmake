@@ -2,7 +2,7 @@
 # One program per area, all in one folder that run.sh is given, sharing the helpers of scenario_common.
 add_library(ckpt_scenario_common STATIC integration/scenario_common.cc)
 target_link_libraries(ckpt_scenario_common PUBLIC ckpt)
-foreach(area core async exchange)
+foreach(area core async exchange control)
   add_executable(ckpt_scenario_${area} integration/scenario_${area}.cc)
   target_link_libraries(ckpt_scenario_${area} PRIVATE ckpt_scenario_common ckpt)
 endforeach()
@@ -21,7 +21,8 @@ endforeach()
 foreach(name reshard dedup invalid-overlap invalid-gap invalid-dtype invalid-shape exists corrupt-byte
              truncated-file missing-manifest foreign-manifest corrupt-manifest newer-version strictness
              shape-mismatch dead-rank async plan-cache worker-killed big-state full-disk read-once
-             reshard-no-exchange peer-dies-in-exchange worker-missing)
+             reshard-no-exchange peer-dies-in-exchange worker-missing mismatched-collectives rank0-dies-mid-save
+             manager-rank0-dies stopped-peer)
   add_test(NAME mp_${name}
            COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/integration/run.sh ${name} $<TARGET_FILE:ckpt-launch>
                    $<TARGET_FILE_DIR:ckpt_scenario_core> ${CMAKE_CURRENT_BINARY_DIR}/scenarios/${name})

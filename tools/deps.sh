@@ -5,7 +5,7 @@ set -euo pipefail
 
 packages=(
   build-essential cmake ninja-build pkg-config
-  liburing-dev libucx-dev ucx-utils capnproto libcapnp-dev libxxhash-dev libisal-dev
+  liburing-dev libucx-dev ucx-utils capnproto libcapnp-dev libxxhash-dev libisal-dev libssl-dev
   libgtest-dev libgmock-dev libbenchmark-dev fio openmpi-bin libopenmpi-dev
   python3 python3-venv
 )

@@ -1,5 +1,6 @@
 // ckpt-launch: runs N ranks of a program on this host with the environment torchrun gives its workers, so that
-// examples and tests can start a multi-rank job without MPI or Python.
+// examples and tests can start a multi-rank job without MPI or Python. It also gives them what ckpt's own store
+// needs: a port of its own (CKPT_STORE_PORT) and a secret made for this job (CKPT_JOB_SECRET).
 //
 // Children are spawned with posix_spawn (never a hand-rolled fork + exec), each in its own process group so that
 // stopping a rank also stops the helper processes it started. The launcher blocks SIGCHLD, SIGINT and SIGTERM and
@@ -9,6 +10,7 @@
 #include <netinet/in.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -39,10 +41,11 @@ constexpr const char* kUsage =
     "       ckpt-launch --free-port\n"
     "\n"
     "Runs N ranks of PROGRAM on this host. Each rank gets RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE,\n"
-    "MASTER_ADDR=127.0.0.1 and MASTER_PORT (and CKPT_NODE_NAME with --node-names) in its environment.\n"
+    "MASTER_ADDR=127.0.0.1 and MASTER_PORT (and CKPT_NODE_NAME with --node-names) in its environment, and for\n"
+    "ckpt's store CKPT_STORE_PORT (without --port) and CKPT_JOB_SECRET (a new random one, unless already set).\n"
     "\n"
     "  -n, --ranks N       number of ranks to start (required)\n"
-    "  --port P            rendezvous port (default: a free port)\n"
+    "  --port P            MASTER_PORT; ckpt's store then takes P + 1 (default: free ports for both)\n"
     "  --timeout SEC       stop every rank after SEC seconds and exit 124\n"
     "  --grace SEC         after a rank fails, how long the others may run before SIGTERM, and how long after\n"
     "                      SIGTERM before SIGKILL (default 5)\n"
@@ -161,32 +164,63 @@ int ParseArguments(int argc, char** argv, Options& options) {
   return 0;
 }
 
-// Asks the kernel for a free port by binding port 0. Another process may take it before rank 0 binds it; the
-// window is short and the ranks then fail with a clear bind error rather than hang.
-std::optional<int> PickFreePort() {
-  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) {
-    std::fprintf(stderr, "ckpt-launch: socket: %s\n", std::strerror(errno));
-    return std::nullopt;
+// Asks the kernel for `count` distinct free ports by binding port 0 with that many sockets at once. Another process
+// may take one before a rank binds it; the window is short and the ranks then fail with a clear bind error rather
+// than hang.
+std::optional<std::vector<int>> PickFreePorts(int count) {
+  std::vector<int> sockets;
+  std::optional<std::vector<int>> ports = std::vector<int>();
+  for (int i = 0; i < count && ports; ++i) {
+    const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+      std::fprintf(stderr, "ckpt-launch: socket: %s\n", std::strerror(errno));
+      ports.reset();
+      break;
+    }
+    sockets.push_back(fd);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    address.sin_port = 0;
+    socklen_t length = sizeof(address);
+    if (bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0 ||
+        getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
+      std::fprintf(stderr, "ckpt-launch: cannot find a free port on 127.0.0.1: %s\n", std::strerror(errno));
+      ports.reset();
+    } else {
+      ports->push_back(ntohs(address.sin_port));
+    }
   }
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  address.sin_port = 0;
-  socklen_t length = sizeof(address);
-  std::optional<int> port;
-  if (bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0 ||
-      getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
-    std::fprintf(stderr, "ckpt-launch: cannot find a free port on 127.0.0.1: %s\n", std::strerror(errno));
-  } else {
-    port = ntohs(address.sin_port);
-  }
-  close(fd);
-  return port;
+  for (const int fd : sockets) close(fd);
+  return ports;
 }
 
+// 32 random bytes as hex: the job's secret, which every rank's store connection must prove it knows.
+std::optional<std::string> NewJobSecret() {
+  unsigned char random[32];
+  if (getrandom(random, sizeof random, 0) != static_cast<ssize_t>(sizeof random)) {
+    std::fprintf(stderr, "ckpt-launch: getrandom: %s\n", std::strerror(errno));
+    return std::nullopt;
+  }
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string secret;
+  for (const unsigned char byte : random) {
+    secret += kHex[byte >> 4];
+    secret += kHex[byte & 15];
+  }
+  return secret;
+}
+
+// What every rank of one job shares: the launcher's port, ckpt's store's port (0: derived by ckpt from
+// MASTER_PORT), and the job's secret.
+struct JobEnvironment {
+  int master_port = 0;
+  int store_port = 0;
+  std::string secret;
+};
+
 // The environment of one rank: ours, with the launcher's variables replaced.
-std::vector<std::string> RankEnvironment(const Options& options, int rank, int port) {
+std::vector<std::string> RankEnvironment(const Options& options, int rank, const JobEnvironment& job) {
   int local_rank = rank;
   int local_world_size = options.ranks;
   if (!options.node_names.empty()) {
@@ -200,8 +234,10 @@ std::vector<std::string> RankEnvironment(const Options& options, int rank, int p
       "LOCAL_RANK=" + std::to_string(local_rank),
       "LOCAL_WORLD_SIZE=" + std::to_string(local_world_size),
       "MASTER_ADDR=127.0.0.1",
-      "MASTER_PORT=" + std::to_string(port),
+      "MASTER_PORT=" + std::to_string(job.master_port),
+      "CKPT_JOB_SECRET=" + job.secret,
   };
+  if (job.store_port != 0) ours.push_back("CKPT_STORE_PORT=" + std::to_string(job.store_port));
   if (!options.node_names.empty()) ours.push_back("CKPT_NODE_NAME=" + options.node_names[rank]);
 
   auto replaced = [&ours](const char* entry) {
@@ -247,12 +283,12 @@ class Supervisor {
  public:
   explicit Supervisor(const Options& options) : options_(options) {}
 
-  int Run(int port);
+  int Run(const JobEnvironment& job);
 
  private:
   using Deadline = std::optional<Clock::time_point>;
 
-  bool Spawn(int rank, int port);
+  bool Spawn(int rank, const JobEnvironment& job);
   void ReapExited();
   void OnExit(Rank& child, int wait_status);
   void OnSignal(int signal_number);
@@ -280,8 +316,8 @@ Clock::duration Supervisor::Grace() const {
   return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(options_.grace_s));
 }
 
-bool Supervisor::Spawn(int rank, int port) {
-  std::vector<std::string> environment = RankEnvironment(options_, rank, port);
+bool Supervisor::Spawn(int rank, const JobEnvironment& job) {
+  std::vector<std::string> environment = RankEnvironment(options_, rank, job);
   std::vector<std::string> arguments = options_.command;
   std::vector<char*> envp = CStrings(environment);
   std::vector<char*> argv = CStrings(arguments);
@@ -421,13 +457,13 @@ int Supervisor::ExitCode() const {
   return 0;
 }
 
-int Supervisor::Run(int port) {
+int Supervisor::Run(const JobEnvironment& job) {
   if (options_.timeout_s > 0) {
     timeout_at_ =
         Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(options_.timeout_s));
   }
   for (int rank = 0; rank < options_.ranks; ++rank) {
-    if (!Spawn(rank, port)) {
+    if (!Spawn(rank, job)) {
       StopAll("a rank could not be started");
       first_failure_code_ = kExitCannotStart;
       first_failed_rank_ = rank;
@@ -473,17 +509,28 @@ int main(int argc, char** argv) {
   sigprocmask(SIG_BLOCK, &handled, nullptr);
 
   if (options.print_free_port) {
-    const auto port = PickFreePort();
-    if (!port) return 1;
-    std::printf("%d\n", *port);
+    const auto ports = PickFreePorts(1);
+    if (!ports) return 1;
+    std::printf("%d\n", ports->front());
     return 0;
   }
-  int port = options.port;
-  if (port == 0) {
-    const auto free_port = PickFreePort();
-    if (!free_port) return 1;
-    port = *free_port;
+  JobEnvironment job;
+  job.master_port = options.port;
+  if (job.master_port == 0) {
+    const auto ports = PickFreePorts(2);
+    if (!ports) return 1;
+    job.master_port = (*ports)[0];
+    job.store_port = (*ports)[1];
+  }
+  // A secret the user exported is kept: it may be shared with processes this launcher does not start.
+  const char* exported = std::getenv("CKPT_JOB_SECRET");
+  if (exported != nullptr && exported[0] != '\0') {
+    job.secret = exported;
+  } else if (std::optional<std::string> secret = NewJobSecret()) {
+    job.secret = std::move(*secret);
+  } else {
+    return 1;
   }
   Supervisor supervisor(options);
-  return supervisor.Run(port);
+  return supervisor.Run(job);
 }

@@ -96,7 +96,7 @@ func runRanks(role string, ranks int, dir string) error {
 		cmd := exec.CommandContext(ctx, os.Args[0])
 		cmd.Env = append(os.Environ(), roleVariable+"="+role, dirVariable+"="+dir, "RANK="+strconv.Itoa(rank),
 			"WORLD_SIZE="+strconv.Itoa(ranks), "LOCAL_RANK="+strconv.Itoa(rank), "MASTER_ADDR=127.0.0.1",
-			"MASTER_PORT="+strconv.Itoa(port), "CKPT_TIMEOUT_MS=30000",
+			"MASTER_PORT="+strconv.Itoa(port), "CKPT_STORE_PORT="+strconv.Itoa(port), "CKPT_TIMEOUT_MS=30000",
 			"CKPT_ARENA_BYTES="+strconv.Itoa(testArenaBytes))
 		cmd.Stdout = &outputs[rank]
 		cmd.Stderr = &outputs[rank]

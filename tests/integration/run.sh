@@ -5,6 +5,7 @@
 set -euo pipefail
 name=$1 launch=$2 programs=$3 work=$4
 core="$programs/ckpt_scenario_core" async="$programs/ckpt_scenario_async" exchange="$programs/ckpt_scenario_exchange"
+control="$programs/ckpt_scenario_control"
 rm -rf "$work" && mkdir -p "$work"
 ck="$work/ckpt"
 run() { local n=$1 program=$2; shift 2; "$launch" -n "$n" --timeout 60 -- "$program" "$@"; }
@@ -102,6 +103,30 @@ case "$name" in
     fi
     trap 'umount "$work/tmpfs"' EXIT
     run 2 "$async" full-disk "$work/tmpfs/root" ;;
+  mismatched-collectives)  # rank 0 saves while the others load: CKPT_E_MISMATCH everywhere, then in step again
+    run 3 "$control" save-rows "$ck"
+    run 3 "$control" mismatched-collectives "$ck" ;;
+  rank0-dies-mid-save)  # its temporary directory stays, unclaimed, until the next save to the path removes it
+    run 3 "$control" rank0-dies-mid-save "$ck"
+    [ "$(ls -d "$ck".tmp-* 2>/dev/null | wc -l)" = 1 ] || { echo "expected one temporary left by rank 0" >&2; exit 1; }
+    run 2 "$control" save-rows "$ck"
+    if ls -d "$ck".tmp-* 2>/dev/null; then echo "the next save left the dead save's temporary" >&2; exit 1; fi
+    test -f "$ck/MANIFEST" ;;
+  manager-rank0-dies)   # the same under a manager: opening the root again removes it
+    root="$work/root"
+    run 3 "$control" manager-rank0-dies "$root"
+    [ "$(ls -d "$root"/step-000000000007.tmp-* 2>/dev/null | wc -l)" = 1 ] || { echo "expected step 7's temporary" >&2; exit 1; }
+    run 2 "$control" manager-resume "$root"
+    if ls -d "$root"/step-*.tmp-* 2>/dev/null; then echo "the manager left the dead save's temporary" >&2; exit 1; fi
+    test -f "$root/step-000000000008/MANIFEST" ;;
+  stopped-peer)         # a stopped (not dead) rank: the others time out once, naming it
+    run 3 "$control" save-rows "$ck"
+    rc=0
+    out=$(CKPT_TIMEOUT_MS=3000 "$launch" -n 3 --grace 30 --timeout 60 -- "$control" stopped-peer "$ck" 2>&1) || rc=$?
+    echo "$out"
+    # The stopped rank is killed by rank 0 at the end (137); the others must have passed their checks.
+    [ "$rc" = 137 ] || { echo "expected the stopped rank to be killed (137), got $rc" >&2; exit 1; }
+    [ "$(echo "$out" | grep -c "timed out after")" = 2 ] || { echo "not every rank reported the timeout" >&2; exit 1; } ;;
   *) echo "unknown scenario $name" >&2; exit 2 ;;
 esac
 echo "scenario $name: PASS"

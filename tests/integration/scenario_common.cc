@@ -14,7 +14,8 @@ namespace scenario {
 Session::Session(ckpt_log_fn log, void* log_user) {
   ckpt_error_create(&err);
   ckpt_context_options opts = CKPT_CONTEXT_OPTIONS_INIT;
-  opts.timeout_ms = 20000;
+  // CKPT_TIMEOUT_MS, where a scenario sets it, wins: 0 takes the timeout from the environment.
+  opts.timeout_ms = std::getenv("CKPT_TIMEOUT_MS") != nullptr ? 0 : 20000;
   opts.log = log;
   opts.log_user = log_user;
   if (ckpt_context_create(&opts, &ctx, err) != CKPT_OK) Die(-1, ckpt_error_message(err));

@@ -202,9 +202,13 @@ int SaveInvalid(const char* kind, const char* dir) {
     Die(s.rank, "the error does not name the key and the ranks: " + message);
   }
   const std::string path = dir;
+  // Rank 0 removes the temporary directory it claimed once the save is refused, which the other ranks may learn
+  // first: a collective call (a load of nothing, refused alike everywhere) lets rank 0 finish before anyone looks.
+  const std::string absent = path + "-absent";
+  if (ckpt_load(s.ctx, state, absent.c_str(), nullptr, s.err) != CKPT_E_NOT_FOUND) Die(s.rank, "load of nothing");
   const std::string parent = path.substr(0, path.find_last_of('/'));
   const std::string name = path.substr(path.find_last_of('/') + 1);
-  if (DirectoryHasEntryStartingWith(parent, name)) Die(s.rank, "a refused save created " + path + "*");
+  if (DirectoryHasEntryStartingWith(parent, name)) Die(s.rank, "a refused save left " + path + "*");
   if (s.rank == 0) std::printf("%s refused on every rank: %s\n", kind, message.c_str());
   ckpt_state_free(state);
   return 0;

@@ -10,8 +10,11 @@
 namespace ckpt::runtime {
 namespace {
 
-std::string Contribution(const Status& status, const std::string& payload = {}) {
+constexpr char kStep[] = "save (proposals)";
+
+std::string Contribution(const Status& status, const std::string& payload = {}, const std::string& step = kStep) {
   ByteWriter out;
+  out.Bytes(step);
   out.I32(static_cast<int32_t>(status.code()));
   out.Bytes(status.message());
   out.Bytes(payload);
@@ -36,7 +39,7 @@ class FakeControlPlane : public coll::ControlPlane {
 
 TEST(AgreementTest, EveryPayloadComesBackWhenAllRanksSucceed) {
   FakeControlPlane control({Contribution(Status::Ok(), "b"), Contribution(Status::Ok(), "c")});
-  Result<std::vector<std::string>> got = AgreeAndGather(control, Status::Ok(), "a");
+  Result<std::vector<std::string>> got = AgreeAndGather(control, kStep, Status::Ok(), "a");
   ASSERT_TRUE(got.ok()) << got.status().message();
   EXPECT_EQ(*got, (std::vector<std::string>{"a", "b", "c"}));
 }
@@ -44,7 +47,7 @@ TEST(AgreementTest, EveryPayloadComesBackWhenAllRanksSucceed) {
 TEST(AgreementTest, RanksReportingTheSameFailureAreNamedTogetherOnce) {
   const Status corrupt = Corrupt("tensor 'w': checksum mismatch");
   FakeControlPlane control({Contribution(corrupt), Contribution(Status::Ok()), Contribution(corrupt)});
-  const Status got = Agree(control, corrupt);
+  const Status got = Agree(control, kStep, corrupt);
   EXPECT_EQ(got.code(), Code::kCorrupt);
   EXPECT_EQ(got.message(), "ranks 0, 1, 3: tensor 'w': checksum mismatch");
 }
@@ -52,14 +55,14 @@ TEST(AgreementTest, RanksReportingTheSameFailureAreNamedTogetherOnce) {
 TEST(AgreementTest, AnErrorEveryRankAlreadyHoldsIsPassedOnUnwrapped) {
   const Status agreed = Corrupt("ranks 0, 1: tensor 'w': checksum mismatch");
   FakeControlPlane control({Contribution(agreed), Contribution(agreed)});
-  const Status got = Agree(control, agreed);
+  const Status got = Agree(control, kStep, agreed);
   EXPECT_EQ(got.code(), Code::kCorrupt);
   EXPECT_EQ(got.message(), agreed.message());
 }
 
 TEST(AgreementTest, DistinctFailuresKeepTheirRanksAndTheLowestRanksCode) {
   FakeControlPlane control({Contribution(NoSpace("disk full")), Contribution(Timeout("slow"))});
-  const Status got = Agree(control, Status::Ok());
+  const Status got = Agree(control, kStep, Status::Ok());
   EXPECT_EQ(got.code(), Code::kNoSpace);
   EXPECT_EQ(got.message(), "rank 1: disk full; rank 2: slow");
 }
@@ -68,7 +71,7 @@ TEST(AgreementTest, ManyDistinctFailuresAreCountedBeyondAFew) {
   std::vector<std::string> others;
   for (int r = 1; r < 7; ++r) others.push_back(Contribution(IoError("error " + std::to_string(r))));
   FakeControlPlane control(others);
-  const Status got = Agree(control, Status::Ok());
+  const Status got = Agree(control, kStep, Status::Ok());
   EXPECT_NE(got.message().find("rank 4: error 4"), std::string::npos) << got.message();
   EXPECT_EQ(got.message().find("error 5"), std::string::npos) << got.message();
   EXPECT_NE(got.message().find("(and 2 more ranks failed otherwise)"), std::string::npos) << got.message();
@@ -76,9 +79,19 @@ TEST(AgreementTest, ManyDistinctFailuresAreCountedBeyondAFew) {
 
 TEST(AgreementTest, AMalformedContributionIsCorruptNamingTheRank) {
   FakeControlPlane control({"\\x01"});
-  const Status got = Agree(control, Status::Ok());
+  const Status got = Agree(control, kStep, Status::Ok());
   EXPECT_EQ(got.code(), Code::kCorrupt);
   EXPECT_NE(got.message().find("rank 1"), std::string::npos) << got.message();
+}
+
+TEST(AgreementTest, RanksInDifferentCollectiveStepsAllGetMismatchNamingWhatEachCalled) {
+  FakeControlPlane control({Contribution(Status::Ok(), "request", "load (requests)"),
+                            Contribution(Corrupt("not a proposal"), {}, "load (requests)")});
+  const Status got = Agree(control, kStep, Status::Ok());
+  EXPECT_EQ(got.code(), Code::kMismatch);
+  EXPECT_EQ(got.message(),
+            "ranks called different collective operations: rank 0: called save (proposals); ranks 1, 2: called load "
+            "(requests)");
 }
 
 }  // namespace

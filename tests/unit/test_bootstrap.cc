@@ -23,8 +23,17 @@ const char* const kBootstrapVariables[] = {
     "SLURM_PROCID",
     "SLURM_NTASKS",
     "SLURM_LOCALID",
+    "SLURM_JOB_ID",
+    "SLURM_STEP_NODELIST",
+    "SLURM_JOB_NODELIST",
+    "SLURM_NODELIST",
+    "PMI_RANK",
+    "PMI_SIZE",
+    "MPI_LOCALRANKID",
     "MASTER_ADDR",
     "MASTER_PORT",
+    "CKPT_STORE_PORT",
+    "CKPT_JOB_SECRET",
     "CKPT_NODE_NAME",
 };
 
@@ -73,7 +82,8 @@ TEST_F(BootstrapTest, WithoutLauncherIsRankZeroOfOne) {
   EXPECT_EQ(identity.local_rank, 0);
   EXPECT_EQ(identity.source, "default");
   EXPECT_EQ(identity.store_host, "127.0.0.1");
-  EXPECT_EQ(identity.store_port, 29500);
+  EXPECT_EQ(identity.store_port, 29501);  // after torchrun's default MASTER_PORT, never on it
+  EXPECT_EQ(identity.job_secret, "");
   char host[HOST_NAME_MAX + 1] = {};
   ASSERT_EQ(gethostname(host, sizeof host - 1), 0);
   EXPECT_EQ(identity.node_name, host);
@@ -153,7 +163,7 @@ TEST_F(BootstrapTest, StoreAddressAndNodeNameComeFromTheEnvironment) {
   Set("CKPT_NODE_NAME", "rack1-node7");
   const ProcessIdentity identity = Resolve();
   EXPECT_EQ(identity.store_host, "node-a");
-  EXPECT_EQ(identity.store_port, 29600);
+  EXPECT_EQ(identity.store_port, 29601);
   EXPECT_EQ(identity.node_name, "rack1-node7");
 }
 
@@ -163,7 +173,7 @@ TEST_F(BootstrapTest, EmptyVariableCountsAsUnset) {
   Set("MASTER_PORT", "");
   const ProcessIdentity identity = Resolve();
   EXPECT_EQ(identity.source, "default");
-  EXPECT_EQ(identity.store_port, 29500);
+  EXPECT_EQ(identity.store_port, 29501);
 }
 
 TEST_F(BootstrapTest, RejectsValuesThatAreNotWholeIntegers) {
@@ -241,6 +251,61 @@ TEST_F(BootstrapTest, RejectsExplicitRankOutOfRange) {
   EXPECT_NE(ResolveError(request).message().find("rank=4"), std::string::npos);
   request.rank = -3;
   EXPECT_NE(ResolveError(request).message().find("rank=-3"), std::string::npos);
+}
+
+TEST_F(BootstrapTest, TheStoreNeverTakesTheLaunchersOwnPort) {
+  Set("MASTER_PORT", "29500");
+  EXPECT_EQ(Resolve().store_port, 29501);
+  Set("CKPT_STORE_PORT", "40000");
+  EXPECT_EQ(Resolve().store_port, 40000);
+  Set("CKPT_STORE_PORT", "0");
+  EXPECT_NE(ResolveError().message().find("CKPT_STORE_PORT=0"), std::string::npos);
+  unsetenv("CKPT_STORE_PORT");
+  Set("MASTER_PORT", "65535");
+  EXPECT_EQ(Resolve().store_port, 1024);
+}
+
+TEST_F(BootstrapTest, MpichAndIntelMpiRanksAreOneJobNotManyOneRankJobs) {
+  Set("PMI_RANK", "3");
+  Set("PMI_SIZE", "8");
+  Set("MPI_LOCALRANKID", "1");
+  const ProcessIdentity identity = Resolve();
+  EXPECT_EQ(identity.source, "mpich");
+  EXPECT_EQ(identity.rank, 3);
+  EXPECT_EQ(identity.world_size, 8);
+  EXPECT_EQ(identity.local_rank, 1);
+}
+
+TEST_F(BootstrapTest, SlurmAcrossNodesFindsRankZerosNodeAndAPortOfItsJob) {
+  Set("SLURM_PROCID", "5");
+  Set("SLURM_NTASKS", "16");
+  Set("SLURM_JOB_ID", "123456");
+  Set("SLURM_JOB_NODELIST", "gpu[007-010,012],login1");
+  Set("SLURM_STEP_NODELIST", "gpu[008-009]");
+  const ProcessIdentity identity = Resolve();
+  EXPECT_EQ(identity.store_host, "gpu008");  // the step's first node runs task 0
+  EXPECT_EQ(identity.store_port, 20000 + 123456 % 10000);
+  Set("MASTER_ADDR", "head");
+  Set("MASTER_PORT", "7000");
+  EXPECT_EQ(Resolve().store_host, "head");
+  EXPECT_EQ(Resolve().store_port, 7001);
+}
+
+TEST_F(BootstrapTest, FirstHostOfASlurmNodeList) {
+  EXPECT_EQ(FirstHostOfSlurmNodeList("node[07-09,12],gpu-a3").value(), "node07");
+  EXPECT_EQ(FirstHostOfSlurmNodeList("n[1-2]-ib[3-4]").value(), "n1-ib3");
+  EXPECT_EQ(FirstHostOfSlurmNodeList("host").value(), "host");
+  EXPECT_EQ(FirstHostOfSlurmNodeList("a1,a2").value(), "a1");
+  EXPECT_EQ(FirstHostOfSlurmNodeList("node[07").status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(FirstHostOfSlurmNodeList("node[x-y]").status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(FirstHostOfSlurmNodeList("").status().code(), Code::kInvalidArgument);
+}
+
+TEST_F(BootstrapTest, TheJobSecretComesFromTheLauncherAndMustBeLongEnough) {
+  Set("CKPT_JOB_SECRET", "0123456789abcdef0123");
+  EXPECT_EQ(Resolve().job_secret, "0123456789abcdef0123");
+  Set("CKPT_JOB_SECRET", "guessable");
+  EXPECT_NE(ResolveError().message().find("CKPT_JOB_SECRET"), std::string::npos);
 }
 
 }  // namespace

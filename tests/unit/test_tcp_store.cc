@@ -42,7 +42,21 @@ TcpStoreConfig ConfigFor(int rank, int world_size, int port, milliseconds timeou
   config.world_size = world_size;
   config.port = port;
   config.timeout = timeout;
+  config.secret = "secret-of-the-store-tests";
   return config;
+}
+
+// Connects a raw socket to the store and reads its challenge, as any client must before it may say hello.
+int ConnectAndReadChallenge(int port) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address = {};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(static_cast<uint16_t>(port));
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  EXPECT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
+  char challenge[store_wire::kHeaderBytes + 8 + 8 + 32];
+  EXPECT_EQ(recv(fd, challenge, sizeof challenge, MSG_WAITALL), static_cast<ssize_t>(sizeof challenge));
+  return fd;
 }
 
 // Runs ranks 0..ranks_here-1 of a world of `world_size`, each on its own thread with its own store connection.
@@ -247,12 +261,7 @@ TEST(TcpStoreTest, OversizeMessageDropsTheSenderAndSparesTheStore) {
   const int port = PickFreePort();
   RunAllRanks(2, port, [&](TcpStore& store) {
     if (store.rank() == 1) {
-      const int fd = socket(AF_INET, SOCK_STREAM, 0);
-      sockaddr_in address = {};
-      address.sin_family = AF_INET;
-      address.sin_port = htons(static_cast<uint16_t>(port));
-      address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-      ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
+      const int fd = ConnectAndReadChallenge(port);
       ByteWriter header;
       header.U32(static_cast<uint32_t>(store_wire::MessageType::kHello));
       header.U64(uint64_t{1} << 40);
@@ -352,10 +361,10 @@ TEST(TcpStoreAuxiliaryTest, RendezvousSpreadsAnEphemeralPort) {
   for (int r = 0; r < 2; ++r) {
     threads.emplace_back([r, &bound] {
       TcpStoreConfig config = ConfigFor(r, 2, 0);
-      config.rendezvous = [r, &bound](int port) -> Result<std::pair<std::string, int>> {
+      config.rendezvous = [r, &bound](int port, const std::string&) -> Result<StoreAddress> {
         if (r == 0) bound = port;
         while (bound == 0) std::this_thread::sleep_for(milliseconds(1));
-        return std::make_pair(std::string("127.0.0.1"), bound.load());
+        return StoreAddress{"127.0.0.1", bound.load(), "secret-of-the-store-tests"};
       };
       Result<std::unique_ptr<TcpStore>> store = TcpStore::Connect(config);
       ASSERT_TRUE(store.ok()) << store.status().message();

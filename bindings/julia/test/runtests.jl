@@ -330,6 +330,7 @@ end
             command = `$(Base.julia_cmd()) --startup-file=no --project=$PACKAGE_DIR $WORKER $dir`
             environment = ("RANK" => string(rank), "WORLD_SIZE" => "2", "LOCAL_RANK" => string(rank),
                            "MASTER_ADDR" => "127.0.0.1", "MASTER_PORT" => string(Int(port)),
+                           "CKPT_STORE_PORT" => string(Int(port)),
                            "CKPT_TIMEOUT_MS" => "60000")
             run(addenv(command, environment...); wait = false)
         end

@@ -11,7 +11,8 @@ import time
 
 # Launcher variables a test job must not inherit: ckpt must learn ranks from jax.distributed alone.
 _LAUNCHER_VARIABLES = ("MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE",
-                       "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "SLURM_PROCID", "SLURM_NTASKS")
+                       "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "SLURM_PROCID", "SLURM_NTASKS",
+                       "CKPT_STORE_PORT", "CKPT_JOB_SECRET")
 
 
 def free_port():

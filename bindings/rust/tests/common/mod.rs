@@ -103,6 +103,7 @@ fn spawn_rank(role: &str, rank: usize, world_size: usize, port: u16, dir: &Path,
         .env("WORLD_SIZE", world_size.to_string())
         .env("MASTER_ADDR", "127.0.0.1")
         .env("MASTER_PORT", port.to_string())
+        .env("CKPT_STORE_PORT", port.to_string())
         .env("CKPT_TIMEOUT_MS", "30000")
         .env("CKPT_ARENA_BYTES", TEST_ARENA_BYTES.to_string())
         .stdin(Stdio::null())

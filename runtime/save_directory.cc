@@ -1,0 +1,45 @@
+#include "runtime/save_directory.h"
+
+#include "io/claimed_directory.h"
+#include "io/file_io.h"
+
+namespace ckpt::runtime {
+namespace {
+
+std::string ParentOf(const std::string& path) {
+  const size_t slash = path.find_last_of('/');
+  if (slash == std::string::npos) return ".";
+  return slash == 0 ? "/" : path.substr(0, slash);
+}
+
+// The temporaries of saves to `path` that died: "<name>.tmp-*" beside it that no live process claims.
+Status RemoveAbandonedTemporaries(const std::string& path) {
+  const std::string parent = ParentOf(path);
+  const std::string prefix = path.substr(path.find_last_of('/') + 1) + std::string(kTemporaryInfix);
+  Result<std::vector<std::string>> names = io::ListDirectory(parent);
+  if (names.status().code() == Code::kNotFound) return Status::Ok();  // the first save under a new parent
+  RETURN_IF_ERROR(names.status());
+  for (const std::string& name : *names) {
+    if (name.compare(0, prefix.size(), prefix) != 0) continue;
+    const std::string temporary = io::JoinPath(parent, name);
+    if (io::IsClaimed(temporary)) continue;
+    RETURN_IF_ERROR(io::RemoveTree(temporary).WithContext("removing the temporary of a save that died"));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+std::string TemporaryDirectory(const std::string& path, const std::string& save_id) {
+  return path + std::string(kTemporaryInfix) + save_id;
+}
+
+Result<UniqueFd> ClaimSaveDirectory(const std::string& path, const std::string& save_id) {
+  if (io::PathExists(path)) {
+    return AlreadyExists(Quoted(path) + " already exists; a committed checkpoint is never overwritten");
+  }
+  RETURN_IF_ERROR(RemoveAbandonedTemporaries(path));
+  return io::ClaimDirectory(TemporaryDirectory(path, save_id));
+}
+
+}  // namespace ckpt::runtime
