@@ -6,10 +6,14 @@
 Every struct of the old table must still exist, at least as large; every old field must keep its offset and size;
 a new field must start at or after the old struct's end (an old program's struct_size covers its padding, which
 holds whatever its stack held, so a field placed there would read garbage); every old constant must keep its
-value (status codes, dtypes and flags are pinned). Exit 1 lists every problem; exit 0 prints a summary.
+value (status codes, dtypes and flags are pinned), except the release numbers that CKPT_VERSION_MINOR, _PATCH
+and _NUMBER carry. Exit 1 lists every problem; exit 0 prints a summary.
 """
 
 import sys
+
+# Constants that name the header's release rather than part of the ABI: a newer minor release changes them.
+RELEASE_NUMBERS = {"CKPT_VERSION_MINOR", "CKPT_VERSION_PATCH", "CKPT_VERSION_NUMBER"}
 
 
 def read_table(path):
@@ -49,7 +53,7 @@ def problems(old, new):
             found.append(f"new field {struct}.{field} at offset {offset} lies inside the old struct's "
                          f"{old_sizes[struct]} bytes: append it after them")
     for name, value in old_constants.items():
-        if new_constants.get(name) != value:
+        if name not in RELEASE_NUMBERS and new_constants.get(name) != value:
             found.append(f"{name} was {value}, now {new_constants.get(name, 'missing')}")
     return found
 
@@ -64,7 +68,8 @@ def main(argv):
         print(f"{argv[2]}: {problem}", file=sys.stderr)
     if found:
         return 1
-    print(f"ABI kept: {len(old[0])} structs, {len(old[1])} fields and {len(old[2])} constants of {argv[1]} "
+    pinned = len(set(old[2]) - RELEASE_NUMBERS)
+    print(f"ABI kept: {len(old[0])} structs, {len(old[1])} fields and {pinned} pinned constants of {argv[1]} "
           f"unchanged in {argv[2]}")
     return 0
 
