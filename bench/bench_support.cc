@@ -101,7 +101,7 @@ ErrorPtr MakeError() {
 
 ContextPtr MakeContext(int32_t transport, ckpt_error_t* err) {
   ckpt_context_options options;
-  ckpt_context_options_init(&options);
+  ckpt_context_options_init(&options, sizeof options);
   options.transport = transport;
   ckpt_context_t* ctx = nullptr;
   Check(ckpt_context_create(&options, &ctx, err), err, "ckpt_context_create");
@@ -123,7 +123,7 @@ StatePtr MakeStateOver(const std::vector<void*>& block_data, const RankLayout& l
     const uint64_t local_shape[2] = {block.rows, kColumns};
     const uint64_t offset[2] = {block.first_row, 0};
     ckpt_tensor_shard shard;
-    ckpt_tensor_shard_init(&shard);
+    ckpt_tensor_shard_init(&shard, sizeof shard);
     shard.key = key.c_str();
     shard.dtype = CKPT_DTYPE_F32;
     shard.ndim = 2;

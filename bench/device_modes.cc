@@ -122,7 +122,7 @@ void RunCudaProbe() {
   const uint64_t shape[1] = {1};
   const uint64_t offset[1] = {0};
   ckpt_tensor_shard shard;
-  ckpt_tensor_shard_init(&shard);
+  ckpt_tensor_shard_init(&shard, sizeof shard);
   shard.key = "bench.cuda_probe";
   shard.dtype = CKPT_DTYPE_F32;
   shard.ndim = 1;

@@ -39,7 +39,7 @@ static void describe(rank_tensors* t, int rank, int world_size) {
   t->weight_local_shape[0] = end_row - first_row;
   t->weight_local_shape[1] = WEIGHT_COLS;
 
-  ckpt_tensor_shard_init(&t->weight_shard);
+  ckpt_tensor_shard_init(&t->weight_shard, sizeof t->weight_shard);
   t->weight_shard.key = "weight";
   t->weight_shard.dtype = CKPT_DTYPE_F32;
   t->weight_shard.ndim = 2;
@@ -50,7 +50,7 @@ static void describe(rank_tensors* t, int rank, int world_size) {
   t->weight_shard.data_size = (end_row - first_row) * WEIGHT_COLS * sizeof(float);
 
   t->bias_replica[0] = (uint32_t)rank;
-  ckpt_tensor_shard_init(&t->bias_shard);
+  ckpt_tensor_shard_init(&t->bias_shard, sizeof t->bias_shard);
   t->bias_shard.key = "bias";
   t->bias_shard.dtype = CKPT_DTYPE_I64;
   t->bias_shard.ndim = 1;

@@ -194,7 +194,7 @@ typedef struct example_shard {
 /* Describes the box (offset, shape) of tensor `key` and gives it a zeroed buffer. */
 static inline void example_shard_box(example_shard* s, const char* key, int32_t dtype, uint32_t ndim,
                                      const uint64_t* global_shape, const uint64_t* offset, const uint64_t* shape) {
-  ckpt_tensor_shard_init(&s->shard);
+  ckpt_tensor_shard_init(&s->shard, sizeof s->shard);
   memcpy(s->global_shape, global_shape, ndim * sizeof(uint64_t));
   memcpy(s->global_offset, offset, ndim * sizeof(uint64_t));
   memcpy(s->local_shape, shape, ndim * sizeof(uint64_t));

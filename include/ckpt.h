@@ -10,8 +10,12 @@
  * Conventions
  * - Every function that can fail returns an int32_t status (CKPT_OK or a CKPT_E_* code) and, when `err` is not
  *   NULL, fills it with a message naming what is wrong (which key, rank, file, offset).
- * - Options and info structs start with `struct_size`; initialise them with their *_INIT macro (or *_init function)
- *   so that fields appended later keep their defaults. A NULL options pointer means defaults.
+ * - Options and info structs start with `struct_size`; initialise them with their *_INIT macro or *_init function,
+ *   both of which record the caller's sizeof, so that fields appended later keep their defaults and the library
+ *   never writes past the caller's struct. A NULL options pointer means defaults.
+ * - A program built against an older ckpt.h runs unchanged with a newer libckpt of the same major version. The
+ *   exported symbols carry ELF versions (CKPT_0, CKPT_1, ...: runtime/libckpt.map); a program built against this
+ *   header needs a library that provides CKPT_1, and the dynamic loader refuses to start it otherwise.
  * - Handles are opaque; every *_free accepts NULL.
  * - "Collective" means every rank of the context must make the same call, in the same order.
  * - Thread safety: distinct handles may be used from distinct threads; one handle must not be used by two
@@ -51,24 +55,47 @@ CKPT_API const char* ckpt_version_string(void);
 /* Status codes and error objects                                                                                */
 /* ------------------------------------------------------------------------------------------------------------ */
 
-/* Pinned: these numbers never change. */
+/* Pinned: these numbers never change. Each code says what the caller should do next; the message in the error
+ * object says which key, rank, file or offset. */
 #define CKPT_OK 0
-#define CKPT_E_INVALID_ARGUMENT 1 /* the call's arguments or the registered state are wrong: fix the caller */
-#define CKPT_E_NOT_FOUND 2        /* a checkpoint, key or file does not exist */
-#define CKPT_E_ALREADY_EXISTS 3   /* the save target is already a committed checkpoint: choose another path */
-#define CKPT_E_MISMATCH                                                                                    \
-  4                           /* ranks disagree, or the state disagrees with the checkpoint (dtype, shape, \
-                                 gaps, overlaps, missing or unexpected keys) */
-#define CKPT_E_CORRUPT 5      /* a checksum failed, a file is truncated, or the manifest is malformed */
-#define CKPT_E_VERSION 6      /* the checkpoint was written by a newer, incompatible format version */
-#define CKPT_E_IO 7           /* the operating system refused an I/O call; the message has errno's text */
-#define CKPT_E_NO_SPACE 8     /* the file system is full (ENOSPC, EDQUOT) */
-#define CKPT_E_TIMEOUT 9      /* a peer did not answer in time; the message names the ranks waited for */
-#define CKPT_E_PEER_FAILED 10 /* another rank died or failed; the message names it */
-#define CKPT_E_UNSUPPORTED 11 /* valid but not supported by this build or this machine */
-#define CKPT_E_NO_MEMORY 12   /* an allocation failed */
-#define CKPT_E_IN_PROGRESS 13 /* ckpt_request_test: not finished yet; call again later */
-#define CKPT_E_INTERNAL 14    /* a bug in ckpt: please report the message */
+/* The call's arguments or the registered state are wrong. Fix the caller: the same call fails the same way. */
+#define CKPT_E_INVALID_ARGUMENT 1
+/* A checkpoint, key, step or file does not exist. Check the path or key; from ckpt_manager_load_latest it means
+ * there is nothing to resume from: start fresh. */
+#define CKPT_E_NOT_FOUND 2
+/* The save target is already a committed checkpoint, which ckpt never overwrites: save to another path. */
+#define CKPT_E_ALREADY_EXISTS 3
+/* Ranks disagree, or the state disagrees with the checkpoint (dtype, shape, gaps, overlaps, missing or unexpected
+ * keys). Fix the registered state or the load options (strictness, CKPT_SHARD_ALLOW_SHAPE_MISMATCH), then call
+ * again: the context stays usable. */
+#define CKPT_E_MISMATCH 4
+/* A checksum failed, a file is truncated, or the manifest is malformed. The checkpoint is damaged and retrying
+ * reads the same bytes: load another one (an earlier step). */
+#define CKPT_E_CORRUPT 5
+/* The checkpoint was written by a newer, incompatible format version: read it with a newer ckpt. */
+#define CKPT_E_VERSION 6
+/* The operating system refused an I/O call; the message has errno's text. Fix the path, permissions or mount;
+ * a transient failure (a network file system) may pass when retried. */
+#define CKPT_E_IO 7
+/* The file system is full (ENOSPC, EDQUOT); the failed save left nothing behind. Free space (fewer kept steps,
+ * another directory), then save again. */
+#define CKPT_E_NO_SPACE 8
+/* A peer or an I/O worker did not answer in time; the message names whom. After a collective call the ranks are
+ * out of step: free the context on every rank and create new ones (in practice, restart the job from its last
+ * committed checkpoint), with a larger timeout_ms if the peers were only slow. */
+#define CKPT_E_TIMEOUT 9
+/* Another rank died or failed; the message names it. The context cannot be used for collectives any more: free
+ * it and restart the job (every rank creates a new context) from its last committed checkpoint. */
+#define CKPT_E_PEER_FAILED 10
+/* Valid, but not supported by this build or this machine (a transport, CUDA memory, a newer struct). Choose
+ * another option or install what the message names; retrying does not help. */
+#define CKPT_E_UNSUPPORTED 11
+/* An allocation failed. Free memory (a smaller arena_bytes, fewer I/O workers), then retry. */
+#define CKPT_E_NO_MEMORY 12
+/* ckpt_request_test or ckpt_request_wait: the request is still running, which is no failure. Call again later. */
+#define CKPT_E_IN_PROGRESS 13
+/* A bug in ckpt. Report the message; free the context, as its state is unknown. */
+#define CKPT_E_INTERNAL 14
 
 /* A short constant description of a status code ("CKPT_E_CORRUPT: ..."); never NULL. */
 CKPT_API const char* ckpt_status_string(int32_t status);
@@ -149,8 +176,12 @@ typedef struct ckpt_context_options {
     (uint32_t)sizeof(ckpt_context_options), -1, -1, -1, NULL, -1, 0, NULL, NULL, NULL, NULL, NULL, -1, 0, \
         CKPT_TRANSPORT_DEFAULT                                                                            \
   }
-/* Fills `opts` exactly as CKPT_CONTEXT_OPTIONS_INIT does. */
-CKPT_API void ckpt_context_options_init(ckpt_context_options* opts);
+/* The *_init functions fill the first `struct_size` bytes of a struct exactly as its *_INIT macro does (with
+ * struct_size = the size passed): pass sizeof of the caller's struct. Returns CKPT_OK, CKPT_E_INVALID_ARGUMENT
+ * (the pointer is NULL, or struct_size is smaller than any version of the struct) or CKPT_E_UNSUPPORTED
+ * (struct_size is larger than this library's struct: the program was built against a newer ckpt.h than the
+ * library it runs with); on failure nothing is written. */
+CKPT_API int32_t ckpt_context_options_init(ckpt_context_options* opts, uint32_t struct_size);
 
 /* Collective. Creates this rank's context, connects to the other ranks (rank 0 hosts the store and waits up to
  * the timeout for all of them; a one-rank job needs no network), and starts its I/O workers. Returns CKPT_OK,
@@ -260,7 +291,7 @@ typedef struct ckpt_tensor_shard {
 
 #define CKPT_TENSOR_SHARD_INIT \
   { (uint32_t)sizeof(ckpt_tensor_shard), NULL, 0, 0, NULL, NULL, NULL, 0, NULL, 0, 0, 0, CKPT_MEMORY_HOST, 0, NULL, 0 }
-CKPT_API void ckpt_tensor_shard_init(ckpt_tensor_shard* shard);
+CKPT_API int32_t ckpt_tensor_shard_init(ckpt_tensor_shard* shard, uint32_t struct_size);
 
 typedef struct ckpt_state ckpt_state_t;
 
@@ -312,7 +343,7 @@ typedef struct ckpt_save_options {
 
 #define CKPT_SAVE_OPTIONS_INIT \
   { (uint32_t)sizeof(ckpt_save_options), 0, NULL, NULL }
-CKPT_API void ckpt_save_options_init(ckpt_save_options* opts);
+CKPT_API int32_t ckpt_save_options_init(ckpt_save_options* opts, uint32_t struct_size);
 
 /* Collective. Saves `state` (the same structure of keys on every rank is not required; each rank registers what
  * it holds) as the checkpoint directory `path` on storage every rank can reach. Before any byte is written, all
@@ -358,7 +389,7 @@ typedef struct ckpt_load_options {
 
 #define CKPT_LOAD_OPTIONS_INIT \
   { (uint32_t)sizeof(ckpt_load_options), CKPT_STRICT_FAIL, CKPT_STRICT_LOG }
-CKPT_API void ckpt_load_options_init(ckpt_load_options* opts);
+CKPT_API int32_t ckpt_load_options_init(ckpt_load_options* opts, uint32_t struct_size);
 
 /* Collective. Fills every registered buffer of `state` from the checkpoint at `path`, whatever layout and number of
  * ranks saved it; flattened and regular shards mix freely. Every block read is checked against its checksum. A
@@ -382,7 +413,7 @@ typedef struct ckpt_manager_options {
 } ckpt_manager_options;
 #define CKPT_MANAGER_OPTIONS_INIT \
   { (uint32_t)sizeof(ckpt_manager_options), 0, 0 }
-CKPT_API void ckpt_manager_options_init(ckpt_manager_options* opts);
+CKPT_API int32_t ckpt_manager_options_init(ckpt_manager_options* opts, uint32_t struct_size);
 
 /* Collective. Opens (creating) the root directory `root`, whose steps live in `root`/step-<12-digit step>. Rank 0
  * removes what crashed runs left behind (uncommitted step directories). */

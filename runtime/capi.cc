@@ -1,28 +1,27 @@
-// The only implementation of include/ckpt.h: converts C arguments into the C++ core's types, and the core's Status
-// into status codes and error objects. No exception crosses this boundary.
+// The implementation of include/ckpt.h, with capi_options.cc (the init functions) and capi_reader.cc (the reader):
+// converts C arguments into the C++ core's types, and the core's Status into status codes and error objects
+// (capi_internal.h). No exception crosses this boundary.
 #include <algorithm>
 #include <cstring>
 #include <memory>
-#include <new>
 #include <string>
 
 #include "ckpt.h"
+#include "runtime/capi_internal.h"
 #include "runtime/context.h"
 #include "runtime/dtype.h"
 #include "runtime/load.h"
 #include "runtime/manager_session.h"
-#include "runtime/reader.h"
 #include "runtime/save.h"
 #include "runtime/state.h"
 
-using ckpt::Code;
 using ckpt::Status;
+using ckpt::capi::CopyOptions;
+using ckpt::capi::FillInfo;
+using ckpt::capi::Guard;
+using ckpt::capi::NullArgument;
+using ckpt::capi::ToShape;
 namespace rt = ckpt::runtime;
-
-struct ckpt_error {
-  int32_t status = CKPT_OK;
-  std::string message;
-};
 
 struct ckpt_context {
   std::unique_ptr<rt::Context> impl;
@@ -40,67 +39,10 @@ struct ckpt_manager {
   std::unique_ptr<rt::ManagerSession> impl;
 };
 
-struct ckpt_reader {
-  std::unique_ptr<rt::CheckpointReader> impl;
-};
-
 namespace {
 
 constexpr uint32_t kMaxReplicaNdim = 16;
 constexpr uint32_t kKnownShardFlags = CKPT_SHARD_FLATTENED | CKPT_SHARD_ALLOW_SHAPE_MISMATCH;
-
-int32_t Report(ckpt_error_t* err, const Status& status) {
-  if (err != nullptr) {
-    err->status = static_cast<int32_t>(status.code());
-    err->message = status.message();
-  }
-  return static_cast<int32_t>(status.code());
-}
-
-// Runs `fn` (returning Status) and reports its outcome; exceptions become CKPT_E_NO_MEMORY or CKPT_E_INTERNAL.
-template <typename Fn>
-int32_t Guard(ckpt_error_t* err, Fn&& fn) {
-  try {
-    return Report(err, fn());
-  } catch (const std::bad_alloc&) {
-    return Report(err, Status(Code::kNoMemory, "out of memory"));
-  } catch (const std::exception& e) {
-    return Report(err, ckpt::Internal(std::string("unexpected exception: ") + e.what()));
-  } catch (...) {
-    return Report(err, ckpt::Internal("unexpected exception"));
-  }
-}
-
-// Copies the caller's options over `defaults`, at most the caller's struct_size bytes (older callers pass a smaller
-// struct; newer fields keep their defaults).
-template <typename Options>
-Status CopyOptions(const Options* user, Options* out, const char* name) {
-  if (user == nullptr) return Status::Ok();
-  if (user->struct_size < sizeof(uint32_t)) {
-    return ckpt::InvalidArgument(std::string(name) + ".struct_size is " + std::to_string(user->struct_size) +
-                                 ": initialise the struct with its _INIT macro");
-  }
-  std::memcpy(out, user, std::min<size_t>(user->struct_size, sizeof(Options)));
-  out->struct_size = sizeof(Options);
-  return Status::Ok();
-}
-
-// Copies `full` into the caller's info struct, at most the caller's struct_size bytes, keeping its struct_size.
-template <typename Info>
-Status FillInfo(const Info& full, Info* out, const char* name) {
-  const uint32_t caller_size = out->struct_size;
-  if (caller_size < sizeof(uint32_t)) {
-    return ckpt::InvalidArgument(std::string(name) + ".struct_size is " + std::to_string(caller_size) +
-                                 ": initialise the struct with its _INIT macro");
-  }
-  std::memcpy(out, &full, std::min<size_t>(caller_size, sizeof(Info)));
-  out->struct_size = caller_size;
-  return Status::Ok();
-}
-
-Status NullArgument(const char* name) { return ckpt::InvalidArgument(std::string(name) + " is NULL"); }
-
-rt::Shape ToShape(const uint64_t* values, uint32_t n) { return n == 0 ? rt::Shape() : rt::Shape(values, values + n); }
 
 Status ConvertShard(const ckpt_tensor_shard& c, rt::TensorShard* out) {
   if (c.key == nullptr) return NullArgument("shard key");
@@ -238,10 +180,6 @@ const char* ckpt_error_message(const ckpt_error_t* err) { return err ? err->mess
 
 /* Context ------------------------------------------------------------------------------------------------------ */
 
-void ckpt_context_options_init(ckpt_context_options* opts) {
-  if (opts) *opts = ckpt_context_options CKPT_CONTEXT_OPTIONS_INIT;
-}
-
 int32_t ckpt_context_create(const ckpt_context_options* user_opts, ckpt_context_t** out, ckpt_error_t* err) {
   return Guard(err, [&]() -> Status {
     if (out == nullptr) return NullArgument("out");
@@ -314,10 +252,6 @@ int32_t ckpt_context_stats_get(const ckpt_context_t* ctx, ckpt_context_stats* st
 uint32_t ckpt_dtype_size(int32_t dtype) { return rt::DTypeSize(dtype); }
 
 const char* ckpt_dtype_name(int32_t dtype) { return rt::DTypeName(dtype); }
-
-void ckpt_tensor_shard_init(ckpt_tensor_shard* shard) {
-  if (shard) *shard = ckpt_tensor_shard CKPT_TENSOR_SHARD_INIT;
-}
 
 int32_t ckpt_state_create(ckpt_state_t** out, ckpt_error_t* err) {
   return Guard(err, [&]() -> Status {
@@ -399,10 +333,6 @@ int32_t ckpt_state_object(const ckpt_state_t* state, const char* key, const uint
 
 /* Save --------------------------------------------------------------------------------------------------------- */
 
-void ckpt_save_options_init(ckpt_save_options* opts) {
-  if (opts) *opts = ckpt_save_options CKPT_SAVE_OPTIONS_INIT;
-}
-
 int32_t ckpt_save(ckpt_context_t* ctx, ckpt_state_t* state, const char* path, const ckpt_save_options* user_opts,
                   ckpt_request_t** request, ckpt_error_t* err) {
   return Guard(err, [&]() -> Status {
@@ -435,10 +365,6 @@ void ckpt_request_free(ckpt_request_t* request) {
 
 /* Load --------------------------------------------------------------------------------------------------------- */
 
-void ckpt_load_options_init(ckpt_load_options* opts) {
-  if (opts) *opts = ckpt_load_options CKPT_LOAD_OPTIONS_INIT;
-}
-
 int32_t ckpt_load(ckpt_context_t* ctx, ckpt_state_t* state, const char* path, const ckpt_load_options* user_opts,
                   ckpt_error_t* err) {
   return Guard(err, [&]() -> Status {
@@ -450,10 +376,6 @@ int32_t ckpt_load(ckpt_context_t* ctx, ckpt_state_t* state, const char* path, co
 }
 
 /* Manager ------------------------------------------------------------------------------------------------------ */
-
-void ckpt_manager_options_init(ckpt_manager_options* opts) {
-  if (opts) *opts = ckpt_manager_options CKPT_MANAGER_OPTIONS_INIT;
-}
 
 int32_t ckpt_manager_open(ckpt_context_t* ctx, const char* root, const ckpt_manager_options* user_opts,
                           ckpt_manager_t** out, ckpt_error_t* err) {
@@ -531,150 +453,6 @@ int32_t ckpt_manager_step_path(const ckpt_manager_t* manager, uint64_t step, cha
     std::memcpy(buffer, path.c_str(), path.size() + 1);
     return Status::Ok();
   });
-}
-
-/* Reader ------------------------------------------------------------------------------------------------------- */
-
-int32_t ckpt_reader_open(const char* path, ckpt_reader_t** out, ckpt_error_t* err) {
-  return Guard(err, [&]() -> Status {
-    if (path == nullptr || out == nullptr) return NullArgument("path or out");
-    *out = nullptr;
-    ASSIGN_OR_RETURN(std::unique_ptr<rt::CheckpointReader> impl, rt::CheckpointReader::Open(path));
-    *out = new ckpt_reader{std::move(impl)};
-    return Status::Ok();
-  });
-}
-
-void ckpt_reader_free(ckpt_reader_t* reader) { delete reader; }
-
-int32_t ckpt_reader_info(const ckpt_reader_t* reader, ckpt_checkpoint_info* info, ckpt_error_t* err) {
-  return Guard(err, [&]() -> Status {
-    if (reader == nullptr || info == nullptr) return NullArgument("reader or info");
-    const rt::Manifest& m = reader->impl->manifest();
-    ckpt_checkpoint_info full = CKPT_CHECKPOINT_INFO_INIT;
-    full.format_major = m.format_major;
-    full.format_minor = m.format_minor;
-    full.world_size = m.world_size;
-    full.node_count = m.node_count;
-    full.tensor_count = m.tensors.size();
-    full.object_count = m.objects.size();
-    full.common_count = m.common.size();
-    full.metadata_count = m.metadata.size();
-    full.file_count = m.files.size();
-    for (const auto& t : m.tensors) {
-      for (const auto& c : t.chunks) full.total_bytes += c.bytes.byte_length;
-    }
-    for (const auto& o : m.objects) {
-      for (const auto& p : o.pieces) full.total_bytes += p.bytes.byte_length;
-    }
-    return FillInfo(full, info, "ckpt_checkpoint_info");
-  });
-}
-
-int32_t ckpt_reader_tensor(const ckpt_reader_t* reader, uint64_t index, ckpt_tensor_info* info, ckpt_error_t* err) {
-  return Guard(err, [&]() -> Status {
-    if (reader == nullptr || info == nullptr) return NullArgument("reader or info");
-    const auto& tensors = reader->impl->manifest().tensors;
-    if (index >= tensors.size()) return ckpt::NotFound("tensor index " + std::to_string(index) + " out of range");
-    const rt::TensorRecord& t = tensors[index];
-    ckpt_tensor_info full = CKPT_TENSOR_INFO_INIT;
-    full.key = t.key.c_str();
-    full.dtype = t.dtype;
-    full.ndim = static_cast<uint32_t>(t.shape.size());
-    std::copy(t.shape.begin(), t.shape.end(), full.shape);
-    full.chunk_count = t.chunks.size();
-    return FillInfo(full, info, "ckpt_tensor_info");
-  });
-}
-
-int32_t ckpt_reader_chunk(const ckpt_reader_t* reader, uint64_t tensor_index, uint64_t chunk_index,
-                          ckpt_chunk_info* info, ckpt_error_t* err) {
-  return Guard(err, [&]() -> Status {
-    if (reader == nullptr || info == nullptr) return NullArgument("reader or info");
-    const rt::Manifest& m = reader->impl->manifest();
-    if (tensor_index >= m.tensors.size() || chunk_index >= m.tensors[tensor_index].chunks.size()) {
-      return ckpt::NotFound("chunk " + std::to_string(chunk_index) + " of tensor " + std::to_string(tensor_index) +
-                            " does not exist");
-    }
-    const rt::ChunkRecord& c = m.tensors[tensor_index].chunks[chunk_index];
-    ckpt_chunk_info full = CKPT_CHUNK_INFO_INIT;
-    full.ndim = static_cast<uint32_t>(c.box.ndim());
-    std::copy(c.box.offset.begin(), c.box.offset.end(), full.offset);
-    std::copy(c.box.shape.begin(), c.box.shape.end(), full.shape);
-    full.file = m.files[c.bytes.file_index].name.c_str();
-    full.file_offset = c.bytes.file_offset;
-    full.byte_length = c.bytes.byte_length;
-    return FillInfo(full, info, "ckpt_chunk_info");
-  });
-}
-
-int32_t ckpt_reader_read(ckpt_reader_t* reader, const char* key, uint32_t ndim, const uint64_t* offset,
-                         const uint64_t* shape, void* buffer, uint64_t buffer_size, ckpt_error_t* err) {
-  return Guard(err, [&]() -> Status {
-    if (reader == nullptr || key == nullptr) return NullArgument("reader or key");
-    if (ndim > CKPT_MAX_NDIM) return ckpt::InvalidArgument("ndim exceeds 8");
-    if (ndim > 0 && (offset == nullptr || shape == nullptr)) return NullArgument("offset or shape");
-    if (buffer == nullptr && buffer_size != 0) return NullArgument("buffer");
-    return reader->impl->ReadBox(key, rt::Box{ToShape(offset, ndim), ToShape(shape, ndim)}, buffer, buffer_size);
-  });
-}
-
-int32_t ckpt_reader_common_at(const ckpt_reader_t* reader, uint64_t index, const char** key, const void** data,
-                              uint64_t* size, ckpt_error_t* err) {
-  return Guard(err, [&]() -> Status {
-    if (reader == nullptr || key == nullptr || data == nullptr || size == nullptr) {
-      return NullArgument("reader, key, data or size");
-    }
-    const auto& common = reader->impl->manifest().common;
-    if (index >= common.size()) return ckpt::NotFound("common index " + std::to_string(index) + " out of range");
-    ASSIGN_OR_RETURN(const std::string* bytes, reader->impl->Common(common[index].key));
-    *key = common[index].key.c_str();
-    *data = bytes->data();
-    *size = bytes->size();
-    return Status::Ok();
-  });
-}
-
-int32_t ckpt_reader_common(const ckpt_reader_t* reader, const char* key, const void** data, uint64_t* size,
-                           ckpt_error_t* err) {
-  return Guard(err, [&]() -> Status {
-    if (reader == nullptr || key == nullptr || data == nullptr || size == nullptr) {
-      return NullArgument("reader, key, data or size");
-    }
-    ASSIGN_OR_RETURN(const std::string* bytes, reader->impl->Common(key));
-    *data = bytes->data();
-    *size = bytes->size();
-    return Status::Ok();
-  });
-}
-
-int32_t ckpt_reader_metadata(const ckpt_reader_t* reader, const char* key, const char** value, ckpt_error_t* err) {
-  return Guard(err, [&]() -> Status {
-    if (reader == nullptr || key == nullptr || value == nullptr) return NullArgument("reader, key or value");
-    for (const auto& [k, v] : reader->impl->manifest().metadata) {
-      if (k == key) {
-        *value = v.c_str();
-        return Status::Ok();
-      }
-    }
-    return ckpt::NotFound(std::string("metadata '") + key + "' not found");
-  });
-}
-
-int32_t ckpt_reader_metadata_at(const ckpt_reader_t* reader, uint64_t index, const char** key, const char** value,
-                                ckpt_error_t* err) {
-  return Guard(err, [&]() -> Status {
-    if (reader == nullptr || key == nullptr || value == nullptr) return NullArgument("reader, key or value");
-    const auto& metadata = reader->impl->manifest().metadata;
-    if (index >= metadata.size()) return ckpt::NotFound("metadata index " + std::to_string(index) + " out of range");
-    *key = metadata[index].first.c_str();
-    *value = metadata[index].second.c_str();
-    return Status::Ok();
-  });
-}
-
-int32_t ckpt_reader_verify(ckpt_reader_t* reader, ckpt_error_t* err) {
-  return Guard(err, [&]() -> Status { return reader ? reader->impl->Verify() : NullArgument("reader"); });
 }
 
 }  // extern "C"

@@ -21,3 +21,5 @@ set_tests_properties(go_binding PROPERTIES TIMEOUT 600 ENVIRONMENT
   "CGO_LDFLAGS=-L$<TARGET_FILE_DIR:ckpt> -Wl,-rpath,$<TARGET_FILE_DIR:ckpt>;\
 CGO_CFLAGS=-g -O2 -DCKPT_GO_HEADER_SHA256=${ckpt_go_header_hash};\
 GOFLAGS=-mod=mod;GOPROXY=off;GOTOOLCHAIN=local;GOCACHE=${ckpt_go_cache}/build;GOPATH=${ckpt_go_cache}/path")
+# abi_test.go compares the structs and constants cgo compiled with the ABI table of ckpt.h.
+set_property(TEST go_binding APPEND PROPERTY ENVIRONMENT CKPT_ABI_TABLE=${CKPT_ABI_TABLE})

@@ -33,12 +33,19 @@ test "$code" -eq 1 && echo "$out" | grep -q "ckpt_load passes 5 argument(s), the
            COMMAND ${Python3_EXECUTABLE} ${CKPT_JULIA_SIGNATURE_CHECK} --self-test
                    ${PROJECT_SOURCE_DIR}/include/ckpt.h ${CKPT_JULIA_PACKAGE}/src)
   set_tests_properties(julia_signatures_self_test PROPERTIES TIMEOUT 30)
+
+  # Every struct of the Julia sources has the C layout and every constant its value, as the ABI table says; the
+  # self-test first proves that a moved field, a renumbered constant, an added field and an added constant fail it.
+  add_test(NAME julia_layouts_match_abi_table
+           COMMAND ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/tools/check_julia_layouts.py --self-test
+                   ${CKPT_ABI_TABLE} ${CKPT_JULIA_PACKAGE}/src)
+  set_tests_properties(julia_layouts_match_abi_table PROPERTIES TIMEOUT 30)
 endif()
 
 find_program(CKPT_JULIA julia)
 if(CKPT_JULIA)
   add_test(NAME julia_binding
-           COMMAND ${CMAKE_COMMAND} -E env CKPT_LIB=$<TARGET_FILE:ckpt> CKPT_TIMEOUT_MS=60000
+           COMMAND ${CMAKE_COMMAND} -E env CKPT_LIB=$<TARGET_FILE:ckpt> CKPT_ABI_TABLE=${CKPT_ABI_TABLE} CKPT_TIMEOUT_MS=60000
                    ${CKPT_JULIA} --startup-file=no --project=${CKPT_JULIA_PACKAGE}
                    ${CKPT_JULIA_PACKAGE}/test/runtests.jl)
   # The first run precompiles the package and starts two more Julia processes.

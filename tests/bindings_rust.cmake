@@ -8,7 +8,7 @@ if(CKPT_CARGO)
            COMMAND ${CKPT_CARGO} test --manifest-path ${PROJECT_SOURCE_DIR}/bindings/rust/Cargo.toml
                    --target-dir ${CMAKE_CURRENT_BINARY_DIR}/rust-target)
   set_tests_properties(rust_binding PROPERTIES
-                       ENVIRONMENT "CKPT_LIB_DIR=$<TARGET_FILE_DIR:ckpt>;CARGO_NET_OFFLINE=true"
+                       ENVIRONMENT "CKPT_LIB_DIR=$<TARGET_FILE_DIR:ckpt>;CKPT_ABI_TABLE=${CKPT_ABI_TABLE};CARGO_NET_OFFLINE=true"
                        TIMEOUT 600)
 else()
   add_test(NAME rust_binding COMMAND sh -c "echo 'cargo not found: Rust binding not tested'; exit 77")

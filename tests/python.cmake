@@ -30,7 +30,7 @@ function(ckpt_python_test name selector)
            COMMAND ${Python3_EXECUTABLE} -m pytest -q -p no:cacheprovider ${CKPT_PYTHON_SOURCE}/tests/${selector}
            WORKING_DIRECTORY ${CKPT_PYTHON_SOURCE}/tests)
   set_tests_properties(${name} PROPERTIES TIMEOUT 300 ENVIRONMENT
-                       "CKPT_LIB=$<TARGET_FILE:ckpt>;PYTHONPATH=${CKPT_PYTHON_SOURCE}/src;CKPT_LAUNCH=$<TARGET_FILE:ckpt-launch>;CKPT_TIMEOUT_MS=60000;JAX_PLATFORMS=cpu")
+                       "CKPT_LIB=$<TARGET_FILE:ckpt>;CKPT_ABI_TABLE=${CKPT_ABI_TABLE};PYTHONPATH=${CKPT_PYTHON_SOURCE}/src;CKPT_LAUNCH=$<TARGET_FILE:ckpt-launch>;CKPT_TIMEOUT_MS=60000;JAX_PLATFORMS=cpu")
 endfunction()
 
 ckpt_python_test(python_abi test_abi.py)

@@ -8,6 +8,7 @@ packages=(
   liburing-dev libucx-dev ucx-utils capnproto libcapnp-dev libxxhash-dev libisal-dev libssl-dev
   libgtest-dev libgmock-dev libbenchmark-dev fio openmpi-bin libopenmpi-dev
   python3 python3-venv
+  abigail-tools  # abidiff: the ABI of libckpt against the previous release's (tests/abi.cmake)
 )
 
 # Toolchains for the Rust and Go bindings' tests, from Debian unless a newer one is already on the PATH.

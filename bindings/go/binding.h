@@ -1,6 +1,5 @@
 /* The header's *_INIT macros as functions, since cgo cannot expand brace initialisers. The binding builds its
- * structs with these, never with the library's *_init functions: those write the loaded library's struct size,
- * which a newer library could make larger than the struct compiled here. */
+ * structs with these: the defaults and struct_size of the header it was compiled against. */
 #ifndef CKPT_GO_BINDING_H
 #define CKPT_GO_BINDING_H
 

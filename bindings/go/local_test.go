@@ -6,15 +6,6 @@ import (
 	"testing"
 )
 
-func TestOptionsStructSizesMatchLibraryInit(t *testing.T) {
-	for _, size := range structSizes() {
-		if size.binding == 0 || size.binding != size.library {
-			t.Errorf("%s: the header's _INIT gives struct_size %d, the library's init %d", size.name, size.binding,
-				size.library)
-		}
-	}
-}
-
 func TestErrorMatchesSentinelOfItsStatusOnly(t *testing.T) {
 	err := error(&Error{Status: StatusCorrupt, Message: "tensor 'w': checksum of block 3 in data/0-0.bin"})
 	if !errors.Is(err, ErrCorrupt) || errors.Is(err, ErrNotFound) {

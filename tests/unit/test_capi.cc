@@ -42,28 +42,66 @@ bool SameShard(const ckpt_tensor_shard& a, const ckpt_tensor_shard& b) {
 TEST(CapiAbi, InitMacrosMatchInitFunctions) {
   ckpt_context_options from_macro = CKPT_CONTEXT_OPTIONS_INIT, from_function;
   std::memset(&from_function, 0xAB, sizeof from_function);
-  ckpt_context_options_init(&from_function);
+  EXPECT_EQ(ckpt_context_options_init(&from_function, sizeof from_function), CKPT_OK);
   EXPECT_TRUE(SameOptions(from_macro, from_function));
 
   ckpt_tensor_shard shard_macro = CKPT_TENSOR_SHARD_INIT, shard_function;
   std::memset(&shard_function, 0xAB, sizeof shard_function);
-  ckpt_tensor_shard_init(&shard_function);
+  EXPECT_EQ(ckpt_tensor_shard_init(&shard_function, sizeof shard_function), CKPT_OK);
   EXPECT_TRUE(SameShard(shard_macro, shard_function));
 
   ckpt_save_options save_macro = CKPT_SAVE_OPTIONS_INIT, save_function;
   std::memset(&save_function, 0xAB, sizeof save_function);
-  ckpt_save_options_init(&save_function);
+  EXPECT_EQ(ckpt_save_options_init(&save_function, sizeof save_function), CKPT_OK);
   EXPECT_TRUE(SameBytes(save_macro, save_function));
 
   ckpt_load_options load_macro = CKPT_LOAD_OPTIONS_INIT, load_function;
   std::memset(&load_function, 0xAB, sizeof load_function);
-  ckpt_load_options_init(&load_function);
+  EXPECT_EQ(ckpt_load_options_init(&load_function, sizeof load_function), CKPT_OK);
   EXPECT_TRUE(SameBytes(load_macro, load_function));
 
   ckpt_manager_options manager_macro = CKPT_MANAGER_OPTIONS_INIT, manager_function;
   std::memset(&manager_function, 0xAB, sizeof manager_function);
-  ckpt_manager_options_init(&manager_function);
+  EXPECT_EQ(ckpt_manager_options_init(&manager_function, sizeof manager_function), CKPT_OK);
   EXPECT_TRUE(SameBytes(manager_macro, manager_function));
+}
+
+// Room for an options struct followed by bytes the init function must leave alone.
+struct GuardedLoadOptions {
+  ckpt_load_options opts;
+  unsigned char guard[32];
+};
+
+bool GuardIntact(const GuardedLoadOptions& g) {
+  for (unsigned char byte : g.guard) {
+    if (byte != 0xAB) return false;
+  }
+  return true;
+}
+
+TEST(CapiAbi, InitRefusesAStructLargerThanTheLibrarysAndWritesNothing) {
+  GuardedLoadOptions g;
+  std::memset(&g, 0xAB, sizeof g);
+  EXPECT_EQ(ckpt_load_options_init(&g.opts, sizeof g.opts + 8), CKPT_E_UNSUPPORTED);
+  EXPECT_EQ(g.opts.struct_size, 0xABABABABu);
+  EXPECT_TRUE(GuardIntact(g));
+}
+
+TEST(CapiAbi, InitRefusesASizeSmallerThanAnyVersionOfTheStruct) {
+  ckpt_context_options opts;
+  std::memset(&opts, 0xAB, sizeof opts);
+  EXPECT_EQ(ckpt_context_options_init(&opts, sizeof(uint32_t)), CKPT_E_INVALID_ARGUMENT);
+  EXPECT_EQ(opts.struct_size, 0xABABABABu);
+  EXPECT_EQ(ckpt_manager_options_init(nullptr, sizeof(ckpt_manager_options)), CKPT_E_INVALID_ARGUMENT);
+}
+
+TEST(CapiAbi, InitWritesExactlyTheCallersSize) {
+  GuardedLoadOptions g;
+  std::memset(&g, 0xAB, sizeof g);
+  EXPECT_EQ(ckpt_load_options_init(&g.opts, sizeof g.opts), CKPT_OK);
+  EXPECT_EQ(g.opts.struct_size, sizeof g.opts);
+  EXPECT_EQ(g.opts.unexpected_keys, CKPT_STRICT_LOG);
+  EXPECT_TRUE(GuardIntact(g));
 }
 
 TEST(CapiAbi, EveryStructStartsWithItsSize) {

@@ -10,9 +10,9 @@ from `"libckpt"`, so setting `CKPT_LIB` after `using Ckpt` but before the first 
 module never bakes in a path. Each call looks its symbol up with dlsym: a hash lookup, negligible beside what
 these functions do.
 
-The *_init functions write the *library's* struct size and defaults: only call them on a struct at least as large
-as the library's (the tests use them to check the ABI). The zero-argument constructors below are the safe way to
-get defaults, as the header's *_INIT macros are.
+The *_init functions take the struct's size and write no more than that (the tests use them to check the ABI). The
+zero-argument constructors below give the same defaults without a call, as the header's *_INIT macros do.
+`tools/check_julia_layouts.py` checks every struct and constant here against the ABI table the C build generates.
 
 `tools/check_julia_signatures.py` compares every `@ccall` below with the header: keep the form
 `@ccall \$(ckptsym(:name))(arg::Type, ...)::ReturnType`, one per C function.
@@ -279,8 +279,8 @@ ckpt_error_status(err) = @ccall $(ckptsym(:ckpt_error_status))(err::Ptr{Cvoid}):
 ckpt_error_message(err) = @ccall $(ckptsym(:ckpt_error_message))(err::Ptr{Cvoid})::Ptr{Cchar}
 
 # Context
-ckpt_context_options_init(opts) =
-    @ccall $(ckptsym(:ckpt_context_options_init))(opts::Ptr{ckpt_context_options})::Cvoid
+ckpt_context_options_init(opts, struct_size) =
+    @ccall $(ckptsym(:ckpt_context_options_init))(opts::Ptr{ckpt_context_options}, struct_size::UInt32)::Int32
 ckpt_context_create(opts, out, err) =
     @ccall $(ckptsym(:ckpt_context_create))(opts::Ptr{ckpt_context_options}, out::Ptr{Ptr{Cvoid}},
                                             err::Ptr{Cvoid})::Int32
@@ -294,7 +294,8 @@ ckpt_context_stats_get(ctx, stats, err) =
 # State
 ckpt_dtype_size(dtype) = @ccall $(ckptsym(:ckpt_dtype_size))(dtype::Int32)::UInt32
 ckpt_dtype_name(dtype) = @ccall $(ckptsym(:ckpt_dtype_name))(dtype::Int32)::Ptr{Cchar}
-ckpt_tensor_shard_init(shard) = @ccall $(ckptsym(:ckpt_tensor_shard_init))(shard::Ptr{ckpt_tensor_shard})::Cvoid
+ckpt_tensor_shard_init(shard, struct_size) =
+    @ccall $(ckptsym(:ckpt_tensor_shard_init))(shard::Ptr{ckpt_tensor_shard}, struct_size::UInt32)::Int32
 ckpt_state_create(out, err) = @ccall $(ckptsym(:ckpt_state_create))(out::Ptr{Ptr{Cvoid}}, err::Ptr{Cvoid})::Int32
 ckpt_state_free(state) = @ccall $(ckptsym(:ckpt_state_free))(state::Ptr{Cvoid})::Cvoid
 ckpt_state_add_tensor(state, shard, err) =
@@ -314,7 +315,8 @@ ckpt_state_object(state, key, grid_index, data, size, err) =
                                           data::Ptr{Ptr{Cvoid}}, size::Ptr{UInt64}, err::Ptr{Cvoid})::Int32
 
 # Save
-ckpt_save_options_init(opts) = @ccall $(ckptsym(:ckpt_save_options_init))(opts::Ptr{ckpt_save_options})::Cvoid
+ckpt_save_options_init(opts, struct_size) =
+    @ccall $(ckptsym(:ckpt_save_options_init))(opts::Ptr{ckpt_save_options}, struct_size::UInt32)::Int32
 ckpt_save(ctx, state, path, opts, request, err) =
     @ccall $(ckptsym(:ckpt_save))(ctx::Ptr{Cvoid}, state::Ptr{Cvoid}, path::Cstring, opts::Ptr{ckpt_save_options},
                                   request::Ptr{Ptr{Cvoid}}, err::Ptr{Cvoid})::Int32
@@ -325,14 +327,15 @@ ckpt_request_wait(request, timeout_ms, err) =
 ckpt_request_free(request) = @ccall $(ckptsym(:ckpt_request_free))(request::Ptr{Cvoid})::Cvoid
 
 # Load
-ckpt_load_options_init(opts) = @ccall $(ckptsym(:ckpt_load_options_init))(opts::Ptr{ckpt_load_options})::Cvoid
+ckpt_load_options_init(opts, struct_size) =
+    @ccall $(ckptsym(:ckpt_load_options_init))(opts::Ptr{ckpt_load_options}, struct_size::UInt32)::Int32
 ckpt_load(ctx, state, path, opts, err) =
     @ccall $(ckptsym(:ckpt_load))(ctx::Ptr{Cvoid}, state::Ptr{Cvoid}, path::Cstring, opts::Ptr{ckpt_load_options},
                                   err::Ptr{Cvoid})::Int32
 
 # Manager
-ckpt_manager_options_init(opts) =
-    @ccall $(ckptsym(:ckpt_manager_options_init))(opts::Ptr{ckpt_manager_options})::Cvoid
+ckpt_manager_options_init(opts, struct_size) =
+    @ccall $(ckptsym(:ckpt_manager_options_init))(opts::Ptr{ckpt_manager_options}, struct_size::UInt32)::Int32
 ckpt_manager_open(ctx, root, opts, out, err) =
     @ccall $(ckptsym(:ckpt_manager_open))(ctx::Ptr{Cvoid}, root::Cstring, opts::Ptr{ckpt_manager_options},
                                           out::Ptr{Ptr{Cvoid}}, err::Ptr{Cvoid})::Int32

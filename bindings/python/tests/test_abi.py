@@ -1,17 +1,18 @@
-"""The package's restatement of the C ABI matches include/ckpt.h: every struct's size and every field's offset (by
-compiling a C program against the header), every constant, and every function's number of arguments."""
+"""The package's restatement of the C ABI matches include/ckpt.h: every struct's size and every field's offset and
+size, and every constant, as the ABI table that the C build generates from the header says (build/abi/ckpt_abi.tsv,
+tools/abi_table_source.py); and every function's number of arguments."""
 
 import ctypes
 import os
 import re
-import subprocess
 
 import pytest
 
 from ckpt import _native, dtypes, errors
 
-HEADER_DIR = os.environ.get("CKPT_INCLUDE") or os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
-                                                            "..", "include")
+REPOSITORY = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..")
+HEADER_DIR = os.environ.get("CKPT_INCLUDE") or os.path.join(REPOSITORY, "include")
+ABI_TABLE = os.environ.get("CKPT_ABI_TABLE") or os.path.join(REPOSITORY, "build", "abi", "ckpt_abi.tsv")
 C_NAMES = {
     _native.ContextOptions: "ckpt_context_options", _native.ContextStats: "ckpt_context_stats",
     _native.TensorShard: "ckpt_tensor_shard", _native.SaveOptions: "ckpt_save_options",
@@ -21,30 +22,32 @@ C_NAMES = {
 }
 
 
-def compile_and_run(tmp_path, body):
-    source = tmp_path / "abi.c"
-    source.write_text("#include <stddef.h>\n#include <stdio.h>\n#include <ckpt.h>\nint main(void) {\n" + body +
-                      "return 0;\n}\n")
-    program = tmp_path / "abi"
-    subprocess.run(["cc", "-std=c99", "-I", HEADER_DIR, "-o", str(program), str(source)], check=True)
-    output = subprocess.run([str(program)], check=True, capture_output=True, text=True).stdout
-    return dict(line.rsplit(" ", 1) for line in output.splitlines())
+def read_table():
+    """({struct: size}, {struct: [(field, offset, size)]}, {constant: value})."""
+    sizes, fields, constants = {}, {}, {}
+    with open(ABI_TABLE, encoding="utf-8") as f:
+        for line in f:
+            kind, *cells = line.rstrip("\n").split("\t")
+            if kind == "struct":
+                sizes[cells[0]], fields[cells[0]] = int(cells[1]), []
+            elif kind == "field":
+                fields[cells[0]].append((cells[1], int(cells[2]), int(cells[3])))
+            elif kind == "constant":
+                constants[cells[0]] = int(cells[1])
+    return sizes, fields, constants
 
 
-def test_every_struct_has_the_headers_size_and_offsets(tmp_path):
-    lines = []
+def test_every_struct_has_the_tables_size_and_fields():
+    sizes, fields, _ = read_table()
+    assert sorted(sizes) == sorted(C_NAMES.values()), "the package's structs are not those of ckpt.h"
     for struct, name in C_NAMES.items():
-        lines.append(f'printf("{name} %zu\\n", sizeof({name}));')
-        for field, _ in struct._fields_:
-            lines.append(f'printf("{name}.{field} %zu\\n", offsetof({name}, {field}));')
-    from_c = compile_and_run(tmp_path, "\n".join(lines))
-    for struct, name in C_NAMES.items():
-        assert int(from_c[name]) == ctypes.sizeof(struct), f"{name}: C {from_c[name]}, ctypes {ctypes.sizeof(struct)}"
-        for field, _ in struct._fields_:
-            assert int(from_c[f"{name}.{field}"]) == getattr(struct, field).offset, f"{name}.{field}"
+        assert ctypes.sizeof(struct) == sizes[name], f"{name}: C {sizes[name]}, ctypes {ctypes.sizeof(struct)}"
+        ours = [(field, getattr(struct, field).offset, getattr(struct, field).size) for field, _ in struct._fields_]
+        assert ours == fields[name], f"{name}: (field, offset, size) in C {fields[name]}, in ctypes {ours}"
 
 
-def test_every_constant_matches_the_header(tmp_path):
+def test_every_constant_has_the_tables_value():
+    _, _, table = read_table()
     constants = {f"CKPT_TRANSPORT_{k.upper()}": v for k, v in _native.TRANSPORTS.items()}
     constants.update(CKPT_TRANSPORT_DEFAULT=_native.TRANSPORT_DEFAULT, CKPT_STRICT_FAIL=_native.STRICT_FAIL,
                      CKPT_STRICT_LOG=_native.STRICT_LOG, CKPT_STRICT_IGNORE=_native.STRICT_IGNORE,
@@ -54,17 +57,14 @@ def test_every_constant_matches_the_header(tmp_path):
                      CKPT_E_IN_PROGRESS=errors.IN_PROGRESS)
     for cls in errors._BY_STATUS.values():
         constants[cls.code] = cls.status
-    header = open(os.path.join(HEADER_DIR, "ckpt.h")).read()
-    dtype_names = re.findall(r"#define (CKPT_DTYPE_\w+) (\d+)", header)
-    assert len(dtype_names) == len(dtypes._CODES), "a dtype of ckpt.h is missing from ckpt.dtypes (or the reverse)"
-    for name, _ in dtype_names:
-        constants[name] = None  # checked below: every header dtype code has a numpy type
-    from_c = compile_and_run(tmp_path, "\n".join(f'printf("{n} %lld\\n", (long long)({n}));' for n in constants))
     for name, value in constants.items():
-        if name.startswith("CKPT_DTYPE_"):
-            dtypes.dtype_of(int(from_c[name]))
-        else:
-            assert int(from_c[name]) == value, f"{name}: C {from_c[name]}, Python {value}"
+        assert table.get(name) == value, f"{name}: C {table.get(name)}, Python {value}"
+    status_codes = {name for name in table if re.fullmatch(r"CKPT_E_\w+", name)}
+    assert status_codes <= set(constants), f"status codes without a Python error: {status_codes - set(constants)}"
+    dtype_codes = {value for name, value in table.items() if name.startswith("CKPT_DTYPE_")}
+    assert len(dtype_codes) == len(dtypes._CODES), "a dtype of ckpt.h is missing from ckpt.dtypes (or the reverse)"
+    for code in dtype_codes:
+        dtypes.dtype_of(code)
 
 
 def test_every_function_has_the_headers_argument_count():

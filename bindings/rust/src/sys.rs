@@ -3,6 +3,8 @@
 //! Everything here mirrors the C ABI exactly: `#[repr(C)]` structs with the same fields in the same order, and
 //! status codes, dtypes and flags as plain integer constants (a value coming from C is never trusted to be one of
 //! the variants of a Rust enum). Prefer the safe API of the crate root; use this module for what it does not cover.
+//! tests/abi_table.rs compares every struct and constant here with the ABI table the C build generates from
+//! ckpt.h.
 #![allow(non_camel_case_types)]
 
 use std::marker::{PhantomData, PhantomPinned};
@@ -292,17 +294,28 @@ impl ckpt_chunk_info {
 }
 
 /// Declares an `init()` constructor that asks the library for the struct's defaults, so that they always match
-/// the `_INIT` macro of the library actually loaded.
+/// the `_INIT` macro of the library actually loaded. The library writes only this struct's size.
 macro_rules! init_from_library {
     ($name:ident, $init_fn:ident) => {
         impl $name {
+            /// # Panics
+            ///
+            /// If the loaded libckpt is older than the `ckpt.h` this module restates: it refuses a struct larger
+            /// than its own.
             pub fn init() -> Self {
-                let mut value = std::mem::MaybeUninit::<$name>::uninit();
-                // SAFETY: the init function writes every field of the struct.
-                unsafe {
-                    $init_fn(value.as_mut_ptr());
-                    value.assume_init()
-                }
+                let mut value = std::mem::MaybeUninit::<$name>::zeroed();
+                // SAFETY: given this struct's own size, the init function writes within it, and all-zero bytes
+                // are a valid value of every field (integers, raw pointers, optional function pointers).
+                let status = unsafe { $init_fn(value.as_mut_ptr(), struct_size::<$name>()) };
+                assert!(
+                    status == CKPT_OK,
+                    "{} refused a struct of {} bytes (status {}): libckpt is older than this crate",
+                    stringify!($init_fn),
+                    struct_size::<$name>(),
+                    status
+                );
+                // SAFETY: the struct was zeroed, then filled by the library.
+                unsafe { value.assume_init() }
             }
         }
     };
@@ -324,7 +337,7 @@ extern "C" {
     pub fn ckpt_error_status(err: *const ckpt_error_t) -> i32;
     pub fn ckpt_error_message(err: *const ckpt_error_t) -> *const c_char;
 
-    pub fn ckpt_context_options_init(opts: *mut ckpt_context_options);
+    pub fn ckpt_context_options_init(opts: *mut ckpt_context_options, struct_size: u32) -> i32;
     pub fn ckpt_context_create(
         opts: *const ckpt_context_options,
         out: *mut *mut ckpt_context_t,
@@ -342,7 +355,7 @@ extern "C" {
 
     pub fn ckpt_dtype_size(dtype: i32) -> u32;
     pub fn ckpt_dtype_name(dtype: i32) -> *const c_char;
-    pub fn ckpt_tensor_shard_init(shard: *mut ckpt_tensor_shard);
+    pub fn ckpt_tensor_shard_init(shard: *mut ckpt_tensor_shard, struct_size: u32) -> i32;
     pub fn ckpt_state_create(out: *mut *mut ckpt_state_t, err: *mut ckpt_error_t) -> i32;
     pub fn ckpt_state_free(state: *mut ckpt_state_t);
     pub fn ckpt_state_add_tensor(
@@ -383,7 +396,7 @@ extern "C" {
         err: *mut ckpt_error_t,
     ) -> i32;
 
-    pub fn ckpt_save_options_init(opts: *mut ckpt_save_options);
+    pub fn ckpt_save_options_init(opts: *mut ckpt_save_options, struct_size: u32) -> i32;
     pub fn ckpt_save(
         ctx: *mut ckpt_context_t,
         state: *mut ckpt_state_t,
@@ -396,7 +409,7 @@ extern "C" {
     pub fn ckpt_request_wait(request: *mut ckpt_request_t, timeout_ms: u32, err: *mut ckpt_error_t) -> i32;
     pub fn ckpt_request_free(request: *mut ckpt_request_t);
 
-    pub fn ckpt_load_options_init(opts: *mut ckpt_load_options);
+    pub fn ckpt_load_options_init(opts: *mut ckpt_load_options, struct_size: u32) -> i32;
     pub fn ckpt_load(
         ctx: *mut ckpt_context_t,
         state: *mut ckpt_state_t,
@@ -405,7 +418,7 @@ extern "C" {
         err: *mut ckpt_error_t,
     ) -> i32;
 
-    pub fn ckpt_manager_options_init(opts: *mut ckpt_manager_options);
+    pub fn ckpt_manager_options_init(opts: *mut ckpt_manager_options, struct_size: u32) -> i32;
     pub fn ckpt_manager_open(
         ctx: *mut ckpt_context_t,
         root: *const c_char,
@@ -552,17 +565,6 @@ mod tests {
         let opts = ckpt_load_options::init();
         assert_eq!(opts.struct_size as usize, size_of::<ckpt_load_options>());
         assert_eq!((opts.missing_keys, opts.unexpected_keys), (CKPT_STRICT_FAIL, CKPT_STRICT_LOG));
-    }
-
-    /// The info and stats structs have no init function; their sizes are checked against the C layout on LP64
-    /// targets.
-    #[test]
-    #[cfg(target_pointer_width = "64")]
-    fn structs_without_init_function_have_the_lp64_c_sizes() {
-        assert_eq!(size_of::<ckpt_checkpoint_info>(), 72);
-        assert_eq!(size_of::<ckpt_tensor_info>(), 96);
-        assert_eq!(size_of::<ckpt_chunk_info>(), 160);
-        assert_eq!(size_of::<ckpt_context_stats>(), 96);
     }
 
     #[test]

@@ -1,7 +1,7 @@
 """Finds and loads libckpt, and declares the part of its C ABI (include/ckpt.h) that this package calls.
 
-The structs below restate the header's layout; tests/test_abi.py compiles a C program against ckpt.h and checks
-every size and offset, so a drift fails a test instead of corrupting memory. Every struct is passed with this
+The structs below restate the header's layout; tests/test_abi.py checks every size, offset and constant against the
+ABI table the C build generates from ckpt.h, so a drift fails a test instead of corrupting memory. Every struct is passed with this
 package's own struct_size (never through the library's *_init functions), so a newer library keeps the defaults of
 fields this package does not know.
 """

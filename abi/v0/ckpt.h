@@ -1,0 +1,499 @@
+/*
+ * ckpt: distributed checkpointing for training jobs, with a stable C ABI.
+ *
+ * Every process of a job (a rank) creates one context, registers the shards of the global tensors it holds in a
+ * state, and calls ckpt_save or ckpt_load together with the other ranks. Any number of ranks, in any parallel
+ * layout, can load what any other layout saved.
+ *
+ * Reading order: version, status and errors, context, state, save, load, reader.
+ *
+ * Conventions
+ * - Every function that can fail returns an int32_t status (CKPT_OK or a CKPT_E_* code) and, when `err` is not
+ *   NULL, fills it with a message naming what is wrong (which key, rank, file, offset).
+ * - Options and info structs start with `struct_size`; initialise them with their *_INIT macro (or *_init function)
+ *   so that fields appended later keep their defaults. A NULL options pointer means defaults.
+ * - Handles are opaque; every *_free accepts NULL.
+ * - "Collective" means every rank of the context must make the same call, in the same order.
+ * - Thread safety: distinct handles may be used from distinct threads; one handle must not be used by two
+ *   threads at once. Error objects and readers may move between threads.
+ */
+#ifndef CKPT_H
+#define CKPT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#if defined(CKPT_BUILDING_LIBRARY) && defined(__GNUC__)
+#define CKPT_API __attribute__((visibility("default")))
+#else
+#define CKPT_API
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------------------------------------------------------------ */
+/* Version                                                                                                        */
+/* ------------------------------------------------------------------------------------------------------------ */
+
+#define CKPT_VERSION_MAJOR 0
+#define CKPT_VERSION_MINOR 1
+#define CKPT_VERSION_PATCH 0
+#define CKPT_VERSION_NUMBER (CKPT_VERSION_MAJOR * 10000 + CKPT_VERSION_MINOR * 100 + CKPT_VERSION_PATCH)
+
+/* The version of the library actually loaded, as CKPT_VERSION_NUMBER computes it. */
+CKPT_API uint32_t ckpt_version_number(void);
+/* The same as "major.minor.patch"; static storage. */
+CKPT_API const char* ckpt_version_string(void);
+
+/* ------------------------------------------------------------------------------------------------------------ */
+/* Status codes and error objects                                                                                */
+/* ------------------------------------------------------------------------------------------------------------ */
+
+/* Pinned: these numbers never change. */
+#define CKPT_OK 0
+#define CKPT_E_INVALID_ARGUMENT 1 /* the call's arguments or the registered state are wrong: fix the caller */
+#define CKPT_E_NOT_FOUND 2        /* a checkpoint, key or file does not exist */
+#define CKPT_E_ALREADY_EXISTS 3   /* the save target is already a committed checkpoint: choose another path */
+#define CKPT_E_MISMATCH                                                                                    \
+  4                           /* ranks disagree, or the state disagrees with the checkpoint (dtype, shape, \
+                                 gaps, overlaps, missing or unexpected keys) */
+#define CKPT_E_CORRUPT 5      /* a checksum failed, a file is truncated, or the manifest is malformed */
+#define CKPT_E_VERSION 6      /* the checkpoint was written by a newer, incompatible format version */
+#define CKPT_E_IO 7           /* the operating system refused an I/O call; the message has errno's text */
+#define CKPT_E_NO_SPACE 8     /* the file system is full (ENOSPC, EDQUOT) */
+#define CKPT_E_TIMEOUT 9      /* a peer did not answer in time; the message names the ranks waited for */
+#define CKPT_E_PEER_FAILED 10 /* another rank died or failed; the message names it */
+#define CKPT_E_UNSUPPORTED 11 /* valid but not supported by this build or this machine */
+#define CKPT_E_NO_MEMORY 12   /* an allocation failed */
+#define CKPT_E_IN_PROGRESS 13 /* ckpt_request_test: not finished yet; call again later */
+#define CKPT_E_INTERNAL 14    /* a bug in ckpt: please report the message */
+
+/* A short constant description of a status code ("CKPT_E_CORRUPT: ..."); never NULL. */
+CKPT_API const char* ckpt_status_string(int32_t status);
+
+/* A caller-owned error object. Any call taking `ckpt_error_t* err` fills it on failure and clears it on success. */
+typedef struct ckpt_error ckpt_error_t;
+
+/* Returns CKPT_OK or CKPT_E_NO_MEMORY. */
+CKPT_API int32_t ckpt_error_create(ckpt_error_t** out);
+CKPT_API void ckpt_error_free(ckpt_error_t* err);
+/* The status of the last failed call (CKPT_OK if it succeeded). */
+CKPT_API int32_t ckpt_error_status(const ckpt_error_t* err);
+/* Its message (empty string if none); valid until the next call that takes `err`, or ckpt_error_free. */
+CKPT_API const char* ckpt_error_message(const ckpt_error_t* err);
+
+/* ------------------------------------------------------------------------------------------------------------ */
+/* Context: one per rank                                                                                          */
+/* ------------------------------------------------------------------------------------------------------------ */
+
+typedef struct ckpt_context ckpt_context_t;
+
+/* A user-supplied allgather (for jobs that already have MPI, JAX or their own bootstrap): every rank calls it with
+ * `size` bytes at `send`; it must write world_size * size bytes to `recv`, rank r's bytes at offset r * size.
+ * `size` is the same on every rank for a given call. Return 0 on success, anything else on failure. */
+typedef int32_t (*ckpt_allgather_fn)(void* user, const void* send, uint64_t size, void* recv);
+
+#define CKPT_LOG_ERROR 0
+#define CKPT_LOG_WARNING 1
+#define CKPT_LOG_INFO 2
+/* Receives the library's log lines; NULL in the options means standard error (warnings and errors only). */
+typedef void (*ckpt_log_fn)(void* user, int32_t level, const char* message);
+
+/* How ranks exchange tensor data during a load, so that each stored byte is read once. */
+#define CKPT_TRANSPORT_DEFAULT -1 /* CKPT_TRANSPORT (auto, none, ucx, nccl), else AUTO */
+#define CKPT_TRANSPORT_AUTO 0     /* UCX where it loads, else NONE; also NCCL, as below, where it loads */
+#define CKPT_TRANSPORT_NONE 1     /* no exchange: every rank reads what it needs itself */
+#define CKPT_TRANSPORT_UCX 2      /* UCX (shared memory on one host, TCP across hosts); device memory via the host */
+/* NCCL for loads whose destinations are, on every rank, CUDA memory of one device per rank: pieces go from device
+ * to device, the communicator made by the first such load on that device. Other loads use UCX as AUTO does. */
+#define CKPT_TRANSPORT_NCCL 3
+
+typedef struct ckpt_context_options {
+  uint32_t struct_size;
+  /* -1: take rank, world size and local rank from the launcher's environment: torchrun (RANK, WORLD_SIZE,
+   * LOCAL_RANK), OpenMPI (OMPI_COMM_WORLD_RANK, _SIZE, _LOCAL_RANK) or SLURM (SLURM_PROCID, SLURM_NTASKS,
+   * SLURM_LOCALID), in that order. With none of them set, a single-rank job. */
+  int32_t rank;
+  int32_t world_size;
+  int32_t local_rank;
+  /* The TCP store's address, hosted by rank 0. NULL / -1: MASTER_ADDR / MASTER_PORT, else 127.0.0.1:29500. */
+  const char* store_host;
+  int32_t store_port;
+  /* Every wait on a peer fails with CKPT_E_TIMEOUT after this long. 0: CKPT_TIMEOUT_MS or 300000. */
+  uint32_t timeout_ms;
+  /* When set, used once (collectively, inside ckpt_context_create) to spread the address of the store rank 0
+   * starts on a free port, so that no MASTER_ADDR/MASTER_PORT is needed; store_host, if set, is the address rank 0
+   * binds and the others connect to. */
+  ckpt_allgather_fn allgather;
+  void* allgather_user;
+  /* Ranks with the same node name share a host (its disks, NICs). NULL: CKPT_NODE_NAME, else the host name. */
+  const char* node_name;
+  ckpt_log_fn log;
+  void* log_user;
+  /* I/O worker processes per rank (spawned now, never forked). -1: CKPT_IO_WORKERS, else 2. 0: threads of this
+   * process instead (no helper executable needed). */
+  int32_t io_workers;
+  /* Bytes of the staging arena: shared memory, committed when the context is created and reused by every save
+   * and load. 0: CKPT_ARENA_BYTES, else an eighth of the machine's memory (clamped to 256 MiB..8 GiB) divided among
+   * the ranks on this host. States larger than the arena are staged in a pipeline. */
+  uint64_t arena_bytes;
+  /* CKPT_TRANSPORT_*. A transport asked for by name that cannot load fails ckpt_context_create with
+   * CKPT_E_UNSUPPORTED. */
+  int32_t transport;
+} ckpt_context_options;
+
+#define CKPT_CONTEXT_OPTIONS_INIT                                                                         \
+  {                                                                                                       \
+    (uint32_t)sizeof(ckpt_context_options), -1, -1, -1, NULL, -1, 0, NULL, NULL, NULL, NULL, NULL, -1, 0, \
+        CKPT_TRANSPORT_DEFAULT                                                                            \
+  }
+/* Fills `opts` exactly as CKPT_CONTEXT_OPTIONS_INIT does. */
+CKPT_API void ckpt_context_options_init(ckpt_context_options* opts);
+
+/* Collective. Creates this rank's context, connects to the other ranks (rank 0 hosts the store and waits up to
+ * the timeout for all of them; a one-rank job needs no network), and starts its I/O workers. Returns CKPT_OK,
+ * CKPT_E_INVALID_ARGUMENT (bad rank/world/address), CKPT_E_TIMEOUT (a rank never connected: the message names it),
+ * CKPT_E_IO (cannot bind or connect), CKPT_E_NOT_FOUND (the ckpt-io-worker executable is missing on some rank:
+ * the message names it), CKPT_E_UNSUPPORTED (a transport asked for by name cannot be used). */
+CKPT_API int32_t ckpt_context_create(const ckpt_context_options* opts, ckpt_context_t** out, ckpt_error_t* err);
+/* Not collective, but every rank should free its context at the end; a rank that exits early is seen as dead. */
+CKPT_API void ckpt_context_free(ckpt_context_t* ctx);
+CKPT_API int32_t ckpt_context_rank(const ckpt_context_t* ctx);
+CKPT_API int32_t ckpt_context_world_size(const ckpt_context_t* ctx);
+CKPT_API int32_t ckpt_context_local_rank(const ckpt_context_t* ctx);
+
+/* Counters of this rank's work since the context was created; for monitoring and benchmarks. */
+typedef struct ckpt_context_stats {
+  uint32_t struct_size;
+  uint32_t io_workers;      /* worker processes (0: in-process threads) */
+  uint64_t arena_bytes;     /* the staging arena's size */
+  uint64_t saves_committed; /* saves whose request succeeded */
+  uint64_t plans_computed;  /* saves that exchanged and validated the full state */
+  uint64_t plans_reused;    /* saves that reused the previous plan (unchanged structure on every rank) */
+  uint64_t bytes_staged;    /* bytes copied into the arena by saves */
+  uint64_t bytes_written;   /* bytes this rank's workers wrote to data files */
+  uint64_t bytes_read;      /* bytes this rank read from data files during loads */
+  uint64_t bytes_sent;      /* tensor bytes this rank sent to other ranks during loads */
+  uint64_t bytes_received;  /* tensor bytes this rank received from other ranks during loads */
+  int32_t transport;        /* NCCL once a load has used it, else the host memory transport: NONE or UCX */
+  uint64_t exchange_ns;     /* time spent moving tensor data between ranks during loads (waits for peers included) */
+} ckpt_context_stats;
+#define CKPT_CONTEXT_STATS_INIT \
+  { (uint32_t)sizeof(ckpt_context_stats), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, CKPT_TRANSPORT_NONE, 0 }
+
+CKPT_API int32_t ckpt_context_stats_get(const ckpt_context_t* ctx, ckpt_context_stats* stats, ckpt_error_t* err);
+
+/* ------------------------------------------------------------------------------------------------------------ */
+/* State: what this rank holds (for a save) or wants (for a load)                                                */
+/* ------------------------------------------------------------------------------------------------------------ */
+
+#define CKPT_MAX_NDIM 8
+
+/* Data types: every fixed-width safetensors dtype, then the rest of ml_dtypes'. Pinned numbering. */
+#define CKPT_DTYPE_BOOL 1
+#define CKPT_DTYPE_U8 2
+#define CKPT_DTYPE_I8 3
+#define CKPT_DTYPE_I16 4
+#define CKPT_DTYPE_U16 5
+#define CKPT_DTYPE_I32 6
+#define CKPT_DTYPE_U32 7
+#define CKPT_DTYPE_I64 8
+#define CKPT_DTYPE_U64 9
+#define CKPT_DTYPE_F16 10
+#define CKPT_DTYPE_BF16 11
+#define CKPT_DTYPE_F32 12
+#define CKPT_DTYPE_F64 13
+#define CKPT_DTYPE_C64 14
+#define CKPT_DTYPE_F8_E4M3 15 /* e4m3fn: finite, one NaN (safetensors F8_E4M3, ml_dtypes float8_e4m3fn) */
+#define CKPT_DTYPE_F8_E5M2 16
+/* The other element types of ml_dtypes and JAX. Sub-byte types are stored unpacked, one element per byte in its
+ * low bits, as numpy holds them. */
+#define CKPT_DTYPE_C128 17
+#define CKPT_DTYPE_F8_E4M3FNUZ 18
+#define CKPT_DTYPE_F8_E5M2FNUZ 19
+#define CKPT_DTYPE_F8_E4M3B11FNUZ 20
+#define CKPT_DTYPE_F8_E3M4 21
+#define CKPT_DTYPE_F8_E4M3_IEEE 22 /* ml_dtypes float8_e4m3: IEEE-style, with infinities */
+#define CKPT_DTYPE_F8_E8M0 23      /* e8m0fnu, the MX scale type (safetensors F8_E8M0) */
+#define CKPT_DTYPE_F4_E2M1 24      /* float4_e2m1fn, one per byte */
+#define CKPT_DTYPE_I4 25           /* one per byte */
+#define CKPT_DTYPE_U4 26
+#define CKPT_DTYPE_I2 27
+#define CKPT_DTYPE_U2 28
+
+/* Size in bytes of one element, 0 for an unknown dtype. */
+CKPT_API uint32_t ckpt_dtype_size(int32_t dtype);
+/* "F32", "BF16", ...; "?" for an unknown dtype. */
+CKPT_API const char* ckpt_dtype_name(int32_t dtype);
+
+#define CKPT_MEMORY_HOST 0
+#define CKPT_MEMORY_CUDA 1
+
+/* The shard holds the row-major range [flat_start, flat_end) of its box (global_offset, local_shape), as a
+ * distributed optimizer does; `data` holds just those elements. */
+#define CKPT_SHARD_FLATTENED 0x1u
+/* Load only: the checkpoint's global shape may differ from this one; elements the checkpoint lacks are zeroed,
+ * elements this shape lacks are dropped. */
+#define CKPT_SHARD_ALLOW_SHAPE_MISMATCH 0x2u
+
+typedef struct ckpt_tensor_shard {
+  uint32_t struct_size;
+  const char* key;               /* the global tensor's name */
+  int32_t dtype;                 /* CKPT_DTYPE_* */
+  uint32_t ndim;                 /* 0 (a scalar) to CKPT_MAX_NDIM */
+  const uint64_t* global_shape;  /* ndim extents of the whole tensor */
+  const uint64_t* local_shape;   /* ndim extents of the box this rank holds */
+  const uint64_t* global_offset; /* ndim coordinates of the box's first element */
+  /* Replicas of one box (data parallelism) are written once; the all-zero id marks the main replica. Optional. */
+  uint32_t replica_ndim;
+  const uint32_t* replica_id;
+  uint32_t flags;      /* CKPT_SHARD_* */
+  uint64_t flat_start; /* with CKPT_SHARD_FLATTENED, in elements of the box */
+  uint64_t flat_end;
+  int32_t memory_kind; /* CKPT_MEMORY_HOST, or CKPT_MEMORY_CUDA (with device) */
+  int32_t device;
+  void* data;         /* row-major elements of the box (or of the flattened range) */
+  uint64_t data_size; /* bytes at data; must equal elements * dtype size */
+} ckpt_tensor_shard;
+
+#define CKPT_TENSOR_SHARD_INIT \
+  { (uint32_t)sizeof(ckpt_tensor_shard), NULL, 0, 0, NULL, NULL, NULL, 0, NULL, 0, 0, 0, CKPT_MEMORY_HOST, 0, NULL, 0 }
+CKPT_API void ckpt_tensor_shard_init(ckpt_tensor_shard* shard);
+
+typedef struct ckpt_state ckpt_state_t;
+
+/* Returns CKPT_OK or CKPT_E_NO_MEMORY. */
+CKPT_API int32_t ckpt_state_create(ckpt_state_t** out, ckpt_error_t* err);
+CKPT_API void ckpt_state_free(ckpt_state_t* state);
+
+/* Registers one shard. The shape, offset and flag arrays are copied; `data` is not: it must stay valid until the
+ * save returns (staged) or the load completes. Checks everything it can locally and returns
+ * CKPT_E_INVALID_ARGUMENT naming the key (bad dtype or ndim, box out of bounds, wrong data_size, flattened range
+ * outside the box, a key registered twice with the same box, CUDA memory_kind with host data or a device that does
+ * not exist) or CKPT_E_UNSUPPORTED (CUDA memory where the CUDA runtime or a device is missing). Shards in CUDA
+ * memory are copied device-to-host into the staging arena on a side stream when saved, and host-to-device when
+ * loaded; ckpt never changes the calling thread's current device. */
+CKPT_API int32_t ckpt_state_add_tensor(ckpt_state_t* state, const ckpt_tensor_shard* shard, ckpt_error_t* err);
+
+/* Registers opaque bytes sharded over an object grid (not reshardable: a load asks for the same grid). For a save,
+ * `data` holds `size` bytes (not copied until the save). For a load, `data` may be NULL: the bytes are then kept
+ * in the state (ckpt_state_object); a non-NULL `data` must have exactly the saved size. */
+CKPT_API int32_t ckpt_state_add_object(ckpt_state_t* state, const char* key, uint32_t grid_ndim,
+                                       const uint64_t* grid_shape, const uint64_t* grid_index, void* data,
+                                       uint64_t size, ckpt_error_t* err);
+
+/* Registers replicated bytes (config, step, RNG state); copied now. Saved once, from rank 0. Every load gives
+ * every rank all the common entries of the checkpoint (ckpt_state_common). */
+CKPT_API int32_t ckpt_state_add_common(ckpt_state_t* state, const char* key, const void* data, uint64_t size,
+                                       ckpt_error_t* err);
+
+/* After a load: the common bytes stored under `key`, owned by the state. CKPT_E_NOT_FOUND if absent. */
+CKPT_API int32_t ckpt_state_common(const ckpt_state_t* state, const char* key, const void** data, uint64_t* size,
+                                   ckpt_error_t* err);
+/* After a load: the bytes of an object registered with data == NULL, owned by the state. */
+CKPT_API int32_t ckpt_state_object(const ckpt_state_t* state, const char* key, const uint64_t* grid_index,
+                                   const void** data, uint64_t* size, ckpt_error_t* err);
+
+/* ------------------------------------------------------------------------------------------------------------ */
+/* Save                                                                                                           */
+/* ------------------------------------------------------------------------------------------------------------ */
+
+typedef struct ckpt_request ckpt_request_t;
+
+typedef struct ckpt_save_options {
+  uint32_t struct_size;
+  /* User metadata stored in the manifest (readable with ckpt_reader_metadata); taken from rank 0. */
+  uint32_t metadata_count;
+  const char* const* metadata_keys;
+  const char* const* metadata_values;
+} ckpt_save_options;
+
+#define CKPT_SAVE_OPTIONS_INIT \
+  { (uint32_t)sizeof(ckpt_save_options), 0, NULL, NULL }
+CKPT_API void ckpt_save_options_init(ckpt_save_options* opts);
+
+/* Collective. Saves `state` (the same structure of keys on every rank is not required; each rank registers what
+ * it holds) as the checkpoint directory `path` on storage every rank can reach. Before any byte is written, all
+ * ranks agree that every tensor's shards tile its global shape exactly (no gap, no overlap, the same dtype and
+ * global shape everywhere); otherwise every rank gets CKPT_E_MISMATCH naming the key and the ranks. Replicated
+ * boxes are written once. CKPT_E_ALREADY_EXISTS if `path` is already a checkpoint.
+ *
+ * Asynchronous: ckpt_save returns as soon as this rank's bytes are copied into the staging arena; from then on the
+ * registered buffers may be modified. The I/O workers write in the background, and the commit (manifest, fsync,
+ * atomic rename) happens once every rank's writes are durable, with no further call needed from the training
+ * loop. `*request` reports the outcome (ckpt_request_test / ckpt_request_wait), the same on every rank: `path`
+ * exists only if the request succeeds; a failure anywhere (a dead rank or worker, a full disk) leaves no
+ * directory at `path` and never touches other checkpoints. Saves may be issued back to back; each commits in
+ * order. While the structure of the state (keys, boxes, dtypes) is unchanged on every rank, the plan of the
+ * previous save is reused. */
+CKPT_API int32_t ckpt_save(ckpt_context_t* ctx, ckpt_state_t* state, const char* path, const ckpt_save_options* opts,
+                           ckpt_request_t** request, ckpt_error_t* err);
+
+/* CKPT_OK if the request finished successfully, CKPT_E_IN_PROGRESS if it is still running, or the status that
+ * failed it (the same on every rank). Never blocks. */
+CKPT_API int32_t ckpt_request_test(ckpt_request_t* request, ckpt_error_t* err);
+/* Blocks until the request finishes or `timeout_ms` passes (0: no limit beyond the context's timeout); returns as
+ * ckpt_request_test. */
+CKPT_API int32_t ckpt_request_wait(ckpt_request_t* request, uint32_t timeout_ms, ckpt_error_t* err);
+/* Frees the request; an unfinished one is waited for first. */
+CKPT_API void ckpt_request_free(ckpt_request_t* request);
+
+/* ------------------------------------------------------------------------------------------------------------ */
+/* Load                                                                                                           */
+/* ------------------------------------------------------------------------------------------------------------ */
+
+#define CKPT_STRICT_FAIL 0   /* fail the load with CKPT_E_MISMATCH */
+#define CKPT_STRICT_LOG 1    /* log a warning naming the keys and go on */
+#define CKPT_STRICT_IGNORE 2 /* go on silently */
+
+typedef struct ckpt_load_options {
+  uint32_t struct_size;
+  /* A key this rank asks for that the checkpoint lacks. */
+  int32_t missing_keys;
+  /* A tensor or object key the checkpoint has that no rank asks for. */
+  int32_t unexpected_keys;
+} ckpt_load_options;
+
+#define CKPT_LOAD_OPTIONS_INIT \
+  { (uint32_t)sizeof(ckpt_load_options), CKPT_STRICT_FAIL, CKPT_STRICT_LOG }
+CKPT_API void ckpt_load_options_init(ckpt_load_options* opts);
+
+/* Collective. Fills every registered buffer of `state` from the checkpoint at `path`, whatever layout and number of
+ * ranks saved it; flattened and regular shards mix freely. Every block read is checked against its checksum. A
+ * failure on any rank fails the load on every rank. Returns CKPT_OK, CKPT_E_NOT_FOUND (no checkpoint at path),
+ * CKPT_E_MISMATCH (missing or unexpected keys under CKPT_STRICT_FAIL, dtype or shape differences),
+ * CKPT_E_CORRUPT (a checksum, truncated file, or malformed manifest: the message names the tensor and the file),
+ * CKPT_E_VERSION, CKPT_E_IO, CKPT_E_PEER_FAILED, CKPT_E_TIMEOUT. On failure, buffers may be partly filled. */
+CKPT_API int32_t ckpt_load(ckpt_context_t* ctx, ckpt_state_t* state, const char* path, const ckpt_load_options* opts,
+                           ckpt_error_t* err);
+
+/* ------------------------------------------------------------------------------------------------------------ */
+/* Manager: a directory of steps, with a latest pointer and retention                                             */
+/* ------------------------------------------------------------------------------------------------------------ */
+
+typedef struct ckpt_manager ckpt_manager_t;
+
+typedef struct ckpt_manager_options {
+  uint32_t struct_size;
+  uint32_t keep_last;  /* keep the newest N committed steps (0: keep all) */
+  uint64_t keep_every; /* also keep every step divisible by this (0: none) */
+} ckpt_manager_options;
+#define CKPT_MANAGER_OPTIONS_INIT \
+  { (uint32_t)sizeof(ckpt_manager_options), 0, 0 }
+CKPT_API void ckpt_manager_options_init(ckpt_manager_options* opts);
+
+/* Collective. Opens (creating) the root directory `root`, whose steps live in `root`/step-<12-digit step>. Rank 0
+ * removes what crashed runs left behind (uncommitted step directories). */
+CKPT_API int32_t ckpt_manager_open(ckpt_context_t* ctx, const char* root, const ckpt_manager_options* opts,
+                                   ckpt_manager_t** out, ckpt_error_t* err);
+/* Waits for the manager's saves in flight, then frees it. */
+CKPT_API void ckpt_manager_free(ckpt_manager_t* manager);
+/* Collective. Saves `state` as step `step`, as ckpt_save does. Once that save commits, rank 0 replaces the
+ * `latest` pointer atomically and removes the steps the retention policy no longer keeps; a failed save leaves
+ * both untouched. */
+CKPT_API int32_t ckpt_manager_save(ckpt_manager_t* manager, ckpt_state_t* state, uint64_t step,
+                                   const ckpt_save_options* opts, ckpt_request_t** request, ckpt_error_t* err);
+/* Not collective. The newest committed step `latest` points at (or, if the pointer is missing or stale, the newest
+ * committed step). CKPT_E_NOT_FOUND if there is none. */
+CKPT_API int32_t ckpt_manager_latest(const ckpt_manager_t* manager, uint64_t* step, ckpt_error_t* err);
+/* Collective. Loads the latest step (as rank 0 sees it) into `state`; `*step` receives it. CKPT_E_NOT_FOUND on
+ * every rank if there is no committed step: a fresh start. */
+CKPT_API int32_t ckpt_manager_load_latest(ckpt_manager_t* manager, ckpt_state_t* state, const ckpt_load_options* opts,
+                                          uint64_t* step, ckpt_error_t* err);
+/* Not collective. The committed steps under the root, ascending: writes min(count, capacity) of them to `steps`
+ * and their number to `*count`, so that a first call with capacity 0 sizes the array. */
+CKPT_API int32_t ckpt_manager_steps(const ckpt_manager_t* manager, uint64_t* steps, uint64_t capacity, uint64_t* count,
+                                    ckpt_error_t* err);
+/* Writes the directory of `step` (NUL-terminated) into `buffer`; CKPT_E_INVALID_ARGUMENT if it does not fit. */
+CKPT_API int32_t ckpt_manager_step_path(const ckpt_manager_t* manager, uint64_t step, char* buffer,
+                                        uint64_t buffer_size, ckpt_error_t* err);
+
+/* ------------------------------------------------------------------------------------------------------------ */
+/* Reader: any process, no collective                                                                             */
+/* ------------------------------------------------------------------------------------------------------------ */
+
+typedef struct ckpt_reader ckpt_reader_t;
+
+/* Opens a committed checkpoint and validates its manifest. CKPT_E_NOT_FOUND, CKPT_E_CORRUPT (including a foreign
+ * or truncated MANIFEST), CKPT_E_VERSION. */
+CKPT_API int32_t ckpt_reader_open(const char* path, ckpt_reader_t** out, ckpt_error_t* err);
+CKPT_API void ckpt_reader_free(ckpt_reader_t* reader);
+
+typedef struct ckpt_checkpoint_info {
+  uint32_t struct_size;
+  uint32_t format_major;
+  uint32_t format_minor;
+  uint32_t world_size; /* ranks that saved it */
+  uint32_t node_count;
+  uint64_t tensor_count;
+  uint64_t object_count;
+  uint64_t common_count;
+  uint64_t metadata_count;
+  uint64_t file_count;
+  uint64_t total_bytes; /* bytes of tensor and object data */
+} ckpt_checkpoint_info;
+#define CKPT_CHECKPOINT_INFO_INIT \
+  { (uint32_t)sizeof(ckpt_checkpoint_info), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 }
+
+CKPT_API int32_t ckpt_reader_info(const ckpt_reader_t* reader, ckpt_checkpoint_info* info, ckpt_error_t* err);
+
+typedef struct ckpt_tensor_info {
+  uint32_t struct_size;
+  const char* key; /* owned by the reader */
+  int32_t dtype;
+  uint32_t ndim;
+  uint64_t shape[CKPT_MAX_NDIM];
+  uint64_t chunk_count;
+} ckpt_tensor_info;
+#define CKPT_TENSOR_INFO_INIT \
+  { (uint32_t)sizeof(ckpt_tensor_info), NULL, 0, 0, {0}, 0 }
+
+/* Tensors are listed in key order, index 0 to tensor_count - 1. CKPT_E_NOT_FOUND past the end. */
+CKPT_API int32_t ckpt_reader_tensor(const ckpt_reader_t* reader, uint64_t index, ckpt_tensor_info* info,
+                                    ckpt_error_t* err);
+
+typedef struct ckpt_chunk_info {
+  uint32_t struct_size;
+  uint32_t ndim;
+  uint64_t offset[CKPT_MAX_NDIM]; /* the stored box */
+  uint64_t shape[CKPT_MAX_NDIM];
+  const char* file; /* relative to the checkpoint directory; owned by the reader */
+  uint64_t file_offset;
+  uint64_t byte_length;
+} ckpt_chunk_info;
+#define CKPT_CHUNK_INFO_INIT \
+  { (uint32_t)sizeof(ckpt_chunk_info), 0, {0}, {0}, NULL, 0, 0 }
+
+CKPT_API int32_t ckpt_reader_chunk(const ckpt_reader_t* reader, uint64_t tensor_index, uint64_t chunk_index,
+                                   ckpt_chunk_info* info, ckpt_error_t* err);
+
+/* Reads the box (offset, shape) of tensor `key` into `buffer` (row-major, buffer_size must equal the box's bytes),
+ * verifying the checksum of every block it reads. CKPT_E_NOT_FOUND, CKPT_E_INVALID_ARGUMENT (box out of bounds,
+ * wrong size), CKPT_E_CORRUPT. */
+CKPT_API int32_t ckpt_reader_read(ckpt_reader_t* reader, const char* key, uint32_t ndim, const uint64_t* offset,
+                                  const uint64_t* shape, void* buffer, uint64_t buffer_size, ckpt_error_t* err);
+
+/* The i-th common entry, in key order; key and bytes owned by the reader. */
+CKPT_API int32_t ckpt_reader_common_at(const ckpt_reader_t* reader, uint64_t index, const char** key, const void** data,
+                                       uint64_t* size, ckpt_error_t* err);
+/* The common bytes stored under `key`; owned by the reader. CKPT_E_NOT_FOUND if absent. */
+CKPT_API int32_t ckpt_reader_common(const ckpt_reader_t* reader, const char* key, const void** data, uint64_t* size,
+                                    ckpt_error_t* err);
+/* The user metadata value saved under `key`; owned by the reader. CKPT_E_NOT_FOUND if absent. */
+CKPT_API int32_t ckpt_reader_metadata(const ckpt_reader_t* reader, const char* key, const char** value,
+                                      ckpt_error_t* err);
+/* The i-th user metadata entry, in the order saved (0 to metadata_count - 1); key and value owned by the reader.
+ * CKPT_E_NOT_FOUND past the end. */
+CKPT_API int32_t ckpt_reader_metadata_at(const ckpt_reader_t* reader, uint64_t index, const char** key,
+                                         const char** value, ckpt_error_t* err);
+/* Reads every chunk of every tensor and object and checks every checksum and file size. CKPT_E_CORRUPT names the
+ * first tensor and file that fail. */
+CKPT_API int32_t ckpt_reader_verify(ckpt_reader_t* reader, ckpt_error_t* err);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* CKPT_H */
