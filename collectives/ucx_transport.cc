@@ -18,12 +18,17 @@
 #include <utility>
 #include <vector>
 
+#include "collectives/ucx_batch.h"
 #include "collectives/ucx_config.h"
 #include "collectives/ucx_library.h"
 
 namespace ckpt::coll {
 namespace {
 
+using ucx::Batch;
+using ucx::Kind;
+using ucx::RankName;
+using ucx::Transfer;
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
@@ -49,8 +54,6 @@ uint64_t UcxTag(int source_rank, uint64_t tag) {
   return (static_cast<uint64_t>(source_rank) << kTransferTagBits) | tag;
 }
 
-std::string RankName(int rank) { return "rank " + std::to_string(rank); }
-
 // The ranks whose allgather contribution was empty, as "1, 3".
 std::string RanksThatSentNothing(const std::vector<std::string>& contributions) {
   std::string ranks;
@@ -68,115 +71,6 @@ Status UcxUnavailable(const UcxApi& ucx, const std::string& step, ucs_status_t s
 void WaitForEvents(int event_fd, int wake_fd, milliseconds wait) {
   pollfd fds[2] = {{event_fd, POLLIN, 0}, {wake_fd, POLLIN, 0}};
   poll(fds, wake_fd >= 0 ? 2 : 1, static_cast<int>(wait.count()));
-}
-
-enum class Kind : uint8_t { kSend, kReceive };
-
-struct Batch;
-
-// One send or receive of an Exchange call, as UCX sees it.
-struct Transfer {
-  Kind kind;
-  int peer;
-  uint64_t tag;
-  uint64_t size;
-  Batch* batch;
-  void* request = nullptr;  // UCX's request while in flight
-  bool done = false;
-  ucs_status_t status = UCS_OK;
-  uint64_t received = 0;
-};
-
-// Everything one Exchange call posted. Transfers are UCX callback arguments, so the vector never reallocates.
-struct Batch {
-  explicit Batch(const UcxApi& api) : ucx(api) {}
-  const UcxApi& ucx;  // for the completion callbacks, which get only a Transfer
-  std::vector<Transfer> transfers;
-  size_t in_flight = 0;
-  std::map<int, std::string> failed_peers;
-  std::string timeout_detail;
-
-  bool HasPendingWith(int peer) const {
-    return std::any_of(transfers.begin(), transfers.end(),
-                       [peer](const Transfer& transfer) { return transfer.peer == peer && !transfer.done; });
-  }
-};
-
-void Finish(Transfer* transfer, ucs_status_t status, uint64_t received) {
-  transfer->request = nullptr;
-  transfer->done = true;
-  transfer->status = status;
-  transfer->received = received;
-  --transfer->batch->in_flight;
-}
-
-void OnSendDone(void* request, ucs_status_t status, void* user_data) {
-  Transfer* transfer = static_cast<Transfer*>(user_data);
-  transfer->batch->ucx.request_free(request);
-  Finish(transfer, status, 0);
-}
-
-void OnReceiveDone(void* request, ucs_status_t status, const ucp_tag_recv_info_t* info, void* user_data) {
-  Transfer* transfer = static_cast<Transfer*>(user_data);
-  transfer->batch->ucx.request_free(request);
-  Finish(transfer, status, status == UCS_OK ? info->length : 0);
-}
-
-// Adds a transfer, counted in flight before it is posted: UCX may complete it inside the posting call.
-Transfer& Begin(Batch& batch, Kind kind, int peer, uint64_t tag, uint64_t size) {
-  ++batch.in_flight;
-  return batch.transfers.emplace_back(Transfer{kind, peer, tag, size, &batch});
-}
-
-// Records what a posting call returned: a request still in flight, an immediate completion, or a request whose
-// callback already ran (and freed it) inside the call.
-void Track(Transfer& transfer, ucs_status_ptr_t posted) {
-  if (transfer.done) return;
-  if (UCS_PTR_IS_PTR(posted)) {
-    transfer.request = posted;
-  } else {
-    Finish(&transfer, UCS_PTR_STATUS(posted), 0);
-  }
-}
-
-ucp_request_param_t CallbackParam(Transfer& transfer) {
-  ucp_request_param_t param = {};
-  param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
-  param.user_data = &transfer;
-  return param;
-}
-
-std::string DescribeTransfer(const Transfer& transfer) {
-  return std::string(transfer.kind == Kind::kSend ? "send to " : "receive from ") + RankName(transfer.peer) +
-         " with tag " + std::to_string(transfer.tag);
-}
-
-// The one error an Exchange reports: failed peers first, then a timeout, then the first failed transfer.
-Status Verdict(const Batch& batch) {
-  if (!batch.failed_peers.empty()) {
-    std::string message;
-    for (const auto& [peer, reason] : batch.failed_peers) {
-      message += (message.empty() ? "" : "; ") + RankName(peer) + ": " + reason;
-    }
-    if (!batch.timeout_detail.empty()) message += "; " + batch.timeout_detail;
-    return PeerFailed(message);
-  }
-  if (!batch.timeout_detail.empty()) return Timeout(batch.timeout_detail);
-  for (const Transfer& transfer : batch.transfers) {
-    if (transfer.status == UCS_ERR_MESSAGE_TRUNCATED) {
-      return Mismatch(DescribeTransfer(transfer) + ": the message is larger than the " + std::to_string(transfer.size) +
-                      " bytes expected");
-    }
-    if (transfer.status != UCS_OK) {
-      return PeerFailed(RankName(transfer.peer) + ": " + batch.ucx.status_string(transfer.status) + " (" +
-                        DescribeTransfer(transfer) + ")");
-    }
-    if (transfer.kind == Kind::kReceive && transfer.received != transfer.size) {
-      return Mismatch(DescribeTransfer(transfer) + ": received " + std::to_string(transfer.received) +
-                      " bytes, expected " + std::to_string(transfer.size));
-    }
-  }
-  return Status::Ok();
 }
 
 struct Peer {
@@ -419,21 +313,16 @@ Status UcxTransport::Validate(const std::vector<TransferSend>& sends, const std:
 }
 
 void UcxTransport::PostReceive(Batch& batch, const TransferRecv& recv) {
-  Transfer& transfer = Begin(batch, Kind::kReceive, recv.peer, recv.tag, recv.size);
-  ucp_request_param_t param = CallbackParam(transfer);
-  // UCX 1.13 leaves recv_info unfilled when a receive completes immediately, so the received length could not be
-  // checked: the callback, which gets it, must always run.
-  param.op_attr_mask |= UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
-  param.cb.recv = OnReceiveDone;
+  Transfer& transfer = ucx::Begin(batch, Kind::kReceive, recv.peer, recv.tag, recv.size);
+  const ucp_request_param_t param = ucx::ReceiveParam(transfer);
   const uint64_t tag = UcxTag(recv.peer, recv.tag);
-  Track(transfer, ucx_.tag_recv_nbx(worker_, recv.data, recv.size, tag, kExactTagMask, &param));
+  ucx::Track(transfer, ucx_.tag_recv_nbx(worker_, recv.data, recv.size, tag, kExactTagMask, &param));
 }
 
 void UcxTransport::PostSend(Batch& batch, const TransferSend& send) {
-  Transfer& transfer = Begin(batch, Kind::kSend, send.peer, send.tag, send.size);
-  ucp_request_param_t param = CallbackParam(transfer);
-  param.cb.send = OnSendDone;
-  Track(transfer, ucx_.tag_send_nbx(peers_[send.peer].ep, send.data, send.size, UcxTag(rank_, send.tag), &param));
+  Transfer& transfer = ucx::Begin(batch, Kind::kSend, send.peer, send.tag, send.size);
+  const ucp_request_param_t param = ucx::SendParam(transfer);
+  ucx::Track(transfer, ucx_.tag_send_nbx(peers_[send.peer].ep, send.data, send.size, UcxTag(rank_, send.tag), &param));
 }
 
 Status UcxTransport::Progress(Batch& batch, Clock::time_point deadline) {
@@ -535,7 +424,7 @@ void UcxTransport::Abandon(Batch& batch, milliseconds timeout) {
     // No callback comes for a freed request, and UCX releases it once it completes.
     if (transfer.request != nullptr) {
       ucx_.request_free(transfer.request);
-      Finish(&transfer, UCS_ERR_CANCELED, 0);
+      ucx::Finish(&transfer, UCS_ERR_CANCELED, 0);
     }
   }
 }
@@ -582,7 +471,7 @@ Status UcxTransport::Exchange(const std::vector<TransferSend>& sends, const std:
   const Status peers = Progress(batch, deadline);
   if (batch.in_flight > 0) Abandon(batch, timeout);
   ReapClosedEndpoints(Clock::now());
-  return peers.ok() ? Verdict(batch) : peers;
+  return peers.ok() ? ucx::Verdict(batch) : peers;
 }
 
 // Every rank learns whether every other rank got this far, so that a failure on one rank fails all of them alike.
