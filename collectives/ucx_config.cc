@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <ifaddrs.h>
+#include <net/if.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -47,8 +48,7 @@ bool SharedMemoryAllowed() {
   return false;
 }
 
-// The RDMA ports as UCX names its InfiniBand and RoCE devices ("mlx5_0:1"), from sysfs. They are no network
-// interfaces, and must stay usable when the devices are limited to one interface.
+// The RDMA ports as UCX names its InfiniBand and RoCE devices ("mlx5_0:1"), from sysfs.
 std::vector<std::string> RdmaPorts() {
   std::vector<std::string> ports;
   const std::string root = "/sys/class/infiniband";
@@ -97,7 +97,7 @@ Result<sockaddr_storage> LocalAddressReaching(const std::string& host) {
 
 }  // namespace
 
-Result<std::string> InterfaceReaching(const std::string& host) {
+Result<NetworkInterface> InterfaceReaching(const std::string& host) {
   ASSIGN_OR_RETURN(const sockaddr_storage local, LocalAddressReaching(host));
   ifaddrs* list = nullptr;
   if (getifaddrs(&list) != 0) return NotFound(std::string("listing the network interfaces failed: ") + strerror(errno));
@@ -106,12 +106,18 @@ Result<std::string> InterfaceReaching(const std::string& host) {
     if (entry->ifa_addr == nullptr || !SameAddress(*entry->ifa_addr, local)) continue;
     // An address label ("eth0:1") names its interface before the colon, as UCX does.
     const std::string label = entry->ifa_name;
-    return label.substr(0, label.find(':'));
+    return NetworkInterface{label.substr(0, label.find(':')), (entry->ifa_flags & IFF_LOOPBACK) != 0};
   }
   return NotFound("no network interface holds the address this host uses to reach '" + host + "'");
 }
 
-Result<ucp_config_t*> ReadUcxConfig(const UcxApi& ucx, const std::string& job_host) {
+std::string NetDevicesFor(const std::string& interface) {
+  std::string devices = interface;
+  for (const std::string& port : RdmaPorts()) devices += "," + port;
+  return devices;
+}
+
+Result<ucp_config_t*> ReadUcxConfig(const UcxApi& ucx, const std::string& net_devices) {
   std::vector<std::pair<std::string, std::string>> settings;
   // Peer error handling disables shared memory unless the shared-memory transports declare error handling. UCX 1.13
   // applies transport settings given to ucp_config_modify under the name of their common table (MM_), not under
@@ -125,13 +131,7 @@ Result<ucp_config_t*> ReadUcxConfig(const UcxApi& ucx, const std::string& job_ho
     }
   }
   if (!AnyInEnvironment({"UCX_KEEPALIVE_INTERVAL"})) settings.emplace_back("KEEPALIVE_INTERVAL", kKeepaliveInterval);
-  if (!job_host.empty() && !AnyInEnvironment({"UCX_NET_DEVICES"})) {
-    Result<std::string> interface = InterfaceReaching(job_host);
-    if (!interface.ok()) return Unsupported("UCX is unavailable: " + interface.status().message());
-    std::string devices = interface.value();
-    for (const std::string& port : RdmaPorts()) devices += "," + port;
-    settings.emplace_back("NET_DEVICES", devices);
-  }
+  if (!net_devices.empty() && !AnyInEnvironment({"UCX_NET_DEVICES"})) settings.emplace_back("NET_DEVICES", net_devices);
 
   ucp_config_t* config = nullptr;
   ucs_status_t status = ucx.config_read(nullptr, nullptr, &config);

@@ -10,14 +10,22 @@
 namespace ckpt::coll {
 
 // Reads UCX's configuration (the UCX_* environment variables) and adds what the transport needs, except where the
-// user set a value of their own: shared memory kept usable under peer error handling, a keepalive of 1 s, and UCX's
-// network devices limited to the interface that reaches `job_host` (the job's store) plus the RDMA ports, so that
-// UCX listens on no other interface. Empty `job_host`: every device. The caller releases the configuration with
-// ucx.config_release. kUnsupported when UCX refuses it or no interface reaches `job_host`.
-Result<ucp_config_t*> ReadUcxConfig(const UcxApi& ucx, const std::string& job_host);
+// user set a value of their own: shared memory kept usable under peer error handling, a keepalive of 1 s, and
+// `net_devices` as UCX's network devices (NetDevicesFor; empty: every device). The caller releases the
+// configuration with ucx.config_release. kUnsupported when UCX refuses it.
+Result<ucp_config_t*> ReadUcxConfig(const UcxApi& ucx, const std::string& net_devices);
+
+struct NetworkInterface {
+  std::string name;  // as UCX names it: "eth0", "lo"
+  bool loopback = false;
+};
 
 // The network interface whose address this host uses to reach `host`: "lo" for 127.0.0.1. kNotFound when `host`
 // does not resolve or no route reaches it.
-Result<std::string> InterfaceReaching(const std::string& host);
+Result<NetworkInterface> InterfaceReaching(const std::string& host);
+
+// UCX's network devices limited to `interface` and the RDMA ports, so that UCX's TCP transport listens on that
+// interface alone while InfiniBand and RoCE devices, which are no network interfaces, stay usable.
+std::string NetDevicesFor(const std::string& interface);
 
 }  // namespace ckpt::coll

@@ -112,9 +112,8 @@ class UcxTransport : public Transport {
   Status Exchange(const std::vector<TransferSend>& sends, const std::vector<TransferRecv>& recvs,
                   milliseconds timeout) override;
 
-  // Creates the context, the worker and its event fd; UCX's network devices are limited to those reaching
-  // `job_host` (ucx_config.h).
-  Status Open(const std::string& job_host);
+  // Creates the context, the worker and its event fd, with `net_devices` as UCX's network devices (empty: all).
+  Status Open(const std::string& net_devices);
   Result<std::string> WorkerAddress() const;
   // Creates an endpoint to every rank from its worker address.
   Status Connect(const std::vector<std::string>& addresses);
@@ -188,8 +187,8 @@ UcxTransport::~UcxTransport() {
   if (context_ != nullptr) ucx_.cleanup(context_);
 }
 
-Status UcxTransport::Open(const std::string& job_host) {
-  ASSIGN_OR_RETURN(ucp_config_t* config, ReadUcxConfig(ucx_, job_host));
+Status UcxTransport::Open(const std::string& net_devices) {
+  ASSIGN_OR_RETURN(ucp_config_t* config, ReadUcxConfig(ucx_, net_devices));
   ucp_params_t params = {};
   params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_ESTIMATED_NUM_EPS;
   params.features = UCP_FEATURE_TAG | UCP_FEATURE_WAKEUP;
@@ -474,6 +473,22 @@ Status UcxTransport::Exchange(const std::vector<TransferSend>& sends, const std:
   return peers.ok() ? ucx::Verdict(batch) : peers;
 }
 
+// Collective: this rank's UCX network devices (empty: every device). A job whose every rank reaches the store over
+// loopback runs on one host, and loopback alone serves it. Across hosts, a rank keeps to the interface through which
+// it reaches the store, the job's network; the store's own host reaches it over loopback and cannot tell which of
+// its interfaces the other hosts use, so it keeps them all.
+Result<std::string> AgreeOnNetDevices(ControlPlane& control, const std::string& job_host) {
+  const Result<NetworkInterface> reaching =
+      job_host.empty() ? Result<NetworkInterface>(NotFound("no job host")) : InterfaceReaching(job_host);
+  const std::string route = !reaching.ok() ? "unknown" : reaching.value().loopback ? "loopback" : "network";
+  ASSIGN_OR_RETURN(const std::vector<std::string> routes, control.AllGather(route));
+  if (!reaching.ok()) return std::string();
+  const bool one_host =
+      std::all_of(routes.begin(), routes.end(), [](const std::string& other) { return other == "loopback"; });
+  if (reaching.value().loopback && !one_host) return std::string();
+  return NetDevicesFor(reaching.value().name);
+}
+
 // Every rank learns whether every other rank got this far, so that a failure on one rank fails all of them alike.
 Status AgreeOnSuccess(ControlPlane& control, const Status& mine, const std::string& what) {
   ASSIGN_OR_RETURN(std::vector<std::string> verdicts, control.AllGather(mine.ok() ? "ok" : ""));
@@ -489,13 +504,14 @@ Result<std::unique_ptr<Transport>> MakeUcxTransport(ControlPlane& control, const
     return InvalidArgument("the UCX transport supports at most " + std::to_string(kMaxRanks) + " ranks, not " +
                            std::to_string(control.world_size()));
   }
+  ASSIGN_OR_RETURN(const std::string net_devices, AgreeOnNetDevices(control, options.job_host));
   const Result<const UcxApi*> ucx = options.ucx != nullptr ? Result<const UcxApi*>(options.ucx) : LoadUcx();
   std::unique_ptr<UcxTransport> transport;
   Status opened = ucx.status();
   if (ucx.ok()) {
     transport = std::make_unique<UcxTransport>(*ucx.value(), control.rank(), control.world_size(),
                                                options.close_timeout);
-    opened = transport->Open(options.job_host);
+    opened = transport->Open(net_devices);
   }
   Result<std::string> address = opened.ok() ? transport->WorkerAddress() : Result<std::string>(opened);
   // An empty contribution tells the others that this rank has no worker.

@@ -17,8 +17,8 @@ struct UcxApi;
 struct UcxTransportOptions {
   // Bounds how long destruction waits for endpoints to close; at most 10 s.
   std::chrono::milliseconds close_timeout{10000};
-  // The host of the job's store: UCX's TCP transport listens only on the network interface that reaches it (and
-  // RDMA devices stay usable). Empty: UCX uses every interface.
+  // The host of the job's store: UCX's TCP transport listens only on the network interface that reaches it, or on
+  // loopback alone where every rank reaches it over loopback (RDMA devices stay usable). Empty: every interface.
   std::string job_host;
   // The UCX functions the transport calls; null: libucp.so.0, loaded at run time (ucx_library.h). Tests pass a
   // table of their own to make UCX fail.

@@ -1,6 +1,7 @@
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <ifaddrs.h>
+#include <net/if.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -74,8 +75,9 @@ thread_local bool on_rank_thread = false;
 
 // Runs every rank of the world on its own thread, each with its own store connection and UCX worker; the body owns
 // the transport.
-void RunRanksOwningTransports(int world_size, const std::function<void(std::unique_ptr<Transport>, TcpStore&)>& body,
-                              const UcxTransportOptions& options = LoopbackJob()) {
+void RunRanksOwningTransports(
+    int world_size, const std::function<void(std::unique_ptr<Transport>, TcpStore&)>& body,
+    const std::function<UcxTransportOptions(int rank)>& options_of = [](int) { return LoopbackJob(); }) {
   const int port = PickFreePort();
   std::vector<std::thread> threads;
   for (int r = 0; r < world_size; ++r) {
@@ -83,7 +85,7 @@ void RunRanksOwningTransports(int world_size, const std::function<void(std::uniq
       on_rank_thread = true;
       Result<std::unique_ptr<TcpStore>> store = ConnectStore(r, world_size, port);
       ASSERT_TRUE(store.ok()) << "rank " << r << ": " << store.status().message();
-      Result<std::unique_ptr<Transport>> transport = MakeUcxTransport(**store, options);
+      Result<std::unique_ptr<Transport>> transport = MakeUcxTransport(**store, options_of(r));
       ASSERT_TRUE(transport.ok()) << "rank " << r << ": " << transport.status().message();
       body(std::move(transport).value(), **store);
     });
@@ -498,14 +500,18 @@ std::map<std::string, std::string> ListeningSockets() {
   return listening;
 }
 
-bool HasNonLoopbackAddress() {
+// An IPv4 address of this host's first interface besides loopback; empty if it has none.
+std::string NonLoopbackAddress() {
   ifaddrs* list = nullptr;
-  if (getifaddrs(&list) != 0) return false;
-  bool found = false;
-  for (const ifaddrs* entry = list; entry != nullptr; entry = entry->ifa_next) {
-    if (entry->ifa_addr == nullptr) continue;
-    const int family = entry->ifa_addr->sa_family;
-    if ((family == AF_INET || family == AF_INET6) && std::string(entry->ifa_name) != "lo") found = true;
+  if (getifaddrs(&list) != 0) return "";
+  std::string found;
+  for (const ifaddrs* entry = list; entry != nullptr && found.empty(); entry = entry->ifa_next) {
+    if (entry->ifa_addr == nullptr || entry->ifa_addr->sa_family != AF_INET || (entry->ifa_flags & IFF_LOOPBACK)) {
+      continue;
+    }
+    char text[INET_ADDRSTRLEN] = {};
+    inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(entry->ifa_addr)->sin_addr, text, sizeof text);
+    found = text;
   }
   freeifaddrs(list);
   return found;
@@ -513,7 +519,7 @@ bool HasNonLoopbackAddress() {
 
 // A job whose store is 127.0.0.1 runs on one host: UCX must not open a port to the network.
 TEST(UcxTransportSetupTest, JobOnLoopbackListensOnLoopbackOnly) {
-  if (!HasNonLoopbackAddress()) GTEST_SKIP() << "this host has no network interface besides loopback to avoid";
+  if (NonLoopbackAddress().empty()) GTEST_SKIP() << "this host has no network interface besides loopback to avoid";
   ScopedEnv tcp("UCX_TLS", "tcp,self");
   const std::map<std::string, std::string> before = ListeningSockets();
   RunRanks(2, [&](Transport& transport, TcpStore& store) {
@@ -532,10 +538,30 @@ TEST(UcxTransportSetupTest, JobOnLoopbackListensOnLoopbackOnly) {
   });
 }
 
+// As across hosts: the store's host reaches the store over loopback, the others over the network. The store's host
+// must then keep the interfaces the others reach it through.
+TEST(UcxTransportSetupTest, RanksReachingTheStoreOverLoopbackAndNetworkStillConnect) {
+  const std::string network_address = NonLoopbackAddress();
+  if (network_address.empty()) GTEST_SKIP() << "this host has no network interface besides loopback";
+  ScopedEnv tcp("UCX_TLS", "tcp,self");
+  RunRanksOwningTransports(
+      2,
+      [](std::unique_ptr<Transport> transport, TcpStore& store) {
+        ExchangeWithPeers(*transport, store.rank(), OtherRanks(store.rank(), 2), {64, 1 << 20});
+        ASSERT_TRUE(store.Barrier().ok());
+      },
+      [&](int rank) {
+        UcxTransportOptions options = LoopbackJob();
+        if (rank == 1) options.job_host = network_address;
+        return options;
+      });
+}
+
 TEST(UcxTransportSetupTest, InterfaceReachingLoopbackIsLo) {
-  Result<std::string> interface = InterfaceReaching("127.0.0.1");
+  Result<NetworkInterface> interface = InterfaceReaching("127.0.0.1");
   ASSERT_TRUE(interface.ok()) << interface.status().message();
-  EXPECT_EQ(interface.value(), "lo");
+  EXPECT_EQ(interface.value().name, "lo");
+  EXPECT_TRUE(interface.value().loopback);
 }
 
 TEST(UcxTransportSetupTest, InterfaceReachingAnUnknownHostIsNotFound) {
@@ -571,7 +597,7 @@ TEST(UcxTransportSetupTest, FailingBackgroundProgressFailsLaterExchangesNotThePr
         EXPECT_TRUE(Contains(status, "injected progress failure")) << status.message();
         ASSERT_TRUE(store.Barrier().ok());
       },
-      options);
+      [&](int) { return options; });
 }
 
 }  // namespace
