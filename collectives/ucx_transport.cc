@@ -2,25 +2,33 @@
 
 #include <poll.h>
 #include <sys/eventfd.h>
-#include <ucp/api/ucp.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
-#include <cstdlib>
+#include <cstdio>
 #include <cstring>
-#include <initializer_list>
+#include <exception>
 #include <map>
 #include <mutex>
 #include <string>
+#include <system_error>
 #include <thread>
 #include <utility>
 #include <vector>
 
+#include "collectives/ucx_batch.h"
+#include "collectives/ucx_config.h"
+#include "collectives/ucx_library.h"
+
 namespace ckpt::coll {
 namespace {
 
+using ucx::Batch;
+using ucx::Kind;
+using ucx::RankName;
+using ucx::Transfer;
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
@@ -34,8 +42,6 @@ constexpr uint64_t kExactTagMask = ~uint64_t{0};
 constexpr milliseconds kExchangeIdleWait{50};
 // The same between exchanges, when only peers' late requests and dead peers are waited for.
 constexpr milliseconds kBackgroundIdleWait{200};
-// UCX's default keepalive interval (20 s) would leave a dead peer unnoticed for most of a short timeout.
-constexpr char kKeepaliveInterval[] = "1s";
 // How long cancelled or purged requests get to complete after a timeout.
 constexpr milliseconds kCancelGrace{2000};
 // The longest a destructor waits for endpoints to close: only the tail of a TCP buffer, for a peer that does not
@@ -48,8 +54,6 @@ uint64_t UcxTag(int source_rank, uint64_t tag) {
   return (static_cast<uint64_t>(source_rank) << kTransferTagBits) | tag;
 }
 
-std::string RankName(int rank) { return "rank " + std::to_string(rank); }
-
 // The ranks whose allgather contribution was empty, as "1, 3".
 std::string RanksThatSentNothing(const std::vector<std::string>& contributions) {
   std::string ranks;
@@ -59,147 +63,14 @@ std::string RanksThatSentNothing(const std::vector<std::string>& contributions) 
   return ranks;
 }
 
-Status UcxUnavailable(const std::string& step, ucs_status_t status) {
-  return Unsupported("UCX is unavailable: " + step + " failed: " + ucs_status_string(status));
-}
-
-// Whether UCX_TLS lets UCX use a shared-memory transport (unset, an exclusion list, or naming one).
-bool SharedMemoryAllowed() {
-  const char* tls = std::getenv("UCX_TLS");
-  if (tls == nullptr || tls[0] == '^') return true;
-  const std::string list = std::string(",") + tls + ",";
-  for (const char* name : {"all", "sm", "shm", "mm", "posix", "sysv"}) {
-    if (list.find(std::string(",") + name + ",") != std::string::npos) return true;
-  }
-  return false;
-}
-
-// UCX 1.13 takes the shared-memory transports' settings from the environment only (ucp_config_modify does not reach
-// them), and peer error handling disables shared memory unless these are on. A value the user set is kept; where
-// UCX_TLS rules shared memory out they are left unset, as UCX would warn about them on every context.
-//
-// With peer error handling UCX does not use cross-memory attach either, so large messages stream through the
-// receiver's shared-memory FIFO. Its default of 64 segments (512 KiB) makes a sender wait for the receiver to be
-// scheduled every 512 KiB: with more ranks than cores an exchange took 1 to 10 s where 1024 segments (8 MiB of
-// shared memory per rank) take 0.5 to 0.9 s, measured with 4 ranks exchanging 384 MiB each on 2 cores.
-void ConfigureSharedMemory() {
-  static std::mutex mutex;
-  std::lock_guard<std::mutex> lock(mutex);
-  if (!SharedMemoryAllowed()) return;
-  setenv("UCX_POSIX_ERROR_HANDLING", "y", /*overwrite=*/0);
-  setenv("UCX_SYSV_ERROR_HANDLING", "y", /*overwrite=*/0);
-  setenv("UCX_MM_FIFO_SIZE", "1024", /*overwrite=*/0);
+Status UcxUnavailable(const UcxApi& ucx, const std::string& step, ucs_status_t status) {
+  return Unsupported("UCX is unavailable: " + step + " failed: " + ucx.status_string(status));
 }
 
 // Sleeps until one of the descriptors is readable or `wait` passes.
 void WaitForEvents(int event_fd, int wake_fd, milliseconds wait) {
   pollfd fds[2] = {{event_fd, POLLIN, 0}, {wake_fd, POLLIN, 0}};
   poll(fds, wake_fd >= 0 ? 2 : 1, static_cast<int>(wait.count()));
-}
-
-enum class Kind : uint8_t { kSend, kReceive };
-
-struct Batch;
-
-// One send or receive of an Exchange call, as UCX sees it.
-struct Transfer {
-  Kind kind;
-  int peer;
-  uint64_t tag;
-  uint64_t size;
-  Batch* batch;
-  void* request = nullptr;  // UCX's request while in flight
-  bool done = false;
-  ucs_status_t status = UCS_OK;
-  uint64_t received = 0;
-};
-
-// Everything one Exchange call posted. Transfers are UCX callback arguments, so the vector never reallocates.
-struct Batch {
-  std::vector<Transfer> transfers;
-  size_t in_flight = 0;
-  std::map<int, std::string> failed_peers;
-  std::string timeout_detail;
-
-  bool HasPendingWith(int peer) const {
-    return std::any_of(transfers.begin(), transfers.end(),
-                       [peer](const Transfer& transfer) { return transfer.peer == peer && !transfer.done; });
-  }
-};
-
-void Finish(Transfer* transfer, ucs_status_t status, uint64_t received) {
-  transfer->request = nullptr;
-  transfer->done = true;
-  transfer->status = status;
-  transfer->received = received;
-  --transfer->batch->in_flight;
-}
-
-void OnSendDone(void* request, ucs_status_t status, void* user_data) {
-  ucp_request_free(request);
-  Finish(static_cast<Transfer*>(user_data), status, 0);
-}
-
-void OnReceiveDone(void* request, ucs_status_t status, const ucp_tag_recv_info_t* info, void* user_data) {
-  ucp_request_free(request);
-  Finish(static_cast<Transfer*>(user_data), status, status == UCS_OK ? info->length : 0);
-}
-
-// Adds a transfer, counted in flight before it is posted: UCX may complete it inside the posting call.
-Transfer& Begin(Batch& batch, Kind kind, int peer, uint64_t tag, uint64_t size) {
-  ++batch.in_flight;
-  return batch.transfers.emplace_back(Transfer{kind, peer, tag, size, &batch});
-}
-
-// Records what a posting call returned: a request still in flight, an immediate completion, or a request whose
-// callback already ran (and freed it) inside the call.
-void Track(Transfer& transfer, ucs_status_ptr_t posted) {
-  if (transfer.done) return;
-  if (UCS_PTR_IS_PTR(posted)) {
-    transfer.request = posted;
-  } else {
-    Finish(&transfer, UCS_PTR_STATUS(posted), 0);
-  }
-}
-
-ucp_request_param_t CallbackParam(Transfer& transfer) {
-  ucp_request_param_t param = {};
-  param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
-  param.user_data = &transfer;
-  return param;
-}
-
-std::string DescribeTransfer(const Transfer& transfer) {
-  return std::string(transfer.kind == Kind::kSend ? "send to " : "receive from ") + RankName(transfer.peer) +
-         " with tag " + std::to_string(transfer.tag);
-}
-
-// The one error an Exchange reports: failed peers first, then a timeout, then the first failed transfer.
-Status Verdict(const Batch& batch) {
-  if (!batch.failed_peers.empty()) {
-    std::string message;
-    for (const auto& [peer, reason] : batch.failed_peers) {
-      message += (message.empty() ? "" : "; ") + RankName(peer) + ": " + reason;
-    }
-    if (!batch.timeout_detail.empty()) message += "; " + batch.timeout_detail;
-    return PeerFailed(message);
-  }
-  if (!batch.timeout_detail.empty()) return Timeout(batch.timeout_detail);
-  for (const Transfer& transfer : batch.transfers) {
-    if (transfer.status == UCS_ERR_MESSAGE_TRUNCATED) {
-      return Mismatch(DescribeTransfer(transfer) + ": the message is larger than the " + std::to_string(transfer.size) +
-                      " bytes expected");
-    }
-    if (transfer.status != UCS_OK) {
-      return PeerFailed(RankName(transfer.peer) + ": " + ucs_status_string(transfer.status) + " (" +
-                        DescribeTransfer(transfer) + ")");
-    }
-    if (transfer.kind == Kind::kReceive && transfer.received != transfer.size) {
-      return Mismatch(DescribeTransfer(transfer) + ": received " + std::to_string(transfer.received) +
-                      " bytes, expected " + std::to_string(transfer.size));
-    }
-  }
-  return Status::Ok();
 }
 
 struct Peer {
@@ -223,8 +94,11 @@ void OnEndpointError(void* arg, ucp_ep_h /*ep*/, ucs_status_t status) {
 // transfers completed, and the caller may then block elsewhere for long (in a control-plane collective).
 class UcxTransport : public Transport {
  public:
-  UcxTransport(int rank, int world_size, milliseconds close_timeout)
-      : rank_(rank), peers_(world_size), close_timeout_(std::clamp(close_timeout, milliseconds(0), kLongestClose)) {
+  UcxTransport(const UcxApi& ucx, int rank, int world_size, milliseconds close_timeout)
+      : ucx_(ucx),
+        rank_(rank),
+        peers_(world_size),
+        close_timeout_(std::clamp(close_timeout, milliseconds(0), kLongestClose)) {
     for (int r = 0; r < world_size; ++r) {
       peers_[r].rank = r;
       peers_[r].errors_reported = &errors_reported_;
@@ -238,8 +112,8 @@ class UcxTransport : public Transport {
   Status Exchange(const std::vector<TransferSend>& sends, const std::vector<TransferRecv>& recvs,
                   milliseconds timeout) override;
 
-  // Creates the context, the worker and its event fd.
-  Status Open();
+  // Creates the context, the worker and its event fd, with `net_devices` as UCX's network devices (empty: all).
+  Status Open(const std::string& net_devices);
   Result<std::string> WorkerAddress() const;
   // Creates an endpoint to every rank from its worker address.
   Status Connect(const std::vector<std::string>& addresses);
@@ -253,7 +127,9 @@ class UcxTransport : public Transport {
   // Progresses until the batch completes or the deadline passes; the peer check's failure if it reports one.
   Status Progress(Batch& batch, Clock::time_point deadline);
   void ProgressOrWait(Clock::time_point deadline);
-  void ProgressWhileIdle();
+  void ProgressWhileIdle() noexcept;
+  void ProgressUntilStopped();
+  void RecordProgressFailure(const char* what) noexcept;
   void HandleEndpointErrors(Batch* batch);
   void FailPeer(int peer, const std::string& reason);
   void CancelReceivesFrom(Batch& batch, int peer);
@@ -262,6 +138,7 @@ class UcxTransport : public Transport {
   void CloseEndpoint(ucp_ep_h ep, uint32_t flags);
   void ReapClosedEndpoints(Clock::time_point deadline);
 
+  const UcxApi& ucx_;
   const int rank_;
   std::vector<Peer> peers_;  // by rank; sized once, as endpoints hold pointers to them
   const milliseconds close_timeout_;
@@ -276,6 +153,10 @@ class UcxTransport : public Transport {
   bool stopping_ = false;
   std::vector<void*> closing_;  // requests of endpoints still closing
   std::thread progress_thread_;
+  // Why the progress thread stopped early, written once before progress_failed_ is set: a fixed buffer, as the
+  // thread records it while handling an exception, where an allocation could throw again.
+  char progress_failure_[256] = {};
+  std::atomic<bool> progress_failed_{false};
 };
 
 UcxTransport::~UcxTransport() {
@@ -300,48 +181,40 @@ UcxTransport::~UcxTransport() {
     }
     ReapClosedEndpoints(Clock::now() + close_timeout_);
     // Released by UCX when they complete; destroying the worker completes them.
-    for (void* request : closing_) ucp_request_free(request);
-    ucp_worker_destroy(worker_);
+    for (void* request : closing_) ucx_.request_free(request);
+    ucx_.worker_destroy(worker_);
   }
-  if (context_ != nullptr) ucp_cleanup(context_);
+  if (context_ != nullptr) ucx_.cleanup(context_);
 }
 
-Status UcxTransport::Open() {
-  ConfigureSharedMemory();
-  ucp_config_t* config = nullptr;
-  ucs_status_t status = ucp_config_read(nullptr, nullptr, &config);
-  if (status != UCS_OK) return UcxUnavailable("reading its configuration", status);
-  if (std::getenv("UCX_KEEPALIVE_INTERVAL") == nullptr) {
-    status = ucp_config_modify(config, "KEEPALIVE_INTERVAL", kKeepaliveInterval);
-  }
-  if (status == UCS_OK) {
-    ucp_params_t params = {};
-    params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_ESTIMATED_NUM_EPS;
-    params.features = UCP_FEATURE_TAG | UCP_FEATURE_WAKEUP;
-    params.estimated_num_eps = peers_.size();
-    status = ucp_init(&params, config, &context_);
-  }
-  ucp_config_release(config);
-  if (status != UCS_OK) return UcxUnavailable("ucp_init", status);
+Status UcxTransport::Open(const std::string& net_devices) {
+  ASSIGN_OR_RETURN(ucp_config_t* config, ReadUcxConfig(ucx_, net_devices));
+  ucp_params_t params = {};
+  params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_ESTIMATED_NUM_EPS;
+  params.features = UCP_FEATURE_TAG | UCP_FEATURE_WAKEUP;
+  params.estimated_num_eps = peers_.size();
+  ucs_status_t status = ucx_.init_version(UCP_API_MAJOR, UCP_API_MINOR, &params, config, &context_);
+  ucx_.config_release(config);
+  if (status != UCS_OK) return UcxUnavailable(ucx_, "ucp_init", status);
 
   ucp_worker_params_t worker_params = {};
   worker_params.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
   // Never used by two threads at once (mutex_), but by more than one thread.
   worker_params.thread_mode = UCS_THREAD_MODE_SERIALIZED;
-  status = ucp_worker_create(context_, &worker_params, &worker_);
-  if (status != UCS_OK) return UcxUnavailable("ucp_worker_create", status);
-  status = ucp_worker_get_efd(worker_, &event_fd_);
-  if (status != UCS_OK) return UcxUnavailable("ucp_worker_get_efd", status);
+  status = ucx_.worker_create(context_, &worker_params, &worker_);
+  if (status != UCS_OK) return UcxUnavailable(ucx_, "ucp_worker_create", status);
+  status = ucx_.worker_get_efd(worker_, &event_fd_);
+  if (status != UCS_OK) return UcxUnavailable(ucx_, "ucp_worker_get_efd", status);
   return Status::Ok();
 }
 
 Result<std::string> UcxTransport::WorkerAddress() const {
   ucp_address_t* address = nullptr;
   size_t length = 0;
-  const ucs_status_t status = ucp_worker_get_address(worker_, &address, &length);
-  if (status != UCS_OK) return UcxUnavailable("ucp_worker_get_address", status);
+  const ucs_status_t status = ucx_.worker_get_address(worker_, &address, &length);
+  if (status != UCS_OK) return UcxUnavailable(ucx_, "ucp_worker_get_address", status);
   std::string bytes(reinterpret_cast<const char*>(address), length);
-  ucp_worker_release_address(worker_, address);
+  ucx_.worker_release_address(worker_, address);
   return bytes;
 }
 
@@ -354,10 +227,10 @@ Status UcxTransport::Connect(const std::vector<std::string>& addresses) {
     params.err_mode = UCP_ERR_HANDLING_MODE_PEER;
     params.err_handler.cb = OnEndpointError;
     params.err_handler.arg = &peer;
-    const ucs_status_t status = ucp_ep_create(worker_, &params, &peer.ep);
+    const ucs_status_t status = ucx_.ep_create(worker_, &params, &peer.ep);
     if (status != UCS_OK) {
       peer.ep = nullptr;
-      return PeerFailed("creating a UCX endpoint to " + RankName(peer.rank) + " failed: " + ucs_status_string(status));
+      return PeerFailed("creating a UCX endpoint to " + RankName(peer.rank) + " failed: " + ucx_.status_string(status));
     }
   }
   return Status::Ok();
@@ -366,11 +239,32 @@ Status UcxTransport::Connect(const std::vector<std::string>& addresses) {
 Status UcxTransport::StartBackgroundProgress() {
   wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (wake_fd_ < 0) return Internal(std::string("eventfd for the UCX progress thread failed: ") + strerror(errno));
-  progress_thread_ = std::thread([this] { ProgressWhileIdle(); });
+  try {
+    progress_thread_ = std::thread([this] { ProgressWhileIdle(); });
+  } catch (const std::system_error& error) {
+    return Internal(std::string("starting the UCX progress thread failed: ") + error.what());
+  }
   return Status::Ok();
 }
 
-void UcxTransport::ProgressWhileIdle() {
+// An exception leaving a thread ends the process (std::terminate): the progress thread instead stops, and every
+// later exchange reports why.
+void UcxTransport::ProgressWhileIdle() noexcept {
+  try {
+    ProgressUntilStopped();
+  } catch (const std::exception& error) {
+    RecordProgressFailure(error.what());
+  } catch (...) {
+    RecordProgressFailure("an exception that is not a std::exception");
+  }
+}
+
+void UcxTransport::RecordProgressFailure(const char* what) noexcept {
+  std::snprintf(progress_failure_, sizeof progress_failure_, "%s", what);
+  progress_failed_.store(true);
+}
+
+void UcxTransport::ProgressUntilStopped() {
   while (true) {
     if (exchanges_waiting_.load() > 0) {
       std::this_thread::yield();
@@ -380,7 +274,7 @@ void UcxTransport::ProgressWhileIdle() {
     {
       std::lock_guard<std::mutex> lock(mutex_);
       if (stopping_) return;
-      if (ucp_worker_progress(worker_) == 0) idle = ucp_worker_arm(worker_) != UCS_ERR_BUSY;
+      if (ucx_.worker_progress(worker_) == 0) idle = ucx_.worker_arm(worker_) != UCS_ERR_BUSY;
       HandleEndpointErrors(nullptr);
     }
     if (idle) WaitForEvents(event_fd_, wake_fd_, kBackgroundIdleWait);
@@ -418,21 +312,16 @@ Status UcxTransport::Validate(const std::vector<TransferSend>& sends, const std:
 }
 
 void UcxTransport::PostReceive(Batch& batch, const TransferRecv& recv) {
-  Transfer& transfer = Begin(batch, Kind::kReceive, recv.peer, recv.tag, recv.size);
-  ucp_request_param_t param = CallbackParam(transfer);
-  // UCX 1.13 leaves recv_info unfilled when a receive completes immediately, so the received length could not be
-  // checked: the callback, which gets it, must always run.
-  param.op_attr_mask |= UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
-  param.cb.recv = OnReceiveDone;
+  Transfer& transfer = ucx::Begin(batch, Kind::kReceive, recv.peer, recv.tag, recv.size);
+  const ucp_request_param_t param = ucx::ReceiveParam(transfer);
   const uint64_t tag = UcxTag(recv.peer, recv.tag);
-  Track(transfer, ucp_tag_recv_nbx(worker_, recv.data, recv.size, tag, kExactTagMask, &param));
+  ucx::Track(transfer, ucx_.tag_recv_nbx(worker_, recv.data, recv.size, tag, kExactTagMask, &param));
 }
 
 void UcxTransport::PostSend(Batch& batch, const TransferSend& send) {
-  Transfer& transfer = Begin(batch, Kind::kSend, send.peer, send.tag, send.size);
-  ucp_request_param_t param = CallbackParam(transfer);
-  param.cb.send = OnSendDone;
-  Track(transfer, ucp_tag_send_nbx(peers_[send.peer].ep, send.data, send.size, UcxTag(rank_, send.tag), &param));
+  Transfer& transfer = ucx::Begin(batch, Kind::kSend, send.peer, send.tag, send.size);
+  const ucp_request_param_t param = ucx::SendParam(transfer);
+  ucx::Track(transfer, ucx_.tag_send_nbx(peers_[send.peer].ep, send.data, send.size, UcxTag(rank_, send.tag), &param));
 }
 
 Status UcxTransport::Progress(Batch& batch, Clock::time_point deadline) {
@@ -453,10 +342,10 @@ Status UcxTransport::Progress(Batch& batch, Clock::time_point deadline) {
 // Makes UCX progress; when it has nothing to do, sleeps on the worker's event fd until an event, the deadline or
 // kExchangeIdleWait, whichever comes first.
 void UcxTransport::ProgressOrWait(Clock::time_point deadline) {
-  if (ucp_worker_progress(worker_) != 0) return;
+  if (ucx_.worker_progress(worker_) != 0) return;
   const Clock::time_point now = Clock::now();
   if (now >= deadline) return;
-  if (ucp_worker_arm(worker_) == UCS_ERR_BUSY) return;  // events arrived since the progress call
+  if (ucx_.worker_arm(worker_) == UCS_ERR_BUSY) return;  // events arrived since the progress call
   WaitForEvents(event_fd_, -1, std::min(std::chrono::ceil<milliseconds>(deadline - now), kExchangeIdleWait));
 }
 
@@ -467,7 +356,7 @@ void UcxTransport::HandleEndpointErrors(Batch* batch) {
   errors_reported_ = false;
   for (Peer& peer : peers_) {
     if (peer.endpoint_error == UCS_OK) continue;
-    const std::string reason = ucs_status_string(peer.endpoint_error);
+    const std::string reason = ucx_.status_string(peer.endpoint_error);
     peer.endpoint_error = UCS_OK;
     const bool awaited = batch != nullptr && batch->HasPendingWith(peer.rank);
     FailPeer(peer.rank, reason);
@@ -493,7 +382,7 @@ void UcxTransport::CancelReceivesFrom(Batch& batch, int peer) {
   for (Transfer& transfer : batch.transfers) {
     // Cancelling may complete the request at once, through the callback that clears `request`.
     if (transfer.kind == Kind::kReceive && transfer.peer == peer && transfer.request != nullptr) {
-      ucp_request_cancel(worker_, transfer.request);
+      ucx_.request_cancel(worker_, transfer.request);
     }
   }
 }
@@ -504,7 +393,7 @@ void UcxTransport::CancelReceivesFromDisconnected(Batch& batch) {
     const Peer& peer = peers_[transfer.peer];
     if (transfer.kind == Kind::kReceive && !transfer.done && peer.ep == nullptr) {
       batch.failed_peers.emplace(peer.rank, "disconnected: " + peer.failure);
-      if (transfer.request != nullptr) ucp_request_cancel(worker_, transfer.request);
+      if (transfer.request != nullptr) ucx_.request_cancel(worker_, transfer.request);
     }
   }
 }
@@ -533,8 +422,8 @@ void UcxTransport::Abandon(Batch& batch, milliseconds timeout) {
   for (Transfer& transfer : batch.transfers) {
     // No callback comes for a freed request, and UCX releases it once it completes.
     if (transfer.request != nullptr) {
-      ucp_request_free(transfer.request);
-      Finish(&transfer, UCS_ERR_CANCELED, 0);
+      ucx_.request_free(transfer.request);
+      ucx::Finish(&transfer, UCS_ERR_CANCELED, 0);
     }
   }
 }
@@ -543,16 +432,16 @@ void UcxTransport::CloseEndpoint(ucp_ep_h ep, uint32_t flags) {
   ucp_request_param_t param = {};
   param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
   param.flags = flags;
-  const ucs_status_ptr_t request = ucp_ep_close_nbx(ep, &param);
+  const ucs_status_ptr_t request = ucx_.ep_close_nbx(ep, &param);
   if (UCS_PTR_IS_PTR(request)) closing_.push_back(request);
 }
 
 void UcxTransport::ReapClosedEndpoints(Clock::time_point deadline) {
   while (!closing_.empty()) {
     closing_.erase(std::remove_if(closing_.begin(), closing_.end(),
-                                  [](void* request) {
-                                    if (ucp_request_check_status(request) == UCS_INPROGRESS) return false;
-                                    ucp_request_free(request);
+                                  [this](void* request) {
+                                    if (ucx_.request_check_status(request) == UCS_INPROGRESS) return false;
+                                    ucx_.request_free(request);
                                     return true;
                                   }),
                    closing_.end());
@@ -566,10 +455,13 @@ Status UcxTransport::Exchange(const std::vector<TransferSend>& sends, const std:
   ++exchanges_waiting_;
   std::lock_guard<std::mutex> lock(mutex_);
   --exchanges_waiting_;
+  if (progress_failed_.load()) {
+    return Internal(std::string("the UCX progress thread stopped: ") + progress_failure_);
+  }
   RETURN_IF_ERROR(Validate(sends, recvs));
   timeout = std::clamp(timeout, milliseconds(0), kLongestTimeout);
   const Clock::time_point deadline = Clock::now() + timeout;
-  Batch batch;
+  Batch batch(ucx_);
   batch.transfers.reserve(sends.size() + recvs.size());
   // Receives first, so that sends to this rank itself find them posted.
   for (const TransferRecv& recv : recvs) PostReceive(batch, recv);
@@ -578,7 +470,23 @@ Status UcxTransport::Exchange(const std::vector<TransferSend>& sends, const std:
   const Status peers = Progress(batch, deadline);
   if (batch.in_flight > 0) Abandon(batch, timeout);
   ReapClosedEndpoints(Clock::now());
-  return peers.ok() ? Verdict(batch) : peers;
+  return peers.ok() ? ucx::Verdict(batch) : peers;
+}
+
+// Collective: this rank's UCX network devices (empty: every device). A job whose every rank reaches the store over
+// loopback runs on one host, and loopback alone serves it. Across hosts, a rank keeps to the interface through which
+// it reaches the store, the job's network; the store's own host reaches it over loopback and cannot tell which of
+// its interfaces the other hosts use, so it keeps them all.
+Result<std::string> AgreeOnNetDevices(ControlPlane& control, const std::string& job_host) {
+  const Result<NetworkInterface> reaching =
+      job_host.empty() ? Result<NetworkInterface>(NotFound("no job host")) : InterfaceReaching(job_host);
+  const std::string route = !reaching.ok() ? "unknown" : reaching.value().loopback ? "loopback" : "network";
+  ASSIGN_OR_RETURN(const std::vector<std::string> routes, control.AllGather(route));
+  if (!reaching.ok()) return std::string();
+  const bool one_host =
+      std::all_of(routes.begin(), routes.end(), [](const std::string& other) { return other == "loopback"; });
+  if (reaching.value().loopback && !one_host) return std::string();
+  return NetDevicesFor(reaching.value().name);
 }
 
 // Every rank learns whether every other rank got this far, so that a failure on one rank fails all of them alike.
@@ -591,13 +499,20 @@ Status AgreeOnSuccess(ControlPlane& control, const Status& mine, const std::stri
 
 }  // namespace
 
-Result<std::unique_ptr<Transport>> MakeUcxTransport(ControlPlane& control, std::chrono::milliseconds timeout) {
+Result<std::unique_ptr<Transport>> MakeUcxTransport(ControlPlane& control, const UcxTransportOptions& options) {
   if (control.world_size() > kMaxRanks) {
     return InvalidArgument("the UCX transport supports at most " + std::to_string(kMaxRanks) + " ranks, not " +
                            std::to_string(control.world_size()));
   }
-  auto transport = std::make_unique<UcxTransport>(control.rank(), control.world_size(), timeout);
-  Status opened = transport->Open();
+  ASSIGN_OR_RETURN(const std::string net_devices, AgreeOnNetDevices(control, options.job_host));
+  const Result<const UcxApi*> ucx = options.ucx != nullptr ? Result<const UcxApi*>(options.ucx) : LoadUcx();
+  std::unique_ptr<UcxTransport> transport;
+  Status opened = ucx.status();
+  if (ucx.ok()) {
+    transport = std::make_unique<UcxTransport>(*ucx.value(), control.rank(), control.world_size(),
+                                               options.close_timeout);
+    opened = transport->Open(net_devices);
+  }
   Result<std::string> address = opened.ok() ? transport->WorkerAddress() : Result<std::string>(opened);
   // An empty contribution tells the others that this rank has no worker.
   ASSIGN_OR_RETURN(std::vector<std::string> addresses, control.AllGather(address.ok() ? address.value() : ""));

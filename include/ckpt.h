@@ -140,12 +140,17 @@ typedef void (*ckpt_log_fn)(void* user, int32_t level, const char* message);
 typedef struct ckpt_context_options {
   uint32_t struct_size;
   /* -1: take rank, world size and local rank from the launcher's environment: torchrun (RANK, WORLD_SIZE,
-   * LOCAL_RANK), OpenMPI (OMPI_COMM_WORLD_RANK, _SIZE, _LOCAL_RANK) or SLURM (SLURM_PROCID, SLURM_NTASKS,
-   * SLURM_LOCALID), in that order. With none of them set, a single-rank job. */
+   * LOCAL_RANK), OpenMPI (OMPI_COMM_WORLD_RANK, _SIZE, _LOCAL_RANK), MPICH and Intel MPI (PMI_RANK, PMI_SIZE,
+   * MPI_LOCALRANKID) or SLURM (SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID), in that order. With none of them set, a
+   * single-rank job. */
   int32_t rank;
   int32_t world_size;
   int32_t local_rank;
-  /* The TCP store's address, hosted by rank 0. NULL / -1: MASTER_ADDR / MASTER_PORT, else 127.0.0.1:29500. */
+  /* The TCP store's address, hosted by rank 0. NULL: MASTER_ADDR, else under SLURM the step's first node, else
+   * 127.0.0.1. -1: CKPT_STORE_PORT, else MASTER_PORT + 1 (the launcher's own store holds MASTER_PORT), else under
+   * SLURM 20000 + job id % 10000, else 29501. Every connection proves it knows the job's secret: CKPT_JOB_SECRET
+   * (ckpt-launch sets it), else one made by rank 0 and spread by the allgather below, else one rank 0 writes in a
+   * file only its user can read, which ranks on its node read (ranks on other nodes then need CKPT_JOB_SECRET). */
   const char* store_host;
   int32_t store_port;
   /* Every wait on a peer fails with CKPT_E_TIMEOUT after this long. 0: CKPT_TIMEOUT_MS or 300000. */

@@ -36,14 +36,14 @@ Result<std::string> DirectoryOfThisLibrary() {
   link_map* map = nullptr;
   void* self = reinterpret_cast<void*>(&FindWorkerExecutable);
   if (dladdr1(self, &info, reinterpret_cast<void**>(&map), RTLD_DL_LINKMAP) == 0 || map == nullptr) {
-    return NotFound("cannot locate the loaded libckpt (dladdr failed); set " + std::string(kWorkerPathVar));
+    return NotFound("cannot locate the loaded libckpt (dladdr failed)");
   }
   // The main program's link map has an empty name; /proc/self/exe names it reliably, unlike argv[0].
   const std::string image = map->l_name != nullptr && map->l_name[0] != '\0' ? map->l_name : "/proc/self/exe";
   char resolved[PATH_MAX];
   if (realpath(image.c_str(), resolved) == nullptr) {
     const std::string reason = std::strerror(errno);
-    return NotFound("cannot resolve the path of libckpt '" + image + "': " + reason + "; set " + kWorkerPathVar);
+    return NotFound("cannot resolve the path of libckpt '" + image + "': " + reason);
   }
   std::string path = resolved;
   return path.substr(0, path.rfind('/'));
@@ -145,13 +145,21 @@ Result<std::string> FindWorkerExecutable() {
     }
     return std::string(configured);
   }
-  ASSIGN_OR_RETURN(const std::string dir, DirectoryOfThisLibrary());
-  const std::string beside = dir + "/" + kWorkerExecutableName;
-  const std::string below = dir + "/ckpt/" + kWorkerExecutableName;
-  for (const std::string& candidate : {beside, below}) {
-    if (IsExecutableFile(candidate)) return candidate;
+  std::vector<std::string> candidates;
+  Result<std::string> dir = DirectoryOfThisLibrary();
+  if (dir.ok()) {
+    candidates.push_back(dir.value() + "/" + kWorkerExecutableName);
+    candidates.push_back(dir.value() + "/ckpt/" + kWorkerExecutableName);
   }
-  return NotFound("the I/O worker executable is neither '" + beside + "' nor '" + below + "'; set " + kWorkerPathVar +
+  // Where `cmake --install` puts it: a program that links libckpt.a has no worker beside itself.
+  candidates.push_back(std::string(CKPT_INSTALLED_WORKER_DIR) + "/" + kWorkerExecutableName);
+  std::string tried;
+  for (const std::string& candidate : candidates) {
+    if (IsExecutableFile(candidate)) return candidate;
+    tried += (tried.empty() ? "'" : ", '") + candidate + "'";
+  }
+  const std::string unlocated = dir.ok() ? "" : " (" + dir.status().message() + ")";
+  return NotFound("the I/O worker executable is none of " + tried + unlocated + "; set " + kWorkerPathVar +
                   " to its path, or use 0 I/O workers (threads)");
 }
 

@@ -21,7 +21,7 @@ namespace ckpt::io {
 
 struct WorkerPoolOptions {
   int workers = 2;          // 0: in-process threads
-  std::string worker_path;  // empty: CKPT_WORKER_PATH, else beside libckpt.so (see FindWorkerExecutable)
+  std::string worker_path;  // empty: CKPT_WORKER_PATH, else beside libckpt.so, else installed (FindWorkerExecutable)
   IoTuning tuning;
   std::chrono::milliseconds timeout{300000};  // a job not answered by then fails with kTimeout
 };
@@ -47,7 +47,8 @@ class WorkerPool {
   virtual std::string backend_name() const = 0;
 };
 
-// CKPT_WORKER_PATH if set, else ckpt-io-worker in the directory of the loaded libckpt.so, else in <that dir>/ckpt/.
+// CKPT_WORKER_PATH if set, else ckpt-io-worker in the directory of the loaded libckpt.so (or of the program that
+// links libckpt.a), else in <that dir>/ckpt/, else where `cmake --install` put it (<prefix>/<libdir>/ckpt/).
 Result<std::string> FindWorkerExecutable();
 
 }  // namespace ckpt::io

@@ -195,7 +195,10 @@ Status Context::StartTransport(const ContextConfig& config) {
   requested_transport_ = kind;
   if (world_size() == 1 || kind == TransportKind::kNone) return Status::Ok();
   if (kind == TransportKind::kNccl) RETURN_IF_ERROR(Agree(*control_, "context create (NCCL)", coll::NcclUsable()));
-  Result<std::unique_ptr<coll::Transport>> ucx = coll::MakeUcxTransport(*control_, timeout_);
+  coll::UcxTransportOptions options;
+  options.close_timeout = timeout_;
+  options.job_host = store_config_.host;
+  Result<std::unique_ptr<coll::Transport>> ucx = coll::MakeUcxTransport(*control_, options);
   if (!ucx.ok()) {
     if (kind == TransportKind::kUcx) return ucx.status();
     Log(LogLevel::kInfo,

@@ -1,5 +1,20 @@
-# find_package(ckpt) and pkg-config work from another project against an installed tree.
-add_test(NAME install_and_consume
-         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/install/check_install.sh ${PROJECT_BINARY_DIR}
-                 ${CMAKE_CURRENT_SOURCE_DIR}/install ${CMAKE_CURRENT_BINARY_DIR}/install-check)
-set_tests_properties(install_and_consume PROPERTIES TIMEOUT 300)
+# Packaging (tests/install/check_install.sh): one install into a scratch prefix, then checks from outside the build
+# tree of what a user gets from it. tests/bindings_go.cmake adds one for the Go binding.
+set(ckpt_install_check ${CMAKE_CURRENT_BINARY_DIR}/install-check)
+foreach(check into-prefix consume shared-without-capnp static-finds-worker)
+  string(REPLACE "-" "_" test_name "install_${check}")
+  add_test(NAME ${test_name}
+           COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/install/check_install.sh ${check} ${PROJECT_BINARY_DIR}
+                   ${CMAKE_CURRENT_SOURCE_DIR}/install ${ckpt_install_check})
+  set_tests_properties(${test_name} PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77)
+  if(check STREQUAL "into-prefix")
+    set_tests_properties(${test_name} PROPERTIES FIXTURES_SETUP ckpt_installed)
+  else()
+    set_tests_properties(${test_name} PROPERTIES FIXTURES_REQUIRED ckpt_installed)
+  endif()
+endforeach()
+
+# UCX is loaded at run time: libckpt.so must not name any UCX library as needed.
+add_test(NAME libckpt_needs_no_ucx_library
+         COMMAND bash -c "needed=$(readelf -d \"$0\" | grep NEEDED); echo \"$needed\"; ! echo \"$needed\" | grep -q 'libuc[pstm]'"
+                 $<TARGET_FILE:ckpt>)

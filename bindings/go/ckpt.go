@@ -29,8 +29,7 @@
 package ckpt
 
 /*
-#cgo CFLAGS: -I${SRCDIR}/../../include
-#cgo LDFLAGS: -lckpt
+#cgo pkg-config: ckpt
 #include <ckpt.h>
 */
 import "C"

@@ -22,8 +22,8 @@ type Options struct {
 	// LocalRank is this rank's index among the ranks of its host, used only with a non-zero WorldSize; negative
 	// takes it from the environment.
 	LocalRank int
-	// StoreHost and StorePort locate the TCP store that rank 0 hosts. "" and 0: MASTER_ADDR and MASTER_PORT,
-	// else 127.0.0.1:29500.
+	// StoreHost and StorePort locate the TCP store that rank 0 hosts. "" and 0: as ckpt_context_options says
+	// (MASTER_ADDR; CKPT_STORE_PORT, else MASTER_PORT + 1).
 	StoreHost string
 	StorePort int
 	// Timeout bounds every wait on a peer. 0: CKPT_TIMEOUT_MS, else 5 minutes.

@@ -84,6 +84,14 @@ case "$name" in
       expected=$([ "$mode" = ucx ] && echo 1.00 || echo 4.00)
       [ "$amplification" = "$expected" ] || { echo "expected read amplification $expected" >&2; exit 1; }
     done ;;
+  without-ucx)        # UCX absent (tests/integration/without_ucx.sh): auto loads without a transport, ucx is refused
+    without_ucx="$(dirname "$0")/without_ucx.sh"
+    run 4 "$core" save-replicated "$ck"
+    out=$(CKPT_TRANSPORT=auto "$without_ucx" "$launch" -n 4 --timeout 60 -- "$exchange" load-replicated "$ck")
+    echo "$out"
+    ranks_without=$(echo "$out" | grep -c "transport 1 bytes_read" || true)  # 1: CKPT_TRANSPORT_NONE
+    [ "$ranks_without" = 4 ] || { echo "expected 4 ranks loading without a transport, got $ranks_without" >&2; exit 1; }
+    CKPT_TRANSPORT=ucx "$without_ucx" "$launch" -n 2 --timeout 60 -- "$exchange" context-fails 11 "libucp.so.0" ;;
   worker-missing)     # rank 1 cannot start its I/O workers: every rank's context creation fails, naming rank 1
     "$launch" -n 3 --timeout 60 -- sh -c '[ "$RANK" = 1 ] && export CKPT_WORKER_PATH=/nonexistent/ckpt-io-worker;
       exec "$0" context-fails 2 "rank 1"' "$exchange" ;;

@@ -1,5 +1,7 @@
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <ifaddrs.h>
+#include <net/if.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -9,14 +11,25 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <functional>
+#include <iterator>
+#include <map>
 #include <optional>
+#include <set>
+#include <sstream>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "collectives/tcp_store.h"
+#include "collectives/ucx_config.h"
+#include "collectives/ucx_library.h"
 #include "collectives/ucx_transport.h"
+
+extern char** environ;
 
 namespace ckpt::coll {
 namespace {
@@ -49,16 +62,30 @@ Result<std::unique_ptr<TcpStore>> ConnectStore(int rank, int world_size, int por
   return TcpStore::Connect(config);
 }
 
+// The options of a job whose store is on this host, as every test's is.
+UcxTransportOptions LoopbackJob() {
+  UcxTransportOptions options;
+  options.close_timeout = kStoreTimeout;
+  options.job_host = "127.0.0.1";
+  return options;
+}
+
+// Set on the threads that play ranks, so that a test can make UCX fail on the transports' own threads only.
+thread_local bool on_rank_thread = false;
+
 // Runs every rank of the world on its own thread, each with its own store connection and UCX worker; the body owns
 // the transport.
-void RunRanksOwningTransports(int world_size, const std::function<void(std::unique_ptr<Transport>, TcpStore&)>& body) {
+void RunRanksOwningTransports(
+    int world_size, const std::function<void(std::unique_ptr<Transport>, TcpStore&)>& body,
+    const std::function<UcxTransportOptions(int rank)>& options_of = [](int) { return LoopbackJob(); }) {
   const int port = PickFreePort();
   std::vector<std::thread> threads;
   for (int r = 0; r < world_size; ++r) {
     threads.emplace_back([&, r] {
+      on_rank_thread = true;
       Result<std::unique_ptr<TcpStore>> store = ConnectStore(r, world_size, port);
       ASSERT_TRUE(store.ok()) << "rank " << r << ": " << store.status().message();
-      Result<std::unique_ptr<Transport>> transport = MakeUcxTransport(**store, kStoreTimeout);
+      Result<std::unique_ptr<Transport>> transport = MakeUcxTransport(**store, options_of(r));
       ASSERT_TRUE(transport.ok()) << "rank " << r << ": " << transport.status().message();
       body(std::move(transport).value(), **store);
     });
@@ -241,7 +268,7 @@ TEST(UcxTransportValidationTest, UnusableUcxIsUnsupportedOnEveryRank) {
     threads.emplace_back([=] {
       Result<std::unique_ptr<TcpStore>> store = ConnectStore(r, 2, port);
       ASSERT_TRUE(store.ok()) << store.status().message();
-      Result<std::unique_ptr<Transport>> transport = MakeUcxTransport(**store, kStoreTimeout);
+      Result<std::unique_ptr<Transport>> transport = MakeUcxTransport(**store, LoopbackJob());
       EXPECT_EQ(transport.status().code(), Code::kUnsupported) << transport.status().message();
       EXPECT_TRUE(Contains(transport.status(), "UCX is unavailable")) << transport.status().message();
     });
@@ -322,7 +349,7 @@ pid_t ForkRankThatDies(int port, milliseconds linger) {
   const pid_t child = fork();
   if (child == 0) {
     Result<std::unique_ptr<TcpStore>> store = ConnectStore(1, 2, port);
-    const bool joined = store.ok() && MakeUcxTransport(**store, kStoreTimeout).ok();
+    const bool joined = store.ok() && MakeUcxTransport(**store, LoopbackJob()).ok();
     std::this_thread::sleep_for(linger);
     _exit(joined ? 0 : 1);
   }
@@ -347,7 +374,7 @@ TEST_P(UcxTransportTest, PeerThatDiedBeforeTheExchangeFailsIt) {
   ASSERT_GE(child, 0);
   Result<std::unique_ptr<TcpStore>> store = ConnectStore(0, 2, port);
   ASSERT_TRUE(store.ok()) << store.status().message();
-  Result<std::unique_ptr<Transport>> transport = MakeUcxTransport(**store, kStoreTimeout);
+  Result<std::unique_ptr<Transport>> transport = MakeUcxTransport(**store, LoopbackJob());
   ASSERT_TRUE(transport.ok()) << transport.status().message();
   int child_status = 0;
   ASSERT_EQ(waitpid(child, &child_status, 0), child);
@@ -364,7 +391,7 @@ TEST_P(UcxTransportTest, PeerDyingDuringTheExchangeFailsIt) {
   std::thread reaper([&] { EXPECT_EQ(waitpid(child, &child_status, 0), child); });
   Result<std::unique_ptr<TcpStore>> store = ConnectStore(0, 2, port);
   Result<std::unique_ptr<Transport>> transport =
-      store.ok() ? MakeUcxTransport(**store, kStoreTimeout) : Result<std::unique_ptr<Transport>>(store.status());
+      store.ok() ? MakeUcxTransport(**store, LoopbackJob()) : Result<std::unique_ptr<Transport>>(store.status());
   if (transport.ok()) ExpectReceiveFromDeadRankFailsQuickly(**transport);
   reaper.join();
   ASSERT_TRUE(transport.ok()) << transport.status().message();
@@ -389,6 +416,188 @@ TEST_P(UcxTransportTest, MessagesFromAPeerThatAlreadyLeftAreReceived) {
     EXPECT_TRUE(status.ok()) << status.message();
     EXPECT_TRUE(buffer == Pattern(1, 4, kSize));
   });
+}
+
+}  // namespace
+}  // namespace ckpt::coll
+
+namespace ckpt::coll {
+namespace {
+
+std::vector<std::string> SortedEnvironment() {
+  std::vector<std::string> variables;
+  for (char** variable = environ; *variable != nullptr; ++variable) variables.emplace_back(*variable);
+  std::sort(variables.begin(), variables.end());
+  return variables;
+}
+
+// The environment is the user's program's, shared with its other libraries and threads: UCX's settings go into
+// UCX's own configuration objects instead.
+TEST(UcxTransportSetupTest, CreatingTransportsLeavesTheEnvironmentUnchanged) {
+  const std::vector<std::string> before = SortedEnvironment();
+  RunRanks(2, [](Transport& transport, TcpStore& store) {
+    ExchangeWithPeers(transport, store.rank(), OtherRanks(store.rank(), 2), {64});
+    ASSERT_TRUE(store.Barrier().ok());
+  });
+  const std::vector<std::string> after = SortedEnvironment();
+  std::vector<std::string> changed;
+  std::set_symmetric_difference(before.begin(), before.end(), after.begin(), after.end(), std::back_inserter(changed));
+  std::string listed;
+  for (const std::string& variable : changed) listed += " " + variable;
+  EXPECT_TRUE(changed.empty()) << "set or unset:" << listed;
+}
+
+// Peer error handling turns shared memory off unless the configuration turns its error handling on: with no other
+// transport allowed, ranks reach each other only if that setting reached UCX.
+TEST(UcxTransportSetupTest, SharedMemoryAloneCarriesExchangesUnderPeerErrorHandling) {
+  for (const char* transports : {"posix,self", "sysv,self"}) {
+    SCOPED_TRACE(transports);
+    ScopedEnv only("UCX_TLS", transports);
+    RunRanks(2, [](Transport& transport, TcpStore& store) {
+      ExchangeWithPeers(transport, store.rank(), OtherRanks(store.rank(), 2), {1, 65536, 4 << 20});
+      ASSERT_TRUE(store.Barrier().ok());
+    });
+  }
+}
+
+// "0100007F:1F90" (/proc/net/tcp) or 32 hex digits and a port (/proc/net/tcp6): the kernel prints each 32-bit word
+// of the address in host order.
+bool IsLoopback(const std::string& address_and_port) {
+  const std::string hex = address_and_port.substr(0, address_and_port.find(':'));
+  if (hex.size() == 8) {
+    in_addr address = {static_cast<in_addr_t>(std::stoul(hex, nullptr, 16))};
+    return (ntohl(address.s_addr) >> 24) == 127;
+  }
+  in6_addr address = {};
+  for (int word = 0; word < 4; ++word) {
+    const uint32_t value = static_cast<uint32_t>(std::stoul(hex.substr(8 * word, 8), nullptr, 16));
+    std::memcpy(address.s6_addr + 4 * word, &value, sizeof value);
+  }
+  if (IN6_IS_ADDR_V4MAPPED(&address)) return address.s6_addr[12] == 127;
+  return IN6_IS_ADDR_LOOPBACK(&address);
+}
+
+// This process's listening TCP sockets: their local addresses (as /proc/net/tcp* prints them) by socket inode.
+std::map<std::string, std::string> ListeningSockets() {
+  std::set<std::string> inodes;
+  for (const auto& fd : std::filesystem::directory_iterator("/proc/self/fd")) {
+    std::error_code error;
+    const std::string target = std::filesystem::read_symlink(fd.path(), error).string();
+    if (!error && target.rfind("socket:[", 0) == 0) inodes.insert(target.substr(8, target.size() - 9));
+  }
+  std::map<std::string, std::string> listening;
+  for (const char* table : {"/proc/net/tcp", "/proc/net/tcp6"}) {
+    std::ifstream rows(table);
+    std::string row;
+    std::getline(rows, row);  // the header
+    while (std::getline(rows, row)) {
+      std::istringstream fields(row);
+      std::string slot, local, remote, state, queues, timer, retransmits, uid, timeouts, inode;
+      fields >> slot >> local >> remote >> state >> queues >> timer >> retransmits >> uid >> timeouts >> inode;
+      if (state == "0A" && inodes.count(inode) > 0) listening[inode] = local;
+    }
+  }
+  return listening;
+}
+
+// An IPv4 address of this host's first interface besides loopback; empty if it has none.
+std::string NonLoopbackAddress() {
+  ifaddrs* list = nullptr;
+  if (getifaddrs(&list) != 0) return "";
+  std::string found;
+  for (const ifaddrs* entry = list; entry != nullptr && found.empty(); entry = entry->ifa_next) {
+    if (entry->ifa_addr == nullptr || entry->ifa_addr->sa_family != AF_INET || (entry->ifa_flags & IFF_LOOPBACK)) {
+      continue;
+    }
+    char text[INET_ADDRSTRLEN] = {};
+    inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(entry->ifa_addr)->sin_addr, text, sizeof text);
+    found = text;
+  }
+  freeifaddrs(list);
+  return found;
+}
+
+// A job whose store is 127.0.0.1 runs on one host: UCX must not open a port to the network.
+TEST(UcxTransportSetupTest, JobOnLoopbackListensOnLoopbackOnly) {
+  if (NonLoopbackAddress().empty()) GTEST_SKIP() << "this host has no network interface besides loopback to avoid";
+  ScopedEnv tcp("UCX_TLS", "tcp,self");
+  const std::map<std::string, std::string> before = ListeningSockets();
+  RunRanks(2, [&](Transport& transport, TcpStore& store) {
+    ExchangeWithPeers(transport, store.rank(), OtherRanks(store.rank(), 2), {64});
+    ASSERT_TRUE(store.Barrier().ok());
+    if (store.rank() == 0) {
+      int opened = 0;
+      for (const auto& [inode, address] : ListeningSockets()) {
+        if (before.count(inode) > 0) continue;
+        ++opened;
+        EXPECT_TRUE(IsLoopback(address)) << "a transport listens on " << address << " (/proc/net/tcp notation)";
+      }
+      EXPECT_GT(opened, 0) << "UCX's TCP transport opened no listening socket to check";
+    }
+    ASSERT_TRUE(store.Barrier().ok());
+  });
+}
+
+// As across hosts: the store's host reaches the store over loopback, the others over the network. The store's host
+// must then keep the interfaces the others reach it through.
+TEST(UcxTransportSetupTest, RanksReachingTheStoreOverLoopbackAndNetworkStillConnect) {
+  const std::string network_address = NonLoopbackAddress();
+  if (network_address.empty()) GTEST_SKIP() << "this host has no network interface besides loopback";
+  ScopedEnv tcp("UCX_TLS", "tcp,self");
+  RunRanksOwningTransports(
+      2,
+      [](std::unique_ptr<Transport> transport, TcpStore& store) {
+        ExchangeWithPeers(*transport, store.rank(), OtherRanks(store.rank(), 2), {64, 1 << 20});
+        ASSERT_TRUE(store.Barrier().ok());
+      },
+      [&](int rank) {
+        UcxTransportOptions options = LoopbackJob();
+        if (rank == 1) options.job_host = network_address;
+        return options;
+      });
+}
+
+TEST(UcxTransportSetupTest, InterfaceReachingLoopbackIsLo) {
+  Result<NetworkInterface> interface = InterfaceReaching("127.0.0.1");
+  ASSERT_TRUE(interface.ok()) << interface.status().message();
+  EXPECT_EQ(interface.value().name, "lo");
+  EXPECT_TRUE(interface.value().loopback);
+}
+
+TEST(UcxTransportSetupTest, InterfaceReachingAnUnknownHostIsNotFound) {
+  EXPECT_EQ(InterfaceReaching("no-such-host.invalid").status().code(), Code::kNotFound);
+}
+
+unsigned (*real_progress)(ucp_worker_h) = nullptr;
+
+unsigned ProgressThatFailsOffRankThreads(ucp_worker_h worker) {
+  if (!on_rank_thread) throw std::runtime_error("injected progress failure");
+  return real_progress(worker);
+}
+
+// An exception leaving the background progress thread would end the process (std::terminate).
+TEST(UcxTransportSetupTest, FailingBackgroundProgressFailsLaterExchangesNotTheProcess) {
+  Result<const UcxApi*> real = LoadUcx();
+  ASSERT_TRUE(real.ok()) << real.status().message();
+  UcxApi failing = *real.value();
+  real_progress = failing.worker_progress;
+  failing.worker_progress = ProgressThatFailsOffRankThreads;
+  UcxTransportOptions options = LoopbackJob();
+  options.ucx = &failing;
+  RunRanksOwningTransports(
+      2,
+      [](std::unique_ptr<Transport> transport, TcpStore& store) {
+        // The thread fails at its first progress call, which an exchange may precede.
+        const Clock::time_point deadline = Clock::now() + kExchangeTimeout;
+        Status status;
+        while ((status = transport->Exchange({}, {}, kExchangeTimeout)).ok() && Clock::now() < deadline) {
+          std::this_thread::sleep_for(milliseconds(10));
+        }
+        EXPECT_EQ(status.code(), Code::kInternal) << status.message();
+        EXPECT_TRUE(Contains(status, "injected progress failure")) << status.message();
+        ASSERT_TRUE(store.Barrier().ok());
+      },
+      [&](int) { return options; });
 }
 
 }  // namespace

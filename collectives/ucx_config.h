@@ -1,0 +1,31 @@
+// The settings the UCX transport gives UCX. They go into UCX's configuration object (ucp_config_modify), never into
+// the process's environment, which the user's program and its other libraries share.
+#pragma once
+
+#include <string>
+
+#include "collectives/ucx_library.h"
+#include "common/status.h"
+
+namespace ckpt::coll {
+
+// Reads UCX's configuration (the UCX_* environment variables) and adds what the transport needs, except where the
+// user set a value of their own: shared memory kept usable under peer error handling, a keepalive of 1 s, and
+// `net_devices` as UCX's network devices (NetDevicesFor; empty: every device). The caller releases the
+// configuration with ucx.config_release. kUnsupported when UCX refuses it.
+Result<ucp_config_t*> ReadUcxConfig(const UcxApi& ucx, const std::string& net_devices);
+
+struct NetworkInterface {
+  std::string name;  // as UCX names it: "eth0", "lo"
+  bool loopback = false;
+};
+
+// The network interface whose address this host uses to reach `host`: "lo" for 127.0.0.1. kNotFound when `host`
+// does not resolve or no route reaches it.
+Result<NetworkInterface> InterfaceReaching(const std::string& host);
+
+// UCX's network devices limited to `interface` and the RDMA ports, so that UCX's TCP transport listens on that
+// interface alone while InfiniBand and RoCE devices, which are no network interfaces, stay usable.
+std::string NetDevicesFor(const std::string& interface);
+
+}  // namespace ckpt::coll
