@@ -210,14 +210,14 @@ class TcpStore::Impl {
     return value;
   }
 
-  Result<std::vector<std::string>> AllGather(std::string_view mine) {
+  Result<std::vector<std::string>> AllGather(std::string_view mine, std::chrono::milliseconds timeout) {
     std::unique_lock<std::mutex> lock(mu_);
     const uint64_t sequence = next_sequence_++;
     ByteWriter request;
     request.U64(sequence);
-    request.U64(static_cast<uint64_t>(config_.timeout.count()));
+    request.U64(static_cast<uint64_t>(timeout.count()));
     request.Bytes(mine);
-    Result<std::string> reply = Call(MessageType::kAllGather, request.data(), ServerAnsweredDeadline());
+    Result<std::string> reply = Call(MessageType::kAllGather, request.data(), Clock::now() + timeout + kReplyGrace);
     lock.unlock();
     const std::string what = "store allgather " + std::to_string(sequence);
     if (!reply.ok()) return reply.status().WithContext(what);
@@ -401,7 +401,12 @@ TcpStoreConfig TcpStore::AuxiliaryConfig() const {
   return config;
 }
 
-Result<std::vector<std::string>> TcpStore::AllGather(std::string_view mine) { return impl_->AllGather(mine); }
+Result<std::vector<std::string>> TcpStore::AllGather(std::string_view mine) {
+  return impl_->AllGather(mine, impl_->config().timeout);
+}
+Result<std::vector<std::string>> TcpStore::AllGatherWithin(std::string_view mine, std::chrono::milliseconds timeout) {
+  return impl_->AllGather(mine, std::min(timeout, impl_->config().timeout));
+}
 Status TcpStore::Set(std::string_view key, std::string_view value) { return impl_->Set(key, value); }
 // The server answers any Get with the dead ranks' error once one has died.
 Status TcpStore::CheckPeers() { return impl_->Get("ckpt/peers-alive").status(); }

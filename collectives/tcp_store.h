@@ -55,6 +55,7 @@ class TcpStore : public ControlPlane {
   // the rendezvous: what an auxiliary connection of this rank needs.
   TcpStoreConfig AuxiliaryConfig() const;
   Result<std::vector<std::string>> AllGather(std::string_view mine) override;
+  Result<std::vector<std::string>> AllGatherWithin(std::string_view mine, std::chrono::milliseconds timeout) override;
   Status CheckPeers() override;
 
   Status Set(std::string_view key, std::string_view value);

@@ -1,6 +1,7 @@
 #include "runtime/agreement.h"
 
 #include <algorithm>
+#include <chrono>
 #include <utility>
 
 #include "common/bytes.h"
@@ -9,6 +10,10 @@ namespace ckpt::runtime {
 namespace {
 
 constexpr size_t kMaxMessages = 4;
+// How long a rank that has already waited out the timeout on a peer waits for the others to agree: the ranks
+// waiting on the same silent peer arrive within moments of each other, so waiting out the timeout a second time
+// would only double the failure's delay; ranks still busy elsewhere learn of the failure when they arrive.
+constexpr std::chrono::milliseconds kAgreeAfterTimeout{5000};
 constexpr size_t kMaxRanksNamed = 8;
 
 struct Contribution {
@@ -77,7 +82,12 @@ Result<std::vector<std::string>> AgreeAndGather(coll::ControlPlane& control, std
   out.I32(static_cast<int32_t>(local.code()));
   out.Bytes(local.message());
   out.Bytes(local.ok() ? payload : std::string_view());
-  ASSIGN_OR_RETURN(std::vector<std::string> gathered, control.AllGather(out.data()));
+  const bool waited_out = local.code() == Code::kTimeout;
+  Result<std::vector<std::string>> exchanged =
+      waited_out ? control.AllGatherWithin(out.data(), kAgreeAfterTimeout) : control.AllGather(out.data());
+  // This rank's own timeout names the silent peer better than the agreement that could not complete without it.
+  if (!exchanged.ok()) return waited_out ? local : exchanged.status();
+  std::vector<std::string> gathered = std::move(exchanged).value();
 
   std::vector<Contribution> contributions;
   for (size_t r = 0; r < gathered.size(); ++r) {

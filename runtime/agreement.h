@@ -21,6 +21,10 @@ namespace ckpt::runtime {
 Result<std::vector<std::string>> AgreeAndGather(coll::ControlPlane& control, std::string_view step,
                                                 const Status& local, std::string_view payload);
 
+// A rank whose local status is kTimeout has already waited out the timeout on some peer: it waits only a few
+// seconds more for the others, so that a stopped peer fails the step once, not once per wait, and, where the
+// others do not come, returns its own timeout.
+
 // AgreeAndGather without payloads.
 Status Agree(coll::ControlPlane& control, std::string_view step, const Status& local);
 

@@ -53,6 +53,15 @@ exec "$0" --allow-run-as-root --oversubscribe -np 2 -x MASTER_ADDR=127.0.0.1 -x 
   set_tests_properties(example_basic_mpirun_2_ranks PROPERTIES TIMEOUT 120 ENVIRONMENT CKPT_TIMEOUT_MS=60000)
 endif()
 
+# A context that cannot be created has no rank yet: the message says what is wrong, never "rank -1".
+add_test(NAME example_context_error_names_no_rank
+         COMMAND sh -c [=[
+out=$(RANK=5 WORLD_SIZE=2 "$0" /tmp/ckpt-never-written 2>&1) && exit 1
+echo "$out"
+echo "$out" | grep -q "RANK=5 is out of range" && ! echo "$out" | grep -q "rank -1"
+]=] $<TARGET_FILE:example_basic>)
+set_tests_properties(example_context_error_names_no_rank PROPERTIES TIMEOUT 30)
+
 # The ckpt tool on the reshard checkpoint. ckpt_cli_test(NAME SCRIPT [NO_CHECKPOINT]): the sh SCRIPT passes by
 # exiting 0, with $0 = the ckpt tool and $1 = the checkpoint's path (saved first unless NO_CHECKPOINT).
 function(ckpt_cli_test name script)

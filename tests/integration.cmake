@@ -22,7 +22,8 @@ foreach(name reshard dedup invalid-overlap invalid-gap invalid-dtype invalid-sha
              truncated-file missing-manifest foreign-manifest corrupt-manifest newer-version strictness
              shape-mismatch dead-rank async plan-cache worker-killed big-state full-disk read-once
              reshard-no-exchange peer-dies-in-exchange worker-missing without-ucx mismatched-collectives
-             rank0-dies-mid-save manager-rank0-dies stopped-peer)
+             rank0-dies-mid-save manager-rank0-dies stopped-peer launchers-store-port launchers-mpich
+             launchers-slurm)
   add_test(NAME mp_${name}
            COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/integration/run.sh ${name} $<TARGET_FILE:ckpt-launch>
                    $<TARGET_FILE_DIR:ckpt_scenario_core> ${CMAKE_CURRENT_BINARY_DIR}/scenarios/${name})

@@ -135,6 +135,32 @@ case "$name" in
     # The stopped rank is killed by rank 0 at the end (137); the others must have passed their checks.
     [ "$rc" = 137 ] || { echo "expected the stopped rank to be killed (137), got $rc" >&2; exit 1; }
     [ "$(echo "$out" | grep -c "timed out after")" = 2 ] || { echo "not every rank reported the timeout" >&2; exit 1; } ;;
+  launchers-store-port)  # torchrun's store holds MASTER_PORT: ckpt's store takes the next port, beside it
+    # The holder listens on a port whose successor is free, and prints it.
+    python3 -c 'import socket, sys, time
+while True:
+    held, after = socket.socket(), socket.socket()
+    held.bind(("127.0.0.1", 0))
+    try:
+        after.bind(("127.0.0.1", held.getsockname()[1] + 1))
+    except OSError:
+        continue
+    after.close(); held.listen(); print(held.getsockname()[1], flush=True); time.sleep(60)' > "$work/port" &
+    holder=$!
+    trap 'kill $holder 2>/dev/null' EXIT
+    until [ -s "$work/port" ]; do sleep 0.1; done
+    "$launch" -n 2 --port "$(cat "$work/port")" --timeout 60 -- "$control" save-rows "$ck"
+    test -f "$ck/MANIFEST" ;;
+  launchers-mpich)       # PMI_RANK/PMI_SIZE (MPICH, Intel MPI): one 2-rank job, not two 1-rank jobs
+    "$launch" -n 2 --timeout 60 -- sh -c 'export PMI_RANK=$RANK PMI_SIZE=$WORLD_SIZE MPI_LOCALRANKID=$LOCAL_RANK
+      unset RANK WORLD_SIZE LOCAL_RANK; exec "$0" save-rows "$1"' "$control" "$ck"
+    "$control" check-world "$ck" 2 ;;
+  launchers-slurm)       # SLURM without MASTER_ADDR or MASTER_PORT: rank 0's node from the node list
+    "$launch" -n 2 --timeout 60 -- sh -c 'export SLURM_PROCID=$RANK SLURM_NTASKS=$WORLD_SIZE SLURM_LOCALID=$LOCAL_RANK
+      export SLURM_JOB_ID=$MASTER_PORT SLURM_JOB_NODELIST="localhost,node[2-3]"
+      unset RANK WORLD_SIZE LOCAL_RANK MASTER_ADDR MASTER_PORT CKPT_STORE_PORT; exec "$0" save-rows "$1"' \
+      "$control" "$ck"
+    "$control" check-world "$ck" 2 ;;
   *) echo "unknown scenario $name" >&2; exit 2 ;;
 esac
 echo "scenario $name: PASS"

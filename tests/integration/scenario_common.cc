@@ -7,7 +7,11 @@
 namespace scenario {
 
 [[noreturn]] void Die(int rank, const std::string& why) {
-  std::fprintf(stderr, "scenario rank %d FAILED: %s\n", rank, why.c_str());
+  if (rank < 0) {
+    std::fprintf(stderr, "scenario FAILED before its context existed: %s\n", why.c_str());
+  } else {
+    std::fprintf(stderr, "scenario rank %d FAILED: %s\n", rank, why.c_str());
+  }
   std::exit(1);
 }
 

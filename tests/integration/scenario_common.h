@@ -10,7 +10,7 @@
 
 namespace scenario {
 
-// Prints why this rank failed and exits 1; rank -1 means the rank is not known yet.
+// Prints why this rank failed and exits 1; a negative rank means the rank is not known yet (no context).
 [[noreturn]] void Die(int rank, const std::string& why);
 
 // This rank's context, created from the launcher's environment; any failure to create it is fatal.

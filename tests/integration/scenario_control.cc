@@ -4,6 +4,7 @@
 // Usage: ckpt_scenario_control MODE ARGS...
 //
 //   save-rows DIR                a small checkpoint for the modes below
+//   check-world DIR N            (no context) DIR was saved by N ranks
 //   mismatched-collectives DIR   rank 0 saves while the others load DIR: every rank gets CKPT_E_MISMATCH naming
 //                                what each called, and the ranks stay in step for the next call
 //   rank0-dies-mid-save DIR      rank 0 exits while its save is still writing; the others fail naming it
@@ -141,15 +142,40 @@ int StoppedPeer(const char* dir) {
     Die(s.rank, "waited " + std::to_string(waited) + " s for a stopped peer, more than the timeout allows");
   }
   ckpt_state_free(state);
-  if (s.rank == 0) {
+  std::fflush(stdout);
+  const std::string done = std::string(dir) + ".done-";
+  if (s.rank != 0) {
+    std::fclose(std::fopen((done + std::to_string(s.rank)).c_str(), "w"));
+  } else {
+    // Rank 0 hosts the store: it stays until every other running rank has had its answer.
+    for (int r = 1; r < s.world - 1; ++r) {
+      for (int tries = 0; tries < 1000 && access((done + std::to_string(r)).c_str(), F_OK) != 0; ++tries) {
+        usleep(10000);
+      }
+    }
     FILE* f = std::fopen(pid_file.c_str(), "r");
     int pid = 0;
     if (f == nullptr || std::fscanf(f, "%d", &pid) != 1) Die(s.rank, "cannot read " + pid_file);
     std::fclose(f);
     kill(pid, SIGKILL);
   }
-  std::fflush(stdout);
   _exit(0);  // without the goodbyes a stopped peer would never answer
+}
+
+int CheckWorld(const char* dir, uint32_t expected) {
+  ckpt_error_t* err = nullptr;
+  ckpt_error_create(&err);
+  ckpt_reader_t* reader = nullptr;
+  if (ckpt_reader_open(dir, &reader, err) != CKPT_OK) Die(0, ckpt_error_message(err));
+  ckpt_checkpoint_info info = CKPT_CHECKPOINT_INFO_INIT;
+  if (ckpt_reader_info(reader, &info, err) != CKPT_OK) Die(0, ckpt_error_message(err));
+  if (info.world_size != expected) {
+    Die(0, std::string(dir) + " was saved by " + std::to_string(info.world_size) + " ranks, expected " +
+               std::to_string(expected));
+  }
+  ckpt_reader_free(reader);
+  ckpt_error_free(err);
+  return 0;
 }
 
 }  // namespace
@@ -163,6 +189,7 @@ int main(int argc, char** argv) {
   }
   const std::string mode = argv[1];
   if (mode == "save-rows") return SaveRows(argv[2]);
+  if (mode == "check-world" && argc == 4) return CheckWorld(argv[2], static_cast<uint32_t>(std::atoi(argv[3])));
   if (mode == "mismatched-collectives") return MismatchedCollectives(argv[2]);
   if (mode == "rank0-dies-mid-save") return Rank0DiesMidSave(argv[2], false);
   if (mode == "manager-rank0-dies") return Rank0DiesMidSave(argv[2], true);

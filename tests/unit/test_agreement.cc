@@ -1,6 +1,8 @@
 // AgreeAndGather: every rank gets every payload, or the same error naming the failing ranks and what they said.
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -32,9 +34,19 @@ class FakeControlPlane : public coll::ControlPlane {
     all.insert(all.end(), others_.begin(), others_.end());
     return all;
   }
+  Result<std::vector<std::string>> AllGatherWithin(std::string_view mine, std::chrono::milliseconds timeout) override {
+    bounded_by = timeout;
+    if (silent_) return Timeout("allgather timed out after " + std::to_string(timeout.count()) + " ms");
+    return AllGather(mine);
+  }
+  // The others never come: only a bounded wait returns.
+  void GoSilent() { silent_ = true; }
+
+  std::optional<std::chrono::milliseconds> bounded_by;
 
  private:
   std::vector<std::string> others_;
+  bool silent_ = false;
 };
 
 TEST(AgreementTest, EveryPayloadComesBackWhenAllRanksSucceed) {
@@ -82,6 +94,21 @@ TEST(AgreementTest, AMalformedContributionIsCorruptNamingTheRank) {
   const Status got = Agree(control, kStep, Status::Ok());
   EXPECT_EQ(got.code(), Code::kCorrupt);
   EXPECT_NE(got.message().find("rank 1"), std::string::npos) << got.message();
+}
+
+TEST(AgreementTest, ARankThatWaitedOutTheTimeoutAgreesWithinAFewSecondsAndKeepsItsOwnError) {
+  FakeControlPlane control({Contribution(Status::Ok())});
+  const Status agreed = Agree(control, kStep, Status::Ok());
+  EXPECT_TRUE(agreed.ok()) << agreed.message();
+  EXPECT_FALSE(control.bounded_by.has_value()) << "a rank without a timeout waits as long as the control plane";
+
+  control.GoSilent();
+  const Status stalled = Timeout("exchange timed out after 300000 ms waiting for rank 2");
+  const Status got = Agree(control, kStep, stalled);
+  ASSERT_TRUE(control.bounded_by.has_value());
+  EXPECT_LE(control.bounded_by->count(), 5000);
+  EXPECT_EQ(got.code(), Code::kTimeout);
+  EXPECT_EQ(got.message(), stalled.message());
 }
 
 TEST(AgreementTest, RanksInDifferentCollectiveStepsAllGetMismatchNamingWhatEachCalled) {

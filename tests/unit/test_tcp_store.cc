@@ -192,6 +192,32 @@ TEST(TcpStoreTest, AllGatherTimesOutNamingTheRankThatNeverJoined) {
   });
 }
 
+TEST(TcpStoreTest, ABoundedAllGatherFailsForEveryRankWhenItsBoundPasses) {
+  std::atomic<bool> first_failed{false};
+  std::atomic<int> finished{0};
+  RunRanks(3, 3, PickFreePort(), milliseconds(5000), [&](TcpStore& store) {
+    if (store.rank() == 2) {
+      // Stays connected but never joins, as a stopped process would.
+      while (finished.load() < 2) std::this_thread::sleep_for(milliseconds(10));
+      return;
+    }
+    const Clock::time_point start = Clock::now();
+    if (store.rank() == 0) {
+      Result<std::vector<std::string>> gathered = store.AllGatherWithin("x", milliseconds(300));
+      EXPECT_EQ(gathered.status().code(), Code::kTimeout);
+      EXPECT_TRUE(Contains(gathered.status(), "waiting for ranks 1, 2")) << gathered.status().message();
+      EXPECT_LT(Clock::now() - start, milliseconds(2500)) << "the store's 5 s timeout was waited out";
+      first_failed = true;
+    } else {
+      // Rank 1 joins with the full timeout, after rank 0's bound has passed: the allgather has already failed.
+      while (!first_failed) std::this_thread::sleep_for(milliseconds(10));
+      EXPECT_EQ(store.AllGather("y").status().code(), Code::kTimeout);
+      EXPECT_LT(Clock::now() - start, milliseconds(3500));
+    }
+    ++finished;
+  });
+}
+
 TEST(TcpStoreTest, DeadRankFailsTheOthersAllGatherWithPeerFailed) {
   const int port = PickFreePort();
   const pid_t child = ForkRankThatDiesOnRequest(2, 3, port);
