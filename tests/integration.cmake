@@ -30,6 +30,12 @@ foreach(name reshard dedup invalid-overlap invalid-gap invalid-dtype invalid-sha
   set_tests_properties(mp_${name} PROPERTIES TIMEOUT 180 SKIP_RETURN_CODE 77)
 endforeach()
 
+# A job across two hosts (network namespaces) started with SLURM's variables alone.
+add_test(NAME mp_slurm_two_hosts
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/integration/slurm_two_hosts.sh $<TARGET_FILE:ckpt_scenario_control>
+                 ${CMAKE_CURRENT_BINARY_DIR}/scenarios/slurm-two-hosts)
+set_tests_properties(mp_slurm_two_hosts PROPERTIES TIMEOUT 120 SKIP_RETURN_CODE 77)
+
 # The user-allgather bootstrap, under a real MPI launcher (only where MPI is installed).
 find_package(MPI COMPONENTS C QUIET)
 find_program(CKPT_MPIEXEC NAMES mpirun mpiexec)

@@ -4,6 +4,7 @@
 // Usage: ckpt_scenario_control MODE ARGS...
 //
 //   save-rows DIR                a small checkpoint for the modes below
+//   load-rows DIR                loads save-rows' checkpoint and checks every element
 //   check-world DIR N            (no context) DIR was saved by N ranks
 //   mismatched-collectives DIR   rank 0 saves while the others load DIR: every rank gets CKPT_E_MISMATCH naming
 //                                what each called, and the ranks stay in step for the next call
@@ -15,6 +16,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -71,6 +73,20 @@ int SaveRows(const char* dir) {
   s.Check(ckpt_save(s.ctx, state, dir, nullptr, &request, s.err), "save");
   s.Check(ckpt_request_wait(request, 0, s.err), "wait");
   ckpt_request_free(request);
+  ckpt_state_free(state);
+  return 0;
+}
+
+int LoadRows(const char* dir) {
+  Session s;
+  Buffers buffers;
+  ckpt_state_t* state = RowState(s, buffers, 1024);
+  std::vector<float>& mine = buffers.floats.back();
+  std::fill(mine.begin(), mine.end(), -1.0f);
+  s.Check(ckpt_load(s.ctx, state, dir, nullptr, s.err), "load");
+  for (size_t i = 0; i < mine.size(); ++i) {
+    if (mine[i] != static_cast<float>(i % 1000)) Die(s.rank, "element " + std::to_string(i) + " is wrong");
+  }
   ckpt_state_free(state);
   return 0;
 }
@@ -189,6 +205,7 @@ int main(int argc, char** argv) {
   }
   const std::string mode = argv[1];
   if (mode == "save-rows") return SaveRows(argv[2]);
+  if (mode == "load-rows") return LoadRows(argv[2]);
   if (mode == "check-world" && argc == 4) return CheckWorld(argv[2], static_cast<uint32_t>(std::atoi(argv[3])));
   if (mode == "mismatched-collectives") return MismatchedCollectives(argv[2]);
   if (mode == "rank0-dies-mid-save") return Rank0DiesMidSave(argv[2], false);
