@@ -23,9 +23,12 @@ class ControlPlane {
 
   // Every rank contributes `mine` (any size, may differ per rank); returns every rank's contribution by rank.
   virtual Result<std::vector<std::string>> AllGather(std::string_view mine) = 0;
-  // The same, waiting at most `timeout` (where shorter than the control plane's own) for the other ranks; a rank
-  // that arrives after it has passed gets the same failure. Control planes that cannot bound a wait (a user's
-  // callback) wait as AllGather does.
+  // How long AllGather waits for the other ranks; max() where the control plane cannot bound a wait (a user's
+  // callback).
+  virtual std::chrono::milliseconds timeout() const { return std::chrono::milliseconds::max(); }
+  // AllGather, waiting at most `timeout` (where shorter than the control plane's own) for the other ranks; a rank
+  // that arrives after it has passed gets the same failure. Control planes that cannot bound a wait wait as
+  // AllGather does.
   virtual Result<std::vector<std::string>> AllGatherWithin(std::string_view mine, std::chrono::milliseconds timeout) {
     (void)timeout;
     return AllGather(mine);

@@ -404,6 +404,7 @@ TcpStoreConfig TcpStore::AuxiliaryConfig() const {
 Result<std::vector<std::string>> TcpStore::AllGather(std::string_view mine) {
   return impl_->AllGather(mine, impl_->config().timeout);
 }
+std::chrono::milliseconds TcpStore::timeout() const { return impl_->config().timeout; }
 Result<std::vector<std::string>> TcpStore::AllGatherWithin(std::string_view mine, std::chrono::milliseconds timeout) {
   return impl_->AllGather(mine, std::min(timeout, impl_->config().timeout));
 }

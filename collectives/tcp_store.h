@@ -56,6 +56,7 @@ class TcpStore : public ControlPlane {
   TcpStoreConfig AuxiliaryConfig() const;
   Result<std::vector<std::string>> AllGather(std::string_view mine) override;
   Result<std::vector<std::string>> AllGatherWithin(std::string_view mine, std::chrono::milliseconds timeout) override;
+  std::chrono::milliseconds timeout() const override;
   Status CheckPeers() override;
 
   Status Set(std::string_view key, std::string_view value);

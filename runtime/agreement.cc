@@ -10,9 +10,10 @@ namespace ckpt::runtime {
 namespace {
 
 constexpr size_t kMaxMessages = 4;
-// How long a rank that has already waited out the timeout on a peer waits for the others to agree: the ranks
-// waiting on the same silent peer arrive within moments of each other, so waiting out the timeout a second time
-// would only double the failure's delay; ranks still busy elsewhere learn of the failure when they arrive.
+// How long a rank that has already waited out the timeout on a peer waits for the others to agree, at most: the
+// ranks waiting on the same silent peer arrive within moments of each other, so waiting out the timeout a second
+// time would only double the failure's delay; ranks still busy elsewhere learn of the failure when they arrive. A
+// quarter of the timeout where that is shorter, so that the whole step stays well under twice the timeout.
 constexpr std::chrono::milliseconds kAgreeAfterTimeout{5000};
 constexpr size_t kMaxRanksNamed = 8;
 
@@ -84,7 +85,8 @@ Result<std::vector<std::string>> AgreeAndGather(coll::ControlPlane& control, std
   out.Bytes(local.ok() ? payload : std::string_view());
   const bool waited_out = local.code() == Code::kTimeout;
   Result<std::vector<std::string>> exchanged =
-      waited_out ? control.AllGatherWithin(out.data(), kAgreeAfterTimeout) : control.AllGather(out.data());
+      waited_out ? control.AllGatherWithin(out.data(), std::min(kAgreeAfterTimeout, control.timeout() / 4))
+                 : control.AllGather(out.data());
   // This rank's own timeout names the silent peer better than the agreement that could not complete without it.
   if (!exchanged.ok()) return waited_out ? local : exchanged.status();
   std::vector<std::string> gathered = std::move(exchanged).value();

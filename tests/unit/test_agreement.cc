@@ -41,7 +41,9 @@ class FakeControlPlane : public coll::ControlPlane {
   }
   // The others never come: only a bounded wait returns.
   void GoSilent() { silent_ = true; }
+  std::chrono::milliseconds timeout() const override { return timeout_; }
 
+  std::chrono::milliseconds timeout_ = std::chrono::milliseconds(300000);
   std::optional<std::chrono::milliseconds> bounded_by;
 
  private:
@@ -107,6 +109,9 @@ TEST(AgreementTest, ARankThatWaitedOutTheTimeoutAgreesWithinAFewSecondsAndKeepsI
   const Status got = Agree(control, kStep, stalled);
   ASSERT_TRUE(control.bounded_by.has_value());
   EXPECT_LE(control.bounded_by->count(), 5000);
+  control.timeout_ = std::chrono::milliseconds(8000);
+  (void)Agree(control, kStep, stalled);
+  EXPECT_EQ(control.bounded_by->count(), 2000) << "a quarter of a short timeout";
   EXPECT_EQ(got.code(), Code::kTimeout);
   EXPECT_EQ(got.message(), stalled.message());
 }
