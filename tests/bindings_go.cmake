@@ -21,3 +21,4 @@ set_tests_properties(go_binding PROPERTIES TIMEOUT 600 ENVIRONMENT
   "CGO_LDFLAGS=-L$<TARGET_FILE_DIR:ckpt> -Wl,-rpath,$<TARGET_FILE_DIR:ckpt>;\
 CGO_CFLAGS=-g -O2 -DCKPT_GO_HEADER_SHA256=${ckpt_go_header_hash};\
 GOFLAGS=-mod=mod;GOPROXY=off;GOTOOLCHAIN=local;GOCACHE=${ckpt_go_cache}/build;GOPATH=${ckpt_go_cache}/path")
+ckpt_runs_foreign_programs(go_binding)

@@ -10,6 +10,7 @@ if(CKPT_CARGO)
   set_tests_properties(rust_binding PROPERTIES
                        ENVIRONMENT "CKPT_LIB_DIR=$<TARGET_FILE_DIR:ckpt>;CARGO_NET_OFFLINE=true"
                        TIMEOUT 600)
+  ckpt_runs_foreign_programs(rust_binding)
 else()
   add_test(NAME rust_binding COMMAND sh -c "echo 'cargo not found: Rust binding not tested'; exit 77")
   set_tests_properties(rust_binding PROPERTIES SKIP_RETURN_CODE 77)

@@ -21,12 +21,13 @@ endforeach()
 foreach(name reshard dedup invalid-overlap invalid-gap invalid-dtype invalid-shape exists corrupt-byte
              truncated-file missing-manifest foreign-manifest corrupt-manifest newer-version strictness
              shape-mismatch dead-rank async plan-cache worker-killed big-state full-disk read-once
-             reshard-no-exchange peer-dies-in-exchange worker-missing)
+             reshard-no-exchange peer-dies-in-exchange worker-missing io-error short-transfers)
   add_test(NAME mp_${name}
            COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/integration/run.sh ${name} $<TARGET_FILE:ckpt-launch>
                    $<TARGET_FILE_DIR:ckpt_scenario_core> ${CMAKE_CURRENT_BINARY_DIR}/scenarios/${name})
   set_tests_properties(mp_${name} PROPERTIES TIMEOUT 180 SKIP_RETURN_CODE 77)
 endforeach()
+ckpt_needs_fault_hooks(mp_peer-dies-in-exchange mp_io-error mp_short-transfers)
 
 # The user-allgather bootstrap, under a real MPI launcher (only where MPI is installed).
 find_package(MPI COMPONENTS C QUIET)

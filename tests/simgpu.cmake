@@ -82,6 +82,7 @@ add_test(NAME simgpu_mp_cuda_peer_dies_over_nccl
                  ${CMAKE_CURRENT_BINARY_DIR}/scenarios/simgpu_mp_cuda_peer_dies_over_nccl nccl peer-dies)
 set_tests_properties(simgpu_mp_cuda_peer_dies_over_nccl PROPERTIES TIMEOUT 120 ENVIRONMENT
                      "CKPT_WORKER_PATH=$<TARGET_FILE:ckpt-io-worker>;CKPT_TRANSPORT=nccl;CKPT_SIMGPU_DEVICES=4")
+ckpt_needs_fault_hooks(simgpu_mp_cuda_peer_dies_over_nccl)
 
 add_test(NAME simgpu_mp_nccl_transport
          COMMAND ${CKPT_SIMGPU_RUN} bash ${CKPT_SIMGPU_SOURCE}/nccl_transport_mp.sh $<TARGET_FILE:ckpt-launch>

@@ -102,6 +102,12 @@ case "$name" in
     fi
     trap 'umount "$work/tmpfs"' EXIT
     run 2 "$async" full-disk "$work/tmpfs/root" ;;
+  io-error)           # a test build's fault hook fails step 2's writes with EIO
+    CKPT_FAULT_EIO_PATH=step-000000000002.tmp- run 2 "$async" io-error "$ck" ;;
+  short-transfers)    # a test build's fault hook cuts every read and write after 4 KiB: each is resumed until whole
+    export CKPT_FAULT_SHORT_TRANSFER_BYTES=4096
+    run 2 "$core" save-replicated "$ck"
+    run 3 "$exchange" load-replicated "$ck" ;;
   *) echo "unknown scenario $name" >&2; exit 2 ;;
 esac
 echo "scenario $name: PASS"
