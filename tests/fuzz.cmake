@@ -24,7 +24,8 @@ function(ckpt_fuzz_target target)
       list(APPEND flags -fsanitize=address,undefined -fno-sanitize-recover=undefined)
     endif()
     target_compile_options(${binary} PRIVATE ${flags})
-    target_link_options(${binary} PRIVATE ${flags})
+    # Static: a shared ASan runtime would load after the C++ library that libFuzzer brings, which ASan refuses.
+    target_link_options(${binary} PRIVATE ${flags} -static-libsan)
     # -runs=0 runs every corpus input once and stops.
     add_test(NAME fuzz_${target}_corpus COMMAND ${binary} -runs=0 ${corpus})
     # New inputs go to the first directory, a scratch one, never into the tree.

@@ -39,6 +39,10 @@ if(MPI_C_FOUND AND CKPT_MPIEXEC)
            COMMAND bash -c "rm -rf \"$2\" && \"$0\" --allow-run-as-root --oversubscribe -np 3 \"$1\" \"$2\""
                    ${CKPT_MPIEXEC} $<TARGET_FILE:ckpt_mpi_bootstrap> ${CMAKE_CURRENT_BINARY_DIR}/scenarios/mpi-bootstrap)
   set_tests_properties(mp_mpi_allgather_bootstrap PROPERTIES TIMEOUT 120)
+  if(CKPT_SANITIZE MATCHES "address")
+    # Open MPI's plugins leave their allocations behind when they are unloaded at exit, past any suppression.
+    set_property(TEST mp_mpi_allgather_bootstrap APPEND PROPERTY ENVIRONMENT ASAN_OPTIONS=detect_leaks=0)
+  endif()
 else()
   message(STATUS "MPI not found: the allgather-bootstrap test is not built")
 endif()
