@@ -56,6 +56,8 @@ add_test(NAME fuzz_seeds_are_current
          COMMAND sh -c [=[
 rm -rf "$2" && "$0" "$2" || exit 1
 for seed in $(cd "$2" && find . -type f); do
-  cmp -s "$2/$seed" "$1/$seed" || { echo "tests/fuzz/corpus/$seed is stale: run fuzz_write_seeds tests/fuzz/corpus"; exit 1; }
+  cmp -s "$2/$seed" "$1/$seed" && continue
+  echo "tests/fuzz/corpus/$seed is stale: run fuzz_write_seeds tests/fuzz/corpus"
+  exit 1
 done
 echo "every seed is current"]=] $<TARGET_FILE:fuzz_write_seeds> ${CKPT_FUZZ_CORPUS} ${seeds})

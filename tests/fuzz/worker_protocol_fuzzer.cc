@@ -34,8 +34,8 @@ std::string Encode(const ckpt::io::WorkerRequest& request) {
 std::string Encode(const ckpt::io::WorkerReply& reply) {
   switch (reply.type) {
     case MessageType::kWriteDone: {
-      const Result<ckpt::io::WriteResult> result =
-          reply.status.ok() ? Result<ckpt::io::WriteResult>(reply.write_result) : Result<ckpt::io::WriteResult>(reply.status);
+      using WriteResult = Result<ckpt::io::WriteResult>;
+      const WriteResult result = reply.status.ok() ? WriteResult(reply.write_result) : WriteResult(reply.status);
       return ckpt::io::EncodeWriteReply(reply.job_id, result, reply.backend);
     }
     case MessageType::kReadDone:
