@@ -3,7 +3,8 @@
 #   normal  the build in build/ (or $CKPT_BUILD_DIR) and every test
 #   asan    a clang build under AddressSanitizer and UndefinedBehaviorSanitizer in <build>-asan, every test that can
 #           run instrumented, and each libFuzzer target fuzzing for a few seconds
-#   tsan    a clang build under ThreadSanitizer in <build>-tsan, and the unit tests of the threaded parts
+#   tsan    a clang build under ThreadSanitizer in <build>-tsan, the unit tests of the threaded parts and the
+#           multi-rank scenarios, with I/O worker processes and with I/O threads
 # Name stages to run only those: `tools/test.sh normal`. Every build has the test-only fault hooks except tsan's,
 # which checks that a build without the option carries none.
 set -euo pipefail
@@ -33,13 +34,14 @@ configure() {
 tsan_suites='TcpStore|Bootstrap|CallbackControlPlane|WorkerPool|AbandonFiles|FileJobsTest|StagingArena|Capi|Manager|'
 tsan_suites+='HostileCheckpoint|UcxTransport|Agreement'
 tsan_tests="^([A-Za-z]+/)?($tsan_suites)[A-Za-z]*\\.|^library_fault_hooks_absent\$"
+# And the multi-rank scenarios (tests/integration/run.sh) but those of device memory and of MPI (not built here);
+# those about worker processes need them.
+tsan_scenarios='^mp_[a-z-]+$'
+tsan_worker_scenarios='^mp_worker-(killed|missing)$'
 
-# Under sanitizers a report fails the test that made it, with a whole stack. The suppression files name memory and
-# races inside libraries not built with the sanitizers, never ckpt's own.
-sanitizers=$repo/tests/sanitizers
+# Under sanitizers a report fails the test that made it, with a whole stack.
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
-export LSAN_OPTIONS=suppressions=$sanitizers/lsan.supp:print_suppressions=0
-export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:suppressions=$sanitizers/tsan.supp
+export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
 
 for stage in "${stages[@]}"; do
   echo "=== test.sh: stage $stage ==="
@@ -57,8 +59,12 @@ for stage in "${stages[@]}"; do
     tsan)
       CC=clang CXX=clang++ configure "$build-tsan" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCKPT_FAULT_INJECTION=OFF \
         -DCKPT_SANITIZE=thread
-      cmake --build "$build-tsan" -j "$(nproc)" --target ckpt_unit_tests ckpt-io-worker ckpt
-      ctest --test-dir "$build-tsan" --output-on-failure -j2 --no-tests=error -R "$tsan_tests" ;;
+      cmake --build "$build-tsan" -j "$(nproc)" --target ckpt_unit_tests ckpt-io-worker ckpt ckpt-launch \
+        ckpt_scenario_core ckpt_scenario_async ckpt_scenario_exchange
+      ctest --test-dir "$build-tsan" --output-on-failure -j2 --no-tests=error -R "$tsan_tests|$tsan_scenarios"
+      # Again with the I/O threads inside each rank, where TSan sees them (it cannot see into worker processes).
+      CKPT_IO_WORKERS=0 ctest --test-dir "$build-tsan" --output-on-failure -j2 --no-tests=error -R "$tsan_scenarios" \
+        -E "$tsan_worker_scenarios" ;;
     *)
       echo "test.sh: unknown stage '$stage' (normal, asan, tsan)" >&2
       exit 2 ;;
