@@ -1,5 +1,6 @@
 // Every setting ckpt reads from the environment, with its default, in one place. (The launcher's own variables,
-// RANK, MASTER_ADDR and the like, are read by collectives/bootstrap.cc.)
+// RANK, MASTER_ADDR and the like, are read by collectives/bootstrap.cc; the test builds' fault hooks, CKPT_FAULT_*,
+// are declared in common/fault_injection.h.)
 #pragma once
 
 #include <cstdint>
@@ -28,9 +29,6 @@ inline constexpr char kIoBackendVar[] = "CKPT_IO_BACKEND";
 inline constexpr char kIoDirectVar[] = "CKPT_IO_DIRECT";
 // CKPT_TRANSPORT: "auto" (default), "none", "ucx" or "nccl": how ranks exchange tensor data during a load.
 inline constexpr char kTransportVar[] = "CKPT_TRANSPORT";
-// CKPT_FAULT_EXIT_BEFORE_EXCHANGE: fault injection for tests: the rank with this number exits abruptly right
-// before a load's data exchange, as a crashed peer would. Unset in production.
-inline constexpr char kFaultExitBeforeExchangeVar[] = "CKPT_FAULT_EXIT_BEFORE_EXCHANGE";
 // CKPT_WORKER_PATH: the ckpt-io-worker executable (default: beside libckpt.so). Read by io/worker_pool.cc.
 inline constexpr char kWorkerPathVar[] = "CKPT_WORKER_PATH";
 

@@ -4,6 +4,8 @@
 #include <cerrno>
 #include <cstring>
 
+#include "common/fault_injection.h"
+
 namespace ckpt::io {
 namespace {
 
@@ -19,6 +21,7 @@ NextStep Stall(IoRequest& request, int* error, int error_if_exhausted) {
 }  // namespace
 
 NextStep ApplyAttempt(const IoTarget& target, IoRequest& request, int64_t result, int* error) {
+  if (const int injected = fault::InjectedIoError(*target.path)) result = -injected;
   if (result < 0) {
     const int err = static_cast<int>(-result);
     if (err == EAGAIN || err == EINTR) return Stall(request, error, err);
@@ -43,6 +46,10 @@ NextStep ApplyAttempt(const IoTarget& target, IoRequest& request, int64_t result
     return NextStep::kResubmit;
   }
   return Stall(request, error, EIO);
+}
+
+uint64_t AttemptLength(const IoRequest& request) {
+  return fault::LimitTransfer(request.length - request.transferred);
 }
 
 Status TransferError(const IoTarget& target, const IoRequest& request, int error) {

@@ -52,6 +52,9 @@ enum class NextStep { kDone, kResubmit, kFail };
 // Updates the request with the attempt's result. On kFail sets *error to the errno to report.
 NextStep ApplyAttempt(const IoTarget& target, IoRequest& request, int64_t result, int* error);
 
+// How many bytes the next attempt of `request` asks for: the rest of it (less when a test cuts transfers short).
+uint64_t AttemptLength(const IoRequest& request);
+
 // The status for an errno from a transfer: kNoSpace for ENOSPC/EDQUOT, else kIo; names the file and offset.
 Status TransferError(const IoTarget& target, const IoRequest& request, int error);
 

@@ -97,7 +97,7 @@ void PwriteBackend::Transfer(Batch& batch, IoRequest& request) {
   const IoTarget& target = batch.target;
   for (;;) {
     char* buffer = request.buffer + request.transferred;
-    const size_t length = request.length - request.transferred;
+    const size_t length = AttemptLength(request);
     const auto offset = static_cast<off_t>(request.file_offset + request.transferred);
     const ssize_t moved = target.direction == IoDirection::kWrite ? pwrite(target.fd, buffer, length, offset)
                                                                   : pread(target.fd, buffer, length, offset);

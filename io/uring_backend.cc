@@ -77,7 +77,7 @@ void UringBackend::Prepare(Batch& batch) {
     }
     IoRequest& request = batch.requests[index];
     char* buffer = request.buffer + request.transferred;
-    const auto length = static_cast<unsigned>(request.length - request.transferred);
+    const auto length = static_cast<unsigned>(AttemptLength(request));
     const uint64_t offset = request.file_offset + request.transferred;
     if (batch.target.direction == IoDirection::kWrite) {
       io_uring_prep_write(sqe, batch.target.fd, buffer, length, offset);

@@ -9,7 +9,7 @@
 #include <memory>
 #include <new>
 
-#include "common/settings.h"
+#include "common/fault_injection.h"
 #include "io/checksum.h"
 #include "io/committed_memory.h"
 #include "runtime/agreement.h"
@@ -21,12 +21,6 @@ namespace ckpt::runtime {
 namespace {
 
 using PiecesByTensor = std::map<uint32_t, std::vector<const LocalPiece*>>;
-
-// Tests make one rank die here, between the reads and the exchange, to check that its peers fail cleanly.
-void InjectedCrash(int rank) {
-  const std::string victim = settings::StringFromEnv(settings::kFaultExitBeforeExchangeVar);
-  if (!victim.empty() && victim == std::to_string(rank)) _exit(99);
-}
 
 // Where a region that reached this rank goes: every registered piece it overlaps.
 template <typename Fn>
@@ -266,7 +260,8 @@ class Round {
   }
 
   Status ExchangeAndUnpack() {
-    InjectedCrash(ctx_.rank());
+    // Tests make one rank die here, between the reads and the exchange, to check that its peers fail cleanly.
+    if (fault::ExitBeforeExchange(ctx_.rank())) _exit(99);
     const auto started = std::chrono::steady_clock::now();
     const Status exchanged = exchange_.transport->Exchange(sends_, recvs_, ctx_.timeout());
     counters_.exchange_ns +=

@@ -26,9 +26,12 @@ set_tests_properties(go_binding PROPERTIES TIMEOUT 600 ENVIRONMENT
 # abi_test.go compares the structs and constants cgo compiled with the ABI table of ckpt.h.
 set_property(TEST go_binding APPEND PROPERTY ENVIRONMENT CKPT_ABI_TABLE=${CKPT_ABI_TABLE})
 
+ckpt_runs_foreign_programs(go_binding)
+
 # A copy of the binding outside the source tree, against the install of tests/install.cmake.
 add_test(NAME go_binding_out_of_tree_against_install
          COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/install/check_install.sh go-binding ${PROJECT_BINARY_DIR}
                  ${CMAKE_CURRENT_SOURCE_DIR}/install ${CMAKE_CURRENT_BINARY_DIR}/install-check)
 set_tests_properties(go_binding_out_of_tree_against_install PROPERTIES TIMEOUT 600 FIXTURES_REQUIRED ckpt_installed
                      ENVIRONMENT "${ckpt_go_environment}")
+ckpt_runs_foreign_programs(go_binding_out_of_tree_against_install)

@@ -10,6 +10,12 @@ if(CKPT_CARGO)
   set_tests_properties(rust_binding PROPERTIES
                        ENVIRONMENT "CKPT_LIB_DIR=$<TARGET_FILE_DIR:ckpt>;CKPT_ABI_TABLE=${CKPT_ABI_TABLE};CARGO_NET_OFFLINE=true"
                        TIMEOUT 600)
+  if(CKPT_ASAN_RUNTIME)
+    # rustc itself crashes with the ASan runtime preloaded: only cargo's test programs get it, through a runner.
+    string(TOUPPER "CARGO_TARGET_${CMAKE_SYSTEM_PROCESSOR}_UNKNOWN_LINUX_GNU_RUNNER" runner_variable)
+    set_property(TEST rust_binding APPEND PROPERTY ENVIRONMENT
+                 "${runner_variable}=env LD_PRELOAD=${CKPT_ASAN_RUNTIME} ASAN_OPTIONS=detect_leaks=0")
+  endif()
 else()
   add_test(NAME rust_binding COMMAND sh -c "echo 'cargo not found: Rust binding not tested'; exit 77")
   set_tests_properties(rust_binding PROPERTIES SKIP_RETURN_CODE 77)

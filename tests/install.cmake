@@ -7,6 +7,7 @@ foreach(check into-prefix consume shared-without-capnp static-finds-worker)
            COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/install/check_install.sh ${check} ${PROJECT_BINARY_DIR}
                    ${CMAKE_CURRENT_SOURCE_DIR}/install ${ckpt_install_check})
   set_tests_properties(${test_name} PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77)
+  ckpt_runs_foreign_programs(${test_name})
   if(check STREQUAL "into-prefix")
     set_tests_properties(${test_name} PROPERTIES FIXTURES_SETUP ckpt_installed)
   else()
@@ -18,3 +19,16 @@ endforeach()
 add_test(NAME libckpt_needs_no_ucx_library
          COMMAND bash -c "needed=$(readelf -d \"$0\" | grep NEEDED); echo \"$needed\"; ! echo \"$needed\" | grep -q 'libuc[pstm]'"
                  $<TARGET_FILE:ckpt>)
+
+# The fault hooks (common/fault_injection.h) are in libckpt exactly when the build asks for them: the names of their
+# variables appear in it with CKPT_FAULT_INJECTION on (tools/test.sh's builds), and nowhere with the option off, the
+# default of a plain build and so of an installed library.
+if(CKPT_FAULT_INJECTION)
+  set(CKPT_EXPECTED_HOOKS present)
+else()
+  set(CKPT_EXPECTED_HOOKS absent)
+endif()
+add_test(NAME library_fault_hooks_${CKPT_EXPECTED_HOOKS}
+         COMMAND sh -c "if grep -q -a CKPT_FAULT_ \"$0\"; then found=present; else found=absent; fi
+                        echo \"fault hooks $found in $0\"; [ \"$found\" = \"$1\" ]"
+                 $<TARGET_FILE:ckpt> ${CKPT_EXPECTED_HOOKS})

@@ -31,6 +31,7 @@ function(ckpt_python_test name selector)
            WORKING_DIRECTORY ${CKPT_PYTHON_SOURCE}/tests)
   set_tests_properties(${name} PROPERTIES TIMEOUT 300 ENVIRONMENT
                        "CKPT_LIB=$<TARGET_FILE:ckpt>;CKPT_ABI_TABLE=${CKPT_ABI_TABLE};PYTHONPATH=${CKPT_PYTHON_SOURCE}/src;CKPT_LAUNCH=$<TARGET_FILE:ckpt-launch>;CKPT_TIMEOUT_MS=60000;JAX_PLATFORMS=cpu")
+  ckpt_runs_foreign_programs(${name})
 endfunction()
 
 ckpt_python_test(python_abi test_abi.py)
@@ -60,4 +61,5 @@ else()
            COMMAND bash ${CKPT_PYTHON_SOURCE}/tests/check_install.sh ${PROJECT_BINARY_DIR} ${Python3_EXECUTABLE}
                    ${CMAKE_CURRENT_BINARY_DIR}/python-install-check)
   set_tests_properties(python_install PROPERTIES TIMEOUT 300)
+  ckpt_runs_foreign_programs(python_install)
 endif()

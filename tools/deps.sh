@@ -3,12 +3,14 @@
 # present it changes nothing and needs no privileges. Runs apt-get as root, or through sudo when available.
 set -euo pipefail
 
+# clang with its sanitizer and libFuzzer runtimes (and llvm-symbolizer for their reports) builds the sanitizer stages.
 packages=(
   build-essential cmake ninja-build pkg-config
   liburing-dev libucx-dev ucx-utils capnproto libcapnp-dev libxxhash-dev libisal-dev libssl-dev
   libgtest-dev libgmock-dev libbenchmark-dev fio openmpi-bin libopenmpi-dev
   python3 python3-venv
   abigail-tools  # abidiff: the ABI of libckpt against the previous release's (tests/abi.cmake)
+  clang libclang-rt-14-dev llvm
 )
 
 # Toolchains for the Rust and Go bindings' tests, from Debian unless a newer one is already on the PATH.

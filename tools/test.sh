@@ -1,17 +1,73 @@
 #!/usr/bin/env bash
-# Builds ckpt into build/ (or $CKPT_BUILD_DIR) and runs every test; exits non-zero if any fails.
+# Builds ckpt and runs its tests; exits non-zero if any fails. With no argument it runs every stage, as CI does:
+#   normal  the build in build/ (or $CKPT_BUILD_DIR) and every test
+#   asan    a clang build under AddressSanitizer and UndefinedBehaviorSanitizer in <build>-asan, every test that can
+#           run instrumented, and each libFuzzer target fuzzing for a few seconds
+#   tsan    a clang build under ThreadSanitizer in <build>-tsan, the unit tests of the threaded parts and the
+#           multi-rank scenarios, with I/O worker processes and with I/O threads
+# Name stages to run only those: `tools/test.sh normal`. Every build has the test-only fault hooks except tsan's,
+# which checks that a build without the option carries none.
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=${CKPT_BUILD_DIR:-$repo/build}
 build_type=${CKPT_BUILD_TYPE:-Release}
+stages=("$@")
+[ "${#stages[@]}" -gt 0 ] || stages=(normal asan tsan)
 
 bash "$repo/tools/deps.sh"
 python=$(bash "$repo/tools/python_env.sh" "$build/venv")
-generator=()
-if [ ! -f "$build/CMakeCache.txt" ] && command -v ninja >/dev/null 2>&1; then
-  generator=(-G Ninja)
-fi
-cmake -S "$repo" -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE="$build_type" -DPython3_EXECUTABLE="$python"
-cmake --build "$build" -j "$(nproc)"
-ctest --test-dir "$build" --output-on-failure -j2
+
+# configure DIR CMAKE_ARGS...: Ninja when available for a new build directory.
+configure() {
+  local dir=$1
+  shift
+  local generator=()
+  if [ ! -f "$dir/CMakeCache.txt" ] && command -v ninja >/dev/null 2>&1; then
+    generator=(-G Ninja)
+  fi
+  cmake -S "$repo" -B "$dir" "${generator[@]}" -DPython3_EXECUTABLE="$python" "$@"
+}
+
+# The threaded parts' unit tests: the store and its clients, the worker pool and its in-process and pwrite threads,
+# the staging arena, the save and load paths through the C API, the UCX transport, the agreement on failures.
+tsan_suites='TcpStore|Bootstrap|CallbackControlPlane|WorkerPool|AbandonFiles|FileJobsTest|StagingArena|Capi|Manager|'
+tsan_suites+='HostileCheckpoint|UcxTransport|Agreement|StoreAuth|ClaimedDirectory|BackgroundExceptions'
+tsan_tests="^([A-Za-z]+/)?($tsan_suites)[A-Za-z]*\\.|^library_fault_hooks_absent\$"
+# And the multi-rank scenarios (tests/integration/run.sh) but those of device memory and of MPI (not built here);
+# those about worker processes need them.
+tsan_scenarios='^mp_[a-z-]+$'
+tsan_worker_scenarios='^mp_worker-(killed|missing)$'
+
+# Under sanitizers a report fails the test that made it, with a whole stack.
+export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
+
+for stage in "${stages[@]}"; do
+  echo "=== test.sh: stage $stage ==="
+  SECONDS=0
+  case "$stage" in
+    normal)
+      configure "$build" -DCMAKE_BUILD_TYPE="$build_type" -DCKPT_FAULT_INJECTION=ON
+      cmake --build "$build" -j "$(nproc)"
+      ctest --test-dir "$build" --output-on-failure -j2 ;;
+    asan)
+      CC=clang CXX=clang++ configure "$build-asan" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCKPT_FAULT_INJECTION=ON \
+        -DCKPT_SANITIZE=address,undefined
+      cmake --build "$build-asan" -j "$(nproc)"
+      ctest --test-dir "$build-asan" --output-on-failure -j2 ;;
+    tsan)
+      CC=clang CXX=clang++ configure "$build-tsan" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCKPT_FAULT_INJECTION=OFF \
+        -DCKPT_SANITIZE=thread
+      cmake --build "$build-tsan" -j "$(nproc)" --target ckpt_unit_tests ckpt-io-worker ckpt ckpt-launch \
+        ckpt_scenario_core ckpt_scenario_async ckpt_scenario_exchange ckpt_scenario_control
+      ctest --test-dir "$build-tsan" --output-on-failure -j2 --no-tests=error -R "$tsan_tests|$tsan_scenarios"
+      # Again with the I/O threads inside each rank, where TSan sees them (it cannot see into worker processes).
+      CKPT_IO_WORKERS=0 ctest --test-dir "$build-tsan" --output-on-failure -j2 --no-tests=error -R "$tsan_scenarios" \
+        -E "$tsan_worker_scenarios" ;;
+    *)
+      echo "test.sh: unknown stage '$stage' (normal, asan, tsan)" >&2
+      exit 2 ;;
+  esac
+  echo "=== test.sh: stage $stage passed in ${SECONDS} s ==="
+done

@@ -161,6 +161,12 @@ while True:
       unset RANK WORLD_SIZE LOCAL_RANK MASTER_ADDR MASTER_PORT CKPT_STORE_PORT; exec "$0" save-rows "$1"' \
       "$control" "$ck"
     "$control" check-world "$ck" 2 ;;
+  io-error)           # a test build's fault hook fails step 2's writes with EIO
+    CKPT_FAULT_EIO_PATH=step-000000000002.tmp- run 2 "$async" io-error "$ck" ;;
+  short-transfers)    # a test build's fault hook cuts every read and write after 4 KiB: each is resumed until whole
+    export CKPT_FAULT_SHORT_TRANSFER_BYTES=4096
+    run 2 "$core" save-replicated "$ck"
+    run 3 "$exchange" load-replicated "$ck" ;;
   *) echo "unknown scenario $name" >&2; exit 2 ;;
 esac
 echo "scenario $name: PASS"

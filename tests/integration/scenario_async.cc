@@ -7,6 +7,8 @@
 //   plan-cache DIR              an unchanged structure reuses the plan; a change on one rank replans
 //   worker-killed ROOT          a worker killed during a save fails it on every rank; latest untouched
 //   full-disk ROOT              ENOSPC fails the save on every rank; latest untouched
+//   io-error ROOT               EIO on step 2's data files (a test build's CKPT_FAULT_EIO_PATH) fails the save on
+//                               every rank as CKPT_E_IO naming the file; latest untouched; step 3 commits
 //   big-state DIR               a state 4x the staging arena: saved, loaded, memory bounded
 #include <dirent.h>
 #include <signal.h>
@@ -208,6 +210,24 @@ int FullDisk(const char* root) {
   return 0;
 }
 
+// run.sh makes every write of step 2's data files fail with EIO (CKPT_FAULT_EIO_PATH): the disk fails mid-save.
+int IoError(const char* root) {
+  Session s;
+  Managed m;
+  OpenManaged(s, root, &m, 64);
+  s.Check(ManagedSave(s, m, 1), "step 1");
+  ExpectStatus(s, ManagedSave(s, m, 2), CKPT_E_IO, "save onto a failing disk",
+               {"cannot write", "step-000000000002", "/data/", "Input/output error"});
+  if (s.rank == 0) std::printf("io error: %s\n", ckpt_error_message(s.err));
+  ExpectLatest(s, m, 1);
+  if (StepExists(m, 2)) Die(s.rank, "the failed save left step 2 behind");
+  s.Check(ManagedSave(s, m, 3), "step 3, on a disk that works again");
+  ExpectLatest(s, m, 3);
+  ckpt_state_free(m.state);
+  ckpt_manager_free(m.manager);
+  return 0;
+}
+
 uint64_t PeakRssKib(pid_t pid) {
   FILE* f = std::fopen(("/proc/" + std::to_string(pid) + "/status").c_str(), "r");
   if (f == nullptr) return 0;
@@ -285,6 +305,7 @@ int main(int argc, char** argv) {
   if (mode == "plan-cache") return PlanCache(argv[2]);
   if (mode == "worker-killed") return WorkerKilled(argv[2]);
   if (mode == "full-disk") return FullDisk(argv[2]);
+  if (mode == "io-error") return IoError(argv[2]);
   if (mode == "big-state") return BigState(argv[2]);
   std::fprintf(stderr, "ckpt_scenario_async: unknown mode or wrong arguments: %s\n", mode.c_str());
   return 2;

@@ -15,6 +15,7 @@
 #include <sstream>
 #include <string>
 
+#include "common/fault_injection.h"
 #include "io/checksum.h"
 #include "io/file_jobs.h"
 #include "io/io_backend.h"
@@ -64,6 +65,18 @@ int DescriptorsInside(const std::string& dir) {
   return count;
 }
 
+// Sets a test build's fault hook variable (common/fault_injection.h) for the scope of one test.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const std::string& value) : name_(name) { setenv(name, value.c_str(), 1); }
+  ~ScopedEnv() { unsetenv(name_); }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  const char* name_;
+};
+
 const char* KindName(IoBackendKind kind) { return kind == IoBackendKind::kIoUring ? "io_uring" : "pwrite"; }
 
 class FileJobsTest : public ::testing::TestWithParam<IoBackendKind> {
@@ -86,9 +99,10 @@ class FileJobsTest : public ::testing::TestWithParam<IoBackendKind> {
     if (!dir_.empty()) std::filesystem::remove_all(dir_);
   }
 
-  Result<std::unique_ptr<FileJobExecutor>> MakeExecutor() {
+  Result<std::unique_ptr<FileJobExecutor>> MakeExecutor(bool direct = true) {
     IoTuning tuning;
     tuning.backend = GetParam();
+    tuning.direct = direct;
     tuning.request_bytes = kRequestBytes;
     tuning.queue_depth = 4;
     tuning.pwrite_threads = 3;
@@ -367,6 +381,70 @@ TEST_P(FileJobsTest, AbandonFilesClosesTheFilesLeftOpenInsideTheDirectoryOnly) {
   EXPECT_EQ(DescriptorsInside(Path("save")), 0);
   EXPECT_EQ(DescriptorsInside(Path("save-next")), 1);
   EXPECT_EQ(executor_->AbandonFiles(""), 0u);
+}
+
+TEST_P(FileJobsTest, InjectedEioFailsTheWriteAsIoNamingTheFile) {
+  if (!fault::kCompiledIn) GTEST_SKIP() << "a build without CKPT_FAULT_INJECTION has no fault hooks";
+  const std::vector<FileSegment> segments = Layout({3 * kRequestBytes});
+  StageAll(segments, 20);
+  const WriteJob job = MakeWrite("failing-disk.bin", segments, true, true);
+  const ScopedEnv eio(fault::kEioPathVar, "failing-disk");
+  const Result<WriteResult> written = executor_->Write(job);
+  ASSERT_FALSE(written.ok());
+  EXPECT_EQ(written.status().code(), Code::kIo) << written.status().message();
+  EXPECT_NE(written.status().message().find(job.path), std::string::npos) << written.status().message();
+  EXPECT_NE(written.status().message().find(std::strerror(EIO)), std::string::npos) << written.status().message();
+}
+
+TEST_P(FileJobsTest, InjectedEioFailsTheReadAsIoNamingTheFile) {
+  if (!fault::kCompiledIn) GTEST_SKIP() << "a build without CKPT_FAULT_INJECTION has no fault hooks";
+  const std::vector<FileSegment> segments = Layout({3 * kRequestBytes});
+  StageAll(segments, 21);
+  Result<WriteResult> written = executor_->Write(MakeWrite("failing-disk.bin", segments, true, true));
+  ASSERT_TRUE(written.ok()) << written.status().message();
+  const ReadJob read = MakeRead("failing-disk.bin", segments, written.value());
+  const ScopedEnv eio(fault::kEioPathVar, "failing-disk");
+  const Status status = executor_->Read(read, nullptr);
+  EXPECT_EQ(status.code(), Code::kIo) << status.message();
+  EXPECT_NE(status.message().find(read.path), std::string::npos) << status.message();
+}
+
+// Every attempt moves at most one page: each request of 16 pages comes back short 15 times and must be resumed.
+TEST_P(FileJobsTest, WritesAndReadsCutShortAreResumedUntilWhole) {
+  if (!fault::kCompiledIn) GTEST_SKIP() << "a build without CKPT_FAULT_INJECTION has no fault hooks";
+  const ScopedEnv short_transfers(fault::kShortTransferVar, std::to_string(kPage));
+  const std::vector<FileSegment> segments = Layout({100000, 3 * kRequestBytes + 5});
+  const std::vector<std::string> data = StageAll(segments, 22);
+  Result<WriteResult> written = executor_->Write(MakeWrite("f", segments, true, true));
+  ASSERT_TRUE(written.ok()) << written.status().message();
+  const std::string file = ReadWhole(Path("f"));
+  ASSERT_EQ(file.size(), segments.back().file_offset + segments.back().length);
+  for (size_t i = 0; i < segments.size(); ++i) {
+    EXPECT_TRUE(file.substr(segments[i].file_offset, segments[i].length) == data[i]) << "segment " << i;
+  }
+  const ReadJob read = MakeRead("f", segments, written.value());
+  const Status status = executor_->Read(read, nullptr);
+  ASSERT_TRUE(status.ok()) << status.message();
+  for (size_t i = 0; i < segments.size(); ++i) {
+    EXPECT_TRUE(ArenaBytes(read.segments[i].arena_offset, segments[i].length) == data[i]) << "segment " << i;
+  }
+}
+
+// Buffered files accept transfers of any length: short ones that end mid-page are resumed where they stopped.
+TEST_P(FileJobsTest, UnalignedShortTransfersOfBufferedFilesAreResumedWhereTheyStopped) {
+  if (!fault::kCompiledIn) GTEST_SKIP() << "a build without CKPT_FAULT_INJECTION has no fault hooks";
+  Result<std::unique_ptr<FileJobExecutor>> buffered = MakeExecutor(/*direct=*/false);
+  ASSERT_TRUE(buffered.ok()) << buffered.status().message();
+  const ScopedEnv short_transfers(fault::kShortTransferVar, "1000");
+  const std::vector<FileSegment> segments = Layout({kRequestBytes + 77});
+  const std::vector<std::string> data = StageAll(segments, 23);
+  Result<WriteResult> written = buffered.value()->Write(MakeWrite("f", segments, true, true));
+  ASSERT_TRUE(written.ok()) << written.status().message();
+  EXPECT_TRUE(ReadWhole(Path("f")) == data[0]);
+  const ReadJob read = MakeRead("f", segments, written.value());
+  const Status status = buffered.value()->Read(read, nullptr);
+  ASSERT_TRUE(status.ok()) << status.message();
+  EXPECT_TRUE(ArenaBytes(read.segments[0].arena_offset, segments[0].length) == data[0]);
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, FileJobsTest, ::testing::Values(IoBackendKind::kIoUring, IoBackendKind::kPwrite),

@@ -1,0 +1,58 @@
+// Test-only fault hooks. A build with CKPT_FAULT_INJECTION defined (the CMake option of that name, which
+// tools/test.sh turns on) reads the variables below, so that tests can make I/O fail or stop short, or a rank die,
+// where real faults are hard to provoke. Without it every hook is a constant: a library built for users carries
+// neither the code nor the variables' names, and no environment can make it misbehave on purpose.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#ifdef CKPT_FAULT_INJECTION
+#include <cerrno>
+
+#include "common/settings.h"
+#endif
+
+namespace ckpt::fault {
+
+// CKPT_FAULT_EIO_PATH: every read or write of a file whose path contains this text fails with EIO, as a failing
+// disk would (in the I/O backends, so in worker processes too: they inherit the environment).
+inline constexpr char kEioPathVar[] = "CKPT_FAULT_EIO_PATH";
+// CKPT_FAULT_SHORT_TRANSFER_BYTES: every read or write attempt asks the kernel for at most this many bytes, so each
+// request completes short and must be resumed. A multiple of 4096 keeps O_DIRECT requests aligned.
+inline constexpr char kShortTransferVar[] = "CKPT_FAULT_SHORT_TRANSFER_BYTES";
+// CKPT_FAULT_EXIT_BEFORE_EXCHANGE: the rank with this number exits abruptly right before a load's data exchange, as
+// a crashed peer would.
+inline constexpr char kExitBeforeExchangeVar[] = "CKPT_FAULT_EXIT_BEFORE_EXCHANGE";
+
+#ifdef CKPT_FAULT_INJECTION
+
+inline constexpr bool kCompiledIn = true;
+
+// The errno an I/O attempt on `path` is made to fail with, or 0.
+inline int InjectedIoError(const std::string& path) {
+  const std::string pattern = settings::StringFromEnv(kEioPathVar);
+  return !pattern.empty() && path.find(pattern) != std::string::npos ? EIO : 0;
+}
+
+// How many of `length` bytes one I/O attempt may ask for.
+inline uint64_t LimitTransfer(uint64_t length) {
+  const uint64_t limit = settings::PositiveFromEnv(kShortTransferVar, length);
+  return limit < length ? limit : length;
+}
+
+// Whether `rank` is the one told to die before a load's exchange.
+inline bool ExitBeforeExchange(int rank) {
+  return settings::StringFromEnv(kExitBeforeExchangeVar) == std::to_string(rank);
+}
+
+#else
+
+inline constexpr bool kCompiledIn = false;
+constexpr int InjectedIoError(const std::string&) { return 0; }
+constexpr uint64_t LimitTransfer(uint64_t length) { return length; }
+constexpr bool ExitBeforeExchange(int) { return false; }
+
+#endif
+
+}  // namespace ckpt::fault

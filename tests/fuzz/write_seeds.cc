@@ -1,0 +1,134 @@
+// Writes the fuzzers' seed inputs, built from real messages with the product's own encoders, into
+// <dir>/<target>/seed-*: `fuzz_write_seeds tests/fuzz/corpus` regenerates the seeds in the tree after a protocol
+// change, and the fuzz_seeds_are_current test fails until someone does. (Inputs of crashes found and fixed sit
+// beside the seeds as crash-*, and are kept.)
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "collectives/tcp_store_wire.h"
+#include "common/bytes.h"
+#include "io/worker_protocol.h"
+#include "runtime/dtype.h"
+#include "runtime/manifest.h"
+
+namespace {
+
+namespace wire = ckpt::coll::store_wire;
+using ckpt::ByteWriter;
+
+class SeedWriter {
+ public:
+  explicit SeedWriter(std::filesystem::path dir) : dir_(std::move(dir)) {}
+
+  void Write(const std::string& target, const std::string& name, const std::string& bytes) {
+    std::filesystem::create_directories(dir_ / target);
+    std::ofstream(dir_ / target / ("seed-" + name), std::ios::binary) << bytes;
+  }
+
+ private:
+  std::filesystem::path dir_;
+};
+
+std::string Hello(int32_t rank, int32_t world_size, bool auxiliary) {
+  ByteWriter w;
+  w.U32(wire::kMagic);
+  w.U32(wire::kVersion);
+  w.I32(rank);
+  w.I32(world_size);
+  w.U64(1000);
+  w.U8(auxiliary ? 1 : 0);
+  w.Bytes(std::string(32, 'n'));  // the client's nonce
+  w.Bytes(std::string(32, '\0'));  // the proof: the fuzzer signs hellos with the server's challenge
+  return wire::EncodeFrame(wire::MessageType::kHello, w.data());
+}
+
+std::string Request(wire::MessageType type, const std::string& key, const std::string& value) {
+  ByteWriter w;
+  if (type == wire::MessageType::kAllGather) {
+    w.U64(1);     // sequence
+    w.U64(1000);  // timeout ms
+    w.Bytes(value);
+  } else {
+    w.Bytes(key);
+    if (type == wire::MessageType::kSet) w.Bytes(value);
+    if (type == wire::MessageType::kWait) w.U64(1000);
+  }
+  return wire::EncodeFrame(type, w.data());
+}
+
+// Byte 0 of a store input picks the world size (1 + byte % 3); connections are separated by "CKPTNEXT".
+void WriteStoreSeeds(SeedWriter& out) {
+  using wire::MessageType;
+  const std::string goodbye = wire::EncodeFrame(MessageType::kGoodbye, {});
+  out.Write("store", "one-rank-set-get-wait-allgather",
+            std::string(1, '\0') + Hello(0, 1, false) + Request(MessageType::kSet, "k", "v") +
+                Request(MessageType::kGet, "k", "") + Request(MessageType::kWait, "k", "") +
+                Request(MessageType::kAllGather, "", "mine") + goodbye);
+  out.Write("store", "two-ranks-allgather",
+            std::string(1, '\1') + Hello(0, 2, false) + Request(MessageType::kAllGather, "", "a") + "CKPTNEXT" +
+                Hello(1, 2, false) + Request(MessageType::kAllGather, "", "b") + goodbye);
+  out.Write("store", "wait-answered-by-another-rank",
+            std::string(1, '\1') + Hello(0, 2, false) + Request(MessageType::kWait, "later", "") + "CKPTNEXT" +
+                Hello(1, 2, false) + Request(MessageType::kSet, "later", "now"));
+  out.Write("store", "auxiliary-connection",
+            std::string(1, '\0') + Hello(0, 1, false) + "CKPTNEXT" + Hello(0, 1, true) +
+                Request(MessageType::kGet, "k", ""));
+}
+
+void WriteWorkerProtocolSeeds(SeedWriter& out) {
+  using namespace ckpt::io;
+  const std::string piece_sizes(1, '\7');  // byte 0 of an input: the stream is fed in pieces of 8 bytes
+  WriteJob write;
+  write.path = "/ckpt/step-1.tmp/data/0-0.bin";
+  write.create = true;
+  write.finish = true;
+  write.final_size = 10000;
+  write.block_size = 4096;
+  write.segments = {{0, 0, 5000}, {8192, 8192, 1808}};
+  ReadJob read;
+  read.root = "/ckpt/step-1";
+  read.path = "/ckpt/step-1/data/0-0.bin";
+  read.block_size = 4096;
+  read.segments = write.segments;
+  read.expected_checksums = {{1, 2}, {3}};
+  WriteResult result;
+  result.checksums = read.expected_checksums;
+  out.Write("worker_protocol", "requests",
+            piece_sizes + EncodeWriteRequest(1, write) + EncodeReadRequest(2, read) + EncodeAbandonRequest(3, "/ckpt"));
+  out.Write("worker_protocol", "replies",
+            piece_sizes + EncodeReady(ReadyMessage{}) + EncodeWriteReply(1, result, "io_uring") +
+                EncodeWriteReply(2, ckpt::NoSpace("disk full"), "pwrite") +
+                EncodeReadReply(3, ckpt::Corrupt("bad block"), ReadFailure{1, 2}, "io_uring") +
+                EncodeAbandonReply(4, ckpt::Status::Ok(), "io_uring"));
+}
+
+void WriteManifestSeeds(SeedWriter& out) {
+  using namespace ckpt::runtime;
+  Manifest m;
+  m.library_version = "0.1.0";
+  m.checkpoint_id = "seed";
+  m.world_size = 1;
+  m.node_count = 1;
+  m.metadata = {{"step", "1"}};
+  m.files = {{"data/0-0.bin", 4096 + 24}};
+  const int32_t f32 = static_cast<int32_t>(DType::kF32);
+  m.tensors.push_back(TensorRecord{"w", f32, {2, 3}, {ChunkRecord{Box{{0, 0}, {2, 3}}, {0, 4096, 24, 4096, {7}}}}});
+  m.common.push_back(CommonRecord{"config", true, "lr=0.1", {}});
+  out.Write("manifest", "one-tensor", EncodeManifest(m).value());
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: %s CORPUS_DIR\n", argv[0]);
+    return 2;
+  }
+  SeedWriter out(argv[1]);
+  WriteStoreSeeds(out);
+  WriteWorkerProtocolSeeds(out);
+  WriteManifestSeeds(out);
+  return 0;
+}
