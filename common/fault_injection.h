@@ -24,6 +24,9 @@ inline constexpr char kShortTransferVar[] = "CKPT_FAULT_SHORT_TRANSFER_BYTES";
 // CKPT_FAULT_EXIT_BEFORE_EXCHANGE: the rank with this number exits abruptly right before a load's data exchange, as
 // a crashed peer would.
 inline constexpr char kExitBeforeExchangeVar[] = "CKPT_FAULT_EXIT_BEFORE_EXCHANGE";
+// CKPT_FAULT_STOP_BEFORE_EXCHANGE: the rank with this number stops (SIGSTOP) right before a load's data exchange, as
+// a hung peer would: alive, connected, silent.
+inline constexpr char kStopBeforeExchangeVar[] = "CKPT_FAULT_STOP_BEFORE_EXCHANGE";
 
 #ifdef CKPT_FAULT_INJECTION
 
@@ -46,12 +49,18 @@ inline bool ExitBeforeExchange(int rank) {
   return settings::StringFromEnv(kExitBeforeExchangeVar) == std::to_string(rank);
 }
 
+// Whether `rank` is the one told to stop before a load's exchange.
+inline bool StopBeforeExchange(int rank) {
+  return settings::StringFromEnv(kStopBeforeExchangeVar) == std::to_string(rank);
+}
+
 #else
 
 inline constexpr bool kCompiledIn = false;
 constexpr int InjectedIoError(const std::string&) { return 0; }
 constexpr uint64_t LimitTransfer(uint64_t length) { return length; }
 constexpr bool ExitBeforeExchange(int) { return false; }
+constexpr bool StopBeforeExchange(int) { return false; }
 
 #endif
 

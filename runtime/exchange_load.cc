@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstring>
 #include <map>
+#include <csignal>
 #include <memory>
 #include <new>
 
@@ -262,6 +263,7 @@ class Round {
   Status ExchangeAndUnpack() {
     // Tests make one rank die here, between the reads and the exchange, to check that its peers fail cleanly.
     if (fault::ExitBeforeExchange(ctx_.rank())) _exit(99);
+    if (fault::StopBeforeExchange(ctx_.rank())) raise(SIGSTOP);
     const auto started = std::chrono::steady_clock::now();
     const Status exchanged = exchange_.transport->Exchange(sends_, recvs_, ctx_.timeout());
     counters_.exchange_ns +=

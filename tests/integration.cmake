@@ -23,13 +23,13 @@ foreach(name reshard dedup invalid-overlap invalid-gap invalid-dtype invalid-sha
              shape-mismatch dead-rank async plan-cache worker-killed big-state full-disk read-once
              reshard-no-exchange peer-dies-in-exchange worker-missing without-ucx io-error short-transfers
              mismatched-collectives rank0-dies-mid-save manager-rank0-dies stopped-peer launchers-store-port
-             launchers-mpich launchers-slurm)
+             launchers-mpich launchers-slurm peer-stops-in-exchange)
   add_test(NAME mp_${name}
            COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/integration/run.sh ${name} $<TARGET_FILE:ckpt-launch>
                    $<TARGET_FILE_DIR:ckpt_scenario_core> ${CMAKE_CURRENT_BINARY_DIR}/scenarios/${name})
   set_tests_properties(mp_${name} PROPERTIES TIMEOUT 180 SKIP_RETURN_CODE 77)
 endforeach()
-ckpt_needs_fault_hooks(mp_peer-dies-in-exchange mp_io-error mp_short-transfers)
+ckpt_needs_fault_hooks(mp_peer-dies-in-exchange mp_peer-stops-in-exchange mp_io-error mp_short-transfers)
 
 # A job across two hosts (network namespaces) started with SLURM's variables alone.
 add_test(NAME mp_slurm_two_hosts

@@ -30,6 +30,22 @@ case "$name" in
     [ "$rc" = 99 ] || { echo "expected the launcher to report the victim's exit code 99, got $rc" >&2; exit 1; }
     if echo "$out" | grep -q "FAILED\|killed by signal"; then echo "a surviving rank failed or hung" >&2; exit 1; fi
     echo "$out" | grep -q "peer died in the exchange" || { echo "rank 0 did not report the failure" >&2; exit 1; } ;;
+  peer-stops-in-exchange)  # the last rank stops (alive, silent) before the exchange: the others fail within 1.5 x
+    run 4 "$core" save-replicated "$ck"
+    CKPT_FAULT_STOP_BEFORE_EXCHANGE=3 CKPT_TIMEOUT_MS=8000 "$launch" -n 4 --grace 60 --timeout 120 -- \
+      "$exchange" load-replicated-expect-failure "$ck" > "$work/out" 2>&1 &
+    launcher=$!
+    # Once the three others have reported, the stopped rank (a child of the launcher in state T) is killed.
+    for _ in $(seq 600); do
+      [ "$(grep -c "peer failed in the exchange" "$work/out")" -ge 3 ] && break
+      grep -q "FAILED" "$work/out" && break
+      sleep 0.1
+    done
+    for pid in $(ps -o pid=,stat= --ppid "$launcher" | awk '$2 ~ /^T/ {print $1}'); do kill -KILL "$pid"; done
+    rc=0; wait "$launcher" || rc=$?
+    cat "$work/out"
+    [ "$rc" = 137 ] || { echo "expected the stopped rank to be killed (137), got $rc" >&2; exit 1; }
+    [ "$(grep -c "peer failed in the exchange" "$work/out")" = 3 ] || { echo "not every rank failed cleanly" >&2; exit 1; } ;;
   dedup)              # replicated bytes written once, writers balanced
     run 4 "$core" save-replicated "$ck"
     "$core" check-dedup "$ck" ;;

@@ -5,9 +5,11 @@
 //   load-replicated DIR         every rank loads save-replicated's state (ckpt_scenario_core): even ranks all of
 //                               "big" (received in place), odd ranks its left column half (received into a
 //                               buffer, then scattered into rows); prints bytes read
-//   load-replicated-expect-failure DIR   the same with a rank dying (CKPT_FAULT_EXIT_BEFORE_EXCHANGE):
-//                               every surviving rank must fail with CKPT_E_PEER_FAILED or CKPT_E_TIMEOUT
+//   load-replicated-expect-failure DIR   the same with a rank dying (CKPT_FAULT_EXIT_BEFORE_EXCHANGE) or stopping
+//                               (CKPT_FAULT_STOP_BEFORE_EXCHANGE): every other rank must fail with
+//                               CKPT_E_PEER_FAILED or CKPT_E_TIMEOUT, within 1.5 x CKPT_TIMEOUT_MS + 2 s
 //   context-fails CODE TEXT     creating the context must fail with CODE on this rank, naming TEXT
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -35,12 +37,23 @@ int LoadReplicated(const char* dir, bool expect_failure) {
     const std::string key = "small." + std::to_string(i);
     AddShard(s, state, key.c_str(), {n}, {n}, {0}, small);
   }
+  const auto start = std::chrono::steady_clock::now();
   const int32_t status = ckpt_load(s.ctx, state, dir, nullptr, s.err);
+  const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (expect_failure) {
     if (status != CKPT_E_PEER_FAILED && status != CKPT_E_TIMEOUT) {
       Die(s.rank,
           std::string("expected a peer failure, got ") + ckpt_status_string(status) + ": " + ckpt_error_message(s.err));
     }
+    // One stall costs one timeout, plus the transport's 2 s to cancel and the agreement's quarter of the timeout,
+    // never one timeout per wait (the exchange's, then the agreement's: twice the timeout).
+    const char* timeout_ms = std::getenv("CKPT_TIMEOUT_MS");
+    const double bound = timeout_ms != nullptr ? 1.5 * std::atof(timeout_ms) / 1000.0 + 2.0 : 0.0;
+    if (timeout_ms != nullptr && waited > bound) {
+      Die(s.rank, "failed after " + std::to_string(waited) + " s, more than " + std::to_string(bound) + " s");
+    }
+    std::printf("rank %d: peer failed in the exchange, reported after %.1f s: %s\n", s.rank, waited,
+                ckpt_error_message(s.err));
     if (s.rank == 0) std::printf("peer died in the exchange: %s\n", ckpt_error_message(s.err));
     ckpt_state_free(state);
     return 0;
