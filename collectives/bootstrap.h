@@ -24,9 +24,9 @@ struct ProcessIdentity {
   int local_rank = 0;
   std::string store_host;  // default 127.0.0.1
   int store_port = 29501;
-  std::string node_name;  // default: CKPT_NODE_NAME, else gethostname()
-  std::string source;     // where rank and world came from: "options", "torchrun", "openmpi", "mpich", "slurm",
-                          // "default"
+  std::string node_name;   // default: CKPT_NODE_NAME, else gethostname()
+  std::string source;      // where rank and world came from: "options", "torchrun", "openmpi", "mpich", "slurm",
+                           // "default"
   std::string job_secret;  // CKPT_JOB_SECRET; empty if unset
 };
 

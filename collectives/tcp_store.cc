@@ -12,6 +12,7 @@
 
 #include "collectives/job_secret.h"
 #include "collectives/store_auth.h"
+#include "collectives/store_handshake.h"
 #include "collectives/tcp_store_server.h"
 #include "collectives/tcp_store_wire.h"
 #include "common/bytes.h"
@@ -20,8 +21,8 @@ namespace ckpt::coll {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-using store_wire::MessageType;
 using ckpt::UniqueFd;
+using store_wire::MessageType;
 
 // The server answers a timed-out WAIT or ALLGATHER itself, naming who is missing; the client gives it this much
 // longer before concluding that the server itself is stuck.
@@ -146,26 +147,15 @@ class TcpStore::Impl {
     if (config_.secret.empty()) {
       ASSIGN_OR_RETURN(config_.secret, ReadPublishedSecret(config_.port));
     }
-    ASSIGN_OR_RETURN(std::string client_nonce, store_auth::RandomBytes(store_auth::kNonceBytes));
-    ByteWriter hello;
-    hello.U32(store_wire::kMagic);
-    hello.U32(store_wire::kVersion);
-    hello.I32(config_.rank);
-    hello.I32(config_.world_size);
-    hello.U64(RemainingMs(deadline));
-    hello.U8(config_.auxiliary ? 1 : 0);
-    hello.Bytes(client_nonce);
-    hello.Bytes(store_auth::HelloProof(config_.secret, server_nonce, client_nonce, hello.data()));
-    ASSIGN_OR_RETURN(std::string welcome, Call(MessageType::kHello, hello.data(), deadline + kReplyGrace));
-    ByteReader reader(welcome, "the store's welcome");
-    std::string proof;
-    RETURN_IF_ERROR(reader.Bytes(&proof));
-    RETURN_IF_ERROR(reader.ExpectDone());
-    if (!store_auth::ProofsMatch(store_auth::WelcomeProof(config_.secret, server_nonce, client_nonce), proof)) {
-      return broken_ = InvalidArgument("the store at " + address_ +
-                                       " does not know the job's secret: it is not this job's store");
-    }
-    return Status::Ok();
+    store_handshake::Hello hello;
+    hello.rank = config_.rank;
+    hello.world_size = config_.world_size;
+    hello.timeout_ms = RemainingMs(deadline);
+    hello.auxiliary = config_.auxiliary;
+    ASSIGN_OR_RETURN(hello.client_nonce, store_auth::RandomBytes(store_auth::kNonceBytes));
+    const std::string request = store_handshake::EncodeHello(hello, config_.secret, server_nonce);
+    ASSIGN_OR_RETURN(std::string welcome, Call(MessageType::kHello, request, deadline + kReplyGrace));
+    return broken_ = store_handshake::CheckWelcome(welcome, config_.secret, server_nonce, hello.client_nonce, address_);
   }
 
   const TcpStoreConfig& config() const { return config_; }
@@ -250,19 +240,8 @@ class TcpStore::Impl {
     }
     std::string payload(header.length, '\0');
     RETURN_IF_ERROR(broken_ = RecvAll(payload.data(), payload.size(), deadline));
-    ByteReader reader(payload, "the store's challenge");
-    uint32_t magic = 0, version = 0;
-    std::string nonce;
-    RETURN_IF_ERROR(reader.U32(&magic));
-    if (magic != store_wire::kMagic) return broken_ = InvalidArgument("the server at " + address_ + " is not a ckpt store");
-    RETURN_IF_ERROR(reader.U32(&version));
-    if (version != store_wire::kVersion) {
-      return broken_ = VersionError("the store on rank 0 speaks store protocol version " + std::to_string(version) +
-                                    ", this rank speaks " + std::to_string(store_wire::kVersion));
-    }
-    RETURN_IF_ERROR(reader.Bytes(&nonce));
-    RETURN_IF_ERROR(reader.ExpectDone());
-    if (nonce.size() != store_auth::kNonceBytes) return broken_ = Corrupt("the store's challenge has a bad nonce");
+    Result<std::string> nonce = store_handshake::DecodeChallenge(payload, address_);
+    if (!nonce.ok()) broken_ = nonce.status();
     return nonce;
   }
 
@@ -372,7 +351,8 @@ class TcpStore::Impl {
   TcpStoreConfig config_;
   std::string address_;
   std::unique_ptr<StoreServer> server_;
-  std::optional<PublishedSecret> published_;  // rank 0, without a configured secret: removed after the server
+  // Rank 0 without a configured secret: the file it published, removed once the server has stopped.
+  std::optional<PublishedSecret> published_;
   std::mutex mu_;  // one request on the connection at a time
   UniqueFd fd_;
   uint64_t next_sequence_ = 0;

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "collectives/store_auth.h"
+#include "collectives/store_handshake.h"
 #include "collectives/tcp_store_wire.h"
 #include "common/bytes.h"
 
@@ -24,8 +25,8 @@ namespace ckpt::coll {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-using store_wire::MessageType;
 using ckpt::UniqueFd;
+using store_wire::MessageType;
 
 // A stranger that connects and never says hello is dropped after this long.
 constexpr std::chrono::seconds kHelloTimeout{30};
@@ -44,13 +45,13 @@ struct Connection {
   UniqueFd fd;
   std::string in;  // received bytes not yet parsed
   std::deque<std::shared_ptr<const std::string>> out;
-  size_t out_offset = 0;   // bytes of out.front() already sent
-  int rank = -1;           // -1 until the handshake
+  size_t out_offset = 0;     // bytes of out.front() already sent
+  int rank = -1;             // -1 until the handshake
   std::string server_nonce;  // this connection's challenge
-  std::string welcome;       // the server's proof, sent with the reply to the hello
-  bool auxiliary = false;  // a rank's second connection: key-value requests only; its loss kills nobody
-  bool closed = false;     // removed at the end of the loop iteration
-  bool hung_up = false;    // a send failed: handled as a disconnect outside the sender's call chain
+  std::string welcome;       // the reply to its hello, with the server's proof
+  bool auxiliary = false;    // a rank's second connection: key-value requests only; its loss kills nobody
+  bool closed = false;       // removed at the end of the loop iteration
+  bool hung_up = false;      // a send failed: handled as a disconnect outside the sender's call chain
   Pending pending = Pending::kNone;
   Clock::time_point deadline;
   std::chrono::milliseconds timeout{0};
@@ -88,49 +89,8 @@ std::vector<int> MissingRanks(const Collective& collective) {
   return missing;
 }
 
-struct Hello {
-  int32_t rank = 0;
-  int32_t world_size = 0;
-  uint64_t timeout_ms = 0;
-  uint8_t auxiliary = 0;
-  std::string client_nonce;
-  std::string_view signed_fields;  // the payload up to the proof: what the proof covers
-  std::string proof;
-};
-
-// Magic and version are checked before the rest is read: another version may lay the rest out differently.
-Result<Hello> ParseHello(std::string_view payload) {
-  ByteReader reader(payload, "store hello");
-  uint32_t magic = 0, version = 0;
-  RETURN_IF_ERROR(reader.U32(&magic));
-  if (magic != store_wire::kMagic) return InvalidArgument("not a ckpt store client (bad magic)");
-  RETURN_IF_ERROR(reader.U32(&version));
-  if (version != store_wire::kVersion) {
-    return VersionError("the client speaks store protocol version " + std::to_string(version) +
-                        ", the store on rank 0 speaks " + std::to_string(store_wire::kVersion));
-  }
-  Hello hello;
-  RETURN_IF_ERROR(reader.I32(&hello.rank));
-  RETURN_IF_ERROR(reader.I32(&hello.world_size));
-  RETURN_IF_ERROR(reader.U64(&hello.timeout_ms));
-  RETURN_IF_ERROR(reader.U8(&hello.auxiliary));
-  RETURN_IF_ERROR(reader.Bytes(&hello.client_nonce));
-  hello.signed_fields = payload.substr(0, reader.position());
-  RETURN_IF_ERROR(reader.Bytes(&hello.proof));
-  RETURN_IF_ERROR(reader.ExpectDone());
-  if (hello.client_nonce.size() != store_auth::kNonceBytes) return InvalidArgument("store hello: bad nonce");
-  return hello;
-}
-
 std::shared_ptr<const std::string> Frame(MessageType type, std::string_view payload) {
   return std::make_shared<const std::string>(store_wire::EncodeFrame(type, payload));
-}
-
-// `bytes` as one length-prefixed field.
-std::string ByteString(std::string_view bytes) {
-  ByteWriter out;
-  out.Bytes(bytes);
-  return out.Take();
 }
 
 std::shared_ptr<const std::string> ErrorFrame(const Status& status) {
@@ -248,11 +208,7 @@ class StoreServer::Loop {
       c->server_nonce = std::move(nonce).value();
       c->pending = Pending::kHandshake;
       c->deadline = Clock::now() + kHelloTimeout;
-      ByteWriter challenge;
-      challenge.U32(store_wire::kMagic);
-      challenge.U32(store_wire::kVersion);
-      challenge.Bytes(c->server_nonce);
-      Send(*c, Frame(MessageType::kChallenge, challenge.data()));
+      Send(*c, Frame(MessageType::kChallenge, store_handshake::EncodeChallenge(c->server_nonce)));
       conns_.push_back(std::move(c));
     }
   }
@@ -336,17 +292,9 @@ class StoreServer::Loop {
 
   void OnHello(Connection& c, std::string_view payload) {
     if (c.rank >= 0) return Disconnect(c);
-    Result<Hello> hello = ParseHello(payload);
+    Result<store_handshake::Hello> hello = store_handshake::DecodeAuthenticHello(payload, secret_, c.server_nonce);
     if (!hello.ok()) return Refuse(c, hello.status());
-    const std::string expected =
-        store_auth::HelloProof(secret_, c.server_nonce, hello->client_nonce, hello->signed_fields);
-    if (!store_auth::ProofsMatch(expected, hello->proof)) {
-      return Refuse(c, InvalidArgument("the store on rank 0 refused a connection that claimed to be rank " +
-                                       std::to_string(hello->rank) +
-                                       " but does not know the job's secret (CKPT_JOB_SECRET differs between ranks, "
-                                       "or this is another job's store)"));
-    }
-    c.welcome = store_auth::WelcomeProof(secret_, c.server_nonce, hello->client_nonce);
+    c.welcome = store_handshake::EncodeWelcome(secret_, c.server_nonce, hello->client_nonce);
     if (hello->auxiliary) return OnAuxiliaryHello(c, *hello);
     if (Status admitted = Admit(hello->rank, hello->world_size); !admitted.ok()) return Refuse(c, admitted);
     c.rank = hello->rank;
@@ -357,7 +305,8 @@ class StoreServer::Loop {
     if (connect_.count == world_size_) {
       // Each rank gets its own proof: they answer different nonces.
       for (const auto& waiting : conns_) {
-        if (waiting->pending == Pending::kHello) Answer(*waiting, Frame(MessageType::kOk, ByteString(waiting->welcome)));
+        if (waiting->pending == Pending::kHello)
+          Answer(*waiting, Frame(MessageType::kOk, waiting->welcome));
       }
     }
   }
@@ -383,7 +332,7 @@ class StoreServer::Loop {
 
   // A second connection of a rank already connected (for a background thread): answered at once, kept out of the
   // connect barrier and of collectives.
-  void OnAuxiliaryHello(Connection& c, const Hello& hello) {
+  void OnAuxiliaryHello(Connection& c, const store_handshake::Hello& hello) {
     if (hello.world_size != world_size_ || hello.rank < 0 || hello.rank >= world_size_ ||
         ranks_[hello.rank] != RankState::kConnected) {
       return Refuse(c, InvalidArgument("an auxiliary connection for rank " + std::to_string(hello.rank) +
@@ -392,7 +341,7 @@ class StoreServer::Loop {
     c.rank = hello.rank;
     c.auxiliary = true;
     c.pending = Pending::kNone;
-    Send(c, Frame(MessageType::kOk, ByteString(c.welcome)));
+    Send(c, Frame(MessageType::kOk, c.welcome));
   }
 
   // Answers a stranger's hello with an error and hangs up; it never became a rank, so nobody else is affected.

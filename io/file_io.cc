@@ -46,7 +46,6 @@ Code CodeForErrno(int err) {
   }
 }
 
-
 Status CloseFd(int fd, const std::string& path) {
   // Linux releases the descriptor even when close() fails, so retrying on EINTR could close another thread's file.
   if (close(fd) != 0 && errno != EINTR) return ErrnoStatus(errno, "cannot close " + Quoted(path));

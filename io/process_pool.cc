@@ -16,9 +16,9 @@
 #include <condition_variable>
 #include <cstring>
 #include <deque>
+#include <future>
 #include <map>
 #include <memory>
-#include <future>
 #include <mutex>
 #include <optional>
 #include <thread>

@@ -76,8 +76,8 @@ Status CheckSameStep(const std::vector<Contribution>& contributions) {
 
 }  // namespace
 
-Result<std::vector<std::string>> AgreeAndGather(coll::ControlPlane& control, std::string_view step,
-                                                const Status& local, std::string_view payload) {
+Result<std::vector<std::string>> AgreeAndGather(coll::ControlPlane& control, std::string_view step, const Status& local,
+                                                std::string_view payload) {
   ByteWriter out;
   out.Bytes(step);
   out.I32(static_cast<int32_t>(local.code()));

@@ -18,8 +18,8 @@ namespace ckpt::runtime {
 // that report the same message grouped ("ranks 0, 1: ...; rank 3: ..."; a few messages, then a count). When every
 // rank reports the same error (one agreed earlier), it is returned as it is. A failed exchange (dead peer, timeout)
 // is returned as the control plane reported it.
-Result<std::vector<std::string>> AgreeAndGather(coll::ControlPlane& control, std::string_view step,
-                                                const Status& local, std::string_view payload);
+Result<std::vector<std::string>> AgreeAndGather(coll::ControlPlane& control, std::string_view step, const Status& local,
+                                                std::string_view payload);
 
 // A rank whose local status is kTimeout has already waited out the timeout on some peer: it waits only a few
 // seconds more for the others, so that a stopped peer fails the step once, not once per wait, and, where the

@@ -47,8 +47,7 @@ Result<std::string> CallbackBindHost(coll::ControlPlane& bootstrap, const coll::
 // 0's node connect over loopback; the others to rank 0's host name, or to the explicitly configured host.
 std::function<Result<coll::StoreAddress>(int, const std::string&)> CallbackRendezvous(
     const coll::ProcessIdentity& identity, std::string explicit_host, std::shared_ptr<coll::ControlPlane> bootstrap) {
-  return [identity, explicit_host, bootstrap](int bound_port,
-                                              const std::string& secret) -> Result<coll::StoreAddress> {
+  return [identity, explicit_host, bootstrap](int bound_port, const std::string& secret) -> Result<coll::StoreAddress> {
     ByteWriter mine;
     mine.Bytes(identity.node_name);
     mine.Bytes(explicit_host.empty() ? HostName() : explicit_host);

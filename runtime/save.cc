@@ -71,7 +71,8 @@ Status CheckSamePath(const std::vector<Proposal>& proposals) {
 Result<std::vector<Proposal>> ExchangeProposals(Context& ctx, const std::string& path, const std::string& save_id,
                                                 uint64_t structure, const Status& local) {
   Proposal mine{path, save_id, structure, ctx.plan_cache().structure};
-  ASSIGN_OR_RETURN(std::vector<std::string> gathered, AgreeAndGather(ctx.control(), "save (proposals)", local, EncodeProposal(mine)));
+  ASSIGN_OR_RETURN(std::vector<std::string> gathered,
+                   AgreeAndGather(ctx.control(), "save (proposals)", local, EncodeProposal(mine)));
   std::vector<Proposal> proposals;
   for (size_t r = 0; r < gathered.size(); ++r) {
     ASSIGN_OR_RETURN(Proposal p, DecodeProposal(gathered[r], static_cast<int>(r)));
@@ -93,7 +94,8 @@ bool CachedPlanHolds(const std::vector<Proposal>& proposals) {
 Status Replan(Context& ctx, const std::string& encoded_mine, uint64_t structure, const SavePlanOptions& options) {
   PlanCache& cache = ctx.plan_cache();
   cache = PlanCache{};
-  ASSIGN_OR_RETURN(std::vector<std::string> gathered, AgreeAndGather(ctx.control(), "save (descriptors)", Status::Ok(), encoded_mine));
+  ASSIGN_OR_RETURN(std::vector<std::string> gathered,
+                   AgreeAndGather(ctx.control(), "save (descriptors)", Status::Ok(), encoded_mine));
   std::vector<RankDescriptor> descriptors;
   for (size_t r = 0; r < gathered.size(); ++r) {
     ASSIGN_OR_RETURN(RankDescriptor d, DecodeRankDescriptor(gathered[r], static_cast<int>(r)));
@@ -157,8 +159,8 @@ Result<std::shared_ptr<SaveTicket>> StartSave(Context& ctx, const State& state, 
   const std::string save_id = ctx.rank() == 0 ? NewSaveId() : std::string();
   Result<UniqueFd> claim = ctx.rank() == 0 ? ClaimSaveDirectory(path, save_id) : Result<UniqueFd>(UniqueFd());
   const bool claimed_here = ctx.rank() == 0 && claim.ok();
-  Result<std::shared_ptr<SaveTicket>> started =
-      BeginSave(ctx, state, path, save_id, claim.status(), claim.ok() ? std::move(claim).value() : UniqueFd(), settings);
+  Result<std::shared_ptr<SaveTicket>> started = BeginSave(ctx, state, path, save_id, claim.status(),
+                                                          claim.ok() ? std::move(claim).value() : UniqueFd(), settings);
   // A save that never reached the executor leaves nothing behind: its ranks stop before writing anything.
   if (!started.ok() && claimed_here) (void)io::RemoveTree(TemporaryDirectory(path, save_id));
   return started;

@@ -45,7 +45,8 @@ endfunction()
 
 ckpt_fuzz_target(manifest runtime/manifest.cc runtime/box.cc runtime/dtype.cc
                  ${CMAKE_BINARY_DIR}/runtime/manifest.capnp.c++)
-ckpt_fuzz_target(store collectives/tcp_store_server.cc collectives/tcp_store_wire.cc collectives/store_auth.cc)
+ckpt_fuzz_target(store collectives/tcp_store_server.cc collectives/tcp_store_wire.cc collectives/store_auth.cc
+                       collectives/store_handshake.cc)
 ckpt_fuzz_target(worker_protocol io/worker_protocol.cc)
 
 # The seeds in the tree are what fuzz_write_seeds writes today: a protocol change must come with new seeds.

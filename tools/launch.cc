@@ -51,7 +51,7 @@ constexpr const char* kUsage =
     "                      SIGTERM before SIGKILL (default 5)\n"
     "  --node-names LIST   comma-separated node name of every rank, to simulate several nodes; LOCAL_RANK and\n"
     "                      LOCAL_WORLD_SIZE then count ranks of the same node\n"
-    "  --free-port         print a free TCP port on 127.0.0.1 and exit\n"
+    "  --free-port         print a free TCP port on 127.0.0.1 (below the kernel's ephemeral range) and exit\n"
     "\n"
     "Exit status: 0 if every rank exits 0; otherwise the first failing rank's exit code (128 + signal if it was\n"
     "killed); 124 on timeout; 127 if PROGRAM cannot be started; 2 on usage errors.\n";
@@ -164,34 +164,48 @@ int ParseArguments(int argc, char** argv, Options& options) {
   return 0;
 }
 
-// Asks the kernel for `count` distinct free ports by binding port 0 with that many sockets at once. Another process
-// may take one before a rank binds it; the window is short and the ranks then fail with a clear bind error rather
-// than hang.
+// The first port the kernel hands out by itself (to connect() and bind(0)); ports below it are never chosen for
+// another socket behind our back.
+int FirstEphemeralPort() {
+  FILE* range = std::fopen("/proc/sys/net/ipv4/ip_local_port_range", "r");
+  int low = 32768, high = 60999;
+  if (range != nullptr) {
+    if (std::fscanf(range, "%d %d", &low, &high) != 2) low = 32768;
+    std::fclose(range);
+  }
+  return low;
+}
+
+// Finds `count` distinct ports free on 127.0.0.1, at random below the kernel's ephemeral range: a port from that
+// range, picked by binding port 0, can be given to any process's next connection before a rank binds it (UCX and
+// the store make many). Only another program choosing the same number at the same moment could take one now.
 std::optional<std::vector<int>> PickFreePorts(int count) {
-  std::vector<int> sockets;
-  std::optional<std::vector<int>> ports = std::vector<int>();
-  for (int i = 0; i < count && ports; ++i) {
+  constexpr int kLowestPort = 10000;
+  const int end = FirstEphemeralPort();
+  if (end - kLowestPort < 1000) {
+    std::fprintf(stderr, "ckpt-launch: the kernel's ephemeral ports start at %d: too few ports below to choose from\n",
+                 end);
+    return std::nullopt;
+  }
+  std::vector<int> ports;
+  for (int attempt = 0; attempt < 1000 && static_cast<int>(ports.size()) < count; ++attempt) {
+    uint32_t random = 0;
+    if (getrandom(&random, sizeof random, 0) != static_cast<ssize_t>(sizeof random)) break;
+    const int port = kLowestPort + static_cast<int>(random % static_cast<uint32_t>(end - kLowestPort));
+    if (std::find(ports.begin(), ports.end(), port) != ports.end()) continue;
     const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0) {
-      std::fprintf(stderr, "ckpt-launch: socket: %s\n", std::strerror(errno));
-      ports.reset();
-      break;
-    }
-    sockets.push_back(fd);
+    if (fd < 0) break;
     sockaddr_in address{};
     address.sin_family = AF_INET;
     address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    address.sin_port = 0;
-    socklen_t length = sizeof(address);
-    if (bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0 ||
-        getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
-      std::fprintf(stderr, "ckpt-launch: cannot find a free port on 127.0.0.1: %s\n", std::strerror(errno));
-      ports.reset();
-    } else {
-      ports->push_back(ntohs(address.sin_port));
-    }
+    address.sin_port = htons(static_cast<uint16_t>(port));
+    if (bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0) ports.push_back(port);
+    close(fd);
   }
-  for (const int fd : sockets) close(fd);
+  if (static_cast<int>(ports.size()) < count) {
+    std::fprintf(stderr, "ckpt-launch: cannot find %d free ports on 127.0.0.1 below %d\n", count, end);
+    return std::nullopt;
+  }
   return ports;
 }
 

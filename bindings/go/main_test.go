@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand"
 	"net"
 	"os"
 	"os/exec"
@@ -70,14 +71,19 @@ func runChildRole(role, dir string) int {
 	return 0
 }
 
-// freePort asks the kernel for a TCP port that is free now.
+// freePort finds a TCP port that is free now, at random below Linux's ephemeral range (32768 on): a port from that
+// range can be handed to another socket's connection before the job's rank 0 binds it.
 func freePort() (int, error) {
-	listener, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("cannot find a free port: %w", err)
+	random := rand.New(rand.NewSource(time.Now().UnixNano() ^ int64(os.Getpid())))
+	for attempt := 0; attempt < 1000; attempt++ {
+		port := 10000 + random.Intn(32768-10000)
+		listener, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		if err == nil {
+			listener.Close()
+			return port, nil
+		}
 	}
-	defer listener.Close()
-	return listener.Addr().(*net.TCPAddr).Port, nil
+	return 0, fmt.Errorf("cannot find a free port below 32768")
 }
 
 // runRanks runs `role` on `ranks` processes of this test binary, as a launcher would, and returns an error with

@@ -37,8 +37,8 @@ ckpt_state_t* RowState(const Session& s, Buffers& buffers, uint64_t elements_per
   const uint64_t rows = static_cast<uint64_t>(s.world);
   std::vector<float>& mine = buffers.New(elements_per_rank);
   for (uint64_t i = 0; i < elements_per_rank; ++i) mine[i] = static_cast<float>(i % 1000);
-  AddShard(s, state, "rows", {rows, elements_per_rank}, {1, elements_per_rank},
-           {static_cast<uint64_t>(s.rank), 0}, mine);
+  AddShard(s, state, "rows", {rows, elements_per_rank}, {1, elements_per_rank}, {static_cast<uint64_t>(s.rank), 0},
+           mine);
   return state;
 }
 

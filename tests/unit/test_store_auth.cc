@@ -78,7 +78,8 @@ std::pair<uint32_t, std::string> ReadFrame(int fd) {
   if (recv(fd, header, sizeof header, MSG_WAITALL) != static_cast<ssize_t>(sizeof header)) return {0, ""};
   const store_wire::FrameHeader decoded = store_wire::DecodeHeader(std::string_view(header, sizeof header));
   std::string payload(decoded.length, '\0');
-  if (decoded.length > 0 && recv(fd, payload.data(), payload.size(), MSG_WAITALL) != static_cast<ssize_t>(payload.size())) {
+  if (decoded.length > 0 &&
+      recv(fd, payload.data(), payload.size(), MSG_WAITALL) != static_cast<ssize_t>(payload.size())) {
     return {0, ""};
   }
   return {decoded.type, payload};
@@ -132,8 +133,7 @@ TEST(StoreAuthTest, AClientWithoutTheSecretCannotTakeARanksSlot) {
     ASSERT_TRUE(store.ok()) << store.status().message();
     EXPECT_TRUE((*store)->Barrier().ok());
   });
-  Result<std::unique_ptr<TcpStore>> impostor =
-      TcpStore::Connect(ConfigFor(1, 2, port, "a-guess-at-the-secret-000000"));
+  Result<std::unique_ptr<TcpStore>> impostor = TcpStore::Connect(ConfigFor(1, 2, port, "a-guess-at-the-secret-000000"));
   EXPECT_EQ(impostor.status().code(), Code::kInvalidArgument);
   EXPECT_TRUE(Contains(impostor.status(), "does not know the job's secret")) << impostor.status().message();
   {
@@ -250,8 +250,8 @@ TEST(StoreAuthTest, APublishedSecretIsReadableByItsOwnerOnly) {
   Result<PublishedSecret> published = PublishedSecret::Publish(port);
   ASSERT_TRUE(published.ok()) << published.status().message();
   const char* runtime = std::getenv("XDG_RUNTIME_DIR");
-  const std::string dir = runtime && runtime[0] == '/' ? std::string(runtime) + "/ckpt"
-                                                        : "/tmp/ckpt-" + std::to_string(getuid());
+  const std::string dir =
+      runtime && runtime[0] == '/' ? std::string(runtime) + "/ckpt" : "/tmp/ckpt-" + std::to_string(getuid());
   struct stat st = {};
   ASSERT_EQ(stat((dir + "/store-" + std::to_string(port) + ".secret").c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0600u);

@@ -4,6 +4,7 @@ NUM_PROCESSES, PROCESS_ID in the environment), no MASTER_ADDR, no launcher's ran
 killed if one fails or the time runs out, so a hang fails the test instead of stalling it."""
 
 import os
+import random
 import socket
 import subprocess
 import sys
@@ -16,9 +17,17 @@ _LAUNCHER_VARIABLES = ("MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "LOCA
 
 
 def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A port free a moment ago, at random below Linux's ephemeral range (32768 on): a port from that range can be
+    handed to another socket's connection before the coordinator binds it."""
+    for _ in range(1000):
+        port = random.randrange(10000, 32768)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError("no free port below 32768")
 
 
 def run(program, processes, devices, *args, timeout=150, env=None):

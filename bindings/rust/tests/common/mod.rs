@@ -2,8 +2,10 @@
 //! this test binary as the ranks of a job.
 #![allow(dead_code)] // each test crate uses its own part of these helpers
 
+use std::collections::hash_map::RandomState;
 use std::env;
 use std::fs;
+use std::hash::{BuildHasher, Hasher};
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
@@ -86,10 +88,19 @@ pub const RANK_ENTRY_TEST: &str = "rank_process";
 
 const RANKS_DEADLINE: Duration = Duration::from_secs(90);
 
-/// A TCP port that was free a moment ago, for the job's store.
+/// A TCP port that was free a moment ago, for the job's store: at random below Linux's ephemeral range (32768 on),
+/// since a port from that range can be handed to another socket's connection before the job's rank 0 binds it.
 fn free_port() -> u16 {
-    let listener = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
-    listener.local_addr().expect("local address").port()
+    let random = RandomState::new();
+    for attempt in 0u32..1000 {
+        let mut hasher = random.build_hasher();
+        hasher.write_u32(attempt);
+        let port = 10000 + (hasher.finish() % (32768 - 10000)) as u16;
+        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+    panic!("cannot find a free port below 32768");
 }
 
 fn spawn_rank(role: &str, rank: usize, world_size: usize, port: u16, dir: &Path, log: &Path) -> Child {
