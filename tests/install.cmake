@@ -15,6 +15,17 @@ foreach(check into-prefix consume shared-without-capnp static-finds-worker)
   endif()
 endforeach()
 
+# A sanitizer build's libckpt.a holds instrumented code: the static program links the same runtime.
+if(CKPT_SANITIZE)
+  set(ckpt_consumer_link_flags "-fsanitize=${CKPT_SANITIZE}")
+  if(CKPT_ASAN_RUNTIME AND CMAKE_C_COMPILER_ID MATCHES "Clang")
+    get_filename_component(ckpt_asan_dir ${CKPT_ASAN_RUNTIME} DIRECTORY)
+    string(APPEND ckpt_consumer_link_flags " -shared-libasan -Wl,-rpath,${ckpt_asan_dir}")
+  endif()
+  set_property(TEST install_static_finds_worker APPEND PROPERTY ENVIRONMENT "CKPT_CONSUMER_CC=${CMAKE_C_COMPILER}"
+               "CKPT_CONSUMER_CXX=${CMAKE_CXX_COMPILER}" "CKPT_CONSUMER_LINK_FLAGS=${ckpt_consumer_link_flags}")
+endif()
+
 # UCX is loaded at run time: libckpt.so must not name any UCX library as needed.
 add_test(NAME libckpt_needs_no_ucx_library
          COMMAND bash -c "needed=$(readelf -d \"$0\" | grep NEEDED); echo \"$needed\"; ! echo \"$needed\" | grep -q 'libuc[pstm]'"

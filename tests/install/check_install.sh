@@ -40,7 +40,13 @@ case "$check" in
     LD_LIBRARY_PATH="$(libdir)" "$work/no-capnp-consumer/consumer" ;;
   static-finds-worker)
     configured=$(sed -n 's/^CMAKE_INSTALL_PREFIX:PATH=//p' "$build/CMakeCache.txt")
-    build_consumer static-consumer -DCONSUMER_STATIC=ON
+    consumer_args=(-DCONSUMER_STATIC=ON)
+    # A sanitizer build's libckpt.a holds instrumented code: its program links with that compiler and runtime.
+    if [ -n "${CKPT_CONSUMER_LINK_FLAGS:-}" ]; then
+      consumer_args+=(-DCMAKE_C_COMPILER="$CKPT_CONSUMER_CC" -DCMAKE_CXX_COMPILER="$CKPT_CONSUMER_CXX"
+                      "-DCMAKE_EXE_LINKER_FLAGS=$CKPT_CONSUMER_LINK_FLAGS")
+    fi
+    build_consumer static-consumer "${consumer_args[@]}"
     # libckpt.a knows the configured prefix only; this shows the scratch install there, to this command alone.
     if ! unshare --mount --propagation private true 2>/dev/null || [ ! -d "$configured" ]; then
       echo "static-finds-worker: cannot show the install at '$configured' (needs root and that folder): skipped" >&2
