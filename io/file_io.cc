@@ -281,6 +281,13 @@ Status ErrnoStatus(int err, const std::string& action) {
   return Status(CodeForErrno(err), action + ": " + DescribeErrno(err));
 }
 
+std::string ParentDirectory(std::string path) {
+  while (path.size() > 1 && path.back() == '/') path.pop_back();
+  const size_t slash = path.rfind('/');
+  if (slash == std::string::npos) return ".";
+  return slash == 0 ? "/" : path.substr(0, slash);
+}
+
 Result<std::vector<std::string>> ListDirectory(const std::string& dir) {
   DIR* handle = opendir(dir.c_str());
   if (handle == nullptr) return ErrnoStatus(errno, "cannot list " + Quoted(dir));

@@ -52,6 +52,9 @@ Status RenameNoReplace(const std::string& from, const std::string& to);
 Status RemoveTree(const std::string& path);
 bool PathExists(const std::string& path);
 bool IsDirectory(const std::string& path);
+// The directory holding `path` ("." for a bare name), whose entry for `path` must be synced to make a creation or
+// rename there durable. Trailing slashes of `path` are ignored.
+std::string ParentDirectory(std::string path);
 // The entry names of `dir` but "." and "..", sorted.
 Result<std::vector<std::string>> ListDirectory(const std::string& dir);
 // `action` says what failed and on which path ("cannot open '/a/b' for writing"); the code follows errno (kNotFound,

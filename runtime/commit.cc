@@ -10,12 +10,6 @@
 namespace ckpt::runtime {
 namespace {
 
-std::string ParentDirectory(const std::string& path) {
-  const size_t slash = path.find_last_of('/');
-  if (slash == std::string::npos) return ".";
-  return slash == 0 ? "/" : path.substr(0, slash);
-}
-
 template <typename T, typename Less>
 void SortBy(std::vector<T>& values, Less less) {
   std::sort(values.begin(), values.end(), less);
@@ -81,7 +75,7 @@ Status CommitSave(const CommitInputs& inputs, const std::vector<std::string>& en
   RETURN_IF_ERROR(io::SyncDirectory(io::JoinPath(inputs.tmp_dir, kDataDirName)));
   RETURN_IF_ERROR(io::SyncDirectory(inputs.tmp_dir));
   RETURN_IF_ERROR(io::RenameNoReplace(inputs.tmp_dir, inputs.path));
-  return io::SyncDirectory(ParentDirectory(inputs.path));
+  return io::SyncDirectory(io::ParentDirectory(inputs.path));
 }
 
 }  // namespace ckpt::runtime

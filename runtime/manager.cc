@@ -24,14 +24,6 @@ constexpr char kDeletingSuffix[] = "deleting";
 // A pointer is one short line; anything longer is not one, and must not be read whole.
 constexpr uint64_t kMaxPointerBytes = 64;
 
-// The directory holding `path`, whose entry for `path` must be synced to make its creation durable.
-std::string ParentDirectory(std::string path) {
-  while (path.size() > 1 && path.back() == '/') path.pop_back();
-  const size_t slash = path.rfind('/');
-  if (slash == std::string::npos) return ".";
-  return slash == 0 ? "/" : path.substr(0, slash);
-}
-
 }  // namespace
 
 std::string StepDirectoryName(uint64_t step) {
@@ -57,7 +49,7 @@ Result<std::unique_ptr<CheckpointManager>> CheckpointManager::Open(std::string r
   const bool existed = io::PathExists(root);
   RETURN_IF_ERROR(io::MakeDirectories(root).WithContext(context));
   // Saves sync the root after committing a step; a new root must itself survive a crash for that to matter.
-  if (!existed) RETURN_IF_ERROR(io::SyncDirectory(ParentDirectory(root)).WithContext(context));
+  if (!existed) RETURN_IF_ERROR(io::SyncDirectory(io::ParentDirectory(root)).WithContext(context));
   return std::unique_ptr<CheckpointManager>(new CheckpointManager(std::move(root), policy));
 }
 

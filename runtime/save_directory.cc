@@ -6,15 +6,9 @@
 namespace ckpt::runtime {
 namespace {
 
-std::string ParentOf(const std::string& path) {
-  const size_t slash = path.find_last_of('/');
-  if (slash == std::string::npos) return ".";
-  return slash == 0 ? "/" : path.substr(0, slash);
-}
-
 // The temporaries of saves to `path` that died: "<name>.tmp-*" beside it that no live process claims.
 Status RemoveAbandonedTemporaries(const std::string& path) {
-  const std::string parent = ParentOf(path);
+  const std::string parent = io::ParentDirectory(path);
   const std::string prefix = path.substr(path.find_last_of('/') + 1) + std::string(kTemporaryInfix);
   Result<std::vector<std::string>> names = io::ListDirectory(parent);
   if (names.status().code() == Code::kNotFound) return Status::Ok();  // the first save under a new parent

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <string>
 
+#include "collectives/store_handshake.h"
 #include "collectives/tcp_store_wire.h"
 #include "common/bytes.h"
 #include "io/worker_protocol.h"
@@ -31,17 +32,16 @@ class SeedWriter {
   std::filesystem::path dir_;
 };
 
+// The proof in a seed answers no real challenge: the fuzzer signs each hello again with the nonce its server sent.
 std::string Hello(int32_t rank, int32_t world_size, bool auxiliary) {
-  ByteWriter w;
-  w.U32(wire::kMagic);
-  w.U32(wire::kVersion);
-  w.I32(rank);
-  w.I32(world_size);
-  w.U64(1000);
-  w.U8(auxiliary ? 1 : 0);
-  w.Bytes(std::string(32, 'n'));  // the client's nonce
-  w.Bytes(std::string(32, '\0'));  // the proof: the fuzzer signs hellos with the server's challenge
-  return wire::EncodeFrame(wire::MessageType::kHello, w.data());
+  ckpt::coll::store_handshake::Hello hello;
+  hello.rank = rank;
+  hello.world_size = world_size;
+  hello.timeout_ms = 1000;
+  hello.auxiliary = auxiliary;
+  hello.client_nonce = std::string(32, 'n');
+  const std::string payload = ckpt::coll::store_handshake::EncodeHello(hello, "seed-secret", std::string(32, '\0'));
+  return wire::EncodeFrame(wire::MessageType::kHello, payload);
 }
 
 std::string Request(wire::MessageType type, const std::string& key, const std::string& value) {
@@ -72,9 +72,9 @@ void WriteStoreSeeds(SeedWriter& out) {
   out.Write("store", "wait-answered-by-another-rank",
             std::string(1, '\1') + Hello(0, 2, false) + Request(MessageType::kWait, "later", "") + "CKPTNEXT" +
                 Hello(1, 2, false) + Request(MessageType::kSet, "later", "now"));
-  out.Write("store", "auxiliary-connection",
-            std::string(1, '\0') + Hello(0, 1, false) + "CKPTNEXT" + Hello(0, 1, true) +
-                Request(MessageType::kGet, "k", ""));
+  out.Write(
+      "store", "auxiliary-connection",
+      std::string(1, '\0') + Hello(0, 1, false) + "CKPTNEXT" + Hello(0, 1, true) + Request(MessageType::kGet, "k", ""));
 }
 
 void WriteWorkerProtocolSeeds(SeedWriter& out) {

@@ -17,29 +17,21 @@
 
 #include "collectives/job_secret.h"
 #include "collectives/store_auth.h"
+#include "collectives/store_handshake.h"
 #include "collectives/tcp_store.h"
 #include "collectives/tcp_store_wire.h"
 #include "common/bytes.h"
+#include "tests/unit/free_port.h"
 
 namespace ckpt::coll {
 namespace {
+
+using ckpt::testing::PickFreePort;
 
 using std::chrono::milliseconds;
 using store_wire::MessageType;
 
 constexpr char kSecret[] = "the-real-jobs-secret-0123456789";
-
-int PickFreePort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address = {};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t length = sizeof address;
-  EXPECT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
-  EXPECT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length), 0);
-  close(fd);
-  return ntohs(address.sin_port);
-}
 
 TcpStoreConfig ConfigFor(int rank, int world_size, int port, std::string secret = kSecret,
                          milliseconds timeout = milliseconds(5000)) {
@@ -103,17 +95,13 @@ std::string NonceOfChallenge(const std::string& challenge) {
 // A hello as a client knowing `secret` writes it, answering `server_nonce`.
 std::string Hello(const std::string& secret, const std::string& server_nonce, int rank, int world_size,
                   bool auxiliary) {
-  ByteWriter hello;
-  hello.U32(store_wire::kMagic);
-  hello.U32(store_wire::kVersion);
-  hello.I32(rank);
-  hello.I32(world_size);
-  hello.U64(5000);
-  hello.U8(auxiliary ? 1 : 0);
-  const std::string client_nonce(store_auth::kNonceBytes, 'n');
-  hello.Bytes(client_nonce);
-  hello.Bytes(store_auth::HelloProof(secret, server_nonce, client_nonce, hello.data()));
-  return hello.Take();
+  store_handshake::Hello hello;
+  hello.rank = rank;
+  hello.world_size = world_size;
+  hello.timeout_ms = 5000;
+  hello.auxiliary = auxiliary;
+  hello.client_nonce = std::string(store_auth::kNonceBytes, 'n');
+  return store_handshake::EncodeHello(hello, secret, server_nonce);
 }
 
 // An authenticated auxiliary connection for `rank`, speaking the protocol by hand.

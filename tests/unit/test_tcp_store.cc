@@ -16,25 +16,15 @@
 #include "collectives/tcp_store.h"
 #include "collectives/tcp_store_wire.h"
 #include "common/bytes.h"
+#include "tests/unit/free_port.h"
 
 namespace ckpt::coll {
 namespace {
 
+using ckpt::testing::PickFreePort;
+
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
-
-// Asks the kernel for a free port: bind port 0, read it back, release it.
-int PickFreePort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address = {};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t length = sizeof address;
-  EXPECT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
-  EXPECT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length), 0);
-  close(fd);
-  return ntohs(address.sin_port);
-}
 
 TcpStoreConfig ConfigFor(int rank, int world_size, int port, milliseconds timeout = milliseconds(5000)) {
   TcpStoreConfig config;

@@ -28,30 +28,20 @@
 #include "collectives/ucx_config.h"
 #include "collectives/ucx_library.h"
 #include "collectives/ucx_transport.h"
+#include "tests/unit/free_port.h"
 
 extern char** environ;
 
 namespace ckpt::coll {
 namespace {
 
+using ckpt::testing::PickFreePort;
+
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
 constexpr milliseconds kStoreTimeout{10000};
 constexpr milliseconds kExchangeTimeout{10000};
-
-// Asks the kernel for a free port: bind port 0, read it back, release it.
-int PickFreePort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address = {};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t length = sizeof address;
-  EXPECT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
-  EXPECT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length), 0);
-  close(fd);
-  return ntohs(address.sin_port);
-}
 
 Result<std::unique_ptr<TcpStore>> ConnectStore(int rank, int world_size, int port) {
   TcpStoreConfig config;
