@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <exception>
 #include <new>
+#include <optional>
 #include <string>
 #include <utility>
 #include <variant>
@@ -68,11 +69,21 @@ inline Status Internal(std::string m) { return Status(Code::kInternal, std::move
 // A path or name as messages quote it: 'data/0-0.bin'.
 inline std::string Quoted(const std::string& s) { return "'" + s + "'"; }
 
-// What an exception caught at a background thread's boundary means for the work that thread was doing: nothing may
-// leave such a thread (std::terminate would end the trainer), so it fails the work instead. `where` names the work.
-inline Status StatusOfException(const std::exception* e, const std::string& where) {
-  if (dynamic_cast<const std::bad_alloc*>(e) != nullptr) return Status(Code::kNoMemory, "out of memory " + where);
-  return Internal("unexpected exception " + where + ": " + (e != nullptr ? e->what() : "of unknown type"));
+// Runs `work` at a background thread's boundary, where no exception may pass (std::terminate would end the
+// trainer): nullopt if it returned, else what the exception means for that work (kNoMemory for bad_alloc,
+// kInternal otherwise), for the caller to fail the work with. `where` names the work.
+template <typename Work>
+std::optional<Status> ExceptionIn(const std::string& where, Work&& work) {
+  try {
+    work();
+    return std::nullopt;
+  } catch (const std::bad_alloc&) {
+    return Status(Code::kNoMemory, "out of memory " + where);
+  } catch (const std::exception& e) {
+    return Internal("unexpected exception " + where + ": " + e.what());
+  } catch (...) {
+    return Internal("unexpected exception of unknown type " + where);
+  }
 }
 
 // A value or the Status that explains why there is none.

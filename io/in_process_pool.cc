@@ -3,7 +3,6 @@
 #include <chrono>
 #include <condition_variable>
 #include <deque>
-#include <future>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -82,20 +81,11 @@ class InProcessPool final : public JobPool {
   }
 
   // An exception fails the job it came from; none may leave the slot's thread.
+  // The executor runs on this thread, so once the exception is here nothing of the job runs any more.
   void GuardedRun(FileJobExecutor& executor, PendingJob& job) {
-    Status failure;
-    try {
-      return Run(executor, job);
-    } catch (const std::exception& e) {
-      failure = StatusOfException(&e, "in an I/O job");
-    } catch (...) {
-      failure = StatusOfException(nullptr, "in an I/O job");
-    }
-    try {
-      job.WorkerEnded(failure);
-    } catch (const std::future_error&) {
-      // The job had already been answered when the exception came.
-    }
+    std::optional<Status> failure = ExceptionIn("in an I/O job", [&] { Run(executor, job); });
+    // A job already answered when the exception came (its promise is set) keeps its answer.
+    if (failure) (void)ExceptionIn("failing an I/O job", [&] { job.WorkerEnded(*failure); });
   }
 
   void Run(FileJobExecutor& executor, PendingJob& job) {

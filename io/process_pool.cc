@@ -16,7 +16,6 @@
 #include <condition_variable>
 #include <cstring>
 #include <deque>
-#include <future>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -169,7 +168,7 @@ class ProcessPool final : public JobPool {
   static std::string Encode(uint64_t id, const PendingJob& pending);
   void Loop();
   void Iterate(std::unique_lock<std::mutex>& lock);
-  void FailJobsInFlight(const Status& why);
+  void RetireAll(const Status& why);
   void SpawnWanted();
   Status Spawn(int index);
   void Flush(int index);
@@ -232,28 +231,19 @@ Status ProcessPool::StartWorkers() {
 void ProcessPool::Loop() {
   std::unique_lock<std::mutex> lock(mutex_);
   while (!stopping_) {
-    // No exception may leave this thread: the jobs in flight fail with it, and the pool serves the next ones.
-    try {
-      Iterate(lock);
-    } catch (const std::exception& e) {
-      FailJobsInFlight(StatusOfException(&e, "in the I/O worker pool"));
-    } catch (...) {
-      FailJobsInFlight(StatusOfException(nullptr, "in the I/O worker pool"));
+    // No exception may leave this thread: the workers are retired with it, and the pool serves the next jobs.
+    if (std::optional<Status> failure = ExceptionIn("in the I/O worker pool", [&] { Iterate(lock); })) {
+      RetireAll(*failure);
     }
   }
   ShutDown(lock);
 }
 
-void ProcessPool::FailJobsInFlight(const Status& why) {
-  for (Worker& w : workers_) {
-    for (auto& [id, job] : w.jobs) {
-      try {
-        job.WorkerEnded(why);
-      } catch (const std::future_error&) {
-        // Already answered.
-      }
-    }
-    w.jobs.clear();
+// Workers may still be running the jobs they were given, into the arena: they are killed, and their jobs fail
+// once their processes are reaped (ReapExiting), as for a worker that died, never while one may touch the arena.
+void ProcessPool::RetireAll(const Status& why) {
+  for (size_t i = 0; i < workers_.size(); ++i) {
+    if (workers_[i].state != State::kDown) Retire(static_cast<int>(i), why, /*kill_now=*/true);
   }
 }
 

@@ -11,10 +11,7 @@ namespace {
 // The checkpoint stands whatever happens in the manager's follow-up (publishing `latest`, retention), which
 // reports its own problems; an exception there must not turn a committed save into a failed one.
 void RunAfterCommit(const CommitInputs& commit) {
-  try {
-    commit.after_commit();
-  } catch (...) {
-  }
+  (void)ExceptionIn("after the commit", [&] { commit.after_commit(); });
 }
 
 }  // namespace
@@ -67,26 +64,19 @@ void SaveExecutor::Run() {
 }
 
 Status SaveExecutor::GuardedFinalize(SaveTicket& t) {
-  Status failure;
-  try {
-    return Finalize(t);
-  } catch (const std::exception& e) {
-    failure = StatusOfException(&e, "while finishing the save");
-  } catch (...) {
-    failure = StatusOfException(nullptr, "while finishing the save");
-  }
+  Status outcome;
+  std::optional<Status> failure = ExceptionIn("while finishing the save", [&] { outcome = Finalize(t); });
+  if (!failure) return outcome;
   // Nothing was committed (the commit's last steps cannot throw). The other ranks wait for rank 0's outcome: they
   // learn of the failure instead of timing out.
   if (rank_ == 0) {
     (void)io::RemoveTree(t.commit.tmp_dir);
     t.commit.claim.Reset();
-    try {
-      (void)channel_->PostOutcome(t.commit.save_id, failure);
-    } catch (...) {
-      // The others then time out naming rank 0, which is still the truth.
-    }
+    // Should this throw too, the others time out naming rank 0, which is still the truth.
+    (void)ExceptionIn("while posting the save's failure",
+                      [&] { (void)channel_->PostOutcome(t.commit.save_id, *failure); });
   }
-  return failure;
+  return *failure;
 }
 
 Status SaveExecutor::Finalize(SaveTicket& t) {

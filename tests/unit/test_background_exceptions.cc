@@ -33,8 +33,13 @@ class ThrowingChannel : public CommitChannel {
     return status;
   }
   Result<std::vector<std::string>> CollectReports(const std::string&) override { return std::vector<std::string>(); }
-  Status PostOutcome(const std::string&, const Status&) override { return Status::Ok(); }
+  Status PostOutcome(const std::string&, const Status& outcome) override {
+    posted_outcomes.push_back(outcome);
+    return Status::Ok();
+  }
   Status AwaitOutcome(const std::string&) override { return Status::Ok(); }
+
+  std::vector<Status> posted_outcomes;  // what rank 0 told the other ranks
 
  private:
   std::vector<std::exception_ptr> throws_;
@@ -75,6 +80,26 @@ TEST(BackgroundExceptionsTest, TheSaveExecutorFailsTheSaveAndServesTheNext) {
   // The executor is still alive: the third save gets its own outcome, the staging failure.
   const Status third = next->Wait(milliseconds(10000));
   EXPECT_EQ(third.code(), Code::kIo) << third.message();
+}
+
+TEST(BackgroundExceptionsTest, OnRankZeroTheFailureReachesTheOtherRanksInsteadOfATimeout) {
+  Result<std::unique_ptr<io::StagingArena>> arena = io::StagingArena::Create(io::kMinArenaBytes);
+  ASSERT_TRUE(arena.ok()) << arena.status().message();
+  io::WorkerPoolOptions options;
+  options.workers = 0;
+  Result<std::unique_ptr<io::WorkerPool>> pool = io::WorkerPool::Start(**arena, options);
+  ASSERT_TRUE(pool.ok()) << pool.status().message();
+  auto owned =
+      std::make_unique<ThrowingChannel>(std::vector<std::exception_ptr>{std::make_exception_ptr(std::bad_alloc())});
+  ThrowingChannel& channel = *owned;
+  {
+    SaveExecutor saves(**arena, **pool, std::move(owned), /*rank=*/0, nullptr);
+    const auto ticket = FailedTicket("b1");
+    saves.Enqueue(ticket);
+    EXPECT_EQ(ticket->Wait(milliseconds(10000)).code(), Code::kNoMemory);
+    ASSERT_EQ(channel.posted_outcomes.size(), 1u);
+    EXPECT_EQ(channel.posted_outcomes[0].code(), Code::kNoMemory) << channel.posted_outcomes[0].message();
+  }
 }
 
 }  // namespace
