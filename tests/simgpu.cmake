@@ -42,7 +42,7 @@ add_test(NAME simgpu_self_tests COMMAND simgpu_self_tests)
 set_tests_properties(simgpu_self_tests PROPERTIES TIMEOUT 120)
 if(CKPT_SANITIZE MATCHES "address")
   # Its death tests expect the SIGSEGV of a host read of device memory, which ASan would catch first.
-  set_property(TEST simgpu_self_tests APPEND PROPERTY ENVIRONMENT ASAN_OPTIONS=handle_segv=0)
+  set_property(TEST simgpu_self_tests APPEND PROPERTY ENVIRONMENT_MODIFICATION ASAN_OPTIONS=path_list_append:handle_segv=0)
 endif()
 
 # ckpt's NCCL transport across processes, over the simulated NCCL.
