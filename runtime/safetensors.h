@@ -1,0 +1,80 @@
+// The safetensors format and the Hugging Face sharded layout around it, parsed defensively and written so that
+// the data begins at an aligned offset.
+//
+// A safetensors file: an 8-byte little-endian header length N, N bytes of JSON (UTF-8, may end in spaces), then
+// the data. The JSON maps each tensor name to {"dtype", "shape", "data_offsets": [begin, end]} (offsets into the
+// data, which starts at 8 + N), and the optional "__metadata__" to an object of string values.
+// A sharded checkpoint: files such as model-00001-of-00004.safetensors beside model.safetensors.index.json, whose
+// "weight_map" maps every tensor name to the file that holds it and whose "metadata" has "total_size".
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "common/status.h"
+#include "runtime/box.h"
+
+namespace ckpt::runtime {
+
+// A header longer than this is refused as hostile (the reference implementation's cap too).
+inline constexpr uint64_t kMaxSafetensorsHeaderBytes = 100ull << 20;
+inline constexpr char kHfIndexName[] = "model.safetensors.index.json";
+// An index file longer than this is refused as hostile.
+inline constexpr uint64_t kMaxHfIndexBytes = 256ull << 20;
+
+struct SafetensorsTensor {
+  std::string key;
+  int32_t dtype = 0;     // CKPT_DTYPE_*
+  Shape shape;           // empty for a scalar
+  uint64_t begin = 0;    // data_offsets, relative to the start of the data
+  uint64_t end = 0;
+};
+
+struct SafetensorsHeader {
+  uint64_t data_start = 0;                                     // 8 + N: where the data begins in the file
+  std::vector<SafetensorsTensor> tensors;                      // sorted by key
+  std::vector<std::pair<std::string, std::string>> metadata;   // "__metadata__", in key order
+};
+
+// The safetensors name of a dtype ("F32", "BF16", ...); empty when safetensors has none for it.
+std::string_view SafetensorsDTypeName(int32_t dtype);
+// The dtype of a safetensors name; 0 when unknown.
+int32_t DTypeOfSafetensorsName(std::string_view name);
+
+// Parses a whole file's first bytes: `prefix` holds at least the 8-byte length and the header it announces (more
+// is ignored); `file_size` is the file's size. Refuses with kCorrupt, naming `origin` and what is wrong: a header
+// length over kMaxSafetensorsHeaderBytes or past the end of the file; JSON that is invalid, not an object, or with a
+// duplicate key; an entry that is not an object with exactly dtype, shape and data_offsets of the right types; an
+// unknown dtype; a shape whose element count or byte size overflows; data_offsets with end < begin or a length
+// other than the element count times the dtype's size; offsets beyond the data; tensors that overlap or leave a
+// hole (sorted by begin they must tile [0, data length) exactly, as the format requires); metadata values that are
+// not strings.
+Result<SafetensorsHeader> ParseSafetensorsHeader(std::string_view prefix, uint64_t file_size,
+                                                 const std::string& origin);
+
+// Reads and parses the header of the safetensors file `name` beneath directory `dir` (opened as a checkpoint's
+// files are: io::File::OpenBeneath).
+Result<SafetensorsHeader> ReadSafetensorsHeader(const std::string& dir, const std::string& name);
+
+// The 8-byte length and JSON header for `tensors` (their begin/end as given, in the order given) and `metadata`,
+// padded with spaces so that the data starts at a multiple of `alignment` (a power of two, at least 8).
+std::string EncodeSafetensorsHeader(const std::vector<SafetensorsTensor>& tensors,
+                                    const std::vector<std::pair<std::string, std::string>>& metadata,
+                                    uint64_t alignment);
+
+struct HfIndex {
+  uint64_t total_size = 0;                                     // metadata.total_size
+  std::vector<std::pair<std::string, std::string>> weight_map; // tensor name -> file name, sorted by name
+};
+
+// Parses model.safetensors.index.json's bytes. Refuses with kCorrupt naming `origin`: invalid JSON, duplicate
+// keys, a missing or non-object weight_map, a file name that is not a plain name in the same directory (empty,
+// absolute, containing '/' or "..") or does not end in ".safetensors", a total_size that is not a non-negative
+// integer (it may be absent).
+Result<HfIndex> ParseHfIndex(std::string_view json, const std::string& origin);
+std::string EncodeHfIndex(const HfIndex& index);
+
+}  // namespace ckpt::runtime
