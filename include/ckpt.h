@@ -528,6 +528,40 @@ CKPT_API int32_t ckpt_reader_metadata_at(const ckpt_reader_t* reader, uint64_t i
  * first tensor and file that fail. */
 CKPT_API int32_t ckpt_reader_verify(ckpt_reader_t* reader, ckpt_error_t* err);
 
+/* ------------------------------------------------------------------------------------------------------------ */
+/* Export to safetensors: any process, no collective                                                            */
+/* ------------------------------------------------------------------------------------------------------------ */
+
+typedef struct ckpt_export_options {
+  uint32_t struct_size;
+  /* Files of the Hugging Face sharded layout hold at most this many bytes of data (a larger tensor gets a file of
+   * its own); 0 puts everything in one file. Default 5,000,000,000 ("5GB"). */
+  uint64_t max_shard_bytes;
+  /* The tensors to export (key_count keys); NULL: every tensor. */
+  const char* const* keys;
+  uint64_t key_count;
+  /* Several processes may share one export, each writing the files whose number is part_index modulo part_count
+   * (part 0 also writes the index); all plan the same files, so every byte is written once. Default 0 of 1. */
+  uint32_t part_index;
+  uint32_t part_count;
+} ckpt_export_options;
+
+#define CKPT_EXPORT_OPTIONS_INIT \
+  { (uint32_t)sizeof(ckpt_export_options), 5000000000u, NULL, 0, 0, 1 }
+CKPT_API int32_t ckpt_export_options_init(ckpt_export_options* opts, uint32_t struct_size);
+
+/* Exports the tensors of the committed checkpoint at `checkpoint` to safetensors, whole (merged from however many
+ * chunks saved them) and streamed through a bounded window. `out` ending in ".safetensors" is one file; otherwise
+ * it is a directory (created if needed) that receives model.safetensors when the data fits in one file, else
+ * model-00001-of-0000N.safetensors ... and model.safetensors.index.json (weight_map, metadata.total_size). Each
+ * file's __metadata__ holds the checkpoint's user metadata, plus "format": "pt" unless it names a format. Each
+ * file's data starts at a multiple of 4096 bytes. Files are written under temporary names and renamed into place;
+ * an existing file is never replaced (CKPT_E_ALREADY_EXISTS). Objects and common entries are left out. Every block
+ * read is checked against its checksum (CKPT_E_CORRUPT). CKPT_E_NOT_FOUND (no checkpoint, or a key it lacks),
+ * CKPT_E_UNSUPPORTED (a dtype safetensors cannot name), CKPT_E_IO, CKPT_E_NO_SPACE. */
+CKPT_API int32_t ckpt_export(const char* checkpoint, const char* out, const ckpt_export_options* opts,
+                             ckpt_error_t* err);
+
 #ifdef __cplusplus
 }
 #endif

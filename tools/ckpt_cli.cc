@@ -4,6 +4,7 @@
 #include <ckpt.h>
 
 #include <charconv>
+#include <chrono>
 #include <cinttypes>
 #include <cmath>
 #include <cstdio>
@@ -30,6 +31,11 @@ constexpr const char* kUsage =
     "       ckpt cat [--raw] DIR KEY [BOX]   print a tensor, or the box START:LEN,START:LEN,... of it;\n"
     "                                      --raw writes the row-major bytes instead of text\n"
     "       ckpt meta DIR KEY...           print the user metadata value of each KEY\n"
+    "       ckpt export [--max-shard-size=SIZE] [--keys=K1,K2,...] [--part=I/N] DIR OUT\n"
+    "                                      write the tensors (whole) as safetensors: OUT ending in .safetensors is\n"
+    "                                      one file, else a directory in the Hugging Face layout (model.safetensors,\n"
+    "                                      or numbered files of at most SIZE, default 5GB, and an index); --part\n"
+    "                                      shares one export among N processes\n"
     "       ckpt version                   print the library's version\n"
     "\n"
     "Exit status: 0 on success, 1 if the checkpoint cannot be read or fails verification, 2 on usage errors.\n";
@@ -443,6 +449,66 @@ int Cat(const std::string& dir, const std::string& key, const std::optional<std:
   return kExitOk;
 }
 
+// Parses a size such as 5GB, 500MB, 2GiB or 1000 (bytes), as Hugging Face writes max_shard_size.
+std::optional<uint64_t> ParseSize(const std::string& text) {
+  uint64_t number = 0;
+  const char* end = text.data() + text.size();
+  const auto [rest, error] = std::from_chars(text.data(), end, number);
+  if (error != std::errc() || rest == text.data()) return std::nullopt;
+  const std::string unit(rest, end);
+  static const std::pair<const char*, uint64_t> kUnits[] = {
+      {"", 1},           {"B", 1},           {"KB", 1000},        {"MB", 1000000},       {"GB", 1000000000},
+      {"TB", 1000000000000}, {"KiB", 1ull << 10}, {"MiB", 1ull << 20}, {"GiB", 1ull << 30}, {"TiB", 1ull << 40}};
+  for (const auto& [name, scale] : kUnits) {
+    uint64_t bytes = 0;
+    if (unit == name && !__builtin_mul_overflow(number, scale, &bytes)) return bytes;
+  }
+  return std::nullopt;
+}
+
+std::vector<std::string> SplitList(const std::string& text) {
+  std::vector<std::string> items;
+  size_t start = 0;
+  while (start <= text.size()) {
+    const size_t comma = std::min(text.find(',', start), text.size());
+    if (comma > start) items.push_back(text.substr(start, comma - start));
+    start = comma + 1;
+  }
+  return items;
+}
+
+int Export(const std::string& dir, const std::string& out, const std::vector<std::string>& flags) {
+  ckpt_export_options opts = CKPT_EXPORT_OPTIONS_INIT;
+  std::vector<std::string> keys;
+  for (const std::string& flag : flags) {
+    const size_t equals = flag.find('=');
+    const std::string name = flag.substr(0, equals);
+    const std::string value = equals == std::string::npos ? "" : flag.substr(equals + 1);
+    if (name == "--max-shard-size" && ParseSize(value)) {
+      opts.max_shard_bytes = *ParseSize(value);
+    } else if (name == "--keys" && !value.empty()) {
+      keys = SplitList(value);
+    } else if (name == "--part" && std::sscanf(value.c_str(), "%u/%u", &opts.part_index, &opts.part_count) == 2) {
+    } else {
+      return UsageError("export: cannot use '" + flag + "'");
+    }
+  }
+  std::vector<const char*> key_pointers;
+  for (const std::string& key : keys) key_pointers.push_back(key.c_str());
+  opts.keys = key_pointers.empty() ? nullptr : key_pointers.data();
+  opts.key_count = key_pointers.size();
+  ckpt_error_t* err = nullptr;
+  if (const int32_t status = ckpt_error_create(&err); status != CKPT_OK) return Report("creating an error", status, nullptr);
+  const ErrorPtr owned(err);
+  const auto started = std::chrono::steady_clock::now();
+  if (const int32_t status = ckpt_export(dir.c_str(), out.c_str(), &opts, err); status != CKPT_OK) {
+    return Report("exporting " + dir + " to " + out, status, err);
+  }
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  std::printf("exported %s to %s in %.2f s\n", dir.c_str(), out.c_str(), seconds);
+  return kExitOk;
+}
+
 // Splits the arguments after the command into flags (starting with "--") and positional operands.
 void SplitArguments(int argc, char** argv, std::vector<std::string>& flags, std::vector<std::string>& operands) {
   bool only_operands = false;
@@ -495,6 +561,10 @@ int main(int argc, char** argv) {
   if (command == "meta") {
     if (!flags.empty() || operands.size() < 2) return UsageError("usage: ckpt meta DIR KEY...");
     return Meta(operands[0], std::vector<std::string>(operands.begin() + 1, operands.end()));
+  }
+  if (command == "export") {
+    if (operands.size() != 2) return UsageError("usage: ckpt export [--max-shard-size=SIZE] [--keys=K,...] [--part=I/N] DIR OUT");
+    return Export(operands[0], operands[1], flags);
   }
   return UsageError("unknown command '" + command + "'");
 }

@@ -15,6 +15,7 @@ from .context import Context, default_context
 from .errors import (AlreadyExistsError, CorruptError, Error, InternalError, InvalidArgumentError, IoError,
                      LibraryNotFoundError, MismatchError, NoMemoryError, NoSpaceError, NotFoundError,
                      PeerFailedError, TimeoutError, UnsupportedError, VersionError)
+from .export import export
 from .manager import CheckpointManager
 from .reader import CheckpointInfo, ChunkInfo, Reader, TensorInfo
 from .tree import Shard
@@ -32,5 +33,5 @@ __all__ = [
     "AlreadyExistsError", "CheckpointInfo", "CheckpointManager", "ChunkInfo", "Context", "CorruptError", "Error",
     "InternalError", "InvalidArgumentError", "IoError", "LibraryNotFoundError", "MismatchError", "NoMemoryError",
     "NoSpaceError", "NotFoundError", "PeerFailedError", "Reader", "Request", "Shard", "TensorInfo", "TimeoutError",
-    "UnsupportedError", "VersionError", "default_context", "library_version", "restore", "save",
+    "UnsupportedError", "VersionError", "default_context", "export", "library_version", "restore", "save",
 ]

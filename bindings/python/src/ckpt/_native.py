@@ -159,6 +159,17 @@ class ChunkInfo(ctypes.Structure):
     ]
 
 
+class ExportOptions(ctypes.Structure):
+    _fields_ = [
+        ("struct_size", c_u32),
+        ("max_shard_bytes", c_u64),
+        ("keys", ctypes.POINTER(c_char_p)),
+        ("key_count", c_u64),
+        ("part_index", c_u32),
+        ("part_count", c_u32),
+    ]
+
+
 def new(struct_type, **fields):
     """A struct with its struct_size set to this package's size; other fields zero unless given."""
     value = struct_type(**fields)
@@ -221,6 +232,7 @@ _SIGNATURES = [
     ("ckpt_reader_metadata_at", c_i32,
      [c_void_p, c_u64, ctypes.POINTER(c_char_p), ctypes.POINTER(c_char_p), _ERR]),
     ("ckpt_reader_verify", c_i32, [c_void_p, _ERR]),
+    ("ckpt_export", c_i32, [c_char_p, c_char_p, ctypes.POINTER(ExportOptions), _ERR]),
 ]
 
 

@@ -1,0 +1,124 @@
+#include "runtime/checkpoint_source.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "io/file_io.h"
+#include "runtime/safetensors.h"
+
+namespace ckpt::runtime {
+namespace {
+
+constexpr char kSingleFileName[] = "model.safetensors";
+
+bool EndsWith(const std::string& text, const std::string& suffix) {
+  return text.size() >= suffix.size() && text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+std::string BaseName(const std::string& path) {
+  std::string trimmed = path;
+  while (trimmed.size() > 1 && trimmed.back() == '/') trimmed.pop_back();
+  return trimmed.substr(trimmed.rfind('/') + 1);
+}
+
+// Adds every tensor of safetensors file `name` (beneath `dir`) to `manifest`, as one unverified chunk each.
+Status AddSafetensorsFile(const std::string& dir, const std::string& name, Manifest& manifest,
+                          std::map<std::string, std::string>& metadata) {
+  ASSIGN_OR_RETURN(SafetensorsHeader header, ReadSafetensorsHeader(dir, name));
+  const uint32_t file_index = static_cast<uint32_t>(manifest.files.size());
+  uint64_t data_end = 0;
+  for (const SafetensorsTensor& t : header.tensors) data_end = std::max(data_end, t.end);
+  manifest.files.push_back(DataFileRecord{name, header.data_start + data_end});
+  for (const SafetensorsTensor& t : header.tensors) {
+    TensorRecord record;
+    record.key = t.key;
+    record.dtype = t.dtype;
+    record.shape = t.shape;
+    ChunkRecord chunk;
+    chunk.box = WholeBox(t.shape);
+    chunk.bytes.file_index = file_index;
+    chunk.bytes.file_offset = header.data_start + t.begin;
+    chunk.bytes.byte_length = t.end - t.begin;
+    chunk.bytes.block_size = kForeignBlockSize;
+    record.chunks.push_back(std::move(chunk));
+    manifest.tensors.push_back(std::move(record));
+  }
+  for (const auto& [key, value] : header.metadata) metadata.emplace(key, value);
+  return Status::Ok();
+}
+
+Result<CheckpointSource> FromSafetensors(const std::string& dir, const std::vector<std::string>& files,
+                                         const HfIndex* index) {
+  CheckpointSource source;
+  source.dir = dir;
+  source.safetensors = true;
+  Manifest& manifest = source.manifest;
+  manifest.library_version = "safetensors";
+  std::map<std::string, std::string> metadata;
+  for (const std::string& name : files) {
+    RETURN_IF_ERROR(AddSafetensorsFile(dir, name, manifest, metadata));
+  }
+  std::sort(manifest.tensors.begin(), manifest.tensors.end(),
+            [](const TensorRecord& a, const TensorRecord& b) { return a.key < b.key; });
+  for (size_t i = 1; i < manifest.tensors.size(); ++i) {
+    if (manifest.tensors[i].key == manifest.tensors[i - 1].key) {
+      return Corrupt(dir + ": tensor '" + manifest.tensors[i].key + "' is in both " +
+                     manifest.files[manifest.tensors[i - 1].chunks[0].bytes.file_index].name + " and " +
+                     manifest.files[manifest.tensors[i].chunks[0].bytes.file_index].name);
+    }
+  }
+  if (index != nullptr) {
+    // The index and the files must tell the same story: each listed tensor in the file named, nothing unlisted.
+    std::map<std::string, std::string> listed(index->weight_map.begin(), index->weight_map.end());
+    for (const TensorRecord& t : manifest.tensors) {
+      const std::string& file = manifest.files[t.chunks[0].bytes.file_index].name;
+      auto it = listed.find(t.key);
+      if (it == listed.end()) {
+        return Corrupt(dir + ": " + file + " holds tensor '" + t.key + "', which " + kHfIndexName + " does not list");
+      }
+      if (it->second != file) {
+        return Corrupt(dir + ": " + kHfIndexName + " puts tensor '" + t.key + "' in " + it->second + ", but it is in " +
+                       file);
+      }
+      listed.erase(it);
+    }
+    if (!listed.empty()) {
+      return Corrupt(dir + ": " + kHfIndexName + " lists tensor '" + listed.begin()->first + "' in " +
+                     listed.begin()->second + ", which does not hold it");
+    }
+  }
+  manifest.metadata.assign(metadata.begin(), metadata.end());
+  return source;
+}
+
+Result<CheckpointSource> FromHfIndex(const std::string& dir, const std::string& index_name) {
+  ASSIGN_OR_RETURN(std::string json, io::ReadWholeFile(dir, index_name, kMaxHfIndexBytes));
+  ASSIGN_OR_RETURN(HfIndex index, ParseHfIndex(json, io::JoinPath(dir, index_name)));
+  std::set<std::string> files;
+  for (const auto& entry : index.weight_map) files.insert(entry.second);
+  return FromSafetensors(dir, std::vector<std::string>(files.begin(), files.end()), &index);
+}
+
+}  // namespace
+
+Result<CheckpointSource> OpenCheckpointSource(const std::string& path) {
+  if (io::IsDirectory(path)) {
+    if (io::PathExists(io::JoinPath(path, kManifestName)) || !(io::PathExists(io::JoinPath(path, kHfIndexName)) ||
+                                                               io::PathExists(io::JoinPath(path, kSingleFileName)))) {
+      ASSIGN_OR_RETURN(Manifest manifest, ReadManifest(path));
+      return CheckpointSource{path, std::move(manifest), false};
+    }
+    if (io::PathExists(io::JoinPath(path, kHfIndexName))) return FromHfIndex(path, kHfIndexName);
+    return FromSafetensors(path, {kSingleFileName}, nullptr);
+  }
+  const std::string dir = io::ParentDirectory(path);
+  const std::string name = BaseName(path);
+  if (EndsWith(name, ".safetensors")) return FromSafetensors(dir, {name}, nullptr);
+  if (EndsWith(name, ".index.json")) return FromHfIndex(dir, name);
+  // Neither: the usual error of a checkpoint directory that is not there.
+  ASSIGN_OR_RETURN(Manifest manifest, ReadManifest(path));
+  return CheckpointSource{path, std::move(manifest), false};
+}
+
+}  // namespace ckpt::runtime

@@ -1,0 +1,30 @@
+// What a load or a reader may be pointed at: a ckpt checkpoint directory (its MANIFEST), or safetensors weights as
+// published: one .safetensors file, a Hugging Face directory (model.safetensors, or numbered files and
+// model.safetensors.index.json), or that index file itself. Safetensors are described by the same in-memory
+// Manifest, one chunk per tensor, so every layout of ranks loads them through the same planner and read-once
+// exchange as a native checkpoint.
+#pragma once
+
+#include <string>
+
+#include "common/status.h"
+#include "runtime/manifest.h"
+
+namespace ckpt::runtime {
+
+// The planning granularity of safetensors chunks, which carry no checksums: a read covers whole such blocks.
+inline constexpr uint64_t kForeignBlockSize = 4ull << 20;
+
+struct CheckpointSource {
+  std::string dir;    // the directory the manifest's file names are relative to
+  Manifest manifest;  // for safetensors: one unverified chunk (no block checksums) per tensor
+  bool safetensors = false;
+};
+
+// Opens `path` as described above. A directory with a MANIFEST is a ckpt checkpoint whatever else it holds. For
+// safetensors every file's header is parsed defensively (runtime/safetensors.h); a tensor found in two files, an
+// index naming a tensor its file lacks, or a file holding a tensor the index does not list is kCorrupt. Their
+// __metadata__ becomes the user metadata (the first file naming a key wins). kNotFound when `path` is none of these.
+Result<CheckpointSource> OpenCheckpointSource(const std::string& path);
+
+}  // namespace ckpt::runtime
