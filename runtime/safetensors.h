@@ -19,8 +19,9 @@
 
 namespace ckpt::runtime {
 
-// A header longer than this is refused as hostile (the reference implementation's cap too).
-inline constexpr uint64_t kMaxSafetensorsHeaderBytes = 100ull << 20;
+// A header longer than this is refused as hostile: the reference implementation's cap (MAX_HEADER_SIZE in
+// huggingface/safetensors), so no file that it reads is refused here.
+inline constexpr uint64_t kMaxSafetensorsHeaderBytes = 100'000'000;
 inline constexpr char kHfIndexName[] = "model.safetensors.index.json";
 // An index file longer than this is refused as hostile.
 inline constexpr uint64_t kMaxHfIndexBytes = 256ull << 20;
@@ -39,19 +40,23 @@ struct SafetensorsHeader {
   std::vector<std::pair<std::string, std::string>> metadata;   // "__metadata__", in key order
 };
 
-// The safetensors name of a dtype ("F32", "BF16", ...); empty when safetensors has none for it.
+// The safetensors name of a dtype ("F32", "BF16", ...); empty when safetensors has none for it. Only layouts that
+// match exactly are named: safetensors' F4 (two elements a byte) and F6 types are not ckpt's F4_E2M1 (one a byte).
 std::string_view SafetensorsDTypeName(int32_t dtype);
 // The dtype of a safetensors name; 0 when unknown.
 int32_t DTypeOfSafetensorsName(std::string_view name);
 
 // Parses a whole file's first bytes: `prefix` holds at least the 8-byte length and the header it announces (more
-// is ignored); `file_size` is the file's size. Refuses with kCorrupt, naming `origin` and what is wrong: a header
-// length over kMaxSafetensorsHeaderBytes or past the end of the file; JSON that is invalid, not an object, or with a
-// duplicate key; an entry that is not an object with exactly dtype, shape and data_offsets of the right types; an
-// unknown dtype; a shape whose element count or byte size overflows; data_offsets with end < begin or a length
-// other than the element count times the dtype's size; offsets beyond the data; tensors that overlap or leave a
-// hole (sorted by begin they must tile [0, data length) exactly, as the format requires); metadata values that are
-// not strings.
+// is ignored; less is kInvalidArgument, the caller's mistake); `file_size` is the file's size. Refuses with
+// kCorrupt, naming `origin` and what is wrong: a file shorter than 8 bytes; a header length over
+// kMaxSafetensorsHeaderBytes or past the end of the file; a header that does not begin with '{' (spaces may follow
+// the JSON); JSON that is invalid, not an object, or with a duplicate key anywhere; an entry that is not an object
+// with exactly dtype (a string), shape (an array of at most CKPT_MAX_NDIM integers in [0, 2^64)) and data_offsets
+// (two such integers); a dtype without a ckpt equivalent; a shape whose byte size reaches 2^64; data_offsets with
+// end < begin or a length other than the element count times the dtype's size; offsets beyond the data (which is
+// file_size - data_start bytes); tensors that overlap or leave a hole (sorted by begin they must tile
+// [0, data length) exactly, as the format requires; a tensor of no elements has begin == end); a "__metadata__"
+// that is not an object of strings.
 Result<SafetensorsHeader> ParseSafetensorsHeader(std::string_view prefix, uint64_t file_size,
                                                  const std::string& origin);
 
@@ -59,8 +64,11 @@ Result<SafetensorsHeader> ParseSafetensorsHeader(std::string_view prefix, uint64
 // files are: io::File::OpenBeneath).
 Result<SafetensorsHeader> ReadSafetensorsHeader(const std::string& dir, const std::string& name);
 
-// The 8-byte length and JSON header for `tensors` (their begin/end as given, in the order given) and `metadata`,
-// padded with spaces so that the data starts at a multiple of `alignment` (a power of two, at least 8).
+// The 8-byte length and JSON header for `tensors` (their begin/end as given, in the order given) and `metadata`
+// (first, when not empty), padded with spaces so that the data starts at a multiple of `alignment` (a power of two,
+// at least 8). The keys must be unique, none "__metadata__", and every dtype one that safetensors names; names and
+// values are UTF-8 (invalid bytes are written as U+FFFD). ParseSafetensorsHeader gives back what was encoded, the
+// tensors and metadata sorted by key.
 std::string EncodeSafetensorsHeader(const std::vector<SafetensorsTensor>& tensors,
                                     const std::vector<std::pair<std::string, std::string>>& metadata,
                                     uint64_t alignment);
@@ -70,11 +78,14 @@ struct HfIndex {
   std::vector<std::pair<std::string, std::string>> weight_map; // tensor name -> file name, sorted by name
 };
 
-// Parses model.safetensors.index.json's bytes. Refuses with kCorrupt naming `origin`: invalid JSON, duplicate
-// keys, a missing or non-object weight_map, a file name that is not a plain name in the same directory (empty,
-// absolute, containing '/' or "..") or does not end in ".safetensors", a total_size that is not a non-negative
-// integer (it may be absent).
+// Parses model.safetensors.index.json's bytes. Refuses with kCorrupt naming `origin`: invalid JSON or not an
+// object, duplicate keys anywhere (so a tensor listed twice), JSON nested deeper than 64 levels, a missing or
+// non-object weight_map, a file name that is not a string, not a plain name in the same directory (empty, absolute,
+// containing '/', ".." or a NUL) or does not end in ".safetensors", a metadata that is not an object, a total_size
+// that is not an integer in [0, 2^64) (it may be absent: 0). Other members, at the top or in metadata, are ignored.
 Result<HfIndex> ParseHfIndex(std::string_view json, const std::string& origin);
+// The index as the Hugging Face libraries write it (indented, metadata first), weight_map in the order given (names
+// unique and UTF-8).
 std::string EncodeHfIndex(const HfIndex& index);
 
 }  // namespace ckpt::runtime
