@@ -38,7 +38,8 @@ struct ReadJob {
   std::string path;  // root + "/" + the file's name in the checkpoint
   uint64_t block_size = 1ull << 20;
   std::vector<FileSegment> segments;                      // file offsets 4 KiB-aligned; length may end anywhere
-  std::vector<std::vector<uint64_t>> expected_checksums;  // per segment, per block; verified before returning
+  // Per segment, per block; verified before returning. An empty list reads the segment unverified (safetensors).
+  std::vector<std::vector<uint64_t>> expected_checksums;
 };
 
 // Where a read failed its checksum, so the caller can name the tensor.

@@ -8,6 +8,7 @@
 
 #include "io/checksum.h"
 #include "io/file_io.h"
+#include "io/io_backend.h"
 #include "runtime/chunk_reader.h"
 #include "runtime/device_copy.h"
 #include "runtime/dtype.h"
@@ -27,6 +28,7 @@ struct Window {
 struct InFlight {
   Window window;
   io::ArenaRegion region;
+  uint64_t lead = 0;  // bytes read before the window's first, to start the read on an aligned file offset
   std::unique_ptr<io::ReadFailure> failure;
   std::future<Status> done;
 };
@@ -98,12 +100,13 @@ class Fetcher {
     size_t next_worker = 0;
     for (const Window& w : CutWindows(fetches_, cap)) {
       if (!status_.ok()) break;
-      Result<io::ArenaRegion> region = Allocate(w.end - w.begin);
+      const uint64_t lead = Lead(w);
+      Result<io::ArenaRegion> region = Allocate(lead + w.end - w.begin);
       if (!region.ok()) {
         status_ = region.status();
         break;
       }
-      Submit(w, *region, static_cast<int>(next_worker++ % workers));
+      Submit(w, lead, *region, static_cast<int>(next_worker++ % workers));
     }
     while (!in_flight_.empty()) CompleteOldest();
     if (!status_.ok()) return status_;
@@ -120,20 +123,34 @@ class Fetcher {
     });
   }
 
-  void Submit(const Window& w, const io::ArenaRegion& region, int worker) {
+  // ckpt's own chunks start on aligned file offsets, as direct I/O needs; a safetensors tensor starts anywhere, so
+  // its reads begin up to 4095 bytes early. Those carry no checksums, which would be per block from the chunk's
+  // start: verified chunks are read exactly as stored (and refused by the worker if a manifest misplaces them).
+  uint64_t Lead(const Window& w) const {
+    const StoredBytes& stored = fetches_[w.fetch].tensor->chunks[fetches_[w.fetch].chunk].bytes;
+    if (!stored.block_checksums.empty()) return 0;
+    return (stored.file_offset + w.begin) % io::kDirectAlignment;
+  }
+
+  void Submit(const Window& w, uint64_t lead, const io::ArenaRegion& region, int worker) {
     const ChunkFetch& f = fetches_[w.fetch];
     const StoredBytes& stored = f.tensor->chunks[f.chunk].bytes;
     io::ReadJob job;
     job.root = dir_;
     job.path = io::JoinPath(dir_, manifest_.files[stored.file_index].name);
     job.block_size = stored.block_size;
-    job.segments.push_back(io::FileSegment{stored.file_offset + w.begin, region.offset, w.end - w.begin});
-    const auto first = stored.block_checksums.begin() + static_cast<std::ptrdiff_t>(w.begin / stored.block_size);
-    job.expected_checksums.emplace_back(
-        first, first + static_cast<std::ptrdiff_t>(io::BlockCount(w.end - w.begin, stored.block_size)));
+    job.segments.push_back(
+        io::FileSegment{stored.file_offset + w.begin - lead, region.offset, lead + w.end - w.begin});
+    if (stored.block_checksums.empty()) {
+      job.expected_checksums.emplace_back();
+    } else {
+      const auto first = stored.block_checksums.begin() + static_cast<std::ptrdiff_t>(w.begin / stored.block_size);
+      job.expected_checksums.emplace_back(
+          first, first + static_cast<std::ptrdiff_t>(io::BlockCount(w.end - w.begin, stored.block_size)));
+    }
     auto failure = std::make_unique<io::ReadFailure>();
     std::future<Status> done = engine_.workers.SubmitRead(worker, std::move(job), failure.get());
-    in_flight_.push_back(InFlight{w, region, std::move(failure), std::move(done)});
+    in_flight_.push_back(InFlight{w, region, lead, std::move(failure), std::move(done)});
   }
 
   void CompleteOldest() {
@@ -141,7 +158,8 @@ class Fetcher {
     in_flight_.pop_front();
     Status status = read.done.get();
     if (status.ok())
-      status = Deliver(fetches_[read.window.fetch], read.window, engine_.arena.data() + read.region.offset);
+      status = Deliver(fetches_[read.window.fetch], read.window,
+                       engine_.arena.data() + read.region.offset + read.lead);
     if (status.ok() && status_.ok()) {
       bytes_read_ += read.window.end - read.window.begin;
     } else if (status_.ok()) {

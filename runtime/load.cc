@@ -6,6 +6,7 @@
 
 #include "common/bytes.h"
 #include "runtime/agreement.h"
+#include "runtime/checkpoint_source.h"
 #include "runtime/chunk_fetcher.h"
 #include "runtime/chunk_reader.h"
 #include "runtime/device_copy.h"
@@ -219,12 +220,12 @@ Result<ExchangePlane> ChoosePlane(Context& ctx, const std::vector<Asked>& asked)
 }
 
 // Reads the tensors: over a transport, each stored byte once; without one, each rank what it needs.
-Status ReadTensors(Context& ctx, const std::string& path, const Manifest& manifest, const std::vector<Asked>& asked,
+Status ReadTensors(Context& ctx, const std::string& dir, const Manifest& manifest, const std::vector<Asked>& asked,
                    const std::vector<LocalPiece>& pieces, uint64_t* bytes_read) {
   ASSIGN_OR_RETURN(const ExchangePlane plane, ChoosePlane(ctx, asked));
   if (plane.transport == nullptr) {
     const FetchEngine engine{ctx.arena(), ctx.workers(), ctx.timeout()};
-    ASSIGN_OR_RETURN(*bytes_read, FetchChunks(engine, path, manifest, LocalFetches(manifest, pieces)));
+    ASSIGN_OR_RETURN(*bytes_read, FetchChunks(engine, dir, manifest, LocalFetches(manifest, pieces)));
     return Status::Ok();
   }
   std::vector<LoadRequest> requests;
@@ -234,7 +235,7 @@ Status ReadTensors(Context& ctx, const std::string& path, const Manifest& manife
     requests.push_back(std::move(request));
     encoded.push_back(asked[r].boxes);
   }
-  ASSIGN_OR_RETURN(ExchangeCounters counters, ExchangeLoad(ctx, plane, path, manifest, requests, encoded, pieces));
+  ASSIGN_OR_RETURN(ExchangeCounters counters, ExchangeLoad(ctx, plane, dir, manifest, requests, encoded, pieces));
   *bytes_read = counters.bytes_read;
   ctx.stats().bytes_sent += counters.bytes_sent;
   ctx.stats().bytes_received += counters.bytes_received;
@@ -274,8 +275,10 @@ Status ReadObjectsAndCommon(CheckpointFiles& files, State& state, const Match& m
 
 Status Load(Context& ctx, State& state, const std::string& path, const LoadSettings& settings) {
   const std::string context = "loading '" + path + "'";
-  Result<Manifest> manifest = ReadManifest(path);
-  Result<Match> match = manifest.ok() ? MatchState(state, *manifest) : Result<Match>(manifest.status());
+  Result<CheckpointSource> source = OpenCheckpointSource(path);
+  const std::string& dir = source.ok() ? source->dir : path;
+  const Manifest* manifest = source.ok() ? &source->manifest : nullptr;
+  Result<Match> match = source.ok() ? MatchState(state, *manifest) : Result<Match>(source.status());
   Status local = match.status();
   if (local.ok()) local = Judge(ctx, settings.missing_keys, match->missing, "keys missing from the checkpoint", true);
   std::vector<LocalPiece> pieces;
@@ -309,8 +312,8 @@ Status Load(Context& ctx, State& state, const std::string& path, const LoadSetti
           .WithContext(context));
 
   uint64_t tensor_bytes = 0;
-  Status read = ReadTensors(ctx, path, *manifest, asked, pieces, &tensor_bytes);
-  CheckpointFiles files(path, *manifest);
+  Status read = ReadTensors(ctx, dir, *manifest, asked, pieces, &tensor_bytes);
+  CheckpointFiles files(dir, *manifest);
   if (read.ok()) read = ReadObjectsAndCommon(files, state, *match, *manifest);
   ctx.stats().bytes_read += files.bytes_read() + tensor_bytes;
   return Agree(ctx.control(), "load (outcome)", read).WithContext(context);

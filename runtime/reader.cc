@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "runtime/checkpoint_source.h"
 #include "runtime/dtype.h"
 #include "runtime/state.h"
 
@@ -10,9 +11,9 @@ namespace ckpt::runtime {
 CheckpointReader::CheckpointReader(std::string dir, Manifest manifest)
     : dir_(std::move(dir)), manifest_(std::move(manifest)), files_(dir_, manifest_) {}
 
-Result<std::unique_ptr<CheckpointReader>> CheckpointReader::Open(const std::string& dir) {
-  ASSIGN_OR_RETURN(Manifest manifest, ReadManifest(dir));
-  return std::unique_ptr<CheckpointReader>(new CheckpointReader(dir, std::move(manifest)));
+Result<std::unique_ptr<CheckpointReader>> CheckpointReader::Open(const std::string& path) {
+  ASSIGN_OR_RETURN(CheckpointSource source, OpenCheckpointSource(path));
+  return std::unique_ptr<CheckpointReader>(new CheckpointReader(std::move(source.dir), std::move(source.manifest)));
 }
 
 Status CheckpointReader::ReadBox(const std::string& key, const Box& box, void* buffer, uint64_t buffer_size) {

@@ -1,4 +1,5 @@
-// Read access to one committed checkpoint from any process, without a context or collective.
+// Read access to one committed checkpoint (or safetensors weights) from any process, without a context or
+// collective.
 #pragma once
 
 #include <map>
@@ -14,7 +15,8 @@ namespace ckpt::runtime {
 
 class CheckpointReader {
  public:
-  static Result<std::unique_ptr<CheckpointReader>> Open(const std::string& dir);
+  // `path` is a checkpoint directory or safetensors weights (runtime/checkpoint_source.h).
+  static Result<std::unique_ptr<CheckpointReader>> Open(const std::string& path);
 
   const Manifest& manifest() const { return manifest_; }
   const std::string& dir() const { return dir_; }
