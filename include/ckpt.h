@@ -66,8 +66,8 @@ CKPT_API const char* ckpt_version_string(void);
 /* The save target is already a committed checkpoint, which ckpt never overwrites: save to another path. */
 #define CKPT_E_ALREADY_EXISTS 3
 /* Ranks disagree, or the state disagrees with the checkpoint (dtype, shape, gaps, overlaps, missing or unexpected
- * keys). Fix the registered state or the load options (strictness, CKPT_SHARD_ALLOW_SHAPE_MISMATCH), then call
- * again: the context stays usable. */
+ * keys). Fix the registered state or the load options (strictness, CKPT_SHARD_ALLOW_SHAPE_MISMATCH,
+ * CKPT_SHARD_ALLOW_DTYPE_CAST), then call again: the context stays usable. */
 #define CKPT_E_MISMATCH 4
 /* A checksum failed, a file is truncated, or the manifest is malformed. The checkpoint is damaged and retrying
  * reads the same bytes: load another one (an earlier step). */
@@ -273,6 +273,11 @@ CKPT_API const char* ckpt_dtype_name(int32_t dtype);
 /* Load only: the checkpoint's global shape may differ from this one; elements the checkpoint lacks are zeroed,
  * elements this shape lacks are dropped. */
 #define CKPT_SHARD_ALLOW_SHAPE_MISMATCH 0x2u
+/* Load only: the checkpoint may store this tensor in another floating dtype (F16, BF16, F32 or F64) than `dtype`;
+ * the load converts each element: round to nearest, ties to even, overflow to infinity, NaNs kept (made quiet).
+ * `data` and `data_size` are in this shard's dtype. Other dtype differences (integers, complex, float8) fail with
+ * CKPT_E_MISMATCH, flag or not. The load holds the shard's stored bytes in host memory until it converts them. */
+#define CKPT_SHARD_ALLOW_DTYPE_CAST 0x4u
 
 typedef struct ckpt_tensor_shard {
   uint32_t struct_size;
@@ -399,9 +404,10 @@ CKPT_API int32_t ckpt_load_options_init(ckpt_load_options* opts, uint32_t struct
 /* Collective. Fills every registered buffer of `state` from the checkpoint at `path`, whatever layout and number of
  * ranks saved it; flattened and regular shards mix freely. Every block read is checked against its checksum. A
  * failure on any rank fails the load on every rank. Returns CKPT_OK, CKPT_E_NOT_FOUND (no checkpoint at path),
- * CKPT_E_MISMATCH (missing or unexpected keys under CKPT_STRICT_FAIL, dtype or shape differences),
- * CKPT_E_CORRUPT (a checksum, truncated file, or malformed manifest: the message names the tensor and the file),
- * CKPT_E_VERSION, CKPT_E_IO, CKPT_E_PEER_FAILED, CKPT_E_TIMEOUT. On failure, buffers may be partly filled. */
+ * CKPT_E_MISMATCH (missing or unexpected keys under CKPT_STRICT_FAIL, dtype or shape differences that the shard's
+ * flags do not allow), CKPT_E_CORRUPT (a checksum, truncated file, or malformed manifest: the message names the
+ * tensor and the file), CKPT_E_VERSION, CKPT_E_IO, CKPT_E_NO_MEMORY (exchange buffers, or the stored bytes of a
+ * shard loaded with a dtype cast), CKPT_E_PEER_FAILED, CKPT_E_TIMEOUT. On failure, buffers may be partly filled. */
 CKPT_API int32_t ckpt_load(ckpt_context_t* ctx, ckpt_state_t* state, const char* path, const ckpt_load_options* opts,
                            ckpt_error_t* err);
 

@@ -42,7 +42,8 @@ struct ckpt_manager {
 namespace {
 
 constexpr uint32_t kMaxReplicaNdim = 16;
-constexpr uint32_t kKnownShardFlags = CKPT_SHARD_FLATTENED | CKPT_SHARD_ALLOW_SHAPE_MISMATCH;
+constexpr uint32_t kKnownShardFlags =
+    CKPT_SHARD_FLATTENED | CKPT_SHARD_ALLOW_SHAPE_MISMATCH | CKPT_SHARD_ALLOW_DTYPE_CAST;
 
 Status ConvertShard(const ckpt_tensor_shard& c, rt::TensorShard* out) {
   if (c.key == nullptr) return NullArgument("shard key");
@@ -69,6 +70,7 @@ Status ConvertShard(const ckpt_tensor_shard& c, rt::TensorShard* out) {
   if (c.replica_ndim > 0) out->replica_id.assign(c.replica_id, c.replica_id + c.replica_ndim);
   out->flattened = (c.flags & CKPT_SHARD_FLATTENED) != 0;
   out->allow_shape_mismatch = (c.flags & CKPT_SHARD_ALLOW_SHAPE_MISMATCH) != 0;
+  out->allow_dtype_cast = (c.flags & CKPT_SHARD_ALLOW_DTYPE_CAST) != 0;
   out->flat_start = c.flat_start;
   out->flat_end = c.flat_end;
   out->data = c.data;

@@ -5,12 +5,14 @@
 #include <map>
 
 #include "common/bytes.h"
+#include "io/committed_memory.h"
 #include "runtime/agreement.h"
 #include "runtime/checkpoint_source.h"
 #include "runtime/chunk_fetcher.h"
 #include "runtime/chunk_reader.h"
 #include "runtime/device_copy.h"
 #include "runtime/dtype.h"
+#include "runtime/dtype_cast.h"
 #include "runtime/exchange_load.h"
 #include "runtime/manifest.h"
 
@@ -18,6 +20,8 @@ namespace ckpt::runtime {
 namespace {
 
 constexpr size_t kMaxKeysListed = 8;
+// A cast into device memory goes through a host buffer of at most this many bytes, block by block.
+constexpr uint64_t kCastBlockBytes = 64ull << 20;
 
 template <typename Record>
 const Record* FindByKey(const std::vector<Record>& records, const std::string& key) {
@@ -53,8 +57,12 @@ struct Match {
 
 Status CheckTensorAgainstRecord(const TensorShard& shard, const TensorRecord& record) {
   if (record.dtype != shard.dtype) {
-    return Mismatch("tensor '" + shard.key + "': the checkpoint holds " + DTypeName(record.dtype) +
-                    ", the state asks for " + DTypeName(shard.dtype));
+    const std::string differ = "tensor '" + shard.key + "': stored as " + DTypeName(record.dtype) + ", registered as " +
+                               DTypeName(shard.dtype);
+    if (!IsCastable(record.dtype, shard.dtype)) {
+      return Mismatch(differ + " (a load converts only between the floating dtypes F16, BF16, F32 and F64)");
+    }
+    if (!shard.allow_dtype_cast) return Mismatch(differ + " without CKPT_SHARD_ALLOW_DTYPE_CAST");
   }
   if (record.shape == shard.global_shape) return Status::Ok();
   if (!shard.allow_shape_mismatch || record.shape.size() != shard.global_shape.size()) {
@@ -131,26 +139,76 @@ Status Zero(char* dst, uint64_t size, int device) {
   return copier.Wait();
 }
 
+// A shard registered with another dtype than the checkpoint's (CKPT_SHARD_ALLOW_DTYPE_CAST). The load fills
+// `stored`, host memory in the checkpoint's dtype laid out as the shard's own buffer, exactly as it fills any other
+// shard, so that plans and exchanges deal in stored bytes only; the values are converted into the shard at the end.
+struct CastShard {
+  const TensorShard* shard = nullptr;
+  int32_t stored_dtype = 0;
+  io::CommittedMemory stored;
+};
+
+// Where the load writes a shard's elements, in the stored dtype.
+struct Destination {
+  char* base = nullptr;
+  int device = -1;
+};
+
+// The shard's own buffer, or for a cast a new host buffer, recorded in `casts`.
+Result<Destination> DestinationOf(const TensorShard& shard, int32_t stored_dtype, std::vector<CastShard>* casts) {
+  if (shard.dtype == stored_dtype) return Destination{static_cast<char*>(shard.data), shard.device};
+  const uint64_t elements = shard.data_size / DTypeSize(shard.dtype);
+  const std::string what = "tensor '" + shard.key + "': the " + DTypeName(stored_dtype) + " values to cast";
+  if (elements > UINT64_MAX / DTypeSize(stored_dtype)) return Status(Code::kNoMemory, what + " exceed 64-bit sizes");
+  Result<io::CommittedMemory> stored = io::CommittedMemory::Allocate(elements * DTypeSize(stored_dtype));
+  RETURN_IF_ERROR(stored.status().WithContext(what));
+  casts->push_back(CastShard{&shard, stored_dtype, std::move(stored).value()});
+  return Destination{casts->back().stored.data(), -1};
+}
+
 // The destinations this rank registered, clipped to what the checkpoint stores. Pieces whose tensor has another
 // global shape (allowed mismatch) are zeroed first, so that what the checkpoint lacks reads as zeros.
-Result<std::vector<LocalPiece>> LocalPieces(const State& state, const Match& match, const Manifest& manifest) {
+Result<std::vector<LocalPiece>> LocalPieces(const State& state, const Match& match, const Manifest& manifest,
+                                            std::vector<CastShard>* casts) {
   std::vector<LocalPiece> pieces;
   for (size_t i = 0; i < state.tensors().size(); ++i) {
     const TensorShard& shard = state.tensors()[i];
     const TensorRecord* record = match.tensor_records[i];
     if (record == nullptr) continue;
-    const size_t element_size = DTypeSize(shard.dtype);
+    ASSIGN_OR_RETURN(const Destination destination, DestinationOf(shard, record->dtype, casts));
+    const size_t element_size = DTypeSize(record->dtype);
     for (const FlatPiece& piece : shard.pieces) {
-      char* dst = static_cast<char*>(shard.data) + piece.range_offset * element_size;
+      char* dst = destination.base + piece.range_offset * element_size;
       if (record->shape != shard.global_shape)
-        RETURN_IF_ERROR(Zero(dst, piece.box.volume() * element_size, shard.device));
+        RETURN_IF_ERROR(Zero(dst, piece.box.volume() * element_size, destination.device));
       std::optional<Box> wanted = Intersect(piece.box, WholeBox(record->shape));
       if (!wanted) continue;
-      pieces.push_back(
-          LocalPiece{static_cast<uint32_t>(record - manifest.tensors.data()), piece.box, *wanted, dst, shard.device});
+      pieces.push_back(LocalPiece{static_cast<uint32_t>(record - manifest.tensors.data()), piece.box, *wanted, dst,
+                                  destination.device});
     }
   }
   return pieces;
+}
+
+// Converts the values read for a cast shard into its buffer; into device memory through a bounded host buffer.
+Status ConvertCast(const CastShard& cast) {
+  const TensorShard& shard = *cast.shard;
+  const uint64_t size = DTypeSize(shard.dtype), stored_size = DTypeSize(cast.stored_dtype);
+  const uint64_t elements = shard.data_size / size;
+  if (shard.device < 0) {
+    CastElements(cast.stored_dtype, shard.dtype, cast.stored.data(), shard.data, elements);
+    return Status::Ok();
+  }
+  const uint64_t block = std::min(elements, kCastBlockBytes / size);
+  ASSIGN_OR_RETURN(const io::CommittedMemory host, io::CommittedMemory::Allocate(block * size));
+  DeviceCopier copier;
+  for (uint64_t at = 0; at < elements; at += block) {
+    const uint64_t n = std::min(block, elements - at);
+    CastElements(cast.stored_dtype, shard.dtype, cast.stored.data() + at * stored_size, host.data(), n);
+    RETURN_IF_ERROR(copier.ToDevice(shard.device, static_cast<char*>(shard.data) + at * size, host.data(), n * size));
+    RETURN_IF_ERROR(copier.Wait());  // the next block reuses `host`
+  }
+  return Status::Ok();
 }
 
 // Without a transport: every chunk a piece overlaps, read by this rank, with the pieces' regions as consumers.
@@ -281,10 +339,11 @@ Status Load(Context& ctx, State& state, const std::string& path, const LoadSetti
   Result<Match> match = source.ok() ? MatchState(state, *manifest) : Result<Match>(source.status());
   Status local = match.status();
   if (local.ok()) local = Judge(ctx, settings.missing_keys, match->missing, "keys missing from the checkpoint", true);
+  std::vector<CastShard> casts;
   std::vector<LocalPiece> pieces;
   Asked mine;
   if (local.ok()) {
-    Result<std::vector<LocalPiece>> local_pieces = LocalPieces(state, *match, *manifest);
+    Result<std::vector<LocalPiece>> local_pieces = LocalPieces(state, *match, *manifest, &casts);
     local = local_pieces.status();
     if (local.ok()) pieces = std::move(local_pieces).value();
   }
@@ -313,6 +372,9 @@ Status Load(Context& ctx, State& state, const std::string& path, const LoadSetti
 
   uint64_t tensor_bytes = 0;
   Status read = ReadTensors(ctx, dir, *manifest, asked, pieces, &tensor_bytes);
+  for (const CastShard& cast : casts) {
+    if (read.ok()) read = ConvertCast(cast);
+  }
   CheckpointFiles files(dir, *manifest);
   if (read.ok()) read = ReadObjectsAndCommon(files, state, *match, *manifest);
   ctx.stats().bytes_read += files.bytes_read() + tensor_bytes;

@@ -20,7 +20,7 @@ foreach(transport ucx nccl)
 endforeach()
 foreach(name reshard dedup invalid-overlap invalid-gap invalid-dtype invalid-shape exists corrupt-byte
              truncated-file missing-manifest foreign-manifest corrupt-manifest newer-version strictness
-             shape-mismatch dead-rank async plan-cache worker-killed big-state full-disk read-once
+             shape-mismatch dtype-cast dead-rank async plan-cache worker-killed big-state full-disk read-once
              reshard-no-exchange peer-dies-in-exchange worker-missing without-ucx io-error short-transfers
              mismatched-collectives rank0-dies-mid-save manager-rank0-dies stopped-peer launchers-store-port
              launchers-mpich launchers-slurm peer-stops-in-exchange)

@@ -86,6 +86,10 @@ case "$name" in
   shape-mismatch)
     run 2 "$core" save "$ck"
     run 2 "$core" load-shape-mismatch "$ck" ;;
+  dtype-cast)         # F32 saved on 3 ranks, loaded as BF16 (and F64) on 2: over UCX, then each rank reading alone
+    run 3 "$core" save "$ck"
+    run 2 "$core" load-cast "$ck"
+    CKPT_TRANSPORT=none run 2 "$core" load-cast "$ck" ;;
   dead-rank)
     run 3 "$core" dead-rank "$ck" ;;
   read-once)          # 4 replicas load everything: each stored byte read once over UCX, 4 times without it

@@ -10,6 +10,7 @@
 //   load-expect DIR CODE TEXT.. load must fail with CODE on every rank, the message holding each TEXT
 //   load-strict DIR             missing/unexpected keys under each strictness
 //   load-shape-mismatch DIR     zero-padding and stripping with CKPT_SHARD_ALLOW_SHAPE_MISMATCH
+//   load-cast DIR               the F32 layout of `save` loaded as BF16 (and F64) with CKPT_SHARD_ALLOW_DTYPE_CAST
 //   dead-rank DIR               the last rank exits during a save; the others fail naming it
 //   save-exists DIR             saving onto a committed checkpoint fails with CKPT_E_ALREADY_EXISTS
 //   corrupt-chunk DIR KEY       (no context) flips a bit inside KEY's first chunk, prints the file name
@@ -19,6 +20,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -318,6 +320,95 @@ int LoadShapeMismatch(const char* dir) {
   return 0;
 }
 
+// The BF16 bits nearest to the finite `value`, ties to the even ones: the nearer of the two BF16 values around it,
+// measured in double, a reference that shares nothing with the library's conversion.
+uint16_t NearestBf16(float value) {
+  uint32_t bits;
+  std::memcpy(&bits, &value, sizeof bits);
+  const uint32_t low = bits & 0xFFFF0000u, high = low + 0x10000u;  // toward zero, and the next away from it
+  float low_value, high_value;
+  std::memcpy(&low_value, &low, sizeof low);
+  std::memcpy(&high_value, &high, sizeof high);
+  const double below = std::fabs(static_cast<double>(value) - low_value);
+  const double above = std::fabs(static_cast<double>(high_value) - value);
+  const uint32_t nearest = below < above ? low : above < below ? high : ((low >> 16) & 1) ? high : low;
+  return static_cast<uint16_t>(nearest >> 16);
+}
+
+// Dies unless `got` holds tensor `seed`'s values from flat index `first_flat` on, rounded to BF16.
+void CheckBf16(const Session& s, const char* key, uint64_t seed, const std::vector<uint16_t>& got,
+               uint64_t first_flat) {
+  for (size_t i = 0; i < got.size(); ++i) {
+    const float value = ValueAt(seed, first_flat + i);
+    if (got[i] != NearestBf16(value)) {
+      Die(s.rank, std::string(key) + ": element " + std::to_string(first_flat + i) + " (" + std::to_string(value) +
+                      ") loaded as BF16 bits " + std::to_string(got[i]) + ", expected " +
+                      std::to_string(NearestBf16(value)));
+    }
+  }
+}
+
+// Registers a shard of `key` in `dtype`, `elements` of it at `data`.
+void AddTypedShard(const Session& s, ckpt_state_t* state, const char* key, int32_t dtype,
+                   const std::vector<uint64_t>& global, const std::vector<uint64_t>& local,
+                   const std::vector<uint64_t>& offset, void* data, uint64_t elements, uint32_t flags,
+                   uint64_t flat_start = 0, uint64_t flat_end = 0) {
+  ckpt_tensor_shard shard = CKPT_TENSOR_SHARD_INIT;
+  shard.key = key;
+  shard.dtype = dtype;
+  shard.ndim = static_cast<uint32_t>(global.size());
+  shard.global_shape = global.data();
+  shard.local_shape = local.data();
+  shard.global_offset = offset.data();
+  shard.flags = flags;
+  shard.flat_start = flat_start;
+  shard.flat_end = flat_end;
+  shard.data = data;
+  shard.data_size = elements * ckpt_dtype_size(dtype);
+  s.Check(ckpt_state_add_tensor(state, &shard, s.err), key);
+}
+
+// The F32 tensors of `save`, loaded as BF16, resharded over this world: the rows of "w", the flattened ranges of
+// "adam.m", and the replicated "bias", which odd ranks ask for as F64 (ranks may convert one tensor to different
+// dtypes). Every element is checked against its rounding. Without the flag, every rank is refused.
+int LoadCast(const char* dir) {
+  Session s;
+  ckpt_load_options opts = CKPT_LOAD_OPTIONS_INIT;
+  opts.unexpected_keys = CKPT_STRICT_IGNORE;
+  const uint64_t r0 = SplitPoint(kRows, s.rank, s.world), r1 = SplitPoint(kRows, s.rank + 1, s.world);
+  std::vector<uint16_t> w((r1 - r0) * kCols);
+  ckpt_state_t* state = nullptr;
+  s.Check(ckpt_state_create(&state, s.err), "state");
+  AddTypedShard(s, state, "w", CKPT_DTYPE_BF16, {kRows, kCols}, {r1 - r0, kCols}, {r0, 0}, w.data(), w.size(), 0);
+  ExpectStatus(s, ckpt_load(s.ctx, state, dir, &opts, s.err), CKPT_E_MISMATCH, "a cast without the flag",
+               {"tensor 'w': stored as F32, registered as BF16 without CKPT_SHARD_ALLOW_DTYPE_CAST"});
+  ckpt_state_free(state);
+
+  s.Check(ckpt_state_create(&state, s.err), "state");
+  const uint32_t cast = CKPT_SHARD_ALLOW_DTYPE_CAST;
+  AddTypedShard(s, state, "w", CKPT_DTYPE_BF16, {kRows, kCols}, {r1 - r0, kCols}, {r0, 0}, w.data(), w.size(), cast);
+  const bool wide = s.rank % 2 == 1;
+  std::vector<uint16_t> bias(kVec);
+  std::vector<double> wide_bias(kVec);
+  AddTypedShard(s, state, "bias", wide ? CKPT_DTYPE_F64 : CKPT_DTYPE_BF16, {kVec}, {kVec}, {0},
+                wide ? static_cast<void*>(wide_bias.data()) : bias.data(), kVec, cast);
+  const uint64_t f0 = SplitPoint(kOptRows * kOptCols, s.rank, s.world);
+  const uint64_t f1 = SplitPoint(kOptRows * kOptCols, s.rank + 1, s.world);
+  std::vector<uint16_t> m(f1 - f0);
+  AddTypedShard(s, state, "adam.m", CKPT_DTYPE_BF16, {kOptRows, kOptCols}, {kOptRows, kOptCols}, {0, 0}, m.data(),
+                m.size(), cast | CKPT_SHARD_FLATTENED, f0, f1);
+  s.Check(ckpt_load(s.ctx, state, dir, &opts, s.err), "load with CKPT_SHARD_ALLOW_DTYPE_CAST");
+  ckpt_state_free(state);
+  CheckBf16(s, "w", 1, w, r0 * kCols);
+  CheckBf16(s, "adam.m", 3, m, f0);
+  if (!wide) CheckBf16(s, "bias", 2, bias, 0);
+  for (uint64_t i = 0; wide && i < kVec; ++i) {
+    if (wide_bias[i] != ValueAt(2, i)) Die(s.rank, "bias: element " + std::to_string(i) + " is not exact in F64");
+  }
+  if (s.rank == 0) std::printf("cast: %d ranks loaded F32 as BF16 and F64, every element checked\n", s.world);
+  return 0;
+}
+
 // The last rank leaves without a word before the save; every other rank must fail with CKPT_E_PEER_FAILED naming
 // it, well within the timeout.
 int DeadRank(const char* dir) {
@@ -390,6 +481,7 @@ int main(int argc, char** argv) {
   if (mode == "load-expect" && argc >= 4) return LoadExpect(argc, argv);
   if (mode == "load-strict") return LoadStrict(argv[2]);
   if (mode == "load-shape-mismatch") return LoadShapeMismatch(argv[2]);
+  if (mode == "load-cast") return LoadCast(argv[2]);
   if (mode == "dead-rank") return DeadRank(argv[2]);
   if (mode == "corrupt-chunk" && argc == 4) return CorruptChunk(argv[2], argv[3]);
   if (mode == "xor-byte" && argc == 5) {

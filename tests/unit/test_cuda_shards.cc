@@ -9,6 +9,7 @@
 
 #include "ckpt.h"
 #include "io/cuda_runtime.h"
+#include "runtime/dtype_cast.h"
 
 namespace {
 
@@ -37,22 +38,26 @@ class CudaShardTest : public ::testing::Test {
     if (!dir_.empty()) std::system(("rm -rf " + dir_).c_str());
   }
 
-  float* DeviceCopyOf(const std::vector<float>& host) {
-    void* p = cuda_->Malloc(0, host.size() * sizeof(float)).value();
+  template <typename T>
+  T* DeviceCopyOf(const std::vector<T>& host) {
+    void* p = cuda_->Malloc(0, host.size() * sizeof(T)).value();
     device_buffers_.push_back(p);
-    EXPECT_TRUE(cuda_->Copy(p, host.data(), host.size() * sizeof(float)).ok());
-    return static_cast<float*>(p);
+    EXPECT_TRUE(cuda_->Copy(p, host.data(), host.size() * sizeof(T)).ok());
+    return static_cast<T*>(p);
   }
-  std::vector<float> HostCopyOf(const float* device, size_t n) {
-    std::vector<float> host(n);
-    EXPECT_TRUE(cuda_->Copy(host.data(), device, n * sizeof(float)).ok());
+  template <typename T>
+  std::vector<T> HostCopyOf(const T* device, size_t n) {
+    std::vector<T> host(n);
+    EXPECT_TRUE(cuda_->Copy(host.data(), device, n * sizeof(T)).ok());
     return host;
   }
+  // Registers n elements of `dtype` at `device_data` as the box (local, offset) of "w".
   int32_t Add(ckpt_state_t* state, const uint64_t* global, const uint64_t* local, const uint64_t* offset,
-              float* device_data, size_t n) {
+              void* device_data, size_t n, int32_t dtype = CKPT_DTYPE_F32, uint32_t flags = 0) {
     ckpt_tensor_shard shard = CKPT_TENSOR_SHARD_INIT;
     shard.key = "w";
-    shard.dtype = CKPT_DTYPE_F32;
+    shard.dtype = dtype;
+    shard.flags = flags;
     shard.ndim = 2;
     shard.global_shape = global;
     shard.local_shape = local;
@@ -60,7 +65,7 @@ class CudaShardTest : public ::testing::Test {
     shard.memory_kind = CKPT_MEMORY_CUDA;
     shard.device = 0;
     shard.data = device_data;
-    shard.data_size = n * sizeof(float);
+    shard.data_size = n * ckpt_dtype_size(dtype);
     return ckpt_state_add_tensor(state, &shard, err_);
   }
 
@@ -94,6 +99,37 @@ TEST_F(CudaShardTest, SavesFromDeviceMemoryAndLoadsAColumnSliceBackIntoIt) {
   const std::vector<float> got = HostCopyOf(slice, 64 * 24);
   for (uint64_t r = 0; r < 64; ++r) {
     for (uint64_t c = 0; c < 24; ++c) ASSERT_EQ(got[r * 24 + c], values[r * 48 + 16 + c]) << r << "," << c;
+  }
+  ckpt_state_free(state);
+}
+
+TEST_F(CudaShardTest, LoadsF32IntoBf16DeviceMemoryWithACast) {
+  const uint64_t global[2] = {64, 48}, zero[2] = {0, 0};
+  std::vector<float> values(64 * 48);
+  for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(i) * 1.001f - 1000.0f;
+  ckpt_state_t* state = nullptr;
+  ckpt_state_create(&state, err_);
+  ASSERT_EQ(Add(state, global, global, zero, DeviceCopyOf(values), values.size()), CKPT_OK) << ckpt_error_message(err_);
+  ckpt_request_t* request = nullptr;
+  const std::string path = dir_ + "/step";
+  ASSERT_EQ(ckpt_save(ctx_, state, path.c_str(), nullptr, &request, err_), CKPT_OK) << ckpt_error_message(err_);
+  ASSERT_EQ(ckpt_request_wait(request, 0, err_), CKPT_OK) << ckpt_error_message(err_);
+  ckpt_request_free(request);
+  ckpt_state_free(state);
+
+  // Columns 16..39, converted on the host and copied into device memory.
+  const uint64_t local[2] = {64, 24}, offset[2] = {0, 16};
+  uint16_t* slice = DeviceCopyOf(std::vector<uint16_t>(64 * 24, 0xFFFF));
+  ckpt_state_create(&state, err_);
+  ASSERT_EQ(Add(state, global, local, offset, slice, 64 * 24, CKPT_DTYPE_BF16, CKPT_SHARD_ALLOW_DTYPE_CAST), CKPT_OK);
+  ASSERT_EQ(ckpt_load(ctx_, state, path.c_str(), nullptr, err_), CKPT_OK) << ckpt_error_message(err_);
+  const std::vector<uint16_t> got = HostCopyOf(slice, 64 * 24);
+  for (uint64_t r = 0; r < 64; ++r) {
+    for (uint64_t c = 0; c < 24; ++c) {
+      uint16_t expected;
+      ckpt::runtime::CastElements(CKPT_DTYPE_F32, CKPT_DTYPE_BF16, &values[r * 48 + 16 + c], &expected, 1);
+      ASSERT_EQ(got[r * 24 + c], expected) << r << "," << c;
+    }
   }
   ckpt_state_free(state);
 }

@@ -53,6 +53,7 @@ def test_every_constant_has_the_tables_value():
                      CKPT_STRICT_LOG=_native.STRICT_LOG, CKPT_STRICT_IGNORE=_native.STRICT_IGNORE,
                      CKPT_SHARD_FLATTENED=_native.SHARD_FLATTENED, CKPT_MEMORY_HOST=_native.MEMORY_HOST,
                      CKPT_SHARD_ALLOW_SHAPE_MISMATCH=_native.SHARD_ALLOW_SHAPE_MISMATCH,
+                     CKPT_SHARD_ALLOW_DTYPE_CAST=_native.SHARD_ALLOW_DTYPE_CAST,
                      CKPT_MAX_NDIM=_native.MAX_NDIM, CKPT_VERSION_MAJOR=_native.ABI_MAJOR,
                      CKPT_E_IN_PROGRESS=errors.IN_PROGRESS)
     for cls in errors._BY_STATUS.values():

@@ -57,6 +57,18 @@ def test_every_jax_dtype_round_trips_through_shardings(tmp_path):
     assert ckpt.Reader(tmp_path / "c").tensors["int4"].dtype == np.dtype(ml_dtypes.int4)
 
 
+def test_float32_master_weights_restore_into_bfloat16_with_allow_dtype_cast(tmp_path):
+    grid = mesh((2, "data"), (2, "model"))
+    master = np.random.default_rng(1).standard_normal((16, 8)).astype(np.float32)
+    saved = jax.device_put(master, NamedSharding(grid, P("data", "model")))
+    ckpt.save(tmp_path / "c", {"w": saved}).wait()
+    other = NamedSharding(mesh((4, "model")), P(None, "model"))
+    target = {"w": jax.ShapeDtypeStruct(master.shape, jnp.bfloat16, sharding=other)}
+    restored = ckpt.restore(tmp_path / "c", target, allow_dtype_cast=True)["w"]
+    assert restored.dtype == jnp.bfloat16 and restored.sharding == other
+    assert as_bytes(restored) == as_bytes(master.astype(ml_dtypes.bfloat16))
+
+
 def test_typed_prng_keys_and_0d_arrays(tmp_path):
     grid = mesh((4, "data"))
     unsharded = jax.random.split(jax.random.key(7), 8)

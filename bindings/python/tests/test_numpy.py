@@ -170,6 +170,36 @@ def test_a_shard_target_gets_its_box(saved):
     assert np.array_equal(restored["w"].data, np.arange(24, dtype=np.float32).reshape(4, 6)[1:3, 2:5])
 
 
+def test_float32_restores_into_bfloat16_with_allow_dtype_cast(tmp_path):
+    weights = np.random.default_rng(0).standard_normal((64, 33)).astype(np.float32) * 1000
+    # A tie (to even: 1), overflow to infinity, infinities, -0, a subnormal, NaN, and a value past float16's range.
+    weights.flat[:8] = [1 + 2**-8, 3.4e38, np.inf, -np.inf, -0.0, 1e-40, np.nan, 70000]
+    ckpt.save(tmp_path / "c", {"w": weights, "x": np.arange(4.0)}).wait()
+    target = {"w": np.zeros(weights.shape, ml_dtypes.bfloat16), "x": np.zeros(4, np.float16)}
+    with pytest.raises(ckpt.MismatchError, match="'w': stored as F32, registered as BF16 without"):
+        ckpt.restore(tmp_path / "c", target)
+    restored = ckpt.restore(tmp_path / "c", target, allow_dtype_cast=True)
+    expected = weights.astype(ml_dtypes.bfloat16)  # ml_dtypes rounds to nearest even
+    assert restored["w"].dtype == ml_dtypes.bfloat16
+    nan = np.isnan(weights)
+    assert np.array_equal(np.isnan(restored["w"]), nan)
+    assert np.array_equal(restored["w"].view(np.uint16)[~nan], expected.view(np.uint16)[~nan])
+    assert restored["w"].flat[0] == 1 and np.isinf(restored["w"].flat[1])
+    assert restored["x"].dtype == np.float16 and restored["x"].tolist() == [0, 1, 2, 3]
+
+
+def test_dtype_cast_applies_to_shards_and_the_manager_and_refuses_integers(tmp_path):
+    values = np.linspace(-1, 1, 24).reshape(4, 6)  # float64
+    with ckpt.CheckpointManager(tmp_path / "run") as manager:
+        manager.save(1, {"w": values, "n": np.arange(3, dtype=np.int32)})
+        manager.wait()
+        shard = ckpt.Shard(np.zeros((2, 3), np.float32), (4, 6), (1, 2))
+        restored = manager.restore(None, {"w": shard, "n": np.zeros(3, np.int32)}, allow_dtype_cast=True)
+        assert np.array_equal(restored["w"].data, values[1:3, 2:5].astype(np.float32))
+        with pytest.raises(ckpt.MismatchError, match="'n': stored as I32, registered as F32"):
+            manager.restore(1, {"w": values, "n": np.zeros(3, np.float32)}, allow_dtype_cast=True)
+
+
 def test_a_damaged_checkpoint_is_refused_naming_the_tensor(saved):
     data = sorted((saved / "data").iterdir())[0]
     raw = bytearray(data.read_bytes())

@@ -147,6 +147,7 @@ pub const CKPT_MEMORY_CUDA: i32 = 1;
 
 pub const CKPT_SHARD_FLATTENED: u32 = 0x1;
 pub const CKPT_SHARD_ALLOW_SHAPE_MISMATCH: u32 = 0x2;
+pub const CKPT_SHARD_ALLOW_DTYPE_CAST: u32 = 0x4;
 
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]

@@ -206,6 +206,7 @@ fn rust_constants() -> BTreeMap<String, i64> {
         CKPT_MEMORY_CUDA,
         CKPT_SHARD_FLATTENED,
         CKPT_SHARD_ALLOW_SHAPE_MISMATCH,
+        CKPT_SHARD_ALLOW_DTYPE_CAST,
         CKPT_STRICT_FAIL,
         CKPT_STRICT_LOG,
         CKPT_STRICT_IGNORE,

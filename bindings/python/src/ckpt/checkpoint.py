@@ -279,9 +279,15 @@ def _placeholder(info):
 _COMMON_PLACEHOLDER = {"bool": False, "int": 0, "float": 0.0, "str": "", "bytes": b""}
 
 
-def register_target(state, target):
-    """Registers buffers for every leaf of `target`; returns (structure, finishers), where finish(saved) gives
-    the restored leaves once the load has filled them."""
+def load_flags(allow_dtype_cast):
+    """The shard flags of a restore's targets: with `allow_dtype_cast`, a target leaf of another floating dtype than
+    the checkpoint's (float16, bfloat16, float32, float64) receives the stored values converted."""
+    return _native.SHARD_ALLOW_DTYPE_CAST if allow_dtype_cast else 0
+
+
+def register_target(state, target, flags=0):
+    """Registers buffers for every leaf of `target`, with the shard `flags` (load_flags); returns (structure,
+    finishers), where finish(saved) gives the restored leaves once the load has filled them."""
     leaves, structure = tree_module.flatten(target)
     finishers = []
     jax_leaves = []
@@ -289,11 +295,11 @@ def register_target(state, target):
         if isinstance(leaf, Shard):
             like = np.asarray(leaf.data)
             buffer = empty(like.shape, like.dtype)
-            state.add_tensor(key, buffer, leaf.global_shape, leaf.offset, leaf.replica)
+            state.add_tensor(key, buffer, leaf.global_shape, leaf.offset, leaf.replica, flags)
             finishers.append(lambda saved, b=buffer, s=leaf: Shard(b, s.global_shape, s.offset, s.replica))
         elif isinstance(leaf, (np.ndarray, np.generic)):
             buffer = empty(np.shape(leaf), leaf.dtype)
-            state.add_tensor(key, buffer, buffer.shape, (0,) * buffer.ndim)
+            state.add_tensor(key, buffer, buffer.shape, (0,) * buffer.ndim, flags=flags)
             scalar = isinstance(leaf, np.generic)
             finishers.append(lambda saved, b=buffer, s=scalar: b[()] if s else b)
         elif type(leaf) in _COMMON_KINDS:
@@ -305,7 +311,7 @@ def register_target(state, target):
             raise TypeError(f"'{key}': a restore target leaf must be an array (numpy, jax), a jax.ShapeDtypeStruct, a "
                             f"ckpt.Shard, or a bool, int, float, str or bytes; not a {type(leaf).__qualname__}")
     if jax_leaves:
-        made = _jax_module().register_for_restore(state, [(k, v) for _, k, v in jax_leaves])
+        made = _jax_module().register_for_restore(state, [(k, v) for _, k, v in jax_leaves], flags)
         for (index, _, _), finish in zip(jax_leaves, made):
             finishers[index] = finish
     return structure, finishers
@@ -326,20 +332,22 @@ def finish_restore(state, structure, finishers):
     return tree_module.unflatten(structure, [finish(saved) for finish in finishers])
 
 
-def restore(path, target=None, *, context=None, partial=False):
+def restore(path, target=None, *, context=None, partial=False, allow_dtype_cast=False):
     """Collective: every rank calls it. Returns the checkpoint at `path` as a tree shaped like `target`, each leaf
     filled with its part of the saved tensor, whatever layout and number of ranks saved it: numpy arrays whole,
     ckpt.Shards their box, jax.Arrays and jax.ShapeDtypeStructs in their sharding (read once across the ranks,
     then exchanged). Without a target, the saved tree comes back with numpy arrays, whole on every rank.
 
     Every key of the target must be in the checkpoint (MismatchError otherwise); so must every tensor of the
-    checkpoint be in some rank's target, unless `partial`."""
+    checkpoint be in some rank's target, unless `partial`. A leaf's dtype must be the saved one (MismatchError),
+    unless `allow_dtype_cast` and both are floating (float16, bfloat16, float32, float64): the saved values are then
+    converted, rounded to nearest even, as numpy's astype does (float32 master weights into a bfloat16 target)."""
     ctx = context_module.resolve(context)
     source = os.fsencode(os.fspath(path))
     if target is None:
         target = _target_from_checkpoint(os.fspath(path))
     with State() as state:
-        structure, finishers = register_target(state, target)
+        structure, finishers = register_target(state, target, load_flags(allow_dtype_cast))
         opts = _load_options(partial)
         ctx.run(lambda: call("ckpt_load", ctx.handle, state.handle, source, ctypes.byref(opts)))
         return finish_restore(state, structure, finishers)

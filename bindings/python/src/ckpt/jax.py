@@ -88,9 +88,9 @@ def _key_data_sharding(sharding, ndim, key_ndim):
                     f"{type(sharding).__name__}")
 
 
-def register_for_restore(state, leaves):
-    """Registers one buffer per distinct box that this process's devices hold, for each (key, jax.Array or
-    jax.ShapeDtypeStruct) in `leaves`. Returns one finish(saved) per leaf, which builds the jax.Array once the load
+def register_for_restore(state, leaves, flags=0):
+    """Registers one buffer per distinct box that this process's devices hold, with the shard `flags`, for each (key,
+    jax.Array or jax.ShapeDtypeStruct) in `leaves`. Returns one finish(saved) per leaf, which builds the jax.Array once the load
     has filled the buffers (`saved` maps keys to their descriptions in the checkpoint's pytree)."""
     finishers = []
     for key, target in leaves:
@@ -106,7 +106,7 @@ def register_for_restore(state, leaves):
             offset, extent = box_of(index, shape)
             if offset not in buffers:
                 buffers[offset] = empty_aligned(extent, dtype)
-                state.add_tensor(key, buffers[offset], shape, offset)
+                state.add_tensor(key, buffers[offset], shape, offset, flags=flags)
             placement.append((device, buffers[offset]))
         finishers.append(functools.partial(_assemble, key, shape, dtype, sharding, placement, impl))
     return finishers

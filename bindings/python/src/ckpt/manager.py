@@ -65,18 +65,20 @@ class CheckpointManager:
         self._requests = [r for r in self._requests if not r._finished] + [request]
         return True
 
-    def restore(self, step=None, target=None, *, partial=False):
+    def restore(self, step=None, target=None, *, partial=False, allow_dtype_cast=False):
         """Collective. The tree saved as `step` (None: the latest committed step, as rank 0 sees it), shaped like
-        `target` as ckpt.restore does. NotFoundError on every rank when there is no committed step."""
+        `target` as ckpt.restore does (`partial` and `allow_dtype_cast` too). NotFoundError on every rank when there
+        is no committed step."""
+        options = {"context": self._context, "partial": partial, "allow_dtype_cast": allow_dtype_cast}
         if step is not None:
-            return checkpoint.restore(self.step_path(step), target, context=self._context, partial=partial)
+            return checkpoint.restore(self.step_path(step), target, **options)
         if target is None:
             latest = self.latest_step()
             if latest is None:
                 raise errors.NotFoundError(f"no committed step under {self.directory}")
-            return checkpoint.restore(self.step_path(latest), None, context=self._context, partial=partial)
+            return checkpoint.restore(self.step_path(latest), None, **options)
         with State() as state:
-            structure, finishers = checkpoint.register_target(state, target)
+            structure, finishers = checkpoint.register_target(state, target, checkpoint.load_flags(allow_dtype_cast))
             opts = checkpoint._load_options(partial)
             loaded = ctypes.c_uint64()
             self._context.run(lambda: call("ckpt_manager_load_latest", self.handle, state.handle,
