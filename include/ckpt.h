@@ -550,10 +550,13 @@ typedef struct ckpt_export_options {
    * (part 0 also writes the index); all plan the same files, so every byte is written once. Default 0 of 1. */
   uint32_t part_index;
   uint32_t part_count;
+  /* 0: every tensor in its stored dtype. CKPT_DTYPE_F16, _BF16, _F32 or _F64: floating tensors converted to it
+   * (round to nearest even; NaN and infinities kept), other tensors as stored. */
+  int32_t dtype;
 } ckpt_export_options;
 
 #define CKPT_EXPORT_OPTIONS_INIT \
-  { (uint32_t)sizeof(ckpt_export_options), 5000000000u, NULL, 0, 0, 1 }
+  { (uint32_t)sizeof(ckpt_export_options), 5000000000u, NULL, 0, 0, 1, 0 }
 CKPT_API int32_t ckpt_export_options_init(ckpt_export_options* opts, uint32_t struct_size);
 
 /* Exports the tensors of the committed checkpoint at `checkpoint` to safetensors, whole (merged from however many
@@ -564,7 +567,8 @@ CKPT_API int32_t ckpt_export_options_init(ckpt_export_options* opts, uint32_t st
  * file's data starts at a multiple of 4096 bytes. Files are written under temporary names and renamed into place;
  * an existing file is never replaced (CKPT_E_ALREADY_EXISTS). Objects and common entries are left out. Every block
  * read is checked against its checksum (CKPT_E_CORRUPT). CKPT_E_NOT_FOUND (no checkpoint, or a key it lacks),
- * CKPT_E_UNSUPPORTED (a dtype safetensors cannot name), CKPT_E_IO, CKPT_E_NO_SPACE. */
+ * CKPT_E_UNSUPPORTED (a dtype safetensors cannot name), CKPT_E_INVALID_ARGUMENT (a dtype to convert to that is not
+ * floating), CKPT_E_IO, CKPT_E_NO_SPACE. */
 CKPT_API int32_t ckpt_export(const char* checkpoint, const char* out, const ckpt_export_options* opts,
                              ckpt_error_t* err);
 

@@ -29,6 +29,7 @@ int32_t ckpt_export(const char* checkpoint, const char* out, const ckpt_export_o
     }
     options.part_index = given.part_index;
     options.part_count = given.part_count;
+    options.dtype = given.dtype;
     ASSIGN_OR_RETURN(std::unique_ptr<rt::CheckpointReader> reader, rt::CheckpointReader::Open(checkpoint));
     return rt::ExportSafetensors(*reader, out, options).status();
   });

@@ -21,7 +21,7 @@ constexpr uint32_t kSaveOptionsSizeV0 = 24;
 constexpr uint32_t kLoadOptionsSizeV0 = 12;
 constexpr uint32_t kManagerOptionsSizeV0 = 16;
 // The size of ckpt_export_options when it appeared (CKPT_2).
-constexpr uint32_t kExportOptionsSizeV2 = 40;
+constexpr uint32_t kExportOptionsSizeV2 = 48;
 static_assert(sizeof(void*) == 8, "the CKPT_0 sizes above are those of LP64 platforms");
 // Structs only grow, by fields appended at the end.
 static_assert(sizeof(ckpt_context_options) >= kContextOptionsSizeV0);

@@ -12,6 +12,7 @@
 
 #include "io/file_io.h"
 #include "runtime/dtype.h"
+#include "runtime/dtype_cast.h"
 #include "runtime/safetensors.h"
 
 namespace ckpt::runtime {
@@ -24,16 +25,28 @@ bool EndsWith(const std::string& text, const std::string& suffix) {
   return text.size() >= suffix.size() && text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
+// A tensor as exported: its record and the dtype it is written in.
+struct ExportedTensor {
+  const TensorRecord* record = nullptr;
+  int32_t dtype = 0;
+  uint64_t bytes() const { return Volume(record->shape) * DTypeSize(dtype); }
+};
+
 struct PlannedFile {
   std::string name;
-  std::vector<const TensorRecord*> tensors;
+  std::vector<ExportedTensor> tensors;
   uint64_t data_bytes = 0;
 };
 
-uint64_t TensorBytes(const TensorRecord& t) { return Volume(t.shape) * DTypeSize(t.dtype); }
+bool IsFloating(int32_t dtype) {
+  const auto d = static_cast<DType>(dtype);
+  return d == DType::kF16 || d == DType::kBF16 || d == DType::kF32 || d == DType::kF64;
+}
 
-Result<std::vector<const TensorRecord*>> SelectTensors(const Manifest& manifest, const std::vector<std::string>& keys,
-                                                       const std::string& dir) {
+// The tensors to export, in key order, each with the dtype it is written in.
+Result<std::vector<ExportedTensor>> SelectTensors(const Manifest& manifest, const ExportOptions& options,
+                                                  const std::string& dir) {
+  const std::vector<std::string>& keys = options.keys;
   std::vector<const TensorRecord*> selected;
   if (keys.empty()) {
     for (const TensorRecord& t : manifest.tensors) selected.push_back(&t);
@@ -50,19 +63,26 @@ Result<std::vector<const TensorRecord*>> SelectTensors(const Manifest& manifest,
               [](const TensorRecord* a, const TensorRecord* b) { return a->key < b->key; });
     selected.erase(std::unique(selected.begin(), selected.end()), selected.end());
   }
-  for (const TensorRecord* t : selected) {
-    if (SafetensorsDTypeName(t->dtype).empty()) {
-      return Unsupported("tensor '" + t->key + "' is " + DTypeName(t->dtype) + ", which safetensors has no name for");
-    }
+  if (options.dtype != 0 && !IsFloating(options.dtype)) {
+    return InvalidArgument(std::string("an export converts floating tensors to F16, BF16, F32 or F64, not to ") +
+                           DTypeName(options.dtype));
   }
-  return selected;
+  std::vector<ExportedTensor> exported;
+  for (const TensorRecord* t : selected) {
+    const int32_t dtype = options.dtype != 0 && IsFloating(t->dtype) ? options.dtype : t->dtype;
+    if (SafetensorsDTypeName(dtype).empty()) {
+      return Unsupported("tensor '" + t->key + "' is " + DTypeName(dtype) + ", which safetensors has no name for");
+    }
+    exported.push_back(ExportedTensor{t, dtype});
+  }
+  return exported;
 }
 
 // Tensors in key order, a new file whenever the next tensor would take the current one past max_bytes.
-std::vector<PlannedFile> PlanShards(const std::vector<const TensorRecord*>& tensors, uint64_t max_bytes) {
+std::vector<PlannedFile> PlanShards(const std::vector<ExportedTensor>& tensors, uint64_t max_bytes) {
   std::vector<PlannedFile> files(1);
-  for (const TensorRecord* t : tensors) {
-    const uint64_t bytes = TensorBytes(*t);
+  for (const ExportedTensor& t : tensors) {
+    const uint64_t bytes = t.bytes();
     if (max_bytes != 0 && !files.back().tensors.empty() && files.back().data_bytes + bytes > max_bytes) {
       files.emplace_back();
     }
@@ -92,48 +112,51 @@ std::vector<std::pair<std::string, std::string>> FileMetadata(const Manifest& ma
 
 // One read of the export: a box of a tensor, contiguous in the tensor's row-major order, and where it goes.
 struct Window {
-  const TensorRecord* tensor = nullptr;
+  ExportedTensor tensor;
   Box box;
   uint64_t file_offset = 0;
-  uint64_t bytes = 0;
+  uint64_t stored_bytes = 0;  // read, in the stored dtype
+  uint64_t bytes = 0;         // written, in the exported dtype
 };
 
-// Splits a tensor into boxes of at most `window_bytes` (or one row of its innermost dimension's elements, if a
-// single element is larger), each contiguous in row-major order: a slab of the outermost dimension whose inner
-// block fits, at every index of the dimensions before it.
-void AppendWindows(const TensorRecord& tensor, uint64_t file_offset, uint64_t window_bytes,
+// Splits a tensor into boxes of at most `window_bytes` as stored (or one element, if a single element is larger),
+// each contiguous in row-major order: a slab of the outermost dimension whose inner block fits, at every index of
+// the dimensions before it.
+void AppendWindows(const ExportedTensor& tensor, uint64_t file_offset, uint64_t window_bytes,
                    std::vector<Window>& windows) {
+  const uint64_t stored_element = DTypeSize(tensor.record->dtype);
   const uint64_t element = DTypeSize(tensor.dtype);
-  const Shape& shape = tensor.shape;
+  const Shape& shape = tensor.record->shape;
   const size_t ndim = shape.size();
   if (Volume(shape) == 0) return;
   if (ndim == 0) {
-    windows.push_back(Window{&tensor, Box{}, file_offset, element});
+    windows.push_back(Window{tensor, Box{}, file_offset, stored_element, element});
     return;
   }
-  // inner[d]: bytes of one index step along dimension d.
+  // inner[d]: elements of one index step along dimension d.
   std::vector<uint64_t> inner(ndim);
-  inner[ndim - 1] = element;
+  inner[ndim - 1] = 1;
   for (size_t d = ndim - 1; d > 0; --d) inner[d - 1] = inner[d] * shape[d];
   size_t split = 0;
-  while (split + 1 < ndim && inner[split] > window_bytes) ++split;
-  const uint64_t step = std::max<uint64_t>(1, window_bytes / inner[split]);
+  while (split + 1 < ndim && inner[split] * stored_element > window_bytes) ++split;
+  const uint64_t step = std::max<uint64_t>(1, window_bytes / (inner[split] * stored_element));
   Shape outer(split, 0);  // odometer over the dimensions before `split`
   for (;;) {
     for (uint64_t start = 0; start < shape[split]; start += step) {
       Box box;
       box.offset.assign(ndim, 0);
       box.shape = shape;
-      uint64_t offset = 0;
+      uint64_t first = 0;  // the box's first element, in row-major order
       for (size_t d = 0; d < split; ++d) {
         box.offset[d] = outer[d];
         box.shape[d] = 1;
-        offset += outer[d] * inner[d];
+        first += outer[d] * inner[d];
       }
       box.offset[split] = start;
       box.shape[split] = std::min(step, shape[split] - start);
-      offset += start * inner[split];
-      windows.push_back(Window{&tensor, box, file_offset + offset, box.shape[split] * inner[split]});
+      first += start * inner[split];
+      const uint64_t count = box.shape[split] * inner[split];
+      windows.push_back(Window{tensor, box, file_offset + first * element, count * stored_element, count * element});
     }
     size_t d = split;
     while (d > 0 && ++outer[d - 1] == shape[d - 1]) outer[--d] = 0;
@@ -145,9 +168,14 @@ void AppendWindows(const TensorRecord& tensor, uint64_t file_offset, uint64_t wi
 // time is about max(read, write) rather than their sum.
 class WindowPipeline {
  public:
-  WindowPipeline(CheckpointReader& reader, const std::vector<Window>& windows, uint64_t buffer_bytes)
-      : reader_(reader), windows_(windows) {
-    for (auto& buffer : buffers_) buffer.resize(buffer_bytes);
+  WindowPipeline(CheckpointReader& reader, const std::vector<Window>& windows) : reader_(reader), windows_(windows) {
+    uint64_t largest = 0, largest_cast = 0;
+    for (const Window& w : windows) {
+      largest = std::max(largest, w.bytes);
+      if (Casts(w)) largest_cast = std::max(largest_cast, w.stored_bytes);
+    }
+    for (auto& buffer : buffers_) buffer.resize(largest);
+    stored_.resize(largest_cast);
   }
 
   Status Run(io::File& out) {
@@ -183,7 +211,12 @@ class WindowPipeline {
         buffer = &buffers_[i % std::size(buffers_)];
       }
       const Window& w = windows_[i];
-      RETURN_IF_ERROR(reader_.ReadBox(w.tensor->key, w.box, buffer->data(), w.bytes));
+      if (Casts(w)) {
+        RETURN_IF_ERROR(reader_.ReadBox(w.tensor.record->key, w.box, stored_.data(), w.stored_bytes));
+        CastElements(w.tensor.record->dtype, w.tensor.dtype, stored_.data(), buffer->data(), w.box.volume());
+      } else {
+        RETURN_IF_ERROR(reader_.ReadBox(w.tensor.record->key, w.box, buffer->data(), w.bytes));
+      }
       {
         std::lock_guard<std::mutex> lock(mutex_);
         ++read_;
@@ -211,9 +244,12 @@ class WindowPipeline {
     return Status::Ok();
   }
 
+  static bool Casts(const Window& w) { return w.tensor.dtype != w.tensor.record->dtype; }
+
   CheckpointReader& reader_;
   const std::vector<Window>& windows_;
   std::string buffers_[2];
+  std::string stored_;  // the window as stored, before its conversion (used by the reading thread only)
   std::mutex mutex_;
   std::condition_variable changed_;
   size_t read_ = 0;
@@ -228,25 +264,22 @@ Status WriteSafetensorsFile(CheckpointReader& reader, const std::string& dir, co
                             uint64_t window_bytes) {
   std::vector<SafetensorsTensor> entries;
   uint64_t data_offset = 0;
-  for (const TensorRecord* t : file.tensors) {
-    const uint64_t bytes = TensorBytes(*t);
-    entries.push_back(SafetensorsTensor{t->key, t->dtype, t->shape, data_offset, data_offset + bytes});
-    data_offset += bytes;
+  for (const ExportedTensor& t : file.tensors) {
+    entries.push_back(SafetensorsTensor{t.record->key, t.dtype, t.record->shape, data_offset, data_offset + t.bytes()});
+    data_offset += t.bytes();
   }
   const std::string header = EncodeSafetensorsHeader(entries, metadata, kExportDataAlignment);
   std::vector<Window> windows;
   for (size_t i = 0; i < file.tensors.size(); ++i) {
-    AppendWindows(*file.tensors[i], header.size() + entries[i].begin, window_bytes, windows);
+    AppendWindows(file.tensors[i], header.size() + entries[i].begin, window_bytes, windows);
   }
-  uint64_t largest = 0;
-  for (const Window& w : windows) largest = std::max(largest, w.bytes);
 
   const std::string final_path = io::JoinPath(dir, file.name);
   if (io::PathExists(final_path)) return AlreadyExists(final_path + " already exists; export never replaces a file");
   const std::string temporary = io::JoinPath(dir, "." + file.name + ".tmp-" + std::to_string(getpid()));
   ASSIGN_OR_RETURN(io::File out, io::File::CreateNew(temporary));
   Status status = out.WriteAt(header.data(), header.size(), 0);
-  if (status.ok()) status = WindowPipeline(reader, windows, largest).Run(out);
+  if (status.ok()) status = WindowPipeline(reader, windows).Run(out);
   // The file's length is set even when its last tensors are empty.
   if (status.ok() && ftruncate(out.fd(), static_cast<off_t>(header.size() + data_offset)) != 0) {
     status = io::ErrnoStatus(errno, "cannot size " + temporary);
@@ -269,7 +302,7 @@ Result<ExportSummary> ExportSafetensors(CheckpointReader& reader, const std::str
   }
   if (options.window_bytes == 0) return InvalidArgument("the export window must be at least one byte");
   const Manifest& manifest = reader.manifest();
-  ASSIGN_OR_RETURN(std::vector<const TensorRecord*> tensors, SelectTensors(manifest, options.keys, reader.dir()));
+  ASSIGN_OR_RETURN(std::vector<ExportedTensor> tensors, SelectTensors(manifest, options, reader.dir()));
 
   std::string dir = out;
   std::vector<PlannedFile> files;
@@ -298,7 +331,7 @@ Result<ExportSummary> ExportSafetensors(CheckpointReader& reader, const std::str
     HfIndex index;
     index.total_size = summary.data_bytes;
     for (const PlannedFile& f : files) {
-      for (const TensorRecord* t : f.tensors) index.weight_map.emplace_back(t->key, f.name);
+      for (const ExportedTensor& t : f.tensors) index.weight_map.emplace_back(t.record->key, f.name);
     }
     const std::string json = EncodeHfIndex(index);
     const std::string index_path = io::JoinPath(dir, kHfIndexName);

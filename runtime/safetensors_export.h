@@ -28,6 +28,8 @@ struct ExportOptions {
   uint32_t part_index = 0;
   uint32_t part_count = 1;
   uint64_t window_bytes = kDefaultExportWindowBytes;  // bytes read ahead of the writer, twice over
+  // 0: as stored. A floating dtype (F16, BF16, F32, F64): floating tensors are converted to it, others kept.
+  int32_t dtype = 0;
 };
 
 struct ExportedFile {
