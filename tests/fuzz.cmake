@@ -1,4 +1,5 @@
-# Fuzz targets: the MANIFEST decoder, the TCP store's server and the rank <-> I/O worker protocol. Each replays its
+# Fuzz targets: the MANIFEST decoder, the TCP store's server, the rank <-> I/O worker protocol and the safetensors
+# header and Hugging Face index parsers. Each replays its
 # corpus in the tree (tests/fuzz/corpus/<target>: seeds built from real messages by fuzz_write_seeds, and the inputs
 # of crashes found and fixed) on every ctest. With clang the targets are libFuzzer binaries, the parsing sources
 # compiled into them so that they carry the coverage instrumentation libFuzzer is guided by, and each also fuzzes
@@ -48,6 +49,8 @@ ckpt_fuzz_target(manifest runtime/manifest.cc runtime/box.cc runtime/dtype.cc
 ckpt_fuzz_target(store collectives/tcp_store_server.cc collectives/tcp_store_wire.cc collectives/store_auth.cc
                        collectives/store_handshake.cc)
 ckpt_fuzz_target(worker_protocol io/worker_protocol.cc)
+ckpt_fuzz_target(safetensors_header runtime/safetensors.cc runtime/box.cc runtime/dtype.cc)
+target_link_libraries(safetensors_header_fuzzer PRIVATE nlohmann_json::nlohmann_json)
 
 # The seeds in the tree are what fuzz_write_seeds writes today: a protocol change must come with new seeds.
 add_executable(fuzz_write_seeds ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/write_seeds.cc)

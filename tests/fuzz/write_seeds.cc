@@ -13,6 +13,7 @@
 #include "io/worker_protocol.h"
 #include "runtime/dtype.h"
 #include "runtime/manifest.h"
+#include "runtime/safetensors.h"
 
 namespace {
 
@@ -119,6 +120,31 @@ void WriteManifestSeeds(SeedWriter& out) {
   out.Write("manifest", "one-tensor", EncodeManifest(m).value());
 }
 
+// A safetensors input is a whole file: the header, then the data its tensors tile (zeros).
+void WriteSafetensorsSeeds(SeedWriter& out) {
+  using namespace ckpt::runtime;
+  const auto file = [](const std::vector<SafetensorsTensor>& tensors,
+                       const std::vector<std::pair<std::string, std::string>>& metadata, uint64_t alignment) {
+    const uint64_t data_length = tensors.empty() ? 0 : tensors.back().end;
+    return EncodeSafetensorsHeader(tensors, metadata, alignment) + std::string(data_length, '\0');
+  };
+  const auto dtype = [](DType d) { return static_cast<int32_t>(d); };
+  out.Write("safetensors_header", "several-dtypes-with-metadata",
+            file({{"model.embed.weight", dtype(DType::kBF16), {4, 2}, 0, 16},
+                  {"model.norm.weight", dtype(DType::kF32), {2}, 16, 24},
+                  {"model.scale", dtype(DType::kF8E8M0), {3}, 24, 27},
+                  {"model.step", dtype(DType::kI64), {}, 27, 35}},
+                 {{"format", "pt"}, {"step", "7"}}, 8));
+  out.Write("safetensors_header", "zero-size-tensor",
+            file({{"empty", dtype(DType::kF16), {0, 3}, 0, 0}, {"mask", dtype(DType::kBool), {5}, 0, 5}}, {}, 64));
+  out.Write("safetensors_header", "no-tensors", file({}, {}, 8));
+  HfIndex index;
+  index.total_size = 35;
+  index.weight_map = {{"lm_head.weight", "model-00002-of-00002.safetensors"},
+                      {"model.embed.weight", "model-00001-of-00002.safetensors"}};
+  out.Write("safetensors_header", "index", EncodeHfIndex(index));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -130,5 +156,6 @@ int main(int argc, char** argv) {
   WriteStoreSeeds(out);
   WriteWorkerProtocolSeeds(out);
   WriteManifestSeeds(out);
+  WriteSafetensorsSeeds(out);
   return 0;
 }
