@@ -133,6 +133,7 @@ class SchemaSax : public nlohmann::json_sax<Json> {
   bool number_unsigned(number_unsigned_t v) override { return OnScalar(Scalar(Scalar::kUnsigned, v)); }
   bool number_float(number_float_t, const string_t&) override { return OnScalar(Scalar(Scalar::kOtherNumber)); }
   bool string(string_t& s) override { return OnScalar(Scalar(Scalar::kString, 0, std::move(s))); }
+  // Only nlohmann's binary formats (CBOR, ...) produce this; the interface requires it.
   bool binary(binary_t&) override { return OnScalar(Scalar(Scalar::kBinary)); }
   bool start_object(std::size_t) override { return OnOpen(true); }
   bool end_object() override { return OnClose(); }

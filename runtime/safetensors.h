@@ -61,7 +61,8 @@ Result<SafetensorsHeader> ParseSafetensorsHeader(std::string_view prefix, uint64
                                                  const std::string& origin);
 
 // Reads and parses the header of the safetensors file `name` beneath directory `dir` (opened as a checkpoint's
-// files are: io::File::OpenBeneath).
+// files are: io::File::OpenBeneath). Reads the length and the header only, the length checked against the cap and
+// the file's size before anything is allocated for it; errors name the file's path.
 Result<SafetensorsHeader> ReadSafetensorsHeader(const std::string& dir, const std::string& name);
 
 // The 8-byte length and JSON header for `tensors` (their begin/end as given, in the order given) and `metadata`
