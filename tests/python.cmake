@@ -50,6 +50,8 @@ ckpt_python_test(jax_restore_2x2_into_4_processes_1_device
 ckpt_python_test(jax_restore_2x2_into_2x2 test_jax_multiprocess.py::test_restore_2x2_into_2x2 JAX)
 ckpt_python_test(python_safetensors_export test_safetensors.py::test_export_is_read_by_the_safetensors_package)
 ckpt_python_test(python_safetensors_export_never_replaces test_safetensors.py::test_export_refuses_to_replace_a_file)
+ckpt_python_test(python_safetensors_export_bf16_and_restore
+                 test_safetensors.py::test_export_converts_float32_to_bfloat16_and_restores_straight_from_safetensors)
 ckpt_python_test(python_published_model_3_to_2_ranks_exported
                  test_safetensors.py::test_published_model_on_3_ranks_resharded_to_2_and_exported_sharded)
 ckpt_python_test(jax_jit_save_ffi_2_processes test_jax_multiprocess.py::test_jit_save_through_the_ffi_custom_call JAX)

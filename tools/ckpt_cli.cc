@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <strings.h>
 #include <limits>
 #include <memory>
 #include <optional>
@@ -31,11 +32,11 @@ constexpr const char* kUsage =
     "       ckpt cat [--raw] DIR KEY [BOX]   print a tensor, or the box START:LEN,START:LEN,... of it;\n"
     "                                      --raw writes the row-major bytes instead of text\n"
     "       ckpt meta DIR KEY...           print the user metadata value of each KEY\n"
-    "       ckpt export [--max-shard-size=SIZE] [--keys=K1,K2,...] [--part=I/N] DIR OUT\n"
+    "       ckpt export [--max-shard-size=SIZE] [--keys=K1,K2,...] [--dtype=bf16] [--part=I/N] DIR OUT\n"
     "                                      write the tensors (whole) as safetensors: OUT ending in .safetensors is\n"
     "                                      one file, else a directory in the Hugging Face layout (model.safetensors,\n"
-    "                                      or numbered files of at most SIZE, default 5GB, and an index); --part\n"
-    "                                      shares one export among N processes\n"
+    "                                      or numbered files of at most SIZE, default 5GB, and an index); --dtype\n"
+    "                                      converts floating tensors; --part shares one export among N processes\n"
     "       ckpt version                   print the library's version\n"
     "\n"
     "Exit status: 0 on success, 1 if the checkpoint cannot be read or fails verification, 2 on usage errors.\n";
@@ -477,6 +478,14 @@ std::vector<std::string> SplitList(const std::string& text) {
   return items;
 }
 
+// The CKPT_DTYPE_* code whose name (ckpt_dtype_name) is `name`, in any case: "bf16", "F32".
+std::optional<int32_t> DTypeNamed(const std::string& name) {
+  for (int32_t code = 1; ckpt_dtype_size(code) != 0; ++code) {
+    if (strcasecmp(name.c_str(), ckpt_dtype_name(code)) == 0) return code;
+  }
+  return std::nullopt;
+}
+
 int Export(const std::string& dir, const std::string& out, const std::vector<std::string>& flags) {
   ckpt_export_options opts = CKPT_EXPORT_OPTIONS_INIT;
   std::vector<std::string> keys;
@@ -489,6 +498,9 @@ int Export(const std::string& dir, const std::string& out, const std::vector<std
     } else if (name == "--keys" && !value.empty()) {
       keys = SplitList(value);
     } else if (name == "--part" && std::sscanf(value.c_str(), "%u/%u", &opts.part_index, &opts.part_count) == 2) {
+      continue;
+    } else if (name == "--dtype" && DTypeNamed(value)) {
+      opts.dtype = *DTypeNamed(value);
     } else {
       return UsageError("export: cannot use '" + flag + "'");
     }
@@ -563,7 +575,9 @@ int main(int argc, char** argv) {
     return Meta(operands[0], std::vector<std::string>(operands.begin() + 1, operands.end()));
   }
   if (command == "export") {
-    if (operands.size() != 2) return UsageError("usage: ckpt export [--max-shard-size=SIZE] [--keys=K,...] [--part=I/N] DIR OUT");
+    if (operands.size() != 2) {
+      return UsageError("usage: ckpt export [--max-shard-size=SIZE] [--keys=K,...] [--dtype=D] [--part=I/N] DIR OUT");
+    }
     return Export(operands[0], operands[1], flags);
   }
   return UsageError("unknown command '" + command + "'");

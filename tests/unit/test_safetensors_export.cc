@@ -76,7 +76,6 @@ class SafetensorsExportTest : public ::testing::Test {
     opts.rank = 0;
     opts.world_size = 1;
     opts.io_workers = 0;  // unit tests link libckpt statically: no worker executable beside them
-    opts.arena_bytes = 8 << 20;
     ckpt_context_t* ctx = nullptr;
     ASSERT_EQ(ckpt_context_create(&opts, &ctx, err_), CKPT_OK) << message();
     ckpt_state_t* state = nullptr;

@@ -1,7 +1,8 @@
 """One rank of a job started by ckpt-launch that carries a published model's safetensors weights through ckpt:
 
-    safetensors_job.py import-rows MODEL DIR      (3 ranks) each rank reads its row block of every tensor from the
-                                                  safetensors file MODEL and saves them natively as DIR/native-3
+    safetensors_job.py import-rows MODEL DIR      (3 ranks) each rank loads its row block of every tensor straight
+                                                  from the safetensors file MODEL (checked against the safetensors
+                                                  package's reading) and saves them natively as DIR/native-3
     safetensors_job.py reshard-columns MODEL DIR  (2 ranks) restores column blocks of DIR/native-3 (checked against
                                                   MODEL) and saves them natively as DIR/native-2
 """
@@ -35,16 +36,21 @@ def block_box(shape, axis, parts, index):
 
 def import_rows(model, directory):
     ctx = ckpt.Context()
-    tree = {}
+    with ckpt.Reader(model) as reader:
+        tensors = reader.tensors
+    target = {}
+    for name, info in tensors.items():
+        offset, extent = block_box(info.shape, 0, ctx.world_size, ctx.rank)
+        target[name] = ckpt.Shard(np.zeros(extent, info.dtype), info.shape, offset)
+    restored = ckpt.restore(model, target, context=ctx)
     with safe_open(model, framework="numpy") as weights:
-        for name in weights.keys():
-            whole = weights.get_tensor(name)
-            offset, extent = block_box(whole.shape, 0, ctx.world_size, ctx.rank)
-            box = tuple(slice(o, o + e) for o, e in zip(offset, extent))
-            tree[name] = ckpt.Shard(np.ascontiguousarray(whole[box]), whole.shape, offset)
-    ckpt.save(os.path.join(directory, "native-3"), tree, context=ctx,
+        assert sorted(weights.keys()) == sorted(restored)
+        for name, shard in restored.items():
+            box = tuple(slice(o, o + e) for o, e in zip(shard.offset, shard.data.shape))
+            assert np.array_equal(shard.data, weights.get_tensor(name)[box]), name
+    ckpt.save(os.path.join(directory, "native-3"), restored, context=ctx,
               metadata={"source": "all-MiniLM-L6-v2"}).wait()
-    print(f"rank {ctx.rank}: imported {len(tree)} tensors")
+    print(f"rank {ctx.rank}: imported {len(restored)} tensors")
 
 
 def reshard_columns(model, directory):

@@ -18,7 +18,7 @@ C_NAMES = {
     _native.TensorShard: "ckpt_tensor_shard", _native.SaveOptions: "ckpt_save_options",
     _native.LoadOptions: "ckpt_load_options", _native.ManagerOptions: "ckpt_manager_options",
     _native.CheckpointInfo: "ckpt_checkpoint_info", _native.TensorInfo: "ckpt_tensor_info",
-    _native.ChunkInfo: "ckpt_chunk_info",
+    _native.ChunkInfo: "ckpt_chunk_info", _native.ExportOptions: "ckpt_export_options",
 }
 
 

@@ -64,6 +64,19 @@ def test_export_is_read_by_the_safetensors_package(tmp_path):
     assert header["h"]["dtype"] == "BF16"
 
 
+def test_export_converts_float32_to_bfloat16_and_restores_straight_from_safetensors(tmp_path):
+    w = (np.arange(24, dtype=np.float32) / 7).reshape(4, 6)
+    ckpt.save(tmp_path / "step", {"w": w, "i": np.arange(3, dtype=np.int32)}).wait()
+    ckpt.export(tmp_path / "step", tmp_path / "bf16.safetensors", dtype=ml_dtypes.bfloat16)
+    restored = ckpt.restore(tmp_path / "bf16.safetensors")  # no target: whole arrays, as stored in the file
+    assert restored["w"].dtype == ml_dtypes.bfloat16
+    assert np.array_equal(restored["w"].view(np.uint16), w.astype(ml_dtypes.bfloat16).view(np.uint16))
+    assert restored["i"].dtype == np.int32 and np.array_equal(restored["i"], np.arange(3, dtype=np.int32))
+    back = ckpt.restore(tmp_path / "bf16.safetensors", {"w": np.zeros((4, 6), np.float32)}, partial=True,
+                        allow_dtype_cast=True)
+    assert np.array_equal(back["w"], w.astype(ml_dtypes.bfloat16).astype(np.float32))
+
+
 def test_export_refuses_to_replace_a_file(tmp_path):
     ckpt.save(tmp_path / "step", {"w": np.ones(3, np.float32)}).wait()
     ckpt.export(tmp_path / "step", tmp_path / "hf")

@@ -168,6 +168,7 @@ class ExportOptions(ctypes.Structure):
         ("key_count", c_u64),
         ("part_index", c_u32),
         ("part_count", c_u32),
+        ("dtype", c_i32),
     ]
 
 

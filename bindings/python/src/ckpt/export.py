@@ -3,21 +3,23 @@
 import ctypes
 import os
 
-from . import _native
+from . import _native, dtypes
 from ._native import call
 
 DEFAULT_MAX_SHARD_SIZE = 5_000_000_000
 
 
-def export(checkpoint, out, *, max_shard_size=DEFAULT_MAX_SHARD_SIZE, keys=None, part=(0, 1)):
+def export(checkpoint, out, *, max_shard_size=DEFAULT_MAX_SHARD_SIZE, keys=None, part=(0, 1), dtype=None):
     """Writes the tensors of the committed checkpoint at `checkpoint` as safetensors, each whole whatever layout
     saved it. `out` ending in ".safetensors" is one file; otherwise it is a directory in the Hugging Face layout:
     model.safetensors when everything fits in `max_shard_size` bytes (0: no limit), else numbered files
     (model-00001-of-0000N.safetensors) and model.safetensors.index.json. `keys` selects tensors (default: all).
-    `part=(i, n)` shares one export among n processes: each writes every n-th file, part 0 also the index.
+    `part=(i, n)` shares one export among n processes: each writes every n-th file, part 0 also the index. `dtype`
+    (a numpy or ml_dtypes floating type, e.g. ml_dtypes.bfloat16) converts the floating tensors to it (round to
+    nearest even), leaving the others as stored. `checkpoint` may also be safetensors weights.
     Existing files are never replaced (AlreadyExistsError). Objects and common entries are not exported."""
     options = _native.new(_native.ExportOptions, max_shard_bytes=max_shard_size, part_index=part[0],
-                          part_count=part[1])
+                          part_count=part[1], dtype=0 if dtype is None else dtypes.code_of(dtype))
     names = [key.encode() for key in (keys or [])]
     array = (ctypes.c_char_p * max(len(names), 1))(*names)
     if names:
