@@ -565,7 +565,8 @@ CKPT_API int32_t ckpt_export_options_init(ckpt_export_options* opts, uint32_t st
  * model-00001-of-0000N.safetensors ... and model.safetensors.index.json (weight_map, metadata.total_size). Each
  * file's __metadata__ holds the checkpoint's user metadata, plus "format": "pt" unless it names a format. Each
  * file's data starts at a multiple of 4096 bytes. Files are written under temporary names and renamed into place;
- * an existing file is never replaced (CKPT_E_ALREADY_EXISTS). Objects and common entries are left out. Every block
+ * an existing file is never replaced, nor a directory holding another export's files written into
+ * (CKPT_E_ALREADY_EXISTS). Objects and common entries are left out. Every block
  * read is checked against its checksum (CKPT_E_CORRUPT). CKPT_E_NOT_FOUND (no checkpoint, or a key it lacks),
  * CKPT_E_UNSUPPORTED (a dtype safetensors cannot name), CKPT_E_INVALID_ARGUMENT (a dtype to convert to that is not
  * floating), CKPT_E_IO, CKPT_E_NO_SPACE. */

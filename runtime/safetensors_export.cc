@@ -292,6 +292,21 @@ Status WriteSafetensorsFile(CheckpointReader& reader, const std::string& dir, co
   return status;
 }
 
+// A directory that already holds safetensors of another export would mix two models for whoever loads it. Files
+// of this very plan may be there, written by the other parts of a shared export.
+Status RefuseForeignFiles(const std::string& dir, const std::vector<PlannedFile>& files) {
+  ASSIGN_OR_RETURN(std::vector<std::string> present, io::ListDirectory(dir));
+  for (const std::string& name : present) {
+    if (!EndsWith(name, kSafetensorsSuffix) && name != kHfIndexName) continue;
+    const bool planned = std::any_of(files.begin(), files.end(), [&](const PlannedFile& f) { return f.name == name; }) ||
+                         (name == kHfIndexName && files.size() > 1);
+    if (!planned) {
+      return AlreadyExists(io::JoinPath(dir, name) + " is from another export; export never mixes two in a directory");
+    }
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Result<ExportSummary> ExportSafetensors(CheckpointReader& reader, const std::string& out,
@@ -314,6 +329,7 @@ Result<ExportSummary> ExportSafetensors(CheckpointReader& reader, const std::str
     files = PlanShards(tensors, options.max_shard_bytes);
   }
   RETURN_IF_ERROR(io::MakeDirectories(dir));
+  if (!EndsWith(out, kSafetensorsSuffix)) RETURN_IF_ERROR(RefuseForeignFiles(dir, files));
 
   const auto metadata = FileMetadata(manifest);
   ExportSummary summary;

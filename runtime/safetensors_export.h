@@ -51,7 +51,8 @@ struct ExportSummary {
 // in one file and model-NNNNN-of-NNNNN.safetensors plus model.safetensors.index.json otherwise. The files'
 // __metadata__ carries the checkpoint's user metadata, and "format": "pt" unless the metadata names a format, since
 // Hugging Face's loaders insist on one. Every file is written under a temporary name, synced and renamed into
-// place; an existing file of the same name is never replaced (kAlreadyExists). Objects and common entries are not
+// place; an existing file of the same name is never replaced, and an output directory holding safetensors files or
+// an index that this export would not write is refused (kAlreadyExists), so that two models never mix. Objects and common entries are not
 // tensors and are left out. A tensor whose dtype safetensors cannot name is refused with kUnsupported.
 Result<ExportSummary> ExportSafetensors(CheckpointReader& reader, const std::string& out, const ExportOptions& options);
 

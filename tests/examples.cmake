@@ -115,12 +115,35 @@ test $? -eq 1
 ]=] NO_CHECKPOINT)
 
 ckpt_cli_test(ckpt_usage_errors_exit_2 [=[
-for args in "" "ls" "verify" "cat $1" "bogus $1" "ls --bogus $1"; do
+for args in "" "ls" "verify" "cat $1" "bogus $1" "ls --bogus $1" "export $1" "export --dtype=x $1 o" "import $1"; do
   "$0" $args
   code=$?
   test "$code" -eq 2 || { echo "ckpt $args exited $code, expected 2"; exit 1; }
 done
 ]=] NO_CHECKPOINT)
+
+ckpt_cli_test(ckpt_export_and_import_round_trip_the_tensors [=[
+work="$1-convert"
+rm -rf "$work" && mkdir -p "$work" || exit 1
+"$0" export --max-shard-size=300 --keys=attn.qkv,mlp.out "$1" "$work/hf" || exit 1
+test -f "$work/hf/model.safetensors.index.json" && test -f "$work/hf/model-00002-of-00002.safetensors" ||
+  { ls -l "$work/hf"; echo "expected two shards and an index"; exit 1; }
+"$0" import "$work/hf" "$work/native" || exit 1
+"$0" verify "$work/native" | grep -q "^OK" || exit 1
+for key in attn.qkv mlp.out; do
+  test "$("$0" cat --raw "$1" $key | cksum)" = "$("$0" cat --raw "$work/native" $key | cksum)" ||
+    { echo "$key differs after export and import"; exit 1; }
+  test "$("$0" cat --raw "$1" $key | cksum)" = "$("$0" cat --raw "$work/hf" $key | cksum)" ||
+    { echo "$key differs when read from the exported files"; exit 1; }
+done
+"$0" export "$1" "$work/hf" 2>"$work/err"
+test $? -eq 1 && grep -q "ALREADY_EXISTS\|already exists" "$work/err" || { cat "$work/err"; exit 1; }
+"$0" export --dtype=bf16 --keys=attn.qkv "$1" "$work/half.safetensors" || exit 1
+"$0" ls "$work/half.safetensors" | grep -Eq "^  attn\.qkv +BF16 +\[8, 6\]" || { "$0" ls "$work/half.safetensors"; exit 1; }
+"$0" export --dtype=i32 "$1" "$work/bad.safetensors"
+test $? -eq 1 || exit 1
+rm -rf "$work"
+]=])
 
 # reshard across simulated nodes: the manifest records both nodes, and a load on differently named nodes works.
 add_test(NAME example_reshard_on_two_nodes

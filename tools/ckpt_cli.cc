@@ -3,14 +3,14 @@
 
 #include <ckpt.h>
 
+#include "tools/cli_common.h"
+
 #include <charconv>
-#include <chrono>
 #include <cinttypes>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <strings.h>
 #include <limits>
 #include <memory>
 #include <optional>
@@ -18,10 +18,6 @@
 #include <vector>
 
 namespace {
-
-constexpr int kExitOk = 0;
-constexpr int kExitFailed = 1;
-constexpr int kExitUsage = 2;
 
 // `ckpt cat` holds the whole box in memory and prints it as text: beyond this, ask for a smaller box.
 constexpr uint64_t kMaxCatBytes = uint64_t{1} << 30;
@@ -37,56 +33,26 @@ constexpr const char* kUsage =
     "                                      one file, else a directory in the Hugging Face layout (model.safetensors,\n"
     "                                      or numbered files of at most SIZE, default 5GB, and an index); --dtype\n"
     "                                      converts floating tensors; --part shares one export among N processes\n"
+    "       ckpt import SOURCE DIR         save safetensors weights (a .safetensors file, a Hugging Face directory or\n"
+    "                                      its index) as a ckpt checkpoint, with checksums\n"
     "       ckpt version                   print the library's version\n"
     "\n"
     "Exit status: 0 on success, 1 if the checkpoint cannot be read or fails verification, 2 on usage errors.\n";
+
+}  // namespace
+
+namespace ckpt_cli {
 
 int UsageError(const std::string& message) {
   std::fprintf(stderr, "ckpt: %s\n\n%s", message.c_str(), kUsage);
   return kExitUsage;
 }
 
-struct ErrorFree {
-  void operator()(ckpt_error_t* err) const { ckpt_error_free(err); }
-};
-struct ReaderFree {
-  void operator()(ckpt_reader_t* reader) const { ckpt_reader_free(reader); }
-};
-using ErrorPtr = std::unique_ptr<ckpt_error_t, ErrorFree>;
-using ReaderPtr = std::unique_ptr<ckpt_reader_t, ReaderFree>;
+}  // namespace ckpt_cli
 
-// An open checkpoint and the error object its calls fill.
-struct Checkpoint {
-  std::string dir;
-  ErrorPtr err;
-  ReaderPtr reader;
-};
+namespace {
 
-// Prints why a call failed and returns the failure exit code.
-int Report(const std::string& what, int32_t status, const ckpt_error_t* err) {
-  const char* message = err ? ckpt_error_message(err) : "";
-  std::fprintf(stderr, "ckpt: %s: %s%s%s\n", what.c_str(), ckpt_status_string(status), *message ? ": " : "", message);
-  return kExitFailed;
-}
-
-// Opens `dir`, or reports why it cannot and returns nothing.
-std::optional<Checkpoint> Open(const std::string& dir) {
-  Checkpoint checkpoint;
-  checkpoint.dir = dir;
-  ckpt_error_t* err = nullptr;
-  if (const int32_t status = ckpt_error_create(&err); status != CKPT_OK) {
-    Report("creating an error object", status, nullptr);
-    return std::nullopt;
-  }
-  checkpoint.err.reset(err);
-  ckpt_reader_t* reader = nullptr;
-  if (const int32_t status = ckpt_reader_open(dir.c_str(), &reader, err); status != CKPT_OK) {
-    Report("opening " + dir, status, err);
-    return std::nullopt;
-  }
-  checkpoint.reader.reset(reader);
-  return checkpoint;
-}
+using namespace ckpt_cli;
 
 std::string FormatShape(uint32_t ndim, const uint64_t* shape) {
   std::string text = "[";
@@ -450,77 +416,6 @@ int Cat(const std::string& dir, const std::string& key, const std::optional<std:
   return kExitOk;
 }
 
-// Parses a size such as 5GB, 500MB, 2GiB or 1000 (bytes), as Hugging Face writes max_shard_size.
-std::optional<uint64_t> ParseSize(const std::string& text) {
-  uint64_t number = 0;
-  const char* end = text.data() + text.size();
-  const auto [rest, error] = std::from_chars(text.data(), end, number);
-  if (error != std::errc() || rest == text.data()) return std::nullopt;
-  const std::string unit(rest, end);
-  static const std::pair<const char*, uint64_t> kUnits[] = {
-      {"", 1},           {"B", 1},           {"KB", 1000},        {"MB", 1000000},       {"GB", 1000000000},
-      {"TB", 1000000000000}, {"KiB", 1ull << 10}, {"MiB", 1ull << 20}, {"GiB", 1ull << 30}, {"TiB", 1ull << 40}};
-  for (const auto& [name, scale] : kUnits) {
-    uint64_t bytes = 0;
-    if (unit == name && !__builtin_mul_overflow(number, scale, &bytes)) return bytes;
-  }
-  return std::nullopt;
-}
-
-std::vector<std::string> SplitList(const std::string& text) {
-  std::vector<std::string> items;
-  size_t start = 0;
-  while (start <= text.size()) {
-    const size_t comma = std::min(text.find(',', start), text.size());
-    if (comma > start) items.push_back(text.substr(start, comma - start));
-    start = comma + 1;
-  }
-  return items;
-}
-
-// The CKPT_DTYPE_* code whose name (ckpt_dtype_name) is `name`, in any case: "bf16", "F32".
-std::optional<int32_t> DTypeNamed(const std::string& name) {
-  for (int32_t code = 1; ckpt_dtype_size(code) != 0; ++code) {
-    if (strcasecmp(name.c_str(), ckpt_dtype_name(code)) == 0) return code;
-  }
-  return std::nullopt;
-}
-
-int Export(const std::string& dir, const std::string& out, const std::vector<std::string>& flags) {
-  ckpt_export_options opts = CKPT_EXPORT_OPTIONS_INIT;
-  std::vector<std::string> keys;
-  for (const std::string& flag : flags) {
-    const size_t equals = flag.find('=');
-    const std::string name = flag.substr(0, equals);
-    const std::string value = equals == std::string::npos ? "" : flag.substr(equals + 1);
-    if (name == "--max-shard-size" && ParseSize(value)) {
-      opts.max_shard_bytes = *ParseSize(value);
-    } else if (name == "--keys" && !value.empty()) {
-      keys = SplitList(value);
-    } else if (name == "--part" && std::sscanf(value.c_str(), "%u/%u", &opts.part_index, &opts.part_count) == 2) {
-      continue;
-    } else if (name == "--dtype" && DTypeNamed(value)) {
-      opts.dtype = *DTypeNamed(value);
-    } else {
-      return UsageError("export: cannot use '" + flag + "'");
-    }
-  }
-  std::vector<const char*> key_pointers;
-  for (const std::string& key : keys) key_pointers.push_back(key.c_str());
-  opts.keys = key_pointers.empty() ? nullptr : key_pointers.data();
-  opts.key_count = key_pointers.size();
-  ckpt_error_t* err = nullptr;
-  if (const int32_t status = ckpt_error_create(&err); status != CKPT_OK) return Report("creating an error", status, nullptr);
-  const ErrorPtr owned(err);
-  const auto started = std::chrono::steady_clock::now();
-  if (const int32_t status = ckpt_export(dir.c_str(), out.c_str(), &opts, err); status != CKPT_OK) {
-    return Report("exporting " + dir + " to " + out, status, err);
-  }
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-  std::printf("exported %s to %s in %.2f s\n", dir.c_str(), out.c_str(), seconds);
-  return kExitOk;
-}
-
 // Splits the arguments after the command into flags (starting with "--") and positional operands.
 void SplitArguments(int argc, char** argv, std::vector<std::string>& flags, std::vector<std::string>& operands) {
   bool only_operands = false;
@@ -579,6 +474,10 @@ int main(int argc, char** argv) {
       return UsageError("usage: ckpt export [--max-shard-size=SIZE] [--keys=K,...] [--dtype=D] [--part=I/N] DIR OUT");
     }
     return Export(operands[0], operands[1], flags);
+  }
+  if (command == "import") {
+    if (operands.size() != 2) return UsageError("usage: ckpt import SOURCE DIR");
+    return Import(operands[0], operands[1], flags);
   }
   return UsageError("unknown command '" + command + "'");
 }

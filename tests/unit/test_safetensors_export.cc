@@ -14,6 +14,7 @@
 
 #include "ckpt.h"
 #include "io/file_io.h"
+#include "runtime/dtype_cast.h"
 #include "runtime/reader.h"
 #include "runtime/safetensors.h"
 #include "runtime/safetensors_export.h"
@@ -276,6 +277,49 @@ TEST_F(SafetensorsExportTest, NeverReplacesAnExistingFile) {
   auto listed = ckpt::io::ListDirectory(out);
   ASSERT_TRUE(listed.ok());
   EXPECT_EQ(listed->size(), 1u) << "no temporary left behind";
+}
+
+TEST_F(SafetensorsExportTest, ADirectoryHoldingAnotherExportIsRefused) {
+  Save();
+  const std::string out = root_ + "/hf";
+  ckpt_export_options opts = CKPT_EXPORT_OPTIONS_INIT;
+  opts.max_shard_bytes = 140;
+  ASSERT_EQ(ckpt_export(checkpoint_.c_str(), out.c_str(), &opts, err_), CKPT_OK) << message();
+  // Unsharded, this export would write model.safetensors beside the sharded files: two models in one directory.
+  EXPECT_EQ(ckpt_export(checkpoint_.c_str(), out.c_str(), nullptr, err_), CKPT_E_ALREADY_EXISTS);
+  EXPECT_NE(message().find("another export"), std::string::npos) << message();
+  EXPECT_FALSE(ckpt::io::PathExists(out + "/model.safetensors"));
+}
+
+TEST_F(SafetensorsExportTest, FloatingTensorsConvertToTheDtypeAskedForAndOthersStayAsStored) {
+  Save();
+  auto reader = OpenReader();
+  rt::ExportOptions options;
+  options.dtype = CKPT_DTYPE_F16;
+  options.window_bytes = 16;  // several windows per tensor, each converted on its own
+  const std::string out = root_ + "/half.safetensors";
+  ASSERT_TRUE(rt::ExportSafetensors(*reader, out, options).ok());
+  auto header = rt::ReadSafetensorsHeader(root_, "half.safetensors");
+  ASSERT_TRUE(header.ok()) << header.status().message();
+  const std::string bytes = ReadFile(out);
+  for (const rt::SafetensorsTensor& t : header->tensors) {
+    const TestTensor& original = Tensor(t.key);
+    const bool floating = original.dtype == CKPT_DTYPE_F64 || original.dtype == CKPT_DTYPE_F32 ||
+                          original.dtype == CKPT_DTYPE_BF16;
+    EXPECT_EQ(t.dtype, floating ? CKPT_DTYPE_F16 : original.dtype) << t.key;
+    const uint64_t count = original.bytes.size() / ckpt_dtype_size(original.dtype);
+    std::string expected(count * ckpt_dtype_size(t.dtype), '\0');
+    if (floating) {
+      rt::CastElements(original.dtype, CKPT_DTYPE_F16, original.bytes.data(), expected.data(), count);
+    } else {
+      expected = original.bytes;
+    }
+    EXPECT_EQ(bytes.substr(header->data_start + t.begin, t.end - t.begin), expected) << t.key;
+  }
+  options.dtype = CKPT_DTYPE_I32;
+  auto refused = rt::ExportSafetensors(*reader, root_ + "/ints.safetensors", options);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), ckpt::Code::kInvalidArgument);
 }
 
 TEST_F(SafetensorsExportTest, ADtypeSafetensorsCannotNameIsUnsupportedNamingTheTensor) {
