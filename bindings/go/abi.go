@@ -36,6 +36,7 @@ func cStructs() []cStruct {
 	var checkpointInfo C.ckpt_checkpoint_info
 	var tensorInfo C.ckpt_tensor_info
 	var chunkInfo C.ckpt_chunk_info
+	var exportOptions C.ckpt_export_options
 	return []cStruct{
 		{"ckpt_context_options", unsafe.Sizeof(contextOptions), unsafe.Alignof(contextOptions), []cField{
 			{"struct_size", unsafe.Offsetof(contextOptions.struct_size), unsafe.Sizeof(contextOptions.struct_size)},
@@ -132,6 +133,15 @@ func cStructs() []cStruct {
 			{"file", unsafe.Offsetof(chunkInfo.file), unsafe.Sizeof(chunkInfo.file)},
 			{"file_offset", unsafe.Offsetof(chunkInfo.file_offset), unsafe.Sizeof(chunkInfo.file_offset)},
 			{"byte_length", unsafe.Offsetof(chunkInfo.byte_length), unsafe.Sizeof(chunkInfo.byte_length)},
+		}},
+		{"ckpt_export_options", unsafe.Sizeof(exportOptions), unsafe.Alignof(exportOptions), []cField{
+			{"struct_size", unsafe.Offsetof(exportOptions.struct_size), unsafe.Sizeof(exportOptions.struct_size)},
+			{"max_shard_bytes", unsafe.Offsetof(exportOptions.max_shard_bytes), unsafe.Sizeof(exportOptions.max_shard_bytes)},
+			{"keys", unsafe.Offsetof(exportOptions.keys), unsafe.Sizeof(exportOptions.keys)},
+			{"key_count", unsafe.Offsetof(exportOptions.key_count), unsafe.Sizeof(exportOptions.key_count)},
+			{"part_index", unsafe.Offsetof(exportOptions.part_index), unsafe.Sizeof(exportOptions.part_index)},
+			{"part_count", unsafe.Offsetof(exportOptions.part_count), unsafe.Sizeof(exportOptions.part_count)},
+			{"dtype", unsafe.Offsetof(exportOptions.dtype), unsafe.Sizeof(exportOptions.dtype)},
 		}},
 	}
 }

@@ -50,4 +50,9 @@ static inline ckpt_chunk_info ckpt_go_chunk_info(void) {
   return info;
 }
 
+static inline ckpt_export_options ckpt_go_export_options(void) {
+  ckpt_export_options opts = CKPT_EXPORT_OPTIONS_INIT;
+  return opts;
+}
+
 #endif

@@ -4,7 +4,8 @@
 // holds, and calls Save or Load together with the other ranks. Any number of ranks, in any layout, can load what
 // any other layout saved. Save returns once the state is staged; the SaveRequest it returns reports when the
 // checkpoint is committed. A Manager keeps numbered steps under one root directory, with a latest pointer and
-// retention, and resumes from the latest. A Reader inspects a checkpoint from any single process.
+// retention, and resumes from the latest. A Reader inspects a checkpoint from any single process, and Export
+// writes one out as safetensors.
 //
 // # Memory
 //

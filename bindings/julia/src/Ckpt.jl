@@ -7,7 +7,8 @@ Every process of a job (a rank) creates a [`Context`](@ref), registers the piece
 in a [`State`](@ref), and calls [`Ckpt.save`](@ref) or [`load!`](@ref) together with the other ranks. A save
 returns once the arrays are staged; the [`SaveRequest`](@ref) it returns tells when the checkpoint is committed. A
 [`Manager`](@ref) keeps numbered steps under one root directory, with a latest pointer and retention, and resumes
-from the latest ([`load_latest!`](@ref)). A [`Reader`](@ref) inspects a checkpoint from any process.
+from the latest ([`load_latest!`](@ref)). A [`Reader`](@ref) inspects a checkpoint from any process, and
+[`Ckpt.export_safetensors`](@ref) writes one out as safetensors.
 
 # Dimension order
 
@@ -59,6 +60,7 @@ include("state.jl")
 include("save_load.jl")
 include("manager.jl")
 include("reader.jl")
+include("export.jl")
 
 """The version of the libckpt actually loaded."""
 version() = VersionNumber(unsafe_string(LibCkpt.ckpt_version_string()))

@@ -264,6 +264,18 @@ struct ckpt_chunk_info
 end
 ckpt_chunk_info() = ckpt_chunk_info(sizeof(ckpt_chunk_info), 0, ZERO_DIMS, ZERO_DIMS, NULL_CHARS, 0, 0)
 
+struct ckpt_export_options
+    struct_size::UInt32
+    max_shard_bytes::UInt64
+    keys::Ptr{Ptr{Cchar}}
+    key_count::UInt64
+    part_index::UInt32
+    part_count::UInt32
+    dtype::Int32
+end
+ckpt_export_options() = ckpt_export_options(sizeof(ckpt_export_options), 5_000_000_000, Ptr{Ptr{Cchar}}(C_NULL), 0,
+                                            0, 1, 0)
+
 # ---------------------------------------------------------------------------------------------------------------
 # Functions, in the order of the header. Handles are Ptr{Cvoid}; `err` is a ckpt_error_t* or C_NULL.
 # ---------------------------------------------------------------------------------------------------------------
@@ -387,5 +399,12 @@ ckpt_reader_metadata_at(reader, index, key, value, err) =
     @ccall $(ckptsym(:ckpt_reader_metadata_at))(reader::Ptr{Cvoid}, index::UInt64, key::Ptr{Ptr{Cchar}},
                                                 value::Ptr{Ptr{Cchar}}, err::Ptr{Cvoid})::Int32
 ckpt_reader_verify(reader, err) = @ccall $(ckptsym(:ckpt_reader_verify))(reader::Ptr{Cvoid}, err::Ptr{Cvoid})::Int32
+
+# Export to safetensors
+ckpt_export_options_init(opts, struct_size) =
+    @ccall $(ckptsym(:ckpt_export_options_init))(opts::Ptr{ckpt_export_options}, struct_size::UInt32)::Int32
+ckpt_export(checkpoint, out, opts, err) =
+    @ccall $(ckptsym(:ckpt_export))(checkpoint::Cstring, out::Cstring, opts::Ptr{ckpt_export_options},
+                                    err::Ptr{Cvoid})::Int32
 
 end # module LibCkpt

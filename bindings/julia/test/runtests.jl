@@ -43,6 +43,26 @@ function save_one_rank(ctx, path, tensors...)
     return done
 end
 
+"""The safetensors file at `path` as its JSON header (padding removed) and its data, which must start at a multiple
+of 4096 bytes, as ckpt aligns it."""
+function read_safetensors(path)
+    bytes = read(path)
+    data_start = 8 + Int(ltoh(reinterpret(UInt64, bytes[1:8])[1]))
+    @test data_start % 4096 == 0
+    return rstrip(String(bytes[9:data_start])), bytes[data_start+1:end]
+end
+
+"""The data of tensor `key` of a safetensors file, after checking that its header entry (compact JSON, as ckpt
+writes it) names `dtype` and `shape` ("[6,4]")."""
+function safetensors_tensor(header, data, key, dtype, shape)
+    entry = "\"$key\":{\"dtype\":\"$dtype\",\"shape\":$shape,\"data_offsets\":["
+    at = findfirst(entry, header)
+    @test at !== nothing
+    at === nothing && return UInt8[]
+    first_byte, end_byte = parse.(Int, split(split(header[last(at)+1:end], ']')[1], ','))
+    return data[first_byte+1:end_byte]
+end
+
 @testset "Ckpt" begin
 
 @testset "loaded library matches the header version" begin
@@ -78,7 +98,8 @@ end
                        (LibCkpt.ckpt_tensor_shard, LibCkpt.ckpt_tensor_shard_init),
                        (LibCkpt.ckpt_save_options, LibCkpt.ckpt_save_options_init),
                        (LibCkpt.ckpt_load_options, LibCkpt.ckpt_load_options_init),
-                       (LibCkpt.ckpt_manager_options, LibCkpt.ckpt_manager_options_init))
+                       (LibCkpt.ckpt_manager_options, LibCkpt.ckpt_manager_options_init),
+                       (LibCkpt.ckpt_export_options, LibCkpt.ckpt_export_options_init))
         filled = Ref{T}()
         @test init!(filled, sizeof(T)) == CKPT_OK
         @test filled[].struct_size == sizeof(T)
@@ -292,6 +313,45 @@ end
             @test failure_status(() -> Ckpt.tensor_info(reader, "absent")) == CKPT_E_NOT_FOUND
             @test Ckpt.verify(reader) === nothing
         end
+    end
+end
+
+@testset "export writes safetensors with each tensor whole, in C dimension order" begin
+    mktempdir() do dir
+        path = joinpath(dir, "checkpoint")
+        ctx = Context(rank = 0, world_size = 1)
+        weight = reshape(Float32.(1:24) .+ 0.25f0, 4, 6)
+        steps = Int64[10, 20, 30]
+        state = State()
+        add_tensor!(state, "weight", weight[:, 1:3]; global_shape = (4, 6))  # two chunks
+        add_tensor!(state, "weight", weight[:, 4:6]; global_shape = (4, 6), global_offset = (0, 3))
+        add_tensor!(state, "steps", steps)
+        request = Ckpt.save(ctx, state, path)
+        @test wait(request)
+        close(request)
+        close(state)
+        close(ctx)
+
+        out = joinpath(dir, "out.safetensors")
+        @test Ckpt.export_safetensors(path, out) === nothing
+        header, data = read_safetensors(out)
+        @test startswith(header, "{\"__metadata__\":{\"format\":\"pt\"}")
+        @test safetensors_tensor(header, data, "weight", "F32", "[6,4]") == reinterpret(UInt8, vec(weight))
+        @test safetensors_tensor(header, data, "steps", "I64", "[3]") == reinterpret(UInt8, steps)
+        @test length(data) == sizeof(weight) + sizeof(steps)
+
+        absent = joinpath(dir, "absent.safetensors")
+        @test failure_status(() -> Ckpt.export_safetensors(path, absent; keys = ["absent"])) == CKPT_E_NOT_FOUND
+        @test !ispath(absent)
+
+        halved = joinpath(dir, "bf16.safetensors")
+        Ckpt.export_safetensors(path, halved; keys = ["weight"], dtype = CKPT_DTYPE_BF16)
+        header, data = read_safetensors(halved)
+        @test !occursin("steps", header)
+        # Every weight value has at most 8 significant bits, so its BF16 is exactly the top half of its F32 bits.
+        bf16 = UInt16[reinterpret(UInt32, value) >> 16 for value in vec(weight)]
+        @test safetensors_tensor(header, data, "weight", "BF16", "[6,4]") == reinterpret(UInt8, bf16)
+        @test length(data) == sizeof(weight) ÷ 2
     end
 end
 

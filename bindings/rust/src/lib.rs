@@ -5,7 +5,7 @@
 //! other ranks. A checkpoint saved by any number of ranks, in any layout, loads on any other. A save returns as soon
 //! as the buffers are staged; the [`SaveRequest`] it returns reports when the checkpoint is committed. A [`Manager`]
 //! keeps numbered steps under one root directory, with a latest pointer and retention, and resumes from the latest.
-//! A [`Reader`] opens a checkpoint from a single process.
+//! A [`Reader`] opens a checkpoint from a single process, and [`export`] writes one out as safetensors.
 //!
 //! Every fallible call returns [`Result`], whose [`Error`] carries the library's status code and message. The raw
 //! C declarations are in [`sys`].
@@ -98,6 +98,7 @@ mod cmem;
 mod context;
 mod dtype;
 mod error;
+mod export;
 mod load;
 mod manager;
 mod reader;
@@ -109,6 +110,7 @@ pub mod sys;
 pub use context::{Context, ContextBuilder, LogLevel, Transport};
 pub use dtype::{Bf16Bits, DType, Element, F16Bits};
 pub use error::{Error, ErrorKind, Result};
+pub use export::{export, ExportOptions};
 pub use load::{LoadOptions, Strictness};
 pub use manager::{Manager, ManagerOptions};
 pub use reader::{CheckpointInfo, ChunkInfo, Chunks, Commons, Reader, TensorInfo, Tensors};

@@ -246,6 +246,20 @@ pub struct ckpt_chunk_info {
     pub byte_length: u64,
 }
 
+// Export to safetensors --------------------------------------------------------------------------------------------
+
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct ckpt_export_options {
+    pub struct_size: u32,
+    pub max_shard_bytes: u64,
+    pub keys: *const *const c_char,
+    pub key_count: u64,
+    pub part_index: u32,
+    pub part_count: u32,
+    pub dtype: i32,
+}
+
 /// `struct_size` of a struct, as its `_INIT` macro computes it.
 fn struct_size<T>() -> u32 {
     std::mem::size_of::<T>() as u32
@@ -327,6 +341,7 @@ init_from_library!(ckpt_tensor_shard, ckpt_tensor_shard_init);
 init_from_library!(ckpt_save_options, ckpt_save_options_init);
 init_from_library!(ckpt_load_options, ckpt_load_options_init);
 init_from_library!(ckpt_manager_options, ckpt_manager_options_init);
+init_from_library!(ckpt_export_options, ckpt_export_options_init);
 
 extern "C" {
     pub fn ckpt_version_number() -> u32;
@@ -518,6 +533,14 @@ extern "C" {
         err: *mut ckpt_error_t,
     ) -> i32;
     pub fn ckpt_reader_verify(reader: *mut ckpt_reader_t, err: *mut ckpt_error_t) -> i32;
+
+    pub fn ckpt_export_options_init(opts: *mut ckpt_export_options, struct_size: u32) -> i32;
+    pub fn ckpt_export(
+        checkpoint: *const c_char,
+        out: *const c_char,
+        opts: *const ckpt_export_options,
+        err: *mut ckpt_error_t,
+    ) -> i32;
 }
 
 #[cfg(test)]
@@ -566,6 +589,15 @@ mod tests {
         let opts = ckpt_load_options::init();
         assert_eq!(opts.struct_size as usize, size_of::<ckpt_load_options>());
         assert_eq!((opts.missing_keys, opts.unexpected_keys), (CKPT_STRICT_FAIL, CKPT_STRICT_LOG));
+    }
+
+    #[test]
+    fn export_options_init_matches_header_macro_and_rust_layout() {
+        let opts = ckpt_export_options::init();
+        assert_eq!(opts.struct_size as usize, size_of::<ckpt_export_options>());
+        assert_eq!(opts.max_shard_bytes, 5_000_000_000);
+        assert!(opts.keys.is_null());
+        assert_eq!((opts.key_count, opts.part_index, opts.part_count, opts.dtype), (0, 0, 1, 0));
     }
 
     #[test]

@@ -136,6 +136,7 @@ fn rust_layouts() -> BTreeMap<String, Layout> {
         }),
         layout!(ckpt_tensor_info { struct_size, key, dtype, ndim, shape, chunk_count }),
         layout!(ckpt_chunk_info { struct_size, ndim, offset, shape, file, file_offset, byte_length }),
+        layout!(ckpt_export_options { struct_size, max_shard_bytes, keys, key_count, part_index, part_count, dtype }),
     ])
 }
 
