@@ -35,6 +35,8 @@ FIGURES = [
     ("load_vs_fio_read", "ratio", "%.3f"),
     ("export_gibps", "GiB/s", "%.3f"),
     ("export_vs_fio_write", "ratio", "%.3f"),
+    ("safetensors_load_gibps", "GiB/s", "%.3f"),
+    ("safetensors_load_vs_fio_read", "ratio", "%.3f"),
     ("async_block_ms", "ms", "%.1f"),
     ("memcpy_ms", "ms", "%.1f"),
     ("async_block_vs_memcpy", "ratio", "%.2f"),
@@ -209,6 +211,8 @@ def run_figures(raw, state_gib, dedup_gib, reshard_gib):
     # An export reads the checkpoint and writes as much: the disk's write speed bounds it.
     f["export_gibps"] = state_gib / measured("export_seconds")
     f["export_vs_fio_write"] = f["export_gibps"] / f["fio_write_gibps"]
+    f["safetensors_load_gibps"] = state_gib / measured("safetensors_load_seconds")
+    f["safetensors_load_vs_fio_read"] = f["safetensors_load_gibps"] / f["fio_read_gibps"]
     f["async_block_ms"] = measured("async_block_ms")
     f["memcpy_ms"] = measured("memcpy_ms")
     f["async_block_vs_memcpy"] = f["async_block_ms"] / max(f["memcpy_ms"], 1e-6)
@@ -247,8 +251,9 @@ def report(path, state_mib, dedup_mib, reshard_mib):
         comments.append("arena: not reported by this library version")
     comments.extend(parallel_load_comments(ordered, per_run))
     if len(per_run) > 1:
-        for name in ("save_vs_fio_write", "load_vs_fio_read", "export_vs_fio_write", "async_block_vs_memcpy", "dedup_save_vs_fio_write",
-                     "reshard_load_vs_fio_read", "exchange_vs_ucx_perftest", "d2h_stage_vs_memcpy"):
+        for name in ("save_vs_fio_write", "load_vs_fio_read", "export_vs_fio_write", "safetensors_load_vs_fio_read",
+                     "async_block_vs_memcpy", "dedup_save_vs_fio_write", "reshard_load_vs_fio_read",
+                     "exchange_vs_ucx_perftest", "d2h_stage_vs_memcpy"):
             if all(name in f for f in per_run):
                 comments.append("%s per run: %s" % (name, " ".join("%.3f" % f[name] for f in per_run)))
     for comment in comments:
