@@ -402,7 +402,10 @@ typedef struct ckpt_load_options {
 CKPT_API int32_t ckpt_load_options_init(ckpt_load_options* opts, uint32_t struct_size);
 
 /* Collective. Fills every registered buffer of `state` from the checkpoint at `path`, whatever layout and number of
- * ranks saved it; flattened and regular shards mix freely. Every block read is checked against its checksum. A
+ * ranks saved it; flattened and regular shards mix freely. Every block read is checked against its checksum.
+ * `path` may also be safetensors weights: a .safetensors file, a Hugging Face directory (model.safetensors, or
+ * numbered files and model.safetensors.index.json) or that index file; their bytes carry no checksums and are read
+ * unverified, and a malformed header or index is CKPT_E_CORRUPT. A
  * failure on any rank fails the load on every rank. Returns CKPT_OK, CKPT_E_NOT_FOUND (no checkpoint at path),
  * CKPT_E_MISMATCH (missing or unexpected keys under CKPT_STRICT_FAIL, dtype or shape differences that the shard's
  * flags do not allow), CKPT_E_CORRUPT (a checksum, truncated file, or malformed manifest: the message names the
@@ -458,8 +461,9 @@ CKPT_API int32_t ckpt_manager_step_path(const ckpt_manager_t* manager, uint64_t 
 
 typedef struct ckpt_reader ckpt_reader_t;
 
-/* Opens a committed checkpoint and validates its manifest. CKPT_E_NOT_FOUND, CKPT_E_CORRUPT (including a foreign
- * or truncated MANIFEST), CKPT_E_VERSION. */
+/* Opens a committed checkpoint and validates its manifest, or safetensors weights as ckpt_load takes them (one
+ * chunk per tensor; verify then checks only that every file holds its bytes). CKPT_E_NOT_FOUND, CKPT_E_CORRUPT
+ * (including a foreign or truncated MANIFEST, a malformed safetensors header), CKPT_E_VERSION. */
 CKPT_API int32_t ckpt_reader_open(const char* path, ckpt_reader_t** out, ckpt_error_t* err);
 CKPT_API void ckpt_reader_free(ckpt_reader_t* reader);
 
