@@ -1,10 +1,8 @@
 // The export functions of include/ckpt.h: any process, no collective.
-#include <memory>
 #include <string>
 
 #include "ckpt.h"
 #include "runtime/capi_internal.h"
-#include "runtime/reader.h"
 #include "runtime/safetensors_export.h"
 
 using ckpt::Status;
@@ -30,8 +28,7 @@ int32_t ckpt_export(const char* checkpoint, const char* out, const ckpt_export_o
     options.part_index = given.part_index;
     options.part_count = given.part_count;
     options.dtype = given.dtype;
-    ASSIGN_OR_RETURN(std::unique_ptr<rt::CheckpointReader> reader, rt::CheckpointReader::Open(checkpoint));
-    return rt::ExportSafetensors(*reader, out, options).status();
+    return rt::ExportSafetensors(checkpoint, out, options).status();
   });
 }
 

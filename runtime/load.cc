@@ -329,14 +329,13 @@ Status ReadObjectsAndCommon(CheckpointFiles& files, State& state, const Match& m
   return Status::Ok();
 }
 
-}  // namespace
-
-Status Load(Context& ctx, State& state, const std::string& path, const LoadSettings& settings) {
+// Every rank takes part in the collective steps even when its own source could not be opened (`opened` says why).
+Status LoadOpened(Context& ctx, State& state, const CheckpointSource* source, const Status& opened,
+                  const std::string& path, const LoadSettings& settings) {
   const std::string context = "loading '" + path + "'";
-  Result<CheckpointSource> source = OpenCheckpointSource(path);
-  const std::string& dir = source.ok() ? source->dir : path;
-  const Manifest* manifest = source.ok() ? &source->manifest : nullptr;
-  Result<Match> match = source.ok() ? MatchState(state, *manifest) : Result<Match>(source.status());
+  const std::string& dir = source != nullptr ? source->dir : path;
+  const Manifest* manifest = source != nullptr ? &source->manifest : nullptr;
+  Result<Match> match = source != nullptr ? MatchState(state, *manifest) : Result<Match>(opened);
   Status local = match.status();
   if (local.ok()) local = Judge(ctx, settings.missing_keys, match->missing, "keys missing from the checkpoint", true);
   std::vector<CastShard> casts;
@@ -379,6 +378,18 @@ Status Load(Context& ctx, State& state, const std::string& path, const LoadSetti
   if (read.ok()) read = ReadObjectsAndCommon(files, state, *match, *manifest);
   ctx.stats().bytes_read += files.bytes_read() + tensor_bytes;
   return Agree(ctx.control(), "load (outcome)", read).WithContext(context);
+}
+
+}  // namespace
+
+Status Load(Context& ctx, State& state, const std::string& path, const LoadSettings& settings) {
+  Result<CheckpointSource> source = OpenCheckpointSource(path);
+  return LoadOpened(ctx, state, source.ok() ? &*source : nullptr, source.status(), path, settings);
+}
+
+Status Load(Context& ctx, State& state, const CheckpointSource& source, const std::string& path,
+            const LoadSettings& settings) {
+  return LoadOpened(ctx, state, &source, Status::Ok(), path, settings);
 }
 
 }  // namespace ckpt::runtime

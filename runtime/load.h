@@ -6,6 +6,7 @@
 #include <string>
 
 #include "common/status.h"
+#include "runtime/checkpoint_source.h"
 #include "runtime/context.h"
 #include "runtime/state.h"
 
@@ -21,5 +22,9 @@ struct LoadSettings {
 // Collective. Fills the state's buffers, objects and common entries from the checkpoint at `path`; the bytes it
 // read, sent and received are added to the context's statistics.
 Status Load(Context& ctx, State& state, const std::string& path, const LoadSettings& settings);
+// The same from a source already opened (OpenCheckpointSource), as a series of loads from one checkpoint does;
+// `path` names it in messages.
+Status Load(Context& ctx, State& state, const CheckpointSource& source, const std::string& path,
+            const LoadSettings& settings);
 
 }  // namespace ckpt::runtime

@@ -1,6 +1,6 @@
 // Export of a committed checkpoint to safetensors: one file, or the Hugging Face sharded layout (numbered files
 // and model.safetensors.index.json). Tensors are written whole, merged from however many chunks saved them, and
-// streamed through a bounded window, so memory does not grow with the largest tensor.
+// streamed through bounded windows (runtime/export_writer.h), so memory does not grow with the largest tensor.
 #pragma once
 
 #include <cstdint>
@@ -8,12 +8,13 @@
 #include <vector>
 
 #include "common/status.h"
-#include "runtime/reader.h"
 
 namespace ckpt::runtime {
 
 inline constexpr uint64_t kDefaultMaxShardBytes = 5'000'000'000;  // Hugging Face's usual "5GB"
 inline constexpr uint64_t kDefaultExportWindowBytes = 64ull << 20;
+// The staging arena of the export's own context, which its reads pass through.
+inline constexpr uint64_t kExportArenaBytes = 256ull << 20;
 // The data of every exported file starts at a multiple of this (the header is padded with spaces), so that the
 // files can be read with O_DIRECT.
 inline constexpr uint64_t kExportDataAlignment = 4096;
@@ -27,7 +28,7 @@ struct ExportOptions {
   // and part 0 also writes the index. Every process plans the same files, so each byte is written once.
   uint32_t part_index = 0;
   uint32_t part_count = 1;
-  uint64_t window_bytes = kDefaultExportWindowBytes;  // bytes read ahead of the writer, twice over
+  uint64_t window_bytes = kDefaultExportWindowBytes;  // filled while the one before is written (two in memory)
   // 0: as stored. A floating dtype (F16, BF16, F32, F64): floating tensors are converted to it, others kept.
   int32_t dtype = 0;
 };
@@ -54,6 +55,8 @@ struct ExportSummary {
 // place; an existing file of the same name is never replaced, and an output directory holding safetensors files or
 // an index that this export would not write is refused (kAlreadyExists), so that two models never mix. Objects and common entries are not
 // tensors and are left out. A tensor whose dtype safetensors cannot name is refused with kUnsupported.
-Result<ExportSummary> ExportSafetensors(CheckpointReader& reader, const std::string& out, const ExportOptions& options);
+// `checkpoint` is a ckpt checkpoint or safetensors weights (runtime/checkpoint_source.h).
+Result<ExportSummary> ExportSafetensors(const std::string& checkpoint, const std::string& out,
+                                        const ExportOptions& options);
 
 }  // namespace ckpt::runtime

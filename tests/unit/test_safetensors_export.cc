@@ -208,16 +208,21 @@ TEST_F(SafetensorsExportTest, ShardsAtTheMaximumSizeWithAnIndexNamingEveryTensor
   EXPECT_EQ(index->weight_map, expected);
 }
 
-TEST_F(SafetensorsExportTest, WindowsSmallerThanARowOrAnElementStillCopyEveryByte) {
+TEST_F(SafetensorsExportTest, TensorsSpanningWindowsAndElementsAcrossWindowEdgesCopyEveryByte) {
+  // After 3 bytes of I8 the F32 and F64 elements sit at odd offsets: window edges (multiples of 4096) cut elements.
+  tensors_.push_back({"f.odd", CKPT_DTYPE_I8, {3}, Pattern(3, 5), 1});
+  tensors_.push_back({"g.long", CKPT_DTYPE_F32, {3000}, Pattern(3000 * 4, 6), 1});
+  tensors_.push_back({"h.wide", CKPT_DTYPE_F64, {7, 300}, Pattern(7 * 300 * 8, 7), 4});
   Save();
-  auto reader = OpenReader();
-  for (uint64_t window : {1ull, 6ull, 9ull, 48ull, 100ull}) {
+  std::vector<std::string> keys = kAllKeys;
+  keys.insert(keys.end(), {"f.odd", "g.long", "h.wide"});
+  for (uint64_t window : {1ull, 4096ull, 8192ull, 12288ull}) {
     rt::ExportOptions options;
     options.window_bytes = window;
-    const std::string out = root_ + "/window-" + std::to_string(window) + ".safetensors";
-    auto summary = rt::ExportSafetensors(*reader, out, options);
+    const std::string name = "window-" + std::to_string(window) + ".safetensors";
+    auto summary = rt::ExportSafetensors(checkpoint_, root_ + "/" + name, options);
     ASSERT_TRUE(summary.ok()) << summary.status().message();
-    ExpectFileHolds(root_, "window-" + std::to_string(window) + ".safetensors", kAllKeys);
+    ExpectFileHolds(root_, name, keys);
   }
 }
 
@@ -292,13 +297,14 @@ TEST_F(SafetensorsExportTest, ADirectoryHoldingAnotherExportIsRefused) {
 }
 
 TEST_F(SafetensorsExportTest, FloatingTensorsConvertToTheDtypeAskedForAndOthersStayAsStored) {
+  tensors_.push_back({"g.long", CKPT_DTYPE_F32, {3000}, Pattern(3000 * 4, 6), 1});
   Save();
-  auto reader = OpenReader();
   rt::ExportOptions options;
   options.dtype = CKPT_DTYPE_F16;
-  options.window_bytes = 16;  // several windows per tensor, each converted on its own
+  options.window_bytes = 4096;  // several windows per tensor, each converted on its own
   const std::string out = root_ + "/half.safetensors";
-  ASSERT_TRUE(rt::ExportSafetensors(*reader, out, options).ok());
+  auto exported = rt::ExportSafetensors(checkpoint_, out, options);
+  ASSERT_TRUE(exported.ok()) << exported.status().message();
   auto header = rt::ReadSafetensorsHeader(root_, "half.safetensors");
   ASSERT_TRUE(header.ok()) << header.status().message();
   const std::string bytes = ReadFile(out);
@@ -317,7 +323,7 @@ TEST_F(SafetensorsExportTest, FloatingTensorsConvertToTheDtypeAskedForAndOthersS
     EXPECT_EQ(bytes.substr(header->data_start + t.begin, t.end - t.begin), expected) << t.key;
   }
   options.dtype = CKPT_DTYPE_I32;
-  auto refused = rt::ExportSafetensors(*reader, root_ + "/ints.safetensors", options);
+  auto refused = rt::ExportSafetensors(checkpoint_, root_ + "/ints.safetensors", options);
   ASSERT_FALSE(refused.ok());
   EXPECT_EQ(refused.status().code(), ckpt::Code::kInvalidArgument);
 }
