@@ -52,7 +52,7 @@ ckpt_python_test(python_safetensors_export test_safetensors.py::test_export_is_r
 ckpt_python_test(python_safetensors_export_never_replaces test_safetensors.py::test_export_refuses_to_replace_a_file)
 ckpt_python_test(python_safetensors_export_bf16_and_restore
                  test_safetensors.py::test_export_converts_float32_to_bfloat16_and_restores_straight_from_safetensors)
-ckpt_python_test(python_published_model_3_to_2_ranks_exported
+ckpt_python_test(python_published_model_3_to_2_ranks_exported_by_2
                  test_safetensors.py::test_published_model_on_3_ranks_resharded_to_2_and_exported_sharded)
 ckpt_python_test(jax_jit_save_ffi_2_processes test_jax_multiprocess.py::test_jit_save_through_the_ffi_custom_call JAX)
 ckpt_python_test(jax_no_main_replica_2_processes

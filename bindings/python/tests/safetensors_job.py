@@ -5,6 +5,8 @@
                                                   package's reading) and saves them natively as DIR/native-3
     safetensors_job.py reshard-columns MODEL DIR  (2 ranks) restores column blocks of DIR/native-3 (checked against
                                                   MODEL) and saves them natively as DIR/native-2
+    safetensors_job.py export-parts MODEL DIR     (any ranks) export DIR/native-2 to DIR/hf in 30 MB files, each rank
+                                                  writing its share of the files
 """
 
 import os
@@ -71,9 +73,18 @@ def reshard_columns(model, directory):
     print(f"rank {ctx.rank}: resharded {len(restored)} tensors by columns")
 
 
+def export_parts(model, directory):
+    del model  # the export reads the ckpt checkpoint; the test compares the result with the model
+    ctx = ckpt.Context()
+    ckpt.export(os.path.join(directory, "native-2"), os.path.join(directory, "hf"), max_shard_size=30_000_000,
+                part=(ctx.rank, ctx.world_size))
+    print(f"rank {ctx.rank}: exported part {ctx.rank} of {ctx.world_size}")
+
+
 def main(argv):
     command, model, directory = argv
-    {"import-rows": import_rows, "reshard-columns": reshard_columns}[command](model, directory)
+    {"import-rows": import_rows, "reshard-columns": reshard_columns, "export-parts": export_parts}[command](
+        model, directory)
     return 0
 
 
