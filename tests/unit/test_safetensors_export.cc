@@ -339,7 +339,7 @@ TEST_F(SafetensorsExportTest, ACorruptBlockFailsTheExportAndLeavesNoFile) {
   Save();
   auto reader = OpenReader();
   const rt::Manifest& manifest = reader->manifest();
-  const rt::ChunkRecord& chunk = manifest.tensors[0].chunks[0];
+  const rt::ChunkRecord chunk = manifest.tensors[0].chunks[0];
   const std::string data_file = checkpoint_ + "/" + manifest.files[chunk.bytes.file_index].name;
   reader.reset();
   std::fstream file(data_file, std::ios::in | std::ios::out | std::ios::binary);
