@@ -83,6 +83,29 @@ CLI::App* AddMeta(CLI::App& app, MetaOptions& options) {
   return meta;
 }
 
+CLI::App* AddDiff(CLI::App& app, DiffOptions& options) {
+  CLI::App* diff = AddVerb(app, "diff", "compare the tensors of two checkpoints, value by value",
+                           "Compares the tensors of A and B, which may be saved in different layouts or be safetensors\n"
+                           "weights: tensors only in one, dtype or shape differences, and per tensor `equal` or the\n"
+                           "maximum absolute difference (integers exactly, floating values in double). Reads each\n"
+                           "tensor in windows, never whole. Exit status 1 if anything differs.");
+  options.window_bytes = uint64_t{64} << 20;
+  AddParsedOption(
+      diff, "--window",
+      [&options](const std::string& text) {
+        const auto bytes = ParseSize(text);
+        if (!bytes || *bytes == 0) throw CLI::ValidationError("--window", "'" + text + "' is not a size such as 64MiB");
+        options.window_bytes = *bytes;
+      },
+      "bytes of one tensor read from each side at a time (default 64MiB)", "SIZE");
+  diff->add_flag("--json", options.json,
+                 "print one JSON object: equal, only_in_a, only_in_b, and per tensor result (equal, different, "
+                 "dtype, shape), differing_elements, max_abs_difference (null where NaN meets a number)");
+  diff->add_option("A", options.a, kDirHelp)->required();
+  diff->add_option("B", options.b, kDirHelp)->required();
+  return diff;
+}
+
 CLI::App* AddExport(CLI::App& app, ExportOptions& options) {
   CLI::App* command = AddVerb(app, "export", "write the tensors as safetensors",
                               "Writes the tensors (whole) as safetensors: OUT ending in .safetensors is one file, else a\n"
@@ -154,12 +177,14 @@ int main(int argc, char** argv) {
   VerifyOptions verify;
   CatOptions cat;
   MetaOptions meta;
+  DiffOptions diff;
   ExportOptions export_options;
   ImportOptions import_options;
   const CLI::App* ls_command = AddList(app, list);
   const CLI::App* verify_command = AddVerify(app, verify);
   const CLI::App* cat_command = AddCat(app, cat);
   const CLI::App* meta_command = AddMeta(app, meta);
+  const CLI::App* diff_command = AddDiff(app, diff);
   const CLI::App* export_command = AddExport(app, export_options);
   const CLI::App* import_command = AddImport(app, import_options);
   const CLI::App* version_command = app.add_subcommand("version", "print the library's version");
@@ -175,6 +200,7 @@ int main(int argc, char** argv) {
   if (verify_command->parsed()) return Verify(verify);
   if (cat_command->parsed()) return Cat(cat);
   if (meta_command->parsed()) return Meta(meta);
+  if (diff_command->parsed()) return Diff(diff);
   if (export_command->parsed()) return Export(export_options);
   if (import_command->parsed()) return Import(import_options);
   if (version_command->parsed()) {

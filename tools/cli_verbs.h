@@ -42,6 +42,15 @@ struct CatOptions {
 };
 int Cat(const CatOptions& options);
 
+// ckpt diff (tools/cli_diff.cc).
+struct DiffOptions {
+  std::string a;
+  std::string b;
+  uint64_t window_bytes = 0;  // what is read of one tensor, from each side, at a time
+  bool json = false;
+};
+int Diff(const DiffOptions& options);
+
 // ckpt export and ckpt import (tools/cli_convert.cc).
 struct ExportOptions {
   std::string dir;
