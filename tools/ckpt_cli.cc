@@ -6,7 +6,6 @@
 #include <ckpt.h>
 
 #include <CLI/CLI.hpp>
-
 #include <cinttypes>
 #include <cstdio>
 #include <sstream>
@@ -43,8 +42,7 @@ CLI::App* AddList(CLI::App& app, ListOptions& options) {
                          "names) and the directories of saves that did not commit. Changes nothing.");
   ls->add_flag("--chunks", options.chunks, "also list each tensor's stored chunks (box, file @ offset, bytes)");
   ls->add_flag("--json", options.json, "print one JSON object instead of text");
-  ls->add_option("DIR", options.dir, std::string(kDirHelp) + ", or a manager's root of step-N directories")
-      ->required();
+  ls->add_option("DIR", options.dir, std::string(kDirHelp) + ", or a manager's root of step-N directories")->required();
   return ls;
 }
 
@@ -84,11 +82,12 @@ CLI::App* AddMeta(CLI::App& app, MetaOptions& options) {
 }
 
 CLI::App* AddDiff(CLI::App& app, DiffOptions& options) {
-  CLI::App* diff = AddVerb(app, "diff", "compare the tensors of two checkpoints, value by value",
-                           "Compares the tensors of A and B, which may be saved in different layouts or be safetensors\n"
-                           "weights: tensors only in one, dtype or shape differences, and per tensor `equal` or the\n"
-                           "maximum absolute difference (integers exactly, floating values in double). Reads each\n"
-                           "tensor in windows, never whole. Exit status 1 if anything differs.");
+  CLI::App* diff =
+      AddVerb(app, "diff", "compare the tensors of two checkpoints, value by value",
+              "Compares the tensors of A and B, which may be saved in different layouts or be safetensors\n"
+              "weights: tensors only in one, dtype or shape differences, and per tensor `equal` or the\n"
+              "maximum absolute difference (integers exactly, floating values in double). Reads each\n"
+              "tensor in windows, never whole. Exit status 1 if anything differs.");
   options.window_bytes = uint64_t{64} << 20;
   AddParsedOption(
       diff, "--window",
@@ -107,10 +106,11 @@ CLI::App* AddDiff(CLI::App& app, DiffOptions& options) {
 }
 
 CLI::App* AddExport(CLI::App& app, ExportOptions& options) {
-  CLI::App* command = AddVerb(app, "export", "write the tensors as safetensors",
-                              "Writes the tensors (whole) as safetensors: OUT ending in .safetensors is one file, else a\n"
-                              "directory in the Hugging Face layout (model.safetensors, or numbered files of at most\n"
-                              "SIZE and an index).");
+  CLI::App* command =
+      AddVerb(app, "export", "write the tensors as safetensors",
+              "Writes the tensors (whole) as safetensors: OUT ending in .safetensors is one file, else a\n"
+              "directory in the Hugging Face layout (model.safetensors, or numbered files of at most\n"
+              "SIZE and an index).");
   AddParsedOption(
       command, "--max-shard-size",
       [&options](const std::string& text) {
@@ -141,8 +141,8 @@ CLI::App* AddExport(CLI::App& app, ExportOptions& options) {
       command, "--part",
       [&options](const std::string& text) {
         char rest = 0;
-        if (std::sscanf(text.c_str(), "%" SCNu32 "/%" SCNu32 "%c", &options.part_index, &options.part_count,
-                        &rest) != 2 ||
+        if (std::sscanf(text.c_str(), "%" SCNu32 "/%" SCNu32 "%c", &options.part_index, &options.part_count, &rest) !=
+                2 ||
             options.part_count == 0 || options.part_index >= options.part_count) {
           throw CLI::ValidationError("--part", "'" + text + "' is not I/N with 0 <= I < N");
         }
@@ -154,9 +154,10 @@ CLI::App* AddExport(CLI::App& app, ExportOptions& options) {
 }
 
 CLI::App* AddImport(CLI::App& app, ImportOptions& options) {
-  CLI::App* command = AddVerb(app, "import", "save safetensors weights as a checkpoint",
-                              "Saves safetensors weights (a .safetensors file, a Hugging Face directory or its index) as\n"
-                              "a ckpt checkpoint, with checksums.");
+  CLI::App* command =
+      AddVerb(app, "import", "save safetensors weights as a checkpoint",
+              "Saves safetensors weights (a .safetensors file, a Hugging Face directory or its index) as\n"
+              "a ckpt checkpoint, with checksums.");
   command->add_option("SOURCE", options.source, "the safetensors weights")->required();
   command->add_option("DIR", options.dir, "the checkpoint to create")->required();
   return command;

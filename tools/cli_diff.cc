@@ -101,8 +101,8 @@ void Compare(int32_t dtype, const unsigned char* a, const unsigned char* b, uint
 }
 
 // Reads both tensors window by window, the same boxes from each side; nothing after reporting a failed read.
-std::optional<Difference> CompareTensor(Checkpoint& a, Checkpoint& b, const std::string& key,
-                                        const TensorShape& tensor, uint64_t window_bytes) {
+std::optional<Difference> CompareTensor(Checkpoint& a, Checkpoint& b, const std::string& key, const TensorShape& tensor,
+                                        uint64_t window_bytes) {
   const uint64_t zero[CKPT_MAX_NDIM] = {0};
   const uint64_t element_size = ckpt_dtype_size(tensor.dtype);
   BoxWindows windows(tensor.ndim, zero, tensor.shape, element_size, window_bytes);
@@ -138,14 +138,15 @@ Outcome Describe(const std::string& key, const TensorShape& in_a, const TensorSh
   outcome.entry = {{"key", key}};
   if (in_a.dtype != in_b.dtype) {
     outcome.line = key + ": dtype " + ckpt_dtype_name(in_a.dtype) + " in A, " + ckpt_dtype_name(in_b.dtype) + " in B";
-    outcome.entry.update({{"result", "dtype"}, {"dtype_a", ckpt_dtype_name(in_a.dtype)},
-                          {"dtype_b", ckpt_dtype_name(in_b.dtype)}});
+    outcome.entry.update(
+        {{"result", "dtype"}, {"dtype_a", ckpt_dtype_name(in_a.dtype)}, {"dtype_b", ckpt_dtype_name(in_b.dtype)}});
     return outcome;
   }
   if (!in_a.SameShape(in_b)) {
     outcome.line = key + ": shape " + FormatShape(in_a.ndim, in_a.shape) + " in A, " +
                    FormatShape(in_b.ndim, in_b.shape) + " in B";
-    outcome.entry.update({{"result", "shape"}, {"shape_a", ShapeJson(in_a.ndim, in_a.shape)},
+    outcome.entry.update({{"result", "shape"},
+                          {"shape_a", ShapeJson(in_a.ndim, in_a.shape)},
                           {"shape_b", ShapeJson(in_b.ndim, in_b.shape)}});
     return outcome;
   }
@@ -163,9 +164,7 @@ Outcome Describe(const std::string& key, const TensorShape& in_a, const TensorSh
   const ElementKind kind = KindOf(in_a.dtype);
   const bool integral = kind == ElementKind::kUnsigned || kind == ElementKind::kSigned;
   // JSON has no NaN: null says that some element is NaN on one side only.
-  const json max = difference->nan ? json()
-                   : integral      ? json(difference->max_integer)
-                                   : json(difference->max_floating);
+  const json max = difference->nan ? json() : integral ? json(difference->max_integer) : json(difference->max_floating);
   outcome.entry["max_abs_difference"] = max;
   const std::string max_text = difference->nan ? "nan"
                                : integral      ? std::to_string(difference->max_integer)

@@ -82,9 +82,9 @@ double DecodeMiniFloat(const MiniFloat& format, uint32_t bits) {
     case MiniFloat::kNone:
       break;
   }
-  const double magnitude =
-      exponent == 0 ? std::ldexp(mantissa, 1 - format.bias - mantissa_bits)
-                    : std::ldexp(mantissa + (1u << mantissa_bits), static_cast<int>(exponent) - format.bias - mantissa_bits);
+  const double magnitude = exponent == 0 ? std::ldexp(mantissa, 1 - format.bias - mantissa_bits)
+                                         : std::ldexp(mantissa + (1u << mantissa_bits),
+                                                      static_cast<int>(exponent) - format.bias - mantissa_bits);
   return negative ? -magnitude : magnitude;
 }
 

@@ -124,11 +124,12 @@ int CatNpy(Checkpoint& checkpoint, const ckpt_tensor_info& tensor, const uint64_
   }
   const std::string header = NpyHeader(*descr, tensor.ndim, shape);
   bool write_failed = !WriteAll(out, header.data(), header.size());
-  int code = write_failed ? kExitFailed
-                          : StreamBox(checkpoint, tensor, offset, shape, [&](const unsigned char* data, uint64_t bytes) {
-                              write_failed = !WriteAll(out, data, bytes);
-                              return !write_failed;
-                            });
+  int code = write_failed
+                 ? kExitFailed
+                 : StreamBox(checkpoint, tensor, offset, shape, [&](const unsigned char* data, uint64_t bytes) {
+                     write_failed = !WriteAll(out, data, bytes);
+                     return !write_failed;
+                   });
   write_failed = std::fclose(out) != 0 || write_failed;
   if (write_failed) {
     std::fprintf(stderr, "ckpt: writing %s failed: %s\n", path.c_str(), std::strerror(errno));
@@ -194,8 +195,7 @@ int Verify(const VerifyOptions& options) {
   Failure failure;
   auto checkpoint = TryOpen(options.dir, &failure);
   if (checkpoint) {
-    if (const int32_t status = ckpt_reader_verify(checkpoint->reader.get(), checkpoint->err.get());
-        status != CKPT_OK) {
+    if (const int32_t status = ckpt_reader_verify(checkpoint->reader.get(), checkpoint->err.get()); status != CKPT_OK) {
       failure = {"verifying " + options.dir, status, ckpt_error_message(checkpoint->err.get())};
     }
   }

@@ -64,8 +64,10 @@ std::optional<json> CheckpointJson(Checkpoint& checkpoint, const ckpt_checkpoint
       return std::nullopt;
     }
     const auto bytes = BoxBytes(tensor.dtype, tensor.ndim, tensor.shape);
-    json entry = {{"key", tensor.key ? tensor.key : "?"},  {"dtype", ckpt_dtype_name(tensor.dtype)},
-                  {"shape", ShapeJson(tensor.ndim, tensor.shape)}, {"chunk_count", tensor.chunk_count},
+    json entry = {{"key", tensor.key ? tensor.key : "?"},
+                  {"dtype", ckpt_dtype_name(tensor.dtype)},
+                  {"shape", ShapeJson(tensor.ndim, tensor.shape)},
+                  {"chunk_count", tensor.chunk_count},
                   {"bytes", bytes ? json(*bytes) : json()}};
     if (with_chunks) {
       auto chunks = ChunksJson(checkpoint, t, tensor.chunk_count);
@@ -161,8 +163,8 @@ void PrintTensors(const json& tensors) {
       for (size_t d = 0; d < chunk["shape"].size(); ++d) {
         box += (d ? ", " : "") + chunk["offset"][d].dump() + ":" + chunk["shape"][d].dump();
       }
-      std::printf("      %s]  %s @%s  %s\n", box.c_str(), Text(chunk["file"]).c_str(), Text(chunk["file_offset"]).c_str(),
-                  FormatBytes(chunk["bytes"].get<uint64_t>()).c_str());
+      std::printf("      %s]  %s @%s  %s\n", box.c_str(), Text(chunk["file"]).c_str(),
+                  Text(chunk["file_offset"]).c_str(), FormatBytes(chunk["bytes"].get<uint64_t>()).c_str());
     }
   }
 }
@@ -300,15 +302,17 @@ void PrintRoot(const json& listing) {
   } else if (pointer == listing["latest"]) {
     std::printf("  latest -> step %s\n", Text(pointer).c_str());
   } else {
-    std::printf("  latest -> step %s (the `latest` pointer %s: a load takes the newest committed step)\n",
-                Text(listing["latest"]).c_str(),
-                pointer.is_null() ? "is missing or unreadable" : ("names step " + Text(pointer) + ", not committed").c_str());
+    std::printf(
+        "  latest -> step %s (the `latest` pointer %s: a load takes the newest committed step)\n",
+        Text(listing["latest"]).c_str(),
+        pointer.is_null() ? "is missing or unreadable" : ("names step " + Text(pointer) + ", not committed").c_str());
   }
   if (!listing["steps"].empty()) {
     std::printf("steps\n");
     std::vector<std::vector<std::string>> rows = {{"STEP", "BYTES", ""}};
     for (const json& s : listing["steps"]) {
-      rows.push_back({Text(s["step"]), FormatBytes(s["bytes"].get<uint64_t>()), s["latest"].get<bool>() ? "latest" : ""});
+      rows.push_back(
+          {Text(s["step"]), FormatBytes(s["bytes"].get<uint64_t>()), s["latest"].get<bool>() ? "latest" : ""});
     }
     for (const std::string& line : Columns(rows, {true, true, false})) std::printf("%s\n", line.c_str());
   }
@@ -316,7 +320,8 @@ void PrintRoot(const json& listing) {
     // A save still writing has a temporary directory too: the listing cannot tell it from a dead one's.
     std::printf("uncommitted (left by saves that did not commit, or being written now)\n");
     std::vector<std::vector<std::string>> rows;
-    for (const json& l : listing["uncommitted"]) rows.push_back({Text(l["name"]), FormatBytes(l["bytes"].get<uint64_t>())});
+    for (const json& l : listing["uncommitted"])
+      rows.push_back({Text(l["name"]), FormatBytes(l["bytes"].get<uint64_t>())});
     for (const std::string& line : Columns(rows, {false, true})) std::printf("%s\n", line.c_str());
   }
 }

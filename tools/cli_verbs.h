@@ -56,8 +56,8 @@ struct ExportOptions {
   std::string dir;
   std::string out;
   std::optional<uint64_t> max_shard_bytes;  // none: the library's default
-  std::vector<std::string> keys;  // empty: every tensor
-  int32_t dtype = 0;              // 0: as stored
+  std::vector<std::string> keys;            // empty: every tensor
+  int32_t dtype = 0;                        // 0: as stored
   uint32_t part_index = 0;
   uint32_t part_count = 1;
 };

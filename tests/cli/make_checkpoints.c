@@ -9,7 +9,6 @@
  * DIR must not exist yet.
  */
 #include <ckpt.h>
-
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -117,10 +116,14 @@ static int make_tensors(tensor* out, int flip) {
   static const struct {
     const char* key;
     int32_t dtype;
-  } formats[] = {{"f8.e4m3", CKPT_DTYPE_F8_E4M3},         {"f8.e5m2", CKPT_DTYPE_F8_E5M2},
-                 {"f8.e4m3fnuz", CKPT_DTYPE_F8_E4M3FNUZ}, {"f8.e5m2fnuz", CKPT_DTYPE_F8_E5M2FNUZ},
-                 {"f8.e4m3b11fnuz", CKPT_DTYPE_F8_E4M3B11FNUZ}, {"f8.e3m4", CKPT_DTYPE_F8_E3M4},
-                 {"f8.e4m3_ieee", CKPT_DTYPE_F8_E4M3_IEEE}, {"f8.e8m0", CKPT_DTYPE_F8_E8M0}};
+  } formats[] = {{"f8.e4m3", CKPT_DTYPE_F8_E4M3},
+                 {"f8.e5m2", CKPT_DTYPE_F8_E5M2},
+                 {"f8.e4m3fnuz", CKPT_DTYPE_F8_E4M3FNUZ},
+                 {"f8.e5m2fnuz", CKPT_DTYPE_F8_E5M2FNUZ},
+                 {"f8.e4m3b11fnuz", CKPT_DTYPE_F8_E4M3B11FNUZ},
+                 {"f8.e3m4", CKPT_DTYPE_F8_E3M4},
+                 {"f8.e4m3_ieee", CKPT_DTYPE_F8_E4M3_IEEE},
+                 {"f8.e8m0", CKPT_DTYPE_F8_E8M0}};
   for (size_t f = 0; f < sizeof formats / sizeof formats[0]; ++f) {
     out[n++] = (tensor){formats[f].key, formats[f].dtype, 1, {256, 0}, every_byte};
   }
