@@ -521,6 +521,12 @@ CKPT_API int32_t ckpt_reader_chunk(const ckpt_reader_t* reader, uint64_t tensor_
 CKPT_API int32_t ckpt_reader_read(ckpt_reader_t* reader, const char* key, uint32_t ndim, const uint64_t* offset,
                                   const uint64_t* shape, void* buffer, uint64_t buffer_size, ckpt_error_t* err);
 
+/* The i-th object, in key order (0 to object_count - 1): its key, its grid (`*grid_ndim` dimensions of
+ * `*grid_shape`, NULL for a grid of no dimension) and the bytes of all its pieces together; key and grid shape owned
+ * by the reader. CKPT_E_NOT_FOUND past the end. Since CKPT_2. */
+CKPT_API int32_t ckpt_reader_object_at(const ckpt_reader_t* reader, uint64_t index, const char** key,
+                                       uint32_t* grid_ndim, const uint64_t** grid_shape, uint64_t* bytes,
+                                       ckpt_error_t* err);
 /* The i-th common entry, in key order; key and bytes owned by the reader. */
 CKPT_API int32_t ckpt_reader_common_at(const ckpt_reader_t* reader, uint64_t index, const char** key, const void** data,
                                        uint64_t* size, ckpt_error_t* err);

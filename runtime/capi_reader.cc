@@ -103,6 +103,24 @@ int32_t ckpt_reader_read(ckpt_reader_t* reader, const char* key, uint32_t ndim, 
   });
 }
 
+int32_t ckpt_reader_object_at(const ckpt_reader_t* reader, uint64_t index, const char** key, uint32_t* grid_ndim,
+                              const uint64_t** grid_shape, uint64_t* bytes, ckpt_error_t* err) {
+  return Guard(err, [&]() -> Status {
+    if (reader == nullptr || key == nullptr || grid_ndim == nullptr || grid_shape == nullptr || bytes == nullptr) {
+      return NullArgument("reader, key, grid_ndim, grid_shape or bytes");
+    }
+    const auto& objects = reader->impl->manifest().objects;
+    if (index >= objects.size()) return ckpt::NotFound("object index " + std::to_string(index) + " out of range");
+    const rt::ObjectRecord& o = objects[index];
+    *key = o.key.c_str();
+    *grid_ndim = static_cast<uint32_t>(o.grid_shape.size());
+    *grid_shape = o.grid_shape.empty() ? nullptr : o.grid_shape.data();
+    *bytes = 0;
+    for (const auto& p : o.pieces) *bytes += p.bytes.byte_length;
+    return Status::Ok();
+  });
+}
+
 int32_t ckpt_reader_common_at(const ckpt_reader_t* reader, uint64_t index, const char** key, const void** data,
                               uint64_t* size, ckpt_error_t* err) {
   return Guard(err, [&]() -> Status {

@@ -84,7 +84,7 @@ echo "$out" | grep -Eq "^  attn\.qkv +F32 +\[8, 6\] +[0-9]+ +192$" &&
 echo "$out" | grep -Eq "^  mlp\.out +F64 +\[6, 10\] +[0-9]+ +480$" &&
 echo "$out" | grep -Eq "^  embed +I32 +\[8, 4\] +[0-9]+ +128$" &&
 echo "$out" | grep -Eq "^  step +8 B" &&
-echo "$out" | grep -q "metadata: 1 entry"
+echo "$out" | sed -n '/^metadata/,$p' | grep -qx "  layout"
 ]=])
 
 ckpt_cli_test(ckpt_cat_prints_a_box [=[

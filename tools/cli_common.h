@@ -1,9 +1,10 @@
-// What the `ckpt` tool's commands share: exit codes, owned handles, an opened checkpoint, error reports.
+// What the `ckpt` tool's verbs share: exit codes, owned handles, an opened checkpoint, error reports, formatting.
 #pragma once
 
 #include <ckpt.h>
 
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
@@ -11,7 +12,7 @@
 namespace ckpt_cli {
 
 constexpr int kExitOk = 0;
-constexpr int kExitFailed = 1;
+constexpr int kExitFailed = 1;  // the checkpoint cannot be read, fails verification, or differs (diff)
 constexpr int kExitUsage = 2;
 
 struct ErrorFree {
@@ -30,15 +31,40 @@ struct Checkpoint {
   ReaderPtr reader;
 };
 
-// Prints the message and the usage text; returns kExitUsage.
+// Why a call failed: what was being done, the status, the library's message.
+struct Failure {
+  std::string what;
+  int32_t status = CKPT_OK;
+  std::string message;
+};
+
+// Prints "ckpt: MESSAGE" and a pointer to --help; returns kExitUsage. For what only the verb can check (a box
+// against the tensor's rank); the parser reports the rest.
 int UsageError(const std::string& message);
 // Prints why a call failed and returns kExitFailed.
 int Report(const std::string& what, int32_t status, const ckpt_error_t* err);
-// Opens `dir` (a checkpoint or safetensors weights), or reports why it cannot and returns nothing.
+int Report(const Failure& failure);
+// Opens `dir` (a checkpoint or safetensors weights), or says why it cannot in `failure`.
+std::optional<Checkpoint> TryOpen(const std::string& dir, Failure* failure);
+// TryOpen, reporting a failure on standard error.
 std::optional<Checkpoint> Open(const std::string& dir);
+// The info of an open checkpoint, or a failure.
+std::optional<ckpt_checkpoint_info> Info(Checkpoint& checkpoint, Failure* failure);
+// The tensor named `key`, or nothing if the checkpoint has none (or cannot list its tensors).
+std::optional<ckpt_tensor_info> FindTensor(Checkpoint& checkpoint, const std::string& key);
 
-// ckpt export [flags] DIR OUT, and ckpt import [flags] SOURCE DIR (tools/cli_convert.cc).
-int Export(const std::string& dir, const std::string& out, const std::vector<std::string>& flags);
-int Import(const std::string& source, const std::string& dir, const std::vector<std::string>& flags);
+// Element count of a shape, or nothing if it overflows 64 bits.
+std::optional<uint64_t> ElementCount(uint32_t ndim, const uint64_t* shape);
+// Bytes of a box of `dtype` elements, or nothing if it overflows 64 bits.
+std::optional<uint64_t> BoxBytes(int32_t dtype, uint32_t ndim, const uint64_t* shape);
+std::string FormatShape(uint32_t ndim, const uint64_t* shape);
+std::string FormatBox(uint32_t ndim, const uint64_t* offset, const uint64_t* shape);
+// "12 B", "1.5 KiB", ...
+std::string FormatBytes(uint64_t bytes);
+// "1 tensor", "2 tensors".
+std::string Count(uint64_t count, const char* singular, const char* plural);
+nlohmann::json ShapeJson(uint32_t ndim, const uint64_t* shape);
+// Writes `value` to standard output, indented, with a final newline.
+void PrintJson(const nlohmann::json& value);
 
 }  // namespace ckpt_cli

@@ -1,4 +1,4 @@
-// `ckpt export` and `ckpt import`: between ckpt checkpoints and safetensors (tools/cli_common.h).
+// `ckpt export` and `ckpt import`: between ckpt checkpoints and safetensors (tools/cli_verbs.h).
 #include <fcntl.h>
 #include <strings.h>
 #include <sys/mman.h>
@@ -13,11 +13,10 @@
 #include <map>
 
 #include "tools/cli_common.h"
+#include "tools/cli_verbs.h"
 
 namespace ckpt_cli {
-namespace {
 
-// Parses a size such as 5GB, 500MB, 2GiB or 1000 (bytes), as Hugging Face writes max_shard_size.
 std::optional<uint64_t> ParseSize(const std::string& text) {
   uint64_t number = 0;
   const char* end = text.data() + text.size();
@@ -34,59 +33,32 @@ std::optional<uint64_t> ParseSize(const std::string& text) {
   return std::nullopt;
 }
 
-std::vector<std::string> SplitList(const std::string& text) {
-  std::vector<std::string> items;
-  size_t start = 0;
-  while (start <= text.size()) {
-    const size_t comma = std::min(text.find(',', start), text.size());
-    if (comma > start) items.push_back(text.substr(start, comma - start));
-    start = comma + 1;
-  }
-  return items;
-}
-
-// The CKPT_DTYPE_* code whose name (ckpt_dtype_name) is `name`, in any case: "bf16", "F32".
-std::optional<int32_t> DTypeNamed(const std::string& name) {
+std::optional<int32_t> ParseDtype(const std::string& name) {
   for (int32_t code = 1; ckpt_dtype_size(code) != 0; ++code) {
     if (strcasecmp(name.c_str(), ckpt_dtype_name(code)) == 0) return code;
   }
   return std::nullopt;
 }
 
-}  // namespace
-
-int Export(const std::string& dir, const std::string& out, const std::vector<std::string>& flags) {
+int Export(const ExportOptions& options) {
   ckpt_export_options opts = CKPT_EXPORT_OPTIONS_INIT;
-  std::vector<std::string> keys;
-  for (const std::string& flag : flags) {
-    const size_t equals = flag.find('=');
-    const std::string name = flag.substr(0, equals);
-    const std::string value = equals == std::string::npos ? "" : flag.substr(equals + 1);
-    if (name == "--max-shard-size" && ParseSize(value)) {
-      opts.max_shard_bytes = *ParseSize(value);
-    } else if (name == "--keys" && !value.empty()) {
-      keys = SplitList(value);
-    } else if (name == "--part" && std::sscanf(value.c_str(), "%u/%u", &opts.part_index, &opts.part_count) == 2) {
-      continue;
-    } else if (name == "--dtype" && DTypeNamed(value)) {
-      opts.dtype = *DTypeNamed(value);
-    } else {
-      return UsageError("export: cannot use '" + flag + "'");
-    }
-  }
+  if (options.max_shard_bytes) opts.max_shard_bytes = *options.max_shard_bytes;
+  opts.dtype = options.dtype;
+  opts.part_index = options.part_index;
+  opts.part_count = options.part_count;
   std::vector<const char*> key_pointers;
-  for (const std::string& key : keys) key_pointers.push_back(key.c_str());
+  for (const std::string& key : options.keys) key_pointers.push_back(key.c_str());
   opts.keys = key_pointers.empty() ? nullptr : key_pointers.data();
   opts.key_count = key_pointers.size();
   ckpt_error_t* err = nullptr;
   if (const int32_t status = ckpt_error_create(&err); status != CKPT_OK) return Report("creating an error", status, nullptr);
   const ErrorPtr owned(err);
   const auto started = std::chrono::steady_clock::now();
-  if (const int32_t status = ckpt_export(dir.c_str(), out.c_str(), &opts, err); status != CKPT_OK) {
-    return Report("exporting " + dir + " to " + out, status, err);
+  if (const int32_t status = ckpt_export(options.dir.c_str(), options.out.c_str(), &opts, err); status != CKPT_OK) {
+    return Report("exporting " + options.dir + " to " + options.out, status, err);
   }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-  std::printf("exported %s to %s in %.2f s\n", dir.c_str(), out.c_str(), seconds);
+  std::printf("exported %s to %s in %.2f s\n", options.dir.c_str(), options.out.c_str(), seconds);
   return kExitOk;
 }
 
@@ -153,8 +125,9 @@ struct RequestFree {
 
 }  // namespace
 
-int Import(const std::string& source, const std::string& dir, const std::vector<std::string>& flags) {
-  if (!flags.empty()) return UsageError("import: cannot use '" + flags[0] + "'");
+int Import(const ImportOptions& options) {
+  const std::string& source = options.source;
+  const std::string& dir = options.dir;
   auto checkpoint = Open(source);
   if (!checkpoint) return kExitFailed;
   ckpt_reader_t* reader = checkpoint->reader.get();

@@ -9,6 +9,7 @@ packages=(
   liburing-dev libucx-dev ucx-utils capnproto libcapnp-dev libxxhash-dev libisal-dev libssl-dev
   libgtest-dev libgmock-dev libbenchmark-dev fio openmpi-bin libopenmpi-dev
   nlohmann-json3-dev  # header-only JSON for the safetensors headers and Hugging Face index files
+  libcli11-dev  # header-only command-line parsing for the ckpt tool
   python3 python3-venv
   abigail-tools  # abidiff: the ABI of libckpt against the previous release's (tests/abi.cmake)
   clang libclang-rt-14-dev llvm

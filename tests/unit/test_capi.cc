@@ -318,6 +318,55 @@ TEST_F(CapiTest, SingleRankSaveAndReadBack) {
   std::system(("rm -rf " + std::string(dir_template)).c_str());
 }
 
+TEST_F(CapiTest, ReaderListsObjectsWithTheirGridAndBytes) {
+  char dir_template[] = "/tmp/ckpt-capi-XXXXXX";
+  ASSERT_NE(mkdtemp(dir_template), nullptr);
+  const std::string path = std::string(dir_template) + "/objects";
+  ckpt_context_options opts = CKPT_CONTEXT_OPTIONS_INIT;
+  opts.rank = 0;
+  opts.world_size = 1;
+  opts.io_workers = 0;
+  ckpt_context_t* ctx = nullptr;
+  ASSERT_EQ(ckpt_context_create(&opts, &ctx, err_), CKPT_OK) << message();
+  ckpt_state_t* state = nullptr;
+  ASSERT_EQ(ckpt_state_create(&state, err_), CKPT_OK);
+  // "rng" has two pieces of different sizes on a grid of 2; "config" one piece on a grid of no dimension.
+  char first[5] = "abcd", second[3] = "xy", config[7] = "config";
+  const uint64_t grid[1] = {2}, cell0[1] = {0}, cell1[1] = {1};
+  ASSERT_EQ(ckpt_state_add_object(state, "rng", 1, grid, cell0, first, 4, err_), CKPT_OK) << message();
+  ASSERT_EQ(ckpt_state_add_object(state, "rng", 1, grid, cell1, second, 2, err_), CKPT_OK) << message();
+  ASSERT_EQ(ckpt_state_add_object(state, "config", 0, nullptr, nullptr, config, 6, err_), CKPT_OK) << message();
+  ckpt_request_t* request = nullptr;
+  ASSERT_EQ(ckpt_save(ctx, state, path.c_str(), nullptr, &request, err_), CKPT_OK) << message();
+  ASSERT_EQ(ckpt_request_wait(request, 0, err_), CKPT_OK) << message();
+  ckpt_request_free(request);
+
+  ckpt_reader_t* reader = nullptr;
+  ASSERT_EQ(ckpt_reader_open(path.c_str(), &reader, err_), CKPT_OK) << message();
+  const char* key = nullptr;
+  uint32_t grid_ndim = 99;
+  const uint64_t* grid_shape = grid;
+  uint64_t bytes = 0;
+  ASSERT_EQ(ckpt_reader_object_at(reader, 0, &key, &grid_ndim, &grid_shape, &bytes, err_), CKPT_OK) << message();
+  EXPECT_STREQ(key, "config");
+  EXPECT_EQ(grid_ndim, 0u);
+  EXPECT_EQ(grid_shape, nullptr);
+  EXPECT_EQ(bytes, 6u);
+  ASSERT_EQ(ckpt_reader_object_at(reader, 1, &key, &grid_ndim, &grid_shape, &bytes, err_), CKPT_OK) << message();
+  EXPECT_STREQ(key, "rng");
+  ASSERT_EQ(grid_ndim, 1u);
+  EXPECT_EQ(grid_shape[0], 2u);
+  EXPECT_EQ(bytes, 6u);
+  EXPECT_EQ(ckpt_reader_object_at(reader, 2, &key, &grid_ndim, &grid_shape, &bytes, err_), CKPT_E_NOT_FOUND);
+  EXPECT_NE(message().find("object index 2"), std::string::npos) << message();
+  EXPECT_EQ(ckpt_reader_object_at(reader, 0, nullptr, &grid_ndim, &grid_shape, &bytes, err_),
+            CKPT_E_INVALID_ARGUMENT);
+  ckpt_reader_free(reader);
+  ckpt_state_free(state);
+  ckpt_context_free(ctx);
+  std::system(("rm -rf " + std::string(dir_template)).c_str());
+}
+
 TEST_F(CapiTest, ManagerListsItsCommittedStepsInOrder) {
   char dir_template[] = "/tmp/ckpt-capi-XXXXXX";
   ASSERT_NE(mkdtemp(dir_template), nullptr);

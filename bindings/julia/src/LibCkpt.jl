@@ -386,6 +386,10 @@ ckpt_reader_read(reader, key, ndim, offset, shape, buffer, buffer_size, err) =
     @ccall $(ckptsym(:ckpt_reader_read))(reader::Ptr{Cvoid}, key::Cstring, ndim::UInt32, offset::Ptr{UInt64},
                                          shape::Ptr{UInt64}, buffer::Ptr{Cvoid}, buffer_size::UInt64,
                                          err::Ptr{Cvoid})::Int32
+ckpt_reader_object_at(reader, index, key, grid_ndim, grid_shape, bytes, err) =
+    @ccall $(ckptsym(:ckpt_reader_object_at))(reader::Ptr{Cvoid}, index::UInt64, key::Ptr{Ptr{Cchar}},
+                                              grid_ndim::Ptr{UInt32}, grid_shape::Ptr{Ptr{UInt64}},
+                                              bytes::Ptr{UInt64}, err::Ptr{Cvoid})::Int32
 ckpt_reader_common_at(reader, index, key, data, size, err) =
     @ccall $(ckptsym(:ckpt_reader_common_at))(reader::Ptr{Cvoid}, index::UInt64, key::Ptr{Ptr{Cchar}},
                                               data::Ptr{Ptr{Cvoid}}, size::Ptr{UInt64}, err::Ptr{Cvoid})::Int32

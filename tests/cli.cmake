@@ -1,0 +1,209 @@
+# The ckpt tool's verbs on the checkpoints of tests/cli/make_checkpoints.c: listings (objects, metadata keys, a
+# manager's root), --json, cat --npy and the float8 formats read back by numpy and ml_dtypes, diff of two layouts
+# and of a changed element, --help and usage errors. (tests/examples.cmake runs the older verbs on the reshard
+# example's checkpoint.)
+
+find_package(Python3 COMPONENTS Interpreter)
+set(CKPT_CLI_CHECKPOINTS ${CMAKE_CURRENT_BINARY_DIR}/cli-checkpoints)
+
+add_executable(cli_make_checkpoints ${CMAKE_CURRENT_SOURCE_DIR}/cli/make_checkpoints.c)
+target_link_libraries(cli_make_checkpoints PRIVATE ckpt)
+set_target_properties(cli_make_checkpoints PROPERTIES C_STANDARD 99 C_EXTENSIONS OFF)
+target_compile_options(cli_make_checkpoints PRIVATE -Wall -Wextra)
+
+# Saving refuses an existing checkpoint, so every ctest run starts from an empty directory.
+add_test(NAME cli_make_checkpoints
+         COMMAND sh -c [=[rm -rf "$1" && exec "$0" "$1"]=] $<TARGET_FILE:cli_make_checkpoints> ${CKPT_CLI_CHECKPOINTS})
+set_tests_properties(cli_make_checkpoints PROPERTIES TIMEOUT 60 FIXTURES_SETUP cli_checkpoints)
+
+# ckpt_tool_test(NAME SCRIPT): the sh SCRIPT passes by exiting 0, or skips by exiting 77 after saying why, with
+# $0 = the ckpt tool, $1 = the directory make_checkpoints filled, $2 = the Python interpreter. A script that writes
+# does so under "$1/$name", its own.
+function(ckpt_tool_test name script)
+  add_test(NAME ${name} COMMAND sh -c "${script}" $<TARGET_FILE:ckpt_cli> ${CKPT_CLI_CHECKPOINTS}
+                                ${Python3_EXECUTABLE} ${name})
+  set_tests_properties(${name} PROPERTIES TIMEOUT 60 FIXTURES_REQUIRED cli_checkpoints SKIP_RETURN_CODE 77)
+endfunction()
+
+ckpt_tool_test(ckpt_ls_lists_objects_and_metadata_keys [=[
+out=$("$0" ls "$1/rows") || exit 1
+echo "$out"
+echo "$out" | grep -q "2 objects, 2 common entries" &&
+echo "$out" | grep -Eq "^  rng +\[2\] +24$" &&
+echo "$out" | grep -Eq "^  tokenizer +\[\] +7$" &&
+echo "$out" | grep -Eq "^  seed +8 B +0x2a000000ff001000$" &&
+echo "$out" | sed -n '/^metadata/,$p' | grep -qx "  run" &&
+echo "$out" | sed -n '/^metadata/,$p' | grep -qx "  layout"
+]=])
+
+ckpt_tool_test(ckpt_ls_lists_a_manager_root_and_changes_nothing [=[
+root="$1/$3"
+rm -rf "$root" && cp -r "$1/root" "$root" || exit 1
+mkdir "$root/step-000000000030.tmp-4242" "$root/step-000000000040" || exit 1
+echo partial > "$root/step-000000000030.tmp-4242/part"
+echo step-000000000020 > "$root/latest.tmp-77"
+before=$(find "$root" -exec ls -ld --time-style=full-iso {} + | sort)
+out=$("$0" ls "$root") || exit 1
+echo "$out"
+test "$before" = "$(find "$root" -exec ls -ld --time-style=full-iso {} + | sort)" || { echo "ls changed $root"; exit 1; }
+echo "$out" | grep -q "latest -> step 20$" &&
+echo "$out" | grep -Eq "^ +10 +[0-9]+ B$" &&
+echo "$out" | grep -Eq "^ +20 +[0-9]+ B +latest$" &&
+echo "$out" | grep -Eq "^  step-000000000030\.tmp-4242 +8 B$" &&
+echo "$out" | grep -Eq "^  step-000000000040 +0 B$" &&
+echo "$out" | grep -Eq "^  latest\.tmp-77 +18 B$" || exit 1
+# A pointer to a step that did not commit: a load takes the newest committed step, and ls says so.
+echo step-000000000040 > "$root/latest"
+"$0" ls "$root" | grep -q "latest -> step 20 (the .latest. pointer names step 40, not committed" || exit 1
+rm -rf "$root"
+]=])
+
+# Every --json output parses, and holds what the text shows; a failed verify is a result too (exit status 1).
+ckpt_tool_test(ckpt_json_output_parses [=[
+exec "$2" - "$0" "$1" <<'EOF'
+import json, subprocess, sys
+tool, root = sys.argv[1], sys.argv[2]
+def run(*args, code=0):
+    done = subprocess.run([tool, *args], capture_output=True, text=True)
+    assert done.returncode == code, (args, done.returncode, done.stderr)
+    return json.loads(done.stdout)
+listing = run("ls", "--json", "--chunks", root + "/rows")
+assert [o["key"] for o in listing["objects"]] == ["rng", "tokenizer"], listing["objects"]
+assert listing["objects"][0]["grid"] == [2] and listing["objects"][0]["bytes"] == 24
+assert listing["metadata"] == ["run", "layout"]
+weights = [t for t in listing["tensors"] if t["key"] == "weights"][0]
+assert weights["shape"] == [37, 24] and weights["dtype"] == "F32" and len(weights["chunks"]) == 2, weights
+steps = run("ls", "--json", root + "/root")
+assert [s["step"] for s in steps["steps"]] == [10, 20] and steps["latest"] == 20 and steps["uncommitted"] == []
+assert run("verify", "--json", root + "/rows") == {"path": root + "/rows", "ok": True}
+missing = run("verify", "--json", root + "/missing", code=1)
+assert missing["ok"] is False and missing["status"] == "CKPT_E_NOT_FOUND", missing
+assert run("meta", "--json", root + "/rows", "layout", "run") == {"layout": "rows", "run": "cli-test"}
+diff = run("diff", "--json", root + "/rows", root + "/flipped", code=1)
+assert diff["equal"] is False and diff["only_in_a"] == [] and diff["only_in_b"] == []
+different = [t for t in diff["tensors"] if t["result"] != "equal"]
+assert different == [{"key": "weights", "result": "different", "dtype": "F32", "shape": [37, 24],
+                      "elements": 888, "differing_elements": 1, "max_abs_difference": 0.25}], different
+assert run("diff", "--json", root + "/rows", root + "/columns")["equal"] is True
+EOF
+]=])
+
+# Each dtype numpy knows, a box, and a 0-d tensor: np.load gives the shape, and the bytes cat --raw writes; the
+# data starts 64-byte aligned. BF16 has no numpy dtype: refused, and no file is left.
+ckpt_tool_test(ckpt_cat_npy_reads_back_in_numpy [=[
+"$2" -c "import numpy" 2>/dev/null || { echo "$2 lacks numpy: not run"; exit 77; }
+work="$1/$3"
+rm -rf "$work" && mkdir -p "$work" || exit 1
+for spec in weights "weights 3:2,7:5" steps scalar mask c64 f16; do
+  name=$(echo "$spec" | tr ' :,' '___')
+  "$0" cat --npy "$work/$name.npy" "$1/rows" $spec || exit 1
+  "$0" cat --raw "$1/rows" $spec > "$work/$name.raw" || exit 1
+done
+"$0" cat --npy "$work/half.npy" "$1/rows" half 2> "$work/err"
+test $? -eq 2 && grep -q "numpy has no dtype for BF16" "$work/err" && test ! -e "$work/half.npy" ||
+  { cat "$work/err"; exit 1; }
+"$2" - "$work" <<'EOF' || exit 1
+import numpy as np, sys
+work = sys.argv[1]
+expected = {"weights": ((37, 24), np.float32), "weights_3_2_7_5": ((2, 5), np.float32), "steps": ((5,), np.int64),
+            "scalar": ((), np.float64), "mask": ((7,), np.bool_), "c64": ((3,), np.complex64),
+            "f16": ((6, 5), np.float16)}
+for name, (shape, dtype) in expected.items():
+    array = np.load(f"{work}/{name}.npy")
+    raw = open(f"{work}/{name}.raw", "rb").read()
+    data_offset = 10 + int.from_bytes(open(f"{work}/{name}.npy", "rb").read(10)[8:10], "little")
+    assert array.shape == shape and array.dtype == dtype, (name, array.shape, array.dtype)
+    assert array.tobytes() == raw and data_offset % 64 == 0, name
+assert np.load(f"{work}/weights_3_2_7_5.npy")[0, 0] == (3 * 24 + 7) * 0.5 - 100
+EOF
+rm -rf "$work"
+]=])
+
+# The text of every code of the float8 formats and of float4_e2m1fn is the value ml_dtypes gives it.
+ckpt_tool_test(ckpt_cat_prints_every_float8_code_as_ml_dtypes_reads_it [=[
+"$2" -c "import ml_dtypes" 2>/dev/null || { echo "$2 lacks ml_dtypes: not run"; exit 77; }
+exec "$2" - "$0" "$1/rows" <<'EOF'
+import ml_dtypes, numpy as np, subprocess, sys
+tool, checkpoint = sys.argv[1], sys.argv[2]
+formats = {"f8.e4m3": "float8_e4m3fn", "f8.e5m2": "float8_e5m2", "f8.e4m3fnuz": "float8_e4m3fnuz",
+           "f8.e5m2fnuz": "float8_e5m2fnuz", "f8.e4m3b11fnuz": "float8_e4m3b11fnuz", "f8.e3m4": "float8_e3m4",
+           "f8.e4m3_ieee": "float8_e4m3", "f8.e8m0": "float8_e8m0fnu", "f4.e2m1": "float4_e2m1fn"}
+for key, name in formats.items():
+    text = subprocess.run([tool, "cat", checkpoint, key], check=True, capture_output=True, text=True).stdout
+    printed = np.array(text.split(), dtype=np.float32)
+    codes = 16 if key.startswith("f4") else 256
+    expected = np.arange(codes, dtype=np.uint8).view(getattr(ml_dtypes, name)).astype(np.float32)
+    nan = np.isnan(expected)
+    assert np.array_equal(np.isnan(printed), nan), key
+    assert np.array_equal(printed[~nan], expected[~nan]), key
+    assert np.array_equal(np.signbit(printed[~nan]), np.signbit(expected[~nan])), key
+EOF
+]=])
+
+ckpt_tool_test(ckpt_cat_prints_and_writes_common_entries [=[
+test "$("$0" cat "$1/rows" config)" = "lr=0.1" &&
+test "$("$0" cat "$1/rows" seed)" = "2a000000ff001000" &&
+test "$("$0" cat --raw "$1/rows" seed | od -An -tx1 | tr -d ' \n')" = "2a000000ff001000" || exit 1
+"$0" cat "$1/rows" config 0:1
+test $? -eq 2 || exit 1
+"$0" cat "$1/rows" no-such-key
+test $? -eq 1
+]=])
+
+# The same values saved as row blocks and as column blocks: equal, read in whole tensors or in windows as small as
+# 64 bytes (a part of one row) or one element.
+ckpt_tool_test(ckpt_diff_of_two_layouts_is_equal [=[
+for window in "" --window=64 "--window 1"; do
+  out=$("$0" diff $window "$1/rows" "$1/columns") || { echo "$out"; echo "diff $window: exit $?"; exit 1; }
+  test "$(echo "$out" | grep -c ": equal$")" -eq 16 || { echo "$out"; exit 1; }
+  echo "$out" | tail -n 1 | grep -qx "the tensors are equal" || exit 1
+done
+]=])
+
+ckpt_tool_test(ckpt_diff_reports_the_changed_element [=[
+for window in "" --window=64; do
+  out=$("$0" diff $window "$1/rows" "$1/flipped")
+  code=$?
+  echo "$out"
+  test $code -eq 1 || { echo "exit $code, expected 1"; exit 1; }
+  test "$(echo "$out" | grep -v ": equal$" | sed 1,2d)" = "weights: max abs difference 0.25 (1 of 888 elements differ)
+the tensors differ" || exit 1
+done
+]=])
+
+# Safetensors on one side: exported tensors compare equal, those left out are only in A, and a tensor exported
+# in another dtype is reported as such.
+ckpt_tool_test(ckpt_diff_compares_a_checkpoint_with_safetensors [=[
+work="$1/$3"
+rm -rf "$work" && mkdir -p "$work" || exit 1
+"$0" export --keys=weights,steps,half "$1/rows" "$work/same.safetensors" >/dev/null || exit 1
+"$0" export --keys weights,half --dtype f32 "$1/rows" "$work/f32.safetensors" >/dev/null || exit 1
+out=$("$0" diff "$1/rows" "$work/same.safetensors")
+test $? -eq 1 || { echo "$out"; exit 1; }
+echo "$out" | grep -qx "weights: equal" && echo "$out" | grep -qx "steps: equal" &&
+echo "$out" | grep -qx "half: equal" && echo "$out" | grep -qx "only in A: scalar" || { echo "$out"; exit 1; }
+out=$("$0" diff "$work/same.safetensors" "$work/f32.safetensors")
+test $? -eq 1 || { echo "$out"; exit 1; }
+echo "$out" | grep -qx "half: dtype BF16 in A, F32 in B" && echo "$out" | grep -qx "only in A: steps" ||
+  { echo "$out"; exit 1; }
+rm -rf "$work"
+]=])
+
+ckpt_tool_test(ckpt_help_of_every_verb_exits_0 [=[
+out=$("$0" --help) || exit 1
+for verb in ls verify cat meta diff export import version; do
+  echo "$out" | grep -Eq "^  $verb " || { echo "--help does not list $verb"; exit 1; }
+  "$0" $verb --help | grep -q "^Usage: ckpt $verb" || { echo "ckpt $verb --help failed"; exit 1; }
+done
+echo "$out" | grep -q "Exit status: 0 on success; 1 if" && echo "$out" | grep -q "2 on usage errors"
+]=])
+
+ckpt_tool_test(ckpt_cli_usage_errors_exit_2 [=[
+for args in "diff $1/rows" "cat --raw --npy x $1/rows weights" "cat $1/rows weights 0:1" "cat $1/rows weights 0:38,0:1" \
+            "cat --npy x $1/rows seed" "export --part=2/2 $1/rows o" "export --max-shard-size=5XB $1/rows o" \
+            "diff --window=0 $1/rows $1/rows" "meta $1/rows" "verify --chunks $1/rows" "ls $1/rows $1/rows"; do
+  "$0" $args 2>/dev/null
+  code=$?
+  test "$code" -eq 2 || { echo "ckpt $args exited $code, expected 2"; exit 1; }
+done
+]=])

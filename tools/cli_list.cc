@@ -1,0 +1,348 @@
+// `ckpt ls`: what a checkpoint holds, or which steps a manager's root holds (tools/cli_verbs.h). Both are gathered
+// as JSON first, so that --json and the text show the same facts.
+#include <algorithm>
+#include <cinttypes>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <system_error>
+
+#include "tools/cli_common.h"
+#include "tools/cli_verbs.h"
+
+namespace ckpt_cli {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+// Short printable view of common bytes: quoted text if printable, else hex if short, else nothing.
+std::string PreviewBytes(const void* data, uint64_t size) {
+  const auto* bytes = static_cast<const unsigned char*>(data);
+  bool printable = size > 0 && size <= 48;
+  for (uint64_t i = 0; printable && i < size; ++i) printable = bytes[i] >= 0x20 && bytes[i] < 0x7f;
+  if (printable) return "\"" + std::string(reinterpret_cast<const char*>(bytes), size) + "\"";
+  if (size == 0 || size > 16) return "";
+  std::string hex = "0x";
+  char pair[3];
+  for (uint64_t i = 0; i < size; ++i) {
+    std::snprintf(pair, sizeof(pair), "%02x", bytes[i]);
+    hex += pair;
+  }
+  return hex;
+}
+
+std::optional<json> ChunksJson(Checkpoint& checkpoint, uint64_t tensor_index, uint64_t chunk_count) {
+  json chunks = json::array();
+  for (uint64_t c = 0; c < chunk_count; ++c) {
+    ckpt_chunk_info chunk = CKPT_CHUNK_INFO_INIT;
+    if (const int32_t status =
+            ckpt_reader_chunk(checkpoint.reader.get(), tensor_index, c, &chunk, checkpoint.err.get());
+        status != CKPT_OK) {
+      Report("reading chunk " + std::to_string(c) + " of tensor " + std::to_string(tensor_index), status,
+             checkpoint.err.get());
+      return std::nullopt;
+    }
+    chunks.push_back({{"offset", ShapeJson(chunk.ndim, chunk.offset)},
+                      {"shape", ShapeJson(chunk.ndim, chunk.shape)},
+                      {"file", chunk.file ? chunk.file : "?"},
+                      {"file_offset", chunk.file_offset},
+                      {"bytes", chunk.byte_length}});
+  }
+  return chunks;
+}
+
+// Every section of the listing, or nothing after reporting why a part cannot be read.
+std::optional<json> CheckpointJson(Checkpoint& checkpoint, const ckpt_checkpoint_info& info, bool with_chunks) {
+  ckpt_reader_t* reader = checkpoint.reader.get();
+  ckpt_error_t* err = checkpoint.err.get();
+  json tensors = json::array(), objects = json::array(), common = json::array(), metadata = json::array();
+  for (uint64_t t = 0; t < info.tensor_count; ++t) {
+    ckpt_tensor_info tensor = CKPT_TENSOR_INFO_INIT;
+    if (const int32_t status = ckpt_reader_tensor(reader, t, &tensor, err); status != CKPT_OK) {
+      Report("reading tensor " + std::to_string(t), status, err);
+      return std::nullopt;
+    }
+    const auto bytes = BoxBytes(tensor.dtype, tensor.ndim, tensor.shape);
+    json entry = {{"key", tensor.key ? tensor.key : "?"},
+                  {"dtype", ckpt_dtype_name(tensor.dtype)},
+                  {"shape", ShapeJson(tensor.ndim, tensor.shape)},
+                  {"chunk_count", tensor.chunk_count},
+                  {"bytes", bytes ? json(*bytes) : json()}};
+    if (with_chunks) {
+      auto chunks = ChunksJson(checkpoint, t, tensor.chunk_count);
+      if (!chunks) return std::nullopt;
+      entry["chunks"] = std::move(*chunks);
+    }
+    tensors.push_back(std::move(entry));
+  }
+  for (uint64_t i = 0; i < info.object_count; ++i) {
+    const char* key = nullptr;
+    uint32_t grid_ndim = 0;
+    const uint64_t* grid_shape = nullptr;
+    uint64_t bytes = 0;
+    if (const int32_t status = ckpt_reader_object_at(reader, i, &key, &grid_ndim, &grid_shape, &bytes, err);
+        status != CKPT_OK) {
+      Report("reading object " + std::to_string(i), status, err);
+      return std::nullopt;
+    }
+    objects.push_back({{"key", key}, {"grid", ShapeJson(grid_ndim, grid_shape)}, {"bytes", bytes}});
+  }
+  for (uint64_t i = 0; i < info.common_count; ++i) {
+    const char* key = nullptr;
+    const void* data = nullptr;
+    uint64_t size = 0;
+    if (const int32_t status = ckpt_reader_common_at(reader, i, &key, &data, &size, err); status != CKPT_OK) {
+      Report("reading common entry " + std::to_string(i), status, err);
+      return std::nullopt;
+    }
+    common.push_back({{"key", key}, {"bytes", size}, {"preview", PreviewBytes(data, size)}});
+  }
+  for (uint64_t i = 0; i < info.metadata_count; ++i) {
+    const char* key = nullptr;
+    const char* value = nullptr;
+    if (const int32_t status = ckpt_reader_metadata_at(reader, i, &key, &value, err); status != CKPT_OK) {
+      Report("reading metadata entry " + std::to_string(i), status, err);
+      return std::nullopt;
+    }
+    metadata.push_back(key);
+  }
+  return json{{"path", checkpoint.dir},
+              {"format", std::to_string(info.format_major) + "." + std::to_string(info.format_minor)},
+              {"world_size", info.world_size},
+              {"node_count", info.node_count},
+              {"data_files", info.file_count},
+              {"total_bytes", info.total_bytes},
+              {"tensors", std::move(tensors)},
+              {"objects", std::move(objects)},
+              {"common", std::move(common)},
+              {"metadata", std::move(metadata)}};
+}
+
+std::string Text(const json& value) { return value.is_string() ? value.get<std::string>() : value.dump(); }
+
+std::string ShapeText(const json& shape) {
+  std::string text = "[";
+  for (size_t d = 0; d < shape.size(); ++d) text += (d ? ", " : "") + shape[d].dump();
+  return text + "]";
+}
+
+// `rows` as lines of columns, each column as wide as its widest cell.
+std::vector<std::string> Columns(const std::vector<std::vector<std::string>>& rows,
+                                 const std::vector<bool>& right_aligned) {
+  std::vector<size_t> width(right_aligned.size(), 0);
+  for (const auto& row : rows) {
+    for (size_t c = 0; c < row.size(); ++c) width[c] = std::max(width[c], row[c].size());
+  }
+  std::vector<std::string> lines;
+  for (const auto& row : rows) {
+    std::string line;
+    for (size_t c = 0; c < row.size(); ++c) {
+      const std::string padding(width[c] - row[c].size(), ' ');
+      line += "  " + (right_aligned[c] ? padding + row[c] : row[c] + padding);
+    }
+    line.erase(line.find_last_not_of(' ') + 1);  // an empty last cell leaves no trailing blanks
+    lines.push_back(std::move(line));
+  }
+  return lines;
+}
+
+void PrintTensors(const json& tensors) {
+  std::vector<std::vector<std::string>> rows = {{"KEY", "DTYPE", "SHAPE", "CHUNKS", "BYTES"}};
+  for (const json& t : tensors) {
+    rows.push_back({Text(t["key"]), Text(t["dtype"]), ShapeText(t["shape"]), Text(t["chunk_count"]),
+                    t["bytes"].is_null() ? "overflow" : Text(t["bytes"])});
+  }
+  const std::vector<std::string> lines = Columns(rows, {false, false, false, true, false});
+  std::printf("tensors\n%s\n", lines[0].c_str());
+  for (size_t t = 0; t < tensors.size(); ++t) {
+    std::printf("%s\n", lines[t + 1].c_str());
+    if (!tensors[t].contains("chunks")) continue;
+    for (const json& chunk : tensors[t]["chunks"]) {
+      std::string box = "[";
+      for (size_t d = 0; d < chunk["shape"].size(); ++d) {
+        box += (d ? ", " : "") + chunk["offset"][d].dump() + ":" + chunk["shape"][d].dump();
+      }
+      std::printf("      %s]  %s @%s  %s\n", box.c_str(), Text(chunk["file"]).c_str(),
+                  Text(chunk["file_offset"]).c_str(), FormatBytes(chunk["bytes"].get<uint64_t>()).c_str());
+    }
+  }
+}
+
+void PrintCheckpoint(const json& listing, const ckpt_checkpoint_info& info) {
+  std::printf("checkpoint %s\n", listing["path"].get<std::string>().c_str());
+  std::printf("  format %u.%u, saved by %s on %s\n", info.format_major, info.format_minor,
+              Count(info.world_size, "rank", "ranks").c_str(), Count(info.node_count, "node", "nodes").c_str());
+  std::printf("  %s, %s, %s, %s, %s of data\n", Count(info.tensor_count, "tensor", "tensors").c_str(),
+              Count(info.object_count, "object", "objects").c_str(),
+              Count(info.common_count, "common entry", "common entries").c_str(),
+              Count(info.file_count, "data file", "data files").c_str(), FormatBytes(info.total_bytes).c_str());
+  if (!listing["tensors"].empty()) PrintTensors(listing["tensors"]);
+  if (!listing["objects"].empty()) {
+    std::printf("objects\n");
+    std::vector<std::vector<std::string>> rows = {{"KEY", "GRID", "BYTES"}};
+    for (const json& o : listing["objects"]) rows.push_back({Text(o["key"]), ShapeText(o["grid"]), Text(o["bytes"])});
+    for (const std::string& line : Columns(rows, {false, false, true})) std::printf("%s\n", line.c_str());
+  }
+  if (!listing["common"].empty()) {
+    std::printf("common\n");
+    std::vector<std::vector<std::string>> rows;
+    for (const json& c : listing["common"]) {
+      rows.push_back({Text(c["key"]), FormatBytes(c["bytes"].get<uint64_t>()), Text(c["preview"])});
+    }
+    for (const std::string& line : Columns(rows, {false, true, false})) std::printf("%s\n", line.c_str());
+  }
+  if (!listing["metadata"].empty()) {
+    std::printf("metadata (print a value with: ckpt meta %s KEY)\n", listing["path"].get<std::string>().c_str());
+    for (const json& key : listing["metadata"]) std::printf("  %s\n", Text(key).c_str());
+  }
+}
+
+// A manager's root, as runtime/manager.cc lays it out: committed steps are "step-<12 digits>" directories holding
+// a MANIFEST, `latest` holds the published step's directory name and a newline, and what did not commit is a step
+// directory without MANIFEST or a name with ".tmp-" after a step's name or "latest". The tool reads the layout
+// itself because ckpt_manager_open, which knows it too, removes leftovers: `ls` changes nothing.
+constexpr char kStepPrefix[] = "step-";
+constexpr char kTemporaryInfix[] = ".tmp-";
+constexpr char kLatestName[] = "latest";
+constexpr char kManifestName[] = "MANIFEST";
+
+// The step that directory `name` holds: only the canonical spelling counts, as in the manager.
+std::optional<uint64_t> ParseStepName(const std::string& name) {
+  if (name.rfind(kStepPrefix, 0) != 0) return std::nullopt;
+  uint64_t step = 0;
+  const std::string digits = name.substr(sizeof(kStepPrefix) - 1);
+  if (std::sscanf(digits.c_str(), "%" SCNu64, &step) != 1) return std::nullopt;
+  char canonical[40];
+  std::snprintf(canonical, sizeof canonical, "%s%012" PRIu64, kStepPrefix, step);
+  return name == canonical ? std::optional<uint64_t>(step) : std::nullopt;
+}
+
+bool IsLeftoverName(const std::string& name) {
+  const size_t infix = name.find(kTemporaryInfix);
+  if (infix == std::string::npos) return false;
+  const std::string stem = name.substr(0, infix);
+  return stem == kLatestName || ParseStepName(stem).has_value();
+}
+
+// Bytes of the regular files under `path` (or of `path` itself), not following links.
+uint64_t DiskBytes(const fs::path& path) {
+  std::error_code error;
+  if (fs::is_regular_file(fs::symlink_status(path, error))) return fs::file_size(path, error);
+  uint64_t bytes = 0;
+  for (fs::recursive_directory_iterator it(path, error), end; !error && it != end; it.increment(error)) {
+    if (it->is_regular_file(error) && !it->is_symlink(error)) bytes += it->file_size(error);
+  }
+  return bytes;
+}
+
+// A directory that is no checkpoint itself but holds steps, leftovers of steps, or a `latest` pointer.
+bool IsManagerRoot(const std::string& dir) {
+  std::error_code error;
+  if (!fs::is_directory(dir, error) || fs::exists(fs::path(dir) / kManifestName, error)) return false;
+  for (fs::directory_iterator it(dir, error), end; !error && it != end; it.increment(error)) {
+    const std::string name = it->path().filename().string();
+    if (name == kLatestName || ParseStepName(name) || IsLeftoverName(name)) return true;
+  }
+  return false;
+}
+
+// The step `latest` names, if it holds one step directory name and a newline (as the manager writes it).
+std::optional<uint64_t> ReadLatestPointer(const fs::path& root) {
+  std::ifstream file(root / kLatestName);
+  std::string line;
+  if (!file || !std::getline(file, line) || file.eof()) return std::nullopt;
+  std::string rest;
+  if (std::getline(file, rest) || !rest.empty()) return std::nullopt;
+  return ParseStepName(line);
+}
+
+json RootJson(const std::string& dir) {
+  const fs::path root(dir);
+  json steps = json::array(), leftovers = json::array();
+  std::vector<std::pair<uint64_t, fs::path>> committed;
+  std::error_code error;
+  for (fs::directory_iterator it(root, error), end; !error && it != end; it.increment(error)) {
+    const std::string name = it->path().filename().string();
+    const std::optional<uint64_t> step = ParseStepName(name);
+    std::error_code ignored;
+    if (step && fs::exists(it->path() / kManifestName, ignored)) {
+      committed.emplace_back(*step, it->path());
+    } else if ((step && it->is_directory(ignored)) || IsLeftoverName(name)) {
+      leftovers.push_back({{"name", name}, {"path", it->path().string()}, {"bytes", DiskBytes(it->path())}});
+    }
+  }
+  std::sort(committed.begin(), committed.end());
+  std::sort(leftovers.begin(), leftovers.end(), [](const json& a, const json& b) { return a["name"] < b["name"]; });
+  // What a load takes, as ckpt_manager_latest says: the published step if committed, else the newest committed.
+  const std::optional<uint64_t> pointer = ReadLatestPointer(root);
+  const bool published = pointer && std::any_of(committed.begin(), committed.end(),
+                                                [&](const auto& entry) { return entry.first == *pointer; });
+  json latest;
+  if (published) {
+    latest = *pointer;
+  } else if (!committed.empty()) {
+    latest = committed.back().first;
+  }
+  for (const auto& [step, path] : committed) {
+    steps.push_back({{"step", step}, {"path", path.string()}, {"bytes", DiskBytes(path)}, {"latest", latest == step}});
+  }
+  return json{{"root", dir},
+              {"latest", latest},
+              {"latest_pointer", pointer ? json(*pointer) : json()},
+              {"steps", std::move(steps)},
+              {"uncommitted", std::move(leftovers)}};
+}
+
+void PrintRoot(const json& listing) {
+  std::printf("checkpoint root %s\n", Text(listing["root"]).c_str());
+  const json& pointer = listing["latest_pointer"];
+  if (listing["latest"].is_null()) {
+    std::printf("  no committed step\n");
+  } else if (pointer == listing["latest"]) {
+    std::printf("  latest -> step %s\n", Text(pointer).c_str());
+  } else {
+    std::printf(
+        "  latest -> step %s (the `latest` pointer %s: a load takes the newest committed step)\n",
+        Text(listing["latest"]).c_str(),
+        pointer.is_null() ? "is missing or unreadable" : ("names step " + Text(pointer) + ", not committed").c_str());
+  }
+  if (!listing["steps"].empty()) {
+    std::printf("steps\n");
+    std::vector<std::vector<std::string>> rows = {{"STEP", "BYTES", ""}};
+    for (const json& s : listing["steps"]) {
+      rows.push_back(
+          {Text(s["step"]), FormatBytes(s["bytes"].get<uint64_t>()), s["latest"].get<bool>() ? "latest" : ""});
+    }
+    for (const std::string& line : Columns(rows, {true, true, false})) std::printf("%s\n", line.c_str());
+  }
+  if (!listing["uncommitted"].empty()) {
+    // A save still writing has a temporary directory too: the listing cannot tell it from a dead one's.
+    std::printf("uncommitted (left by saves that did not commit, or being written now)\n");
+    std::vector<std::vector<std::string>> rows;
+    for (const json& l : listing["uncommitted"])
+      rows.push_back({Text(l["name"]), FormatBytes(l["bytes"].get<uint64_t>())});
+    for (const std::string& line : Columns(rows, {false, true})) std::printf("%s\n", line.c_str());
+  }
+}
+
+}  // namespace
+
+int List(const ListOptions& options) {
+  if (IsManagerRoot(options.dir)) {
+    const json listing = RootJson(options.dir);
+    options.json ? PrintJson(listing) : PrintRoot(listing);
+    return kExitOk;
+  }
+  auto checkpoint = Open(options.dir);
+  if (!checkpoint) return kExitFailed;
+  Failure failure;
+  const auto info = Info(*checkpoint, &failure);
+  if (!info) return Report(failure);
+  const auto listing = CheckpointJson(*checkpoint, *info, options.chunks);
+  if (!listing) return kExitFailed;
+  options.json ? PrintJson(*listing) : PrintCheckpoint(*listing, *info);
+  return kExitOk;
+}
+
+}  // namespace ckpt_cli
