@@ -2,7 +2,7 @@
 # One program per area, all in one folder that run.sh is given, sharing the helpers of scenario_common.
 add_library(ckpt_scenario_common STATIC integration/scenario_common.cc)
 target_link_libraries(ckpt_scenario_common PUBLIC ckpt)
-foreach(area core async exchange control)
+foreach(area core async exchange control progress)
   add_executable(ckpt_scenario_${area} integration/scenario_${area}.cc)
   target_link_libraries(ckpt_scenario_${area} PRIVATE ckpt_scenario_common ckpt)
 endforeach()
@@ -23,7 +23,7 @@ foreach(name reshard dedup invalid-overlap invalid-gap invalid-dtype invalid-sha
              shape-mismatch dtype-cast dead-rank async plan-cache worker-killed big-state full-disk read-once
              reshard-no-exchange peer-dies-in-exchange worker-missing without-ucx io-error short-transfers
              mismatched-collectives rank0-dies-mid-save manager-rank0-dies stopped-peer launchers-store-port
-             launchers-mpich launchers-slurm peer-stops-in-exchange)
+             launchers-mpich launchers-slurm peer-stops-in-exchange request-stats)
   add_test(NAME mp_${name}
            COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/integration/run.sh ${name} $<TARGET_FILE:ckpt-launch>
                    $<TARGET_FILE_DIR:ckpt_scenario_core> ${CMAKE_CURRENT_BINARY_DIR}/scenarios/${name})
