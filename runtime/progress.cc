@@ -34,13 +34,17 @@ int64_t NowNs() {
 
 std::string DescribeThroughput(uint64_t bytes, uint64_t ns) {
   char rate[32];
-  std::snprintf(rate, sizeof rate, "%.2f GB/s", ns > 0 ? static_cast<double>(bytes) / static_cast<double>(ns) : 0.0);
+  std::snprintf(rate, sizeof rate, "%.3g GB/s", ns > 0 ? static_cast<double>(bytes) / static_cast<double>(ns) : 0.0);
   return DescribeBytes(bytes) + " in " + DescribeSeconds(ns) + " (" + rate + ")";
 }
 
 std::string DescribeBytes(uint64_t bytes) {
+  static const char* const kUnits[] = {"B", "kB", "MB", "GB", "TB"};
+  double value = static_cast<double>(bytes);
+  size_t unit = 0;
+  while (value >= 1000 && unit + 1 < sizeof kUnits / sizeof kUnits[0]) value /= 1000, ++unit;
   char text[32];
-  std::snprintf(text, sizeof text, "%.3f GB", static_cast<double>(bytes) / 1e9);
+  std::snprintf(text, sizeof text, unit == 0 ? "%.0f %s" : "%.2f %s", value, kUnits[unit]);
   return text;
 }
 

@@ -54,9 +54,10 @@ class ProgressReporter {
 // Nanoseconds on the steady clock, never 0 (0 marks a point not reached yet).
 int64_t NowNs();
 
-// "1.23 GB in 0.456 s (2.70 GB/s)": decimal units, so that GB/s is bytes per nanosecond.
+// "1.23 GB in 0.456 s (2.70 GB/s)": decimal units, so that GB/s is bytes per nanosecond; always GB/s, so that
+// lines compare at a glance.
 std::string DescribeThroughput(uint64_t bytes, uint64_t ns);
-// "1.234 GB".
+// "176 B", "1.23 GB": decimal units.
 std::string DescribeBytes(uint64_t bytes);
 // "0.456 s".
 std::string DescribeSeconds(uint64_t ns);
