@@ -336,7 +336,8 @@ Status ReadObjectsAndCommon(CheckpointFiles& files, State& state, const Match& m
 // The bytes of tensor data the pieces receive.
 uint64_t PieceBytes(const Manifest& manifest, const std::vector<LocalPiece>& pieces) {
   uint64_t bytes = 0;
-  for (const LocalPiece& piece : pieces) bytes += piece.wanted.volume() * DTypeSize(manifest.tensors[piece.tensor].dtype);
+  for (const LocalPiece& piece : pieces)
+    bytes += piece.wanted.volume() * DTypeSize(manifest.tensors[piece.tensor].dtype);
   return bytes;
 }
 

@@ -27,8 +27,7 @@ void ProgressReporter::Report() {
 
 int64_t NowNs() {
   const int64_t ns =
-      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
-          .count();
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
   return std::max<int64_t>(ns, 1);
 }
 

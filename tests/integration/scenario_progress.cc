@@ -104,20 +104,20 @@ int RequestStats(const char* root) {
   ckpt_request_free(request);
 
   const auto [bytes, files] = WrittenBy(s, dir, s.rank);
-  const std::string figures = "state " + std::to_string(stats.state_bytes) + ", to write " +
-                              std::to_string(stats.bytes_to_write) + ", written " +
-                              std::to_string(stats.bytes_written) + " in " + std::to_string(stats.files_written) +
-                              " files; the manifest credits " + std::to_string(bytes) + " bytes in " +
-                              std::to_string(files) + " files";
+  const std::string figures =
+      "state " + std::to_string(stats.state_bytes) + ", to write " + std::to_string(stats.bytes_to_write) +
+      ", written " + std::to_string(stats.bytes_written) + " in " + std::to_string(stats.files_written) +
+      " files; the manifest credits " + std::to_string(bytes) + " bytes in " + std::to_string(files) + " files";
   Expect(s, stats.committed == 1, "not committed: " + figures);
   Expect(s, stats.state_bytes == registered, "state_bytes is not what this rank registered: " + figures);
-  Expect(s, stats.bytes_to_write == bytes && stats.bytes_written == bytes && stats.bytes_staged == bytes &&
-                stats.bytes_committed == bytes,
+  Expect(s,
+         stats.bytes_to_write == bytes && stats.bytes_written == bytes && stats.bytes_staged == bytes &&
+             stats.bytes_committed == bytes,
          "the bytes are not this rank's own: " + figures);
   Expect(s, stats.files_written == files, "the files are not this rank's own: " + figures);
   Expect(s, progress.phase == CKPT_PHASE_COMMITTED && progress.done == bytes && progress.total == bytes,
-         "the last progress report is phase " + std::to_string(progress.phase) + ", " +
-             std::to_string(progress.done) + " of " + std::to_string(progress.total) + "; " + figures);
+         "the last progress report is phase " + std::to_string(progress.phase) + ", " + std::to_string(progress.done) +
+             " of " + std::to_string(progress.total) + "; " + figures);
   Expect(s, info.Has("saved '" + dir + "': "), "no INFO line for the committed save");
 
   s.Check(ckpt_load(s.ctx, state, dir.c_str(), nullptr, s.err), "load");
