@@ -2,7 +2,7 @@
 # One program per area, all in one folder that run.sh is given, sharing the helpers of scenario_common.
 add_library(ckpt_scenario_common STATIC integration/scenario_common.cc)
 target_link_libraries(ckpt_scenario_common PUBLIC ckpt)
-foreach(area core async exchange control progress)
+foreach(area core async exchange control)
   add_executable(ckpt_scenario_${area} integration/scenario_${area}.cc)
   target_link_libraries(ckpt_scenario_${area} PRIVATE ckpt_scenario_common ckpt)
 endforeach()

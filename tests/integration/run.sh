@@ -5,7 +5,7 @@
 set -euo pipefail
 name=$1 launch=$2 programs=$3 work=$4
 core="$programs/ckpt_scenario_core" async="$programs/ckpt_scenario_async" exchange="$programs/ckpt_scenario_exchange"
-control="$programs/ckpt_scenario_control" progress="$programs/ckpt_scenario_progress"
+control="$programs/ckpt_scenario_control"
 rm -rf "$work" && mkdir -p "$work"
 ck="$work/ckpt"
 run() { local n=$1 program=$2; shift 2; "$launch" -n "$n" --timeout 60 -- "$program" "$@"; }
@@ -116,7 +116,7 @@ case "$name" in
     "$launch" -n 3 --timeout 60 -- sh -c '[ "$RANK" = 1 ] && export CKPT_WORKER_PATH=/nonexistent/ckpt-io-worker;
       exec "$0" context-fails 2 "rank 1"' "$exchange" ;;
   request-stats)      # each rank's figures, progress and log lines count its own bytes
-    run 3 "$progress" request-stats "$ck" ;;
+    run 3 "$async" request-stats "$ck" ;;
   async)              # buffers reusable at return; back-to-back saves
     run 3 "$async" async "$ck" ;;
   plan-cache)

@@ -96,7 +96,7 @@ struct LogLines {
   }
 };
 
-class ProgressTest : public ::testing::Test {
+class CapiProgressTest : public ::testing::Test {
  protected:
   void SetUp() override {
     ASSERT_EQ(ckpt_error_create(&err_), CKPT_OK);
@@ -224,7 +224,7 @@ TEST(ProgressReporter, ReportsEveryPhaseChangeAndGrowthAtMostOncePerInterval) {
   EXPECT_EQ(reports[2], std::make_pair(Phase::kWriting, uint64_t{0}));
 }
 
-TEST_F(ProgressTest, StatsOfAFinishedSaveAddUp) {
+TEST_F(CapiProgressTest, StatsOfAFinishedSaveAddUp) {
   Open();
   Fill(8ull << 20);
   ckpt_request_t* request = Save("step-1");
@@ -247,7 +247,7 @@ TEST_F(ProgressTest, StatsOfAFinishedSaveAddUp) {
   EXPECT_GE(s.total_ns, s.staging_ns);
 }
 
-TEST_F(ProgressTest, SnapshotWhileTheSaveRunsShowsItUncommittedAndStillCounting) {
+TEST_F(CapiProgressTest, SnapshotWhileTheSaveRunsShowsItUncommittedAndStillCounting) {
   Open();
   Fill(8ull << 20);
   Recorder recorder;
@@ -277,7 +277,7 @@ TEST_F(ProgressTest, SnapshotWhileTheSaveRunsShowsItUncommittedAndStillCounting)
   EXPECT_GE(last.total_ns, second.total_ns);
 }
 
-TEST_F(ProgressTest, SaveProgressRunsThroughEveryPhaseToCommittedFromTheDocumentedThreads) {
+TEST_F(CapiProgressTest, SaveProgressRunsThroughEveryPhaseToCommittedFromTheDocumentedThreads) {
   Open();
   Fill(4 * kArenaBytes);  // staged and written in many windows
   Recorder recorder;
@@ -306,7 +306,7 @@ TEST_F(ProgressTest, SaveProgressRunsThroughEveryPhaseToCommittedFromTheDocument
   EXPECT_EQ(recorder.calls().size(), calls.size()) << "a call came after the request was freed";
 }
 
-TEST_F(ProgressTest, LoadProgressRunsFromPlanningToLoadedOnTheCallingThread) {
+TEST_F(CapiProgressTest, LoadProgressRunsFromPlanningToLoadedOnTheCallingThread) {
   Open();
   Fill(2 * kArenaBytes);
   SaveAndWait("step-1");
@@ -331,7 +331,7 @@ TEST_F(ProgressTest, LoadProgressRunsFromPlanningToLoadedOnTheCallingThread) {
   EXPECT_EQ(calls.back().total, StateBytes());
 }
 
-TEST_F(ProgressTest, ASaveRefusedByTheRanksEndsItsProgressWithFailed) {
+TEST_F(CapiProgressTest, ASaveRefusedByTheRanksEndsItsProgressWithFailed) {
   Open();
   Fill(1 << 20);
   SaveAndWait("step-1");
@@ -345,7 +345,7 @@ TEST_F(ProgressTest, ASaveRefusedByTheRanksEndsItsProgressWithFailed) {
   EXPECT_EQ(calls[1].phase, CKPT_PHASE_FAILED);
 }
 
-TEST_F(ProgressTest, ALoadThatFailsEndsItsProgressWithFailed) {
+TEST_F(CapiProgressTest, ALoadThatFailsEndsItsProgressWithFailed) {
   Open();
   Fill(1 << 20);
   Recorder recorder;
@@ -367,7 +367,7 @@ struct OlderStats {
   unsigned char guard[64];
 };
 
-TEST_F(ProgressTest, StatsRefuseNullAndFillNoMoreThanTheCallersSize) {
+TEST_F(CapiProgressTest, StatsRefuseNullAndFillNoMoreThanTheCallersSize) {
   Open();
   Fill(1 << 20);
   ckpt_request_t* request = Save("step-1");
@@ -390,7 +390,7 @@ TEST_F(ProgressTest, StatsRefuseNullAndFillNoMoreThanTheCallersSize) {
   for (unsigned char byte : older.guard) ASSERT_EQ(byte, 0xAB);
 }
 
-TEST_F(ProgressTest, ACommittedSaveAndALoadLogAnInfoLineWithTheirSpeed) {
+TEST_F(CapiProgressTest, ACommittedSaveAndALoadLogAnInfoLineWithTheirSpeed) {
   LogLines log;
   Open(&LogLines::Log, &log);
   Fill(1 << 20);
@@ -404,7 +404,7 @@ TEST_F(ProgressTest, ACommittedSaveAndALoadLogAnInfoLineWithTheirSpeed) {
 }
 
 // What the ckpt tool and any program without a log callback rely on: CKPT_LOG_LEVEL=info prints the lines.
-TEST_F(ProgressTest, TheDefaultLogPrintsTheInfoLinesOnlyWhenCkptLogLevelAsksForThem) {
+TEST_F(CapiProgressTest, TheDefaultLogPrintsTheInfoLinesOnlyWhenCkptLogLevelAsksForThem) {
   for (const char* level : {"", "info", "2"}) {
     setenv("CKPT_LOG_LEVEL", level, 1);
     testing::internal::CaptureStderr();
