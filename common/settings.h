@@ -14,7 +14,7 @@ inline constexpr uint64_t kDefaultTimeoutMs = 300000;
 inline constexpr char kTimeoutVar[] = "CKPT_TIMEOUT_MS";
 // CKPT_NODE_NAME: overrides the host name as this rank's node identity (for balancing writes across nodes).
 inline constexpr char kNodeNameVar[] = "CKPT_NODE_NAME";
-// CKPT_LOG_LEVEL: 0 errors, 1 warnings (default), 2 info; for the default log sink on standard error.
+// CKPT_LOG_LEVEL: error, warning (default) or info, or 0, 1, 2; for the default log sink on standard error.
 inline constexpr char kLogLevelVar[] = "CKPT_LOG_LEVEL";
 inline constexpr int kDefaultLogLevel = 1;
 

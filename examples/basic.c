@@ -68,6 +68,7 @@ static void save(ckpt_context_t* ctx, rank_tensors* t, const char* dir, ckpt_err
   const char* metadata_keys[1] = {"example"};
   const char* metadata_values[1] = {"basic"};
   ckpt_save_options options = CKPT_SAVE_OPTIONS_INIT;
+  ckpt_request_stats stats = CKPT_REQUEST_STATS_INIT;
   ckpt_state_t* state = NULL;
   ckpt_request_t* request = NULL;
 
@@ -81,6 +82,10 @@ static void save(ckpt_context_t* ctx, rank_tensors* t, const char* dir, ckpt_err
   CHECK(ckpt_save(ctx, state, dir, &options, &request, err));
   /* The buffers could be modified again from here on; the wait makes the checkpoint durable. */
   CHECK(ckpt_request_wait(request, 0, err));
+  CHECK(ckpt_request_stats_get(request, &stats, err));
+  printf("rank %d: wrote %" PRIu64 " of its %" PRIu64 " bytes; ckpt_save blocked %.3f ms, committed after %.3f ms\n",
+         ckpt_context_rank(ctx), stats.bytes_written, stats.state_bytes, stats.blocking_ns / 1e6,
+         stats.total_ns / 1e6);
   ckpt_request_free(request);
   ckpt_state_free(state);
 }

@@ -38,10 +38,21 @@ static inline void example_check(int32_t status, const char* call, const ckpt_er
 /* CHECK(call) needs a `ckpt_error_t* err` in scope. */
 #define CHECK(call) example_check((call), #call, err)
 
+/* Prints every line the library logs, INFO included: one line per committed save and per load with its size, time
+ * and GB/s. (Without a log callback, the library prints warnings and errors only, unless CKPT_LOG_LEVEL=info.) */
+static inline void example_log(void* user, int32_t level, const char* message) {
+  static const char* const names[] = {"error", "warning", "info"};
+  (void)user;
+  example_print_rank();
+  fprintf(stderr, "ckpt %s: %s\n", level >= 0 && level <= CKPT_LOG_INFO ? names[level] : "log", message);
+}
+
 /* Creates this rank's context from the launcher's environment (ckpt-launch, torchrun, mpirun or SLURM). */
 static inline ckpt_context_t* example_context_create(ckpt_error_t* err) {
+  ckpt_context_options options = CKPT_CONTEXT_OPTIONS_INIT;
   ckpt_context_t* ctx = NULL;
-  CHECK(ckpt_context_create(NULL, &ctx, err));
+  options.log = example_log;
+  CHECK(ckpt_context_create(&options, &ctx, err));
   example_rank = ckpt_context_rank(ctx);
   return ctx;
 }

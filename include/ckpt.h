@@ -124,8 +124,10 @@ typedef int32_t (*ckpt_allgather_fn)(void* user, const void* send, uint64_t size
 
 #define CKPT_LOG_ERROR 0
 #define CKPT_LOG_WARNING 1
-#define CKPT_LOG_INFO 2
-/* Receives the library's log lines; NULL in the options means standard error (warnings and errors only). */
+#define CKPT_LOG_INFO 2 /* among them one line per committed save and per load: size, time, GB/s */
+/* Receives the library's log lines of every level, from the thread of the call that logs or from the context's
+ * save thread (a committed save's line). NULL in the options means standard error, up to the level CKPT_LOG_LEVEL
+ * names (error, warning or info, or 0, 1 or 2; default warning). */
 typedef void (*ckpt_log_fn)(void* user, int32_t level, const char* message);
 
 /* How ranks exchange tensor data during a load, so that each stored byte is read once. */
@@ -343,16 +345,38 @@ CKPT_API int32_t ckpt_state_object(const ckpt_state_t* state, const char* key, c
 
 typedef struct ckpt_request ckpt_request_t;
 
+/* The phases a save or a load reports to its progress callback, in this order (a phase may be skipped). */
+#define CKPT_PHASE_PLANNING 0   /* save, load: agreeing with the other ranks on who writes or reads what */
+#define CKPT_PHASE_STAGING 1    /* save: copying this rank's bytes into the staging arena (ckpt_save blocks) */
+#define CKPT_PHASE_WRITING 2    /* save: the I/O workers write them until they are durable */
+#define CKPT_PHASE_COMMITTING 3 /* save: waiting for every rank's writes, then the manifest and the rename */
+#define CKPT_PHASE_COMMITTED 4  /* save: committed; done == total */
+#define CKPT_PHASE_READING 5    /* load: filling this rank's tensor buffers (read here or received from a rank) */
+#define CKPT_PHASE_LOADED 6     /* load: every rank's buffers are filled; done == total */
+#define CKPT_PHASE_FAILED 7     /* save, load: failed (the request or the call says why) */
+/* A save's or a load's progress on this rank: `done` of `total` bytes of this rank in `phase` (0 of 0 in PLANNING;
+ * in STAGING, WRITING and COMMITTING the bytes this rank writes, its share of the checkpoint; in READING the bytes
+ * of its registered tensor buffers). Called once as each phase starts, then at most every 100 ms while `done`
+ * grows, and last with COMMITTED, LOADED or FAILED (unless the call fails at once on its arguments). Calls for one
+ * request never overlap; none holds a lock of ckpt's. The callback should return quickly (the save or load waits
+ * for it) and may call ckpt_request_stats_get, but must not wait for the request. */
+typedef void (*ckpt_progress_fn)(void* user, int32_t phase, uint64_t done, uint64_t total);
+
 typedef struct ckpt_save_options {
   uint32_t struct_size;
   /* User metadata stored in the manifest (readable with ckpt_reader_metadata); taken from rank 0. */
   uint32_t metadata_count;
   const char* const* metadata_keys;
   const char* const* metadata_values;
+  /* Optional. PLANNING, STAGING and WRITING's first call come from the thread calling ckpt_save, before it
+   * returns; the rest from the context's save thread, ending before the request finishes (so never after
+   * ckpt_request_free). */
+  ckpt_progress_fn progress;
+  void* progress_user;
 } ckpt_save_options;
 
 #define CKPT_SAVE_OPTIONS_INIT \
-  { (uint32_t)sizeof(ckpt_save_options), 0, NULL, NULL }
+  { (uint32_t)sizeof(ckpt_save_options), 0, NULL, NULL, NULL, NULL }
 CKPT_API int32_t ckpt_save_options_init(ckpt_save_options* opts, uint32_t struct_size);
 
 /* Collective. Saves `state` (the same structure of keys on every rank is not required; each rank registers what
@@ -368,7 +392,8 @@ CKPT_API int32_t ckpt_save_options_init(ckpt_save_options* opts, uint32_t struct
  * exists only if the request succeeds; a failure anywhere (a dead rank or worker, a full disk) leaves no
  * directory at `path` and never touches other checkpoints. Saves may be issued back to back; each commits in
  * order. While the structure of the state (keys, boxes, dtypes) is unchanged on every rank, the plan of the
- * previous save is reused. */
+ * previous save is reused. Once it commits, each rank logs a CKPT_LOG_INFO line with its bytes, time and GB/s;
+ * ckpt_request_stats_get gives the figures, and the options' progress callback follows the save as it goes. */
 CKPT_API int32_t ckpt_save(ckpt_context_t* ctx, ckpt_state_t* state, const char* path, const ckpt_save_options* opts,
                            ckpt_request_t** request, ckpt_error_t* err);
 
@@ -380,6 +405,35 @@ CKPT_API int32_t ckpt_request_test(ckpt_request_t* request, ckpt_error_t* err);
 CKPT_API int32_t ckpt_request_wait(ckpt_request_t* request, uint32_t timeout_ms, ckpt_error_t* err);
 /* Frees the request; an unfinished one is waited for first. */
 CKPT_API void ckpt_request_free(ckpt_request_t* request);
+
+/* What a save has done on this rank: a snapshot while it runs, final once it finished. The phases follow one
+ * another: planning, staging (the two make blocking_ns, what ckpt_save cost its caller), writing, committing;
+ * total_ns spans them all. A phase still running counts until now, one not reached counts 0. This rank's save
+ * throughput in GB/s is bytes_written / total_ns (bytes per nanosecond); bytes_written / (blocking_ns +
+ * writing_ns) leaves out the wait for the other ranks and the commit. */
+typedef struct ckpt_request_stats {
+  uint32_t struct_size;
+  uint32_t committed;       /* 1 once the save committed, else 0 (running or failed) */
+  uint64_t state_bytes;     /* tensor and object bytes this rank registered, replicas included */
+  uint64_t bytes_to_write;  /* what this rank writes: its share of the unique bytes (rank 0: with large common) */
+  uint64_t bytes_staged;    /* copied into the staging arena so far */
+  uint64_t bytes_written;   /* written by the I/O workers so far (all durable once writing ends) */
+  uint64_t bytes_committed; /* bytes_written once committed, else 0 */
+  uint64_t files_written;   /* data files this rank finished: written, synced and closed */
+  uint64_t planning_ns;     /* from the ckpt_save call until the ranks agreed on the plan */
+  uint64_t staging_ns;      /* copying into the arena (waiting for room in it included) */
+  uint64_t blocking_ns;     /* the ckpt_save call */
+  uint64_t writing_ns;      /* from ckpt_save's return until this rank's data is durable */
+  uint64_t committing_ns;   /* from then until the request finished: every rank's reports, manifest, rename */
+  uint64_t total_ns;        /* from the ckpt_save call until the request finished */
+} ckpt_request_stats;
+#define CKPT_REQUEST_STATS_INIT \
+  { (uint32_t)sizeof(ckpt_request_stats), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 }
+
+/* Fills `stats` (at most its struct_size bytes) with the save's figures on this rank. Any thread may call it at any
+ * time until ckpt_request_free, also while another thread waits for the request. CKPT_OK or
+ * CKPT_E_INVALID_ARGUMENT (a NULL pointer, or a struct_size below 4). */
+CKPT_API int32_t ckpt_request_stats_get(const ckpt_request_t* request, ckpt_request_stats* stats, ckpt_error_t* err);
 
 /* ------------------------------------------------------------------------------------------------------------ */
 /* Load                                                                                                           */
@@ -395,10 +449,14 @@ typedef struct ckpt_load_options {
   int32_t missing_keys;
   /* A tensor or object key the checkpoint has that no rank asks for. */
   int32_t unexpected_keys;
+  /* Optional (ckpt_progress_fn): PLANNING, READING, then LOADED or FAILED, all from the thread calling ckpt_load,
+   * before it returns. */
+  ckpt_progress_fn progress;
+  void* progress_user;
 } ckpt_load_options;
 
 #define CKPT_LOAD_OPTIONS_INIT \
-  { (uint32_t)sizeof(ckpt_load_options), CKPT_STRICT_FAIL, CKPT_STRICT_LOG }
+  { (uint32_t)sizeof(ckpt_load_options), CKPT_STRICT_FAIL, CKPT_STRICT_LOG, NULL, NULL }
 CKPT_API int32_t ckpt_load_options_init(ckpt_load_options* opts, uint32_t struct_size);
 
 /* Collective. Fills every registered buffer of `state` from the checkpoint at `path`, whatever layout and number of

@@ -96,6 +96,14 @@ Status CheckGrid(const char* key, uint32_t grid_ndim, const uint64_t* grid_shape
   return Status::Ok();
 }
 
+// The caller's progress callback, if any, as the core's sink.
+rt::ProgressSink ToProgressSink(ckpt_progress_fn fn, void* user) {
+  if (fn == nullptr) return {};
+  return [fn, user](rt::Phase phase, uint64_t done, uint64_t total) {
+    fn(user, static_cast<int32_t>(phase), done, total);
+  };
+}
+
 // The save settings the options describe.
 Status ToSaveSettings(const ckpt_save_options* user_opts, rt::SaveSettings* settings) {
   ckpt_save_options opts = CKPT_SAVE_OPTIONS_INIT;
@@ -109,6 +117,7 @@ Status ToSaveSettings(const ckpt_save_options* user_opts, rt::SaveSettings* sett
     }
     settings->metadata.emplace_back(opts.metadata_keys[i], opts.metadata_values[i]);
   }
+  settings->progress = ToProgressSink(opts.progress, opts.progress_user);
   return Status::Ok();
 }
 
@@ -116,6 +125,7 @@ Status ToLoadSettings(const ckpt_load_options* user_opts, rt::LoadSettings* sett
   ckpt_load_options opts = CKPT_LOAD_OPTIONS_INIT;
   RETURN_IF_ERROR(CopyOptions(user_opts, &opts, "ckpt_load_options"));
   RETURN_IF_ERROR(ToStrictness(opts.missing_keys, "missing_keys", &settings->missing_keys));
+  settings->progress = ToProgressSink(opts.progress, opts.progress_user);
   return ToStrictness(opts.unexpected_keys, "unexpected_keys", &settings->unexpected_keys);
 }
 
@@ -357,6 +367,28 @@ int32_t ckpt_request_test(ckpt_request_t* request, ckpt_error_t* err) {
 int32_t ckpt_request_wait(ckpt_request_t* request, uint32_t timeout_ms, ckpt_error_t* err) {
   return Guard(err, [&]() -> Status {
     return request ? request->ticket->Wait(std::chrono::milliseconds(timeout_ms)) : NullArgument("request");
+  });
+}
+
+int32_t ckpt_request_stats_get(const ckpt_request_t* request, ckpt_request_stats* stats, ckpt_error_t* err) {
+  return Guard(err, [&]() -> Status {
+    if (request == nullptr || stats == nullptr) return NullArgument("request or stats");
+    const rt::SaveStats s = request->ticket->Stats();
+    ckpt_request_stats full = CKPT_REQUEST_STATS_INIT;
+    full.committed = s.committed ? 1 : 0;
+    full.state_bytes = s.state_bytes;
+    full.bytes_to_write = s.bytes_to_write;
+    full.bytes_staged = s.bytes_staged;
+    full.bytes_written = s.bytes_written;
+    full.bytes_committed = s.bytes_committed;
+    full.files_written = s.files_written;
+    full.planning_ns = s.planning_ns;
+    full.staging_ns = s.staging_ns;
+    full.blocking_ns = s.blocking_ns;
+    full.writing_ns = s.writing_ns;
+    full.committing_ns = s.committing_ns;
+    full.total_ns = s.total_ns;
+    return FillInfo(full, stats, "ckpt_request_stats");
   });
 }
 

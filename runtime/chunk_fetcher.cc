@@ -64,9 +64,9 @@ std::vector<Window> CutWindows(const std::vector<ChunkFetch>& fetches, uint64_t 
   return windows;
 }
 
-// Copies, for every consumer, the part of its region that lies in the window; copies to device memory are waited
-// for before returning, since the window's arena region is released next.
-Status Deliver(const ChunkFetch& f, const Window& w, const char* data) {
+// Copies, for every consumer, the part of its region that lies in the window, adding the bytes to `*delivered`;
+// copies to device memory are waited for before returning, since the window's arena region is released next.
+Status Deliver(const ChunkFetch& f, const Window& w, const char* data, uint64_t* delivered) {
   const ChunkRecord& chunk = f.tensor->chunks[f.chunk];
   const size_t element_size = DTypeSize(f.tensor->dtype);
   DeviceCopier device_copies;
@@ -77,6 +77,7 @@ Status Deliver(const ChunkFetch& f, const Window& w, const char* data) {
       if (lo >= hi || !status.ok()) return;
       char* dst = c.dst + dst_off + (lo - src_off);
       const char* src = data + (lo - w.begin);
+      *delivered += hi - lo;
       if (c.device < 0) {
         std::memcpy(dst, src, hi - lo);
       } else {
@@ -157,11 +158,13 @@ class Fetcher {
     InFlight read = std::move(in_flight_.front());
     in_flight_.pop_front();
     Status status = read.done.get();
+    uint64_t delivered = 0;
     if (status.ok())
       status = Deliver(fetches_[read.window.fetch], read.window,
-                       engine_.arena.data() + read.region.offset + read.lead);
+                       engine_.arena.data() + read.region.offset + read.lead, &delivered);
     if (status.ok() && status_.ok()) {
       bytes_read_ += read.window.end - read.window.begin;
+      if (engine_.delivered) engine_.delivered(delivered);
     } else if (status_.ok()) {
       status_ = status.WithContext(Describe(fetches_[read.window.fetch]));
     }

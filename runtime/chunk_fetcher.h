@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -34,6 +35,8 @@ struct FetchEngine {
   io::StagingArena& arena;
   io::WorkerPool& workers;
   std::chrono::milliseconds timeout;
+  // Told the bytes copied into the consumers after each window (a load's progress); empty: nobody is.
+  std::function<void(uint64_t)> delivered = {};
 };
 
 // Reads and delivers every fetch from the checkpoint in `dir`; returns the bytes read from storage. A checksum

@@ -19,8 +19,17 @@
 namespace ckpt::runtime {
 namespace {
 
+// CKPT_LOG_LEVEL: a level's number or name; anything else is the default.
+int LogLevelFromEnv() {
+  const std::string text = settings::StringFromEnv(settings::kLogLevelVar);
+  if (text == "error") return static_cast<int>(LogLevel::kError);
+  if (text == "warning") return static_cast<int>(LogLevel::kWarning);
+  if (text == "info") return static_cast<int>(LogLevel::kInfo);
+  return static_cast<int>(settings::CountFromEnv(settings::kLogLevelVar, settings::kDefaultLogLevel));
+}
+
 LogSink StandardErrorSink(int rank) {
-  const int max_level = static_cast<int>(settings::CountFromEnv(settings::kLogLevelVar, settings::kDefaultLogLevel));
+  const int max_level = LogLevelFromEnv();
   return [rank, max_level](LogLevel level, const std::string& message) {
     if (static_cast<int>(level) > max_level) return;
     static const char* const kNames[] = {"error", "warning", "info"};
@@ -177,7 +186,9 @@ Status Context::StartIo(const ContextConfig& config) {
   saves_ = std::make_unique<SaveExecutor>(*arena_, *workers_, std::move(channel), rank(),
                                           [this](const SaveTicket& ticket, const Status& outcome) {
                                             stats_.bytes_written += ticket.bytes_written;
-                                            if (outcome.ok()) ++stats_.saves_committed;
+                                            if (!outcome.ok()) return;
+                                            ++stats_.saves_committed;
+                                            Log(LogLevel::kInfo, DescribeSave(ticket));
                                           });
   return Status::Ok();
 }

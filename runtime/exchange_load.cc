@@ -312,6 +312,22 @@ class Round {
   std::vector<Arrival> arrivals_;
 };
 
+// The bytes of this rank's destinations that a round fills: the regions it keeps or receives, where they overlap
+// its pieces.
+uint64_t BytesFilledHere(const LoadPlan& round, int rank, const Manifest& manifest, const PiecesByTensor& pieces) {
+  uint64_t bytes = 0;
+  auto add = [&](const Transfer& t) {
+    if (t.consumer != rank) return;
+    const uint32_t tensor = round.reads[t.read].tensor;
+    const uint64_t element_size = DTypeSize(manifest.tensors[tensor].dtype);
+    ForEachDestination(pieces, tensor, t.region,
+                       [&](const LocalPiece&, const Box& part) { bytes += part.volume() * element_size; });
+  };
+  for (const Transfer& t : round.local_copies) add(t);
+  for (const Transfer& t : round.transfers) add(t);
+  return bytes;
+}
+
 }  // namespace
 
 LoadRequest MakeLoadRequest(int rank, const std::string& node, const std::vector<LocalPiece>& pieces) {
@@ -325,7 +341,8 @@ LoadRequest MakeLoadRequest(int rank, const std::string& node, const std::vector
 Result<ExchangeCounters> ExchangeLoad(Context& ctx, const ExchangePlane& plane, const std::string& path,
                                       const Manifest& manifest, const std::vector<LoadRequest>& requests,
                                       const std::vector<std::string>& encoded_requests,
-                                      const std::vector<LocalPiece>& pieces) {
+                                      const std::vector<LocalPiece>& pieces,
+                                      const std::function<void(uint64_t)>& filled) {
   ASSIGN_OR_RETURN(std::shared_ptr<const LoadPlan> plan, PlanFor(ctx, manifest, requests, encoded_requests));
   PiecesByTensor by_tensor;
   for (const LocalPiece& piece : pieces) by_tensor[piece.tensor].push_back(&piece);
@@ -339,6 +356,7 @@ Result<ExchangeCounters> ExchangeLoad(Context& ctx, const ExchangePlane& plane, 
   for (size_t r = 0; r < rounds.size(); ++r) {
     const uint64_t tag = r & coll::kMaxTransferTag;
     RETURN_IF_ERROR(Round(ctx, plane, memory, path, manifest, rounds[r], tag, by_tensor, counters).Run());
+    filled(BytesFilledHere(rounds[r], ctx.rank(), manifest, by_tensor));
   }
   return counters;
 }

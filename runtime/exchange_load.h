@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -44,10 +45,12 @@ struct ExchangePlane {
   int device = -1;
 };
 
-// Collective over `plane`, the same on every rank. `requests` are every rank's, as gathered.
+// Collective over `plane`, the same on every rank. `requests` are every rank's, as gathered. After each round,
+// `filled` is told how many bytes of this rank's pieces it filled.
 Result<ExchangeCounters> ExchangeLoad(Context& ctx, const ExchangePlane& plane, const std::string& path,
                                       const Manifest& manifest, const std::vector<LoadRequest>& requests,
                                       const std::vector<std::string>& encoded_requests,
-                                      const std::vector<LocalPiece>& pieces);
+                                      const std::vector<LocalPiece>& pieces,
+                                      const std::function<void(uint64_t)>& filled);
 
 }  // namespace ckpt::runtime

@@ -277,12 +277,15 @@ Result<ExchangePlane> ChoosePlane(Context& ctx, const std::vector<Asked>& asked)
   return ExchangePlane{ctx.transport(), -1};
 }
 
-// Reads the tensors: over a transport, each stored byte once; without one, each rank what it needs.
+// Reads the tensors: over a transport, each stored byte once; without one, each rank what it needs. Reports the
+// bytes of `pieces` filled as it goes.
 Status ReadTensors(Context& ctx, const std::string& dir, const Manifest& manifest, const std::vector<Asked>& asked,
-                   const std::vector<LocalPiece>& pieces, uint64_t* bytes_read) {
+                   const std::vector<LocalPiece>& pieces, ProgressReporter& progress, uint64_t* bytes_read) {
   ASSIGN_OR_RETURN(const ExchangePlane plane, ChoosePlane(ctx, asked));
+  uint64_t filled = 0;
+  auto on_filled = [&](uint64_t bytes) { progress.Update(filled += bytes); };
   if (plane.transport == nullptr) {
-    const FetchEngine engine{ctx.arena(), ctx.workers(), ctx.timeout()};
+    const FetchEngine engine{ctx.arena(), ctx.workers(), ctx.timeout(), on_filled};
     ASSIGN_OR_RETURN(*bytes_read, FetchChunks(engine, dir, manifest, LocalFetches(manifest, pieces)));
     return Status::Ok();
   }
@@ -293,7 +296,8 @@ Status ReadTensors(Context& ctx, const std::string& dir, const Manifest& manifes
     requests.push_back(std::move(request));
     encoded.push_back(asked[r].boxes);
   }
-  ASSIGN_OR_RETURN(ExchangeCounters counters, ExchangeLoad(ctx, plane, dir, manifest, requests, encoded, pieces));
+  ASSIGN_OR_RETURN(ExchangeCounters counters,
+                   ExchangeLoad(ctx, plane, dir, manifest, requests, encoded, pieces, on_filled));
   *bytes_read = counters.bytes_read;
   ctx.stats().bytes_sent += counters.bytes_sent;
   ctx.stats().bytes_received += counters.bytes_received;
@@ -329,9 +333,19 @@ Status ReadObjectsAndCommon(CheckpointFiles& files, State& state, const Match& m
   return Status::Ok();
 }
 
+// The bytes of tensor data the pieces receive.
+uint64_t PieceBytes(const Manifest& manifest, const std::vector<LocalPiece>& pieces) {
+  uint64_t bytes = 0;
+  for (const LocalPiece& piece : pieces)
+    bytes += piece.wanted.volume() * DTypeSize(manifest.tensors[piece.tensor].dtype);
+  return bytes;
+}
+
+// The load itself; Load reports how it ended. `*bytes_read`: what this rank read from storage.
 // Every rank takes part in the collective steps even when its own source could not be opened (`opened` says why).
-Status LoadOpened(Context& ctx, State& state, const CheckpointSource* source, const Status& opened,
-                  const std::string& path, const LoadSettings& settings) {
+Status LoadAndAgree(Context& ctx, State& state, const CheckpointSource* source, const Status& opened,
+                    const std::string& path, const LoadSettings& settings, ProgressReporter& progress,
+                    uint64_t* bytes_read) {
   const std::string context = "loading '" + path + "'";
   const std::string& dir = source != nullptr ? source->dir : path;
   const Manifest* manifest = source != nullptr ? &source->manifest : nullptr;
@@ -369,27 +383,47 @@ Status LoadOpened(Context& ctx, State& state, const CheckpointSource* source, co
       Judge(ctx, settings.unexpected_keys, unexpected, "checkpoint keys that no rank asked for", ctx.rank() == 0)
           .WithContext(context));
 
+  progress.Enter(Phase::kReading, 0, PieceBytes(*manifest, pieces));
   uint64_t tensor_bytes = 0;
-  Status read = ReadTensors(ctx, dir, *manifest, asked, pieces, &tensor_bytes);
+  Status read = ReadTensors(ctx, dir, *manifest, asked, pieces, progress, &tensor_bytes);
   for (const CastShard& cast : casts) {
     if (read.ok()) read = ConvertCast(cast);
   }
   CheckpointFiles files(dir, *manifest);
   if (read.ok()) read = ReadObjectsAndCommon(files, state, *match, *manifest);
-  ctx.stats().bytes_read += files.bytes_read() + tensor_bytes;
+  *bytes_read = files.bytes_read() + tensor_bytes;
+  ctx.stats().bytes_read += *bytes_read;
   return Agree(ctx.control(), "load (outcome)", read).WithContext(context);
+}
+
+// The load with its progress reports and its INFO line.
+Status LoadReported(Context& ctx, State& state, const CheckpointSource* source, const Status& opened,
+                    const std::string& path, const LoadSettings& settings) {
+  const int64_t started = NowNs();
+  ProgressReporter progress(settings.progress);
+  progress.Enter(Phase::kPlanning, 0, 0);
+  uint64_t bytes_read = 0;
+  const Status loaded = LoadAndAgree(ctx, state, source, opened, path, settings, progress, &bytes_read);
+  if (!loaded.ok()) {
+    progress.Enter(Phase::kFailed, progress.done(), progress.total());
+    return loaded;
+  }
+  progress.Enter(Phase::kLoaded, progress.total(), progress.total());
+  ctx.Log(LogLevel::kInfo, "loaded '" + path + "': " + DescribeThroughput(progress.total(), NowNs() - started) +
+                               " into this rank; read " + DescribeBytes(bytes_read) + " from storage");
+  return Status::Ok();
 }
 
 }  // namespace
 
 Status Load(Context& ctx, State& state, const std::string& path, const LoadSettings& settings) {
   Result<CheckpointSource> source = OpenCheckpointSource(path);
-  return LoadOpened(ctx, state, source.ok() ? &*source : nullptr, source.status(), path, settings);
+  return LoadReported(ctx, state, source.ok() ? &*source : nullptr, source.status(), path, settings);
 }
 
 Status Load(Context& ctx, State& state, const CheckpointSource& source, const std::string& path,
             const LoadSettings& settings) {
-  return LoadOpened(ctx, state, &source, Status::Ok(), path, settings);
+  return LoadReported(ctx, state, &source, Status::Ok(), path, settings);
 }
 
 }  // namespace ckpt::runtime

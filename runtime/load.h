@@ -8,6 +8,7 @@
 #include "common/status.h"
 #include "runtime/checkpoint_source.h"
 #include "runtime/context.h"
+#include "runtime/progress.h"
 #include "runtime/state.h"
 
 namespace ckpt::runtime {
@@ -17,10 +18,14 @@ enum class Strictness : int32_t { kFail = 0, kLog = 1, kIgnore = 2 };
 struct LoadSettings {
   Strictness missing_keys = Strictness::kFail;
   Strictness unexpected_keys = Strictness::kLog;
+  // This rank's progress, from the calling thread: PLANNING, READING (bytes of its tensor pieces filled), then
+  // LOADED or FAILED. Empty: none.
+  ProgressSink progress;
 };
 
 // Collective. Fills the state's buffers, objects and common entries from the checkpoint at `path`; the bytes it
-// read, sent and received are added to the context's statistics.
+// read, sent and received are added to the context's statistics, and a successful load logs an INFO line with its
+// size and speed.
 Status Load(Context& ctx, State& state, const std::string& path, const LoadSettings& settings);
 // The same from a source already opened (OpenCheckpointSource), as a series of loads from one checkpoint does;
 // `path` names it in messages.

@@ -128,6 +128,10 @@ Result<std::unique_ptr<Context>> ExportContext() {
   config.io_workers = 0;  // I/O threads: a program linking libckpt may have no worker executable beside it
   config.arena_bytes = kExportArenaBytes;
   config.transport = TransportKind::kNone;
+  // Each window is a load of its own: their INFO lines would describe windows, not the export.
+  config.log = [](LogLevel level, const std::string& message) {
+    if (level != LogLevel::kInfo) std::fprintf(stderr, "ckpt export: %s\n", message.c_str());
+  };
   return Context::Create(std::move(config));
 }
 

@@ -109,10 +109,19 @@ Status Replan(Context& ctx, const std::string& encoded_mine, uint64_t structure,
   return Status::Ok();
 }
 
-// Everything after rank 0's claim; `claim` moves into the ticket, which holds it until the commit or abandonment.
-Result<std::shared_ptr<SaveTicket>> BeginSave(Context& ctx, const State& state, const std::string& path,
-                                              const std::string& save_id, const Status& claimed, UniqueFd claim,
-                                              const SaveSettings& settings) {
+// The bytes of tensors and objects the state registered, whoever writes them.
+uint64_t StateBytes(const State& state) {
+  uint64_t bytes = 0;
+  for (const TensorShard& shard : state.tensors()) bytes += shard.data_size;
+  for (const ObjectShard& object : state.objects()) bytes += object.size;
+  return bytes;
+}
+
+// Everything after rank 0's claim, filling `ticket`; `claim` moves into it, which holds it until the commit or
+// abandonment.
+Status BeginSave(Context& ctx, const State& state, const std::string& path, const std::string& save_id,
+                 const Status& claimed, UniqueFd claim, const SaveSettings& settings,
+                 const std::shared_ptr<SaveTicket>& ticket) {
   const std::string encoded_mine = EncodeRankDescriptor(state.Describe(ctx.rank(), ctx.node_name()));
   const uint64_t structure = io::Checksum(encoded_mine.data(), encoded_mine.size()) | 1;  // never 0: "no plan"
   ASSIGN_OR_RETURN(std::vector<Proposal> proposals, ExchangeProposals(ctx, path, save_id, structure, claimed));
@@ -122,8 +131,9 @@ Result<std::shared_ptr<SaveTicket>> BeginSave(Context& ctx, const State& state, 
     RETURN_IF_ERROR(Replan(ctx, encoded_mine, structure, settings.plan));
   }
   const PlanCache& cache = ctx.plan_cache();
+  ticket->marks.planned = NowNs();
+  ticket->state_bytes = StateBytes(state);
 
-  auto ticket = std::make_shared<SaveTicket>();
   CommitInputs& commit = ticket->commit;
   commit.path = path;
   commit.save_id = proposals[0].save_id;
@@ -144,25 +154,33 @@ Result<std::shared_ptr<SaveTicket>> BeginSave(Context& ctx, const State& state, 
   // A rank that cannot stage still reports, so that every rank's request fails instead of waiting for it.
   if (!staged.ok() && ticket->failure.ok()) ticket->failure = staged;
   ctx.stats().bytes_staged += ticket->bytes_staged;
+  ticket->marks.staged = NowNs();
+  if (ticket->failure.ok()) ticket->progress.Enter(Phase::kWriting, ticket->bytes_written, ticket->bytes_to_write);
   ctx.saves().Enqueue(ticket);
-  return ticket;
+  return Status::Ok();
 }
 
 }  // namespace
 
 Result<std::shared_ptr<SaveTicket>> StartSave(Context& ctx, const State& state, const std::string& raw_path,
                                               const SaveSettings& settings) {
+  auto ticket = std::make_shared<SaveTicket>();
+  ticket->marks.called = NowNs();
   const std::string path = StripTrailingSlashes(raw_path);
   if (path.empty()) return InvalidArgument("the checkpoint path is empty");
+  ticket->progress = ProgressReporter(settings.progress);
+  ticket->progress.Enter(Phase::kPlanning, 0, 0);
   // Rank 0 claims the temporary directory before any rank can write into it, so that no cleanup ever takes this
   // save for a dead one.
   const std::string save_id = ctx.rank() == 0 ? NewSaveId() : std::string();
   Result<UniqueFd> claim = ctx.rank() == 0 ? ClaimSaveDirectory(path, save_id) : Result<UniqueFd>(UniqueFd());
   const bool claimed_here = ctx.rank() == 0 && claim.ok();
-  Result<std::shared_ptr<SaveTicket>> started = BeginSave(ctx, state, path, save_id, claim.status(),
-                                                          claim.ok() ? std::move(claim).value() : UniqueFd(), settings);
+  const Status started = BeginSave(ctx, state, path, save_id, claim.status(),
+                                   claim.ok() ? std::move(claim).value() : UniqueFd(), settings, ticket);
+  if (started.ok()) return ticket;
   // A save that never reached the executor leaves nothing behind: its ranks stop before writing anything.
-  if (!started.ok() && claimed_here) (void)io::RemoveTree(TemporaryDirectory(path, save_id));
+  if (claimed_here) (void)io::RemoveTree(TemporaryDirectory(path, save_id));
+  ticket->progress.Enter(Phase::kFailed, 0, 0);
   return started;
 }
 

@@ -10,6 +10,7 @@
 
 #include "common/status.h"
 #include "runtime/context.h"
+#include "runtime/progress.h"
 #include "runtime/save_plan.h"
 #include "runtime/save_ticket.h"
 #include "runtime/state.h"
@@ -22,6 +23,9 @@ struct SaveSettings {
   uint64_t block_size = 1ull << 20;       // checksum granularity
   uint64_t inline_common_max = 64 << 10;  // larger common entries go to a data file
   std::function<void()> after_commit;     // rank 0, after the commit (see CommitInputs)
+  // This rank's progress: PLANNING and STAGING from the calling thread (WRITING's first report too), the rest from
+  // the context's save thread, ending with COMMITTED or FAILED before the ticket finishes. Empty: none.
+  ProgressSink progress;
 };
 
 // Collective. Returns once this rank's bytes are staged; the ticket reports the outcome, the same on every rank.

@@ -58,6 +58,10 @@ void SaveExecutor::Run() {
     // job never came (staging stopped early) stays open in its worker otherwise. The save has failed either way: a
     // worker too busy to answer in time closes the files when it gets there, or is killed with them.
     if (!outcome.ok()) (void)workers_.AbandonFiles(ticket->commit.tmp_dir);
+    ticket->marks.finished = NowNs();
+    // The last report comes before Finish: ckpt_request_free waits for Finish, so none reaches a freed request.
+    const uint64_t written = outcome.ok() ? ticket->bytes_to_write : ticket->bytes_written.load();
+    ticket->progress.Enter(outcome.ok() ? Phase::kCommitted : Phase::kFailed, written, ticket->bytes_to_write);
     if (on_finished_) on_finished_(*ticket, outcome);
     ticket->Finish(std::move(outcome));
   }
@@ -80,7 +84,12 @@ Status SaveExecutor::GuardedFinalize(SaveTicket& t) {
 }
 
 Status SaveExecutor::Finalize(SaveTicket& t) {
-  while (!t.pending.empty()) AbsorbOldest(arena_, t);
+  while (!t.pending.empty()) {
+    AbsorbOldest(arena_, t);
+    t.progress.Update(t.bytes_written);
+  }
+  t.marks.durable = NowNs();
+  if (t.failure.ok()) t.progress.Enter(Phase::kCommitting, t.bytes_written, t.bytes_to_write);
   const std::string& id = t.commit.save_id;
   const std::string report = t.failure.ok() ? EncodeWriterReport(t.report) : std::string();
   Status posted = channel_->PostReport(id, rank_, t.failure, report);

@@ -275,11 +275,14 @@ void AbsorbOldest(io::StagingArena& arena, SaveTicket& ticket) {
     sums.insert(sums.end(), result->checksums[i].begin(), result->checksums[i].end());
     ticket.bytes_written += write.pieces[i].length;
   }
+  if (write.finishes_file) ++ticket.files_written;
 }
 
 Status StageSave(const State& state, const SavePlan& plan, const StagingSettings& settings, io::StagingArena& arena,
                  io::WorkerPool& workers, SaveTicket& ticket) {
   ASSIGN_OR_RETURN(std::vector<Unit> units, CollectUnits(state, plan, settings, ticket));
+  for (const Unit& u : units) ticket.bytes_to_write += u.bytes;
+  ticket.progress.Enter(Phase::kStaging, 0, ticket.bytes_to_write);
   if (units.empty()) return Status::Ok();
   RETURN_IF_ERROR(io::MakeDirectories(io::JoinPath(ticket.commit.tmp_dir, kDataDirName)));
 
@@ -333,7 +336,10 @@ Status StageSave(const State& state, const SavePlan& plan, const StagingSettings
       job.segments = std::move(w.segments);
       for (io::FileSegment& seg : job.segments) seg.arena_offset += region.offset;
       for (const StagedPiece& piece : w.pieces) ticket.bytes_staged += piece.length;
-      ticket.pending.push_back(PendingWrite{workers.SubmitWrite(f, std::move(job)), region, std::move(w.pieces)});
+      const bool finishes_file = job.finish;
+      ticket.pending.push_back(
+          PendingWrite{workers.SubmitWrite(f, std::move(job)), region, std::move(w.pieces), finishes_file});
+      ticket.progress.Update(ticket.bytes_staged);
     }
   }
   return Status::Ok();

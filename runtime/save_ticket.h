@@ -1,6 +1,7 @@
 // One save in flight: what the training thread hands to the background thread, and what the request observes.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -16,6 +17,7 @@
 #include "io/file_jobs.h"
 #include "io/staging_arena.h"
 #include "runtime/manifest.h"
+#include "runtime/progress.h"
 #include "runtime/save_plan.h"
 #include "runtime/write_report.h"
 
@@ -33,6 +35,7 @@ struct PendingWrite {
   std::future<Result<io::WriteResult>> result;
   io::ArenaRegion region;
   std::vector<StagedPiece> pieces;
+  bool finishes_file = false;  // the file's last job: answered once the whole file is durable
 };
 
 // Everything the commit needs that the state may no longer hold once ckpt_save has returned.
@@ -50,6 +53,34 @@ struct CommitInputs {
   std::function<void()> after_commit;
 };
 
+// When the save reached each point, in NowNs() nanoseconds; 0 until it does. Atomic: ckpt_request_stats_get reads
+// them from any thread while the save runs.
+struct SaveMarks {
+  std::atomic<int64_t> called{0};   // ckpt_save was entered
+  std::atomic<int64_t> planned{0};  // every rank agreed on the plan
+  std::atomic<int64_t> staged{0};   // this rank's bytes are in the arena: ckpt_save returns
+  std::atomic<int64_t> durable{0};  // every write of this rank was answered (its files synced)
+  std::atomic<int64_t> finished{0};
+};
+
+// A snapshot of what the save has done on this rank (ckpt_request_stats). Durations of a phase still running count
+// until now, those of a phase not reached 0.
+struct SaveStats {
+  uint64_t state_bytes = 0;
+  uint64_t bytes_to_write = 0;
+  uint64_t bytes_staged = 0;
+  uint64_t bytes_written = 0;
+  uint64_t bytes_committed = 0;
+  uint64_t files_written = 0;
+  bool committed = false;
+  uint64_t planning_ns = 0;
+  uint64_t staging_ns = 0;
+  uint64_t blocking_ns = 0;
+  uint64_t writing_ns = 0;
+  uint64_t committing_ns = 0;
+  uint64_t total_ns = 0;
+};
+
 class SaveTicket {
  public:
   // Marks the save finished with `status`; wakes waiters.
@@ -58,13 +89,23 @@ class SaveTicket {
   Status Test() const;
   // Blocks until finished or `timeout` (0: no limit) passes; then as Test.
   Status Wait(std::chrono::milliseconds timeout) const;
+  // Safe from any thread at any time.
+  SaveStats Stats() const;
 
   CommitInputs commit;
   WriterReport report;               // this rank's files and items; checksums filled as writes complete
   std::deque<PendingWrite> pending;  // oldest first
   Status failure;                    // the first local failure, if any
-  uint64_t bytes_staged = 0;
-  uint64_t bytes_written = 0;
+  // Set by the calling thread before ckpt_save returns the request.
+  uint64_t state_bytes = 0;     // tensor and object bytes the state registered
+  uint64_t bytes_to_write = 0;  // this rank's share of the plan (and rank 0's common entries stored in files)
+  // Counted by whichever thread stages or absorbs writes, read by Stats from any thread.
+  std::atomic<uint64_t> bytes_staged{0};
+  std::atomic<uint64_t> bytes_written{0};
+  std::atomic<uint64_t> files_written{0};
+  SaveMarks marks;
+  // The caller's progress callback: the calling thread's until the ticket is queued, then the save thread's.
+  ProgressReporter progress;
 
  private:
   mutable std::mutex mutex_;
@@ -72,5 +113,8 @@ class SaveTicket {
   bool done_ = false;
   Status status_;
 };
+
+// The INFO line of a committed save: this rank's bytes and where its time went.
+std::string DescribeSave(const SaveTicket& ticket);
 
 }  // namespace ckpt::runtime

@@ -31,6 +31,7 @@ func cStructs() []cStruct {
 	var contextStats C.ckpt_context_stats
 	var tensorShard C.ckpt_tensor_shard
 	var saveOptions C.ckpt_save_options
+	var requestStats C.ckpt_request_stats
 	var loadOptions C.ckpt_load_options
 	var managerOptions C.ckpt_manager_options
 	var checkpointInfo C.ckpt_checkpoint_info
@@ -93,11 +94,31 @@ func cStructs() []cStruct {
 			{"metadata_count", unsafe.Offsetof(saveOptions.metadata_count), unsafe.Sizeof(saveOptions.metadata_count)},
 			{"metadata_keys", unsafe.Offsetof(saveOptions.metadata_keys), unsafe.Sizeof(saveOptions.metadata_keys)},
 			{"metadata_values", unsafe.Offsetof(saveOptions.metadata_values), unsafe.Sizeof(saveOptions.metadata_values)},
+			{"progress", unsafe.Offsetof(saveOptions.progress), unsafe.Sizeof(saveOptions.progress)},
+			{"progress_user", unsafe.Offsetof(saveOptions.progress_user), unsafe.Sizeof(saveOptions.progress_user)},
+		}},
+		{"ckpt_request_stats", unsafe.Sizeof(requestStats), unsafe.Alignof(requestStats), []cField{
+			{"struct_size", unsafe.Offsetof(requestStats.struct_size), unsafe.Sizeof(requestStats.struct_size)},
+			{"committed", unsafe.Offsetof(requestStats.committed), unsafe.Sizeof(requestStats.committed)},
+			{"state_bytes", unsafe.Offsetof(requestStats.state_bytes), unsafe.Sizeof(requestStats.state_bytes)},
+			{"bytes_to_write", unsafe.Offsetof(requestStats.bytes_to_write), unsafe.Sizeof(requestStats.bytes_to_write)},
+			{"bytes_staged", unsafe.Offsetof(requestStats.bytes_staged), unsafe.Sizeof(requestStats.bytes_staged)},
+			{"bytes_written", unsafe.Offsetof(requestStats.bytes_written), unsafe.Sizeof(requestStats.bytes_written)},
+			{"bytes_committed", unsafe.Offsetof(requestStats.bytes_committed), unsafe.Sizeof(requestStats.bytes_committed)},
+			{"files_written", unsafe.Offsetof(requestStats.files_written), unsafe.Sizeof(requestStats.files_written)},
+			{"planning_ns", unsafe.Offsetof(requestStats.planning_ns), unsafe.Sizeof(requestStats.planning_ns)},
+			{"staging_ns", unsafe.Offsetof(requestStats.staging_ns), unsafe.Sizeof(requestStats.staging_ns)},
+			{"blocking_ns", unsafe.Offsetof(requestStats.blocking_ns), unsafe.Sizeof(requestStats.blocking_ns)},
+			{"writing_ns", unsafe.Offsetof(requestStats.writing_ns), unsafe.Sizeof(requestStats.writing_ns)},
+			{"committing_ns", unsafe.Offsetof(requestStats.committing_ns), unsafe.Sizeof(requestStats.committing_ns)},
+			{"total_ns", unsafe.Offsetof(requestStats.total_ns), unsafe.Sizeof(requestStats.total_ns)},
 		}},
 		{"ckpt_load_options", unsafe.Sizeof(loadOptions), unsafe.Alignof(loadOptions), []cField{
 			{"struct_size", unsafe.Offsetof(loadOptions.struct_size), unsafe.Sizeof(loadOptions.struct_size)},
 			{"missing_keys", unsafe.Offsetof(loadOptions.missing_keys), unsafe.Sizeof(loadOptions.missing_keys)},
 			{"unexpected_keys", unsafe.Offsetof(loadOptions.unexpected_keys), unsafe.Sizeof(loadOptions.unexpected_keys)},
+			{"progress", unsafe.Offsetof(loadOptions.progress), unsafe.Sizeof(loadOptions.progress)},
+			{"progress_user", unsafe.Offsetof(loadOptions.progress_user), unsafe.Sizeof(loadOptions.progress_user)},
 		}},
 		{"ckpt_manager_options", unsafe.Sizeof(managerOptions), unsafe.Alignof(managerOptions), []cField{
 			{"struct_size", unsafe.Offsetof(managerOptions.struct_size), unsafe.Sizeof(managerOptions.struct_size)},
@@ -210,6 +231,14 @@ func cConstants() map[string]int64 {
 		"CKPT_SHARD_FLATTENED":            C.CKPT_SHARD_FLATTENED,
 		"CKPT_SHARD_ALLOW_SHAPE_MISMATCH": C.CKPT_SHARD_ALLOW_SHAPE_MISMATCH,
 		"CKPT_SHARD_ALLOW_DTYPE_CAST":     C.CKPT_SHARD_ALLOW_DTYPE_CAST,
+		"CKPT_PHASE_PLANNING":             C.CKPT_PHASE_PLANNING,
+		"CKPT_PHASE_STAGING":              C.CKPT_PHASE_STAGING,
+		"CKPT_PHASE_WRITING":              C.CKPT_PHASE_WRITING,
+		"CKPT_PHASE_COMMITTING":           C.CKPT_PHASE_COMMITTING,
+		"CKPT_PHASE_COMMITTED":            C.CKPT_PHASE_COMMITTED,
+		"CKPT_PHASE_READING":              C.CKPT_PHASE_READING,
+		"CKPT_PHASE_LOADED":               C.CKPT_PHASE_LOADED,
+		"CKPT_PHASE_FAILED":               C.CKPT_PHASE_FAILED,
 		"CKPT_STRICT_FAIL":                C.CKPT_STRICT_FAIL,
 		"CKPT_STRICT_LOG":                 C.CKPT_STRICT_LOG,
 		"CKPT_STRICT_IGNORE":              C.CKPT_STRICT_IGNORE,

@@ -25,6 +25,19 @@ static inline ckpt_save_options ckpt_go_save_options(void) {
   return opts;
 }
 
+static inline ckpt_request_stats ckpt_go_request_stats(void) {
+  ckpt_request_stats stats = CKPT_REQUEST_STATS_INIT;
+  return stats;
+}
+
+/* progress.go's exported trampoline, and the two halves of a ckpt_progress_fn for it: the function, and the
+ * runtime/cgo.Handle of the Go callback as its user pointer (a number, never dereferenced). */
+extern void ckptGoProgress(void* user, int32_t phase, uint64_t done, uint64_t total);
+
+static inline ckpt_progress_fn ckpt_go_progress_fn(void) { return ckptGoProgress; }
+
+static inline void* ckpt_go_handle_pointer(uintptr_t handle) { return (void*)handle; }
+
 static inline ckpt_load_options ckpt_go_load_options(void) {
   ckpt_load_options opts = CKPT_LOAD_OPTIONS_INIT;
   return opts;

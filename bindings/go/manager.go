@@ -126,10 +126,11 @@ func (m *Manager) Steps() ([]uint64, error) {
 // LoadLatest loads the latest step (as rank 0 sees it) into state and returns it. Collective. With no committed
 // step yet, every rank gets an error matching ErrNotFound: a fresh start.
 func (m *Manager) LoadLatest(state *State, opts *LoadOptions) (uint64, error) {
-	copts, err := opts.toC()
+	copts, progress, err := opts.toC()
 	if err != nil {
 		return 0, err
 	}
+	defer progress.delete()
 	var step C.uint64_t
 	err = m.ctx.withState(state, func() error {
 		if m.ptr == nil {

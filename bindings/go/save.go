@@ -18,6 +18,12 @@ import (
 type SaveOptions struct {
 	// Metadata is stored in the checkpoint's manifest (Reader.Metadata), taken from rank 0.
 	Metadata map[string]string
+	// Progress, if set, receives this rank's progress: PhasePlanning, PhaseStaging and PhaseWriting's first report
+	// before Save returns, then PhaseWriting, PhaseCommitting and PhaseCommitted or PhaseFailed from a thread of
+	// the library, before the request finishes. Once as each phase starts and at most every 100 ms in between. It
+	// runs while the Context may be locked: it must not call methods of the Context, its States or Managers (the
+	// request's Stats is fine), and should return quickly.
+	Progress func(Progress)
 }
 
 // SaveRequest tracks a save. Its State's buffers may be modified as soon as Save returns; Wait tells when the
@@ -29,17 +35,39 @@ type SaveRequest struct {
 
 // requestHandle is the C request, shared with the Context so that Context.Close can free it first.
 type requestHandle struct {
-	mu  sync.Mutex
-	ptr *C.ckpt_request_t
+	mu sync.Mutex // one Test, Wait or free at a time
+	// Stats hold statsMu shared, so that they run beside a Wait; free holds it exclusively. ptr changes under both.
+	statsMu  sync.RWMutex
+	ptr      *C.ckpt_request_t
+	progress *progressHandle // the save's callback, called until the request finishes
+	final    RequestStats    // the last figures, kept once freed
 }
 
 func (h *requestHandle) free() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.ptr != nil {
-		C.ckpt_request_free(h.ptr)
-		h.ptr = nil
+	if h.ptr == nil {
+		return
 	}
+	// Waited for before statsMu is taken: the progress callback may call Stats until the save finishes.
+	C.ckpt_request_wait(h.ptr, 0, nil)
+	h.statsMu.Lock()
+	defer h.statsMu.Unlock()
+	h.final, _ = h.stats()
+	C.ckpt_request_free(h.ptr)
+	h.ptr = nil
+	h.progress.delete()
+	h.progress = nil
+}
+
+// stats reads the live request's figures; statsMu held.
+func (h *requestHandle) stats() (RequestStats, error) {
+	raw := C.ckpt_go_request_stats()
+	err := call(func(cerr *C.ckpt_error_t) C.int32_t { return C.ckpt_request_stats_get(h.ptr, &raw, cerr) })
+	if err != nil {
+		return RequestStats{}, err
+	}
+	return requestStatsFromC(&raw), nil
 }
 
 // Save saves state as the checkpoint directory path, on storage every rank can reach. Collective. Before any
@@ -75,17 +103,25 @@ func (c *Context) startSave(state *State, opts *SaveOptions,
 	if err != nil {
 		return nil, err
 	}
+	var progress *progressHandle
+	if opts != nil {
+		progress = newProgressHandle(opts.Progress)
+	}
+	if progress != nil {
+		copts.progress, copts.progress_user = progress.cParts()
+	}
 	var request *SaveRequest
 	err = c.withState(state, func() error {
 		var ptr *C.ckpt_request_t
 		if err := start(&copts, &ptr); err != nil {
 			return err
 		}
-		request = &SaveRequest{ctx: c, handle: &requestHandle{ptr: ptr}}
+		request = &SaveRequest{ctx: c, handle: &requestHandle{ptr: ptr, progress: progress}}
 		c.pending[request.handle] = struct{}{}
 		return nil
 	})
 	if err != nil {
+		progress.delete() // the failed call made its last report before returning
 		return nil, err
 	}
 	runtime.SetFinalizer(request, (*SaveRequest).Close)
@@ -168,6 +204,17 @@ func (r *SaveRequest) call(fn func(ptr *C.ckpt_request_t, cerr *C.ckpt_error_t) 
 	return call(func(cerr *C.ckpt_error_t) C.int32_t { return fn(r.handle.ptr, cerr) })
 }
 
+// Stats returns what the save has done on this rank: a snapshot while it runs, final once it finished (also after
+// Close). Never blocks on the save, and may run while another goroutine waits for it.
+func (r *SaveRequest) Stats() (RequestStats, error) {
+	r.handle.statsMu.RLock()
+	defer r.handle.statsMu.RUnlock()
+	if r.handle.ptr == nil {
+		return r.handle.final, nil
+	}
+	return r.handle.stats()
+}
+
 // Close frees the request, waiting first for an unfinished save. Closing twice is harmless.
 func (r *SaveRequest) Close() error {
 	r.ctx.mu.Lock()
@@ -198,19 +245,30 @@ type LoadOptions struct {
 	MissingKeys Strictness
 	// UnexpectedKeys: a tensor or object key the checkpoint has that no rank asks for.
 	UnexpectedKeys Strictness
+	// Progress, if set, receives this rank's progress on the loading goroutine's thread before the load returns:
+	// PhasePlanning, PhaseReading (bytes of its tensor buffers filled), then PhaseLoaded or PhaseFailed. It must
+	// not call methods of the Context or the State, which are locked.
+	Progress func(Progress)
 }
 
-func (o *LoadOptions) toC() (C.ckpt_load_options, error) {
+// toC gives the C options and the progress handle they name, to delete once the call returned.
+func (o *LoadOptions) toC() (C.ckpt_load_options, *progressHandle, error) {
 	copts := C.ckpt_go_load_options()
 	if o == nil {
-		return copts, nil
+		return copts, nil, nil
 	}
 	var err error
 	if copts.missing_keys, err = o.MissingKeys.toC(copts.missing_keys); err != nil {
-		return copts, err
+		return copts, nil, err
 	}
-	copts.unexpected_keys, err = o.UnexpectedKeys.toC(copts.unexpected_keys)
-	return copts, err
+	if copts.unexpected_keys, err = o.UnexpectedKeys.toC(copts.unexpected_keys); err != nil {
+		return copts, nil, err
+	}
+	progress := newProgressHandle(o.Progress)
+	if progress != nil {
+		copts.progress, copts.progress_user = progress.cParts()
+	}
+	return copts, progress, nil
 }
 
 func (s Strictness) toC(libraryDefault C.int32_t) (C.int32_t, error) {
@@ -231,10 +289,11 @@ func (s Strictness) toC(libraryDefault C.int32_t) (C.int32_t, error) {
 // saved it, and makes its common entries available through State.Common. Collective. Every block read is checked
 // against its checksum; a failure on any rank fails the load on every rank, and buffers may then be partly filled.
 func (c *Context) Load(state *State, path string, opts *LoadOptions) error {
-	copts, err := opts.toC()
+	copts, progress, err := opts.toC()
 	if err != nil {
 		return err
 	}
+	defer progress.delete()
 	var allocs cAllocs
 	defer allocs.free()
 	cpath, err := allocs.str("checkpoint path", path)

@@ -21,6 +21,51 @@ type ContextStats struct {
 	ExchangeNs     uint64 // nanoseconds spent moving tensor data between ranks during loads, waits included
 }
 
+// RequestStats are what a save has done on this rank (SaveRequest.Stats). The phases follow one another: planning
+// and staging (together BlockingNs, what Save cost the caller), writing, committing; TotalNs spans them all. A phase
+// still running counts until now, one not reached counts 0.
+type RequestStats struct {
+	Committed      bool   // the save committed (on every rank)
+	StateBytes     uint64 // tensor and object bytes this rank registered, replicas included
+	BytesToWrite   uint64 // this rank's share of the unique bytes
+	BytesStaged    uint64
+	BytesWritten   uint64 // written by the I/O workers so far; all durable once writing ends
+	BytesCommitted uint64 // BytesWritten once committed, else 0
+	FilesWritten   uint64 // data files finished: written, synced and closed
+	PlanningNs     uint64
+	StagingNs      uint64
+	BlockingNs     uint64
+	WritingNs      uint64 // from Save's return until this rank's data is durable
+	CommittingNs   uint64 // from then until the request finished: every rank's reports, the manifest, the rename
+	TotalNs        uint64
+}
+
+// GBps is this rank's save throughput: bytes written per nanosecond of the whole save, i.e. GB/s.
+func (s RequestStats) GBps() float64 {
+	if s.TotalNs == 0 {
+		return 0
+	}
+	return float64(s.BytesWritten) / float64(s.TotalNs)
+}
+
+func requestStatsFromC(raw *C.ckpt_request_stats) RequestStats {
+	return RequestStats{
+		Committed:      raw.committed != 0,
+		StateBytes:     uint64(raw.state_bytes),
+		BytesToWrite:   uint64(raw.bytes_to_write),
+		BytesStaged:    uint64(raw.bytes_staged),
+		BytesWritten:   uint64(raw.bytes_written),
+		BytesCommitted: uint64(raw.bytes_committed),
+		FilesWritten:   uint64(raw.files_written),
+		PlanningNs:     uint64(raw.planning_ns),
+		StagingNs:      uint64(raw.staging_ns),
+		BlockingNs:     uint64(raw.blocking_ns),
+		WritingNs:      uint64(raw.writing_ns),
+		CommittingNs:   uint64(raw.committing_ns),
+		TotalNs:        uint64(raw.total_ns),
+	}
+}
+
 // Stats returns this rank's counters. Not collective.
 func (c *Context) Stats() (ContextStats, error) {
 	c.mu.Lock()

@@ -115,6 +115,8 @@ case "$name" in
   worker-missing)     # rank 1 cannot start its I/O workers: every rank's context creation fails, naming rank 1
     "$launch" -n 3 --timeout 60 -- sh -c '[ "$RANK" = 1 ] && export CKPT_WORKER_PATH=/nonexistent/ckpt-io-worker;
       exec "$0" context-fails 2 "rank 1"' "$exchange" ;;
+  request-stats)      # each rank's figures, progress and log lines count its own bytes
+    run 3 "$async" request-stats "$ck" ;;
   async)              # buffers reusable at return; back-to-back saves
     run 3 "$async" async "$ck" ;;
   plan-cache)

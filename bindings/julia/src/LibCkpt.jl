@@ -131,6 +131,15 @@ const CKPT_SHARD_FLATTENED = UInt32(0x1)
 const CKPT_SHARD_ALLOW_SHAPE_MISMATCH = UInt32(0x2)
 const CKPT_SHARD_ALLOW_DTYPE_CAST = UInt32(0x4)
 
+const CKPT_PHASE_PLANNING = Int32(0)
+const CKPT_PHASE_STAGING = Int32(1)
+const CKPT_PHASE_WRITING = Int32(2)
+const CKPT_PHASE_COMMITTING = Int32(3)
+const CKPT_PHASE_COMMITTED = Int32(4)
+const CKPT_PHASE_READING = Int32(5)
+const CKPT_PHASE_LOADED = Int32(6)
+const CKPT_PHASE_FAILED = Int32(7)
+
 const CKPT_STRICT_FAIL = Int32(0)
 const CKPT_STRICT_LOG = Int32(1)
 const CKPT_STRICT_IGNORE = Int32(2)
@@ -204,20 +213,45 @@ end
 ckpt_tensor_shard() = ckpt_tensor_shard(sizeof(ckpt_tensor_shard), NULL_CHARS, 0, 0, NULL_DIMS, NULL_DIMS, NULL_DIMS,
                                         0, Ptr{UInt32}(C_NULL), 0, 0, 0, CKPT_MEMORY_HOST, 0, C_NULL, 0)
 
+# `progress` stays NULL from Julia: the library calls it from its own save thread, where a Julia callback cannot
+# safely run (and the binding cannot be tested on the build machines).
 struct ckpt_save_options
     struct_size::UInt32
     metadata_count::UInt32
     metadata_keys::Ptr{Ptr{Cchar}}
     metadata_values::Ptr{Ptr{Cchar}}
+    progress::Ptr{Cvoid}
+    progress_user::Ptr{Cvoid}
 end
-ckpt_save_options() = ckpt_save_options(sizeof(ckpt_save_options), 0, Ptr{Ptr{Cchar}}(C_NULL), Ptr{Ptr{Cchar}}(C_NULL))
+ckpt_save_options() = ckpt_save_options(sizeof(ckpt_save_options), 0, Ptr{Ptr{Cchar}}(C_NULL), Ptr{Ptr{Cchar}}(C_NULL),
+                                        C_NULL, C_NULL)
+
+struct ckpt_request_stats
+    struct_size::UInt32
+    committed::UInt32
+    state_bytes::UInt64
+    bytes_to_write::UInt64
+    bytes_staged::UInt64
+    bytes_written::UInt64
+    bytes_committed::UInt64
+    files_written::UInt64
+    planning_ns::UInt64
+    staging_ns::UInt64
+    blocking_ns::UInt64
+    writing_ns::UInt64
+    committing_ns::UInt64
+    total_ns::UInt64
+end
+ckpt_request_stats() = ckpt_request_stats(sizeof(ckpt_request_stats), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
 
 struct ckpt_load_options
     struct_size::UInt32
     missing_keys::Int32
     unexpected_keys::Int32
+    progress::Ptr{Cvoid}
+    progress_user::Ptr{Cvoid}
 end
-ckpt_load_options() = ckpt_load_options(sizeof(ckpt_load_options), CKPT_STRICT_FAIL, CKPT_STRICT_LOG)
+ckpt_load_options() = ckpt_load_options(sizeof(ckpt_load_options), CKPT_STRICT_FAIL, CKPT_STRICT_LOG, C_NULL, C_NULL)
 
 struct ckpt_manager_options
     struct_size::UInt32
@@ -338,6 +372,9 @@ ckpt_request_test(request, err) =
 ckpt_request_wait(request, timeout_ms, err) =
     @ccall $(ckptsym(:ckpt_request_wait))(request::Ptr{Cvoid}, timeout_ms::UInt32, err::Ptr{Cvoid})::Int32
 ckpt_request_free(request) = @ccall $(ckptsym(:ckpt_request_free))(request::Ptr{Cvoid})::Cvoid
+ckpt_request_stats_get(request, stats, err) =
+    @ccall $(ckptsym(:ckpt_request_stats_get))(request::Ptr{Cvoid}, stats::Ptr{ckpt_request_stats},
+                                               err::Ptr{Cvoid})::Int32
 
 # Load
 ckpt_load_options_init(opts, struct_size) =

@@ -42,7 +42,7 @@ function start_save(start, ctx::Context, state::State, metadata)
     value_pointers = Ptr{Cchar}[chars(v) for v in metadata_values]
     handle = GC.@preserve metadata_keys metadata_values key_pointers value_pointers state begin
         options = Ref(LibCkpt.ckpt_save_options(sizeof(LibCkpt.ckpt_save_options), length(metadata_keys),
-                                                pointer(key_pointers), pointer(value_pointers)))
+                                                pointer(key_pointers), pointer(value_pointers), C_NULL, C_NULL))
         create_handle() do out, err
             start(options, out, err)
         end
@@ -77,6 +77,42 @@ function Base.wait(request::SaveRequest; timeout_ms::Integer = 0)
     return status == CKPT_OK
 end
 
+"""What a save has done on this rank, as [`Ckpt.stats`](@ref) reports it for a request. The phases follow one
+another: planning and staging (together `blocking_ns`, what `Ckpt.save` cost the caller), writing (until this
+rank's data is durable), committing; `total_ns` spans them all. A phase still running counts until now.
+`bytes_written / total_ns` is this rank's throughput in GB/s."""
+struct RequestStats
+    committed::Bool
+    state_bytes::Int     # tensor and object bytes this rank registered, replicas included
+    bytes_to_write::Int  # this rank's share of the unique bytes
+    bytes_staged::Int
+    bytes_written::Int
+    bytes_committed::Int # bytes_written once committed, else 0
+    files_written::Int
+    planning_ns::Int
+    staging_ns::Int
+    blocking_ns::Int
+    writing_ns::Int
+    committing_ns::Int
+    total_ns::Int
+end
+
+"""
+    Ckpt.stats(request::SaveRequest) -> RequestStats
+
+What the save has done on this rank: a snapshot while it runs, final once it finished. Never blocks.
+"""
+function stats(request::SaveRequest)
+    raw = Ref(LibCkpt.ckpt_request_stats())
+    checked() do err
+        LibCkpt.ckpt_request_stats_get(request, raw, err)
+    end
+    s = raw[]
+    return RequestStats(s.committed != 0, s.state_bytes, s.bytes_to_write, s.bytes_staged, s.bytes_written,
+                        s.bytes_committed, s.files_written, s.planning_ns, s.staging_ns, s.blocking_ns,
+                        s.writing_ns, s.committing_ns, s.total_ns)
+end
+
 """
     load!(ctx, state, path; missing_keys=CKPT_STRICT_FAIL, unexpected_keys=CKPT_STRICT_LOG) -> state
 
@@ -98,4 +134,4 @@ function load!(ctx::Context, state::State, path::AbstractString; missing_keys::I
 end
 
 load_options(missing_keys::Integer, unexpected_keys::Integer) =
-    Ref(LibCkpt.ckpt_load_options(sizeof(LibCkpt.ckpt_load_options), missing_keys, unexpected_keys))
+    Ref(LibCkpt.ckpt_load_options(sizeof(LibCkpt.ckpt_load_options), missing_keys, unexpected_keys, C_NULL, C_NULL))

@@ -226,6 +226,27 @@ end
     end
 end
 
+@testset "a request's stats add up once the save committed" begin
+    mktempdir() do dir
+        ctx = Context(rank = 0, world_size = 1, arena_bytes = TEST_ARENA_BYTES)
+        weight = reshape(Float32.(1:1024), 32, 32)
+        state = State()
+        add_tensor!(state, "weight", weight)
+        request = Ckpt.save(ctx, state, joinpath(dir, "c"))
+        @test wait(request)
+        s = Ckpt.stats(request)
+        @test s.committed
+        @test (s.state_bytes, s.bytes_to_write, s.bytes_staged, s.bytes_written, s.bytes_committed) ==
+              ntuple(_ -> sizeof(weight), 5)
+        @test s.files_written >= 1
+        @test s.blocking_ns == s.planning_ns + s.staging_ns
+        @test s.total_ns == s.blocking_ns + s.writing_ns + s.committing_ns
+        close(request)
+        close(state)
+        close(ctx)
+    end
+end
+
 @testset "manager keeps the last two steps and resumes from the latest" begin
     mktempdir() do dir
         ctx = Context(rank = 0, world_size = 1)

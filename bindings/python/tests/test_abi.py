@@ -19,6 +19,7 @@ C_NAMES = {
     _native.LoadOptions: "ckpt_load_options", _native.ManagerOptions: "ckpt_manager_options",
     _native.CheckpointInfo: "ckpt_checkpoint_info", _native.TensorInfo: "ckpt_tensor_info",
     _native.ChunkInfo: "ckpt_chunk_info", _native.ExportOptions: "ckpt_export_options",
+    _native.RequestStats: "ckpt_request_stats",
 }
 
 
@@ -56,10 +57,13 @@ def test_every_constant_has_the_tables_value():
                      CKPT_SHARD_ALLOW_DTYPE_CAST=_native.SHARD_ALLOW_DTYPE_CAST,
                      CKPT_MAX_NDIM=_native.MAX_NDIM, CKPT_VERSION_MAJOR=_native.ABI_MAJOR,
                      CKPT_E_IN_PROGRESS=errors.IN_PROGRESS)
+    constants.update({f"CKPT_PHASE_{name.upper()}": value for value, name in _native.PHASES.items()})
     for cls in errors._BY_STATUS.values():
         constants[cls.code] = cls.status
     for name, value in constants.items():
         assert table.get(name) == value, f"{name}: C {table.get(name)}, Python {value}"
+    phases = {name for name in table if name.startswith("CKPT_PHASE_")}
+    assert phases <= set(constants), f"phases without a Python name: {phases - set(constants)}"
     status_codes = {name for name in table if re.fullmatch(r"CKPT_E_\w+", name)}
     assert status_codes <= set(constants), f"status codes without a Python error: {status_codes - set(constants)}"
     dtype_codes = {value for name, value in table.items() if name.startswith("CKPT_DTYPE_")}

@@ -101,6 +101,7 @@ mod error;
 mod export;
 mod load;
 mod manager;
+mod progress;
 mod reader;
 mod save;
 mod state;
@@ -113,10 +114,11 @@ pub use error::{Error, ErrorKind, Result};
 pub use export::{export, ExportOptions};
 pub use load::{LoadOptions, Strictness};
 pub use manager::{Manager, ManagerOptions};
+pub use progress::{Phase, Progress};
 pub use reader::{CheckpointInfo, ChunkInfo, Chunks, Commons, Reader, TensorInfo, Tensors};
 pub use save::{SaveOptions, SaveRequest};
 pub use state::{LoadState, SaveState, Shard};
-pub use stats::ContextStats;
+pub use stats::{ContextStats, RequestStats};
 
 /// The version of the library actually loaded, as "major.minor.patch".
 pub fn library_version() -> String {

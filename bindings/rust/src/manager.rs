@@ -110,10 +110,10 @@ impl<'c> Manager<'c> {
     /// rank if there is no committed step yet: a fresh start. On failure the buffers may be partly filled (but
     /// always hold valid values of their element type).
     pub fn load_latest(&self, state: &mut LoadState<'_>, options: &LoadOptions) -> Result<Option<u64>> {
-        let opts = options.to_c();
+        let (opts, _progress) = options.to_c();
         let mut step = 0u64;
         // SAFETY: the manager and state are live handles used by this thread only; the state's buffers are
-        // exclusively borrowed for its lifetime.
+        // exclusively borrowed for its lifetime; the progress callback outlives the call.
         let outcome = call_status(|err| unsafe {
             sys::ckpt_manager_load_latest(self.raw.as_ptr(), state.as_ptr(), &opts, &mut step, err)
         });

@@ -9,13 +9,25 @@ use std::time::Duration;
 
 use crate::context::{whole_milliseconds, Context};
 use crate::error::{call, call_status, Error, Result};
+use crate::progress::{Progress, ProgressFn, RawProgress};
 use crate::state::SaveState;
+use crate::stats::RequestStats;
 use crate::sys;
 
 /// Options of a save. The defaults are the library's.
-#[derive(Debug, Clone, Default)]
+#[derive(Clone, Default)]
 pub struct SaveOptions {
     metadata: Vec<(String, String)>,
+    progress: Option<ProgressFn>,
+}
+
+impl std::fmt::Debug for SaveOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SaveOptions")
+            .field("metadata", &self.metadata)
+            .field("progress", &self.progress.is_some())
+            .finish()
+    }
 }
 
 impl SaveOptions {
@@ -27,6 +39,18 @@ impl SaveOptions {
     /// [`Reader::metadata`](crate::Reader::metadata).
     pub fn metadata(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
         self.metadata.push((key.into(), value.into()));
+        self
+    }
+
+    /// Receives this rank's progress: PLANNING, STAGING and WRITING's first report on the saving thread, before
+    /// the save call returns; WRITING, COMMITTING and COMMITTED or FAILED later, on the library's save thread.
+    /// Called once as each phase starts and at most every 100 ms in between; it should return quickly. A panic
+    /// in it is caught and loses that report.
+    pub fn progress<F>(mut self, progress: F) -> Self
+    where
+        F: Fn(Progress) + Send + Sync + 'static,
+    {
+        self.progress = Some(std::sync::Arc::new(progress));
         self
     }
 }
@@ -73,10 +97,14 @@ where
         u32::try_from(metadata.keys.len()).map_err(|_| Error::invalid_argument("too many metadata entries"))?;
     opts.metadata_keys = metadata.keys.as_ptr();
     opts.metadata_values = metadata.values.as_ptr();
+    let progress = options.progress.as_ref().map(RawProgress::new);
+    if let Some(progress) = &progress {
+        (opts.progress, opts.progress_user) = progress.c_parts();
+    }
     let mut raw = ptr::null_mut();
     call(|err| start(&opts, &mut raw, err))?;
     let raw = NonNull::new(raw).ok_or_else(|| Error::new(sys::CKPT_E_INTERNAL, format!("{} gave no request", what)))?;
-    Ok(SaveRequest { raw, _context: PhantomData })
+    Ok(SaveRequest { raw, _progress: progress, _context: PhantomData })
 }
 
 impl Context {
@@ -104,6 +132,8 @@ impl Context {
 /// blocks until the save finishes (its outcome is then lost: call [`wait`](Self::wait) to see it).
 pub struct SaveRequest<'c> {
     raw: NonNull<sys::ckpt_request_t>,
+    // Called by the library until the request finishes; dropped after ckpt_request_free, which waits for that.
+    _progress: Option<RawProgress>,
     _context: PhantomData<&'c Context>,
 }
 
@@ -131,6 +161,14 @@ impl SaveRequest<'_> {
         let timeout_ms = whole_milliseconds(timeout);
         // SAFETY: a live request.
         finished(call_status(|err| unsafe { sys::ckpt_request_wait(self.raw.as_ptr(), timeout_ms, err) }))
+    }
+
+    /// What the save has done on this rank: a snapshot while it runs, final once it finished. Never blocks.
+    pub fn stats(&self) -> Result<RequestStats> {
+        let mut raw = sys::ckpt_request_stats::init();
+        // SAFETY: a live request; the library writes at most `struct_size` bytes.
+        call(|err| unsafe { sys::ckpt_request_stats_get(self.raw.as_ptr(), &mut raw, err) })?;
+        Ok(RequestStats::from(raw))
     }
 }
 

@@ -1,4 +1,4 @@
-//! Counters of a context's work, for monitoring and benchmarks.
+//! Counters of a context's work and figures of one save, for monitoring and benchmarks.
 
 use crate::context::{Context, Transport};
 use crate::error::{call, Result};
@@ -49,6 +49,66 @@ impl From<sys::ckpt_context_stats> for ContextStats {
             bytes_received: raw.bytes_received,
             transport: Transport(raw.transport),
             exchange_ns: raw.exchange_ns,
+        }
+    }
+}
+
+/// What a save has done on this rank ([`SaveRequest::stats`](crate::SaveRequest::stats)): a snapshot while it
+/// runs, final once it finished. The phases follow one another: planning and staging (together `blocking_ns`, what
+/// the save call cost the caller), writing, committing; `total_ns` spans them all. A phase still running counts
+/// until now, one not reached counts 0. More fields may be added.
+#[non_exhaustive]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RequestStats {
+    /// The save committed (on every rank).
+    pub committed: bool,
+    /// Tensor and object bytes this rank registered, replicas included.
+    pub state_bytes: u64,
+    /// What this rank writes: its share of the unique bytes.
+    pub bytes_to_write: u64,
+    pub bytes_staged: u64,
+    /// Written by the I/O workers so far; all durable once writing ends.
+    pub bytes_written: u64,
+    /// `bytes_written` once committed, else 0.
+    pub bytes_committed: u64,
+    /// Data files this rank finished: written, synced and closed.
+    pub files_written: u64,
+    pub planning_ns: u64,
+    pub staging_ns: u64,
+    pub blocking_ns: u64,
+    /// From the save call's return until this rank's data is durable.
+    pub writing_ns: u64,
+    /// From then until the request finished: every rank's reports, the manifest, the rename.
+    pub committing_ns: u64,
+    pub total_ns: u64,
+}
+
+impl RequestStats {
+    /// This rank's save throughput: bytes written per nanosecond of the whole save, i.e. GB/s.
+    pub fn gbps(&self) -> f64 {
+        if self.total_ns == 0 {
+            return 0.0;
+        }
+        self.bytes_written as f64 / self.total_ns as f64
+    }
+}
+
+impl From<sys::ckpt_request_stats> for RequestStats {
+    fn from(raw: sys::ckpt_request_stats) -> Self {
+        RequestStats {
+            committed: raw.committed != 0,
+            state_bytes: raw.state_bytes,
+            bytes_to_write: raw.bytes_to_write,
+            bytes_staged: raw.bytes_staged,
+            bytes_written: raw.bytes_written,
+            bytes_committed: raw.bytes_committed,
+            files_written: raw.files_written,
+            planning_ns: raw.planning_ns,
+            staging_ns: raw.staging_ns,
+            blocking_ns: raw.blocking_ns,
+            writing_ns: raw.writing_ns,
+            committing_ns: raw.committing_ns,
+            total_ns: raw.total_ns,
         }
     }
 }

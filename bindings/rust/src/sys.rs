@@ -172,6 +172,17 @@ pub struct ckpt_tensor_shard {
 
 // Save -------------------------------------------------------------------------------------------------------------
 
+pub const CKPT_PHASE_PLANNING: i32 = 0;
+pub const CKPT_PHASE_STAGING: i32 = 1;
+pub const CKPT_PHASE_WRITING: i32 = 2;
+pub const CKPT_PHASE_COMMITTING: i32 = 3;
+pub const CKPT_PHASE_COMMITTED: i32 = 4;
+pub const CKPT_PHASE_READING: i32 = 5;
+pub const CKPT_PHASE_LOADED: i32 = 6;
+pub const CKPT_PHASE_FAILED: i32 = 7;
+
+pub type ckpt_progress_fn = Option<unsafe extern "C" fn(user: *mut c_void, phase: i32, done: u64, total: u64)>;
+
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
 pub struct ckpt_save_options {
@@ -179,6 +190,27 @@ pub struct ckpt_save_options {
     pub metadata_count: u32,
     pub metadata_keys: *const *const c_char,
     pub metadata_values: *const *const c_char,
+    pub progress: ckpt_progress_fn,
+    pub progress_user: *mut c_void,
+}
+
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ckpt_request_stats {
+    pub struct_size: u32,
+    pub committed: u32,
+    pub state_bytes: u64,
+    pub bytes_to_write: u64,
+    pub bytes_staged: u64,
+    pub bytes_written: u64,
+    pub bytes_committed: u64,
+    pub files_written: u64,
+    pub planning_ns: u64,
+    pub staging_ns: u64,
+    pub blocking_ns: u64,
+    pub writing_ns: u64,
+    pub committing_ns: u64,
+    pub total_ns: u64,
 }
 
 // Load -------------------------------------------------------------------------------------------------------------
@@ -193,6 +225,8 @@ pub struct ckpt_load_options {
     pub struct_size: u32,
     pub missing_keys: i32,
     pub unexpected_keys: i32,
+    pub progress: ckpt_progress_fn,
+    pub progress_user: *mut c_void,
 }
 
 // Manager ----------------------------------------------------------------------------------------------------------
@@ -269,6 +303,13 @@ impl ckpt_context_stats {
     /// The value of `CKPT_CONTEXT_STATS_INIT` (the header has no init function for it).
     pub fn init() -> Self {
         ckpt_context_stats { struct_size: struct_size::<Self>(), transport: CKPT_TRANSPORT_NONE, ..Default::default() }
+    }
+}
+
+impl ckpt_request_stats {
+    /// The value of `CKPT_REQUEST_STATS_INIT` (the header has no init function for it).
+    pub fn init() -> Self {
+        ckpt_request_stats { struct_size: struct_size::<Self>(), ..Default::default() }
     }
 }
 
@@ -424,6 +465,11 @@ extern "C" {
     pub fn ckpt_request_test(request: *mut ckpt_request_t, err: *mut ckpt_error_t) -> i32;
     pub fn ckpt_request_wait(request: *mut ckpt_request_t, timeout_ms: u32, err: *mut ckpt_error_t) -> i32;
     pub fn ckpt_request_free(request: *mut ckpt_request_t);
+    pub fn ckpt_request_stats_get(
+        request: *const ckpt_request_t,
+        stats: *mut ckpt_request_stats,
+        err: *mut ckpt_error_t,
+    ) -> i32;
 
     pub fn ckpt_load_options_init(opts: *mut ckpt_load_options, struct_size: u32) -> i32;
     pub fn ckpt_load(
@@ -582,6 +628,7 @@ mod tests {
         assert_eq!(opts.struct_size as usize, size_of::<ckpt_save_options>());
         assert_eq!(opts.metadata_count, 0);
         assert!(opts.metadata_keys.is_null() && opts.metadata_values.is_null());
+        assert!(opts.progress.is_none() && opts.progress_user.is_null());
     }
 
     #[test]
@@ -589,6 +636,7 @@ mod tests {
         let opts = ckpt_load_options::init();
         assert_eq!(opts.struct_size as usize, size_of::<ckpt_load_options>());
         assert_eq!((opts.missing_keys, opts.unexpected_keys), (CKPT_STRICT_FAIL, CKPT_STRICT_LOG));
+        assert!(opts.progress.is_none() && opts.progress_user.is_null());
     }
 
     #[test]

@@ -3,6 +3,7 @@
     import ckpt
     request = ckpt.save("/ckpt/run/step-100", {"params": params, "step": 100})   # every rank; returns once staged
     request.wait()                                                               # committed and durable
+    request.stats()                                                              # bytes and time of each phase
     state = ckpt.restore("/ckpt/run/step-100", target)                           # any sharding, any number of ranks
 
 Every rank of the job calls save and restore (they are collective); each passes its part of the tree. jax.Arrays
@@ -17,6 +18,7 @@ from .errors import (AlreadyExistsError, CorruptError, Error, InternalError, Inv
                      PeerFailedError, TimeoutError, UnsupportedError, VersionError)
 from .export import export
 from .manager import CheckpointManager
+from .progress import RequestStats
 from .reader import CheckpointInfo, ChunkInfo, Reader, TensorInfo
 from .tree import Shard
 
@@ -32,6 +34,7 @@ def library_version():
 __all__ = [
     "AlreadyExistsError", "CheckpointInfo", "CheckpointManager", "ChunkInfo", "Context", "CorruptError", "Error",
     "InternalError", "InvalidArgumentError", "IoError", "LibraryNotFoundError", "MismatchError", "NoMemoryError",
-    "NoSpaceError", "NotFoundError", "PeerFailedError", "Reader", "Request", "Shard", "TensorInfo", "TimeoutError",
-    "UnsupportedError", "VersionError", "default_context", "export", "library_version", "restore", "save",
+    "NoSpaceError", "NotFoundError", "PeerFailedError", "Reader", "Request", "RequestStats", "Shard", "TensorInfo",
+    "TimeoutError", "UnsupportedError", "VersionError", "default_context", "export", "library_version", "restore",
+    "save",
 ]

@@ -30,6 +30,11 @@ u64_array = ctypes.POINTER(c_u64)
 
 ALLGATHER_FN = ctypes.CFUNCTYPE(c_i32, c_void_p, c_void_p, c_u64, c_void_p)
 LOG_FN = ctypes.CFUNCTYPE(None, c_void_p, c_i32, c_char_p)
+PROGRESS_FN = ctypes.CFUNCTYPE(None, c_void_p, c_i32, c_u64, c_u64)
+
+# CKPT_PHASE_*, by their number: the names ckpt.save's and ckpt.restore's progress callables receive.
+PHASES = {0: "planning", 1: "staging", 2: "writing", 3: "committing", 4: "committed", 5: "reading", 6: "loaded",
+          7: "failed"}
 
 TRANSPORT_DEFAULT = -1
 TRANSPORTS = {"auto": 0, "none": 1, "ucx": 2, "nccl": 3}
@@ -110,11 +115,38 @@ class SaveOptions(ctypes.Structure):
         ("metadata_count", c_u32),
         ("metadata_keys", ctypes.POINTER(c_char_p)),
         ("metadata_values", ctypes.POINTER(c_char_p)),
+        ("progress", PROGRESS_FN),
+        ("progress_user", c_void_p),
+    ]
+
+
+class RequestStats(ctypes.Structure):
+    _fields_ = [
+        ("struct_size", c_u32),
+        ("committed", c_u32),
+        ("state_bytes", c_u64),
+        ("bytes_to_write", c_u64),
+        ("bytes_staged", c_u64),
+        ("bytes_written", c_u64),
+        ("bytes_committed", c_u64),
+        ("files_written", c_u64),
+        ("planning_ns", c_u64),
+        ("staging_ns", c_u64),
+        ("blocking_ns", c_u64),
+        ("writing_ns", c_u64),
+        ("committing_ns", c_u64),
+        ("total_ns", c_u64),
     ]
 
 
 class LoadOptions(ctypes.Structure):
-    _fields_ = [("struct_size", c_u32), ("missing_keys", c_i32), ("unexpected_keys", c_i32)]
+    _fields_ = [
+        ("struct_size", c_u32),
+        ("missing_keys", c_i32),
+        ("unexpected_keys", c_i32),
+        ("progress", PROGRESS_FN),
+        ("progress_user", c_void_p),
+    ]
 
 
 class ManagerOptions(ctypes.Structure):
@@ -212,6 +244,7 @@ _SIGNATURES = [
     ("ckpt_request_test", c_i32, [c_void_p, _ERR]),
     ("ckpt_request_wait", c_i32, [c_void_p, c_u32, _ERR]),
     ("ckpt_request_free", None, [c_void_p]),
+    ("ckpt_request_stats_get", c_i32, [c_void_p, ctypes.POINTER(RequestStats), _ERR]),
     ("ckpt_load", c_i32, [c_void_p, c_void_p, c_char_p, ctypes.POINTER(LoadOptions), _ERR]),
     ("ckpt_manager_open", c_i32,
      [c_void_p, c_char_p, ctypes.POINTER(ManagerOptions), ctypes.POINTER(c_void_p), _ERR]),

@@ -10,7 +10,7 @@ import time
 
 import numpy as np
 
-from . import _native, context as context_module, dtypes, errors, tree as tree_module
+from . import _native, context as context_module, dtypes, errors, progress as progress_module, tree as tree_module
 from ._native import call, call_status, lib
 from ._state import State, empty
 from .tree import Shard
@@ -59,29 +59,55 @@ class Request:
     and committed in the background. done() and wait() report its outcome, the same on every rank.
 
     `started` is the ckpt_save call's Future: it resolves to the library's request once the arrays are staged (for
-    numpy leaves, before save() returns; for jax.Arrays, which cannot change, on the context's thread meanwhile)."""
+    numpy leaves, before save() returns; for jax.Arrays, which cannot change, on the context's thread meanwhile).
+    `options` (the save's _SaveOptions) stays referenced until the save finished: the library calls its progress
+    callback until then."""
 
-    def __init__(self, started, path):
+    def __init__(self, started, path, options):
         self.path = path
         self._started = started
+        self._options = options
         self._handle = None
         self._lock = threading.Lock()
+        # Guards the handle against being freed during stats(), which must not wait while another thread is in
+        # wait() holding _lock.
+        self._handle_lock = threading.Lock()
+        self._released = False
+        self._final_stats = progress_module.NO_STATS
         self._finished = False
         self._failure = None
+
+    def _release(self):
+        """Keeps the final figures, then frees the handle."""
+        with self._handle_lock:
+            self._final_stats = progress_module.read_stats(self._handle)
+            lib.ckpt_request_free(self._handle)
+            self._handle = None
+            self._released = True
+        self._options = None
 
     def _settle(self, status):
         """Records a final status and frees the handle."""
         if status != errors.IN_PROGRESS:
             self._finished = True
-            lib.ckpt_request_free(self._handle)
-            self._handle = None
+            self._release()
 
     def _fail(self, error):
         self._failure = error
         self._finished = True
         if self._handle is not None:
-            lib.ckpt_request_free(self._handle)
-            self._handle = None
+            self._release()
+
+    def stats(self):
+        """What the save has done on this rank (a RequestStats): a snapshot while it runs, final once it finished;
+        all zeros while a tree of jax.Arrays waits to be staged. Never blocks; any thread may call it."""
+        with self._handle_lock:
+            if self._released:
+                return self._final_stats
+            handle = self._handle
+            if handle is None and self._started.done() and self._started.exception() is None:
+                handle = self._started.result()  # staged, not yet taken by done() or wait(); freed under this lock
+            return progress_module.read_stats(handle) if handle is not None else progress_module.NO_STATS
 
     def _start(self, timeout):
         """Waits up to `timeout` seconds (None: no limit) for the staging; False if it is still going on."""
@@ -135,10 +161,14 @@ class Request:
 
 
 class _SaveOptions:
-    """ckpt_save_options for user metadata (a str -> str mapping), with the C arrays it points at."""
+    """ckpt_save_options for user metadata (a str -> str mapping) and a progress callable, with the C arrays and the
+    C callback they point at."""
 
-    def __init__(self, metadata):
+    def __init__(self, metadata, progress):
         self.struct = _native.new(_native.SaveOptions)
+        self._progress = progress_module.callback(progress)
+        if self._progress is not None:
+            self.struct.progress = self._progress
         if not metadata:
             return
         keys, values = [], []
@@ -188,11 +218,11 @@ def register_tree(state, tree):
     return immutable
 
 
-def start_save(ctx, tree, path, metadata, submit):
+def start_save(ctx, tree, path, metadata, submit, progress=None):
     """Registers `tree`, then has the context's thread call submit(state, options) -> request handle: at once when
     the tree holds numpy buffers (the caller may change them as soon as this returns), else in the background.
     Returns a Request, tracked by the context."""
-    options = _SaveOptions(metadata)
+    options = _SaveOptions(metadata, progress)
     state = State()
     try:
         immutable = register_tree(state, tree)
@@ -211,12 +241,12 @@ def start_save(ctx, tree, path, metadata, submit):
         concurrent.futures.wait([started])
         if started.exception() is not None:
             raise started.exception()
-    request = Request(started, path)
+    request = Request(started, path, options)
     ctx.track(request)
     return request
 
 
-def save(path, tree, *, context=None, metadata=None):
+def save(path, tree, *, context=None, metadata=None, progress=None):
     """Collective: every rank calls it with its part of the tree. Saves `tree` as the checkpoint directory `path`
     and returns a Request as soon as this rank's arrays may change; the checkpoint is written and committed in the
     background, and exists only once the Request succeeds.
@@ -227,7 +257,12 @@ def save(path, tree, *, context=None, metadata=None):
 
     A tree of jax.Arrays returns before the staging copy even starts: the arrays cannot change (and XLA does not
     donate a buffer the save still references); errors found by the collective checks are then raised by the
-    Request. A tree with numpy buffers returns once they are staged, raising such errors itself."""
+    Request. A tree with numpy buffers returns once they are staged, raising such errors itself.
+
+    `progress`, if given, is called as progress(phase, done, total) with this rank's bytes: "planning", "staging"
+    (on the thread that stages), then "writing", "committing" and "committed" or "failed" (on the library's save
+    thread, before the Request finishes), once as each phase starts and at most every 100 ms in between. It should
+    return quickly. Request.stats() gives the same figures and the time of each phase."""
     ctx = context_module.resolve(context)
     target = os.fsencode(os.fspath(path))
 
@@ -236,12 +271,17 @@ def save(path, tree, *, context=None, metadata=None):
         call("ckpt_save", ctx.handle, state.handle, target, opts, ctypes.byref(handle))
         return handle
 
-    return start_save(ctx, tree, os.fspath(path), metadata, submit)
+    return start_save(ctx, tree, os.fspath(path), metadata, submit, progress)
 
 
-def _load_options(partial):
-    return _native.new(_native.LoadOptions, missing_keys=_native.STRICT_FAIL,
+def _load_options(partial, progress):
+    """ckpt_load_options, and the C callback they point at (keep it referenced until the load returned)."""
+    opts = _native.new(_native.LoadOptions, missing_keys=_native.STRICT_FAIL,
                        unexpected_keys=_native.STRICT_IGNORE if partial else _native.STRICT_FAIL)
+    c_progress = progress_module.callback(progress)
+    if c_progress is not None:
+        opts.progress = c_progress
+    return opts, c_progress
 
 
 def _target_from_checkpoint(path):
@@ -332,7 +372,7 @@ def finish_restore(state, structure, finishers):
     return tree_module.unflatten(structure, [finish(saved) for finish in finishers])
 
 
-def restore(path, target=None, *, context=None, partial=False, allow_dtype_cast=False):
+def restore(path, target=None, *, context=None, partial=False, allow_dtype_cast=False, progress=None):
     """Collective: every rank calls it. Returns the checkpoint at `path` as a tree shaped like `target`, each leaf
     filled with its part of the saved tensor, whatever layout and number of ranks saved it: numpy arrays whole,
     ckpt.Shards their box, jax.Arrays and jax.ShapeDtypeStructs in their sharding (read once across the ranks,
@@ -341,13 +381,16 @@ def restore(path, target=None, *, context=None, partial=False, allow_dtype_cast=
     Every key of the target must be in the checkpoint (MismatchError otherwise); so must every tensor of the
     checkpoint be in some rank's target, unless `partial`. A leaf's dtype must be the saved one (MismatchError),
     unless `allow_dtype_cast` and both are floating (float16, bfloat16, float32, float64): the saved values are then
-    converted, rounded to nearest even, as numpy's astype does (float32 master weights into a bfloat16 target)."""
+    converted, rounded to nearest even, as numpy's astype does (float32 master weights into a bfloat16 target).
+
+    `progress`, if given, is called as progress(phase, done, total) with the bytes of this rank's arrays filled:
+    "planning", "reading", then "loaded" or "failed", from the context's thread, at most every 100 ms in between."""
     ctx = context_module.resolve(context)
     source = os.fsencode(os.fspath(path))
     if target is None:
         target = _target_from_checkpoint(os.fspath(path))
     with State() as state:
         structure, finishers = register_target(state, target, load_flags(allow_dtype_cast))
-        opts = _load_options(partial)
+        opts, _c_progress = _load_options(partial, progress)
         ctx.run(lambda: call("ckpt_load", ctx.handle, state.handle, source, ctypes.byref(opts)))
         return finish_restore(state, structure, finishers)

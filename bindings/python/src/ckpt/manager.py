@@ -29,6 +29,7 @@ class CheckpointManager:
                                        ctypes.byref(opts), ctypes.byref(handle)))
         self._handle = handle
         self._requests = []
+        self.last_request = None  # the Request of the latest save()
         self._context.adopt(self)
 
     def _call(self, function_name, *args):
@@ -50,9 +51,10 @@ class CheckpointManager:
         self._call("ckpt_manager_step_path", self.handle, int(step), buffer, len(buffer))
         return os.fsdecode(buffer.value)
 
-    def save(self, step, tree, *, metadata=None, force=False):
+    def save(self, step, tree, *, metadata=None, force=False, progress=None):
         """Collective. Saves `tree` as `step` when should_save(step) or `force`, and returns whether it did. Returns
-        once this rank's buffers are staged; the step commits in the background (wait() waits for it)."""
+        once this rank's buffers are staged; the step commits in the background (wait() waits for it). `progress`
+        is called as ckpt.save's is; last_request holds the step's Request (its stats())."""
         if not force and not self.should_save(step):
             return False
 
@@ -61,15 +63,17 @@ class CheckpointManager:
             call("ckpt_manager_save", self.handle, state.handle, int(step), opts, ctypes.byref(handle))
             return handle
 
-        request = checkpoint.start_save(self._context, tree, self.step_path(step), metadata, submit)
+        request = checkpoint.start_save(self._context, tree, self.step_path(step), metadata, submit, progress)
         self._requests = [r for r in self._requests if not r._finished] + [request]
+        self.last_request = request
         return True
 
-    def restore(self, step=None, target=None, *, partial=False, allow_dtype_cast=False):
+    def restore(self, step=None, target=None, *, partial=False, allow_dtype_cast=False, progress=None):
         """Collective. The tree saved as `step` (None: the latest committed step, as rank 0 sees it), shaped like
-        `target` as ckpt.restore does (`partial` and `allow_dtype_cast` too). NotFoundError on every rank when there
-        is no committed step."""
-        options = {"context": self._context, "partial": partial, "allow_dtype_cast": allow_dtype_cast}
+        `target` as ckpt.restore does (`partial`, `allow_dtype_cast` and `progress` too). NotFoundError on every
+        rank when there is no committed step."""
+        options = {"context": self._context, "partial": partial, "allow_dtype_cast": allow_dtype_cast,
+                   "progress": progress}
         if step is not None:
             return checkpoint.restore(self.step_path(step), target, **options)
         if target is None:
@@ -79,7 +83,7 @@ class CheckpointManager:
             return checkpoint.restore(self.step_path(latest), None, **options)
         with State() as state:
             structure, finishers = checkpoint.register_target(state, target, checkpoint.load_flags(allow_dtype_cast))
-            opts = checkpoint._load_options(partial)
+            opts, _c_progress = checkpoint._load_options(partial, progress)
             loaded = ctypes.c_uint64()
             self._context.run(lambda: call("ckpt_manager_load_latest", self.handle, state.handle,
                                            ctypes.byref(opts), ctypes.byref(loaded)))
