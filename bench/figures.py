@@ -7,8 +7,8 @@
 
 VALUES_FILE holds `run name value` lines: ckpt_bench's raw output (save_seconds, load_seconds, ...; the multi-rank
 loads report per rank, as <load>_<counter>.rank<r>, with <load>_ranks), the fio bandwidths (fio_write_bps,
-fio_read_bps), ucx_perftest_bps and, where a CUDA device exists, the device staging and its cudaMemcpy baseline
-(d2h_stage_seconds, cuda_memcpy_pinned_seconds) of the same run. The staging arena's size comes from the library
+fio_read_bps, fio_copy_bps), ucx_perftest_bps and, where a CUDA device exists, the device staging and its
+cudaMemcpy baseline (d2h_stage_seconds, cuda_memcpy_pinned_seconds) of the same run. The staging arena's size comes from the library
 where it reports it, else from CKPT_ARENA_BYTES, else it is printed as 0 with a comment. Every figure is computed
 within its run (a ratio compares numbers taken on the same directory minutes apart), then the median over the runs is
 printed.
@@ -35,6 +35,9 @@ FIGURES = [
     ("load_vs_fio_read", "ratio", "%.3f"),
     ("export_gibps", "GiB/s", "%.3f"),
     ("export_vs_fio_write", "ratio", "%.3f"),
+    # The same export against fio reading and writing at once, which an export's data movement is.
+    ("fio_copy_gibps", "GiB/s", "%.3f"),
+    ("export_vs_fio_copy", "ratio", "%.3f"),
     ("safetensors_load_gibps", "GiB/s", "%.3f"),
     ("safetensors_load_vs_fio_read", "ratio", "%.3f"),
     ("async_block_ms", "ms", "%.1f"),
@@ -87,6 +90,23 @@ def fio_bandwidth(path, direction):
     if bandwidth <= 0:
         fail("%s: fio reports no %s bandwidth" % (path, direction))
     print(bandwidth)
+
+
+def fio_copy_bandwidth(path, size):
+    """Bytes/s of a copy: `size` bytes over the longer runtime of fio's reading and writing jobs."""
+    with open(path, encoding="utf-8", errors="replace") as f:
+        text = f.read()
+    start = text.find("{")
+    if start < 0:
+        fail("%s holds no JSON (fio's output: %r)" % (path, text[:200]))
+    try:
+        report, _ = json.JSONDecoder().raw_decode(text[start:])
+        runtime_ms = max(int(job["job_runtime"]) for job in report["jobs"])
+    except (ValueError, KeyError, TypeError) as e:
+        fail("%s: no jobs[].job_runtime in fio's JSON (%s)" % (path, e))
+    if runtime_ms <= 0 or len(report["jobs"]) != 2:
+        fail("%s: expected a reading and a writing job with runtimes" % path)
+    print(int(size / (runtime_ms / 1e3)))
 
 
 def ucx_bandwidth(path, message_bytes):
@@ -211,6 +231,8 @@ def run_figures(raw, state_gib, dedup_gib, reshard_gib):
     # An export reads the checkpoint and writes as much: the disk's write speed bounds it.
     f["export_gibps"] = state_gib / measured("export_seconds")
     f["export_vs_fio_write"] = f["export_gibps"] / f["fio_write_gibps"]
+    f["fio_copy_gibps"] = measured("fio_copy_bps") / GIB
+    f["export_vs_fio_copy"] = f["export_gibps"] / f["fio_copy_gibps"]
     f["safetensors_load_gibps"] = state_gib / measured("safetensors_load_seconds")
     f["safetensors_load_vs_fio_read"] = f["safetensors_load_gibps"] / f["fio_read_gibps"]
     f["async_block_ms"] = measured("async_block_ms")
@@ -251,7 +273,8 @@ def report(path, state_mib, dedup_mib, reshard_mib):
         comments.append("arena: not reported by this library version")
     comments.extend(parallel_load_comments(ordered, per_run))
     if len(per_run) > 1:
-        for name in ("save_vs_fio_write", "load_vs_fio_read", "export_vs_fio_write", "safetensors_load_vs_fio_read",
+        for name in ("save_vs_fio_write", "load_vs_fio_read", "export_vs_fio_write", "export_vs_fio_copy",
+                     "safetensors_load_vs_fio_read",
                      "async_block_vs_memcpy", "dedup_save_vs_fio_write", "reshard_load_vs_fio_read",
                      "exchange_vs_ucx_perftest", "d2h_stage_vs_memcpy"):
             if all(name in f for f in per_run):
@@ -280,12 +303,14 @@ def parallel_load_comments(ordered, per_run):
 def main(argv):
     if len(argv) == 4 and argv[1] == "fio-bw" and argv[3] in ("read", "write"):
         fio_bandwidth(argv[2], argv[3])
+    elif len(argv) == 4 and argv[1] == "fio-copy" and argv[3].isdigit():
+        fio_copy_bandwidth(argv[2], int(argv[3]))
     elif len(argv) == 4 and argv[1] == "ucx-bw" and argv[3].isdigit():
         ucx_bandwidth(argv[2], int(argv[3]))
     elif len(argv) == 6 and argv[1] == "report":
         report(argv[2], float(argv[3]), float(argv[4]), float(argv[5]))
     else:
-        fail("usage: figures.py fio-bw JSON_FILE read|write | ucx-bw LOG MESSAGE_BYTES"
+        fail("usage: figures.py fio-bw JSON_FILE read|write | fio-copy JSON_FILE BYTES | ucx-bw LOG MESSAGE_BYTES"
              " | report VALUES_FILE S_MIB D_MIB R_MIB")
 
 

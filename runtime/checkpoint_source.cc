@@ -104,8 +104,8 @@ Result<CheckpointSource> FromHfIndex(const std::string& dir, const std::string& 
 
 Result<CheckpointSource> OpenCheckpointSource(const std::string& path) {
   if (io::IsDirectory(path)) {
-    if (io::PathExists(io::JoinPath(path, kManifestName)) || !(io::PathExists(io::JoinPath(path, kHfIndexName)) ||
-                                                               io::PathExists(io::JoinPath(path, kSingleFileName)))) {
+    if (io::PathExists(io::JoinPath(path, kManifestName)) ||
+        !(io::PathExists(io::JoinPath(path, kHfIndexName)) || io::PathExists(io::JoinPath(path, kSingleFileName)))) {
       ASSIGN_OR_RETURN(Manifest manifest, ReadManifest(path));
       return CheckpointSource{path, std::move(manifest), false};
     }

@@ -92,9 +92,8 @@ class WindowWriter {
 
   Status WriteAll(const Job& job) {
     // Direct writes go in whole pages; the file is cut to its size at the end.
-    const uint64_t length = direct_ ? (job.length + io::kDirectAlignment - 1) / io::kDirectAlignment *
-                                          io::kDirectAlignment
-                                    : job.length;
+    const uint64_t length =
+        direct_ ? (job.length + io::kDirectAlignment - 1) / io::kDirectAlignment * io::kDirectAlignment : job.length;
     uint64_t done = 0;
     while (done < length) {
       const ssize_t n = pwrite(fd_, job.data + done, length - done, static_cast<off_t>(job.offset + done));
@@ -122,7 +121,11 @@ class WindowFiller {
  public:
   WindowFiller(Context& ctx, const CheckpointSource& source, const std::string& checkpoint, const std::string& header,
                const std::vector<ExportedTensor>& tensors)
-      : ctx_(ctx), source_(source), checkpoint_(checkpoint), header_(header), tensors_(tensors),
+      : ctx_(ctx),
+        source_(source),
+        checkpoint_(checkpoint),
+        header_(header),
+        tensors_(tensors),
         start_(header.size()) {}
 
   // Fills `buffer` with the file's bytes [begin, end) (bytes [begin, next_) are already there, carried over from
@@ -209,8 +212,8 @@ Status WriteExportFile(Context& ctx, const CheckpointSource& source, const std::
   uint64_t data_bytes = 0;
   for (const ExportedTensor& t : tensors) data_bytes += t.bytes();
   const uint64_t file_size = header.size() + data_bytes;
-  const uint64_t window = std::max<uint64_t>(1, (window_bytes + io::kDirectAlignment - 1) / io::kDirectAlignment) *
-                          io::kDirectAlignment;
+  const uint64_t window =
+      std::max<uint64_t>(1, (window_bytes + io::kDirectAlignment - 1) / io::kDirectAlignment) * io::kDirectAlignment;
   ASSIGN_OR_RETURN(io::File out, io::File::CreateNew(path));
   // Direct writes where the file system does them; elsewhere (tmpfs before Linux 6.6) through the page cache.
   const bool direct = fcntl(out.fd(), F_SETFL, fcntl(out.fd(), F_GETFL) | O_DIRECT) == 0;

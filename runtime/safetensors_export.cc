@@ -91,8 +91,8 @@ std::vector<PlannedFile> PlanShards(const std::vector<ExportedTensor>& tensors, 
 
 std::vector<std::pair<std::string, std::string>> FileMetadata(const Manifest& manifest) {
   std::vector<std::pair<std::string, std::string>> metadata = manifest.metadata;
-  const bool names_format = std::any_of(metadata.begin(), metadata.end(),
-                                        [](const auto& entry) { return entry.first == "format"; });
+  const bool names_format =
+      std::any_of(metadata.begin(), metadata.end(), [](const auto& entry) { return entry.first == "format"; });
   if (!names_format) metadata.emplace_back("format", "pt");
   std::sort(metadata.begin(), metadata.end());
   return metadata;
@@ -101,8 +101,7 @@ std::vector<std::pair<std::string, std::string>> FileMetadata(const Manifest& ma
 // Writes `file` as `dir`/`file.name`: under a temporary name, synced, then renamed without replacing anything.
 Status WriteSafetensorsFile(Context& ctx, const CheckpointSource& source, const std::string& checkpoint,
                             const std::string& dir, const PlannedFile& file,
-                            const std::vector<std::pair<std::string, std::string>>& metadata,
-                            uint64_t window_bytes) {
+                            const std::vector<std::pair<std::string, std::string>>& metadata, uint64_t window_bytes) {
   std::vector<SafetensorsTensor> entries;
   uint64_t data_offset = 0;
   for (const ExportedTensor& t : file.tensors) {
@@ -141,8 +140,9 @@ Status RefuseForeignFiles(const std::string& dir, const std::vector<PlannedFile>
   ASSIGN_OR_RETURN(std::vector<std::string> present, io::ListDirectory(dir));
   for (const std::string& name : present) {
     if (!EndsWith(name, kSafetensorsSuffix) && name != kHfIndexName) continue;
-    const bool planned = std::any_of(files.begin(), files.end(), [&](const PlannedFile& f) { return f.name == name; }) ||
-                         (name == kHfIndexName && files.size() > 1);
+    const bool planned =
+        std::any_of(files.begin(), files.end(), [&](const PlannedFile& f) { return f.name == name; }) ||
+        (name == kHfIndexName && files.size() > 1);
     if (!planned) {
       return AlreadyExists(io::JoinPath(dir, name) + " is from another export; export never mixes two in a directory");
     }
@@ -196,7 +196,8 @@ Result<ExportSummary> ExportSafetensors(const std::string& checkpoint, const std
     }
     const std::string json = EncodeHfIndex(index);
     const std::string index_path = io::JoinPath(dir, kHfIndexName);
-    const std::string temporary = io::JoinPath(dir, std::string(".") + kHfIndexName + ".tmp-" + std::to_string(getpid()));
+    const std::string temporary =
+        io::JoinPath(dir, std::string(".") + kHfIndexName + ".tmp-" + std::to_string(getpid()));
     RETURN_IF_ERROR(io::WriteFileDurably(temporary, json.data(), json.size()));
     if (Status renamed = io::RenameNoReplace(temporary, index_path); !renamed.ok()) {
       unlink(temporary.c_str());

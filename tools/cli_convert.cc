@@ -5,9 +5,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <charconv>
 #include <chrono>
-#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <map>
@@ -23,9 +23,16 @@ std::optional<uint64_t> ParseSize(const std::string& text) {
   const auto [rest, error] = std::from_chars(text.data(), end, number);
   if (error != std::errc() || rest == text.data()) return std::nullopt;
   const std::string unit(rest, end);
-  static const std::pair<const char*, uint64_t> kUnits[] = {
-      {"", 1},           {"B", 1},           {"KB", 1000},        {"MB", 1000000},       {"GB", 1000000000},
-      {"TB", 1000000000000}, {"KiB", 1ull << 10}, {"MiB", 1ull << 20}, {"GiB", 1ull << 30}, {"TiB", 1ull << 40}};
+  static const std::pair<const char*, uint64_t> kUnits[] = {{"", 1},
+                                                            {"B", 1},
+                                                            {"KB", 1000},
+                                                            {"MB", 1000000},
+                                                            {"GB", 1000000000},
+                                                            {"TB", 1000000000000},
+                                                            {"KiB", 1ull << 10},
+                                                            {"MiB", 1ull << 20},
+                                                            {"GiB", 1ull << 30},
+                                                            {"TiB", 1ull << 40}};
   for (const auto& [name, scale] : kUnits) {
     uint64_t bytes = 0;
     if (unit == name && !__builtin_mul_overflow(number, scale, &bytes)) return bytes;
@@ -51,7 +58,8 @@ int Export(const ExportOptions& options) {
   opts.keys = key_pointers.empty() ? nullptr : key_pointers.data();
   opts.key_count = key_pointers.size();
   ckpt_error_t* err = nullptr;
-  if (const int32_t status = ckpt_error_create(&err); status != CKPT_OK) return Report("creating an error", status, nullptr);
+  if (const int32_t status = ckpt_error_create(&err); status != CKPT_OK)
+    return Report("creating an error", status, nullptr);
   const ErrorPtr owned(err);
   const auto started = std::chrono::steady_clock::now();
   if (const int32_t status = ckpt_export(options.dir.c_str(), options.out.c_str(), &opts, err); status != CKPT_OK) {
@@ -145,6 +153,8 @@ int Import(const ImportOptions& options) {
   context_options.rank = 0;
   context_options.world_size = 1;
   context_options.io_workers = 0;  // I/O threads: this tool may be installed without the worker executable
+  // The tool shows every line the library logs, the save's INFO line with its size and speed included.
+  context_options.log = [](void*, int32_t, const char* message) { std::fprintf(stderr, "ckpt: %s\n", message); };
   ckpt_context_t* raw_ctx = nullptr;
   if (const int32_t status = ckpt_context_create(&context_options, &raw_ctx, err); status != CKPT_OK) {
     return Report("creating a context", status, err);

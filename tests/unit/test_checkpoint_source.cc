@@ -82,8 +82,7 @@ class CheckpointSourceTest : public ::testing::Test {
   }
 
   void WriteModel() {
-    WriteF32File(dir_ + "/model.safetensors", {{"a.bias", {3}}, {"w.weight", {6, 5}}},
-                 {Iota(3, 100), Iota(30, 0)});
+    WriteF32File(dir_ + "/model.safetensors", {{"a.bias", {3}}, {"w.weight", {6, 5}}}, {Iota(3, 100), Iota(30, 0)});
   }
 
   ckpt_error_t* err_ = nullptr;
@@ -119,8 +118,8 @@ TEST_F(CheckpointSourceTest, ADirectoryWithModelSafetensorsLoadsLikeTheFile) {
 TEST_F(CheckpointSourceTest, AShardedDirectoryLoadsThroughItsIndexAndMayCastToBf16) {
   WriteF32File(dir_ + "/model-00001-of-00002.safetensors", {{"a.bias", {3}}}, {Iota(3, 100)});
   WriteF32File(dir_ + "/model-00002-of-00002.safetensors", {{"w.weight", {6, 5}}}, {Iota(30, 0)});
-  std::ofstream(dir_ + "/" + rt::kHfIndexName) << rt::EncodeHfIndex(
-      rt::HfIndex{132, {{"a.bias", "model-00001-of-00002.safetensors"}, {"w.weight", "model-00002-of-00002.safetensors"}}});
+  std::ofstream(dir_ + "/" + rt::kHfIndexName) << rt::EncodeHfIndex(rt::HfIndex{
+      132, {{"a.bias", "model-00001-of-00002.safetensors"}, {"w.weight", "model-00002-of-00002.safetensors"}}});
   uint16_t row[5] = {0};
   float bias[3] = {0};
   Ask("w.weight", {6, 5}, {4, 0}, {1, 5}, row, sizeof row, CKPT_DTYPE_BF16, CKPT_SHARD_ALLOW_DTYPE_CAST);
@@ -146,8 +145,8 @@ TEST_F(CheckpointSourceTest, AShardedDirectoryLoadsThroughItsIndexAndMayCastToBf
 TEST_F(CheckpointSourceTest, AnIndexThatDisagreesWithItsFilesIsCorrupt) {
   WriteF32File(dir_ + "/model-00001-of-00002.safetensors", {{"a.bias", {3}}}, {Iota(3, 100)});
   WriteF32File(dir_ + "/model-00002-of-00002.safetensors", {{"w.weight", {6, 5}}}, {Iota(30, 0)});
-  std::ofstream(dir_ + "/" + rt::kHfIndexName) << rt::EncodeHfIndex(
-      rt::HfIndex{132, {{"a.bias", "model-00002-of-00002.safetensors"}, {"w.weight", "model-00002-of-00002.safetensors"}}});
+  std::ofstream(dir_ + "/" + rt::kHfIndexName) << rt::EncodeHfIndex(rt::HfIndex{
+      132, {{"a.bias", "model-00002-of-00002.safetensors"}, {"w.weight", "model-00002-of-00002.safetensors"}}});
   auto source = rt::OpenCheckpointSource(dir_);
   ASSERT_FALSE(source.ok());
   EXPECT_EQ(source.status().code(), ckpt::Code::kCorrupt);

@@ -35,8 +35,8 @@ struct TestTensor {
   std::string key;
   int32_t dtype;
   std::vector<uint64_t> shape;
-  std::string bytes;             // the whole tensor, row-major
-  uint64_t column_slabs = 1;     // saved as this many slabs along the last dimension
+  std::string bytes;          // the whole tensor, row-major
+  uint64_t column_slabs = 1;  // saved as this many slabs along the last dimension
 };
 
 std::string Pattern(uint64_t size, uint32_t seed) {
@@ -201,10 +201,11 @@ TEST_F(SafetensorsExportTest, ShardsAtTheMaximumSizeWithAnIndexNamingEveryTensor
   auto index = rt::ParseHfIndex(ReadFile(out + "/" + rt::kHfIndexName), "index");
   ASSERT_TRUE(index.ok()) << index.status().message();
   EXPECT_EQ(index->total_size, 140u + 56u + 120u + 4u);
-  const std::vector<std::pair<std::string, std::string>> expected = {
-      {"a.weight", "model-00001-of-00003.safetensors"}, {"b.bias", "model-00002-of-00003.safetensors"},
-      {"c.cube", "model-00003-of-00003.safetensors"},   {"d.scalar", "model-00003-of-00003.safetensors"},
-      {"e.empty", "model-00003-of-00003.safetensors"}};
+  const std::vector<std::pair<std::string, std::string>> expected = {{"a.weight", "model-00001-of-00003.safetensors"},
+                                                                     {"b.bias", "model-00002-of-00003.safetensors"},
+                                                                     {"c.cube", "model-00003-of-00003.safetensors"},
+                                                                     {"d.scalar", "model-00003-of-00003.safetensors"},
+                                                                     {"e.empty", "model-00003-of-00003.safetensors"}};
   EXPECT_EQ(index->weight_map, expected);
 }
 
@@ -310,8 +311,8 @@ TEST_F(SafetensorsExportTest, FloatingTensorsConvertToTheDtypeAskedForAndOthersS
   const std::string bytes = ReadFile(out);
   for (const rt::SafetensorsTensor& t : header->tensors) {
     const TestTensor& original = Tensor(t.key);
-    const bool floating = original.dtype == CKPT_DTYPE_F64 || original.dtype == CKPT_DTYPE_F32 ||
-                          original.dtype == CKPT_DTYPE_BF16;
+    const bool floating =
+        original.dtype == CKPT_DTYPE_F64 || original.dtype == CKPT_DTYPE_F32 || original.dtype == CKPT_DTYPE_BF16;
     EXPECT_EQ(t.dtype, floating ? CKPT_DTYPE_F16 : original.dtype) << t.key;
     const uint64_t count = original.bytes.size() / ckpt_dtype_size(original.dtype);
     std::string expected(count * ckpt_dtype_size(t.dtype), '\0');
