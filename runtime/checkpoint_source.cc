@@ -10,12 +10,6 @@
 namespace ckpt::runtime {
 namespace {
 
-constexpr char kSingleFileName[] = "model.safetensors";
-
-bool EndsWith(const std::string& text, const std::string& suffix) {
-  return text.size() >= suffix.size() && text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
 std::string BaseName(const std::string& path) {
   std::string trimmed = path;
   while (trimmed.size() > 1 && trimmed.back() == '/') trimmed.pop_back();
@@ -105,17 +99,17 @@ Result<CheckpointSource> FromHfIndex(const std::string& dir, const std::string& 
 Result<CheckpointSource> OpenCheckpointSource(const std::string& path) {
   if (io::IsDirectory(path)) {
     if (io::PathExists(io::JoinPath(path, kManifestName)) ||
-        !(io::PathExists(io::JoinPath(path, kHfIndexName)) || io::PathExists(io::JoinPath(path, kSingleFileName)))) {
+        !(io::PathExists(io::JoinPath(path, kHfIndexName)) || io::PathExists(io::JoinPath(path, kHfSingleFileName)))) {
       ASSIGN_OR_RETURN(Manifest manifest, ReadManifest(path));
       return CheckpointSource{path, std::move(manifest), false};
     }
     if (io::PathExists(io::JoinPath(path, kHfIndexName))) return FromHfIndex(path, kHfIndexName);
-    return FromSafetensors(path, {kSingleFileName}, nullptr);
+    return FromSafetensors(path, {kHfSingleFileName}, nullptr);
   }
   const std::string dir = io::ParentDirectory(path);
   const std::string name = BaseName(path);
-  if (EndsWith(name, ".safetensors")) return FromSafetensors(dir, {name}, nullptr);
-  if (EndsWith(name, ".index.json")) return FromHfIndex(dir, name);
+  if (IsSafetensorsFileName(name)) return FromSafetensors(dir, {name}, nullptr);
+  if (IsIndexFileName(name)) return FromHfIndex(dir, name);
   // Neither: the usual error of a checkpoint directory that is not there.
   ASSIGN_OR_RETURN(Manifest manifest, ReadManifest(path));
   return CheckpointSource{path, std::move(manifest), false};

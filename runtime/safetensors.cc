@@ -23,7 +23,6 @@ constexpr uint64_t kLengthBytes = 8;  // the little-endian header length that be
 // metadata) can cost.
 constexpr size_t kMaxJsonDepth = 64;
 constexpr char kEntryFields[][13] = {"dtype", "shape", "data_offsets"};
-constexpr char kShardSuffix[] = ".safetensors";
 
 struct NamedDType {
   std::string_view name;
@@ -443,15 +442,12 @@ class IndexSax final : public SchemaSax {
 
   // A shard must be a plain file beside the index: a name that leads elsewhere is refused.
   static Status CheckShardName(const std::string& tensor, const std::string& file) {
-    const std::string_view suffix = kShardSuffix;
     const std::string names = "weight_map " + JsonQuoted(tensor) + " names " + JsonQuoted(file);
     if (file.empty() || file.find('/') != std::string::npos || file.find("..") != std::string::npos ||
         file.find('\0') != std::string::npos) {
       return Corrupt(names + ", not a plain file name in the index's directory");
     }
-    if (file.size() < suffix.size() || file.compare(file.size() - suffix.size(), suffix.size(), suffix) != 0) {
-      return Corrupt(names + ", which does not end in " + kShardSuffix);
-    }
+    if (!IsSafetensorsFileName(file)) return Corrupt(names + ", which does not end in " + kSafetensorsSuffix);
     return Status::Ok();
   }
 };
@@ -460,7 +456,14 @@ bool ByKey(const std::pair<std::string, std::string>& a, const std::pair<std::st
   return a.first < b.first;
 }
 
+bool EndsWith(std::string_view text, std::string_view suffix) {
+  return text.size() >= suffix.size() && text.substr(text.size() - suffix.size()) == suffix;
+}
+
 }  // namespace
+
+bool IsSafetensorsFileName(std::string_view name) { return EndsWith(name, kSafetensorsSuffix); }
+bool IsIndexFileName(std::string_view name) { return EndsWith(name, ".index.json"); }
 
 std::string_view SafetensorsDTypeName(int32_t dtype) {
   for (const NamedDType& named : kNamedDTypes) {

@@ -23,6 +23,9 @@ namespace ckpt::runtime {
 // huggingface/safetensors), so no file that it reads is refused here.
 inline constexpr uint64_t kMaxSafetensorsHeaderBytes = 100'000'000;
 inline constexpr char kHfIndexName[] = "model.safetensors.index.json";
+// The one file of an unsharded Hugging Face directory.
+inline constexpr char kHfSingleFileName[] = "model.safetensors";
+inline constexpr char kSafetensorsSuffix[] = ".safetensors";
 // An index file longer than this is refused as hostile.
 inline constexpr uint64_t kMaxHfIndexBytes = 256ull << 20;
 
@@ -39,6 +42,10 @@ struct SafetensorsHeader {
   std::vector<SafetensorsTensor> tensors;                      // sorted by key
   std::vector<std::pair<std::string, std::string>> metadata;   // "__metadata__", in key order
 };
+
+// Whether a file name ends in ".safetensors", and in ".index.json" (an index, whatever its prefix).
+bool IsSafetensorsFileName(std::string_view name);
+bool IsIndexFileName(std::string_view name);
 
 // The safetensors name of a dtype ("F32", "BF16", ...); empty when safetensors has none for it. Only layouts that
 // match exactly are named: safetensors' F4 (two elements a byte) and F6 types are not ckpt's F4_E2M1 (one a byte).

@@ -13,13 +13,6 @@
 namespace ckpt::runtime {
 namespace {
 
-constexpr char kSingleFileName[] = "model.safetensors";
-constexpr char kSafetensorsSuffix[] = ".safetensors";
-
-bool EndsWith(const std::string& text, const std::string& suffix) {
-  return text.size() >= suffix.size() && text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
 struct PlannedFile {
   std::string name;
   std::vector<ExportedTensor> tensors;
@@ -78,7 +71,7 @@ std::vector<PlannedFile> PlanShards(const std::vector<ExportedTensor>& tensors, 
     files.back().data_bytes += bytes;
   }
   if (files.size() == 1) {
-    files[0].name = kSingleFileName;
+    files[0].name = kHfSingleFileName;
     return files;
   }
   for (size_t i = 0; i < files.size(); ++i) {
@@ -139,7 +132,7 @@ Result<std::unique_ptr<Context>> ExportContext() {
 Status RefuseForeignFiles(const std::string& dir, const std::vector<PlannedFile>& files) {
   ASSIGN_OR_RETURN(std::vector<std::string> present, io::ListDirectory(dir));
   for (const std::string& name : present) {
-    if (!EndsWith(name, kSafetensorsSuffix) && name != kHfIndexName) continue;
+    if (!IsSafetensorsFileName(name) && name != kHfIndexName) continue;
     const bool planned =
         std::any_of(files.begin(), files.end(), [&](const PlannedFile& f) { return f.name == name; }) ||
         (name == kHfIndexName && files.size() > 1);
@@ -165,7 +158,7 @@ Result<ExportSummary> ExportSafetensors(const std::string& checkpoint, const std
 
   std::string dir = out;
   std::vector<PlannedFile> files;
-  if (EndsWith(out, kSafetensorsSuffix)) {
+  if (IsSafetensorsFileName(out)) {
     dir = io::ParentDirectory(out);
     files = PlanShards(tensors, 0);
     files[0].name = out.substr(out.rfind('/') + 1);
@@ -173,7 +166,7 @@ Result<ExportSummary> ExportSafetensors(const std::string& checkpoint, const std
     files = PlanShards(tensors, options.max_shard_bytes);
   }
   RETURN_IF_ERROR(io::MakeDirectories(dir));
-  if (!EndsWith(out, kSafetensorsSuffix)) RETURN_IF_ERROR(RefuseForeignFiles(dir, files));
+  if (!IsSafetensorsFileName(out)) RETURN_IF_ERROR(RefuseForeignFiles(dir, files));
 
   const auto metadata = FileMetadata(manifest);
   ASSIGN_OR_RETURN(std::unique_ptr<Context> ctx, ExportContext());
