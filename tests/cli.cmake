@@ -207,3 +207,16 @@ for args in "diff $1/rows" "cat --raw --npy x $1/rows weights" "cat $1/rows weig
   test "$code" -eq 2 || { echo "ckpt $args exited $code, expected 2"; exit 1; }
 done
 ]=])
+
+# A full disk fails the export with CKPT_E_NO_SPACE and leaves no file, not even its temporary (root: a 4 KiB tmpfs,
+# where the header's page alone fills it).
+ckpt_tool_test(ckpt_export_to_a_full_disk_fails_and_leaves_nothing [=[
+dir="$1/$3"
+rm -rf "$dir" && mkdir -p "$dir/small" || exit 1
+mount -t tmpfs -o size=4k tmpfs "$dir/small" 2>/dev/null || { echo "cannot mount a tmpfs (needs root): not run"; exit 77; }
+trap 'umount "$dir/small"' EXIT
+"$0" export --keys=weights "$1/rows" "$dir/small/hf" 2>"$dir/err"
+code=$?
+cat "$dir/err"
+test "$code" -eq 1 && grep -q "NO_SPACE" "$dir/err" && test -z "$(ls -A "$dir/small/hf")"
+]=])
