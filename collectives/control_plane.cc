@@ -10,6 +10,29 @@ namespace ckpt::coll {
 
 Status ControlPlane::Barrier() { return AllGather(std::string_view()).status(); }
 
+Result<std::vector<std::string>> ControlPlane::AllToAllV(std::vector<std::string> outgoing,
+                                                        std::chrono::milliseconds within) {
+  if (outgoing.size() != static_cast<size_t>(world_size())) {
+    return InvalidArgument("alltoall given " + std::to_string(outgoing.size()) + " messages for " +
+                           std::to_string(world_size()) + " ranks");
+  }
+  ByteWriter mine;
+  for (const std::string& message : outgoing) mine.Bytes(message);
+  ASSIGN_OR_RETURN(std::vector<std::string> gathered, AllGatherWithin(mine.data(), within));
+  std::vector<std::string> incoming(gathered.size());
+  for (size_t from = 0; from < gathered.size(); ++from) {
+    ByteReader reader(gathered[from], "alltoall messages of rank " + std::to_string(from));
+    for (int to = 0; to <= rank(); ++to) RETURN_IF_ERROR(reader.Bytes(&incoming[from]));
+  }
+  return incoming;
+}
+
+Result<std::string> ControlPlane::Broadcast(std::string_view from_root, std::chrono::milliseconds within) {
+  ASSIGN_OR_RETURN(std::vector<std::string> gathered,
+                   AllGatherWithin(rank() == 0 ? from_root : std::string_view(), within));
+  return std::move(gathered[0]);
+}
+
 namespace {
 
 // The user's callback moves equal-sized blocks only, so every AllGather costs two calls: one for the sizes (a u64

@@ -15,6 +15,14 @@
 
 namespace ckpt::coll {
 
+// The bytes this rank's collectives have moved so far, as the control plane carries them: what it sent and what
+// it received (for the TCP store, the frames' payloads to and from rank 0's server).
+struct ControlPlaneCounters {
+  uint64_t sent = 0;
+  uint64_t received = 0;
+  uint64_t collectives = 0;  // collectives run
+};
+
 class ControlPlane {
  public:
   virtual ~ControlPlane() = default;
@@ -34,7 +42,19 @@ class ControlPlane {
     return AllGather(mine);
   }
 
-  Status Barrier();
+  // Every rank sends outgoing[r] to rank r (outgoing.size() == world size; messages may be empty and of any size);
+  // returns what each rank sent to this one, by rank. Waits at most `within` where that is shorter than the control
+  // plane's own timeout, as AllGatherWithin does. The base version gathers every message everywhere; control planes
+  // that can route override it, so that each rank moves only its own messages.
+  virtual Result<std::vector<std::string>> AllToAllV(std::vector<std::string> outgoing,
+                                                     std::chrono::milliseconds within);
+  // Rank 0's `from_root` on every rank (what other ranks pass is ignored), waiting as AllToAllV does. The base
+  // version is an AllGather.
+  virtual Result<std::string> Broadcast(std::string_view from_root, std::chrono::milliseconds within);
+  virtual Status Barrier();
+
+  // What this rank's collectives have moved so far; zeros where the control plane does not count.
+  virtual ControlPlaneCounters counters() const { return {}; }
 
   // Not collective: kPeerFailed naming the ranks that died, as far as the control plane knows. Lets a long wait
   // elsewhere (a data exchange) stop as soon as a peer is gone rather than at its timeout.

@@ -5,6 +5,7 @@
 #include <sys/socket.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <climits>
 #include <mutex>
@@ -200,19 +201,64 @@ class TcpStore::Impl {
     return value;
   }
 
-  Result<std::vector<std::string>> AllGather(std::string_view mine, std::chrono::milliseconds timeout) {
+  Status Delete(std::string_view key) {
+    ByteWriter request;
+    request.Bytes(key);
+    std::lock_guard<std::mutex> lock(mu_);
+    return Call(MessageType::kDelete, request.data(), Clock::now() + config_.timeout).status();
+  }
+
+  // One collective of `kind`: this rank's contribution, the server's reply to it.
+  Result<std::string> Collective(MessageType kind, std::string_view contribution, std::chrono::milliseconds timeout,
+                                 std::string* what) {
     std::unique_lock<std::mutex> lock(mu_);
     const uint64_t sequence = next_sequence_++;
     ByteWriter request;
     request.U64(sequence);
     request.U64(static_cast<uint64_t>(timeout.count()));
-    request.Bytes(mine);
-    Result<std::string> reply = Call(MessageType::kAllGather, request.data(), Clock::now() + timeout + kReplyGrace);
+    request.Bytes(contribution);
+    sent_bytes_ += request.data().size();
+    ++collectives_;
+    Result<std::string> reply = Call(kind, request.data(), Clock::now() + timeout + kReplyGrace);
     lock.unlock();
-    const std::string what = "store allgather " + std::to_string(sequence);
-    if (!reply.ok()) return reply.status().WithContext(what);
-    return DecodeAllGather(reply.value(), what);
+    *what = std::string("store ") + store_wire::CollectiveName(kind) + " " + std::to_string(sequence);
+    if (!reply.ok()) return reply.status().WithContext(*what);
+    received_bytes_ += reply->size();
+    return reply;
   }
+
+  Result<std::vector<std::string>> AllGather(std::string_view mine, std::chrono::milliseconds timeout) {
+    std::string what;
+    ASSIGN_OR_RETURN(std::string reply, Collective(MessageType::kAllGather, mine, timeout, &what));
+    return DecodePerRank(reply, what);
+  }
+
+  Result<std::vector<std::string>> AllToAll(const std::vector<std::string>& outgoing,
+                                            std::chrono::milliseconds timeout) {
+    if (outgoing.size() != static_cast<size_t>(config_.world_size)) {
+      return InvalidArgument("alltoall given " + std::to_string(outgoing.size()) + " messages for " +
+                             std::to_string(config_.world_size) + " ranks");
+    }
+    ByteWriter contribution;
+    contribution.U32(static_cast<uint32_t>(outgoing.size()));
+    for (const std::string& message : outgoing) contribution.Bytes(message);
+    std::string what;
+    ASSIGN_OR_RETURN(std::string reply, Collective(MessageType::kAllToAll, contribution.data(), timeout, &what));
+    return DecodePerRank(reply, what);
+  }
+
+  Result<std::string> Broadcast(std::string_view from_root, std::chrono::milliseconds timeout) {
+    std::string what;
+    ASSIGN_OR_RETURN(std::string reply,
+                     Collective(MessageType::kBroadcast, config_.rank == 0 ? from_root : "", timeout, &what));
+    ByteReader reader(reply, "reply to " + what);
+    std::string message;
+    RETURN_IF_ERROR(reader.Bytes(&message));
+    RETURN_IF_ERROR(reader.ExpectDone());
+    return message;
+  }
+
+  ControlPlaneCounters counters() const { return {sent_bytes_.load(), received_bytes_.load(), collectives_.load()}; }
 
  private:
   Clock::time_point ServerAnsweredDeadline() const { return Clock::now() + config_.timeout + kReplyGrace; }
@@ -245,7 +291,7 @@ class TcpStore::Impl {
     return nonce;
   }
 
-  Result<std::vector<std::string>> DecodeAllGather(std::string_view reply, const std::string& what) const {
+  Result<std::vector<std::string>> DecodePerRank(std::string_view reply, const std::string& what) const {
     ByteReader reader(reply, "reply to " + what);
     uint32_t count = 0;
     RETURN_IF_ERROR(reader.Count(&count, static_cast<uint32_t>(config_.world_size), sizeof(uint64_t)));
@@ -357,6 +403,10 @@ class TcpStore::Impl {
   UniqueFd fd_;
   uint64_t next_sequence_ = 0;
   Status broken_;
+  // Bytes of this rank's collectives on the wire, both ways (control_plane.h).
+  std::atomic<uint64_t> sent_bytes_{0};
+  std::atomic<uint64_t> received_bytes_{0};
+  std::atomic<uint64_t> collectives_{0};
 };
 
 Result<std::unique_ptr<TcpStore>> TcpStore::Connect(const TcpStoreConfig& config) {
@@ -388,7 +438,16 @@ std::chrono::milliseconds TcpStore::timeout() const { return impl_->config().tim
 Result<std::vector<std::string>> TcpStore::AllGatherWithin(std::string_view mine, std::chrono::milliseconds timeout) {
   return impl_->AllGather(mine, std::min(timeout, impl_->config().timeout));
 }
+Result<std::vector<std::string>> TcpStore::AllToAllV(std::vector<std::string> outgoing,
+                                                    std::chrono::milliseconds within) {
+  return impl_->AllToAll(outgoing, std::min(within, impl_->config().timeout));
+}
+Result<std::string> TcpStore::Broadcast(std::string_view from_root, std::chrono::milliseconds within) {
+  return impl_->Broadcast(from_root, std::min(within, impl_->config().timeout));
+}
+ControlPlaneCounters TcpStore::counters() const { return impl_->counters(); }
 Status TcpStore::Set(std::string_view key, std::string_view value) { return impl_->Set(key, value); }
+Status TcpStore::Delete(std::string_view key) { return impl_->Delete(key); }
 // The server answers any Get with the dead ranks' error once one has died.
 Status TcpStore::CheckPeers() { return impl_->Get("ckpt/peers-alive").status(); }
 Result<std::optional<std::string>> TcpStore::Get(std::string_view key) { return impl_->Get(key); }

@@ -57,9 +57,16 @@ class TcpStore : public ControlPlane {
   Result<std::vector<std::string>> AllGather(std::string_view mine) override;
   Result<std::vector<std::string>> AllGatherWithin(std::string_view mine, std::chrono::milliseconds timeout) override;
   std::chrono::milliseconds timeout() const override;
+  // Routed by the server: each rank sends its messages once and receives only those addressed to it.
+  Result<std::vector<std::string>> AllToAllV(std::vector<std::string> outgoing,
+                                             std::chrono::milliseconds within) override;
+  Result<std::string> Broadcast(std::string_view from_root, std::chrono::milliseconds within) override;
   Status CheckPeers() override;
+  ControlPlaneCounters counters() const override;
 
   Status Set(std::string_view key, std::string_view value);
+  // Removes the key, if set (waiters for it keep waiting).
+  Status Delete(std::string_view key);
   // nullopt if the key is not set.
   Result<std::optional<std::string>> Get(std::string_view key);
   // Blocks until the key is set, then returns its value; kTimeout after the store's timeout.

@@ -61,15 +61,21 @@ struct Connection {
 
 enum class RankState { kAbsent, kConnected, kLeft, kDead };
 
-// The connect barrier or one allgather: who has arrived, with what.
+// The connect barrier or one collective (allgather, all-to-all, broadcast): who has arrived, with what.
 struct Collective {
-  explicit Collective(int world_size) : arrived(world_size, false), contributions(world_size) {}
+  explicit Collective(int world_size)
+      : arrived(world_size, false), contributions(world_size), reply_bytes(world_size, sizeof(uint32_t)) {}
+  MessageType kind = MessageType::kAllGather;
   std::vector<bool> arrived;
+  // Allgather and broadcast: each rank's contribution. All-to-all: contributions[to] holds what each rank sends
+  // `to`, so that each rank's reply is built from one row.
   std::vector<std::string> contributions;
+  std::vector<std::vector<std::string>> routed;
   int count = 0;
-  uint64_t reply_bytes = sizeof(uint32_t);  // the size of the answer's payload so far
+  std::vector<uint64_t> reply_bytes;  // the size of each rank's answer's payload so far
   std::optional<Status> failure;
 };
+
 
 // "rank 2", "ranks 1, 2", "ranks 0, 1, ... (40 in all)".
 std::string FormatRanks(const std::vector<int>& ranks) {
@@ -278,9 +284,14 @@ class StoreServer::Loop {
       case MessageType::kWait:
         status = OnWait(c, payload);
         break;
+      case MessageType::kDelete:
+        status = OnDelete(c, payload);
+        break;
       case MessageType::kAllGather:
+      case MessageType::kAllToAll:
+      case MessageType::kBroadcast:
         if (c.auxiliary) return Disconnect(c);
-        status = OnAllGather(c, payload);
+        status = OnCollective(c, static_cast<MessageType>(type), payload);
         break;
       default:
         return Disconnect(c);
@@ -402,8 +413,18 @@ class StoreServer::Loop {
     return Status::Ok();
   }
 
-  Status OnAllGather(Connection& c, std::string_view payload) {
-    ByteReader reader(payload, "store allgather from rank " + std::to_string(c.rank));
+  Status OnDelete(Connection& c, std::string_view payload) {
+    ByteReader reader(payload, "store delete from rank " + std::to_string(c.rank));
+    std::string key;
+    RETURN_IF_ERROR(reader.Bytes(&key));
+    RETURN_IF_ERROR(reader.ExpectDone());
+    kv_.erase(key);
+    Send(c, Frame(MessageType::kOk, {}));
+    return Status::Ok();
+  }
+
+  Status OnCollective(Connection& c, MessageType kind, std::string_view payload) {
+    ByteReader reader(payload, std::string("store ") + store_wire::CollectiveName(kind) + " from rank " + std::to_string(c.rank));
     uint64_t sequence = 0, timeout_ms = 0;
     std::string contribution;
     RETURN_IF_ERROR(reader.U64(&sequence));
@@ -411,36 +432,98 @@ class StoreServer::Loop {
     RETURN_IF_ERROR(reader.Bytes(&contribution));
     RETURN_IF_ERROR(reader.ExpectDone());
     RETURN_IF_ERROR(DeadRanksError());
-    Collective& gathering = gatherings_.try_emplace(sequence, world_size_).first->second;
+    const std::string name = std::string(store_wire::CollectiveName(kind)) + " " + std::to_string(sequence);
+    const auto [it, first] = gatherings_.try_emplace(sequence, world_size_);
+    Collective& gathering = it->second;
+    if (first) gathering.kind = kind;
     if (gathering.failure) return *gathering.failure;
-    if (gathering.arrived[c.rank]) {
-      return InvalidArgument("rank " + std::to_string(c.rank) + " joined allgather " + std::to_string(sequence) +
-                             " twice");
-    }
+    if (gathering.arrived[c.rank]) return InvalidArgument("rank " + std::to_string(c.rank) + " joined " + name + " twice");
     gathering.arrived[c.rank] = true;
-    gathering.reply_bytes += sizeof(uint64_t) + contribution.size();
-    gathering.contributions[c.rank] = std::move(contribution);
     ++gathering.count;
     c.sequence = sequence;
     SetPending(c, Pending::kAllGather, timeout_ms);
-    if (gathering.reply_bytes > store_wire::kMaxMessageBytes) {
-      FailAllGather(sequence, InvalidArgument("allgather " + std::to_string(sequence) + " gathers more than " +
-                                              std::to_string(store_wire::kMaxMessageBytes) + " bytes"));
+    Status accepted = gathering.kind == kind
+                          ? Accept(gathering, c.rank, std::move(contribution))
+                          : Mismatch("rank " + std::to_string(c.rank) + " called " + name + " while others called " +
+                                     store_wire::CollectiveName(gathering.kind) + " " + std::to_string(sequence));
+    if (!accepted.ok()) {
+      FailAllGather(sequence, accepted.WithContext(name));
     } else if (gathering.count == world_size_) {
-      CompleteAllGather(sequence);
+      CompleteCollective(sequence);
     } else {
       FailIfAbandoned(sequence);
     }
     return Status::Ok();
   }
 
-  void CompleteAllGather(uint64_t sequence) {
-    Collective& gathering = gatherings_.at(sequence);
-    ByteWriter reply;
-    reply.U32(static_cast<uint32_t>(world_size_));
-    for (const std::string& contribution : gathering.contributions) reply.Bytes(contribution);
+  // Files one rank's contribution, keeping every answer it will be part of under the message limit.
+  Status Accept(Collective& gathering, int rank, std::string contribution) {
+    const uint64_t limit = store_wire::kMaxMessageBytes;
+    const std::string too_large = " bytes to one rank (at most " + std::to_string(limit) + ")";
+    switch (gathering.kind) {
+      case MessageType::kAllToAll: {
+        ByteReader parts(contribution, "alltoall contribution of rank " + std::to_string(rank));
+        uint32_t count = 0;
+        RETURN_IF_ERROR(parts.Count(&count, static_cast<uint32_t>(world_size_), sizeof(uint64_t)));
+        if (count != static_cast<uint32_t>(world_size_)) {
+          return Corrupt("rank " + std::to_string(rank) + " sent " + std::to_string(count) + " messages for " +
+                         std::to_string(world_size_) + " ranks");
+        }
+        if (gathering.routed.empty()) gathering.routed.assign(world_size_, std::vector<std::string>(world_size_));
+        for (int to = 0; to < world_size_; ++to) {
+          std::string& message = gathering.routed[to][rank];
+          RETURN_IF_ERROR(parts.Bytes(&message));
+          gathering.reply_bytes[to] += sizeof(uint64_t) + message.size();
+          if (gathering.reply_bytes[to] > limit) {
+            return InvalidArgument("rank " + std::to_string(to) + " would receive " +
+                                   std::to_string(gathering.reply_bytes[to]) + too_large);
+          }
+        }
+        return parts.ExpectDone();
+      }
+      case MessageType::kBroadcast:
+        if (rank != 0 && !contribution.empty()) {
+          return InvalidArgument("rank " + std::to_string(rank) + " contributed to a broadcast from rank 0");
+        }
+        if (contribution.size() + sizeof(uint64_t) > limit) {
+          return InvalidArgument("rank 0 broadcasts " + std::to_string(contribution.size()) + too_large);
+        }
+        gathering.contributions[rank] = std::move(contribution);
+        return Status::Ok();
+      default:
+        gathering.reply_bytes[0] += sizeof(uint64_t) + contribution.size();
+        if (gathering.reply_bytes[0] > limit) {
+          return InvalidArgument("gathers " + std::to_string(gathering.reply_bytes[0]) + too_large);
+        }
+        gathering.contributions[rank] = std::move(contribution);
+        return Status::Ok();
+    }
+  }
+
+  void CompleteCollective(uint64_t sequence) {
+    Collective gathering = std::move(gatherings_.at(sequence));
     gatherings_.erase(sequence);
-    ReplyToPending(Pending::kAllGather, sequence, Frame(MessageType::kOk, reply.data()));
+    if (gathering.kind != MessageType::kAllToAll) {
+      ByteWriter reply;
+      if (gathering.kind == MessageType::kBroadcast) {
+        reply.Bytes(gathering.contributions[0]);
+      } else {
+        reply.U32(static_cast<uint32_t>(world_size_));
+        for (const std::string& contribution : gathering.contributions) reply.Bytes(contribution);
+      }
+      ReplyToPending(Pending::kAllGather, sequence, Frame(MessageType::kOk, reply.data()));
+      return;
+    }
+    // Each rank gets its own row, built and sent one at a time so that only one reply is copied at once.
+    for (const auto& c : conns_) {
+      if (c->pending != Pending::kAllGather || c->sequence != sequence) continue;
+      std::vector<std::string>& row = gathering.routed[c->rank];
+      ByteWriter reply;
+      reply.U32(static_cast<uint32_t>(world_size_));
+      for (const std::string& message : row) reply.Bytes(message);
+      row = std::vector<std::string>();
+      Answer(*c, Frame(MessageType::kOk, reply.data()));
+    }
   }
 
   // An allgather that a rank which left cleanly never joined can no longer complete.
@@ -451,8 +534,8 @@ class StoreServer::Loop {
       if (ranks_[r] == RankState::kLeft && !gathering.arrived[r]) gone.push_back(r);
     }
     if (gone.empty()) return;
-    FailAllGather(sequence, PeerFailed(FormatRanks(gone) + " left the store without joining allgather " +
-                                       std::to_string(sequence)));
+    FailAllGather(sequence, PeerFailed(FormatRanks(gone) + " left the store without joining " +
+                                       store_wire::CollectiveName(gathering.kind) + " " + std::to_string(sequence)));
   }
 
   void FailAllGather(uint64_t sequence, const Status& status) {
@@ -460,6 +543,7 @@ class StoreServer::Loop {
     if (gathering.failure) return;
     gathering.failure = status;
     gathering.contributions = std::vector<std::string>();
+    gathering.routed = std::vector<std::vector<std::string>>();
     ReplyToPending(Pending::kAllGather, sequence, ErrorFrame(status));
   }
 
@@ -549,8 +633,12 @@ class StoreServer::Loop {
           Answer(*c, ErrorFrame(Timeout("key '" + c->wait_key + "' was not set within " + waited)));
           break;
         case Pending::kAllGather:
-          FailAllGather(c->sequence, Timeout("allgather " + std::to_string(c->sequence) + " timed out after " + waited +
-                                             " waiting for " + FormatRanks(MissingRanks(gatherings_.at(c->sequence)))));
+        {
+          const Collective& gathering = gatherings_.at(c->sequence);
+          FailAllGather(c->sequence, Timeout(std::string(store_wire::CollectiveName(gathering.kind)) + " " +
+                                             std::to_string(c->sequence) + " timed out after " + waited +
+                                             " waiting for " + FormatRanks(MissingRanks(gathering))));
+        }
           break;
         case Pending::kNone:
           break;

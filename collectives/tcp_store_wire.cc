@@ -21,6 +21,17 @@ constexpr uint64_t kMaxTimeoutMs = uint64_t{365} * 24 * 3600 * 1000;
 
 }  // namespace
 
+const char* CollectiveName(MessageType type) {
+  switch (type) {
+    case MessageType::kAllToAll:
+      return "alltoall";
+    case MessageType::kBroadcast:
+      return "broadcast";
+    default:
+      return "allgather";
+  }
+}
+
 std::string EncodeFrame(MessageType type, std::string_view payload) {
   ByteWriter writer;
   writer.U32(static_cast<uint32_t>(type));

@@ -13,6 +13,13 @@
 //                                                                has died)
 //   kWait       bytes key, u64 timeout ms                     -> kOk: bytes value
 //   kAllGather  u64 sequence number, u64 timeout ms, bytes contribution -> kOk: u32 count, bytes each
+//   kAllToAll   u64 sequence number, u64 timeout ms, bytes (u32 count, bytes for each rank)
+//                                                             -> kOk: u32 count, bytes from each rank
+//   kBroadcast  u64 sequence number, u64 timeout ms, bytes (rank 0's message; empty from the others)
+//                                                             -> kOk: bytes rank 0's message
+//   kDelete     bytes key                                     -> kOk
+// The collectives share one sequence: every rank issues them in the same order, and a rank that joins sequence
+// number N with another kind than the others fails it for all.
 //   kGoodbye    (empty): a clean leave; no reply
 // Any request may instead be answered by kError: u32 status code, bytes message. A client sends its next request
 // only once it has read the reply to the last one, and the server reads nothing more from a connection while a
@@ -30,7 +37,7 @@
 namespace ckpt::coll::store_wire {
 
 inline constexpr uint32_t kMagic = 0x54504b43;  // "CKPT"
-inline constexpr uint32_t kVersion = 2;
+inline constexpr uint32_t kVersion = 3;
 inline constexpr size_t kHeaderBytes = sizeof(uint32_t) + sizeof(uint64_t);
 inline constexpr uint64_t kMaxMessageBytes = uint64_t{1} << 30;
 // Before the handshake a peer is a stranger: it may send a hello and nothing larger (the server's challenge is
@@ -45,6 +52,9 @@ enum class MessageType : uint32_t {
   kAllGather = 5,
   kGoodbye = 6,
   kChallenge = 7,
+  kAllToAll = 8,
+  kBroadcast = 9,
+  kDelete = 10,
   kOk = 64,
   kError = 65,
 };
@@ -53,6 +63,9 @@ struct FrameHeader {
   uint32_t type = 0;
   uint64_t length = 0;
 };
+
+// "allgather", "alltoall" or "broadcast", for messages about a collective of that type.
+const char* CollectiveName(MessageType type);
 
 std::string EncodeFrame(MessageType type, std::string_view payload);
 // `bytes` holds at least kHeaderBytes.

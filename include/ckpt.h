@@ -122,6 +122,32 @@ typedef struct ckpt_context ckpt_context_t;
  * `size` is the same on every rank for a given call. Return 0 on success, anything else on failure. */
 typedef int32_t (*ckpt_allgather_fn)(void* user, const void* send, uint64_t size, void* recv);
 
+/* The job's own collectives, for jobs that already run MPI, NCCL or a coordination service: handed to
+ * ckpt_context_create, they carry all of ckpt's collective metadata (plans, agreements, transport addresses), so
+ * that at scale it travels over the engine the cluster already runs and ckpt's TCP store only bootstraps (its
+ * address is spread with `allgatherv`) and carries each rank's save report to rank 0. Each function is collective:
+ * ckpt calls it on every rank in the same order, from the thread that called the ckpt function (never from a
+ * thread of its own), with the sizes every rank needs already known. Byte counts and offsets are uint64_t; each
+ * returns 0 on success, anything else on failure. A call may block as long as the job's engine does: ckpt cannot
+ * bound it with its timeout. Since CKPT_2. */
+typedef struct ckpt_collectives {
+  uint32_t struct_size;
+  void* user; /* passed to every function */
+  /* This rank's `send_size` bytes to every rank: rank r's `recv_sizes[r]` bytes land at `recv + recv_offsets[r]`. */
+  int32_t (*allgatherv)(void* user, const void* send, uint64_t send_size, void* recv, const uint64_t* recv_sizes,
+                        const uint64_t* recv_offsets);
+  /* `send_sizes[r]` bytes at `send + send_offsets[r]` to rank r; rank r's `recv_sizes[r]` bytes land at
+   * `recv + recv_offsets[r]`. */
+  int32_t (*alltoallv)(void* user, const void* send, const uint64_t* send_sizes, const uint64_t* send_offsets,
+                       void* recv, const uint64_t* recv_sizes, const uint64_t* recv_offsets);
+  /* Rank `root`'s `size` bytes at `buffer` into `buffer` on every rank. */
+  int32_t (*broadcast)(void* user, void* buffer, uint64_t size, int32_t root);
+  int32_t (*barrier)(void* user);
+} ckpt_collectives;
+#define CKPT_COLLECTIVES_INIT { (uint32_t)sizeof(ckpt_collectives), NULL, NULL, NULL, NULL, NULL }
+/* As CKPT_COLLECTIVES_INIT (see ckpt_context_options_init for the rules). Since CKPT_2. */
+CKPT_API int32_t ckpt_collectives_init(ckpt_collectives* collectives, uint32_t struct_size);
+
 #define CKPT_LOG_ERROR 0
 #define CKPT_LOG_WARNING 1
 #define CKPT_LOG_INFO 2 /* among them one line per committed save and per load: size, time, GB/s */
@@ -176,12 +202,15 @@ typedef struct ckpt_context_options {
   /* CKPT_TRANSPORT_*. A transport asked for by name that cannot load fails ckpt_context_create with
    * CKPT_E_UNSUPPORTED. */
   int32_t transport;
+  /* The job's collectives (see ckpt_collectives), read during ckpt_context_create; every function set. NULL: the
+   * TCP store carries ckpt's collectives. Not together with `allgather`. Since CKPT_2. */
+  const ckpt_collectives* collectives;
 } ckpt_context_options;
 
 #define CKPT_CONTEXT_OPTIONS_INIT                                                                         \
   {                                                                                                       \
     (uint32_t)sizeof(ckpt_context_options), -1, -1, -1, NULL, -1, 0, NULL, NULL, NULL, NULL, NULL, -1, 0, \
-        CKPT_TRANSPORT_DEFAULT                                                                            \
+        CKPT_TRANSPORT_DEFAULT, NULL                                                                      \
   }
 /* The *_init functions fill the first `struct_size` bytes of a struct exactly as its *_INIT macro does (with
  * struct_size = the size passed): pass sizeof of the caller's struct. Returns CKPT_OK, CKPT_E_INVALID_ARGUMENT
@@ -217,9 +246,15 @@ typedef struct ckpt_context_stats {
   uint64_t bytes_received;  /* tensor bytes this rank received from other ranks during loads */
   int32_t transport;        /* NCCL once a load has used it, else the host memory transport: NONE or UCX */
   uint64_t exchange_ns;     /* time spent moving tensor data between ranks during loads (waits for peers included) */
+  /* Since CKPT_2: the bytes of ckpt's collective metadata this rank sent and received (plans, agreements,
+   * addresses), over the TCP store or the job's collectives, and the collectives that went through the store (0
+   * when the job's collectives carry them). */
+  uint64_t control_bytes_sent;
+  uint64_t control_bytes_received;
+  uint64_t store_collectives;
 } ckpt_context_stats;
 #define CKPT_CONTEXT_STATS_INIT \
-  { (uint32_t)sizeof(ckpt_context_stats), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, CKPT_TRANSPORT_NONE, 0 }
+  { (uint32_t)sizeof(ckpt_context_stats), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, CKPT_TRANSPORT_NONE, 0, 0, 0, 0 }
 
 CKPT_API int32_t ckpt_context_stats_get(const ckpt_context_t* ctx, ckpt_context_stats* stats, ckpt_error_t* err);
 

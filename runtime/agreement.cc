@@ -74,23 +74,18 @@ Status CheckSameStep(const std::vector<Contribution>& contributions) {
   return Mismatch("ranks called different collective operations: " + DescribeFailures(described));
 }
 
-}  // namespace
-
-Result<std::vector<std::string>> AgreeAndGather(coll::ControlPlane& control, std::string_view step, const Status& local,
-                                                std::string_view payload) {
+std::string EncodeContribution(std::string_view step, const Status& local, std::string_view payload) {
   ByteWriter out;
   out.Bytes(step);
   out.I32(static_cast<int32_t>(local.code()));
   out.Bytes(local.message());
   out.Bytes(local.ok() ? payload : std::string_view());
-  const bool waited_out = local.code() == Code::kTimeout;
-  Result<std::vector<std::string>> exchanged =
-      waited_out ? control.AllGatherWithin(out.data(), std::min(kAgreeAfterTimeout, control.timeout() / 4))
-                 : control.AllGather(out.data());
-  // This rank's own timeout names the silent peer better than the agreement that could not complete without it.
-  if (!exchanged.ok()) return waited_out ? local : exchanged.status();
-  std::vector<std::string> gathered = std::move(exchanged).value();
+  return out.Take();
+}
 
+// Every rank's payload, or the one error every rank is to return: the contributions judged alike wherever they are
+// judged.
+Result<std::vector<std::string>> Judge(const std::vector<std::string>& gathered) {
   std::vector<Contribution> contributions;
   for (size_t r = 0; r < gathered.size(); ++r) {
     ASSIGN_OR_RETURN(Contribution c, DecodeContribution(gathered[r], static_cast<int>(r)));
@@ -121,8 +116,72 @@ Result<std::vector<std::string>> AgreeAndGather(coll::ControlPlane& control, std
   return Status(first_code, DescribeFailures(failures));
 }
 
+// How long this rank waits for the others in an agreement: see kAgreeAfterTimeout.
+std::chrono::milliseconds AgreementWait(const coll::ControlPlane& control, const Status& local) {
+  return local.code() == Code::kTimeout ? std::min(kAgreeAfterTimeout, control.timeout() / 4) : control.timeout();
+}
+
+std::string EncodeVerdict(const Result<std::string>& verdict) {
+  ByteWriter out;
+  out.I32(static_cast<int32_t>(verdict.status().code()));
+  out.Bytes(verdict.status().message());
+  out.Bytes(verdict.ok() ? std::string_view(verdict.value()) : std::string_view());
+  return out.Take();
+}
+
+Result<std::string> DecodeVerdict(std::string_view bytes) {
+  ByteReader in(bytes, "verdict from rank 0");
+  int32_t code = 0;
+  std::string message, payload;
+  RETURN_IF_ERROR(in.I32(&code));
+  RETURN_IF_ERROR(in.Bytes(&message));
+  RETURN_IF_ERROR(in.Bytes(&payload));
+  RETURN_IF_ERROR(in.ExpectDone());
+  if (code < 0 || code > static_cast<int32_t>(Code::kInternal)) {
+    return Corrupt("verdict from rank 0 has unknown code " + std::to_string(code));
+  }
+  if (code != 0) return Status(static_cast<Code>(code), message);
+  return payload;
+}
+
+}  // namespace
+
+Result<std::string> DecideAtRoot(coll::ControlPlane& control, std::string_view step, const Status& local,
+                                 std::string_view payload, const Decision& decide) {
+  const bool waited_out = local.code() == Code::kTimeout;
+  const std::chrono::milliseconds wait = AgreementWait(control, local);
+  std::vector<std::string> outgoing(control.world_size());
+  outgoing[0] = EncodeContribution(step, local, payload);
+  Result<std::vector<std::string>> gathered = control.AllToAllV(std::move(outgoing), wait);
+  if (!gathered.ok()) return waited_out ? local : gathered.status();
+  std::string verdict;
+  if (control.rank() == 0) {
+    Result<std::vector<std::string>> judged = Judge(gathered.value());
+    verdict = EncodeVerdict(judged.ok() ? decide(std::move(judged).value()) : Result<std::string>(judged.status()));
+  }
+  Result<std::string> broadcast = control.Broadcast(verdict, wait);
+  if (!broadcast.ok()) return waited_out ? local : broadcast.status();
+  return DecodeVerdict(broadcast.value());
+}
+
+Result<std::vector<std::string>> AgreeAndGather(coll::ControlPlane& control, std::string_view step, const Status& local,
+                                                std::string_view payload) {
+  ASSIGN_OR_RETURN(std::string all, DecideAtRoot(control, step, local, payload, [](std::vector<std::string> payloads) {
+                     ByteWriter out;
+                     for (const std::string& p : payloads) out.Bytes(p);
+                     return Result<std::string>(out.Take());
+                   }));
+  ByteReader in(all, "payloads agreed on rank 0");
+  std::vector<std::string> payloads(control.world_size());
+  for (std::string& p : payloads) RETURN_IF_ERROR(in.Bytes(&p));
+  RETURN_IF_ERROR(in.ExpectDone());
+  return payloads;
+}
+
 Status Agree(coll::ControlPlane& control, std::string_view step, const Status& local) {
-  return AgreeAndGather(control, step, local, {}).status();
+  return DecideAtRoot(control, step, local, {}, [](std::vector<std::string>) -> Result<std::string> {
+           return std::string();
+         }).status();
 }
 
 }  // namespace ckpt::runtime

@@ -4,6 +4,7 @@
 // called load, all get kMismatch naming what each rank called, instead of misreading each other's payloads.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -13,7 +14,7 @@
 
 namespace ckpt::runtime {
 
-// All ranks' payloads by rank, or, if any rank failed (or the exchange itself did), one error identical on every
+// All ranks' payloads by rank (gathered at rank 0 and broadcast from there: see DecideAtRoot), or, if any rank failed (or the exchange itself did), one error identical on every
 // rank: the code of the lowest failing rank and a message naming the failing ranks with what each reported, ranks
 // that report the same message grouped ("ranks 0, 1: ...; rank 3: ..."; a few messages, then a count). When every
 // rank reports the same error (one agreed earlier), it is returned as it is. A failed exchange (dead peer, timeout)
@@ -25,7 +26,15 @@ Result<std::vector<std::string>> AgreeAndGather(coll::ControlPlane& control, std
 // seconds more for the others, so that a stopped peer fails the step once, not once per wait, and, where the
 // others do not come, returns its own timeout.
 
-// AgreeAndGather without payloads.
+// Rank 0 decides for every rank: each rank's status and payload travel to rank 0 only; where every rank is fine,
+// `decide` (run on rank 0 alone, with the payloads by rank) gives the verdict, which every rank returns: its payload
+// or its error. Failures are described as AgreeAndGather describes them. Two collectives (a gather to rank 0, a
+// broadcast), so rank 0 moves O(world) bytes and every other rank only its own payload and the verdict.
+using Decision = std::function<Result<std::string>(std::vector<std::string> payloads)>;
+Result<std::string> DecideAtRoot(coll::ControlPlane& control, std::string_view step, const Status& local,
+                                 std::string_view payload, const Decision& decide);
+
+// Every rank's status, agreed through rank 0 (DecideAtRoot): Ok on every rank, or the same error on every rank.
 Status Agree(coll::ControlPlane& control, std::string_view step, const Status& local);
 
 }  // namespace ckpt::runtime

@@ -192,6 +192,38 @@ const char* ckpt_error_message(const ckpt_error_t* err) { return err ? err->mess
 
 /* Context ------------------------------------------------------------------------------------------------------ */
 
+namespace {
+
+// The job's functions, checked: every one must be set, since ckpt cannot tell in advance which it will need.
+ckpt::Result<ckpt::coll::CollectiveTable> CollectiveTableFrom(const ckpt_collectives* user) {
+  ckpt_collectives c = CKPT_COLLECTIVES_INIT;
+  RETURN_IF_ERROR(CopyOptions(user, &c, "ckpt_collectives"));
+  for (const auto& [set, name] : {std::pair<bool, const char*>{c.allgatherv != nullptr, "allgatherv"},
+                                  {c.alltoallv != nullptr, "alltoallv"},
+                                  {c.broadcast != nullptr, "broadcast"},
+                                  {c.barrier != nullptr, "barrier"}}) {
+    if (!set) return ckpt::InvalidArgument(std::string("ckpt_collectives.") + name + " is NULL: set every function");
+  }
+  void* user_data = c.user;
+  ckpt::coll::CollectiveTable table;
+  table.allgatherv = [fn = c.allgatherv, user_data](const void* send, uint64_t size, void* recv, const uint64_t* sizes,
+                                                    const uint64_t* offsets) {
+    return fn(user_data, send, size, recv, sizes, offsets);
+  };
+  table.alltoallv = [fn = c.alltoallv, user_data](const void* send, const uint64_t* send_sizes,
+                                                  const uint64_t* send_offsets, void* recv, const uint64_t* recv_sizes,
+                                                  const uint64_t* recv_offsets) {
+    return fn(user_data, send, send_sizes, send_offsets, recv, recv_sizes, recv_offsets);
+  };
+  table.broadcast = [fn = c.broadcast, user_data](void* buffer, uint64_t size, int32_t root) {
+    return fn(user_data, buffer, size, root);
+  };
+  table.barrier = [fn = c.barrier, user_data] { return fn(user_data); };
+  return table;
+}
+
+}  // namespace
+
 int32_t ckpt_context_create(const ckpt_context_options* user_opts, ckpt_context_t** out, ckpt_error_t* err) {
   return Guard(err, [&]() -> Status {
     if (out == nullptr) return NullArgument("out");
@@ -216,6 +248,9 @@ int32_t ckpt_context_create(const ckpt_context_options* user_opts, ckpt_context_
       ckpt_allgather_fn fn = opts.allgather;
       void* user = opts.allgather_user;
       config.allgather = [fn, user](const void* send, uint64_t size, void* recv) { return fn(user, send, size, recv); };
+    }
+    if (opts.collectives) {
+      ASSIGN_OR_RETURN(config.collectives, CollectiveTableFrom(opts.collectives));
     }
     if (opts.log) {
       ckpt_log_fn fn = opts.log;
@@ -255,6 +290,10 @@ int32_t ckpt_context_stats_get(const ckpt_context_t* ctx, ckpt_context_stats* st
     full.bytes_received = s.bytes_received;
     full.transport = static_cast<int32_t>(ctx->impl->transport_kind());
     full.exchange_ns = s.exchange_ns;
+    const ckpt::coll::ControlPlaneCounters control = ctx->impl->control_counters();
+    full.control_bytes_sent = control.sent;
+    full.control_bytes_received = control.received;
+    full.store_collectives = ctx->impl->store_collectives();
     return FillInfo(full, stats, "ckpt_context_stats");
   });
 }

@@ -20,8 +20,9 @@ constexpr uint32_t kTensorShardSizeV0 = 112;
 constexpr uint32_t kSaveOptionsSizeV0 = 24;
 constexpr uint32_t kLoadOptionsSizeV0 = 12;
 constexpr uint32_t kManagerOptionsSizeV0 = 16;
-// The size of ckpt_export_options when it appeared (CKPT_2).
+// The sizes of ckpt_export_options and ckpt_collectives when they appeared (CKPT_2).
 constexpr uint32_t kExportOptionsSizeV2 = 48;
+constexpr uint32_t kCollectivesSizeV2 = 48;
 static_assert(sizeof(void*) == 8, "the CKPT_0 sizes above are those of LP64 platforms");
 // Structs only grow, by fields appended at the end.
 static_assert(sizeof(ckpt_context_options) >= kContextOptionsSizeV0);
@@ -30,6 +31,7 @@ static_assert(sizeof(ckpt_save_options) >= kSaveOptionsSizeV0);
 static_assert(sizeof(ckpt_load_options) >= kLoadOptionsSizeV0);
 static_assert(sizeof(ckpt_manager_options) >= kManagerOptionsSizeV0);
 static_assert(sizeof(ckpt_export_options) >= kExportOptionsSizeV2);
+static_assert(sizeof(ckpt_collectives) >= kCollectivesSizeV2);
 
 // Writes the first `struct_size` bytes of `defaults` (with struct_size set) to `out`. Every version of a struct
 // is a prefix of the current one, so a prefix of the current defaults is the defaults of the caller's version.
@@ -94,6 +96,10 @@ __asm__(".symver ckpt_manager_options_init_v0, ckpt_manager_options_init@CKPT_0"
 // Since CKPT_2, with no older version to serve.
 CKPT_API int32_t ckpt_export_options_init(ckpt_export_options* opts, uint32_t struct_size) {
   return InitOptions(opts, struct_size, kExportOptionsSizeV2, ckpt_export_options CKPT_EXPORT_OPTIONS_INIT);
+}
+
+CKPT_API int32_t ckpt_collectives_init(ckpt_collectives* collectives, uint32_t struct_size) {
+  return InitOptions(collectives, struct_size, kCollectivesSizeV2, ckpt_collectives CKPT_COLLECTIVES_INIT);
 }
 
 }  // extern "C"

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <map>
-#include <set>
 
 #include "io/file_io.h"
 #include "runtime/manifest.h"
@@ -22,15 +21,11 @@ Manifest BuildManifest(const CommitInputs& inputs, std::vector<WriterReport> rep
   m.world_size = static_cast<uint32_t>(inputs.world_size);
   m.metadata = inputs.metadata;
 
-  std::set<std::string> nodes;
   std::map<std::string, TensorRecord> tensors;
   std::map<std::string, ObjectRecord> objects;
-  for (const RankDescriptor& d : inputs.descriptors) {
-    nodes.insert(d.node);
-    for (const TensorShardDesc& t : d.tensors) tensors.emplace(t.key, TensorRecord{t.key, t.dtype, t.global_shape, {}});
-    for (const ObjectShardDesc& o : d.objects) objects.emplace(o.key, ObjectRecord{o.key, o.grid_shape, {}});
-  }
-  m.node_count = static_cast<uint32_t>(nodes.size());
+  for (const TensorRecord& t : inputs.skeleton->tensors) tensors.emplace(t.key, t);
+  for (const ObjectRecord& o : inputs.skeleton->objects) objects.emplace(o.key, o);
+  m.node_count = inputs.skeleton->node_count;
 
   for (WriterReport& report : reports) {
     const auto base = static_cast<uint32_t>(m.files.size());

@@ -40,18 +40,24 @@ class StoreCommitChannel : public CommitChannel {
     return store_->Set(ReportKey(save_id, rank), EncodeStatus(status, report));
   }
 
+  // Each report leaves the store once read, so that the store does not grow with every save.
   Result<std::vector<std::string>> CollectReports(const std::string& save_id) override {
     std::vector<std::string> reports(store_->world_size());
     for (int r = 0; r < store_->world_size(); ++r) {
       ASSIGN_OR_RETURN(std::string posted, store_->Wait(ReportKey(save_id, r)));
+      RETURN_IF_ERROR(store_->Delete(ReportKey(save_id, r)));
       Status status = DecodeStatus(posted, "write report of rank " + std::to_string(r), &reports[r]);
       if (!status.ok()) return Status(status.code(), "rank " + std::to_string(r) + ": " + status.message());
     }
+    // Every rank posts its report only after it has read the previous save's outcome: that key is consumed.
+    if (!previous_outcome_.empty()) RETURN_IF_ERROR(store_->Delete(previous_outcome_));
+    previous_outcome_.clear();
     return reports;
   }
 
   Status PostOutcome(const std::string& save_id, const Status& outcome) override {
-    return store_->Set(OutcomeKey(save_id), EncodeStatus(outcome, {}));
+    previous_outcome_ = OutcomeKey(save_id);
+    return store_->Set(previous_outcome_, EncodeStatus(outcome, {}));
   }
 
   Status AwaitOutcome(const std::string& save_id) override {
@@ -62,6 +68,7 @@ class StoreCommitChannel : public CommitChannel {
 
  private:
   std::unique_ptr<coll::TcpStore> store_;
+  std::string previous_outcome_;  // rank 0: the last outcome posted, deleted once every rank has read it
 };
 
 class LocalCommitChannel : public CommitChannel {

@@ -141,10 +141,15 @@ Status Context::StartControlPlane(const ContextConfig& config) {
   store.port = identity_.store_port;
   store.timeout = timeout_;
   store.secret = identity_.job_secret;
-  if (config.allgather) {
+  if (config.allgather || config.collectives) {
+    if (config.allgather && config.collectives) {
+      return InvalidArgument("both an allgather callback and the job's collectives were given: set one");
+    }
     const std::string explicit_host = config.identity.store_host;
     std::shared_ptr<coll::ControlPlane> bootstrap =
-        coll::MakeCallbackControlPlane(identity_.rank, identity_.world_size, config.allgather);
+        config.collectives
+            ? coll::MakeTableControlPlane(identity_.rank, identity_.world_size, *config.collectives, nullptr)
+            : coll::MakeCallbackControlPlane(identity_.rank, identity_.world_size, config.allgather);
     ASSIGN_OR_RETURN(store.host, CallbackBindHost(*bootstrap, identity_, explicit_host));
     store.port = config.identity.store_port > 0 ? config.identity.store_port : 0;
     // Rank 0 makes the secret that the rendezvous spreads, unless the launcher gave every rank one.
@@ -155,7 +160,11 @@ Status Context::StartControlPlane(const ContextConfig& config) {
   }
   ASSIGN_OR_RETURN(std::unique_ptr<coll::TcpStore> connected, coll::TcpStore::Connect(store));
   store_config_ = connected->AuxiliaryConfig();
-  control_ = std::move(connected);
+  store_ = std::move(connected);
+  // With the job's collectives the store carries none: it only knows which ranks died, and the commit's reports.
+  control_ = config.collectives
+                 ? coll::MakeTableControlPlane(identity_.rank, identity_.world_size, *config.collectives, store_)
+                 : std::shared_ptr<coll::ControlPlane>(store_);
   return Status::Ok();
 }
 

@@ -7,16 +7,20 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "collectives/bootstrap.h"
 #include "collectives/control_plane.h"
+#include "collectives/table_control_plane.h"
+#include "collectives/tcp_store.h"
 #include "collectives/transport.h"
 #include "common/status.h"
 #include "io/staging_arena.h"
 #include "io/worker_pool.h"
 #include "runtime/save_executor.h"
+#include "runtime/save_partition.h"
 #include "runtime/save_plan.h"
 
 namespace ckpt::runtime {
@@ -30,6 +34,8 @@ struct ContextConfig {
   coll::ProcessIdentityRequest identity;
   std::chrono::milliseconds timeout{0};  // 0: CKPT_TIMEOUT_MS, else 300 s
   coll::AllGatherCallback allgather;     // set: used once, to spread the address of rank 0's store
+  // Set: the job's collectives carry every collective (and spread the store's address); not with `allgather`.
+  std::optional<coll::CollectiveTable> collectives;
   LogSink log;                           // empty: standard error, warnings and errors
   int io_workers = -1;                   // -1: CKPT_IO_WORKERS, else 2
   uint64_t arena_bytes = 0;              // 0: CKPT_ARENA_BYTES, else io::DefaultArenaCapacity()
@@ -39,8 +45,8 @@ struct ContextConfig {
 // The plan of the last save, kept while the structure of the state stays the same on every rank.
 struct PlanCache {
   uint64_t structure = 0;  // 0: none
-  std::vector<RankDescriptor> descriptors;
-  SavePlan plan;
+  SavePlan plan;           // this rank's items only
+  std::shared_ptr<const ManifestSkeleton> skeleton;  // rank 0
 };
 
 struct LoadPlan;
@@ -75,6 +81,9 @@ class Context {
   const std::string& node_name() const { return identity_.node_name; }
   std::chrono::milliseconds timeout() const { return timeout_; }
   coll::ControlPlane& control() { return *control_; }
+  // What the collectives moved (control_plane.h), and how many went through the TCP store.
+  coll::ControlPlaneCounters control_counters() const { return control_->counters(); }
+  uint64_t store_collectives() const { return store_ ? store_->counters().collectives : 0; }
   io::StagingArena& arena() { return *arena_; }
   io::WorkerPool& workers() { return *workers_; }
   SaveExecutor& saves() { return *saves_; }
@@ -111,7 +120,8 @@ class Context {
   std::chrono::milliseconds timeout_{0};
   LogSink log_;
   int io_workers_ = 0;
-  std::unique_ptr<coll::ControlPlane> control_;
+  std::shared_ptr<coll::TcpStore> store_;  // world size > 1
+  std::shared_ptr<coll::ControlPlane> control_;
   coll::TcpStoreConfig store_config_;  // how to open a second connection (world size > 1)
   std::unique_ptr<io::StagingArena> arena_;
   bool arena_pinned_ = false;  // registered with CUDA for fast device copies

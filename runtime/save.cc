@@ -9,6 +9,7 @@
 #include "io/file_io.h"
 #include "runtime/agreement.h"
 #include "runtime/save_directory.h"
+#include "runtime/save_partition.h"
 #include "runtime/save_stager.h"
 
 namespace ckpt::runtime {
@@ -67,21 +68,6 @@ Status CheckSamePath(const std::vector<Proposal>& proposals) {
   return Status::Ok();
 }
 
-// `local`: rank 0's verdict on the path (ClaimSaveDirectory).
-Result<std::vector<Proposal>> ExchangeProposals(Context& ctx, const std::string& path, const std::string& save_id,
-                                                uint64_t structure, const Status& local) {
-  Proposal mine{path, save_id, structure, ctx.plan_cache().structure};
-  ASSIGN_OR_RETURN(std::vector<std::string> gathered,
-                   AgreeAndGather(ctx.control(), "save (proposals)", local, EncodeProposal(mine)));
-  std::vector<Proposal> proposals;
-  for (size_t r = 0; r < gathered.size(); ++r) {
-    ASSIGN_OR_RETURN(Proposal p, DecodeProposal(gathered[r], static_cast<int>(r)));
-    proposals.push_back(std::move(p));
-  }
-  RETURN_IF_ERROR(CheckSamePath(proposals));
-  return proposals;
-}
-
 // Every rank planned for exactly its current structure last time, so the cached plan still holds.
 bool CachedPlanHolds(const std::vector<Proposal>& proposals) {
   for (const Proposal& p : proposals) {
@@ -90,20 +76,62 @@ bool CachedPlanHolds(const std::vector<Proposal>& proposals) {
   return true;
 }
 
-// The full exchange: every rank's descriptors, the distributed coverage check, and the plan.
-Status Replan(Context& ctx, const std::string& encoded_mine, uint64_t structure, const SavePlanOptions& options) {
+// What rank 0 decides from every rank's proposal: the save's identity, and whether the cached plans still hold.
+struct Verdict {
+  std::string save_id;
+  bool reuse_plan = false;
+};
+
+// `local`: rank 0's verdict on the path (ClaimSaveDirectory). The proposals travel to rank 0 only.
+Result<Verdict> ExchangeProposals(Context& ctx, const std::string& path, const std::string& save_id,
+                                  uint64_t structure, const Status& local) {
+  Proposal mine{path, save_id, structure, ctx.plan_cache().structure};
+  auto decide = [](std::vector<std::string> payloads) -> Result<std::string> {
+    std::vector<Proposal> proposals;
+    for (size_t r = 0; r < payloads.size(); ++r) {
+      ASSIGN_OR_RETURN(Proposal p, DecodeProposal(payloads[r], static_cast<int>(r)));
+      proposals.push_back(std::move(p));
+    }
+    RETURN_IF_ERROR(CheckSamePath(proposals));
+    ByteWriter verdict;
+    verdict.Bytes(proposals[0].save_id);
+    verdict.U8(CachedPlanHolds(proposals) ? 1 : 0);
+    return verdict.Take();
+  };
+  ASSIGN_OR_RETURN(std::string decided,
+                   DecideAtRoot(ctx.control(), "save (proposals)", local, EncodeProposal(mine), decide));
+  ByteReader in(decided, "save verdict from rank 0");
+  Verdict verdict;
+  uint8_t reuse = 0;
+  RETURN_IF_ERROR(in.Bytes(&verdict.save_id));
+  RETURN_IF_ERROR(in.U8(&reuse));
+  RETURN_IF_ERROR(in.ExpectDone());
+  verdict.reuse_plan = reuse != 0;
+  return verdict;
+}
+
+// The partitioned exchange (runtime/save_partition.h): descriptors to their keys' owners, each owner's coverage
+// check and plan, and each rank's own items back from the owners.
+Status Replan(Context& ctx, const RankDescriptor& mine, uint64_t structure, const SavePlanOptions& options) {
   PlanCache& cache = ctx.plan_cache();
   cache = PlanCache{};
-  ASSIGN_OR_RETURN(std::vector<std::string> gathered,
-                   AgreeAndGather(ctx.control(), "save (descriptors)", Status::Ok(), encoded_mine));
-  std::vector<RankDescriptor> descriptors;
-  for (size_t r = 0; r < gathered.size(); ++r) {
-    ASSIGN_OR_RETURN(RankDescriptor d, DecodeRankDescriptor(gathered[r], static_cast<int>(r)));
-    descriptors.push_back(std::move(d));
-  }
-  RETURN_IF_ERROR(Agree(ctx.control(), "save (coverage)", ValidateCoverage(descriptors, ctx.rank())));
-  cache.plan = PlanSave(descriptors, options);
-  cache.descriptors = std::move(descriptors);
+  coll::ControlPlane& control = ctx.control();
+  ASSIGN_OR_RETURN(std::vector<std::string> incoming,
+                   control.AllToAllV(PartitionDescriptor(mine, ctx.world_size()), control.timeout()));
+  Result<std::vector<RankDescriptor>> owned = DecodeOwnedDescriptors(incoming, ctx.rank());
+  incoming = {};
+  RETURN_IF_ERROR(Agree(control, "save (coverage)",
+                        owned.ok() ? ValidateCoverage(owned.value(), ctx.rank()) : owned.status()));
+  SavePlanOptions owner_options = options;
+  owner_options.rotation = ctx.rank();
+  const SavePlan owned_plan = PlanSave(owned.value(), owner_options);
+  ASSIGN_OR_RETURN(std::vector<std::string> routed,
+                   control.AllToAllV(RouteWriteItems(owned_plan, owned.value(), ctx.rank()), control.timeout()));
+  auto skeleton = ctx.rank() == 0 ? std::make_shared<ManifestSkeleton>() : nullptr;
+  Result<SavePlan> plan = MergeWriteItems(routed, ctx.rank(), skeleton.get());
+  RETURN_IF_ERROR(Agree(control, "save (plan)", plan.status()));
+  cache.plan = std::move(plan).value();
+  cache.skeleton = std::move(skeleton);
   cache.structure = structure;
   ++ctx.stats().plans_computed;
   return Status::Ok();
@@ -122,13 +150,14 @@ uint64_t StateBytes(const State& state) {
 Status BeginSave(Context& ctx, const State& state, const std::string& path, const std::string& save_id,
                  const Status& claimed, UniqueFd claim, const SaveSettings& settings,
                  const std::shared_ptr<SaveTicket>& ticket) {
-  const std::string encoded_mine = EncodeRankDescriptor(state.Describe(ctx.rank(), ctx.node_name()));
+  const RankDescriptor mine = state.Describe(ctx.rank(), ctx.node_name());
+  const std::string encoded_mine = EncodeRankDescriptor(mine);
   const uint64_t structure = io::Checksum(encoded_mine.data(), encoded_mine.size()) | 1;  // never 0: "no plan"
-  ASSIGN_OR_RETURN(std::vector<Proposal> proposals, ExchangeProposals(ctx, path, save_id, structure, claimed));
-  if (CachedPlanHolds(proposals)) {
+  ASSIGN_OR_RETURN(const Verdict verdict, ExchangeProposals(ctx, path, save_id, structure, claimed));
+  if (verdict.reuse_plan) {
     ++ctx.stats().plans_reused;
   } else {
-    RETURN_IF_ERROR(Replan(ctx, encoded_mine, structure, settings.plan));
+    RETURN_IF_ERROR(Replan(ctx, mine, structure, settings.plan));
   }
   const PlanCache& cache = ctx.plan_cache();
   ticket->marks.planned = NowNs();
@@ -136,12 +165,12 @@ Status BeginSave(Context& ctx, const State& state, const std::string& path, cons
 
   CommitInputs& commit = ticket->commit;
   commit.path = path;
-  commit.save_id = proposals[0].save_id;
+  commit.save_id = verdict.save_id;
   commit.tmp_dir = TemporaryDirectory(path, commit.save_id);
   commit.world_size = ctx.world_size();
   commit.claim = std::move(claim);
   if (ctx.rank() == 0) {
-    commit.descriptors = cache.descriptors;
+    commit.skeleton = cache.skeleton;
     commit.metadata = settings.metadata;
     commit.after_commit = settings.after_commit;
   }

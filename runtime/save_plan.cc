@@ -318,10 +318,6 @@ struct Candidate {
 };
 
 // Deterministic order within a writer: tensors before objects, then key, then box or cell.
-bool ItemLess(const WriteItem& a, const WriteItem& b) {
-  return std::tie(a.is_object, a.key, a.box, a.index) < std::tie(b.is_object, b.key, b.box, b.index);
-}
-
 // The dimension to cut a box of `box` into `slabs` along: the first at least `slabs` long, else the longest.
 size_t SlabDimension(const Box& box, uint64_t slabs) {
   for (size_t d = 0; d < box.ndim(); ++d) {
@@ -393,24 +389,38 @@ void CollectObjectCandidates(const KeyHoldings<ObjectShardDesc>& objects, std::v
 }
 
 // Greedy balancing, largest items first: the least loaded node among the holders', then its least loaded holder.
-void ChooseWriters(const std::vector<RankDescriptor>& all, std::vector<Candidate>* candidates, SavePlan* plan) {
+// Ties go to the node whose lowest rank, then to the rank, comes first in rank order starting at `rotation`.
+void ChooseWriters(const std::vector<RankDescriptor>& all, int rotation, std::vector<Candidate>* candidates,
+                   SavePlan* plan) {
+  const int world_size = static_cast<int>(all.size());
   std::vector<std::string_view> node_of(all.size());
   for (const auto& desc : all) {
-    if (desc.rank >= 0 && desc.rank < static_cast<int>(all.size())) node_of[desc.rank] = desc.node;
+    if (desc.rank >= 0 && desc.rank < world_size) node_of[desc.rank] = desc.node;
+  }
+  auto rotated = [&](int rank) { return ((rank - rotation) % world_size + world_size) % world_size; };
+  std::map<std::string_view, int> node_order;  // the rotated position of each node's lowest rank
+  for (int rank = 0; rank < world_size; ++rank) {
+    auto [it, inserted] = node_order.try_emplace(node_of[rank], rotated(rank));
+    if (!inserted) it->second = std::min(it->second, rotated(rank));
   }
   std::sort(candidates->begin(), candidates->end(), [](const Candidate& a, const Candidate& b) {
     if (a.item.bytes != b.item.bytes) return a.item.bytes > b.item.bytes;
-    return ItemLess(a.item, b.item);
+    return WriteItemLess(a.item, b.item);
   });
   std::map<std::string_view, uint64_t> node_bytes;
+  auto load_of = [&](int rank) {
+    const std::string_view node = node_of[rank];
+    return std::make_tuple(node_bytes[node], node_order[node], plan->bytes_per_rank[rank], rotated(rank));
+  };
   for (auto& candidate : *candidates) {
     int best = candidate.holders.front();
+    auto best_load = load_of(best);
     for (int rank : candidate.holders) {
-      const std::string_view node = node_of[rank];
-      const std::string_view best_node = node_of[best];
-      const auto load = std::make_tuple(node_bytes[node], node, plan->bytes_per_rank[rank], rank);
-      const auto best_load = std::make_tuple(node_bytes[best_node], best_node, plan->bytes_per_rank[best], best);
-      if (load < best_load) best = rank;
+      const auto load = load_of(rank);
+      if (load < best_load) {
+        best = rank;
+        best_load = load;
+      }
     }
     candidate.item.writer = best;
     node_bytes[node_of[best]] += candidate.item.bytes;
@@ -419,7 +429,7 @@ void ChooseWriters(const std::vector<RankDescriptor>& all, std::vector<Candidate
   }
   std::sort(plan->items.begin(), plan->items.end(), [](const WriteItem& a, const WriteItem& b) {
     if (a.writer != b.writer) return a.writer < b.writer;
-    return ItemLess(a, b);
+    return WriteItemLess(a, b);
   });
 }
 
@@ -474,6 +484,10 @@ Result<RankDescriptor> DecodeRankDescriptor(std::string_view bytes, int from_ran
   return desc;
 }
 
+bool WriteItemLess(const WriteItem& a, const WriteItem& b) {
+  return std::tie(a.is_object, a.key, a.box, a.index) < std::tie(b.is_object, b.key, b.box, b.index);
+}
+
 int KeyChecker(std::string_view key, int world_size) {
   if (world_size <= 1) return 0;
   // FNV-1a, 64 bits: stable across processes and builds, unlike std::hash.
@@ -518,7 +532,7 @@ SavePlan PlanSave(const std::vector<RankDescriptor>& all, const SavePlanOptions&
   std::vector<Candidate> candidates;
   CollectTensorCandidates(tensors, options, &candidates);
   CollectObjectCandidates(objects, &candidates);
-  ChooseWriters(all, &candidates, &plan);
+  ChooseWriters(all, options.rotation, &candidates, &plan);
   return plan;
 }
 

@@ -66,7 +66,14 @@ struct SavePlanOptions {
   // A replicated box of at least 2 * split_bytes is cut into min(holders, bytes / split_bytes) slabs along its
   // first dimension long enough, so that several holders write it.
   uint64_t split_bytes = 64ull << 20;
+  // Ties in the writers' balancing go to the first node and rank in rank order starting here: owners that plan
+  // their keys apart (runtime/save_partition.h) each start at their own rank, so that they do not all favour the
+  // same holders.
+  int rotation = 0;
 };
+
+// The order of items within one writer's list.
+bool WriteItemLess(const WriteItem& a, const WriteItem& b);
 
 struct SavePlan {
   std::vector<WriteItem> items;          // sorted by (writer, is_object, key, box/index)
@@ -75,7 +82,7 @@ struct SavePlan {
 
 // Deduplicates replicas and chooses each item's writer among its holders by greedy byte balancing: items in
 // decreasing size; the holders' node with the fewest bytes so far, then that node's holder with the fewest bytes
-// (ties: lower node name, lower rank). Expects descriptors that passed ValidateCoverage.
+// (ties: SavePlanOptions::rotation). Expects descriptors that passed ValidateCoverage.
 SavePlan PlanSave(const std::vector<RankDescriptor>& all, const SavePlanOptions& options);
 
 }  // namespace ckpt::runtime

@@ -7,6 +7,7 @@
 #include <deque>
 #include <functional>
 #include <future>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <utility>
@@ -18,6 +19,7 @@
 #include "io/staging_arena.h"
 #include "runtime/manifest.h"
 #include "runtime/progress.h"
+#include "runtime/save_partition.h"
 #include "runtime/save_plan.h"
 #include "runtime/write_report.h"
 
@@ -45,7 +47,7 @@ struct CommitInputs {
   UniqueFd claim;  // rank 0: its claim on tmp_dir (runtime/save_directory.h), released once committed or abandoned
   std::string save_id;
   int world_size = 1;
-  std::vector<RankDescriptor> descriptors;  // agreed (or cached) at plan time
+  std::shared_ptr<const ManifestSkeleton> skeleton;  // rank 0: agreed (or cached) at plan time
   std::vector<std::pair<std::string, std::string>> metadata;
   std::vector<CommonRecord> inline_common;  // rank 0
   // Rank 0, once committed (the manager's latest pointer and retention); reports its own problems, since the

@@ -47,9 +47,17 @@ if(MPI_C_FOUND AND CKPT_MPIEXEC)
            COMMAND bash -c "rm -rf \"$2\" && \"$0\" --allow-run-as-root --oversubscribe -np 3 \"$1\" \"$2\""
                    ${CKPT_MPIEXEC} $<TARGET_FILE:ckpt_mpi_bootstrap> ${CMAKE_CURRENT_BINARY_DIR}/scenarios/mpi-bootstrap)
   set_tests_properties(mp_mpi_allgather_bootstrap PROPERTIES TIMEOUT 120)
+  # The job's own collectives (ckpt_collectives over MPI): the TCP store carries no collective.
+  add_executable(ckpt_mpi_collectives integration/mpi_collectives.c)
+  target_link_libraries(ckpt_mpi_collectives PRIVATE ckpt MPI::MPI_C)
+  add_test(NAME mp_mpi_collectives_table
+           COMMAND bash -c "rm -rf \"$2\" && mkdir -p \"$2\" && \"$0\" --allow-run-as-root --oversubscribe -np 4 \"$1\" \"$2\""
+                   ${CKPT_MPIEXEC} $<TARGET_FILE:ckpt_mpi_collectives> ${CMAKE_CURRENT_BINARY_DIR}/scenarios/mpi-collectives)
+  set_tests_properties(mp_mpi_collectives_table PROPERTIES TIMEOUT 120)
   if(CKPT_SANITIZE MATCHES "address")
     # Open MPI's plugins leave their allocations behind when they are unloaded at exit, past any suppression.
-    set_property(TEST mp_mpi_allgather_bootstrap APPEND PROPERTY ENVIRONMENT ASAN_OPTIONS=detect_leaks=0)
+    set_property(TEST mp_mpi_allgather_bootstrap mp_mpi_collectives_table APPEND PROPERTY ENVIRONMENT
+                 ASAN_OPTIONS=detect_leaks=0)
   endif()
 else()
   message(STATUS "MPI not found: the allgather-bootstrap test is not built")

@@ -47,7 +47,8 @@ std::string Hello(int32_t rank, int32_t world_size, bool auxiliary) {
 
 std::string Request(wire::MessageType type, const std::string& key, const std::string& value) {
   ByteWriter w;
-  if (type == wire::MessageType::kAllGather) {
+  if (type == wire::MessageType::kAllGather || type == wire::MessageType::kAllToAll ||
+      type == wire::MessageType::kBroadcast) {
     w.U64(1);     // sequence
     w.U64(1000);  // timeout ms
     w.Bytes(value);
@@ -73,6 +74,19 @@ void WriteStoreSeeds(SeedWriter& out) {
   out.Write("store", "wait-answered-by-another-rank",
             std::string(1, '\1') + Hello(0, 2, false) + Request(MessageType::kWait, "later", "") + "CKPTNEXT" +
                 Hello(1, 2, false) + Request(MessageType::kSet, "later", "now"));
+  // An all-to-all's contribution: a message for each of the two ranks.
+  auto messages = [](const std::string& to_0, const std::string& to_1) {
+    ByteWriter w;
+    w.U32(2);
+    w.Bytes(to_0);
+    w.Bytes(to_1);
+    return w.Take();
+  };
+  out.Write("store", "two-ranks-alltoall-broadcast-delete",
+            std::string(1, '\1') + Hello(0, 2, false) + Request(MessageType::kAllToAll, "", messages("", "0>1")) +
+                Request(MessageType::kSet, "k", "v") + Request(MessageType::kDelete, "k", "") + "CKPTNEXT" +
+                Hello(1, 2, false) + Request(MessageType::kAllToAll, "", messages("1>0", "")) +
+                Request(MessageType::kBroadcast, "", "") + goodbye);
   out.Write(
       "store", "auxiliary-connection",
       std::string(1, '\0') + Hello(0, 1, false) + "CKPTNEXT" + Hello(0, 1, true) + Request(MessageType::kGet, "k", ""));

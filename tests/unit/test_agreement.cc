@@ -1,4 +1,5 @@
-// AgreeAndGather: every rank gets every payload, or the same error naming the failing ranks and what they said.
+// AgreeAndGather and Agree: every rank gets every payload (or the verdict), or the same error naming the failing
+// ranks and what they said, decided at rank 0.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -23,21 +24,26 @@ std::string Contribution(const Status& status, const std::string& payload = {}, 
   return out.Take();
 }
 
-// Rank 0 of a world whose other ranks' contributions are given; this rank contributes what AgreeAndGather encodes.
+// Rank 0 of a world whose other ranks' contributions are given: what they send rank 0 in the agreement's gather.
+// This rank contributes what the agreement encodes, and its broadcast comes back as it was sent.
 class FakeControlPlane : public coll::ControlPlane {
  public:
   explicit FakeControlPlane(std::vector<std::string> others) : others_(std::move(others)) {}
   int rank() const override { return 0; }
   int world_size() const override { return static_cast<int>(others_.size()) + 1; }
-  Result<std::vector<std::string>> AllGather(std::string_view mine) override {
-    std::vector<std::string> all{std::string(mine)};
-    all.insert(all.end(), others_.begin(), others_.end());
-    return all;
+  Result<std::vector<std::string>> AllGather(std::string_view) override {
+    return Internal("the agreement gathers at rank 0; it never gathers everywhere");
   }
-  Result<std::vector<std::string>> AllGatherWithin(std::string_view mine, std::chrono::milliseconds timeout) override {
-    bounded_by = timeout;
-    if (silent_) return Timeout("allgather timed out after " + std::to_string(timeout.count()) + " ms");
-    return AllGather(mine);
+  Result<std::vector<std::string>> AllToAllV(std::vector<std::string> outgoing,
+                                             std::chrono::milliseconds within) override {
+    bounded_by = within;
+    if (silent_) return Timeout("alltoall timed out after " + std::to_string(within.count()) + " ms");
+    std::vector<std::string> incoming{std::move(outgoing[0])};
+    incoming.insert(incoming.end(), others_.begin(), others_.end());
+    return incoming;
+  }
+  Result<std::string> Broadcast(std::string_view from_root, std::chrono::milliseconds) override {
+    return std::string(from_root);
   }
   // The others never come: only a bounded wait returns.
   void GoSilent() { silent_ = true; }
@@ -102,7 +108,7 @@ TEST(AgreementTest, ARankThatWaitedOutTheTimeoutAgreesWithinAFewSecondsAndKeepsI
   FakeControlPlane control({Contribution(Status::Ok())});
   const Status agreed = Agree(control, kStep, Status::Ok());
   EXPECT_TRUE(agreed.ok()) << agreed.message();
-  EXPECT_FALSE(control.bounded_by.has_value()) << "a rank without a timeout waits as long as the control plane";
+  EXPECT_EQ(control.bounded_by, control.timeout()) << "a rank without a timeout waits as long as the control plane";
 
   control.GoSilent();
   const Status stalled = Timeout("exchange timed out after 300000 ms waiting for rank 2");
@@ -124,6 +130,38 @@ TEST(AgreementTest, RanksInDifferentCollectiveStepsAllGetMismatchNamingWhatEachC
   EXPECT_EQ(got.message(),
             "ranks called different collective operations: rank 0: called save (proposals); ranks 1, 2: called load "
             "(requests)");
+}
+
+TEST(AgreementTest, RankZerosDecisionFromEveryPayloadIsTheVerdict) {
+  FakeControlPlane control({Contribution(Status::Ok(), "b"), Contribution(Status::Ok(), "c")});
+  std::vector<std::string> seen;
+  Result<std::string> verdict =
+      DecideAtRoot(control, kStep, Status::Ok(), "a", [&](std::vector<std::string> payloads) -> Result<std::string> {
+        seen = payloads;
+        return std::string("decided");
+      });
+  ASSERT_TRUE(verdict.ok()) << verdict.status().message();
+  EXPECT_EQ(*verdict, "decided");
+  EXPECT_EQ(seen, (std::vector<std::string>{"a", "b", "c"}));
+}
+
+TEST(AgreementTest, ADecisionThatFailsIsEveryRanksErrorAndAFailedRankSkipsTheDecision) {
+  FakeControlPlane control({Contribution(Status::Ok(), "b")});
+  Result<std::string> refused = DecideAtRoot(control, kStep, Status::Ok(), "a", [](std::vector<std::string>) {
+    return Result<std::string>(Mismatch("ranks save to different paths"));
+  });
+  EXPECT_EQ(refused.status().code(), Code::kMismatch);
+  EXPECT_EQ(refused.status().message(), "ranks save to different paths");
+
+  FakeControlPlane failing({Contribution(NotFound("no such file"))});
+  bool decided = false;
+  Result<std::string> failed = DecideAtRoot(failing, kStep, Status::Ok(), "a", [&](std::vector<std::string>) {
+    decided = true;
+    return Result<std::string>(std::string());
+  });
+  EXPECT_FALSE(decided) << "rank 0 decides only when every rank succeeded";
+  EXPECT_EQ(failed.status().code(), Code::kNotFound);
+  EXPECT_NE(failed.status().message().find("rank 1: no such file"), std::string::npos) << failed.status().message();
 }
 
 }  // namespace

@@ -112,6 +112,61 @@ TEST(TcpStoreTest, RepeatedAllGathersKeepTheirOrder) {
   });
 }
 
+TEST(TcpStoreTest, AllToAllDeliversEachRankOnlyItsOwnMessages) {
+  constexpr int kWorld = 4;
+  auto message = [](int from, int to) { return from == to + 1 ? std::string() : std::to_string(from) + ">" + std::to_string(to); };
+  std::vector<ControlPlaneCounters> counters(kWorld);
+  RunAllRanks(kWorld, PickFreePort(), [&](TcpStore& store) {
+    std::vector<std::string> outgoing;
+    for (int to = 0; to < kWorld; ++to) outgoing.push_back(message(store.rank(), to));
+    outgoing[0] += std::string(store.rank() == 3 ? 2 << 20 : 0, 'm');  // megabytes to rank 0 only
+    Result<std::vector<std::string>> incoming = store.AllToAllV(outgoing, milliseconds(5000));
+    ASSERT_TRUE(incoming.ok()) << incoming.status().message();
+    ASSERT_EQ(incoming->size(), static_cast<size_t>(kWorld));
+    for (int from = 0; from < kWorld; ++from) {
+      std::string expected = message(from, store.rank());
+      if (store.rank() == 0 && from == 3) expected += std::string(2 << 20, 'm');
+      EXPECT_EQ((*incoming)[from], expected) << "rank " << store.rank() << " from rank " << from;
+    }
+    counters[store.rank()] = store.counters();
+  });
+  // Rank 3's megabytes go up once and down to rank 0 alone: ranks 1 and 2 move a few hundred bytes.
+  EXPECT_GT(counters[3].sent, uint64_t{2} << 20);
+  EXPECT_GT(counters[0].received, uint64_t{2} << 20);
+  for (int r : {1, 2}) EXPECT_LT(counters[r].sent + counters[r].received, 1024u) << "rank " << r;
+}
+
+TEST(TcpStoreTest, BroadcastGivesEveryRankRankZerosMessage) {
+  RunAllRanks(3, PickFreePort(), [](TcpStore& store) {
+    for (int round = 0; round < 5; ++round) {
+      Result<std::string> got =
+          store.Broadcast(store.rank() == 0 ? ContributionOf(0, round) : std::string(), milliseconds(5000));
+      ASSERT_TRUE(got.ok()) << got.status().message();
+      EXPECT_EQ(*got, ContributionOf(0, round));
+    }
+  });
+}
+
+TEST(TcpStoreTest, RanksInDifferentCollectivesAllFailWithMismatch) {
+  RunAllRanks(2, PickFreePort(), [](TcpStore& store) {
+    const Status status = store.rank() == 0 ? store.AllGather("x").status()
+                                            : store.AllToAllV({"a", "b"}, milliseconds(5000)).status();
+    EXPECT_EQ(status.code(), Code::kMismatch) << status.message();
+    EXPECT_TRUE(Contains(status, "allgather 0") && Contains(status, "alltoall 0")) << status.message();
+  });
+}
+
+TEST(TcpStoreTest, ADeletedKeyIsGone) {
+  RunAllRanks(1, PickFreePort(), [](TcpStore& store) {
+    ASSERT_TRUE(store.Set("report", "bytes").ok());
+    ASSERT_TRUE(store.Delete("report").ok());
+    ASSERT_TRUE(store.Delete("never-set").ok()) << "deleting a key that is not set is no error";
+    Result<std::optional<std::string>> got = store.Get("report");
+    ASSERT_TRUE(got.ok()) << got.status().message();
+    EXPECT_FALSE(got->has_value());
+  });
+}
+
 TEST(TcpStoreTest, SetGetAndWait) {
   RunAllRanks(2, PickFreePort(), [](TcpStore& store) {
     if (store.rank() == 0) {

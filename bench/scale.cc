@@ -1,0 +1,430 @@
+// bench/scale: how the control plane grows with the number of ranks, simulated with the library's real planning
+// code and wire encodings (runtime/save_partition.h, save_plan.h, load_plan.h, manifest.h) on synthetic jobs
+// (bench/scale_model.h), one rank's work at a time.
+//
+// Save, as the library runs it: every rank partitions its descriptor by key owner; each owner decodes, checks and
+// plans its keys and routes the items; each writer merges its items. Every rank's share of that work is timed on
+// its own, and the figure is the largest sum. The peak memory is that of a fresh process doing the busiest rank's
+// work alone.
+// Load, as the library runs it today: every rank decodes the whole manifest, receives every rank's request and
+// plans the whole load. The figure is one process doing that.
+// Control-plane bytes are counted per rank under the job's own collectives (ckpt_collectives): an all-to-all moves
+// each message once between its two ranks; a gather to rank 0 delivers every contribution to it; a broadcast is a
+// binomial tree, so its busiest sender sends ceil(log2 ranks) copies. They are compared with the bytes of every
+// rank's encoded descriptor. Through the TCP store instead, rank 0's server relays every byte of every rank, which
+// scale_store_rank0_control_ratio shows.
+//
+// Usage: ckpt_bench_scale [--ranks 1024,4096,16384,32768] [--limit-s 300]
+// Prints `name value unit` lines; a figure whose child ran past the limit prints the limit and a `#` line saying so.
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "bench/scale_model.h"
+#include "common/bytes.h"
+#include "io/checksum.h"
+#include "runtime/save_partition.h"
+
+namespace ckpt::bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using Messages = std::vector<std::pair<int, std::string>>;  // (sending rank, message)
+
+constexpr uint64_t kBlockSize = 1ull << 20;
+// What an agreement's contribution costs besides its payload: the step's name, a status code, an empty message.
+constexpr uint64_t kAgreementBytes = 48;
+constexpr uint64_t kProposalBytes = 96;  // a path, the save's id, two structure hashes
+constexpr uint64_t kVerdictBytes = 40;
+
+double Since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
+
+uint64_t PeakRssKib() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return static_cast<uint64_t>(usage.ru_maxrss);
+}
+
+uint64_t TreeFanout(int ranks) { return static_cast<uint64_t>(std::ceil(std::log2(std::max(ranks, 2)))); }
+
+// Per rank under the job's collectives, and what rank 0's server would relay if the TCP store carried them (every
+// message in and out, every broadcast once to each rank).
+struct ControlBytes {
+  std::vector<uint64_t> sent, received;
+  uint64_t store_relay = 0;
+  explicit ControlBytes(int ranks) : sent(ranks, 0), received(ranks, 0) {}
+  void Gather(uint64_t each) {
+    for (size_t r = 1; r < sent.size(); ++r) sent[r] += each;
+    received[0] += each * (sent.size() - 1);
+    store_relay += each * sent.size();
+  }
+  void Broadcast(uint64_t bytes) {
+    sent[0] += bytes * TreeFanout(static_cast<int>(sent.size()));
+    for (size_t r = 1; r < sent.size(); ++r) received[r] += bytes;
+    store_relay += bytes * sent.size();
+  }
+  void Agreement(uint64_t payload, uint64_t verdict) {
+    Gather(kAgreementBytes + payload);
+    Broadcast(verdict);
+  }
+  void Message(int from, int to, uint64_t bytes) {
+    store_relay += 2 * bytes;
+    if (from == to) return;
+    sent[from] += bytes;
+    received[to] += bytes;
+  }
+  uint64_t Busiest() const {
+    uint64_t most = 0;
+    for (size_t r = 0; r < sent.size(); ++r) most = std::max(most, sent[r] + received[r]);
+    return most;
+  }
+};
+
+std::vector<std::string> ToIncoming(Messages messages, int ranks) {
+  std::vector<std::string> incoming(ranks);
+  for (auto& [from, message] : messages) incoming[from] = std::move(message);
+  return incoming;
+}
+
+void Check(const Status& status, const char* what) {
+  if (status.ok()) return;
+  std::fprintf(stderr, "bench/scale: %s: %s\n", what, status.message().c_str());
+  std::exit(1);
+}
+
+// One rank's save work as owner and as writer; returns its seconds, and the routed messages by writer.
+double OwnerWork(const ParallelLayout& layout, int owner, Messages inbox, std::vector<std::string>* routed,
+                 runtime::SavePlanOptions options) {
+  const Clock::time_point start = Clock::now();
+  Result<std::vector<runtime::RankDescriptor>> owned =
+      runtime::DecodeOwnedDescriptors(ToIncoming(std::move(inbox), layout.world()), owner);
+  Check(owned.status(), "decoding owned descriptors");
+  Check(runtime::ValidateCoverage(*owned, owner), "coverage");
+  options.rotation = owner;
+  const runtime::SavePlan plan = runtime::PlanSave(*owned, options);
+  *routed = runtime::RouteWriteItems(plan, *owned, owner);
+  return Since(start);
+}
+
+std::string LayoutName(const ParallelLayout& layout) {
+  return layout.distributed_optimizer ? "" : "_plain";
+}
+
+// --- the busiest rank's save alone, for its memory --------------------------------------------------------------
+
+void WriteMessages(const std::string& path, const Messages& messages) {
+  ByteWriter out;
+  out.U32(static_cast<uint32_t>(messages.size()));
+  for (const auto& [from, message] : messages) {
+    out.I32(from);
+    out.Bytes(message);
+  }
+  std::ofstream(path, std::ios::binary) << out.data();
+}
+
+Messages ReadMessages(const std::string& path) {
+  std::stringstream buffer;
+  buffer << std::ifstream(path, std::ios::binary).rdbuf();
+  const std::string bytes = buffer.str();
+  ByteReader in(bytes, path);
+  uint32_t count = 0;
+  Check(in.U32(&count), "reading messages");
+  Messages messages(count);
+  for (auto& [from, message] : messages) {
+    Check(in.I32(&from), "reading messages");
+    Check(in.Bytes(&message), "reading messages");
+  }
+  return messages;
+}
+
+int ChildSave(const ParallelLayout& layout, int rank, const std::string& writer_inbox) {
+  Messages inbox;
+  for (int r = 0; r < layout.world(); ++r) {
+    std::vector<std::string> parts = runtime::PartitionDescriptor(DescribeRank(layout, r), layout.world());
+    if (!parts[rank].empty()) inbox.emplace_back(r, std::move(parts[rank]));
+  }
+  std::vector<std::string> routed;
+  OwnerWork(layout, rank, std::move(inbox), &routed, {});
+  runtime::ManifestSkeleton skeleton;
+  Result<runtime::SavePlan> plan = runtime::MergeWriteItems(ToIncoming(ReadMessages(writer_inbox), layout.world()),
+                                                            rank, rank == 0 ? &skeleton : nullptr);
+  Check(plan.status(), "merging");
+  std::printf("%llu\n", static_cast<unsigned long long>(PeakRssKib()));
+  return 0;
+}
+
+// --- the load as every rank plans it today --------------------------------------------------------------------
+
+int ChildLoad(const ParallelLayout& target, const std::string& manifest_path) {
+  std::stringstream buffer;
+  buffer << std::ifstream(manifest_path, std::ios::binary).rdbuf();
+  const Clock::time_point start = Clock::now();
+  Result<runtime::Manifest> manifest = runtime::DecodeManifest(buffer.str(), manifest_path);
+  Check(manifest.status(), "decoding the manifest");
+  buffer = std::stringstream();
+  std::vector<runtime::LoadRequest> requests;
+  for (int r = 0; r < target.world(); ++r) requests.push_back(RequestOf(target, r, *manifest));
+  const Clock::time_point planning = Clock::now();
+  Result<runtime::LoadPlan> plan = runtime::PlanLoad(*manifest, requests);
+  Check(plan.status(), "planning the load");
+  const double decode_s = std::chrono::duration<double>(planning - start).count();
+  std::printf("%.3f %.3f %llu\n", decode_s, Since(planning), static_cast<unsigned long long>(PeakRssKib()));
+  return 0;
+}
+
+// Runs this program again with `args`; its standard output, or empty if it ran past `limit_s` (then *peak_kib is
+// its peak memory so far).
+std::string RunChild(const std::vector<std::string>& args, int limit_s, uint64_t* peak_kib) {
+  int pipe_fds[2];
+  if (pipe(pipe_fds) != 0) std::exit(1);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    dup2(pipe_fds[1], 1);
+    close(pipe_fds[0]);
+    std::vector<char*> argv;
+    for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    execv("/proc/self/exe", argv.data());
+    _exit(127);
+  }
+  close(pipe_fds[1]);
+  const Clock::time_point start = Clock::now();
+  int status = 0;
+  while (waitpid(pid, &status, WNOHANG) == 0) {
+    std::ifstream proc("/proc/" + std::to_string(pid) + "/status");
+    for (std::string line; std::getline(proc, line);) {
+      if (line.rfind("VmHWM:", 0) == 0) *peak_kib = std::strtoull(line.c_str() + 6, nullptr, 10);
+    }
+    if (Since(start) > limit_s) {
+      kill(pid, SIGKILL);
+      waitpid(pid, &status, 0);
+      close(pipe_fds[0]);
+      return {};
+    }
+    usleep(200 * 1000);
+  }
+  std::string out;
+  char chunk[256];
+  for (ssize_t n; (n = read(pipe_fds[0], chunk, sizeof chunk)) > 0;) out.append(chunk, n);
+  close(pipe_fds[0]);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    std::fprintf(stderr, "bench/scale: child %s failed\n", args[1].c_str());
+    std::exit(1);
+  }
+  return out;
+}
+
+// --- one job size -------------------------------------------------------------------------------------------------
+
+struct Figures {
+  double save_plan_s = 0, load_plan_s = 0, peak_rss_mib = 0, manifest_mib = 0, control_ratio = 0;
+};
+
+void Print(const std::string& name, double value, const char* unit) {
+  std::printf("%s %.4g %s\n", name.c_str(), value, unit);
+  std::fflush(stdout);
+}
+
+Figures Simulate(const ParallelLayout& layout, const ParallelLayout& target, int limit_s, const std::string& tmp) {
+  const int ranks = layout.world();
+  const std::string suffix = LayoutName(layout) + "_" + std::to_string(ranks);
+  ControlBytes save_bytes(ranks);
+  std::vector<double> rank_s(ranks, 0);
+  std::vector<Messages> inbox(ranks);
+  uint64_t descriptor_bytes = 0, descriptors = 0;
+  for (int r = 0; r < ranks; ++r) {
+    const runtime::RankDescriptor desc = DescribeRank(layout, r);
+    descriptors += desc.tensors.size() + desc.objects.size();
+    descriptor_bytes += runtime::EncodeRankDescriptor(desc).size();
+    const Clock::time_point start = Clock::now();
+    std::vector<std::string> parts = runtime::PartitionDescriptor(desc, ranks);
+    rank_s[r] += Since(start);
+    for (int owner = 0; owner < ranks; ++owner) {
+      if (parts[owner].empty()) continue;
+      save_bytes.Message(r, owner, parts[owner].size());
+      inbox[owner].emplace_back(r, std::move(parts[owner]));
+    }
+  }
+  save_bytes.Agreement(kProposalBytes, kVerdictBytes);  // proposals
+  save_bytes.Agreement(0, kAgreementBytes);             // coverage
+  save_bytes.Agreement(0, kAgreementBytes);             // plan
+
+  std::vector<Messages> writer_inbox(ranks);
+  for (int owner = 0; owner < ranks; ++owner) {
+    std::vector<std::string> routed;
+    rank_s[owner] += OwnerWork(layout, owner, std::move(inbox[owner]), &routed, {});
+    for (int writer = 0; writer < ranks; ++writer) {
+      if (routed[writer].empty()) continue;
+      save_bytes.Message(owner, writer, routed[writer].size());
+      writer_inbox[writer].emplace_back(owner, std::move(routed[writer]));
+    }
+  }
+  inbox = {};
+
+  // Each writer's merge, and the manifest rank 0 would commit: one data file per writer, chunks back to back.
+  runtime::Manifest manifest;
+  runtime::ManifestSkeleton skeleton;
+  std::map<std::string, size_t> tensor_index;
+  std::vector<std::vector<runtime::WriteItem>> items(ranks);
+  for (int writer = 0; writer < ranks; ++writer) {
+    Messages copy = writer_inbox[writer];
+    const Clock::time_point start = Clock::now();
+    Result<runtime::SavePlan> plan =
+        runtime::MergeWriteItems(ToIncoming(std::move(copy), ranks), writer, writer == 0 ? &skeleton : nullptr);
+    rank_s[writer] += Since(start);
+    Check(plan.status(), "merging");
+    items[writer] = std::move(plan->items);
+  }
+  const int busiest = static_cast<int>(std::max_element(rank_s.begin(), rank_s.end()) - rank_s.begin());
+  WriteMessages(tmp + "/writer-inbox", writer_inbox[busiest]);
+  writer_inbox = {};
+  manifest.world_size = ranks;
+  manifest.node_count = skeleton.node_count;
+  manifest.tensors = skeleton.tensors;
+  manifest.objects = skeleton.objects;
+  for (size_t t = 0; t < manifest.tensors.size(); ++t) tensor_index[manifest.tensors[t].key] = t;
+  std::map<std::string, size_t> object_index;
+  for (size_t o = 0; o < manifest.objects.size(); ++o) object_index[manifest.objects[o].key] = o;
+  for (int writer = 0; writer < ranks; ++writer) {
+    uint64_t offset = 0;
+    for (runtime::WriteItem& item : items[writer]) {
+      runtime::StoredBytes bytes{static_cast<uint32_t>(writer), offset, item.bytes, kBlockSize,
+                                 std::vector<uint64_t>(io::BlockCount(item.bytes, kBlockSize), 0)};
+      offset += (item.bytes + 4095) / 4096 * 4096;
+      if (item.is_object) {
+        manifest.objects[object_index[item.key]].pieces.push_back({item.index, std::move(bytes)});
+      } else {
+        manifest.tensors[tensor_index[item.key]].chunks.push_back({item.box, std::move(bytes)});
+      }
+    }
+    manifest.files.push_back({"data/" + std::to_string(writer) + "-0.bin", offset});
+    items[writer] = {};
+  }
+  for (runtime::TensorRecord& t : manifest.tensors) {
+    std::sort(t.chunks.begin(), t.chunks.end(), [](const auto& a, const auto& b) { return a.box < b.box; });
+  }
+  Result<std::string> encoded = runtime::EncodeManifest(manifest);
+  Check(encoded.status(), "encoding the manifest");
+  std::ofstream(tmp + "/MANIFEST", std::ios::binary) << *encoded;
+
+  // The load's control bytes today: every request gathered at rank 0 and broadcast whole.
+  ControlBytes load_bytes(ranks);
+  uint64_t requests_bytes = 0;
+  for (int r = 0; r < target.world(); ++r) {
+    const uint64_t size = runtime::EncodeLoadRequest(RequestOf(target, r, manifest)).size();
+    requests_bytes += size;
+    load_bytes.Message(r, 0, kAgreementBytes + size);
+  }
+  load_bytes.Broadcast(requests_bytes);
+  load_bytes.Agreement(0, kAgreementBytes);  // the outcome
+  const double manifest_mib = static_cast<double>(encoded->size()) / (1 << 20);
+  manifest = runtime::Manifest();
+
+  Figures f;
+  f.save_plan_s = rank_s[busiest];
+  f.manifest_mib = manifest_mib;
+  const std::string layout_flag = layout.distributed_optimizer ? "dist" : "plain";
+  uint64_t save_kib = 0, load_kib = 0;
+  const std::string save_out = RunChild({"ckpt_bench_scale", "--child-save", std::to_string(ranks), layout_flag,
+                                         std::to_string(busiest), tmp + "/writer-inbox"},
+                                        limit_s, &save_kib);
+  if (!save_out.empty()) save_kib = std::strtoull(save_out.c_str(), nullptr, 10);
+  const std::string load_out = RunChild(
+      {"ckpt_bench_scale", "--child-load", std::to_string(ranks), layout_flag, tmp + "/MANIFEST"}, limit_s, &load_kib);
+  double decode_s = limit_s, plan_s = limit_s;
+  if (!load_out.empty()) {
+    unsigned long long kib = 0;
+    std::sscanf(load_out.c_str(), "%lf %lf %llu", &decode_s, &plan_s, &kib);
+    load_kib = kib;
+  } else {
+    std::printf("# the load's planning at %d ranks ran past %d s and was stopped: its figures are lower bounds\n",
+                ranks, limit_s);
+  }
+  f.load_plan_s = load_out.empty() ? limit_s : decode_s + plan_s;
+  f.peak_rss_mib = std::max(save_kib, load_kib) / 1024.0;
+  const double save_ratio = static_cast<double>(save_bytes.Busiest()) / descriptor_bytes;
+  const double load_ratio = static_cast<double>(load_bytes.Busiest()) / descriptor_bytes;
+  f.control_ratio = std::max(save_ratio, load_ratio);
+
+  Print("scale_descriptors" + suffix, static_cast<double>(descriptors), "descriptors");
+  Print("scale_descriptor_mib" + suffix, static_cast<double>(descriptor_bytes) / (1 << 20), "MiB");
+  Print("scale_save_plan_s" + suffix, f.save_plan_s, "s");
+  Print("scale_save_peak_rss_mib" + suffix, save_kib / 1024.0, "MiB");
+  Print("scale_save_busiest_control_ratio" + suffix, save_ratio, "x");
+  Print("scale_load_manifest_decode_s" + suffix, decode_s, "s");
+  Print("scale_load_plan_s" + suffix, f.load_plan_s, "s");
+  Print("scale_load_peak_rss_mib" + suffix, load_kib / 1024.0, "MiB");
+  Print("scale_load_busiest_control_ratio" + suffix, load_ratio, "x");
+  Print("scale_peak_rss_mib" + suffix, f.peak_rss_mib, "MiB");
+  Print("scale_manifest_mib" + suffix, f.manifest_mib, "MiB");
+  Print("scale_busiest_control_ratio" + suffix, f.control_ratio, "x");
+  Print("scale_store_rank0_control_ratio" + suffix,
+        static_cast<double>(save_bytes.store_relay + load_bytes.store_relay) / descriptor_bytes, "x");
+  return f;
+}
+
+std::vector<int> ParseRanks(const std::string& list) {
+  std::vector<int> ranks;
+  std::stringstream in(list);
+  for (std::string item; std::getline(in, item, ',');) ranks.push_back(std::atoi(item.c_str()));
+  return ranks;
+}
+
+ParallelLayout SaveLayout(int ranks, bool distributed) { return LayoutFor(ranks, 8, 16, distributed); }
+ParallelLayout LoadLayout(int ranks, bool distributed) { return LayoutFor(ranks, 4, 8, distributed); }
+
+int Main(int argc, char** argv) {
+  const std::vector<std::string> args(argv + 1, argv + argc);
+  if (args.size() == 5 && args[0] == "--child-save") {
+    return ChildSave(SaveLayout(std::stoi(args[1]), args[2] == "dist"), std::stoi(args[3]), args[4]);
+  }
+  if (args.size() == 4 && args[0] == "--child-load") {
+    return ChildLoad(LoadLayout(std::stoi(args[1]), args[2] == "dist"), args[3]);
+  }
+  std::vector<int> ranks = {1024, 4096, 16384, 32768};
+  int limit_s = 300;
+  for (size_t i = 0; i + 1 < args.size(); i += 2) {
+    if (args[i] == "--ranks") ranks = ParseRanks(args[i + 1]);
+    if (args[i] == "--limit-s") limit_s = std::stoi(args[i + 1]);
+  }
+  char tmp_template[] = "/tmp/ckpt-bench-scale-XXXXXX";
+  const std::string tmp = mkdtemp(tmp_template);
+  std::map<int, Figures> figures;
+  for (bool distributed : {true, false}) {
+    for (int n : ranks) {
+      const Figures f = Simulate(SaveLayout(n, distributed), LoadLayout(n, distributed), limit_s, tmp);
+      if (distributed) figures[n] = f;
+    }
+  }
+  std::remove((tmp + "/writer-inbox").c_str());
+  std::remove((tmp + "/MANIFEST").c_str());
+  rmdir(tmp.c_str());
+  if (figures.count(4096) && figures.count(16384)) {
+    const Figures& a = figures[4096];
+    const Figures& b = figures[16384];
+    auto exponent = [](double from, double to) { return std::log(to / from) / std::log(4.0); };
+    const double growth = std::max({exponent(a.save_plan_s, b.save_plan_s), exponent(a.load_plan_s, b.load_plan_s),
+                                    exponent(a.peak_rss_mib, b.peak_rss_mib), exponent(a.manifest_mib, b.manifest_mib),
+                                    exponent(a.control_ratio, b.control_ratio)});
+    Print("scale_growth_exponent_max", growth, "exponent");
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace ckpt::bench
+
+int main(int argc, char** argv) { return ckpt::bench::Main(argc, argv); }
