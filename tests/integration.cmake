@@ -37,6 +37,19 @@ add_test(NAME mp_slurm_two_hosts
                  ${CMAKE_CURRENT_BINARY_DIR}/scenarios/slurm-two-hosts)
 set_tests_properties(mp_slurm_two_hosts PROPERTIES TIMEOUT 120 SKIP_RETURN_CODE 77)
 
+# Jobs on three hosts (network namespaces on one bridge), two ranks each: a save loaded back on two of the hosts,
+# and a save during which one host's link is cut (tests/integration/three_hosts.sh).
+add_executable(ckpt_scenario_hosts integration/scenario_hosts.cc)
+target_link_libraries(ckpt_scenario_hosts PRIVATE ckpt_scenario_common ckpt)
+foreach(part save-load link-cut-mid-save)
+  string(REPLACE "-" "_" test_part ${part})
+  add_test(NAME mp_three_hosts_${test_part}
+           COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/integration/three_hosts.sh ${part}
+                   $<TARGET_FILE:ckpt_scenario_hosts> $<TARGET_FILE:ckpt_scenario_control> $<TARGET_FILE:ckpt_cli>
+                   ${CMAKE_CURRENT_BINARY_DIR}/scenarios/three-hosts-${part})
+  set_tests_properties(mp_three_hosts_${test_part} PROPERTIES TIMEOUT 120 SKIP_RETURN_CODE 77)
+endforeach()
+
 # The user-allgather bootstrap, under a real MPI launcher (only where MPI is installed).
 find_package(MPI COMPONENTS C QUIET)
 find_program(CKPT_MPIEXEC NAMES mpirun mpiexec)
