@@ -17,7 +17,6 @@
 // Usage: ckpt_bench_scale [--ranks 1024,4096,16384,32768] [--limit-s 300]
 // Prints `name value unit` lines; a figure whose child ran past the limit prints the limit and a `#` line saying so.
 #include <signal.h>
-#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -52,10 +51,14 @@ constexpr uint64_t kVerdictBytes = 40;
 
 double Since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
-uint64_t PeakRssKib() {
-  rusage usage{};
-  getrusage(RUSAGE_SELF, &usage);
-  return static_cast<uint64_t>(usage.ru_maxrss);
+// The process's peak resident memory. Not getrusage's: its maximum survives execve, so a child forked from the large
+// simulating process would report the parent's.
+uint64_t PeakRssKib(pid_t pid = 0) {
+  std::ifstream status(pid == 0 ? std::string("/proc/self/status") : "/proc/" + std::to_string(pid) + "/status");
+  for (std::string line; std::getline(status, line);) {
+    if (line.rfind("VmHWM:", 0) == 0) return std::strtoull(line.c_str() + 6, nullptr, 10);
+  }
+  return 0;
 }
 
 uint64_t TreeFanout(int ranks) { return static_cast<uint64_t>(std::ceil(std::log2(std::max(ranks, 2)))); }
@@ -204,10 +207,7 @@ std::string RunChild(const std::vector<std::string>& args, int limit_s, uint64_t
   const Clock::time_point start = Clock::now();
   int status = 0;
   while (waitpid(pid, &status, WNOHANG) == 0) {
-    std::ifstream proc("/proc/" + std::to_string(pid) + "/status");
-    for (std::string line; std::getline(proc, line);) {
-      if (line.rfind("VmHWM:", 0) == 0) *peak_kib = std::strtoull(line.c_str() + 6, nullptr, 10);
-    }
+    *peak_kib = std::max(*peak_kib, PeakRssKib(pid));
     if (Since(start) > limit_s) {
       kill(pid, SIGKILL);
       waitpid(pid, &status, 0);
@@ -359,6 +359,8 @@ Figures Simulate(const ParallelLayout& layout, const ParallelLayout& target, int
   const double load_ratio = static_cast<double>(load_bytes.Busiest()) / descriptor_bytes;
   f.control_ratio = std::max(save_ratio, load_ratio);
 
+  std::printf("# %d ranks%s: the busiest rank's save planning is rank %d's\n", ranks, LayoutName(layout).c_str(),
+              busiest);
   Print("scale_descriptors" + suffix, static_cast<double>(descriptors), "descriptors");
   Print("scale_descriptor_mib" + suffix, static_cast<double>(descriptor_bytes) / (1 << 20), "MiB");
   Print("scale_save_plan_s" + suffix, f.save_plan_s, "s");

@@ -185,12 +185,12 @@ class TcpStore::Impl {
     return std::optional<std::string>(std::move(value));
   }
 
-  Result<std::string> Wait(std::string_view key) {
+  Result<std::string> Wait(std::string_view key, std::chrono::milliseconds timeout) {
     ByteWriter request;
     request.Bytes(key);
-    request.U64(static_cast<uint64_t>(config_.timeout.count()));
+    request.U64(static_cast<uint64_t>(timeout.count()));
     std::unique_lock<std::mutex> lock(mu_);
-    Result<std::string> reply = Call(MessageType::kWait, request.data(), ServerAnsweredDeadline());
+    Result<std::string> reply = Call(MessageType::kWait, request.data(), Clock::now() + timeout + kReplyGrace);
     lock.unlock();
     const std::string what = "waiting for key '" + std::string(key) + "'";
     if (!reply.ok()) return reply.status().WithContext(what);
@@ -451,6 +451,9 @@ Status TcpStore::Delete(std::string_view key) { return impl_->Delete(key); }
 // The server answers any Get with the dead ranks' error once one has died.
 Status TcpStore::CheckPeers() { return impl_->Get("ckpt/peers-alive").status(); }
 Result<std::optional<std::string>> TcpStore::Get(std::string_view key) { return impl_->Get(key); }
-Result<std::string> TcpStore::Wait(std::string_view key) { return impl_->Wait(key); }
+Result<std::string> TcpStore::Wait(std::string_view key) { return impl_->Wait(key, impl_->config().timeout); }
+Result<std::string> TcpStore::Wait(std::string_view key, std::chrono::milliseconds timeout) {
+  return impl_->Wait(key, timeout);
+}
 
 }  // namespace ckpt::coll

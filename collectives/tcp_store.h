@@ -71,6 +71,8 @@ class TcpStore : public ControlPlane {
   Result<std::optional<std::string>> Get(std::string_view key);
   // Blocks until the key is set, then returns its value; kTimeout after the store's timeout.
   Result<std::string> Wait(std::string_view key);
+  // The same, waiting `timeout` instead of the store's own.
+  Result<std::string> Wait(std::string_view key, std::chrono::milliseconds timeout);
 
   class Impl;
 

@@ -1,11 +1,15 @@
 #include "runtime/commit_channel.h"
 
+#include <algorithm>
+#include <chrono>
 #include <map>
 
 #include "common/bytes.h"
 
 namespace ckpt::runtime {
 namespace {
+
+constexpr std::chrono::milliseconds kOutcomeGrace{30000};
 
 std::string EncodeStatus(const Status& status, const std::string& payload) {
   ByteWriter out;
@@ -44,7 +48,12 @@ class StoreCommitChannel : public CommitChannel {
   Result<std::vector<std::string>> CollectReports(const std::string& save_id) override {
     std::vector<std::string> reports(store_->world_size());
     for (int r = 0; r < store_->world_size(); ++r) {
-      ASSIGN_OR_RETURN(std::string posted, store_->Wait(ReportKey(save_id, r)));
+      Result<std::string> waited = store_->Wait(ReportKey(save_id, r));
+      if (!waited.ok()) {
+        return Status(waited.status().code(), "rank " + std::to_string(r) + " did not report its writes (" +
+                                                  waited.status().message() + ")");
+      }
+      const std::string posted = std::move(waited).value();
       RETURN_IF_ERROR(store_->Delete(ReportKey(save_id, r)));
       Status status = DecodeStatus(posted, "write report of rank " + std::to_string(r), &reports[r]);
       if (!status.ok()) return Status(status.code(), "rank " + std::to_string(r) + ": " + status.message());
@@ -60,8 +69,16 @@ class StoreCommitChannel : public CommitChannel {
     return store_->Set(previous_outcome_, EncodeStatus(outcome, {}));
   }
 
+  // Longer than rank 0 waits for any report, so that when a rank goes silent the others learn rank 0's verdict,
+  // which names it, rather than time out at the same moment knowing nothing.
   Status AwaitOutcome(const std::string& save_id) override {
-    ASSIGN_OR_RETURN(std::string posted, store_->Wait(OutcomeKey(save_id)));
+    const std::chrono::milliseconds timeout = store_->timeout();
+    Result<std::string> waited = store_->Wait(OutcomeKey(save_id), timeout + std::min(timeout / 2, kOutcomeGrace));
+    if (!waited.ok()) {
+      return Status(waited.status().code(),
+                    "rank 0 posted no outcome of the save (" + waited.status().message() + ")");
+    }
+    const std::string posted = std::move(waited).value();
     std::string unused;
     return DecodeStatus(posted, "outcome of save " + save_id, &unused);
   }
