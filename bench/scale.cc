@@ -6,8 +6,10 @@
 // plans its keys and routes the items; each writer merges its items. Every rank's share of that work is timed on
 // its own, and the figure is the largest sum. The peak memory is that of a fresh process doing the busiest rank's
 // work alone.
-// Load, as the library runs it today: every rank decodes the whole manifest, receives every rank's request and
-// plans the whole load. The figure is one process doing that.
+// Load, as the library runs it (bench/scale_load.h): every rank decodes the whole manifest and sends each tensor's
+// owner its request; owners plan their tensors and route the parts; each rank merges its part and places its reads
+// in rounds. The planning figure is the largest sum of one rank's steps; the manifest's decoding, which every rank
+// still does whole, is a figure of its own, and the peak memory includes it.
 // Control-plane bytes are counted per rank under the job's own collectives (ckpt_collectives): an all-to-all moves
 // each message once between its two ranks; a gather to rank 0 delivers every contribution to it; a broadcast is a
 // binomial tree, so its busiest sender sends ceil(log2 ranks) copies. They are compared with the bytes of every
@@ -32,6 +34,8 @@
 #include <utility>
 #include <vector>
 
+#include "bench/scale_common.h"
+#include "bench/scale_load.h"
 #include "bench/scale_model.h"
 #include "common/bytes.h"
 #include "io/checksum.h"
@@ -39,74 +43,6 @@
 
 namespace ckpt::bench {
 namespace {
-
-using Clock = std::chrono::steady_clock;
-using Messages = std::vector<std::pair<int, std::string>>;  // (sending rank, message)
-
-constexpr uint64_t kBlockSize = 1ull << 20;
-// What an agreement's contribution costs besides its payload: the step's name, a status code, an empty message.
-constexpr uint64_t kAgreementBytes = 48;
-constexpr uint64_t kProposalBytes = 96;  // a path, the save's id, two structure hashes
-constexpr uint64_t kVerdictBytes = 40;
-
-double Since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
-
-// The process's peak resident memory. Not getrusage's: its maximum survives execve, so a child forked from the large
-// simulating process would report the parent's.
-uint64_t PeakRssKib(pid_t pid = 0) {
-  std::ifstream status(pid == 0 ? std::string("/proc/self/status") : "/proc/" + std::to_string(pid) + "/status");
-  for (std::string line; std::getline(status, line);) {
-    if (line.rfind("VmHWM:", 0) == 0) return std::strtoull(line.c_str() + 6, nullptr, 10);
-  }
-  return 0;
-}
-
-uint64_t TreeFanout(int ranks) { return static_cast<uint64_t>(std::ceil(std::log2(std::max(ranks, 2)))); }
-
-// Per rank under the job's collectives, and what rank 0's server would relay if the TCP store carried them (every
-// message in and out, every broadcast once to each rank).
-struct ControlBytes {
-  std::vector<uint64_t> sent, received;
-  uint64_t store_relay = 0;
-  explicit ControlBytes(int ranks) : sent(ranks, 0), received(ranks, 0) {}
-  void Gather(uint64_t each) {
-    for (size_t r = 1; r < sent.size(); ++r) sent[r] += each;
-    received[0] += each * (sent.size() - 1);
-    store_relay += each * sent.size();
-  }
-  void Broadcast(uint64_t bytes) {
-    sent[0] += bytes * TreeFanout(static_cast<int>(sent.size()));
-    for (size_t r = 1; r < sent.size(); ++r) received[r] += bytes;
-    store_relay += bytes * sent.size();
-  }
-  void Agreement(uint64_t payload, uint64_t verdict) {
-    Gather(kAgreementBytes + payload);
-    Broadcast(verdict);
-  }
-  void Message(int from, int to, uint64_t bytes) {
-    store_relay += 2 * bytes;
-    if (from == to) return;
-    sent[from] += bytes;
-    received[to] += bytes;
-  }
-  uint64_t Busiest() const {
-    uint64_t most = 0;
-    for (size_t r = 0; r < sent.size(); ++r) most = std::max(most, sent[r] + received[r]);
-    return most;
-  }
-};
-
-std::vector<std::string> ToIncoming(Messages messages, int ranks) {
-  std::vector<std::string> incoming(ranks);
-  for (auto& [from, message] : messages) incoming[from] = std::move(message);
-  return incoming;
-}
-
-void Check(const Status& status, const char* what) {
-  if (status.ok()) return;
-  std::fprintf(stderr, "bench/scale: %s: %s\n", what, status.message().c_str());
-  std::exit(1);
-}
 
 // One rank's save work as owner and as writer; returns its seconds, and the routed messages by writer.
 double OwnerWork(const ParallelLayout& layout, int owner, Messages inbox, std::vector<std::string>* routed,
@@ -128,31 +64,6 @@ std::string LayoutName(const ParallelLayout& layout) {
 
 // --- the busiest rank's save alone, for its memory --------------------------------------------------------------
 
-void WriteMessages(const std::string& path, const Messages& messages) {
-  ByteWriter out;
-  out.U32(static_cast<uint32_t>(messages.size()));
-  for (const auto& [from, message] : messages) {
-    out.I32(from);
-    out.Bytes(message);
-  }
-  std::ofstream(path, std::ios::binary) << out.data();
-}
-
-Messages ReadMessages(const std::string& path) {
-  std::stringstream buffer;
-  buffer << std::ifstream(path, std::ios::binary).rdbuf();
-  const std::string bytes = buffer.str();
-  ByteReader in(bytes, path);
-  uint32_t count = 0;
-  Check(in.U32(&count), "reading messages");
-  Messages messages(count);
-  for (auto& [from, message] : messages) {
-    Check(in.I32(&from), "reading messages");
-    Check(in.Bytes(&message), "reading messages");
-  }
-  return messages;
-}
-
 int ChildSave(const ParallelLayout& layout, int rank, const std::string& writer_inbox) {
   Messages inbox;
   for (int r = 0; r < layout.world(); ++r) {
@@ -162,29 +73,10 @@ int ChildSave(const ParallelLayout& layout, int rank, const std::string& writer_
   std::vector<std::string> routed;
   OwnerWork(layout, rank, std::move(inbox), &routed, {});
   runtime::ManifestSkeleton skeleton;
-  Result<runtime::SavePlan> plan = runtime::MergeWriteItems(ToIncoming(ReadMessages(writer_inbox), layout.world()),
-                                                            rank, rank == 0 ? &skeleton : nullptr);
+  Result<runtime::SavePlan> plan = runtime::MergeWriteItems(
+      ToIncoming(ReadMessages(writer_inbox).at(0), layout.world()), rank, rank == 0 ? &skeleton : nullptr);
   Check(plan.status(), "merging");
   std::printf("%llu\n", static_cast<unsigned long long>(PeakRssKib()));
-  return 0;
-}
-
-// --- the load as every rank plans it today --------------------------------------------------------------------
-
-int ChildLoad(const ParallelLayout& target, const std::string& manifest_path) {
-  std::stringstream buffer;
-  buffer << std::ifstream(manifest_path, std::ios::binary).rdbuf();
-  const Clock::time_point start = Clock::now();
-  Result<runtime::Manifest> manifest = runtime::DecodeManifest(buffer.str(), manifest_path);
-  Check(manifest.status(), "decoding the manifest");
-  buffer = std::stringstream();
-  std::vector<runtime::LoadRequest> requests;
-  for (int r = 0; r < target.world(); ++r) requests.push_back(RequestOf(target, r, *manifest));
-  const Clock::time_point planning = Clock::now();
-  Result<runtime::LoadPlan> plan = runtime::PlanLoad(*manifest, requests);
-  Check(plan.status(), "planning the load");
-  const double decode_s = std::chrono::duration<double>(planning - start).count();
-  std::printf("%.3f %.3f %llu\n", decode_s, Since(planning), static_cast<unsigned long long>(PeakRssKib()));
   return 0;
 }
 
@@ -289,7 +181,7 @@ Figures Simulate(const ParallelLayout& layout, const ParallelLayout& target, int
     items[writer] = std::move(plan->items);
   }
   const int busiest = static_cast<int>(std::max_element(rank_s.begin(), rank_s.end()) - rank_s.begin());
-  WriteMessages(tmp + "/writer-inbox", writer_inbox[busiest]);
+  WriteMessages(tmp + "/writer-inbox", {writer_inbox[busiest]});
   writer_inbox = {};
   manifest.world_size = ranks;
   manifest.node_count = skeleton.node_count;
@@ -320,16 +212,8 @@ Figures Simulate(const ParallelLayout& layout, const ParallelLayout& target, int
   Check(encoded.status(), "encoding the manifest");
   std::ofstream(tmp + "/MANIFEST", std::ios::binary) << *encoded;
 
-  // The load's control bytes today: every request gathered at rank 0 and broadcast whole.
   ControlBytes load_bytes(ranks);
-  uint64_t requests_bytes = 0;
-  for (int r = 0; r < target.world(); ++r) {
-    const uint64_t size = runtime::EncodeLoadRequest(RequestOf(target, r, manifest)).size();
-    requests_bytes += size;
-    load_bytes.Message(r, 0, kAgreementBytes + size);
-  }
-  load_bytes.Broadcast(requests_bytes);
-  load_bytes.Agreement(0, kAgreementBytes);  // the outcome
+  const LoadFigures load = SimulateLoad(target, manifest, &load_bytes, tmp + "/load-inputs");
   const double manifest_mib = static_cast<double>(encoded->size()) / (1 << 20);
   manifest = runtime::Manifest();
 
@@ -342,18 +226,21 @@ Figures Simulate(const ParallelLayout& layout, const ParallelLayout& target, int
                                          std::to_string(busiest), tmp + "/writer-inbox"},
                                         limit_s, &save_kib);
   if (!save_out.empty()) save_kib = std::strtoull(save_out.c_str(), nullptr, 10);
-  const std::string load_out = RunChild(
-      {"ckpt_bench_scale", "--child-load", std::to_string(ranks), layout_flag, tmp + "/MANIFEST"}, limit_s, &load_kib);
-  double decode_s = limit_s, plan_s = limit_s;
+  const std::string load_out =
+      RunChild({"ckpt_bench_scale", "--child-load", std::to_string(ranks), layout_flag, std::to_string(load.busiest),
+                std::to_string(load.round_count), tmp + "/MANIFEST", tmp + "/load-inputs"},
+               limit_s, &load_kib);
+  double decode_s = limit_s, replay_s = limit_s;
   if (!load_out.empty()) {
     unsigned long long kib = 0;
-    std::sscanf(load_out.c_str(), "%lf %lf %llu", &decode_s, &plan_s, &kib);
+    std::sscanf(load_out.c_str(), "%lf %lf %llu", &decode_s, &replay_s, &kib);
     load_kib = kib;
   } else {
-    std::printf("# the load's planning at %d ranks ran past %d s and was stopped: its figures are lower bounds\n",
-                ranks, limit_s);
+    std::printf("# the replay of rank %d's load at %d ranks ran past %d s and was stopped: its figures are lower "
+                "bounds\n",
+                load.busiest, ranks, limit_s);
   }
-  f.load_plan_s = load_out.empty() ? limit_s : decode_s + plan_s;
+  f.load_plan_s = load.busiest_plan_s;
   f.peak_rss_mib = std::max(save_kib, load_kib) / 1024.0;
   const double save_ratio = static_cast<double>(save_bytes.Busiest()) / descriptor_bytes;
   const double load_ratio = static_cast<double>(load_bytes.Busiest()) / descriptor_bytes;
@@ -368,6 +255,7 @@ Figures Simulate(const ParallelLayout& layout, const ParallelLayout& target, int
   Print("scale_save_busiest_control_ratio" + suffix, save_ratio, "x");
   Print("scale_load_manifest_decode_s" + suffix, decode_s, "s");
   Print("scale_load_plan_s" + suffix, f.load_plan_s, "s");
+  Print("scale_load_rounds" + suffix, load.round_count, "rounds");
   Print("scale_load_peak_rss_mib" + suffix, load_kib / 1024.0, "MiB");
   Print("scale_load_busiest_control_ratio" + suffix, load_ratio, "x");
   Print("scale_peak_rss_mib" + suffix, f.peak_rss_mib, "MiB");
@@ -393,8 +281,9 @@ int Main(int argc, char** argv) {
   if (args.size() == 5 && args[0] == "--child-save") {
     return ChildSave(SaveLayout(std::stoi(args[1]), args[2] == "dist"), std::stoi(args[3]), args[4]);
   }
-  if (args.size() == 4 && args[0] == "--child-load") {
-    return ChildLoad(LoadLayout(std::stoi(args[1]), args[2] == "dist"), args[3]);
+  if (args.size() == 7 && args[0] == "--child-load") {
+    return ReplayLoad(LoadLayout(std::stoi(args[1]), args[2] == "dist"), std::stoi(args[3]),
+                      static_cast<uint32_t>(std::stoul(args[4])), args[5], args[6]);
   }
   std::vector<int> ranks = {1024, 4096, 16384, 32768};
   int limit_s = 300;
@@ -413,6 +302,7 @@ int Main(int argc, char** argv) {
   }
   std::remove((tmp + "/writer-inbox").c_str());
   std::remove((tmp + "/MANIFEST").c_str());
+  std::remove((tmp + "/load-inputs").c_str());
   rmdir(tmp.c_str());
   if (figures.count(4096) && figures.count(16384)) {
     const Figures& a = figures[4096];

@@ -51,10 +51,10 @@ struct PlanCache {
 
 struct LoadPlan;
 
-// The plan of the last read-once load, reused when the same requests meet the same checkpoint.
+// This rank's rounds of the last read-once load's plan, reused when the same requests meet the same checkpoint.
 struct LoadPlanCache {
   uint64_t key = 0;  // 0: none
-  std::shared_ptr<const LoadPlan> plan;
+  std::shared_ptr<const std::vector<LoadPlan>> rounds;
 };
 
 struct ContextStats {

@@ -10,6 +10,7 @@
 #include <memory>
 #include <new>
 
+#include "common/bytes.h"
 #include "common/fault_injection.h"
 #include "io/checksum.h"
 #include "io/committed_memory.h"
@@ -17,6 +18,7 @@
 #include "runtime/chunk_fetcher.h"
 #include "runtime/device_copy.h"
 #include "runtime/dtype.h"
+#include "runtime/load_partition.h"
 
 namespace ckpt::runtime {
 namespace {
@@ -33,19 +35,72 @@ void ForEachDestination(const PiecesByTensor& pieces, uint32_t tensor, const Box
   }
 }
 
-// The same gathered requests against the same checkpoint give the same plan: it is computed once.
-Result<std::shared_ptr<const LoadPlan>> PlanFor(Context& ctx, const Manifest& manifest,
-                                                const std::vector<LoadRequest>& requests,
-                                                const std::vector<std::string>& encoded_requests) {
-  uint64_t key = io::Checksum(manifest.checkpoint_id.data(), manifest.checkpoint_id.size());
-  for (const std::string& encoded : encoded_requests) key = key * 31 + io::Checksum(encoded.data(), encoded.size());
-  key |= 1;
+// Bounds of a round's reads and of its exchange buffers (each).
+constexpr uint64_t kMinRoundBytes = 64ull << 20;
+constexpr uint64_t kMaxRoundBytes = 128ull << 20;
+
+// Rank 0's decision on the number of rounds: as many as the reader that needs the most.
+Result<std::string> MostRounds(std::vector<std::string> payloads) {
+  uint32_t most = 0;
+  for (size_t r = 0; r < payloads.size(); ++r) {
+    ByteReader in(payloads[r], "rounds of rank " + std::to_string(r));
+    uint32_t rounds = 0;
+    RETURN_IF_ERROR(in.U32(&rounds));
+    RETURN_IF_ERROR(in.ExpectDone());
+    most = std::max(most, rounds);
+  }
+  ByteWriter out;
+  out.U32(most);
+  return out.Take();
+}
+
+// This rank's rounds of the job's plan (runtime/load_partition.h), planned with the other ranks unless every rank
+// still holds the plan of `verdict.plan_key`. Every step that can fail on one rank is agreed, so that all ranks stop
+// together.
+Result<std::shared_ptr<const std::vector<LoadPlan>>> RoundsFor(Context& ctx, const Manifest& manifest,
+                                                                const LoadRequest& mine, const LoadVerdict& verdict,
+                                                                uint64_t max_round_bytes) {
   LoadPlanCache& cache = ctx.load_plan_cache();
-  if (cache.key == key && cache.plan) return cache.plan;
-  ASSIGN_OR_RETURN(LoadPlan plan, PlanLoad(manifest, requests));
-  cache.plan = std::make_shared<const LoadPlan>(std::move(plan));
-  cache.key = key;
-  return cache.plan;
+  if (verdict.reuse_plan && cache.key == verdict.plan_key && cache.rounds) return cache.rounds;
+  cache = LoadPlanCache{};
+  coll::ControlPlane& control = ctx.control();
+  const int world = ctx.world_size();
+  ASSIGN_OR_RETURN(std::vector<std::string> incoming,
+                   control.AllToAllV(PartitionLoadRequest(mine, manifest, world), control.timeout()));
+  Result<std::vector<LoadRequest>> owned = DecodeOwnedRequests(incoming, manifest, ctx.rank());
+  incoming = {};
+  Result<LoadPlan> plan = owned.ok() ? PlanLoad(manifest, *owned) : Result<LoadPlan>(owned.status());
+  owned = std::vector<LoadRequest>();
+  RETURN_IF_ERROR(Agree(control, "load (plan)", plan.status()));
+  ASSIGN_OR_RETURN(std::vector<std::string> routed, control.AllToAllV(RouteLoadPlan(*plan, world), control.timeout()));
+  plan = LoadPlan();
+  Result<LoadPlan> view = MergeLoadPlan(routed, ctx.rank(), manifest);
+  routed = {};
+  RETURN_IF_ERROR(Agree(control, "load (plan parts)", view.status()));
+  ASSIGN_OR_RETURN(std::vector<std::string> counts,
+                   control.AllToAllV(ReaderCounts(*view, ctx.rank()), control.timeout()));
+  Result<std::vector<uint32_t>> placed = PlaceOwnReads(*view, ctx.rank(), counts, max_round_bytes);
+  uint32_t needed = 0;
+  if (placed.ok()) {
+    for (size_t i = 0; i < view->reads.size(); ++i) {
+      if (view->reads[i].reader == ctx.rank()) needed = std::max(needed, (*placed)[i] + 1);
+    }
+  }
+  ByteWriter mine_needed;
+  mine_needed.U32(needed);
+  ASSIGN_OR_RETURN(std::string decided,
+                   DecideAtRoot(control, "load (rounds)", placed.status(), mine_needed.data(), MostRounds));
+  ByteReader agreed(decided, "rounds agreed on rank 0");
+  uint32_t round_count = 0;
+  RETURN_IF_ERROR(agreed.U32(&round_count));
+  ASSIGN_OR_RETURN(std::vector<std::string> transfer_rounds,
+                   control.AllToAllV(TransferRounds(*view, ctx.rank(), *placed), control.timeout()));
+  Result<std::vector<LoadPlan>> rounds =
+      CutIntoRounds(*view, ctx.rank(), std::move(placed).value(), transfer_rounds, round_count);
+  RETURN_IF_ERROR(Agree(control, "load (rounds cut)", rounds.status()));
+  cache.rounds = std::make_shared<const std::vector<LoadPlan>>(std::move(rounds).value());
+  cache.key = verdict.plan_key;
+  return cache.rounds;
 }
 
 // The send and receive buffers of a load's rounds: one block of host memory (committed at once, not page by page as
@@ -84,10 +139,6 @@ class RoundMemory {
   io::CommittedMemory host_;
   io::ScopedDeviceMemory device_memory_;
 };
-
-// Bounds of a round's reads and of its exchange buffers (each).
-constexpr uint64_t kMinRoundBytes = 64ull << 20;
-constexpr uint64_t kMaxRoundBytes = 128ull << 20;
 
 // Buffers are carved out of the round's memory at this alignment: enough for any element type and for the copy
 // engines of a GPU.
@@ -339,24 +390,23 @@ LoadRequest MakeLoadRequest(int rank, const std::string& node, const std::vector
 }
 
 Result<ExchangeCounters> ExchangeLoad(Context& ctx, const ExchangePlane& plane, const std::string& path,
-                                      const Manifest& manifest, const std::vector<LoadRequest>& requests,
-                                      const std::vector<std::string>& encoded_requests,
+                                      const Manifest& manifest, const LoadRequest& mine, const LoadVerdict& verdict,
                                       const std::vector<LocalPiece>& pieces,
                                       const std::function<void(uint64_t)>& filled) {
-  ASSIGN_OR_RETURN(std::shared_ptr<const LoadPlan> plan, PlanFor(ctx, manifest, requests, encoded_requests));
-  PiecesByTensor by_tensor;
-  for (const LocalPiece& piece : pieces) by_tensor[piece.tensor].push_back(&piece);
   // Reads go through the staging arena; the exchange buffers of a round take as much memory again, committed once
   // per load and reused round after round. Rounds are capped so that a load commits a bounded amount of exchange
   // memory, not one in proportion to the arena: committing fresh pages costs about as much as copying into them.
   const uint64_t budget = std::min(std::max<uint64_t>(ctx.arena().capacity(), kMinRoundBytes), kMaxRoundBytes);
-  const std::vector<LoadPlan> rounds = SplitIntoRounds(*plan, budget);
+  ASSIGN_OR_RETURN(std::shared_ptr<const std::vector<LoadPlan>> rounds,
+                   RoundsFor(ctx, manifest, mine, verdict, budget));
+  PiecesByTensor by_tensor;
+  for (const LocalPiece& piece : pieces) by_tensor[piece.tensor].push_back(&piece);
   RoundMemory memory(plane.device);
   ExchangeCounters counters;
-  for (size_t r = 0; r < rounds.size(); ++r) {
+  for (size_t r = 0; r < rounds->size(); ++r) {
     const uint64_t tag = r & coll::kMaxTransferTag;
-    RETURN_IF_ERROR(Round(ctx, plane, memory, path, manifest, rounds[r], tag, by_tensor, counters).Run());
-    filled(BytesFilledHere(rounds[r], ctx.rank(), manifest, by_tensor));
+    RETURN_IF_ERROR(Round(ctx, plane, memory, path, manifest, (*rounds)[r], tag, by_tensor, counters).Run());
+    filled(BytesFilledHere((*rounds)[r], ctx.rank(), manifest, by_tensor));
   }
   return counters;
 }

@@ -12,6 +12,7 @@
 #include "common/status.h"
 #include "runtime/box.h"
 #include "runtime/context.h"
+#include "runtime/load_agreement.h"
 #include "runtime/load_plan.h"
 #include "runtime/manifest.h"
 
@@ -45,11 +46,11 @@ struct ExchangePlane {
   int device = -1;
 };
 
-// Collective over `plane`, the same on every rank. `requests` are every rank's, as gathered. After each round,
-// `filled` is told how many bytes of this rank's pieces it filled.
+// Collective over `plane`, the same on every rank. `mine` is this rank's request; `verdict` the load's agreed start
+// (runtime/load_agreement.h): the plan is made by the tensors' owners (runtime/load_partition.h) unless every rank
+// holds it already. After each round, `filled` is told how many bytes of this rank's pieces it filled.
 Result<ExchangeCounters> ExchangeLoad(Context& ctx, const ExchangePlane& plane, const std::string& path,
-                                      const Manifest& manifest, const std::vector<LoadRequest>& requests,
-                                      const std::vector<std::string>& encoded_requests,
+                                      const Manifest& manifest, const LoadRequest& mine, const LoadVerdict& verdict,
                                       const std::vector<LocalPiece>& pieces,
                                       const std::function<void(uint64_t)>& filled);
 

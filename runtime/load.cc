@@ -5,6 +5,7 @@
 #include <map>
 
 #include "common/bytes.h"
+#include "io/checksum.h"
 #include "io/committed_memory.h"
 #include "runtime/agreement.h"
 #include "runtime/checkpoint_source.h"
@@ -14,6 +15,7 @@
 #include "runtime/dtype.h"
 #include "runtime/dtype_cast.h"
 #include "runtime/exchange_load.h"
+#include "runtime/load_agreement.h"
 #include "runtime/manifest.h"
 
 namespace ckpt::runtime {
@@ -104,27 +106,6 @@ Result<Match> MatchState(const State& state, const Manifest& manifest) {
     match.object_pieces.push_back(piece);
   }
   return match;
-}
-
-// The manifest keys no rank asked for.
-Result<std::vector<std::string>> UnexpectedKeys(const Manifest& manifest, const std::vector<std::string>& requests) {
-  std::string any(manifest.tensors.size() + manifest.objects.size(), '\0');
-  for (size_t r = 0; r < requests.size(); ++r) {
-    if (requests[r].size() != any.size()) {
-      return Mismatch("rank " + std::to_string(r) + " read a different manifest (" +
-                      std::to_string(requests[r].size()) + " entries, this rank has " + std::to_string(any.size()) +
-                      "): was the checkpoint replaced during the load?");
-    }
-    for (size_t i = 0; i < any.size(); ++i) any[i] |= requests[r][i];
-  }
-  std::vector<std::string> unexpected;
-  for (size_t i = 0; i < manifest.tensors.size(); ++i) {
-    if (!any[i]) unexpected.push_back(manifest.tensors[i].key);
-  }
-  for (size_t i = 0; i < manifest.objects.size(); ++i) {
-    if (!any[manifest.tensors.size() + i]) unexpected.push_back(manifest.objects[i].key);
-  }
-  return unexpected;
 }
 
 // Zeroes a destination in host or device memory.
@@ -228,32 +209,6 @@ std::vector<ChunkFetch> LocalFetches(const Manifest& manifest, const std::vector
   return fetches;
 }
 
-// What each rank contributes to the load's first exchange: which manifest keys it asks for, and (when loads
-// exchange) the boxes it needs and the CUDA device its destinations are all on, if they can be exchanged there.
-struct Asked {
-  std::string keys;
-  std::string boxes;
-  int32_t exchange_device = -1;
-};
-
-std::string EncodeAsked(const Asked& asked) {
-  ByteWriter out;
-  out.Bytes(asked.keys);
-  out.Bytes(asked.boxes);
-  out.I32(asked.exchange_device);
-  return out.Take();
-}
-
-Result<Asked> DecodeAsked(std::string_view bytes, int rank) {
-  ByteReader in(bytes, "load request from rank " + std::to_string(rank));
-  Asked asked;
-  RETURN_IF_ERROR(in.Bytes(&asked.keys));
-  RETURN_IF_ERROR(in.Bytes(&asked.boxes));
-  RETURN_IF_ERROR(in.I32(&asked.exchange_device));
-  RETURN_IF_ERROR(in.ExpectDone());
-  return asked;
-}
-
 // The device this rank's destinations all lie on, where the context can exchange device memory there; else -1.
 int32_t ExchangeDevice(const Context& ctx, const std::vector<LocalPiece>& pieces) {
   if (pieces.empty()) return -1;
@@ -266,22 +221,20 @@ int32_t ExchangeDevice(const Context& ctx, const std::vector<LocalPiece>& pieces
 
 // The data plane of this load, the same on every rank: NCCL when every rank's destinations are device memory it can
 // exchange (so pieces go from device to device), else the host transport; null: none, every rank reads alone.
-Result<ExchangePlane> ChoosePlane(Context& ctx, const std::vector<Asked>& asked) {
-  const bool on_devices =
-      std::all_of(asked.begin(), asked.end(), [](const Asked& a) { return a.exchange_device >= 0; });
-  if (on_devices && ctx.world_size() > 1) {
-    const int device = asked[ctx.rank()].exchange_device;
-    ASSIGN_OR_RETURN(coll::Transport * nccl, ctx.DeviceTransport(device));
-    if (nccl != nullptr) return ExchangePlane{nccl, device};
+Result<ExchangePlane> ChoosePlane(Context& ctx, const LoadVerdict& verdict, int32_t exchange_device) {
+  if (verdict.on_devices && ctx.world_size() > 1) {
+    ASSIGN_OR_RETURN(coll::Transport * nccl, ctx.DeviceTransport(exchange_device));
+    if (nccl != nullptr) return ExchangePlane{nccl, exchange_device};
   }
   return ExchangePlane{ctx.transport(), -1};
 }
 
 // Reads the tensors: over a transport, each stored byte once; without one, each rank what it needs. Reports the
 // bytes of `pieces` filled as it goes.
-Status ReadTensors(Context& ctx, const std::string& dir, const Manifest& manifest, const std::vector<Asked>& asked,
-                   const std::vector<LocalPiece>& pieces, ProgressReporter& progress, uint64_t* bytes_read) {
-  ASSIGN_OR_RETURN(const ExchangePlane plane, ChoosePlane(ctx, asked));
+Status ReadTensors(Context& ctx, const std::string& dir, const Manifest& manifest, const LoadVerdict& verdict,
+                   const LoadAsk& ask, const LoadRequest& request, const std::vector<LocalPiece>& pieces,
+                   ProgressReporter& progress, uint64_t* bytes_read) {
+  ASSIGN_OR_RETURN(const ExchangePlane plane, ChoosePlane(ctx, verdict, ask.exchange_device));
   uint64_t filled = 0;
   auto on_filled = [&](uint64_t bytes) { progress.Update(filled += bytes); };
   if (plane.transport == nullptr) {
@@ -289,15 +242,8 @@ Status ReadTensors(Context& ctx, const std::string& dir, const Manifest& manifes
     ASSIGN_OR_RETURN(*bytes_read, FetchChunks(engine, dir, manifest, LocalFetches(manifest, pieces)));
     return Status::Ok();
   }
-  std::vector<LoadRequest> requests;
-  std::vector<std::string> encoded;
-  for (size_t r = 0; r < asked.size(); ++r) {
-    ASSIGN_OR_RETURN(LoadRequest request, DecodeLoadRequest(asked[r].boxes, static_cast<int>(r), manifest));
-    requests.push_back(std::move(request));
-    encoded.push_back(asked[r].boxes);
-  }
   ASSIGN_OR_RETURN(ExchangeCounters counters,
-                   ExchangeLoad(ctx, plane, dir, manifest, requests, encoded, pieces, on_filled));
+                   ExchangeLoad(ctx, plane, dir, manifest, request, verdict, pieces, on_filled));
   *bytes_read = counters.bytes_read;
   ctx.stats().bytes_sent += counters.bytes_sent;
   ctx.stats().bytes_received += counters.bytes_received;
@@ -354,38 +300,34 @@ Status LoadAndAgree(Context& ctx, State& state, const CheckpointSource* source, 
   if (local.ok()) local = Judge(ctx, settings.missing_keys, match->missing, "keys missing from the checkpoint", true);
   std::vector<CastShard> casts;
   std::vector<LocalPiece> pieces;
-  Asked mine;
+  LoadAsk mine;
+  LoadRequest request;
   if (local.ok()) {
     Result<std::vector<LocalPiece>> local_pieces = LocalPieces(state, *match, *manifest, &casts);
     local = local_pieces.status();
     if (local.ok()) pieces = std::move(local_pieces).value();
   }
   if (local.ok()) {
-    mine.keys = match->requested;
+    mine.checkpoint_id = manifest->checkpoint_id;
+    mine.requested = match->requested;
     if (ctx.exchanges()) {
-      mine.boxes = EncodeLoadRequest(MakeLoadRequest(ctx.rank(), ctx.node_name(), pieces));
+      request = MakeLoadRequest(ctx.rank(), ctx.node_name(), pieces);
+      const std::string encoded = EncodeLoadRequest(request);
+      mine.request_digest = io::Checksum(encoded.data(), encoded.size());
       mine.exchange_device = ExchangeDevice(ctx, pieces);
+      mine.cached_plan = ctx.load_plan_cache().key;
     }
   }
-  auto gathered = AgreeAndGather(ctx.control(), "load (requests)", local, local.ok() ? EncodeAsked(mine) : "");
-  RETURN_IF_ERROR(gathered.status().WithContext(context));
-  std::vector<Asked> asked;
-  std::vector<std::string> flags;
-  for (size_t r = 0; r < gathered->size(); ++r) {
-    ASSIGN_OR_RETURN(Asked a, DecodeAsked((*gathered)[r], static_cast<int>(r)));
-    flags.push_back(a.keys);
-    asked.push_back(std::move(a));
-  }
-
-  // Every rank computes the same list from the same gathered flags, so the verdict needs no further exchange.
-  ASSIGN_OR_RETURN(std::vector<std::string> unexpected, UnexpectedKeys(*manifest, flags));
-  RETURN_IF_ERROR(
-      Judge(ctx, settings.unexpected_keys, unexpected, "checkpoint keys that no rank asked for", ctx.rank() == 0)
-          .WithContext(context));
+  // Rank 0 judges the keys nobody asked for, and alone warns of them.
+  auto judge_unexpected = [&](const std::vector<std::string>& unexpected) {
+    return Judge(ctx, settings.unexpected_keys, unexpected, "checkpoint keys that no rank asked for", true);
+  };
+  Result<LoadVerdict> verdict = AgreeOnLoad(ctx.control(), local, mine, manifest, judge_unexpected);
+  RETURN_IF_ERROR(verdict.status().WithContext(context));
 
   progress.Enter(Phase::kReading, 0, PieceBytes(*manifest, pieces));
   uint64_t tensor_bytes = 0;
-  Status read = ReadTensors(ctx, dir, *manifest, asked, pieces, progress, &tensor_bytes);
+  Status read = ReadTensors(ctx, dir, *manifest, *verdict, mine, request, pieces, progress, &tensor_bytes);
   for (const CastShard& cast : casts) {
     if (read.ok()) read = ConvertCast(cast);
   }

@@ -1,0 +1,95 @@
+// What bench/scale's simulations share: timing, peak memory, and the control-plane bytes each rank moves.
+#pragma once
+
+#include <sys/types.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "common/bytes.h"
+#include "common/status.h"
+
+namespace ckpt::bench {
+
+using Clock = std::chrono::steady_clock;
+using Messages = std::vector<std::pair<int, std::string>>;  // (sending rank, message)
+
+inline constexpr uint64_t kBlockSize = 1ull << 20;
+// What an agreement's contribution costs besides its payload: the step's name, a status code, an empty message.
+inline constexpr uint64_t kAgreementBytes = 48;
+inline constexpr uint64_t kProposalBytes = 96;  // a path, the save's id, two structure hashes
+inline constexpr uint64_t kVerdictBytes = 40;
+
+inline double Since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
+
+// The process's peak resident memory. Not getrusage's: its maximum survives execve, so a child forked from the large
+// simulating process would report the parent's.
+inline uint64_t PeakRssKib(pid_t pid = 0) {
+  std::ifstream status(pid == 0 ? std::string("/proc/self/status") : "/proc/" + std::to_string(pid) + "/status");
+  for (std::string line; std::getline(status, line);) {
+    if (line.rfind("VmHWM:", 0) == 0) return std::strtoull(line.c_str() + 6, nullptr, 10);
+  }
+  return 0;
+}
+
+inline uint64_t TreeFanout(int ranks) { return static_cast<uint64_t>(std::ceil(std::log2(std::max(ranks, 2)))); }
+
+// Per rank under the job's collectives, and what rank 0's server would relay if the TCP store carried them (every
+// message in and out, every broadcast once to each rank).
+struct ControlBytes {
+  std::vector<uint64_t> sent, received;
+  uint64_t store_relay = 0;
+  explicit ControlBytes(int ranks) : sent(ranks, 0), received(ranks, 0) {}
+  void Gather(uint64_t each) {
+    for (size_t r = 1; r < sent.size(); ++r) sent[r] += each;
+    received[0] += each * (sent.size() - 1);
+    store_relay += each * sent.size();
+  }
+  void Broadcast(uint64_t bytes) {
+    sent[0] += bytes * TreeFanout(static_cast<int>(sent.size()));
+    for (size_t r = 1; r < sent.size(); ++r) received[r] += bytes;
+    store_relay += bytes * sent.size();
+  }
+  void Agreement(uint64_t payload, uint64_t verdict) {
+    Gather(kAgreementBytes + payload);
+    Broadcast(verdict);
+  }
+  void Message(int from, int to, uint64_t bytes) {
+    store_relay += 2 * bytes;
+    if (from == to) return;
+    sent[from] += bytes;
+    received[to] += bytes;
+  }
+  uint64_t Busiest() const {
+    uint64_t most = 0;
+    for (size_t r = 0; r < sent.size(); ++r) most = std::max(most, sent[r] + received[r]);
+    return most;
+  }
+};
+
+inline std::vector<std::string> ToIncoming(Messages messages, int ranks) {
+  std::vector<std::string> incoming(ranks);
+  for (auto& [from, message] : messages) incoming[from] = std::move(message);
+  return incoming;
+}
+
+inline void Check(const Status& status, const char* what) {
+  if (status.ok()) return;
+  std::fprintf(stderr, "bench/scale: %s: %s\n", what, status.message().c_str());
+  std::exit(1);
+}
+
+
+// Messages kept in a file, for a child process that replays one rank's work.
+void WriteMessages(const std::string& path, const std::vector<Messages>& lists);
+std::vector<Messages> ReadMessages(const std::string& path);
+
+}  // namespace ckpt::bench

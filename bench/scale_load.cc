@@ -1,0 +1,161 @@
+#include "bench/scale_load.h"
+
+#include <sstream>
+
+#include "runtime/load_partition.h"
+
+namespace ckpt::bench {
+namespace {
+
+// What SimulateLoad hands the replay of one rank: the messages of each step that rank receives.
+enum Step { kRequests, kParts, kReaderCounts, kTransferRounds, kSteps };
+
+constexpr uint64_t kRoundBytes = 128ull << 20;  // exchange_load.cc's bound at a large arena
+
+struct RankWork {
+  double seconds = 0;
+  runtime::LoadPlan view;
+  std::vector<uint32_t> placed;
+};
+
+uint32_t RoundsNeeded(const runtime::LoadPlan& view, int rank, const std::vector<uint32_t>& placed) {
+  uint32_t needed = 0;
+  for (size_t i = 0; i < view.reads.size(); ++i) {
+    if (view.reads[i].reader == rank) needed = std::max(needed, placed[i] + 1);
+  }
+  return needed;
+}
+
+}  // namespace
+
+LoadFigures SimulateLoad(const ParallelLayout& target, const runtime::Manifest& manifest, ControlBytes* bytes,
+                         const std::string& inputs_path) {
+  const int ranks = target.world();
+  std::vector<RankWork> work(ranks);
+  std::vector<Messages> inbox(ranks);
+  LoadFigures figures;
+  for (int r = 0; r < ranks; ++r) {
+    const runtime::LoadRequest request = RequestOf(target, r, manifest);
+    figures.requests_bytes += runtime::EncodeLoadRequest(request).size();
+    const Clock::time_point start = Clock::now();
+    std::vector<std::string> parts = runtime::PartitionLoadRequest(request, manifest, ranks);
+    work[r].seconds += Since(start);
+    for (int owner = 0; owner < ranks; ++owner) {
+      if (parts[owner].empty()) continue;
+      bytes->Message(r, owner, parts[owner].size());
+      inbox[owner].emplace_back(r, std::move(parts[owner]));
+    }
+  }
+  // The requests step (runtime/load_agreement.h): a bit per manifest entry, a digest, the plan held.
+  bytes->Agreement((manifest.tensors.size() + manifest.objects.size() + 7) / 8 + 64, kVerdictBytes);
+
+  std::vector<std::vector<Messages>> kept(kSteps);  // the busiest rank's, once known: every rank's until then
+  std::vector<Messages> parts_in(ranks);
+  for (int owner = 0; owner < ranks; ++owner) {
+    const Clock::time_point start = Clock::now();
+    Result<std::vector<runtime::LoadRequest>> owned =
+        runtime::DecodeOwnedRequests(ToIncoming(inbox[owner], ranks), manifest, owner);
+    Check(owned.status(), "decoding owned requests");
+    Result<runtime::LoadPlan> plan = runtime::PlanLoad(manifest, *owned);
+    Check(plan.status(), "planning owned tensors");
+    std::vector<std::string> routed = runtime::RouteLoadPlan(*plan, ranks);
+    work[owner].seconds += Since(start);
+    for (int to = 0; to < ranks; ++to) {
+      if (routed[to].empty()) continue;
+      bytes->Message(owner, to, routed[to].size());
+      parts_in[to].emplace_back(owner, std::move(routed[to]));
+    }
+  }
+  bytes->Agreement(0, kAgreementBytes);  // load (plan)
+  std::vector<Messages> counts_in(ranks);
+  for (int r = 0; r < ranks; ++r) {
+    const Clock::time_point start = Clock::now();
+    Result<runtime::LoadPlan> view = runtime::MergeLoadPlan(ToIncoming(parts_in[r], ranks), r, manifest);
+    Check(view.status(), "merging");
+    work[r].view = std::move(view).value();
+    std::vector<std::string> counts = runtime::ReaderCounts(work[r].view, r);
+    work[r].seconds += Since(start);
+    for (int to = 0; to < ranks; ++to) {
+      if (counts[to].empty()) continue;
+      bytes->Message(r, to, counts[to].size());
+      counts_in[to].emplace_back(r, std::move(counts[to]));
+    }
+  }
+  bytes->Agreement(0, kAgreementBytes);  // load (plan parts)
+  std::vector<Messages> rounds_in(ranks);
+  uint32_t round_count = 0;
+  for (int r = 0; r < ranks; ++r) {
+    const Clock::time_point start = Clock::now();
+    Result<std::vector<uint32_t>> placed =
+        runtime::PlaceOwnReads(work[r].view, r, ToIncoming(counts_in[r], ranks), kRoundBytes);
+    Check(placed.status(), "placing reads");
+    std::vector<std::string> transfer_rounds = runtime::TransferRounds(work[r].view, r, *placed);
+    work[r].seconds += Since(start);
+    round_count = std::max(round_count, RoundsNeeded(work[r].view, r, *placed));
+    work[r].placed = std::move(placed).value();
+    for (int to = 0; to < ranks; ++to) {
+      if (transfer_rounds[to].empty()) continue;
+      bytes->Message(r, to, transfer_rounds[to].size());
+      rounds_in[to].emplace_back(r, std::move(transfer_rounds[to]));
+    }
+  }
+  bytes->Agreement(sizeof(uint32_t), kAgreementBytes);  // load (rounds)
+  for (int r = 0; r < ranks; ++r) {
+    const Clock::time_point start = Clock::now();
+    Result<std::vector<runtime::LoadPlan>> rounds = runtime::CutIntoRounds(
+        work[r].view, r, std::move(work[r].placed), ToIncoming(rounds_in[r], ranks), round_count);
+    Check(rounds.status(), "cutting rounds");
+    work[r].seconds += Since(start);
+    work[r].view = runtime::LoadPlan();
+  }
+  bytes->Agreement(0, kAgreementBytes);  // load (rounds cut)
+  bytes->Agreement(0, kAgreementBytes);  // load (outcome)
+
+  for (int r = 0; r < ranks; ++r) {
+    if (work[r].seconds > figures.busiest_plan_s) {
+      figures.busiest_plan_s = work[r].seconds;
+      figures.busiest = r;
+    }
+  }
+  figures.round_count = round_count;
+  const int b = figures.busiest;
+  WriteMessages(inputs_path, {inbox[b], parts_in[b], counts_in[b], rounds_in[b]});
+  return figures;
+}
+
+int ReplayLoad(const ParallelLayout& target, int rank, uint32_t round_count, const std::string& manifest_path,
+               const std::string& inputs_path) {
+  const int ranks = target.world();
+  std::vector<Messages> inputs = ReadMessages(inputs_path);
+  if (inputs.size() != kSteps) Check(Corrupt("the replay's inputs have the wrong number of steps"), "replaying");
+  std::stringstream buffer;
+  buffer << std::ifstream(manifest_path, std::ios::binary).rdbuf();
+  const Clock::time_point start = Clock::now();
+  Result<runtime::Manifest> manifest = runtime::DecodeManifest(buffer.str(), manifest_path);
+  Check(manifest.status(), "decoding the manifest");
+  buffer = std::stringstream();
+  const Clock::time_point planning = Clock::now();
+  const runtime::LoadRequest mine = RequestOf(target, rank, *manifest);
+  (void)runtime::PartitionLoadRequest(mine, *manifest, ranks);
+  Result<std::vector<runtime::LoadRequest>> owned =
+      runtime::DecodeOwnedRequests(ToIncoming(std::move(inputs[kRequests]), ranks), *manifest, rank);
+  Check(owned.status(), "decoding owned requests");
+  Result<runtime::LoadPlan> plan = runtime::PlanLoad(*manifest, *owned);
+  Check(plan.status(), "planning");
+  (void)runtime::RouteLoadPlan(*plan, ranks);
+  Result<runtime::LoadPlan> view = runtime::MergeLoadPlan(ToIncoming(std::move(inputs[kParts]), ranks), rank, *manifest);
+  Check(view.status(), "merging");
+  (void)runtime::ReaderCounts(*view, rank);
+  Result<std::vector<uint32_t>> placed =
+      runtime::PlaceOwnReads(*view, rank, ToIncoming(std::move(inputs[kReaderCounts]), ranks), kRoundBytes);
+  Check(placed.status(), "placing");
+  (void)runtime::TransferRounds(*view, rank, *placed);
+  Result<std::vector<runtime::LoadPlan>> cut = runtime::CutIntoRounds(
+      *view, rank, std::move(placed).value(), ToIncoming(std::move(inputs[kTransferRounds]), ranks), round_count);
+  Check(cut.status(), "cutting");
+  const double decode_s = std::chrono::duration<double>(planning - start).count();
+  std::printf("%.3f %.3f %llu\n", decode_s, Since(planning), static_cast<unsigned long long>(PeakRssKib()));
+  return 0;
+}
+
+}  // namespace ckpt::bench

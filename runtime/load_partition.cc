@@ -1,0 +1,405 @@
+#include "runtime/load_partition.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <tuple>
+#include <utility>
+
+#include "common/bytes.h"
+#include "io/checksum.h"
+#include "runtime/save_plan.h"
+
+namespace ckpt::runtime {
+namespace {
+
+constexpr uint32_t kMaxDims = 8;
+constexpr uint32_t kMaxEntries = 1u << 26;
+// Smallest encodings, which bound each count by what is left of the message.
+constexpr size_t kMinReadBytes = 4 + 4 + 4 + 4 + 3 * 8;
+constexpr size_t kMinTransferBytes = 4 + 4 + 2 * 4 + 8;
+
+auto ReadKey(const ChunkRead& read) { return std::make_tuple(read.tensor, read.chunk, read.first_block); }
+
+uint64_t AlignUp(uint64_t bytes) { return (bytes + kTransferAlignment - 1) / kTransferAlignment * kTransferAlignment; }
+
+// One rank's part of an owner's plan: reads (its own, and those its incoming transfers come from), each with its
+// index in the owner's plan (what tells apart two reads of one block by groups of regions that share it, and orders
+// them alike on every rank), and transfers and local copies indexing them.
+struct PlanPart {
+  std::vector<ChunkRead> reads;
+  std::vector<uint32_t> ordinals;
+  std::vector<Transfer> transfers;
+  std::vector<Transfer> local_copies;
+};
+
+void EncodeTransfer(const Transfer& t, ByteWriter* w) {
+  w->U32(t.read);
+  w->I32(t.consumer);
+  w->U64s(t.region.offset);
+  w->U64s(t.region.shape);
+  w->U64(t.bytes);
+}
+
+std::string EncodePart(const PlanPart& part) {
+  ByteWriter w;
+  w.U32(static_cast<uint32_t>(part.reads.size()));
+  for (size_t i = 0; i < part.reads.size(); ++i) {
+    const ChunkRead& r = part.reads[i];
+    w.U32(part.ordinals[i]);
+    w.U32(r.tensor);
+    w.U32(r.chunk);
+    w.I32(r.reader);
+    w.U64(r.first_block);
+    w.U64(r.block_count);
+    w.U64(r.bytes);
+  }
+  for (const std::vector<Transfer>* list : {&part.transfers, &part.local_copies}) {
+    w.U32(static_cast<uint32_t>(list->size()));
+    for (const Transfer& t : *list) EncodeTransfer(t, &w);
+  }
+  return w.Take();
+}
+
+// Checks what the planner's arithmetic and the exchange rely on: reads of blocks inside a stored chunk, regions of
+// the tensor's dimensions, ranks inside the world.
+Result<PlanPart> DecodePart(std::string_view bytes, int owner, int world_size, const Manifest& manifest) {
+  const std::string source = "load plan from rank " + std::to_string(owner);
+  ByteReader r(bytes, source);
+  PlanPart part;
+  uint32_t count = 0;
+  RETURN_IF_ERROR(r.Count(&count, kMaxEntries, kMinReadBytes));
+  part.reads.resize(count);
+  part.ordinals.resize(count);
+  for (size_t i = 0; i < count; ++i) {
+    ChunkRead& read = part.reads[i];
+    RETURN_IF_ERROR(r.U32(&part.ordinals[i]));
+    RETURN_IF_ERROR(r.U32(&read.tensor));
+    RETURN_IF_ERROR(r.U32(&read.chunk));
+    RETURN_IF_ERROR(r.I32(&read.reader));
+    RETURN_IF_ERROR(r.U64(&read.first_block));
+    RETURN_IF_ERROR(r.U64(&read.block_count));
+    RETURN_IF_ERROR(r.U64(&read.bytes));
+    if (read.tensor >= manifest.tensors.size() || read.chunk >= manifest.tensors[read.tensor].chunks.size() ||
+        read.reader < 0 || read.reader >= world_size) {
+      return Corrupt(source + ": a read names a chunk or a reader that does not exist");
+    }
+    const StoredBytes& stored = manifest.tensors[read.tensor].chunks[read.chunk].bytes;
+    const uint64_t blocks = stored.block_size == 0 ? 0 : io::BlockCount(stored.byte_length, stored.block_size);
+    if (read.block_count == 0 || read.first_block >= blocks || read.block_count > blocks - read.first_block) {
+      return Corrupt(source + ": a read of tensor '" + manifest.tensors[read.tensor].key + "' lies outside its chunk");
+    }
+  }
+  for (std::vector<Transfer>* list : {&part.transfers, &part.local_copies}) {
+    RETURN_IF_ERROR(r.Count(&count, kMaxEntries, kMinTransferBytes));
+    list->resize(count);
+    for (Transfer& t : *list) {
+      RETURN_IF_ERROR(r.U32(&t.read));
+      RETURN_IF_ERROR(r.I32(&t.consumer));
+      RETURN_IF_ERROR(r.U64s(&t.region.offset, kMaxDims));
+      RETURN_IF_ERROR(r.U64s(&t.region.shape, kMaxDims));
+      RETURN_IF_ERROR(r.U64(&t.bytes));
+      if (t.read >= part.reads.size() || t.consumer < 0 || t.consumer >= world_size) {
+        return Corrupt(source + ": a transfer names a read or a rank that does not exist");
+      }
+      const TensorRecord& tensor = manifest.tensors[part.reads[t.read].tensor];
+      if (t.region.offset.size() != tensor.shape.size() || t.region.shape.size() != tensor.shape.size() ||
+          !Contains(WholeBox(tensor.shape), t.region)) {
+        return Corrupt(source + ": a transfer's region lies outside tensor '" + tensor.key + "'");
+      }
+    }
+  }
+  RETURN_IF_ERROR(r.ExpectDone());
+  return part;
+}
+
+// The transfers of `view` that `reader` sends `consumer`, in the pair's order.
+template <typename Fn>
+void ForEachTransferOfPair(const LoadPlan& view, int reader, int consumer, Fn&& fn) {
+  for (size_t i = 0; i < view.transfers.size(); ++i) {
+    const Transfer& t = view.transfers[i];
+    if (view.reads[t.read].reader == reader && t.consumer == consumer) fn(i, t);
+  }
+}
+
+}  // namespace
+
+std::vector<std::string> PartitionLoadRequest(const LoadRequest& mine, const Manifest& manifest, int world_size) {
+  std::vector<LoadRequest> parts(world_size);
+  for (const RequestedBox& box : mine.boxes) {
+    parts[KeyChecker(manifest.tensors[box.tensor].key, world_size)].boxes.push_back(box);
+  }
+  std::vector<std::string> messages(world_size);
+  for (int owner = 0; owner < world_size; ++owner) {
+    if (parts[owner].boxes.empty()) continue;
+    parts[owner].rank = mine.rank;
+    parts[owner].node = mine.node;
+    messages[owner] = EncodeLoadRequest(parts[owner]);
+  }
+  return messages;
+}
+
+Result<std::vector<LoadRequest>> DecodeOwnedRequests(const std::vector<std::string>& incoming, const Manifest& manifest,
+                                                     int owner) {
+  const int world_size = static_cast<int>(incoming.size());
+  std::vector<LoadRequest> requests(world_size);
+  for (int from = 0; from < world_size; ++from) {
+    requests[from].rank = from;
+    if (incoming[from].empty()) continue;
+    ASSIGN_OR_RETURN(requests[from], DecodeLoadRequest(incoming[from], from, manifest));
+    for (const RequestedBox& box : requests[from].boxes) {
+      const std::string& key = manifest.tensors[box.tensor].key;
+      if (KeyChecker(key, world_size) != owner) {
+        return Corrupt("load request from rank " + std::to_string(from) + " gives tensor '" + key + "' to rank " +
+                       std::to_string(owner) + ", which does not own it");
+      }
+    }
+  }
+  return requests;
+}
+
+std::vector<std::string> RouteLoadPlan(const LoadPlan& plan, int world_size) {
+  std::vector<PlanPart> parts(world_size);
+  // Each rank's own index of a read of the plan, added the first time the rank needs it.
+  std::vector<std::map<uint32_t, uint32_t>> index(world_size);
+  auto read_for = [&](int rank, uint32_t read) {
+    auto [it, added] = index[rank].emplace(read, static_cast<uint32_t>(parts[rank].reads.size()));
+    if (added) {
+      parts[rank].reads.push_back(plan.reads[read]);
+      parts[rank].ordinals.push_back(read);
+    }
+    return it->second;
+  };
+  for (uint32_t i = 0; i < plan.reads.size(); ++i) read_for(plan.reads[i].reader, i);
+  for (const Transfer& t : plan.transfers) {
+    for (int rank : {plan.reads[t.read].reader, t.consumer}) {
+      Transfer copy = t;
+      copy.read = read_for(rank, t.read);
+      parts[rank].transfers.push_back(std::move(copy));
+    }
+  }
+  for (const Transfer& t : plan.local_copies) {
+    const int reader = plan.reads[t.read].reader;
+    Transfer copy = t;
+    copy.read = read_for(reader, t.read);
+    parts[reader].local_copies.push_back(std::move(copy));
+  }
+  std::vector<std::string> messages(world_size);
+  for (int rank = 0; rank < world_size; ++rank) {
+    if (!parts[rank].reads.empty()) messages[rank] = EncodePart(parts[rank]);
+  }
+  return messages;
+}
+
+Result<LoadPlan> MergeLoadPlan(const std::vector<std::string>& incoming, int rank, const Manifest& manifest) {
+  const int world_size = static_cast<int>(incoming.size());
+  std::vector<ChunkRead> reads;
+  std::vector<uint32_t> ordinals;
+  std::vector<std::pair<size_t, Transfer>> transfers, copies;  // (index into `reads`, the transfer)
+  for (int owner = 0; owner < world_size; ++owner) {
+    if (incoming[owner].empty()) continue;
+    ASSIGN_OR_RETURN(PlanPart part, DecodePart(incoming[owner], owner, world_size, manifest));
+    const size_t base = reads.size();
+    reads.insert(reads.end(), part.reads.begin(), part.reads.end());
+    ordinals.insert(ordinals.end(), part.ordinals.begin(), part.ordinals.end());
+    for (const Transfer& t : part.transfers) {
+      if (part.reads[t.read].reader != rank && t.consumer != rank) {
+        return Corrupt("load plan from rank " + std::to_string(owner) + " gives rank " + std::to_string(rank) +
+                       " a transfer between other ranks");
+      }
+      transfers.emplace_back(base + t.read, t);
+    }
+    for (const Transfer& t : part.local_copies) {
+      if (part.reads[t.read].reader != rank || t.consumer != rank) {
+        return Corrupt("load plan from rank " + std::to_string(owner) + " gives rank " + std::to_string(rank) +
+                       " another rank's local copy");
+      }
+      copies.emplace_back(base + t.read, t);
+    }
+  }
+  // Reads in (tensor, chunk, block) order, then their owner's; transfers of a pair in the order of their reads, then
+  // regions.
+  auto identity = [&](size_t i) { return std::make_tuple(ReadKey(reads[i]), ordinals[i]); };
+  std::vector<size_t> order(reads.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return identity(a) < identity(b); });
+  std::vector<uint32_t> position(reads.size());
+  LoadPlan view;
+  view.read_bytes_per_rank.assign(world_size, 0);
+  view.separate_bytes = LoadPlanOptions{}.separate_bytes;
+  for (size_t i = 0; i < order.size(); ++i) {
+    const ChunkRead& read = reads[order[i]];
+    if (i > 0 && identity(order[i - 1]) == identity(order[i])) {
+      return Corrupt("load plan gives rank " + std::to_string(rank) + " the same read of tensor '" +
+                     manifest.tensors[read.tensor].key + "' twice");
+    }
+    position[order[i]] = static_cast<uint32_t>(i);
+    view.reads.push_back(read);
+    if (read.reader == rank) view.read_bytes_per_rank[rank] += read.bytes;
+  }
+  for (auto& [read, t] : transfers) t.read = position[read];
+  for (auto& [read, t] : copies) t.read = position[read];
+  auto pair_order = [&](const std::pair<size_t, Transfer>& a, const std::pair<size_t, Transfer>& b) {
+    return std::make_tuple(view.reads[a.second.read].reader, a.second.consumer, a.second.read, a.second.region) <
+           std::make_tuple(view.reads[b.second.read].reader, b.second.consumer, b.second.read, b.second.region);
+  };
+  std::sort(transfers.begin(), transfers.end(), pair_order);
+  std::sort(copies.begin(), copies.end(), pair_order);
+  for (auto& [read, t] : transfers) view.transfers.push_back(std::move(t));
+  for (auto& [read, t] : copies) view.local_copies.push_back(std::move(t));
+  return view;
+}
+
+std::vector<std::string> ReaderCounts(const LoadPlan& view, int rank) {
+  std::set<int> readers;
+  for (const Transfer& t : view.transfers) {
+    if (t.consumer == rank) readers.insert(view.reads[t.read].reader);
+  }
+  std::vector<std::string> messages(view.read_bytes_per_rank.size());
+  for (int reader : readers) {
+    ByteWriter w;
+    w.U32(static_cast<uint32_t>(readers.size()));
+    messages[reader] = w.Take();
+  }
+  return messages;
+}
+
+Result<std::vector<uint32_t>> PlaceOwnReads(const LoadPlan& view, int rank,
+                                            const std::vector<std::string>& reader_counts, uint64_t max_bytes) {
+  const uint64_t half = max_bytes / 2;
+  // What each of this rank's reads costs it (send buffers: a separate region once whatever its consumers) and each
+  // consumer (receive buffers).
+  struct Cost {
+    uint64_t send = 0;
+    std::map<int, uint64_t> to;
+  };
+  std::vector<Cost> costs(view.reads.size());
+  std::vector<std::vector<Box>> sent_alone(view.reads.size());
+  std::map<int, uint64_t> share;  // each consumer's bound on what one reader sends it in a round
+  for (const Transfer& t : view.transfers) {
+    if (view.reads[t.read].reader != rank) continue;
+    const bool alone = t.bytes >= view.separate_bytes;
+    const uint64_t bytes = alone ? t.bytes : AlignUp(t.bytes);
+    costs[t.read].to[t.consumer] += bytes;
+    std::vector<Box>& sent = sent_alone[t.read];
+    if (!alone) {
+      costs[t.read].send += bytes;
+    } else if (std::find(sent.begin(), sent.end(), t.region) == sent.end()) {
+      sent.push_back(t.region);
+      costs[t.read].send += bytes;
+    }
+    if (share.count(t.consumer)) continue;
+    ByteReader in(reader_counts[t.consumer], "reader count from rank " + std::to_string(t.consumer));
+    uint32_t readers = 0;
+    RETURN_IF_ERROR(in.U32(&readers));
+    RETURN_IF_ERROR(in.ExpectDone());
+    if (readers == 0) return Corrupt("rank " + std::to_string(t.consumer) + " counts no reader sending to it");
+    share[t.consumer] = half / readers;
+  }
+  std::vector<size_t> order;
+  for (size_t i = 0; i < view.reads.size(); ++i) {
+    if (view.reads[i].reader == rank) order.push_back(i);
+  }
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    if (costs[a].send != costs[b].send) return costs[a].send > costs[b].send;
+    return a < b;  // the view's order: by chunk and block
+  });
+  struct Usage {
+    uint64_t send = 0;
+    std::map<int, uint64_t> to;
+  };
+  std::vector<Usage> rounds;
+  std::vector<uint32_t> round_of(view.reads.size(), 0);
+  // A read fits a round where what it adds stays within the bounds, or where the round holds nothing it adds to.
+  auto fits = [&](const Cost& cost, const Usage& used) {
+    if (used.send > 0 && used.send + cost.send > half) return false;
+    for (const auto& [consumer, bytes] : cost.to) {
+      auto it = used.to.find(consumer);
+      if (it != used.to.end() && it->second + bytes > share[consumer]) return false;
+    }
+    return true;
+  };
+  for (size_t i : order) {
+    size_t round = 0;
+    while (round < rounds.size() && !fits(costs[i], rounds[round])) ++round;
+    if (round == rounds.size()) rounds.emplace_back();
+    rounds[round].send += costs[i].send;
+    for (const auto& [consumer, bytes] : costs[i].to) rounds[round].to[consumer] += bytes;
+    round_of[i] = static_cast<uint32_t>(round);
+  }
+  return round_of;
+}
+
+std::vector<std::string> TransferRounds(const LoadPlan& view, int rank, const std::vector<uint32_t>& round_of_read) {
+  std::vector<ByteWriter> writers(view.read_bytes_per_rank.size());
+  std::vector<uint32_t> counts(writers.size(), 0);
+  for (const Transfer& t : view.transfers) {
+    if (view.reads[t.read].reader != rank) continue;
+    writers[t.consumer].U32(round_of_read[t.read]);
+    ++counts[t.consumer];
+  }
+  std::vector<std::string> messages(writers.size());
+  for (size_t consumer = 0; consumer < writers.size(); ++consumer) {
+    if (counts[consumer] == 0) continue;
+    ByteWriter w;
+    w.U32(counts[consumer]);
+    messages[consumer] = w.Take() + writers[consumer].data();
+  }
+  return messages;
+}
+
+Result<std::vector<LoadPlan>> CutIntoRounds(const LoadPlan& view, int rank, std::vector<uint32_t> round_of_read,
+                                            const std::vector<std::string>& transfer_rounds, uint32_t round_count) {
+  const int world_size = static_cast<int>(view.read_bytes_per_rank.size());
+  for (size_t i = 0; i < view.reads.size(); ++i) {
+    if (view.reads[i].reader == rank && round_of_read[i] >= round_count) {
+      return Internal("a read was placed past the agreed " + std::to_string(round_count) + " rounds");
+    }
+  }
+  for (int reader = 0; reader < world_size; ++reader) {
+    if (reader == rank) continue;
+    const std::string source = "transfer rounds from rank " + std::to_string(reader);
+    ByteReader in(transfer_rounds[reader], source);
+    uint32_t count = 0;
+    if (!transfer_rounds[reader].empty()) RETURN_IF_ERROR(in.Count(&count, kMaxEntries, sizeof(uint32_t)));
+    uint32_t seen = 0;
+    Status status;
+    ForEachTransferOfPair(view, reader, rank, [&](size_t, const Transfer& t) {
+      uint32_t round = 0;
+      if (!status.ok()) return;
+      if (++seen > count || !(status = in.U32(&round)).ok()) {
+        status = Corrupt(source + " do not match the transfers it sends");
+        return;
+      }
+      if (round >= round_count) {
+        status = Corrupt(source + " name round " + std::to_string(round) + " of " + std::to_string(round_count));
+      }
+      round_of_read[t.read] = round;
+    });
+    RETURN_IF_ERROR(status);
+    if (seen != count) return Corrupt(source + " do not match the transfers it sends");
+    RETURN_IF_ERROR(in.ExpectDone());
+  }
+  std::vector<LoadPlan> rounds(round_count);
+  for (LoadPlan& round : rounds) {
+    round.read_bytes_per_rank.assign(world_size, 0);
+    round.separate_bytes = view.separate_bytes;
+  }
+  std::vector<uint32_t> index_in_round(view.reads.size());
+  for (size_t i = 0; i < view.reads.size(); ++i) {
+    LoadPlan& round = rounds[round_of_read[i]];
+    index_in_round[i] = static_cast<uint32_t>(round.reads.size());
+    round.reads.push_back(view.reads[i]);
+    if (view.reads[i].reader == rank) round.read_bytes_per_rank[rank] += view.reads[i].bytes;
+  }
+  auto move_into_round = [&](const Transfer& t, std::vector<Transfer> LoadPlan::*list) {
+    Transfer moved = t;
+    moved.read = index_in_round[t.read];
+    (rounds[round_of_read[t.read]].*list).push_back(std::move(moved));
+  };
+  for (const Transfer& t : view.transfers) move_into_round(t, &LoadPlan::transfers);
+  for (const Transfer& t : view.local_copies) move_into_round(t, &LoadPlan::local_copies);
+  return rounds;
+}
+
+}  // namespace ckpt::runtime
