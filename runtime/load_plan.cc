@@ -383,20 +383,35 @@ Result<std::vector<Candidate>> CollectCandidates(const Manifest& manifest, const
 
 auto ReadKey(const ChunkRead& read) { return std::make_tuple(read.tensor, read.chunk, read.first_block); }
 
+// Each rank's node as a number, numbered in the order of the node names: comparing numbers breaks ties as comparing
+// names does, and the nodes' tallies are a vector rather than a map searched by name for every needing rank.
+std::vector<uint32_t> NodeNumbers(const std::vector<const LoadRequest*>& by_rank) {
+  std::vector<std::string_view> names;
+  for (const LoadRequest* request : by_rank) names.push_back(request->node);
+  std::sort(names.begin(), names.end());
+  names.erase(std::unique(names.begin(), names.end()), names.end());
+  std::vector<uint32_t> numbers;
+  for (const LoadRequest* request : by_rank) {
+    numbers.push_back(
+        static_cast<uint32_t>(std::lower_bound(names.begin(), names.end(), request->node) - names.begin()));
+  }
+  return numbers;
+}
+
 // Greedy balancing, largest reads first: the needing ranks' least loaded node, then its least loaded rank.
 void ChooseReaders(const std::vector<const LoadRequest*>& by_rank, std::vector<Candidate>* candidates, LoadPlan* plan) {
   std::sort(candidates->begin(), candidates->end(), [](const Candidate& a, const Candidate& b) {
     if (a.read.bytes != b.read.bytes) return a.read.bytes > b.read.bytes;
     return ReadKey(a.read) < ReadKey(b.read);
   });
-  std::map<std::string_view, uint64_t> node_bytes;
+  const std::vector<uint32_t> node_of = NodeNumbers(by_rank);
+  std::vector<uint64_t> node_bytes(by_rank.size(), 0);
   std::vector<uint64_t>& rank_bytes = plan->read_bytes_per_rank;
+  auto load_of = [&](int rank) {
+    return std::make_tuple(node_bytes[node_of[rank]], node_of[rank], rank_bytes[rank], rank);
+  };
   for (Candidate& candidate : *candidates) {
     int best = candidate.needers.front();
-    auto load_of = [&](int rank) {
-      const std::string_view node = by_rank[rank]->node;
-      return std::make_tuple(node_bytes[node], node, rank_bytes[rank], rank);
-    };
     auto best_load = load_of(best);
     for (int rank : candidate.needers) {
       auto load = load_of(rank);
@@ -406,7 +421,7 @@ void ChooseReaders(const std::vector<const LoadRequest*>& by_rank, std::vector<C
       }
     }
     candidate.read.reader = best;
-    node_bytes[by_rank[best]->node] += candidate.read.bytes;
+    node_bytes[node_of[best]] += candidate.read.bytes;
     rank_bytes[best] += candidate.read.bytes;
   }
 }
