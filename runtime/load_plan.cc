@@ -481,31 +481,53 @@ struct ReadCost {
   uint64_t largest = 0;
 };
 
+// Adds up the shares of each rank, leaving `per_rank` sorted by rank.
+void AddUpByRank(ReadCost* cost) {
+  std::vector<std::pair<int, uint64_t>>& shares = cost->per_rank;
+  std::sort(shares.begin(), shares.end());
+  size_t kept = 0;
+  for (size_t i = 0; i < shares.size(); ++i) {
+    if (kept > 0 && shares[kept - 1].first == shares[i].first) {
+      shares[kept - 1].second += shares[i].second;
+    } else {
+      shares[kept++] = shares[i];
+    }
+  }
+  shares.resize(kept);
+  for (const auto& [rank, bytes] : shares) cost->largest = std::max(cost->largest, bytes);
+}
+
+// What a reader holds for the transfers of one read that travel alone: one copy of each distinct region, whatever
+// the number of consumers it goes to. Sorted, equal regions are neighbours: comparing each with every region already
+// counted was quadratic in a read's separate transfers, which are as many as its consumers.
+uint64_t SeparateCopiesBytes(std::vector<const Transfer*>* sent_alone) {
+  std::sort(sent_alone->begin(), sent_alone->end(),
+            [](const Transfer* a, const Transfer* b) { return a->region < b->region; });
+  uint64_t bytes = 0;
+  for (size_t i = 0; i < sent_alone->size(); ++i) {
+    if (i == 0 || (*sent_alone)[i - 1]->region != (*sent_alone)[i]->region) bytes += (*sent_alone)[i]->bytes;
+  }
+  return bytes;
+}
+
 std::vector<ReadCost> ReadCosts(const LoadPlan& plan) {
-  std::vector<std::map<int, uint64_t>> per_read(plan.reads.size());
-  std::vector<std::vector<const Box*>> sent_alone(plan.reads.size());
+  std::vector<ReadCost> costs(plan.reads.size());
+  std::vector<std::vector<const Transfer*>> sent_alone(plan.reads.size());
   for (const Transfer& transfer : plan.transfers) {
-    std::map<int, uint64_t>& cost = per_read[transfer.read];
-    const int reader = plan.reads[transfer.read].reader;
-    if (!TravelsAlone(plan, transfer)) {
-      cost[reader] += AlignUp(transfer.bytes);
-      cost[transfer.consumer] += AlignUp(transfer.bytes);
+    std::vector<std::pair<int, uint64_t>>& shares = costs[transfer.read].per_rank;
+    if (TravelsAlone(plan, transfer)) {
+      sent_alone[transfer.read].push_back(&transfer);
+      shares.emplace_back(transfer.consumer, transfer.bytes);
       continue;
     }
-    std::vector<const Box*>& sent = sent_alone[transfer.read];
-    const bool shared = std::any_of(sent.begin(), sent.end(), [&](const Box* box) { return *box == transfer.region; });
-    if (!shared) {
-      sent.push_back(&transfer.region);
-      cost[reader] += transfer.bytes;
-    }
-    cost[transfer.consumer] += transfer.bytes;
+    shares.emplace_back(plan.reads[transfer.read].reader, AlignUp(transfer.bytes));
+    shares.emplace_back(transfer.consumer, AlignUp(transfer.bytes));
   }
-  std::vector<ReadCost> costs(plan.reads.size());
-  for (size_t i = 0; i < per_read.size(); ++i) {
-    for (const auto& [rank, bytes] : per_read[i]) {
-      costs[i].per_rank.emplace_back(rank, bytes);
-      costs[i].largest = std::max(costs[i].largest, bytes);
+  for (size_t i = 0; i < costs.size(); ++i) {
+    if (!sent_alone[i].empty()) {
+      costs[i].per_rank.emplace_back(plan.reads[i].reader, SeparateCopiesBytes(&sent_alone[i]));
     }
+    AddUpByRank(&costs[i]);
   }
   return costs;
 }
