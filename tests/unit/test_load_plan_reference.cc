@@ -64,14 +64,18 @@ RefCandidate RefRead(uint32_t tensor, uint32_t chunk_index, const ChunkRecord& c
 // Needs in order of their first block; a need starting before the last block of its group so far joins the group.
 std::vector<std::vector<RefNeed>> RefGroups(const ChunkRecord& chunk, std::vector<RefNeed> needs) {
   const uint64_t block_size = chunk.bytes.block_size;
-  auto first_block = [&](const RefNeed& need) { return RefSpan(chunk.box, need.region).first / block_size; };
-  std::stable_sort(needs.begin(), needs.end(),
-                   [&](const RefNeed& a, const RefNeed& b) { return first_block(a) < first_block(b); });
+  std::vector<std::tuple<uint64_t, uint64_t, RefNeed>> spanned;  // first block, end block, need
+  for (RefNeed& need : needs) {
+    const auto [begin, end] = RefSpan(chunk.box, need.region);
+    spanned.emplace_back(begin / block_size, (end + block_size - 1) / block_size, std::move(need));
+  }
+  std::stable_sort(spanned.begin(), spanned.end(),
+                   [](const auto& a, const auto& b) { return std::get<0>(a) < std::get<0>(b); });
   std::vector<std::vector<RefNeed>> groups;
   uint64_t group_end = 0;
-  for (RefNeed& need : needs) {
-    if (groups.empty() || first_block(need) + 1 >= group_end) groups.emplace_back();
-    group_end = std::max(group_end, (RefSpan(chunk.box, need.region).second + block_size - 1) / block_size);
+  for (auto& [first_block, end_block, need] : spanned) {
+    if (groups.empty() || first_block + 1 >= group_end) groups.emplace_back();
+    group_end = std::max(group_end, end_block);
     groups.back().push_back(std::move(need));
   }
   return groups;
@@ -256,13 +260,24 @@ using Rng = std::mt19937_64;
 
 uint64_t Uniform(Rng& rng, uint64_t lo, uint64_t hi) { return std::uniform_int_distribution<uint64_t>(lo, hi)(rng); }
 
-// Boxes tiling `shape` on a grid with random cuts, at most 4 parts per dimension; 1 part in the dimensions below
-// `whole_below`, so that every box spans them whole (column splits).
-std::vector<Box> RandomGrid(const Shape& shape, size_t whole_below, Rng& rng) {
+// How large a random layout grows: small ones cover the planner's cases many times over, large ones give the index
+// of wanted boxes deep trees.
+struct Scale {
+  size_t min_ndim;
+  int max_world;
+  uint64_t max_extent;
+  uint64_t max_parts;  // of a grid, per dimension
+};
+constexpr Scale kSmall{0, 12, 9, 4};
+constexpr Scale kLarge{2, 128, 48, 10};
+
+// Boxes tiling `shape` on a grid with random cuts; 1 part in the dimensions below `whole_below`, so that every box
+// spans them whole (column splits).
+std::vector<Box> RandomGrid(const Shape& shape, size_t whole_below, uint64_t max_parts, Rng& rng) {
   std::vector<Box> boxes{Box{}};
   for (size_t d = 0; d < shape.size(); ++d) {
     std::set<uint64_t> starts{0};
-    const uint64_t parts = d < whole_below ? 1 : Uniform(rng, 1, std::min<uint64_t>(shape[d], 4));
+    const uint64_t parts = d < whole_below ? 1 : Uniform(rng, 1, std::min(shape[d], max_parts));
     while (starts.size() < parts) starts.insert(Uniform(rng, 1, shape[d] - 1));
     std::vector<Box> cut;
     for (const Box& box : boxes) {
@@ -291,13 +306,14 @@ Box RandomBoxInside(const Shape& shape, Rng& rng) {
 
 // What the ranks ask of one tensor: one of a grid split (rows or columns), the whole tensor, or random overlapping
 // boxes; boxes of a grid go to 1 to 3 random ranks (replicas), and now and then a rank asks a box twice.
-void AskRandomly(uint32_t tensor, const Shape& shape, Rng& rng, std::vector<LoadRequest>* requests) {
+void AskRandomly(uint32_t tensor, const Shape& shape, uint64_t max_parts, Rng& rng,
+                 std::vector<LoadRequest>* requests) {
   const int world = static_cast<int>(requests->size());
   auto ask = [&](int rank, const Box& box) { (*requests)[rank].boxes.push_back(RequestedBox{tensor, box}); };
   switch (Uniform(rng, 0, 3)) {
     case 0:
     case 1:
-      for (const Box& box : RandomGrid(shape, Uniform(rng, 0, 1) == 0 ? 0 : shape.size() - 1, rng)) {
+      for (const Box& box : RandomGrid(shape, Uniform(rng, 0, 1) == 0 ? 0 : shape.size() - 1, max_parts, rng)) {
         for (uint64_t replica = Uniform(rng, 1, 3); replica > 0; --replica) ask(Uniform(rng, 0, world - 1), box);
       }
       break;
@@ -321,22 +337,22 @@ struct Layout {
   LoadPlanOptions options;
 };
 
-// 1 to 4 tensors of 0 to 3 dimensions (extents 1 to 9) stored on random grids with block sizes that are and are
-// not multiples of the element size; 1 to 12 ranks on nodes with random names, so that ties go by name.
-Layout RandomLayout(Rng& rng) {
+// 1 to 4 tensors of 0 to 3 dimensions stored on random grids with block sizes that are and are not multiples of the
+// element size; ranks on nodes with random names, so that ties go by name.
+Layout RandomLayout(Rng& rng, const Scale& scale = kSmall) {
   Layout layout;
-  const int world = static_cast<int>(Uniform(rng, 1, 12));
+  const int world = static_cast<int>(Uniform(rng, 1, scale.max_world));
   layout.requests = World(world);
   for (LoadRequest& request : layout.requests)
     request.node = std::string(1, static_cast<char>('a' + Uniform(rng, 0, 3)));
   std::vector<TensorRecord> tensors;
   for (uint32_t t = 0, count = static_cast<uint32_t>(Uniform(rng, 1, 4)); t < count; ++t) {
-    Shape shape(Uniform(rng, 0, 3));
-    for (uint64_t& extent : shape) extent = Uniform(rng, 1, 9);
+    Shape shape(Uniform(rng, scale.min_ndim, 3));
+    for (uint64_t& extent : shape) extent = Uniform(rng, 1, scale.max_extent);
     const uint64_t block_sizes[] = {4, 6, 8, 10, 16, 24, 64};
     const uint64_t block_size = block_sizes[Uniform(rng, 0, 6)];
-    tensors.push_back(Stored("t" + std::to_string(t), shape, RandomGrid(shape, 0, rng), block_size));
-    AskRandomly(t, shape, rng, &layout.requests);
+    tensors.push_back(Stored("t" + std::to_string(t), shape, RandomGrid(shape, 0, scale.max_parts, rng), block_size));
+    AskRandomly(t, shape, scale.max_parts, rng, &layout.requests);
   }
   layout.manifest = WithTensors(std::move(tensors));
   const uint64_t split_bytes[] = {0, 8, 32, 128, 64ull << 20};
@@ -362,6 +378,15 @@ TEST_P(LoadPlanReferenceTest, PlanMatchesTheBruteForceReference) {
   for (int i = 0; i < kLayoutsPerSeed; ++i) {
     SCOPED_TRACE("layout " + std::to_string(i));
     const Layout layout = RandomLayout(rng);
+    ExpectSamePlan(Planned(layout), RefPlan(layout.manifest, layout.requests, layout.options));
+  }
+}
+
+TEST_P(LoadPlanReferenceTest, LargeLayoutsMatchTheBruteForceReference) {
+  Rng rng(GetParam());
+  for (int i = 0; i < 5; ++i) {
+    SCOPED_TRACE("layout " + std::to_string(i));
+    const Layout layout = RandomLayout(rng, kLarge);
     ExpectSamePlan(Planned(layout), RefPlan(layout.manifest, layout.requests, layout.options));
   }
 }
