@@ -125,6 +125,114 @@ std::vector<WantedBoxes> CollectWanted(size_t tensor_count, const std::vector<co
   return wanted;
 }
 
+// offset + extent, clamped at the largest value instead of wrapping, as Intersect computes a box's end.
+uint64_t EndOf(uint64_t offset, uint64_t extent) {
+  uint64_t end = 0;
+  return __builtin_add_overflow(offset, extent, &end) ? UINT64_MAX : end;
+}
+
+// The distinct boxes of one tensor's WantedBoxes (not empty), arranged so that the boxes meeting a chunk are found
+// without testing every box: with thousands of ranks, a tensor's chunks times its wanted boxes is what made planning
+// quadratic. An implicit k-d tree: each range of slots is a subtree whose root is its middle slot, the range split
+// on the boxes' starts along the dimension where they spread most (the columns of a column split, whose boxes all
+// span every row), and each root keeps the bounding box of its subtree, which is skipped whole when it misses the
+// chunk. On the grids that layouts are cut into, a chunk costs about log(boxes) plus the boxes it meets.
+class WantedIndex {
+ public:
+  explicit WantedIndex(const WantedBoxes& wanted) : ndim_(wanted.begin()->first.ndim()) {
+    for (const auto& entry : wanted) {
+      entries_.push_back(&entry);
+      for (size_t d = 0; d < ndim_; ++d) {
+        box_lo_.push_back(entry.first.offset[d]);
+        box_hi_.push_back(EndOf(entry.first.offset[d], entry.first.shape[d]));
+      }
+    }
+    slots_.resize(entries_.size());
+    std::iota(slots_.begin(), slots_.end(), uint32_t{0});
+    tree_lo_.resize(box_lo_.size());
+    tree_hi_.resize(box_hi_.size());
+    Arrange(0, slots_.size());
+  }
+
+  // The boxes meeting `chunk` (of the boxes' dimensions), as positions in the WantedBoxes' order, ascending.
+  void FindMeeting(const Box& chunk, std::vector<uint32_t>* found) const {
+    found->clear();
+    Collect(0, slots_.size(), chunk, found);
+    std::sort(found->begin(), found->end());
+  }
+
+  const WantedBoxes::value_type& entry(uint32_t position) const { return *entries_[position]; }
+
+ private:
+  static size_t RootOf(size_t begin, size_t end) { return begin + (end - begin) / 2; }
+
+  uint64_t StartOf(uint32_t position, size_t dim) const { return box_lo_[position * ndim_ + dim]; }
+
+  size_t WidestDimension(size_t begin, size_t end) const {
+    size_t widest = 0;
+    uint64_t widest_spread = 0;
+    for (size_t d = 0; d < ndim_; ++d) {
+      const auto [lowest, highest] =
+          std::minmax_element(slots_.begin() + begin, slots_.begin() + end,
+                              [&](uint32_t a, uint32_t b) { return StartOf(a, d) < StartOf(b, d); });
+      const uint64_t spread = StartOf(*highest, d) - StartOf(*lowest, d);
+      if (spread > widest_spread) {
+        widest = d;
+        widest_spread = spread;
+      }
+    }
+    return widest;
+  }
+
+  // Makes slots [begin, end) a subtree: its root goes in place, then its children, then its bounds.
+  void Arrange(size_t begin, size_t end) {
+    if (begin == end) return;
+    const size_t root = RootOf(begin, end);
+    if (ndim_ > 0) {
+      const size_t dim = WidestDimension(begin, end);
+      std::nth_element(slots_.begin() + begin, slots_.begin() + root, slots_.begin() + end,
+                       [&](uint32_t a, uint32_t b) { return StartOf(a, dim) < StartOf(b, dim); });
+    }
+    std::copy_n(box_lo_.begin() + slots_[root] * ndim_, ndim_, tree_lo_.begin() + root * ndim_);
+    std::copy_n(box_hi_.begin() + slots_[root] * ndim_, ndim_, tree_hi_.begin() + root * ndim_);
+    Arrange(begin, root);
+    Arrange(root + 1, end);
+    for (const auto& [child_begin, child_end] : {std::make_pair(begin, root), std::make_pair(root + 1, end)}) {
+      if (child_begin == child_end) continue;
+      const size_t child = RootOf(child_begin, child_end);
+      for (size_t d = 0; d < ndim_; ++d) {
+        tree_lo_[root * ndim_ + d] = std::min(tree_lo_[root * ndim_ + d], tree_lo_[child * ndim_ + d]);
+        tree_hi_[root * ndim_ + d] = std::max(tree_hi_[root * ndim_ + d], tree_hi_[child * ndim_ + d]);
+      }
+    }
+  }
+
+  // Whether the extents [lo, hi) at `index` share an element with `chunk` in every dimension, as Intersect decides.
+  bool Meets(const std::vector<uint64_t>& lo, const std::vector<uint64_t>& hi, size_t index, const Box& chunk) const {
+    for (size_t d = 0; d < ndim_; ++d) {
+      const uint64_t common_lo = std::max(lo[index * ndim_ + d], chunk.offset[d]);
+      const uint64_t common_hi = std::min(hi[index * ndim_ + d], EndOf(chunk.offset[d], chunk.shape[d]));
+      if (common_hi <= common_lo) return false;
+    }
+    return true;
+  }
+
+  void Collect(size_t begin, size_t end, const Box& chunk, std::vector<uint32_t>* found) const {
+    if (begin == end) return;
+    const size_t root = RootOf(begin, end);
+    if (!Meets(tree_lo_, tree_hi_, root, chunk)) return;
+    if (Meets(box_lo_, box_hi_, slots_[root], chunk)) found->push_back(slots_[root]);
+    Collect(begin, root, chunk, found);
+    Collect(root + 1, end, chunk, found);
+  }
+
+  size_t ndim_;
+  std::vector<const WantedBoxes::value_type*> entries_;  // in the WantedBoxes' order
+  std::vector<uint64_t> box_lo_, box_hi_;                // [position * ndim_ + d]: each box's extents
+  std::vector<uint32_t> slots_;                          // positions, arranged as the tree
+  std::vector<uint64_t> tree_lo_, tree_hi_;              // [slot * ndim_ + d]: the subtree's bounding box
+};
+
 // A region of one chunk and the ranks that need it (pointing into the WantedBoxes, which outlive planning).
 struct Need {
   Box region;
@@ -255,10 +363,14 @@ Result<std::vector<Candidate>> CollectCandidates(const Manifest& manifest, const
     const TensorRecord& tensor = manifest.tensors[t];
     RETURN_IF_ERROR(CheckStoredTensor(tensor));
     const uint64_t element_size = DTypeSize(tensor.dtype);
+    const WantedIndex index(wanted[t]);
+    std::vector<uint32_t> meeting;
     for (uint32_t c = 0; c < tensor.chunks.size(); ++c) {
       const ChunkRecord& chunk = tensor.chunks[c];
+      index.FindMeeting(chunk.box, &meeting);
       std::vector<Need> needs;
-      for (const auto& [box, ranks] : wanted[t]) {
+      for (uint32_t position : meeting) {
+        const auto& [box, ranks] = index.entry(position);
         if (std::optional<Box> region = Intersect(chunk.box, box)) needs.push_back(Need{*region, &ranks});
       }
       for (std::vector<Need>& group : GroupByBlocks(chunk, element_size, std::move(needs))) {
@@ -271,20 +383,35 @@ Result<std::vector<Candidate>> CollectCandidates(const Manifest& manifest, const
 
 auto ReadKey(const ChunkRead& read) { return std::make_tuple(read.tensor, read.chunk, read.first_block); }
 
+// Each rank's node as a number, numbered in the order of the node names: comparing numbers breaks ties as comparing
+// names does, and the nodes' tallies are a vector rather than a map searched by name for every needing rank.
+std::vector<uint32_t> NodeNumbers(const std::vector<const LoadRequest*>& by_rank) {
+  std::vector<std::string_view> names;
+  for (const LoadRequest* request : by_rank) names.push_back(request->node);
+  std::sort(names.begin(), names.end());
+  names.erase(std::unique(names.begin(), names.end()), names.end());
+  std::vector<uint32_t> numbers;
+  for (const LoadRequest* request : by_rank) {
+    numbers.push_back(
+        static_cast<uint32_t>(std::lower_bound(names.begin(), names.end(), request->node) - names.begin()));
+  }
+  return numbers;
+}
+
 // Greedy balancing, largest reads first: the needing ranks' least loaded node, then its least loaded rank.
 void ChooseReaders(const std::vector<const LoadRequest*>& by_rank, std::vector<Candidate>* candidates, LoadPlan* plan) {
   std::sort(candidates->begin(), candidates->end(), [](const Candidate& a, const Candidate& b) {
     if (a.read.bytes != b.read.bytes) return a.read.bytes > b.read.bytes;
     return ReadKey(a.read) < ReadKey(b.read);
   });
-  std::map<std::string_view, uint64_t> node_bytes;
+  const std::vector<uint32_t> node_of = NodeNumbers(by_rank);
+  std::vector<uint64_t> node_bytes(by_rank.size(), 0);
   std::vector<uint64_t>& rank_bytes = plan->read_bytes_per_rank;
+  auto load_of = [&](int rank) {
+    return std::make_tuple(node_bytes[node_of[rank]], node_of[rank], rank_bytes[rank], rank);
+  };
   for (Candidate& candidate : *candidates) {
     int best = candidate.needers.front();
-    auto load_of = [&](int rank) {
-      const std::string_view node = by_rank[rank]->node;
-      return std::make_tuple(node_bytes[node], node, rank_bytes[rank], rank);
-    };
     auto best_load = load_of(best);
     for (int rank : candidate.needers) {
       auto load = load_of(rank);
@@ -294,7 +421,7 @@ void ChooseReaders(const std::vector<const LoadRequest*>& by_rank, std::vector<C
       }
     }
     candidate.read.reader = best;
-    node_bytes[by_rank[best]->node] += candidate.read.bytes;
+    node_bytes[node_of[best]] += candidate.read.bytes;
     rank_bytes[best] += candidate.read.bytes;
   }
 }
@@ -354,31 +481,53 @@ struct ReadCost {
   uint64_t largest = 0;
 };
 
+// Adds up the shares of each rank, leaving `per_rank` sorted by rank.
+void AddUpByRank(ReadCost* cost) {
+  std::vector<std::pair<int, uint64_t>>& shares = cost->per_rank;
+  std::sort(shares.begin(), shares.end());
+  size_t kept = 0;
+  for (size_t i = 0; i < shares.size(); ++i) {
+    if (kept > 0 && shares[kept - 1].first == shares[i].first) {
+      shares[kept - 1].second += shares[i].second;
+    } else {
+      shares[kept++] = shares[i];
+    }
+  }
+  shares.resize(kept);
+  for (const auto& [rank, bytes] : shares) cost->largest = std::max(cost->largest, bytes);
+}
+
+// What a reader holds for the transfers of one read that travel alone: one copy of each distinct region, whatever
+// the number of consumers it goes to. Sorted, equal regions are neighbours: comparing each with every region already
+// counted was quadratic in a read's separate transfers, which are as many as its consumers.
+uint64_t SeparateCopiesBytes(std::vector<const Transfer*>* sent_alone) {
+  std::sort(sent_alone->begin(), sent_alone->end(),
+            [](const Transfer* a, const Transfer* b) { return a->region < b->region; });
+  uint64_t bytes = 0;
+  for (size_t i = 0; i < sent_alone->size(); ++i) {
+    if (i == 0 || (*sent_alone)[i - 1]->region != (*sent_alone)[i]->region) bytes += (*sent_alone)[i]->bytes;
+  }
+  return bytes;
+}
+
 std::vector<ReadCost> ReadCosts(const LoadPlan& plan) {
-  std::vector<std::map<int, uint64_t>> per_read(plan.reads.size());
-  std::vector<std::vector<const Box*>> sent_alone(plan.reads.size());
+  std::vector<ReadCost> costs(plan.reads.size());
+  std::vector<std::vector<const Transfer*>> sent_alone(plan.reads.size());
   for (const Transfer& transfer : plan.transfers) {
-    std::map<int, uint64_t>& cost = per_read[transfer.read];
-    const int reader = plan.reads[transfer.read].reader;
-    if (!TravelsAlone(plan, transfer)) {
-      cost[reader] += AlignUp(transfer.bytes);
-      cost[transfer.consumer] += AlignUp(transfer.bytes);
+    std::vector<std::pair<int, uint64_t>>& shares = costs[transfer.read].per_rank;
+    if (TravelsAlone(plan, transfer)) {
+      sent_alone[transfer.read].push_back(&transfer);
+      shares.emplace_back(transfer.consumer, transfer.bytes);
       continue;
     }
-    std::vector<const Box*>& sent = sent_alone[transfer.read];
-    const bool shared = std::any_of(sent.begin(), sent.end(), [&](const Box* box) { return *box == transfer.region; });
-    if (!shared) {
-      sent.push_back(&transfer.region);
-      cost[reader] += transfer.bytes;
-    }
-    cost[transfer.consumer] += transfer.bytes;
+    shares.emplace_back(plan.reads[transfer.read].reader, AlignUp(transfer.bytes));
+    shares.emplace_back(transfer.consumer, AlignUp(transfer.bytes));
   }
-  std::vector<ReadCost> costs(plan.reads.size());
-  for (size_t i = 0; i < per_read.size(); ++i) {
-    for (const auto& [rank, bytes] : per_read[i]) {
-      costs[i].per_rank.emplace_back(rank, bytes);
-      costs[i].largest = std::max(costs[i].largest, bytes);
+  for (size_t i = 0; i < costs.size(); ++i) {
+    if (!sent_alone[i].empty()) {
+      costs[i].per_rank.emplace_back(plan.reads[i].reader, SeparateCopiesBytes(&sent_alone[i]));
     }
+    AddUpByRank(&costs[i]);
   }
   return costs;
 }
