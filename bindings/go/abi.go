@@ -27,6 +27,7 @@ type cStruct struct {
 
 // cStructs lists every struct of ckpt.h.
 func cStructs() []cStruct {
+	var collectives C.ckpt_collectives
 	var contextOptions C.ckpt_context_options
 	var contextStats C.ckpt_context_stats
 	var tensorShard C.ckpt_tensor_shard
@@ -39,6 +40,14 @@ func cStructs() []cStruct {
 	var chunkInfo C.ckpt_chunk_info
 	var exportOptions C.ckpt_export_options
 	return []cStruct{
+		{"ckpt_collectives", unsafe.Sizeof(collectives), unsafe.Alignof(collectives), []cField{
+			{"struct_size", unsafe.Offsetof(collectives.struct_size), unsafe.Sizeof(collectives.struct_size)},
+			{"user", unsafe.Offsetof(collectives.user), unsafe.Sizeof(collectives.user)},
+			{"allgatherv", unsafe.Offsetof(collectives.allgatherv), unsafe.Sizeof(collectives.allgatherv)},
+			{"alltoallv", unsafe.Offsetof(collectives.alltoallv), unsafe.Sizeof(collectives.alltoallv)},
+			{"broadcast", unsafe.Offsetof(collectives.broadcast), unsafe.Sizeof(collectives.broadcast)},
+			{"barrier", unsafe.Offsetof(collectives.barrier), unsafe.Sizeof(collectives.barrier)},
+		}},
 		{"ckpt_context_options", unsafe.Sizeof(contextOptions), unsafe.Alignof(contextOptions), []cField{
 			{"struct_size", unsafe.Offsetof(contextOptions.struct_size), unsafe.Sizeof(contextOptions.struct_size)},
 			{"rank", unsafe.Offsetof(contextOptions.rank), unsafe.Sizeof(contextOptions.rank)},
@@ -55,6 +64,7 @@ func cStructs() []cStruct {
 			{"io_workers", unsafe.Offsetof(contextOptions.io_workers), unsafe.Sizeof(contextOptions.io_workers)},
 			{"arena_bytes", unsafe.Offsetof(contextOptions.arena_bytes), unsafe.Sizeof(contextOptions.arena_bytes)},
 			{"transport", unsafe.Offsetof(contextOptions.transport), unsafe.Sizeof(contextOptions.transport)},
+			{"collectives", unsafe.Offsetof(contextOptions.collectives), unsafe.Sizeof(contextOptions.collectives)},
 		}},
 		{"ckpt_context_stats", unsafe.Sizeof(contextStats), unsafe.Alignof(contextStats), []cField{
 			{"struct_size", unsafe.Offsetof(contextStats.struct_size), unsafe.Sizeof(contextStats.struct_size)},
@@ -70,6 +80,9 @@ func cStructs() []cStruct {
 			{"bytes_received", unsafe.Offsetof(contextStats.bytes_received), unsafe.Sizeof(contextStats.bytes_received)},
 			{"transport", unsafe.Offsetof(contextStats.transport), unsafe.Sizeof(contextStats.transport)},
 			{"exchange_ns", unsafe.Offsetof(contextStats.exchange_ns), unsafe.Sizeof(contextStats.exchange_ns)},
+			{"control_bytes_sent", unsafe.Offsetof(contextStats.control_bytes_sent), unsafe.Sizeof(contextStats.control_bytes_sent)},
+			{"control_bytes_received", unsafe.Offsetof(contextStats.control_bytes_received), unsafe.Sizeof(contextStats.control_bytes_received)},
+			{"store_collectives", unsafe.Offsetof(contextStats.store_collectives), unsafe.Sizeof(contextStats.store_collectives)},
 		}},
 		{"ckpt_tensor_shard", unsafe.Sizeof(tensorShard), unsafe.Alignof(tensorShard), []cField{
 			{"struct_size", unsafe.Offsetof(tensorShard.struct_size), unsafe.Sizeof(tensorShard.struct_size)},

@@ -133,7 +133,24 @@ func saveTwoRankLayout(ctx *Context, dir string) error {
 		return err
 	}
 	defer request.Close()
-	return request.Wait(0)
+	if err := request.Wait(0); err != nil {
+		return err
+	}
+	return checkTheStoreCarriedTheCollectives(ctx)
+}
+
+// checkTheStoreCarriedTheCollectives: with no collectives of the job's own, a save on several ranks sends its plan
+// and agreements through the TCP store, and the context's stats count them.
+func checkTheStoreCarriedTheCollectives(ctx *Context) error {
+	stats, err := ctx.Stats()
+	if err != nil {
+		return err
+	}
+	if stats.ControlBytesSent == 0 || stats.ControlBytesReceived == 0 || stats.StoreCollectives == 0 {
+		return fmt.Errorf("stats after a save = %+v, expected control bytes both ways and collectives through the store",
+			stats)
+	}
+	return nil
 }
 
 func addSavedWeightRows(state *rankState, rank uint64) error {

@@ -19,6 +19,11 @@ type ContextStats struct {
 	BytesReceived  uint64 // tensor bytes this rank received from other ranks during loads
 	Transport      Transport
 	ExchangeNs     uint64 // nanoseconds spent moving tensor data between ranks during loads, waits included
+	// Bytes of ckpt's collective metadata (plans, agreements, addresses) this rank sent and received, and the
+	// collectives that went through the TCP store (0 on one rank, or when the job's own collectives carry them).
+	ControlBytesSent     uint64
+	ControlBytesReceived uint64
+	StoreCollectives     uint64
 }
 
 // RequestStats are what a save has done on this rank (SaveRequest.Stats). The phases follow one another: planning
@@ -79,17 +84,20 @@ func (c *Context) Stats() (ContextStats, error) {
 		return ContextStats{}, err
 	}
 	return ContextStats{
-		IOWorkers:      int(raw.io_workers),
-		ArenaBytes:     uint64(raw.arena_bytes),
-		SavesCommitted: uint64(raw.saves_committed),
-		PlansComputed:  uint64(raw.plans_computed),
-		PlansReused:    uint64(raw.plans_reused),
-		BytesStaged:    uint64(raw.bytes_staged),
-		BytesWritten:   uint64(raw.bytes_written),
-		BytesRead:      uint64(raw.bytes_read),
-		BytesSent:      uint64(raw.bytes_sent),
-		BytesReceived:  uint64(raw.bytes_received),
-		Transport:      transportFromC(raw.transport),
-		ExchangeNs:     uint64(raw.exchange_ns),
+		IOWorkers:            int(raw.io_workers),
+		ArenaBytes:           uint64(raw.arena_bytes),
+		SavesCommitted:       uint64(raw.saves_committed),
+		PlansComputed:        uint64(raw.plans_computed),
+		PlansReused:          uint64(raw.plans_reused),
+		BytesStaged:          uint64(raw.bytes_staged),
+		BytesWritten:         uint64(raw.bytes_written),
+		BytesRead:            uint64(raw.bytes_read),
+		BytesSent:            uint64(raw.bytes_sent),
+		BytesReceived:        uint64(raw.bytes_received),
+		Transport:            transportFromC(raw.transport),
+		ExchangeNs:           uint64(raw.exchange_ns),
+		ControlBytesSent:     uint64(raw.control_bytes_sent),
+		ControlBytesReceived: uint64(raw.control_bytes_received),
+		StoreCollectives:     uint64(raw.store_collectives),
 	}, nil
 }

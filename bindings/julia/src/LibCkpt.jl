@@ -153,6 +153,20 @@ const NULL_DIMS = Ptr{UInt64}(C_NULL)
 # zero-argument constructor is the header's *_INIT macro.
 # ---------------------------------------------------------------------------------------------------------------
 
+# The job's own collectives (ckpt_collectives_init fills the header's defaults). `Context` does not take them yet,
+# so `collectives` stays NULL from Julia; the functions would be @cfunction pointers, called with `user`.
+struct ckpt_collectives
+    struct_size::UInt32
+    user::Ptr{Cvoid}
+    allgatherv::Ptr{Cvoid}
+    alltoallv::Ptr{Cvoid}
+    broadcast::Ptr{Cvoid}
+    barrier::Ptr{Cvoid}
+end
+ckpt_collectives() = ckpt_collectives(sizeof(ckpt_collectives), C_NULL, C_NULL, C_NULL, C_NULL, C_NULL)
+
+const NULL_COLLECTIVES = Ptr{ckpt_collectives}(C_NULL)
+
 struct ckpt_context_options
     struct_size::UInt32
     rank::Int32
@@ -169,10 +183,11 @@ struct ckpt_context_options
     io_workers::Int32
     arena_bytes::UInt64
     transport::Int32
+    collectives::Ptr{ckpt_collectives}
 end
 ckpt_context_options() = ckpt_context_options(sizeof(ckpt_context_options), -1, -1, -1, NULL_CHARS, -1, 0,
                                               C_NULL, C_NULL, NULL_CHARS, C_NULL, C_NULL, -1, 0,
-                                              CKPT_TRANSPORT_DEFAULT)
+                                              CKPT_TRANSPORT_DEFAULT, NULL_COLLECTIVES)
 
 struct ckpt_context_stats
     struct_size::UInt32
@@ -188,9 +203,12 @@ struct ckpt_context_stats
     bytes_received::UInt64
     transport::Int32
     exchange_ns::UInt64
+    control_bytes_sent::UInt64
+    control_bytes_received::UInt64
+    store_collectives::UInt64
 end
 ckpt_context_stats() = ckpt_context_stats(sizeof(ckpt_context_stats), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-                                          CKPT_TRANSPORT_NONE, 0)
+                                          CKPT_TRANSPORT_NONE, 0, 0, 0, 0)
 
 struct ckpt_tensor_shard
     struct_size::UInt32
@@ -326,6 +344,8 @@ ckpt_error_status(err) = @ccall $(ckptsym(:ckpt_error_status))(err::Ptr{Cvoid}):
 ckpt_error_message(err) = @ccall $(ckptsym(:ckpt_error_message))(err::Ptr{Cvoid})::Ptr{Cchar}
 
 # Context
+ckpt_collectives_init(collectives, struct_size) =
+    @ccall $(ckptsym(:ckpt_collectives_init))(collectives::Ptr{ckpt_collectives}, struct_size::UInt32)::Int32
 ckpt_context_options_init(opts, struct_size) =
     @ccall $(ckptsym(:ckpt_context_options_init))(opts::Ptr{ckpt_context_options}, struct_size::UInt32)::Int32
 ckpt_context_create(opts, out, err) =

@@ -86,7 +86,8 @@ function Context(; rank::Integer = -1, world_size::Integer = -1, local_rank::Int
     handle = GC.@preserve host node begin
         options = Ref(LibCkpt.ckpt_context_options(
             sizeof(LibCkpt.ckpt_context_options), rank, world_size, local_rank, chars(host), store_port, timeout_ms,
-            C_NULL, C_NULL, chars(node), C_NULL, C_NULL, io_workers, arena_bytes, transport))
+            C_NULL, C_NULL, chars(node), C_NULL, C_NULL, io_workers, arena_bytes, transport,
+            LibCkpt.NULL_COLLECTIVES))
         create_handle() do out, err
             LibCkpt.ckpt_context_create(options, out, err)
         end
@@ -124,6 +125,9 @@ struct ContextStats
     bytes_received::Int  # tensor bytes this rank received from other ranks during loads
     transport::Int32     # the CKPT_TRANSPORT_* in use: NONE, UCX or NCCL
     exchange_ns::Int     # nanoseconds spent moving tensor data between ranks during loads, waits included
+    control_bytes_sent::Int     # bytes of ckpt's collective metadata (plans, agreements, addresses) sent
+    control_bytes_received::Int # and received, over the TCP store or the job's own collectives
+    store_collectives::Int      # collectives that went through the TCP store (0 on one rank)
 end
 
 """
@@ -139,5 +143,5 @@ function stats(ctx::Context)
     s = raw[]
     return ContextStats(s.io_workers, s.arena_bytes, s.saves_committed, s.plans_computed, s.plans_reused,
                         s.bytes_staged, s.bytes_written, s.bytes_read, s.bytes_sent, s.bytes_received, s.transport,
-                        s.exchange_ns)
+                        s.exchange_ns, s.control_bytes_sent, s.control_bytes_received, s.store_collectives)
 end

@@ -94,7 +94,8 @@ end
 end
 
 @testset "init functions match the Julia defaults" begin
-    for (T, init!) in ((LibCkpt.ckpt_context_options, LibCkpt.ckpt_context_options_init),
+    for (T, init!) in ((LibCkpt.ckpt_collectives, LibCkpt.ckpt_collectives_init),
+                       (LibCkpt.ckpt_context_options, LibCkpt.ckpt_context_options_init),
                        (LibCkpt.ckpt_tensor_shard, LibCkpt.ckpt_tensor_shard_init),
                        (LibCkpt.ckpt_save_options, LibCkpt.ckpt_save_options_init),
                        (LibCkpt.ckpt_load_options, LibCkpt.ckpt_load_options_init),

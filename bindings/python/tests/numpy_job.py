@@ -95,6 +95,10 @@ def reshard_rows(directory):
     # Every rank saves its row blocks, and a bias replicated on every rank (written once).
     tree = dict(restored, bias=np.arange(5, dtype=np.float32))
     ckpt.save(os.path.join(directory, "rows"), tree).wait()
+    # Without the job's own collectives, the TCP store carried the plans and agreements: the stats count them.
+    stats = ctx.stats()
+    assert stats["control_bytes_sent"] > 0 and stats["control_bytes_received"] > 0, stats
+    assert stats["store_collectives"] > 0, stats
     print(f"rank {ctx.rank}: restored rows, saved them")
 
 

@@ -14,7 +14,7 @@ REPOSITORY = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."
 HEADER_DIR = os.environ.get("CKPT_INCLUDE") or os.path.join(REPOSITORY, "include")
 ABI_TABLE = os.environ.get("CKPT_ABI_TABLE") or os.path.join(REPOSITORY, "build", "abi", "ckpt_abi.tsv")
 C_NAMES = {
-    _native.ContextOptions: "ckpt_context_options", _native.ContextStats: "ckpt_context_stats",
+    _native.Collectives: "ckpt_collectives", _native.ContextOptions: "ckpt_context_options", _native.ContextStats: "ckpt_context_stats",
     _native.TensorShard: "ckpt_tensor_shard", _native.SaveOptions: "ckpt_save_options",
     _native.LoadOptions: "ckpt_load_options", _native.ManagerOptions: "ckpt_manager_options",
     _native.CheckpointInfo: "ckpt_checkpoint_info", _native.TensorInfo: "ckpt_tensor_info",

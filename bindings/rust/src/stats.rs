@@ -32,6 +32,13 @@ pub struct ContextStats {
     pub transport: Transport,
     /// Nanoseconds spent moving tensor data between ranks during loads, waits for peers included.
     pub exchange_ns: u64,
+    /// Bytes of ckpt's collective metadata (plans, agreements, addresses) this rank sent, over the TCP store or
+    /// the job's collectives.
+    pub control_bytes_sent: u64,
+    /// Bytes of ckpt's collective metadata this rank received.
+    pub control_bytes_received: u64,
+    /// Collectives that went through the TCP store (0 when the job's collectives carry them, or on one rank).
+    pub store_collectives: u64,
 }
 
 impl From<sys::ckpt_context_stats> for ContextStats {
@@ -49,6 +56,9 @@ impl From<sys::ckpt_context_stats> for ContextStats {
             bytes_received: raw.bytes_received,
             transport: Transport(raw.transport),
             exchange_ns: raw.exchange_ns,
+            control_bytes_sent: raw.control_bytes_sent,
+            control_bytes_received: raw.control_bytes_received,
+            store_collectives: raw.store_collectives,
         }
     }
 }

@@ -59,6 +59,39 @@ opaque_handle!(ckpt_manager_t);
 pub type ckpt_allgather_fn =
     Option<unsafe extern "C" fn(user: *mut c_void, send: *const c_void, size: u64, recv: *mut c_void) -> i32>;
 
+/// The job's own collectives (since CKPT_2), as ckpt.h describes them: the library copies the table during
+/// `ckpt_context_create` and calls its functions, with `user`, for as long as the context lives. The safe API does
+/// not take them yet; point [`ckpt_context_options::collectives`] at one to use them.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct ckpt_collectives {
+    pub struct_size: u32,
+    pub user: *mut c_void,
+    pub allgatherv: Option<
+        unsafe extern "C" fn(
+            user: *mut c_void,
+            send: *const c_void,
+            send_size: u64,
+            recv: *mut c_void,
+            recv_sizes: *const u64,
+            recv_offsets: *const u64,
+        ) -> i32,
+    >,
+    pub alltoallv: Option<
+        unsafe extern "C" fn(
+            user: *mut c_void,
+            send: *const c_void,
+            send_sizes: *const u64,
+            send_offsets: *const u64,
+            recv: *mut c_void,
+            recv_sizes: *const u64,
+            recv_offsets: *const u64,
+        ) -> i32,
+    >,
+    pub broadcast: Option<unsafe extern "C" fn(user: *mut c_void, buffer: *mut c_void, size: u64, root: i32) -> i32>,
+    pub barrier: Option<unsafe extern "C" fn(user: *mut c_void) -> i32>,
+}
+
 pub const CKPT_LOG_ERROR: i32 = 0;
 pub const CKPT_LOG_WARNING: i32 = 1;
 pub const CKPT_LOG_INFO: i32 = 2;
@@ -89,6 +122,7 @@ pub struct ckpt_context_options {
     pub io_workers: i32,
     pub arena_bytes: u64,
     pub transport: i32,
+    pub collectives: *const ckpt_collectives,
 }
 
 #[repr(C)]
@@ -107,6 +141,9 @@ pub struct ckpt_context_stats {
     pub bytes_received: u64,
     pub transport: i32,
     pub exchange_ns: u64,
+    pub control_bytes_sent: u64,
+    pub control_bytes_received: u64,
+    pub store_collectives: u64,
 }
 
 // State ------------------------------------------------------------------------------------------------------------
@@ -377,6 +414,7 @@ macro_rules! init_from_library {
     };
 }
 
+init_from_library!(ckpt_collectives, ckpt_collectives_init);
 init_from_library!(ckpt_context_options, ckpt_context_options_init);
 init_from_library!(ckpt_tensor_shard, ckpt_tensor_shard_init);
 init_from_library!(ckpt_save_options, ckpt_save_options_init);
@@ -394,6 +432,7 @@ extern "C" {
     pub fn ckpt_error_status(err: *const ckpt_error_t) -> i32;
     pub fn ckpt_error_message(err: *const ckpt_error_t) -> *const c_char;
 
+    pub fn ckpt_collectives_init(collectives: *mut ckpt_collectives, struct_size: u32) -> i32;
     pub fn ckpt_context_options_init(opts: *mut ckpt_context_options, struct_size: u32) -> i32;
     pub fn ckpt_context_create(
         opts: *const ckpt_context_options,
@@ -604,6 +643,16 @@ mod tests {
         assert!(opts.allgather.is_none() && opts.allgather_user.is_null());
         assert!(opts.node_name.is_null() && opts.log.is_none() && opts.log_user.is_null());
         assert_eq!((opts.io_workers, opts.arena_bytes, opts.transport), (-1, 0, CKPT_TRANSPORT_DEFAULT));
+        assert!(opts.collectives.is_null());
+    }
+
+    #[test]
+    fn collectives_init_matches_header_macro_and_rust_layout() {
+        let table = ckpt_collectives::init();
+        assert_eq!(table.struct_size as usize, size_of::<ckpt_collectives>());
+        assert!(table.user.is_null());
+        assert!(table.allgatherv.is_none() && table.alltoallv.is_none());
+        assert!(table.broadcast.is_none() && table.barrier.is_none());
     }
 
     #[test]

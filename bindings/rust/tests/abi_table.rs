@@ -68,6 +68,7 @@ macro_rules! layout {
 
 fn rust_layouts() -> BTreeMap<String, Layout> {
     BTreeMap::from([
+        layout!(ckpt_collectives { struct_size, user, allgatherv, alltoallv, broadcast, barrier }),
         layout!(ckpt_context_options {
             struct_size,
             rank,
@@ -84,6 +85,7 @@ fn rust_layouts() -> BTreeMap<String, Layout> {
             io_workers,
             arena_bytes,
             transport,
+            collectives,
         }),
         layout!(ckpt_context_stats {
             struct_size,
@@ -99,6 +101,9 @@ fn rust_layouts() -> BTreeMap<String, Layout> {
             bytes_received,
             transport,
             exchange_ns,
+            control_bytes_sent,
+            control_bytes_received,
+            store_collectives,
         }),
         layout!(ckpt_tensor_shard {
             struct_size,

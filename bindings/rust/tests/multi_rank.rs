@@ -45,6 +45,10 @@ fn save_rows(ctx: &Context, dir: &std::path::Path) {
     let options = SaveOptions::new().metadata("layout", "rows-2");
     let mut request = ctx.save(&mut state, dir, &options).unwrap();
     request.wait().unwrap();
+    // Without the job's collectives, the TCP store carried the save's plan and agreements.
+    let stats = ctx.stats().unwrap();
+    assert!(stats.control_bytes_sent > 0 && stats.control_bytes_received > 0, "{:?}", stats);
+    assert!(stats.store_collectives > 0, "{:?}", stats);
 }
 
 fn assert_common_step(state: &LoadState<'_>) {

@@ -29,6 +29,11 @@ c_char_p = ctypes.c_char_p
 u64_array = ctypes.POINTER(c_u64)
 
 ALLGATHER_FN = ctypes.CFUNCTYPE(c_i32, c_void_p, c_void_p, c_u64, c_void_p)
+# ckpt_collectives' functions: allgatherv, alltoallv, broadcast and barrier.
+ALLGATHERV_FN = ctypes.CFUNCTYPE(c_i32, c_void_p, c_void_p, c_u64, c_void_p, u64_array, u64_array)
+ALLTOALLV_FN = ctypes.CFUNCTYPE(c_i32, c_void_p, c_void_p, u64_array, u64_array, c_void_p, u64_array, u64_array)
+BROADCAST_FN = ctypes.CFUNCTYPE(c_i32, c_void_p, c_void_p, c_u64, c_i32)
+BARRIER_FN = ctypes.CFUNCTYPE(c_i32, c_void_p)
 LOG_FN = ctypes.CFUNCTYPE(None, c_void_p, c_i32, c_char_p)
 PROGRESS_FN = ctypes.CFUNCTYPE(None, c_void_p, c_i32, c_u64, c_u64)
 
@@ -50,6 +55,19 @@ SHARD_ALLOW_DTYPE_CAST = 0x4
 MEMORY_HOST = 0
 
 
+class Collectives(ctypes.Structure):
+    """The job's own collectives (ckpt_collectives). Declared for the layout only: the package never sets
+    ContextOptions.collectives, so the TCP store, or the allgather bootstrap, carries ckpt's collectives."""
+    _fields_ = [
+        ("struct_size", c_u32),
+        ("user", c_void_p),
+        ("allgatherv", ALLGATHERV_FN),
+        ("alltoallv", ALLTOALLV_FN),
+        ("broadcast", BROADCAST_FN),
+        ("barrier", BARRIER_FN),
+    ]
+
+
 class ContextOptions(ctypes.Structure):
     _fields_ = [
         ("struct_size", c_u32),
@@ -67,6 +85,7 @@ class ContextOptions(ctypes.Structure):
         ("io_workers", c_i32),
         ("arena_bytes", c_u64),
         ("transport", c_i32),
+        ("collectives", ctypes.POINTER(Collectives)),
     ]
 
 
@@ -85,6 +104,9 @@ class ContextStats(ctypes.Structure):
         ("bytes_received", c_u64),
         ("transport", c_i32),
         ("exchange_ns", c_u64),
+        ("control_bytes_sent", c_u64),
+        ("control_bytes_received", c_u64),
+        ("store_collectives", c_u64),
     ]
 
 
