@@ -8,7 +8,7 @@ namespace ckpt::bench {
 namespace {
 
 // What SimulateLoad hands the replay of one rank: the messages of each step that rank receives.
-enum Step { kRequests, kParts, kReaderCounts, kTransferRounds, kSteps };
+enum Step { kRequests, kParts, kReaderShares, kTransferRounds, kSteps };
 
 constexpr uint64_t kRoundBytes = 128ull << 20;  // exchange_load.cc's bound at a large arena
 
@@ -67,18 +67,18 @@ LoadFigures SimulateLoad(const ParallelLayout& target, const runtime::Manifest& 
     }
   }
   bytes->Agreement(0, kAgreementBytes);  // load (plan)
-  std::vector<Messages> counts_in(ranks);
+  std::vector<Messages> shares_in(ranks);
   for (int r = 0; r < ranks; ++r) {
     const Clock::time_point start = Clock::now();
     Result<runtime::LoadPlan> view = runtime::MergeLoadPlan(ToIncoming(parts_in[r], ranks), r, manifest);
     Check(view.status(), "merging");
     work[r].view = std::move(view).value();
-    std::vector<std::string> counts = runtime::ReaderCounts(work[r].view, r);
+    std::vector<std::string> shares = runtime::ReaderShares(work[r].view, r, kRoundBytes);
     work[r].seconds += Since(start);
     for (int to = 0; to < ranks; ++to) {
-      if (counts[to].empty()) continue;
-      bytes->Message(r, to, counts[to].size());
-      counts_in[to].emplace_back(r, std::move(counts[to]));
+      if (shares[to].empty()) continue;
+      bytes->Message(r, to, shares[to].size());
+      shares_in[to].emplace_back(r, std::move(shares[to]));
     }
   }
   bytes->Agreement(0, kAgreementBytes);  // load (plan parts)
@@ -87,7 +87,7 @@ LoadFigures SimulateLoad(const ParallelLayout& target, const runtime::Manifest& 
   for (int r = 0; r < ranks; ++r) {
     const Clock::time_point start = Clock::now();
     Result<std::vector<uint32_t>> placed =
-        runtime::PlaceOwnReads(work[r].view, r, ToIncoming(counts_in[r], ranks), kRoundBytes);
+        runtime::PlaceOwnReads(work[r].view, r, ToIncoming(shares_in[r], ranks), kRoundBytes);
     Check(placed.status(), "placing reads");
     std::vector<std::string> transfer_rounds = runtime::TransferRounds(work[r].view, r, *placed);
     work[r].seconds += Since(start);
@@ -119,7 +119,7 @@ LoadFigures SimulateLoad(const ParallelLayout& target, const runtime::Manifest& 
   }
   figures.round_count = round_count;
   const int b = figures.busiest;
-  WriteMessages(inputs_path, {inbox[b], parts_in[b], counts_in[b], rounds_in[b]});
+  WriteMessages(inputs_path, {inbox[b], parts_in[b], shares_in[b], rounds_in[b]});
   return figures;
 }
 
@@ -145,9 +145,9 @@ int ReplayLoad(const ParallelLayout& target, int rank, uint32_t round_count, con
   (void)runtime::RouteLoadPlan(*plan, ranks);
   Result<runtime::LoadPlan> view = runtime::MergeLoadPlan(ToIncoming(std::move(inputs[kParts]), ranks), rank, *manifest);
   Check(view.status(), "merging");
-  (void)runtime::ReaderCounts(*view, rank);
+  (void)runtime::ReaderShares(*view, rank, kRoundBytes);
   Result<std::vector<uint32_t>> placed =
-      runtime::PlaceOwnReads(*view, rank, ToIncoming(std::move(inputs[kReaderCounts]), ranks), kRoundBytes);
+      runtime::PlaceOwnReads(*view, rank, ToIncoming(std::move(inputs[kReaderShares]), ranks), kRoundBytes);
   Check(placed.status(), "placing");
   (void)runtime::TransferRounds(*view, rank, *placed);
   Result<std::vector<runtime::LoadPlan>> cut = runtime::CutIntoRounds(

@@ -78,7 +78,7 @@ Result<std::shared_ptr<const std::vector<LoadPlan>>> RoundsFor(Context& ctx, con
   routed = {};
   RETURN_IF_ERROR(Agree(control, "load (plan parts)", view.status()));
   ASSIGN_OR_RETURN(std::vector<std::string> counts,
-                   control.AllToAllV(ReaderCounts(*view, ctx.rank()), control.timeout()));
+                   control.AllToAllV(ReaderShares(*view, ctx.rank(), max_round_bytes), control.timeout()));
   Result<std::vector<uint32_t>> placed = PlaceOwnReads(*view, ctx.rank(), counts, max_round_bytes);
   uint32_t needed = 0;
   if (placed.ok()) {

@@ -250,23 +250,39 @@ Result<LoadPlan> MergeLoadPlan(const std::vector<std::string>& incoming, int ran
   return view;
 }
 
-std::vector<std::string> ReaderCounts(const LoadPlan& view, int rank) {
-  std::set<int> readers;
+// What a transfer takes in its consumer's receive buffers: a packed one with its alignment padding.
+uint64_t ReceiveBytes(const LoadPlan& view, const Transfer& t) {
+  return t.bytes >= view.separate_bytes ? t.bytes : AlignUp(t.bytes);
+}
+
+std::vector<std::string> ReaderShares(const LoadPlan& view, int rank, uint64_t max_bytes) {
+  const uint64_t pool = max_bytes / 3;
+  std::map<int, uint64_t> from;
+  uint64_t total = 0;
   for (const Transfer& t : view.transfers) {
-    if (t.consumer == rank) readers.insert(view.reads[t.read].reader);
+    if (t.consumer != rank) continue;
+    from[view.reads[t.read].reader] += ReceiveBytes(view, t);
+    total += ReceiveBytes(view, t);
   }
   std::vector<std::string> messages(view.read_bytes_per_rank.size());
-  for (int reader : readers) {
+  for (const auto& [reader, bytes] : from) {
+    // What fits in two thirds of the bound comes at once. Otherwise each reader gets the larger of an equal part of a
+    // third and a part of another third in proportion to what it sends: a reader sending much needs no more rounds
+    // than the others, one sending many small pieces is not held to one a round. The shares add up to at most two
+    // thirds of the bound.
+    const uint64_t proportional = static_cast<uint64_t>(static_cast<double>(pool) * bytes / total);
+    const uint64_t share = total <= 2 * pool ? bytes : std::max<uint64_t>({1, proportional, pool / from.size()});
     ByteWriter w;
-    w.U32(static_cast<uint32_t>(readers.size()));
+    w.U64(share);
     messages[reader] = w.Take();
   }
   return messages;
 }
 
 Result<std::vector<uint32_t>> PlaceOwnReads(const LoadPlan& view, int rank,
-                                            const std::vector<std::string>& reader_counts, uint64_t max_bytes) {
-  const uint64_t half = max_bytes / 2;
+                                            const std::vector<std::string>& reader_shares, uint64_t max_bytes) {
+  // A third of the bound for this rank's send buffers; ReaderShares gives its receive buffers the rest.
+  const uint64_t send_bound = max_bytes / 3;
   // What each of this rank's reads costs it (send buffers: a separate region once whatever its consumers) and each
   // consumer (receive buffers).
   struct Cost {
@@ -275,11 +291,11 @@ Result<std::vector<uint32_t>> PlaceOwnReads(const LoadPlan& view, int rank,
   };
   std::vector<Cost> costs(view.reads.size());
   std::vector<std::vector<Box>> sent_alone(view.reads.size());
-  std::map<int, uint64_t> share;  // each consumer's bound on what one reader sends it in a round
+  std::map<int, uint64_t> share;  // each consumer's bound on what this rank sends it in a round
   for (const Transfer& t : view.transfers) {
     if (view.reads[t.read].reader != rank) continue;
     const bool alone = t.bytes >= view.separate_bytes;
-    const uint64_t bytes = alone ? t.bytes : AlignUp(t.bytes);
+    const uint64_t bytes = ReceiveBytes(view, t);
     costs[t.read].to[t.consumer] += bytes;
     std::vector<Box>& sent = sent_alone[t.read];
     if (!alone) {
@@ -289,12 +305,9 @@ Result<std::vector<uint32_t>> PlaceOwnReads(const LoadPlan& view, int rank,
       costs[t.read].send += bytes;
     }
     if (share.count(t.consumer)) continue;
-    ByteReader in(reader_counts[t.consumer], "reader count from rank " + std::to_string(t.consumer));
-    uint32_t readers = 0;
-    RETURN_IF_ERROR(in.U32(&readers));
+    ByteReader in(reader_shares[t.consumer], "receive share from rank " + std::to_string(t.consumer));
+    RETURN_IF_ERROR(in.U64(&share[t.consumer]));
     RETURN_IF_ERROR(in.ExpectDone());
-    if (readers == 0) return Corrupt("rank " + std::to_string(t.consumer) + " counts no reader sending to it");
-    share[t.consumer] = half / readers;
   }
   std::vector<size_t> order;
   for (size_t i = 0; i < view.reads.size(); ++i) {
@@ -312,7 +325,7 @@ Result<std::vector<uint32_t>> PlaceOwnReads(const LoadPlan& view, int rank,
   std::vector<uint32_t> round_of(view.reads.size(), 0);
   // A read fits a round where what it adds stays within the bounds, or where the round holds nothing it adds to.
   auto fits = [&](const Cost& cost, const Usage& used) {
-    if (used.send > 0 && used.send + cost.send > half) return false;
+    if (used.send > 0 && used.send + cost.send > send_bound) return false;
     for (const auto& [consumer, bytes] : cost.to) {
       auto it = used.to.find(consumer);
       if (it != used.to.end() && it->second + bytes > share[consumer]) return false;

@@ -3,11 +3,10 @@
 //   2. each owner plans its tensors (PlanLoad over the requests it received) and sends each rank its part of the
 //      plan: the reads it performs, and every transfer it sends or receives, with the read it comes from;
 //   3. each rank merges those parts into its own view of the plan (LoadPlan, holding only what involves it);
-//   4. rounds: each reader places its reads in rounds so that, in any round, its send buffers stay within half the
-//      memory bound and what it sends any one consumer within that consumer's share of the other half (the half
-//      divided by the number of readers sending to it, which the consumer tells its readers); the readers then tell
-//      each consumer the round of every transfer it receives. Every rank runs the largest number of rounds any
-//      reader needs.
+//   4. rounds: each reader places its reads in rounds so that, in any round, its send buffers stay within a third
+//      of the memory bound and what it sends any one consumer within the share that consumer gave it (the shares of
+//      one consumer add up to at most two thirds of the bound); the readers then tell each consumer the round of
+//      every transfer it receives. Every rank runs the largest number of rounds any reader needs.
 // What a rank sends and receives grows with its own requests and reads, not with the job.
 #pragma once
 
@@ -37,13 +36,15 @@ std::vector<std::string> RouteLoadPlan(const LoadPlan& plan, int world_size);
 // a chunk the manifest lacks, or a transfer that does not involve `rank`.
 Result<LoadPlan> MergeLoadPlan(const std::vector<std::string>& incoming, int rank, const Manifest& manifest);
 
-// Step 4a, consumer: to each rank that sends it anything, the number of such ranks.
-std::vector<std::string> ReaderCounts(const LoadPlan& view, int rank);
+// Step 4a, consumer: to each rank that sends it anything, the bytes that rank may send it in one round; `max_bytes`
+// is the memory bound of a round.
+std::vector<std::string> ReaderShares(const LoadPlan& view, int rank, uint64_t max_bytes);
 
 // Step 4b, reader: the round of each of this rank's reads (indexed as view.reads; other readers' reads get 0),
-// given what each consumer sent in step 4a; `max_bytes` is the memory bound of a round.
+// given what each consumer sent in step 4a. A read that alone exceeds a bound gets a round where it adds to nothing
+// else of what that bound limits.
 Result<std::vector<uint32_t>> PlaceOwnReads(const LoadPlan& view, int rank,
-                                            const std::vector<std::string>& reader_counts, uint64_t max_bytes);
+                                            const std::vector<std::string>& reader_shares, uint64_t max_bytes);
 
 // Step 4c, reader: to each consumer, the rounds of the transfers it sends it, in the pair's order.
 std::vector<std::string> TransferRounds(const LoadPlan& view, int rank, const std::vector<uint32_t>& round_of_read);
