@@ -58,9 +58,7 @@ double OwnerWork(const ParallelLayout& layout, int owner, Messages inbox, std::v
   return Since(start);
 }
 
-std::string LayoutName(const ParallelLayout& layout) {
-  return layout.distributed_optimizer ? "" : "_plain";
-}
+std::string LayoutName(const ParallelLayout& layout) { return layout.distributed_optimizer ? "" : "_plain"; }
 
 // --- the busiest rank's save alone, for its memory --------------------------------------------------------------
 
@@ -236,9 +234,10 @@ Figures Simulate(const ParallelLayout& layout, const ParallelLayout& target, int
     std::sscanf(load_out.c_str(), "%lf %lf %llu", &decode_s, &replay_s, &kib);
     load_kib = kib;
   } else {
-    std::printf("# the replay of rank %d's load at %d ranks ran past %d s and was stopped: its figures are lower "
-                "bounds\n",
-                load.busiest, ranks, limit_s);
+    std::printf(
+        "# the replay of rank %d's load at %d ranks ran past %d s and was stopped: its figures are lower "
+        "bounds\n",
+        load.busiest, ranks, limit_s);
   }
   f.load_plan_s = load.busiest_plan_s;
   f.peak_rss_mib = std::max(save_kib, load_kib) / 1024.0;

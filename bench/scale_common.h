@@ -87,7 +87,6 @@ inline void Check(const Status& status, const char* what) {
   std::exit(1);
 }
 
-
 // Messages kept in a file, for a child process that replays one rank's work.
 void WriteMessages(const std::string& path, const std::vector<Messages>& lists);
 std::vector<Messages> ReadMessages(const std::string& path);

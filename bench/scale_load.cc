@@ -143,7 +143,8 @@ int ReplayLoad(const ParallelLayout& target, int rank, uint32_t round_count, con
   Result<runtime::LoadPlan> plan = runtime::PlanLoad(*manifest, *owned);
   Check(plan.status(), "planning");
   (void)runtime::RouteLoadPlan(*plan, ranks);
-  Result<runtime::LoadPlan> view = runtime::MergeLoadPlan(ToIncoming(std::move(inputs[kParts]), ranks), rank, *manifest);
+  Result<runtime::LoadPlan> view =
+      runtime::MergeLoadPlan(ToIncoming(std::move(inputs[kParts]), ranks), rank, *manifest);
   Check(view.status(), "merging");
   (void)runtime::ReaderShares(*view, rank, kRoundBytes);
   Result<std::vector<uint32_t>> placed =

@@ -123,8 +123,8 @@ runtime::RankDescriptor DescribeRank(const ParallelLayout& layout, int rank) {
                  std::vector<uint32_t> replica) {
                desc.tensors.push_back(runtime::TensorShardDesc{std::move(key), dtype, shape, box, std::move(replica)});
              });
-  desc.objects.push_back(runtime::ObjectShardDesc{"rng", {static_cast<uint64_t>(layout.world())},
-                                                  {static_cast<uint64_t>(rank)}, kRngStateBytes});
+  desc.objects.push_back(runtime::ObjectShardDesc{
+      "rng", {static_cast<uint64_t>(layout.world())}, {static_cast<uint64_t>(rank)}, kRngStateBytes});
   return desc;
 }
 
@@ -132,15 +132,15 @@ runtime::LoadRequest RequestOf(const ParallelLayout& layout, int rank, const run
   runtime::LoadRequest request;
   request.rank = rank;
   request.node = "node-" + std::to_string(rank / kRanksPerNode);
-  ForEachBox(layout, rank,
-             [&](const std::string& key, int32_t, const runtime::Shape&, const runtime::Box& box,
-                 const std::vector<uint32_t>&) {
-               const auto it = std::lower_bound(manifest.tensors.begin(), manifest.tensors.end(), key,
-                                                [](const runtime::TensorRecord& t, const std::string& k) {
-                                                  return t.key < k;
-                                                });
-               request.boxes.push_back(runtime::RequestedBox{static_cast<uint32_t>(it - manifest.tensors.begin()), box});
-             });
+  ForEachBox(
+      layout, rank,
+      [&](const std::string& key, int32_t, const runtime::Shape&, const runtime::Box& box,
+          const std::vector<uint32_t>&) {
+        const auto it =
+            std::lower_bound(manifest.tensors.begin(), manifest.tensors.end(), key,
+                             [](const runtime::TensorRecord& t, const std::string& k) { return t.key < k; });
+        request.boxes.push_back(runtime::RequestedBox{static_cast<uint32_t>(it - manifest.tensors.begin()), box});
+      });
   return request;
 }
 

@@ -11,7 +11,7 @@ namespace ckpt::coll {
 Status ControlPlane::Barrier() { return AllGather(std::string_view()).status(); }
 
 Result<std::vector<std::string>> ControlPlane::AllToAllV(std::vector<std::string> outgoing,
-                                                        std::chrono::milliseconds within) {
+                                                         std::chrono::milliseconds within) {
   if (outgoing.size() != static_cast<size_t>(world_size())) {
     return InvalidArgument("alltoall given " + std::to_string(outgoing.size()) + " messages for " +
                            std::to_string(world_size()) + " ranks");

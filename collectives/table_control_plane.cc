@@ -21,8 +21,8 @@ class TableControlPlane : public ControlPlane {
     const std::vector<uint64_t> eight(world_size_, sizeof(uint64_t));
     std::vector<uint64_t> sizes(world_size_);
     const uint64_t my_size = mine.size();
-    RETURN_IF_ERROR(Call("allgatherv", table_.allgatherv(&my_size, sizeof my_size, sizes.data(), eight.data(),
-                                                         Offsets(eight).data())));
+    RETURN_IF_ERROR(Call(
+        "allgatherv", table_.allgatherv(&my_size, sizeof my_size, sizes.data(), eight.data(), Offsets(eight).data())));
     if (sizes[rank_] != my_size) return Disagreed("allgatherv", my_size, sizes[rank_]);
     const std::vector<uint64_t> offsets = Offsets(sizes);
     std::string received(offsets.back() + sizes.back(), '\0');

@@ -239,12 +239,35 @@ class TcpStore::Impl {
       return InvalidArgument("alltoall given " + std::to_string(outgoing.size()) + " messages for " +
                              std::to_string(config_.world_size) + " ranks");
     }
+    // Only messages that are not empty travel, each with its rank: most pairs of a large job have nothing to say.
     ByteWriter contribution;
-    contribution.U32(static_cast<uint32_t>(outgoing.size()));
-    for (const std::string& message : outgoing) contribution.Bytes(message);
+    const auto count = std::count_if(outgoing.begin(), outgoing.end(), [](const auto& m) { return !m.empty(); });
+    contribution.U32(static_cast<uint32_t>(count));
+    for (size_t to = 0; to < outgoing.size(); ++to) {
+      if (outgoing[to].empty()) continue;
+      contribution.I32(static_cast<int32_t>(to));
+      contribution.Bytes(outgoing[to]);
+    }
     std::string what;
     ASSIGN_OR_RETURN(std::string reply, Collective(MessageType::kAllToAll, contribution.data(), timeout, &what));
-    return DecodePerRank(reply, what);
+    ByteReader reader(reply, "reply to " + what);
+    uint32_t received = 0;
+    RETURN_IF_ERROR(
+        reader.Count(&received, static_cast<uint32_t>(config_.world_size), sizeof(int32_t) + sizeof(uint64_t)));
+    std::vector<std::string> incoming(config_.world_size);
+    int previous = -1;
+    for (uint32_t i = 0; i < received; ++i) {
+      int32_t from = 0;
+      RETURN_IF_ERROR(reader.I32(&from));
+      if (from <= previous || from >= config_.world_size) {
+        return Corrupt(what + ": the store returned a message from rank " + std::to_string(from) +
+                       " out of order or outside the world");
+      }
+      previous = from;
+      RETURN_IF_ERROR(reader.Bytes(&incoming[from]));
+    }
+    RETURN_IF_ERROR(reader.ExpectDone());
+    return incoming;
   }
 
   Result<std::string> Broadcast(std::string_view from_root, std::chrono::milliseconds timeout) {
@@ -439,7 +462,7 @@ Result<std::vector<std::string>> TcpStore::AllGatherWithin(std::string_view mine
   return impl_->AllGather(mine, std::min(timeout, impl_->config().timeout));
 }
 Result<std::vector<std::string>> TcpStore::AllToAllV(std::vector<std::string> outgoing,
-                                                    std::chrono::milliseconds within) {
+                                                     std::chrono::milliseconds within) {
   return impl_->AllToAll(outgoing, std::min(within, impl_->config().timeout));
 }
 Result<std::string> TcpStore::Broadcast(std::string_view from_root, std::chrono::milliseconds within) {

@@ -67,15 +67,14 @@ struct Collective {
       : arrived(world_size, false), contributions(world_size), reply_bytes(world_size, sizeof(uint32_t)) {}
   MessageType kind = MessageType::kAllGather;
   std::vector<bool> arrived;
-  // Allgather and broadcast: each rank's contribution. All-to-all: contributions[to] holds what each rank sends
-  // `to`, so that each rank's reply is built from one row.
+  // Allgather and broadcast: each rank's contribution. All-to-all: routed[to] holds the messages ranks send `to`,
+  // with their senders (only messages that are not empty: most pairs of a large job have nothing to say).
   std::vector<std::string> contributions;
-  std::vector<std::vector<std::string>> routed;
+  std::vector<std::vector<std::pair<int, std::string>>> routed;
   int count = 0;
   std::vector<uint64_t> reply_bytes;  // the size of each rank's answer's payload so far
   std::optional<Status> failure;
 };
-
 
 // "rank 2", "ranks 1, 2", "ranks 0, 1, ... (40 in all)".
 std::string FormatRanks(const std::vector<int>& ranks) {
@@ -316,8 +315,7 @@ class StoreServer::Loop {
     if (connect_.count == world_size_) {
       // Each rank gets its own proof: they answer different nonces.
       for (const auto& waiting : conns_) {
-        if (waiting->pending == Pending::kHello)
-          Answer(*waiting, Frame(MessageType::kOk, waiting->welcome));
+        if (waiting->pending == Pending::kHello) Answer(*waiting, Frame(MessageType::kOk, waiting->welcome));
       }
     }
   }
@@ -424,7 +422,8 @@ class StoreServer::Loop {
   }
 
   Status OnCollective(Connection& c, MessageType kind, std::string_view payload) {
-    ByteReader reader(payload, std::string("store ") + store_wire::CollectiveName(kind) + " from rank " + std::to_string(c.rank));
+    ByteReader reader(
+        payload, std::string("store ") + store_wire::CollectiveName(kind) + " from rank " + std::to_string(c.rank));
     uint64_t sequence = 0, timeout_ms = 0;
     std::string contribution;
     RETURN_IF_ERROR(reader.U64(&sequence));
@@ -437,7 +436,8 @@ class StoreServer::Loop {
     Collective& gathering = it->second;
     if (first) gathering.kind = kind;
     if (gathering.failure) return *gathering.failure;
-    if (gathering.arrived[c.rank]) return InvalidArgument("rank " + std::to_string(c.rank) + " joined " + name + " twice");
+    if (gathering.arrived[c.rank])
+      return InvalidArgument("rank " + std::to_string(c.rank) + " joined " + name + " twice");
     gathering.arrived[c.rank] = true;
     ++gathering.count;
     c.sequence = sequence;
@@ -464,20 +464,25 @@ class StoreServer::Loop {
       case MessageType::kAllToAll: {
         ByteReader parts(contribution, "alltoall contribution of rank " + std::to_string(rank));
         uint32_t count = 0;
-        RETURN_IF_ERROR(parts.Count(&count, static_cast<uint32_t>(world_size_), sizeof(uint64_t)));
-        if (count != static_cast<uint32_t>(world_size_)) {
-          return Corrupt("rank " + std::to_string(rank) + " sent " + std::to_string(count) + " messages for " +
-                         std::to_string(world_size_) + " ranks");
-        }
-        if (gathering.routed.empty()) gathering.routed.assign(world_size_, std::vector<std::string>(world_size_));
-        for (int to = 0; to < world_size_; ++to) {
-          std::string& message = gathering.routed[to][rank];
+        RETURN_IF_ERROR(parts.Count(&count, static_cast<uint32_t>(world_size_), sizeof(int32_t) + sizeof(uint64_t)));
+        if (gathering.routed.empty()) gathering.routed.resize(world_size_);
+        int previous = -1;
+        for (uint32_t i = 0; i < count; ++i) {
+          int32_t to = 0;
+          std::string message;
+          RETURN_IF_ERROR(parts.I32(&to));
           RETURN_IF_ERROR(parts.Bytes(&message));
-          gathering.reply_bytes[to] += sizeof(uint64_t) + message.size();
+          if (to <= previous || to >= world_size_) {
+            return Corrupt("rank " + std::to_string(rank) + " addressed a message to rank " + std::to_string(to) +
+                           " out of order or outside the world");
+          }
+          previous = to;
+          gathering.reply_bytes[to] += sizeof(int32_t) + sizeof(uint64_t) + message.size();
           if (gathering.reply_bytes[to] > limit) {
             return InvalidArgument("rank " + std::to_string(to) + " would receive " +
                                    std::to_string(gathering.reply_bytes[to]) + too_large);
           }
+          gathering.routed[to].emplace_back(rank, std::move(message));
         }
         return parts.ExpectDone();
       }
@@ -514,14 +519,19 @@ class StoreServer::Loop {
       ReplyToPending(Pending::kAllGather, sequence, Frame(MessageType::kOk, reply.data()));
       return;
     }
-    // Each rank gets its own row, built and sent one at a time so that only one reply is copied at once.
+    // Each rank gets its own messages, by sender, built and sent one rank at a time so that only one reply is copied
+    // at once.
     for (const auto& c : conns_) {
       if (c->pending != Pending::kAllGather || c->sequence != sequence) continue;
-      std::vector<std::string>& row = gathering.routed[c->rank];
+      std::vector<std::pair<int, std::string>>& row = gathering.routed.empty() ? empty_row_ : gathering.routed[c->rank];
+      std::sort(row.begin(), row.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
       ByteWriter reply;
-      reply.U32(static_cast<uint32_t>(world_size_));
-      for (const std::string& message : row) reply.Bytes(message);
-      row = std::vector<std::string>();
+      reply.U32(static_cast<uint32_t>(row.size()));
+      for (const auto& [from, message] : row) {
+        reply.I32(from);
+        reply.Bytes(message);
+      }
+      row = {};
       Answer(*c, Frame(MessageType::kOk, reply.data()));
     }
   }
@@ -543,7 +553,7 @@ class StoreServer::Loop {
     if (gathering.failure) return;
     gathering.failure = status;
     gathering.contributions = std::vector<std::string>();
-    gathering.routed = std::vector<std::vector<std::string>>();
+    gathering.routed = {};
     ReplyToPending(Pending::kAllGather, sequence, ErrorFrame(status));
   }
 
@@ -632,14 +642,12 @@ class StoreServer::Loop {
         case Pending::kWait:
           Answer(*c, ErrorFrame(Timeout("key '" + c->wait_key + "' was not set within " + waited)));
           break;
-        case Pending::kAllGather:
-        {
+        case Pending::kAllGather: {
           const Collective& gathering = gatherings_.at(c->sequence);
           FailAllGather(c->sequence, Timeout(std::string(store_wire::CollectiveName(gathering.kind)) + " " +
                                              std::to_string(c->sequence) + " timed out after " + waited +
                                              " waiting for " + FormatRanks(MissingRanks(gathering))));
-        }
-          break;
+        } break;
         case Pending::kNone:
           break;
       }
@@ -693,6 +701,7 @@ class StoreServer::Loop {
   std::vector<RankState> ranks_;
   Collective connect_;
   std::map<uint64_t, Collective> gatherings_;
+  std::vector<std::pair<int, std::string>> empty_row_;  // the messages of an all-to-all in which nobody sent any
   std::unordered_map<std::string, std::string> kv_;
   std::vector<std::unique_ptr<Connection>> conns_;
   std::atomic<bool> stop_requested_{false};

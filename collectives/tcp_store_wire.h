@@ -13,8 +13,10 @@
 //                                                                has died)
 //   kWait       bytes key, u64 timeout ms                     -> kOk: bytes value
 //   kAllGather  u64 sequence number, u64 timeout ms, bytes contribution -> kOk: u32 count, bytes each
-//   kAllToAll   u64 sequence number, u64 timeout ms, bytes (u32 count, bytes for each rank)
-//                                                             -> kOk: u32 count, bytes from each rank
+//   kAllToAll   u64 sequence number, u64 timeout ms, bytes (u32 count, then i32 rank and bytes for each rank this
+//               one sends a message that is not empty, ranks ascending)
+//                                                             -> kOk: u32 count, then i32 rank and bytes for each
+//                                                                message to this rank, ranks ascending
 //   kBroadcast  u64 sequence number, u64 timeout ms, bytes (rank 0's message; empty from the others)
 //                                                             -> kOk: bytes rank 0's message
 //   kDelete     bytes key                                     -> kOk

@@ -144,7 +144,8 @@ typedef struct ckpt_collectives {
   int32_t (*broadcast)(void* user, void* buffer, uint64_t size, int32_t root);
   int32_t (*barrier)(void* user);
 } ckpt_collectives;
-#define CKPT_COLLECTIVES_INIT { (uint32_t)sizeof(ckpt_collectives), NULL, NULL, NULL, NULL, NULL }
+#define CKPT_COLLECTIVES_INIT \
+  { (uint32_t)sizeof(ckpt_collectives), NULL, NULL, NULL, NULL, NULL }
 /* As CKPT_COLLECTIVES_INIT (see ckpt_context_options_init for the rules). Since CKPT_2. */
 CKPT_API int32_t ckpt_collectives_init(ckpt_collectives* collectives, uint32_t struct_size);
 

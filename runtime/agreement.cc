@@ -179,9 +179,9 @@ Result<std::vector<std::string>> AgreeAndGather(coll::ControlPlane& control, std
 }
 
 Status Agree(coll::ControlPlane& control, std::string_view step, const Status& local) {
-  return DecideAtRoot(control, step, local, {}, [](std::vector<std::string>) -> Result<std::string> {
-           return std::string();
-         }).status();
+  return DecideAtRoot(control, step, local, {},
+                      [](std::vector<std::string>) -> Result<std::string> { return std::string(); })
+      .status();
 }
 
 }  // namespace ckpt::runtime

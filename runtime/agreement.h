@@ -14,11 +14,11 @@
 
 namespace ckpt::runtime {
 
-// All ranks' payloads by rank (gathered at rank 0 and broadcast from there: see DecideAtRoot), or, if any rank failed (or the exchange itself did), one error identical on every
-// rank: the code of the lowest failing rank and a message naming the failing ranks with what each reported, ranks
-// that report the same message grouped ("ranks 0, 1: ...; rank 3: ..."; a few messages, then a count). When every
-// rank reports the same error (one agreed earlier), it is returned as it is. A failed exchange (dead peer, timeout)
-// is returned as the control plane reported it.
+// All ranks' payloads by rank (gathered at rank 0 and broadcast from there: see DecideAtRoot), or, if any rank failed
+// (or the exchange itself did), one error identical on every rank: the code of the lowest failing rank and a message
+// naming the failing ranks with what each reported, ranks that report the same message grouped ("ranks 0, 1: ...; rank
+// 3: ..."; a few messages, then a count). When every rank reports the same error (one agreed earlier), it is returned
+// as it is. A failed exchange (dead peer, timeout) is returned as the control plane reported it.
 Result<std::vector<std::string>> AgreeAndGather(coll::ControlPlane& control, std::string_view step, const Status& local,
                                                 std::string_view payload);
 

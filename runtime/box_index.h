@@ -113,10 +113,9 @@ class BoxIndex {
   }
 
   size_t ndim_;
-  std::vector<uint64_t> box_lo_, box_hi_;                // [position * ndim_ + d]: each box's extents
-  std::vector<uint32_t> slots_;                          // positions, arranged as the tree
-  std::vector<uint64_t> tree_lo_, tree_hi_;              // [slot * ndim_ + d]: the subtree's bounding box
+  std::vector<uint64_t> box_lo_, box_hi_;    // [position * ndim_ + d]: each box's extents
+  std::vector<uint32_t> slots_;              // positions, arranged as the tree
+  std::vector<uint64_t> tree_lo_, tree_hi_;  // [slot * ndim_ + d]: the subtree's bounding box
 };
-
 
 }  // namespace ckpt::runtime

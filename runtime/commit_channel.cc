@@ -50,8 +50,8 @@ class StoreCommitChannel : public CommitChannel {
     for (int r = 0; r < store_->world_size(); ++r) {
       Result<std::string> waited = store_->Wait(ReportKey(save_id, r));
       if (!waited.ok()) {
-        return Status(waited.status().code(), "rank " + std::to_string(r) + " did not report its writes (" +
-                                                  waited.status().message() + ")");
+        return Status(waited.status().code(),
+                      "rank " + std::to_string(r) + " did not report its writes (" + waited.status().message() + ")");
       }
       const std::string posted = std::move(waited).value();
       RETURN_IF_ERROR(store_->Delete(ReportKey(save_id, r)));
@@ -75,8 +75,7 @@ class StoreCommitChannel : public CommitChannel {
     const std::chrono::milliseconds timeout = store_->timeout();
     Result<std::string> waited = store_->Wait(OutcomeKey(save_id), timeout + std::min(timeout / 2, kOutcomeGrace));
     if (!waited.ok()) {
-      return Status(waited.status().code(),
-                    "rank 0 posted no outcome of the save (" + waited.status().message() + ")");
+      return Status(waited.status().code(), "rank 0 posted no outcome of the save (" + waited.status().message() + ")");
     }
     const std::string posted = std::move(waited).value();
     std::string unused;

@@ -36,16 +36,16 @@ struct ContextConfig {
   coll::AllGatherCallback allgather;     // set: used once, to spread the address of rank 0's store
   // Set: the job's collectives carry every collective (and spread the store's address); not with `allgather`.
   std::optional<coll::CollectiveTable> collectives;
-  LogSink log;                           // empty: standard error, warnings and errors
-  int io_workers = -1;                   // -1: CKPT_IO_WORKERS, else 2
-  uint64_t arena_bytes = 0;              // 0: CKPT_ARENA_BYTES, else io::DefaultArenaCapacity()
+  LogSink log;               // empty: standard error, warnings and errors
+  int io_workers = -1;       // -1: CKPT_IO_WORKERS, else 2
+  uint64_t arena_bytes = 0;  // 0: CKPT_ARENA_BYTES, else io::DefaultArenaCapacity()
   TransportKind transport = TransportKind::kDefault;
 };
 
 // The plan of the last save, kept while the structure of the state stays the same on every rank.
 struct PlanCache {
-  uint64_t structure = 0;  // 0: none
-  SavePlan plan;           // this rank's items only
+  uint64_t structure = 0;                            // 0: none
+  SavePlan plan;                                     // this rank's items only
   std::shared_ptr<const ManifestSkeleton> skeleton;  // rank 0
 };
 

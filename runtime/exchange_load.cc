@@ -4,9 +4,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <csignal>
 #include <cstring>
 #include <map>
-#include <csignal>
 #include <memory>
 #include <new>
 
@@ -58,8 +58,8 @@ Result<std::string> MostRounds(std::vector<std::string> payloads) {
 // still holds the plan of `verdict.plan_key`. Every step that can fail on one rank is agreed, so that all ranks stop
 // together.
 Result<std::shared_ptr<const std::vector<LoadPlan>>> RoundsFor(Context& ctx, const Manifest& manifest,
-                                                                const LoadRequest& mine, const LoadVerdict& verdict,
-                                                                uint64_t max_round_bytes) {
+                                                               const LoadRequest& mine, const LoadVerdict& verdict,
+                                                               uint64_t max_round_bytes) {
   LoadPlanCache& cache = ctx.load_plan_cache();
   if (verdict.reuse_plan && cache.key == verdict.plan_key && cache.rounds) return cache.rounds;
   cache = LoadPlanCache{};

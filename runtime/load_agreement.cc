@@ -69,9 +69,9 @@ Result<std::string> Decide(std::vector<std::string> payloads, const Manifest& ma
   bool on_devices = true;
   for (size_t r = 0; r < asks.size(); ++r) {
     if (asks[r].checkpoint_id != asks[0].checkpoint_id || asks[r].entries != entries) {
-      return Mismatch("rank " + std::to_string(r) + " read a different checkpoint (" + asks[r].checkpoint_id +
-                      ", " + std::to_string(asks[r].entries) + " entries) than rank 0 (" + asks[0].checkpoint_id +
-                      ", " + std::to_string(entries) + " entries): was the checkpoint replaced during the load?");
+      return Mismatch("rank " + std::to_string(r) + " read a different checkpoint (" + asks[r].checkpoint_id + ", " +
+                      std::to_string(asks[r].entries) + " entries) than rank 0 (" + asks[0].checkpoint_id + ", " +
+                      std::to_string(entries) + " entries): was the checkpoint replaced during the load?");
     }
     on_devices = on_devices && asks[r].exchange_device >= 0;
     key = key * 31 + asks[r].request_digest;

@@ -18,10 +18,10 @@ namespace ckpt::runtime {
 
 struct LoadAsk {
   std::string checkpoint_id;
-  std::string requested;          // one flag byte per manifest tensor, then per object (0 or 1)
-  int32_t exchange_device = -1;   // the CUDA device of every destination, where it can be exchanged there
-  uint64_t request_digest = 0;    // of this rank's encoded request
-  uint64_t cached_plan = 0;       // the key of the plan this rank holds; 0: none
+  std::string requested;         // one flag byte per manifest tensor, then per object (0 or 1)
+  int32_t exchange_device = -1;  // the CUDA device of every destination, where it can be exchanged there
+  uint64_t request_digest = 0;   // of this rank's encoded request
+  uint64_t cached_plan = 0;      // the key of the plan this rank holds; 0: none
 };
 
 struct LoadVerdict {

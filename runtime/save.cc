@@ -83,8 +83,8 @@ struct Verdict {
 };
 
 // `local`: rank 0's verdict on the path (ClaimSaveDirectory). The proposals travel to rank 0 only.
-Result<Verdict> ExchangeProposals(Context& ctx, const std::string& path, const std::string& save_id,
-                                  uint64_t structure, const Status& local) {
+Result<Verdict> ExchangeProposals(Context& ctx, const std::string& path, const std::string& save_id, uint64_t structure,
+                                  const Status& local) {
   Proposal mine{path, save_id, structure, ctx.plan_cache().structure};
   auto decide = [](std::vector<std::string> payloads) -> Result<std::string> {
     std::vector<Proposal> proposals;
@@ -120,8 +120,8 @@ Status Replan(Context& ctx, const RankDescriptor& mine, uint64_t structure, cons
                    control.AllToAllV(PartitionDescriptor(mine, ctx.world_size()), control.timeout()));
   Result<std::vector<RankDescriptor>> owned = DecodeOwnedDescriptors(incoming, ctx.rank());
   incoming = {};
-  RETURN_IF_ERROR(Agree(control, "save (coverage)",
-                        owned.ok() ? ValidateCoverage(owned.value(), ctx.rank()) : owned.status()));
+  RETURN_IF_ERROR(
+      Agree(control, "save (coverage)", owned.ok() ? ValidateCoverage(owned.value(), ctx.rank()) : owned.status()));
   SavePlanOptions owner_options = options;
   owner_options.rotation = ctx.rank();
   const SavePlan owned_plan = PlanSave(owned.value(), owner_options);

@@ -74,12 +74,15 @@ void WriteStoreSeeds(SeedWriter& out) {
   out.Write("store", "wait-answered-by-another-rank",
             std::string(1, '\1') + Hello(0, 2, false) + Request(MessageType::kWait, "later", "") + "CKPTNEXT" +
                 Hello(1, 2, false) + Request(MessageType::kSet, "later", "now"));
-  // An all-to-all's contribution: a message for each of the two ranks.
+  // An all-to-all's contribution: the messages that are not empty, each with the rank it goes to.
   auto messages = [](const std::string& to_0, const std::string& to_1) {
     ByteWriter w;
-    w.U32(2);
-    w.Bytes(to_0);
-    w.Bytes(to_1);
+    w.U32((to_0.empty() ? 0 : 1) + (to_1.empty() ? 0 : 1));
+    for (const auto& [to, message] : {std::pair<int32_t, std::string>{0, to_0}, {1, to_1}}) {
+      if (message.empty()) continue;
+      w.I32(to);
+      w.Bytes(message);
+    }
     return w.Take();
   };
   out.Write("store", "two-ranks-alltoall-broadcast-delete",

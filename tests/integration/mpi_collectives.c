@@ -205,9 +205,10 @@ int main(int argc, char** argv) {
   }
 
   if (rank == 0) {
-    printf("mpi collectives: %d ranks saved twice and loaded by columns over MPI; store collectives 0; rank 0 sent "
-           "%llu and received %llu metadata bytes over MPI\n",
-           world, (unsigned long long)stats.control_bytes_sent, (unsigned long long)stats.control_bytes_received);
+    printf(
+        "mpi collectives: %d ranks saved twice and loaded by columns over MPI; store collectives 0; rank 0 sent "
+        "%llu and received %llu metadata bytes over MPI\n",
+        world, (unsigned long long)stats.control_bytes_sent, (unsigned long long)stats.control_bytes_received);
   }
   ckpt_state_free(saved);
   ckpt_state_free(wanted);

@@ -45,8 +45,8 @@ Job RandomJob(Rng& rng, int world) {
   const uint64_t count = Uniform(rng, 1, 6);
   for (uint64_t t = 0; t < count; ++t) {
     const Shape shape{Uniform(rng, 1, 40), Uniform(rng, 1, 40)};
-    tensors.push_back(
-        Stored("t" + std::to_string(t), shape, Grid(shape, Uniform(rng, 1, 4), Uniform(rng, 1, 4)), Uniform(rng, 1, 3) * 64));
+    tensors.push_back(Stored("t" + std::to_string(t), shape, Grid(shape, Uniform(rng, 1, 4), Uniform(rng, 1, 4)),
+                             Uniform(rng, 1, 3) * 64));
   }
   job.manifest = WithTensors(std::move(tensors));
   job.requests = World(world, 2);
@@ -212,7 +212,8 @@ TEST(LoadPartitionTest, EveryPairSeesItsTransfersAlikeInEveryRoundWithinItsShare
 }
 
 TEST(LoadPartitionTest, MalformedMessagesAreRefusedNamingTheirSender) {
-  const Manifest manifest = WithTensors({Stored("a", {4, 4}, {Box{{0, 0}, {4, 4}}}), Stored("b", {4}, {Box{{0}, {4}}})});
+  const Manifest manifest =
+      WithTensors({Stored("a", {4, 4}, {Box{{0, 0}, {4, 4}}}), Stored("b", {4}, {Box{{0}, {4}}})});
   const int world = 2;
   // A request for a tensor sent to the rank that does not own it.
   LoadRequest request{0, "n", {RequestedBox{0, Box{{0, 0}, {4, 4}}}}};

@@ -114,7 +114,9 @@ TEST(TcpStoreTest, RepeatedAllGathersKeepTheirOrder) {
 
 TEST(TcpStoreTest, AllToAllDeliversEachRankOnlyItsOwnMessages) {
   constexpr int kWorld = 4;
-  auto message = [](int from, int to) { return from == to + 1 ? std::string() : std::to_string(from) + ">" + std::to_string(to); };
+  auto message = [](int from, int to) {
+    return from == to + 1 ? std::string() : std::to_string(from) + ">" + std::to_string(to);
+  };
   std::vector<ControlPlaneCounters> counters(kWorld);
   RunAllRanks(kWorld, PickFreePort(), [&](TcpStore& store) {
     std::vector<std::string> outgoing;
@@ -149,8 +151,8 @@ TEST(TcpStoreTest, BroadcastGivesEveryRankRankZerosMessage) {
 
 TEST(TcpStoreTest, RanksInDifferentCollectivesAllFailWithMismatch) {
   RunAllRanks(2, PickFreePort(), [](TcpStore& store) {
-    const Status status = store.rank() == 0 ? store.AllGather("x").status()
-                                            : store.AllToAllV({"a", "b"}, milliseconds(5000)).status();
+    const Status status =
+        store.rank() == 0 ? store.AllGather("x").status() : store.AllToAllV({"a", "b"}, milliseconds(5000)).status();
     EXPECT_EQ(status.code(), Code::kMismatch) << status.message();
     EXPECT_TRUE(Contains(status, "allgather 0") && Contains(status, "alltoall 0")) << status.message();
   });
