@@ -43,6 +43,7 @@ ckpt_python_test(python_numpy_manager_2_ranks test_numpy_multirank.py::test_mana
 ckpt_python_test(python_numpy_mismatch_2_ranks test_numpy_multirank.py::test_mismatches_fail_on_every_rank)
 ckpt_python_test(python_allgather_bootstrap_3_ranks
                  test_numpy_multirank.py::test_a_context_bootstrapped_through_the_jobs_allgather_on_3_ranks)
+ckpt_python_test(python_job_collectives_3_ranks test_numpy_multirank.py::test_a_context_over_the_jobs_collectives_on_3_ranks)
 ckpt_python_test(jax_single_process test_jax.py JAX)
 ckpt_python_test(jax_restore_2x2_into_1_process_4_devices
                  test_jax_multiprocess.py::test_restore_2x2_into_one_process_with_4_devices JAX)

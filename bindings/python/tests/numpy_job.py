@@ -7,6 +7,7 @@ every element it restores.
     numpy_job.py manager DIR           (2 ranks) retention, save interval, resume from the latest step
     numpy_job.py mismatch DIR          (2 ranks) overlapping boxes and missing keys fail on every rank, named
     numpy_job.py allgather DIR         (3 ranks) a context bootstrapped through the job's own allgather
+    numpy_job.py collectives DIR       (3 ranks) a context whose collectives are the job's own
 """
 
 import os
@@ -195,10 +196,80 @@ def allgather(directory):
     print(f"rank {ctx.rank}: bootstrapped through the job's allgather")
 
 
+class FileCollectives:
+    """The job's own collectives, as an MPI job would bring its communicator's: here, files in a shared directory,
+    one per message, each call numbered alike on every rank."""
+
+    def __init__(self, directory, rank, world_size):
+        self.directory, self.rank, self.world_size = directory, rank, world_size
+        self.calls = iter(range(1 << 30))
+        self.counts = {}
+
+    def _post(self, name, data):
+        path = os.path.join(self.directory, name)
+        with open(path + ".tmp", "wb") as f:
+            f.write(data)
+        os.rename(path + ".tmp", path)  # whole, or not there at all
+
+    def _take(self, name):
+        path = os.path.join(self.directory, name)
+        while not os.path.exists(path):
+            time.sleep(0.002)
+        return open(path, "rb").read()
+
+    def _count(self, kind):
+        self.counts[kind] = self.counts.get(kind, 0) + 1
+        return next(self.calls)
+
+    def allgather(self, mine):
+        call = self._count("allgather")
+        self._post(f"c{call}-{self.rank}", mine)
+        return [self._take(f"c{call}-{r}") for r in range(self.world_size)]
+
+    def alltoall(self, messages):
+        call = self._count("alltoall")
+        for to, message in enumerate(messages):
+            self._post(f"c{call}-{self.rank}-{to}", message)
+        return [self._take(f"c{call}-{r}-{self.rank}") for r in range(self.world_size)]
+
+    def broadcast(self, data, root):
+        call = self._count("broadcast")
+        if self.rank == root:
+            self._post(f"c{call}", data)
+        return self._take(f"c{call}")
+
+    def barrier(self):
+        self.allgather(b"")
+
+
+def collectives(directory):
+    """A context over the job's collectives: saves and a resharded restore, with no collective through the store."""
+    rank, world_size = int(os.environ.pop("RANK")), int(os.environ.pop("WORLD_SIZE"))
+    for name in ("MASTER_ADDR", "MASTER_PORT", "LOCAL_RANK", "LOCAL_WORLD_SIZE"):
+        os.environ.pop(name, None)
+    exchange = os.path.join(directory, "collectives")
+    os.makedirs(exchange, exist_ok=True)
+    job = FileCollectives(exchange, rank, world_size)
+    ctx = ckpt.Context(rank=rank, world_size=world_size, collectives=job)
+    rows = ckpt.Shard(np.arange(30 * rank, 30 * rank + 30, dtype=np.float64).reshape(3, 10), (3 * world_size, 10),
+                      (3 * rank, 0))
+    ckpt.save(os.path.join(directory, "over-collectives"), {"m": rows}, context=ctx).wait()
+    start, stop = split(10, world_size, rank)
+    target = {"m": ckpt.Shard(np.zeros((3 * world_size, stop - start)), (3 * world_size, 10), (0, start))}
+    got = ckpt.restore(os.path.join(directory, "over-collectives"), target, context=ctx)["m"]
+    whole = np.arange(30 * world_size, dtype=np.float64).reshape(3 * world_size, 10)
+    assert np.array_equal(got.data, whole[:, start:stop]), got.data
+    stats = ctx.stats()
+    assert stats["store_collectives"] == 0, stats
+    assert stats["control_bytes_sent"] > 0 and stats["control_bytes_received"] > 0, stats
+    assert job.counts.get("alltoall", 0) > 0 and job.counts.get("broadcast", 0) > 0, job.counts
+    print(f"rank {ctx.rank}: saved and restored over the job's collectives ({job.counts})")
+
+
 def main(argv):
     command, directory = argv
     {"save-whole": save_whole, "reshard-rows": reshard_rows, "reshard-columns": reshard_columns,
-     "manager": manager, "mismatch": mismatch, "allgather": allgather}[command](directory)
+     "manager": manager, "mismatch": mismatch, "allgather": allgather, "collectives": collectives}[command](directory)
     return 0
 
 

@@ -40,3 +40,7 @@ def test_mismatches_fail_on_every_rank(tmp_path):
 
 def test_a_context_bootstrapped_through_the_jobs_allgather_on_3_ranks(tmp_path):
     assert launch(3, "allgather", tmp_path).count("bootstrapped through the job's allgather") == 3
+
+
+def test_a_context_over_the_jobs_collectives_on_3_ranks(tmp_path):
+    assert launch(3, "collectives", tmp_path).count("saved and restored over the job's collectives") == 3

@@ -56,8 +56,7 @@ MEMORY_HOST = 0
 
 
 class Collectives(ctypes.Structure):
-    """The job's own collectives (ckpt_collectives). Declared for the layout only: the package never sets
-    ContextOptions.collectives, so the TCP store, or the allgather bootstrap, carries ckpt's collectives."""
+    """The job's own collectives (ckpt_collectives), which ckpt.Context(collectives=...) fills."""
     _fields_ = [
         ("struct_size", c_u32),
         ("user", c_void_p),

@@ -33,11 +33,16 @@ class Context:
     arena_bytes: size of the staging arena. transport: "auto", "ucx", "nccl" or "none", how loads exchange data.
     node_name: ranks with the same name share a host. allgather: a function (bytes) -> list of every rank's bytes,
     used once, while the context is created, to spread the store's address (so no MASTER_ADDR is needed).
+    collectives: the job's own collectives (an MPI communicator's, say), which then carry all of ckpt's collective
+    metadata instead of its TCP store: an object with allgather(bytes) -> list of every rank's bytes,
+    alltoall(list of bytes, one per rank) -> list of the bytes each rank sent this one, broadcast(bytes, root) ->
+    root's bytes (what other ranks pass is to be ignored), and barrier(). Every call comes from the context's own thread, in the same order on every
+    rank; needs rank and world_size; not with allgather.
     """
 
     def __init__(self, *, rank=None, world_size=None, local_rank=None, store_host=None, store_port=None,
                  timeout=None, io_workers=None, arena_bytes=None, transport=None, node_name=None, allgather=None,
-                 _private=False):
+                 collectives=None, _private=False):
         opts = _native.new(_native.ContextOptions, rank=-1, world_size=-1, local_rank=-1, store_port=-1,
                            io_workers=-1, transport=_native.TRANSPORT_DEFAULT)
         if rank is not None or world_size is not None:
@@ -69,6 +74,13 @@ class Context:
                 raise ValueError("a context bootstrapped through an allgather needs rank and world_size")
             callback = _allgather_callback(allgather, int(world_size), failure)
             opts.allgather = callback  # referenced by opts until the call below returns
+        self._collectives = None
+        if collectives is not None:
+            if rank is None or world_size is None:
+                raise ValueError("a context over the job's collectives needs rank and world_size")
+            # Kept for the context's life: the library calls them in every save and load.
+            self._collectives = _CollectivesTable(collectives, int(world_size), failure)
+            opts.collectives = ctypes.pointer(self._collectives.table)
         handle = ctypes.c_void_p()
         try:
             call("ckpt_context_create", ctypes.byref(opts), ctypes.byref(handle))
@@ -235,6 +247,62 @@ def _allgather_callback(allgather, world_size, failure):
             return 1
 
     return _native.ALLGATHER_FN(trampoline)
+
+
+class _CollectivesTable:
+    """The job's collectives (see Context) as a ckpt_collectives table. A Python exception, or an answer of the wrong
+    shape, fails the call: the library reports the function's failure on this rank, and the exception is printed."""
+
+    def __init__(self, collectives, world_size, failure):
+        self._collectives = collectives
+        self._world_size = world_size
+        self._failure = failure
+        self.table = _native.new(_native.Collectives)
+        self.table.allgatherv = _native.ALLGATHERV_FN(self._guarded("allgather", self._allgatherv))
+        self.table.alltoallv = _native.ALLTOALLV_FN(self._guarded("alltoall", self._alltoallv))
+        self.table.broadcast = _native.BROADCAST_FN(self._guarded("broadcast", self._broadcast))
+        self.table.barrier = _native.BARRIER_FN(self._guarded("barrier", lambda _user: self._collectives.barrier()))
+
+    def _guarded(self, name, fn):
+        def trampoline(*args):
+            try:
+                fn(*args)
+                return 0
+            except BaseException as e:  # never let an exception unwind through C
+                self._failure.append(e)
+                print(f"ckpt: the job's {name} failed: {e!r}", file=sys.stderr)
+                return 1
+        return trampoline
+
+    def _answer(self, name, blocks, sizes):
+        blocks = [bytes(b) for b in blocks]
+        if [len(b) for b in blocks] != sizes:
+            raise ValueError(f"{name} returned blocks of sizes {[len(b) for b in blocks]}, expected {sizes}")
+        return blocks
+
+    def _allgatherv(self, _user, send, size, recv, recv_sizes, recv_offsets):
+        sizes = [recv_sizes[r] for r in range(self._world_size)]
+        mine = ctypes.string_at(send, size) if size else b""
+        for r, block in enumerate(self._answer("allgather", self._collectives.allgather(mine), sizes)):
+            if block:
+                ctypes.memmove(recv + recv_offsets[r], block, len(block))
+
+    def _alltoallv(self, _user, send, send_sizes, send_offsets, recv, recv_sizes, recv_offsets):
+        world = self._world_size
+        outgoing = [ctypes.string_at(send + send_offsets[r], send_sizes[r]) if send_sizes[r] else b""
+                    for r in range(world)]
+        sizes = [recv_sizes[r] for r in range(world)]
+        for r, block in enumerate(self._answer("alltoall", self._collectives.alltoall(outgoing), sizes)):
+            if block:
+                ctypes.memmove(recv + recv_offsets[r], block, len(block))
+
+    def _broadcast(self, _user, buffer, size, root):
+        mine = ctypes.string_at(buffer, size) if size else b""
+        got = bytes(self._collectives.broadcast(mine, root))
+        if len(got) != size:
+            raise ValueError(f"broadcast returned {len(got)} bytes, expected {size}")
+        if size:
+            ctypes.memmove(buffer, got, size)
 
 
 def _jax_allgather(client, rank, world, generation, timeout):
