@@ -14,6 +14,7 @@ constexpr uint64_t kRoundBytes = 128ull << 20;  // exchange_load.cc's bound at a
 
 struct RankWork {
   double seconds = 0;
+  double steps[5] = {0, 0, 0, 0, 0};  // partitioning, owning, merging, placing, cutting
   runtime::LoadPlan view;
   std::vector<uint32_t> placed;
 };
@@ -39,7 +40,7 @@ LoadFigures SimulateLoad(const ParallelLayout& target, const runtime::Manifest& 
     figures.requests_bytes += runtime::EncodeLoadRequest(request).size();
     const Clock::time_point start = Clock::now();
     std::vector<std::string> parts = runtime::PartitionLoadRequest(request, manifest, ranks);
-    work[r].seconds += Since(start);
+    work[r].steps[0] = Since(start);
     for (int owner = 0; owner < ranks; ++owner) {
       if (parts[owner].empty()) continue;
       bytes->Message(r, owner, parts[owner].size());
@@ -53,13 +54,11 @@ LoadFigures SimulateLoad(const ParallelLayout& target, const runtime::Manifest& 
   std::vector<Messages> parts_in(ranks);
   for (int owner = 0; owner < ranks; ++owner) {
     const Clock::time_point start = Clock::now();
-    Result<std::vector<runtime::LoadRequest>> owned =
-        runtime::DecodeOwnedRequests(ToIncoming(inbox[owner], ranks), manifest, owner);
-    Check(owned.status(), "decoding owned requests");
-    Result<runtime::LoadPlan> plan = runtime::PlanLoad(manifest, *owned);
-    Check(plan.status(), "planning owned tensors");
-    std::vector<std::string> routed = runtime::RouteLoadPlan(*plan, ranks);
-    work[owner].seconds += Since(start);
+    Result<std::vector<std::string>> planned =
+        runtime::PlanOwnedTensors(ToIncoming(inbox[owner], ranks), manifest, owner);
+    Check(planned.status(), "planning owned tensors");
+    std::vector<std::string> routed = std::move(planned).value();
+    work[owner].steps[1] = Since(start);
     for (int to = 0; to < ranks; ++to) {
       if (routed[to].empty()) continue;
       bytes->Message(owner, to, routed[to].size());
@@ -74,7 +73,7 @@ LoadFigures SimulateLoad(const ParallelLayout& target, const runtime::Manifest& 
     Check(view.status(), "merging");
     work[r].view = std::move(view).value();
     std::vector<std::string> shares = runtime::ReaderShares(work[r].view, r, kRoundBytes);
-    work[r].seconds += Since(start);
+    work[r].steps[2] = Since(start);
     for (int to = 0; to < ranks; ++to) {
       if (shares[to].empty()) continue;
       bytes->Message(r, to, shares[to].size());
@@ -90,7 +89,7 @@ LoadFigures SimulateLoad(const ParallelLayout& target, const runtime::Manifest& 
         runtime::PlaceOwnReads(work[r].view, r, ToIncoming(shares_in[r], ranks), kRoundBytes);
     Check(placed.status(), "placing reads");
     std::vector<std::string> transfer_rounds = runtime::TransferRounds(work[r].view, r, *placed);
-    work[r].seconds += Since(start);
+    work[r].steps[3] = Since(start);
     round_count = std::max(round_count, RoundsNeeded(work[r].view, r, *placed));
     work[r].placed = std::move(placed).value();
     for (int to = 0; to < ranks; ++to) {
@@ -105,13 +104,14 @@ LoadFigures SimulateLoad(const ParallelLayout& target, const runtime::Manifest& 
     Result<std::vector<runtime::LoadPlan>> rounds = runtime::CutIntoRounds(
         work[r].view, r, std::move(work[r].placed), ToIncoming(rounds_in[r], ranks), round_count);
     Check(rounds.status(), "cutting rounds");
-    work[r].seconds += Since(start);
+    work[r].steps[4] = Since(start);
     work[r].view = runtime::LoadPlan();
   }
   bytes->Agreement(0, kAgreementBytes);  // load (rounds cut)
   bytes->Agreement(0, kAgreementBytes);  // load (outcome)
 
   for (int r = 0; r < ranks; ++r) {
+    for (double step : work[r].steps) work[r].seconds += step;
     if (work[r].seconds > figures.busiest_plan_s) {
       figures.busiest_plan_s = work[r].seconds;
       figures.busiest = r;
@@ -119,6 +119,10 @@ LoadFigures SimulateLoad(const ParallelLayout& target, const runtime::Manifest& 
   }
   figures.round_count = round_count;
   const int b = figures.busiest;
+  const double* steps = work[b].steps;
+  std::printf("# %d ranks: the busiest rank's load planning is rank %d's: %.3f s partitioning its request, %.3f s "
+              "planning the tensors it owns, %.3f s merging its part, %.3f s placing its reads, %.3f s cutting rounds\n",
+              ranks, b, steps[0], steps[1], steps[2], steps[3], steps[4]);
   WriteMessages(inputs_path, {inbox[b], parts_in[b], shares_in[b], rounds_in[b]});
   return figures;
 }
@@ -137,12 +141,8 @@ int ReplayLoad(const ParallelLayout& target, int rank, uint32_t round_count, con
   const Clock::time_point planning = Clock::now();
   const runtime::LoadRequest mine = RequestOf(target, rank, *manifest);
   (void)runtime::PartitionLoadRequest(mine, *manifest, ranks);
-  Result<std::vector<runtime::LoadRequest>> owned =
-      runtime::DecodeOwnedRequests(ToIncoming(std::move(inputs[kRequests]), ranks), *manifest, rank);
-  Check(owned.status(), "decoding owned requests");
-  Result<runtime::LoadPlan> plan = runtime::PlanLoad(*manifest, *owned);
-  Check(plan.status(), "planning");
-  (void)runtime::RouteLoadPlan(*plan, ranks);
+  Check(runtime::PlanOwnedTensors(ToIncoming(std::move(inputs[kRequests]), ranks), *manifest, rank).status(),
+        "planning");
   Result<runtime::LoadPlan> view =
       runtime::MergeLoadPlan(ToIncoming(std::move(inputs[kParts]), ranks), rank, *manifest);
   Check(view.status(), "merging");

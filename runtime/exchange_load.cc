@@ -67,13 +67,10 @@ Result<std::shared_ptr<const std::vector<LoadPlan>>> RoundsFor(Context& ctx, con
   const int world = ctx.world_size();
   ASSIGN_OR_RETURN(std::vector<std::string> incoming,
                    control.AllToAllV(PartitionLoadRequest(mine, manifest, world), control.timeout()));
-  Result<std::vector<LoadRequest>> owned = DecodeOwnedRequests(incoming, manifest, ctx.rank());
+  Result<std::vector<std::string>> parts = PlanOwnedTensors(incoming, manifest, ctx.rank());
   incoming = {};
-  Result<LoadPlan> plan = owned.ok() ? PlanLoad(manifest, *owned) : Result<LoadPlan>(owned.status());
-  owned = std::vector<LoadRequest>();
-  RETURN_IF_ERROR(Agree(control, "load (plan)", plan.status()));
-  ASSIGN_OR_RETURN(std::vector<std::string> routed, control.AllToAllV(RouteLoadPlan(*plan, world), control.timeout()));
-  plan = LoadPlan();
+  RETURN_IF_ERROR(Agree(control, "load (plan)", parts.status()));
+  ASSIGN_OR_RETURN(std::vector<std::string> routed, control.AllToAllV(std::move(parts).value(), control.timeout()));
   Result<LoadPlan> view = MergeLoadPlan(routed, ctx.rank(), manifest);
   routed = {};
   RETURN_IF_ERROR(Agree(control, "load (plan parts)", view.status()));

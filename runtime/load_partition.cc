@@ -113,15 +113,6 @@ Result<PlanPart> DecodePart(std::string_view bytes, int owner, int world_size, c
   return part;
 }
 
-// The transfers of `view` that `reader` sends `consumer`, in the pair's order.
-template <typename Fn>
-void ForEachTransferOfPair(const LoadPlan& view, int reader, int consumer, Fn&& fn) {
-  for (size_t i = 0; i < view.transfers.size(); ++i) {
-    const Transfer& t = view.transfers[i];
-    if (view.reads[t.read].reader == reader && t.consumer == consumer) fn(i, t);
-  }
-}
-
 }  // namespace
 
 std::vector<std::string> PartitionLoadRequest(const LoadRequest& mine, const Manifest& manifest, int world_size) {
@@ -189,6 +180,15 @@ std::vector<std::string> RouteLoadPlan(const LoadPlan& plan, int world_size) {
     if (!parts[rank].reads.empty()) messages[rank] = EncodePart(parts[rank]);
   }
   return messages;
+}
+
+Result<std::vector<std::string>> PlanOwnedTensors(const std::vector<std::string>& incoming, const Manifest& manifest,
+                                                  int owner) {
+  ASSIGN_OR_RETURN(const std::vector<LoadRequest> owned, DecodeOwnedRequests(incoming, manifest, owner));
+  LoadPlanOptions options;
+  options.rotation = owner;
+  ASSIGN_OR_RETURN(const LoadPlan plan, PlanLoad(manifest, owned, options));
+  return RouteLoadPlan(plan, static_cast<int>(incoming.size()));
 }
 
 Result<LoadPlan> MergeLoadPlan(const std::vector<std::string>& incoming, int rank, const Manifest& manifest) {
@@ -344,19 +344,15 @@ Result<std::vector<uint32_t>> PlaceOwnReads(const LoadPlan& view, int rank,
 }
 
 std::vector<std::string> TransferRounds(const LoadPlan& view, int rank, const std::vector<uint32_t>& round_of_read) {
-  std::vector<ByteWriter> writers(view.read_bytes_per_rank.size());
-  std::vector<uint32_t> counts(writers.size(), 0);
+  std::map<int, std::vector<uint32_t>> rounds;  // by consumer, in the pair's order
   for (const Transfer& t : view.transfers) {
-    if (view.reads[t.read].reader != rank) continue;
-    writers[t.consumer].U32(round_of_read[t.read]);
-    ++counts[t.consumer];
+    if (view.reads[t.read].reader == rank) rounds[t.consumer].push_back(round_of_read[t.read]);
   }
-  std::vector<std::string> messages(writers.size());
-  for (size_t consumer = 0; consumer < writers.size(); ++consumer) {
-    if (counts[consumer] == 0) continue;
+  std::vector<std::string> messages(view.read_bytes_per_rank.size());
+  for (const auto& [consumer, list] : rounds) {
     ByteWriter w;
-    w.U32(counts[consumer]);
-    messages[consumer] = w.Take() + writers[consumer].data();
+    w.U32s(list);
+    messages[consumer] = w.Take();
   }
   return messages;
 }
@@ -369,29 +365,30 @@ Result<std::vector<LoadPlan>> CutIntoRounds(const LoadPlan& view, int rank, std:
       return Internal("a read was placed past the agreed " + std::to_string(round_count) + " rounds");
     }
   }
+  // Each reader's rounds, in the pair's order, taken in turn as the view's transfers from that reader come.
+  std::vector<std::vector<uint32_t>> from(world_size);
   for (int reader = 0; reader < world_size; ++reader) {
-    if (reader == rank) continue;
-    const std::string source = "transfer rounds from rank " + std::to_string(reader);
-    ByteReader in(transfer_rounds[reader], source);
-    uint32_t count = 0;
-    if (!transfer_rounds[reader].empty()) RETURN_IF_ERROR(in.Count(&count, kMaxEntries, sizeof(uint32_t)));
-    uint32_t seen = 0;
-    Status status;
-    ForEachTransferOfPair(view, reader, rank, [&](size_t, const Transfer& t) {
-      uint32_t round = 0;
-      if (!status.ok()) return;
-      if (++seen > count || !(status = in.U32(&round)).ok()) {
-        status = Corrupt(source + " do not match the transfers it sends");
-        return;
-      }
-      if (round >= round_count) {
-        status = Corrupt(source + " name round " + std::to_string(round) + " of " + std::to_string(round_count));
-      }
-      round_of_read[t.read] = round;
-    });
-    RETURN_IF_ERROR(status);
-    if (seen != count) return Corrupt(source + " do not match the transfers it sends");
+    if (reader == rank || transfer_rounds[reader].empty()) continue;
+    ByteReader in(transfer_rounds[reader], "transfer rounds from rank " + std::to_string(reader));
+    RETURN_IF_ERROR(in.U32s(&from[reader], kMaxEntries));
     RETURN_IF_ERROR(in.ExpectDone());
+  }
+  std::vector<size_t> taken(world_size, 0);
+  for (const Transfer& t : view.transfers) {
+    const int reader = view.reads[t.read].reader;
+    if (t.consumer != rank || reader == rank) continue;
+    const std::string source = "transfer rounds from rank " + std::to_string(reader);
+    if (taken[reader] == from[reader].size()) return Corrupt(source + " do not match the transfers it sends");
+    const uint32_t round = from[reader][taken[reader]++];
+    if (round >= round_count) {
+      return Corrupt(source + " name round " + std::to_string(round) + " of " + std::to_string(round_count));
+    }
+    round_of_read[t.read] = round;
+  }
+  for (int reader = 0; reader < world_size; ++reader) {
+    if (taken[reader] != from[reader].size()) {
+      return Corrupt("transfer rounds from rank " + std::to_string(reader) + " do not match the transfers it sends");
+    }
   }
   std::vector<LoadPlan> rounds(round_count);
   for (LoadPlan& round : rounds) {

@@ -297,8 +297,10 @@ std::vector<uint32_t> NodeNumbers(const std::vector<const LoadRequest*>& by_rank
   return numbers;
 }
 
-// Greedy balancing, largest reads first: the needing ranks' least loaded node, then its least loaded rank.
-void ChooseReaders(const std::vector<const LoadRequest*>& by_rank, std::vector<Candidate>* candidates, LoadPlan* plan) {
+// Greedy balancing, largest reads first: the needing ranks' least loaded node, then its least loaded rank; ties go
+// to the first node and rank in their orders starting at `rotation`.
+void ChooseReaders(const std::vector<const LoadRequest*>& by_rank, int rotation, std::vector<Candidate>* candidates,
+                   LoadPlan* plan) {
   std::sort(candidates->begin(), candidates->end(), [](const Candidate& a, const Candidate& b) {
     if (a.read.bytes != b.read.bytes) return a.read.bytes > b.read.bytes;
     return ReadKey(a.read) < ReadKey(b.read);
@@ -306,8 +308,13 @@ void ChooseReaders(const std::vector<const LoadRequest*>& by_rank, std::vector<C
   const std::vector<uint32_t> node_of = NodeNumbers(by_rank);
   std::vector<uint64_t> node_bytes(by_rank.size(), 0);
   std::vector<uint64_t>& rank_bytes = plan->read_bytes_per_rank;
+  const uint64_t world = by_rank.size();
+  const uint64_t nodes = node_of.empty() ? 1 : *std::max_element(node_of.begin(), node_of.end()) + 1;
+  const uint64_t shift = static_cast<uint64_t>(rotation) % world;
   auto load_of = [&](int rank) {
-    return std::make_tuple(node_bytes[node_of[rank]], node_of[rank], rank_bytes[rank], rank);
+    const uint64_t rotated_node = (node_of[rank] + nodes - shift % nodes) % nodes;
+    const uint64_t rotated_rank = (rank + world - shift) % world;
+    return std::make_tuple(node_bytes[node_of[rank]], rotated_node, rank_bytes[rank], rotated_rank);
   };
   for (Candidate& candidate : *candidates) {
     int best = candidate.needers.front();
@@ -504,7 +511,7 @@ Result<LoadPlan> PlanLoad(const Manifest& manifest, const std::vector<LoadReques
   LoadPlan plan;
   plan.read_bytes_per_rank.assign(requests.size(), 0);
   plan.separate_bytes = options.separate_bytes;
-  ChooseReaders(by_rank, &candidates, &plan);
+  ChooseReaders(by_rank, options.rotation, &candidates, &plan);
   EmitReadsAndTransfers(manifest, std::move(candidates), &plan);
   return plan;
 }

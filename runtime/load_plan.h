@@ -73,6 +73,10 @@ struct LoadPlanOptions {
   // small transfers: its reader keeps one copy for every rank it goes to, and the receiver can take it straight
   // into its destination. 0: every transfer travels alone.
   uint64_t separate_bytes = 256ull << 10;
+  // Ties in the readers' balancing go to the first node and rank in their orders starting here (0: lower node name,
+  // lower rank): owners that plan their tensors apart (runtime/load_partition.h) each start at their own rank, so
+  // that they do not all favour the same readers.
+  int rotation = 0;
 };
 
 struct LoadPlan {
@@ -88,7 +92,7 @@ struct LoadPlan {
 // Computes the plan from every rank's request, in any order; every rank computes the same plan from the same
 // requests. For each chunk, the needing ranks are those whose boxes intersect it; its reader is chosen among them
 // by greedy byte balancing, largest reads first (ties: lower tensor, chunk, block): the needing ranks' node with
-// the fewest bytes read so far, then that node's rank with the fewest (ties: lower node name, lower rank). A rank
+// the fewest bytes read so far, then that node's rank with the fewest (ties: LoadPlanOptions::rotation). A rank
 // that needs nothing reads nothing; a chunk nobody needs is not read. Identical boxes asked twice by one rank are
 // served once. Expects a manifest that passed DecodeManifest; kInvalidArgument if the requests' ranks are not
 // 0..n-1 once each, or a box is not inside its tensor; kCorrupt if a requested tensor's records are inconsistent.

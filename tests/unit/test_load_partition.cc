@@ -72,11 +72,9 @@ std::vector<LoadPlan> Views(const Job& job) {
   }
   std::vector<std::vector<std::string>> to_rank(world, std::vector<std::string>(world));
   for (int owner = 0; owner < world; ++owner) {
-    Result<std::vector<LoadRequest>> owned = DecodeOwnedRequests(to_owner[owner], job.manifest, owner);
-    EXPECT_TRUE(owned.ok()) << owned.status().message();
-    Result<LoadPlan> plan = PlanLoad(job.manifest, *owned);
-    EXPECT_TRUE(plan.ok()) << plan.status().message();
-    std::vector<std::string> routed = RouteLoadPlan(*plan, world);
+    Result<std::vector<std::string>> planned = PlanOwnedTensors(to_owner[owner], job.manifest, owner);
+    EXPECT_TRUE(planned.ok()) << planned.status().message();
+    std::vector<std::string> routed = std::move(planned).value();
     for (int r = 0; r < world; ++r) to_rank[r][owner] = std::move(routed[r]);
   }
   std::vector<LoadPlan> views;
