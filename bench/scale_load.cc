@@ -120,9 +120,10 @@ LoadFigures SimulateLoad(const ParallelLayout& target, const runtime::Manifest& 
   figures.round_count = round_count;
   const int b = figures.busiest;
   const double* steps = work[b].steps;
-  std::printf("# %d ranks: the busiest rank's load planning is rank %d's: %.3f s partitioning its request, %.3f s "
-              "planning the tensors it owns, %.3f s merging its part, %.3f s placing its reads, %.3f s cutting rounds\n",
-              ranks, b, steps[0], steps[1], steps[2], steps[3], steps[4]);
+  std::printf(
+      "# %d ranks: the busiest rank's load planning is rank %d's: %.3f s partitioning its request, %.3f s "
+      "planning the tensors it owns, %.3f s merging its part, %.3f s placing its reads, %.3f s cutting rounds\n",
+      ranks, b, steps[0], steps[1], steps[2], steps[3], steps[4]);
   WriteMessages(inputs_path, {inbox[b], parts_in[b], shares_in[b], rounds_in[b]});
   return figures;
 }

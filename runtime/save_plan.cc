@@ -2,7 +2,7 @@
 
 #include <algorithm>
 #include <map>
-#include <set>
+#include <optional>
 #include <string_view>
 #include <tuple>
 #include <utility>
@@ -247,55 +247,74 @@ void CheckTensor(std::string_view key, const std::vector<Holding<TensorShardDesc
 }
 
 // The first cell of `grid`, in row-major order, that is not in `present`; `present` lacks at least one.
-Shape FirstMissingCell(const Shape& grid, const std::set<Shape>& present) {
+// The cell of `grid` at row-major position `number`.
+Shape CellAt(const Shape& grid, uint64_t number) {
   Shape cell(grid.size(), 0);
-  while (present.count(cell) != 0) {
-    for (size_t d = grid.size(); d-- > 0;) {
-      if (++cell[d] < grid[d]) break;
-      cell[d] = 0;
-    }
+  for (size_t d = grid.size(); d-- > 0;) {
+    cell[d] = number % grid[d];
+    number /= grid[d];
   }
   return cell;
 }
 
+// Checks one object key; its cells are compared by row-major number, so that a key with a cell per rank (an RNG
+// state) costs a sort of numbers, not a map of index vectors.
 void CheckObject(std::string_view key, const std::vector<Holding<ObjectShardDesc>>& holdings, Problems* problems) {
   const std::string name = "object '" + std::string(key) + "'";
   const Holding<ObjectShardDesc>& first = holdings.front();
   const Shape& grid = first.desc->grid_shape;
-  std::map<Shape, const Holding<ObjectShardDesc>*> cells;
   bool bad = false;
   for (const auto& h : holdings) {
-    const ObjectShardDesc& o = *h.desc;
-    if (o.grid_shape != grid) {
-      bad = true;
-      problems->Add(name + ": grid " + ShapeToString(grid) + " on rank " + std::to_string(first.rank) + " but " +
-                    ShapeToString(o.grid_shape) + " on rank " + std::to_string(h.rank));
-      continue;
-    }
-    if (!Contains(WholeBox(grid), Box{o.index, Shape(o.index.size(), 1)})) {
-      bad = true;
-      problems->Add(name + ": cell " + ShapeToString(o.index) + " on rank " + std::to_string(h.rank) +
-                    " lies outside the grid " + ShapeToString(grid));
-      continue;
-    }
-    auto [it, inserted] = cells.emplace(o.index, &h);
-    if (!inserted && it->second->desc->size != o.size) {
-      problems->Add(name + ": cell " + ShapeToString(o.index) + " has " + std::to_string(it->second->desc->size) +
-                    " bytes on rank " + std::to_string(it->second->rank) + " but " + std::to_string(o.size) +
-                    " on rank " + std::to_string(h.rank));
-    }
+    if (h.desc->grid_shape == grid) continue;
+    bad = true;
+    problems->Add(name + ": grid " + ShapeToString(grid) + " on rank " + std::to_string(first.rank) + " but " +
+                  ShapeToString(h.desc->grid_shape) + " on rank " + std::to_string(h.rank));
   }
   if (bad) return;
   if (!VolumeFits(grid, 1)) {
     problems->Add(name + ": grid " + ShapeToString(grid) + " is too large");
     return;
   }
+  std::vector<std::pair<uint64_t, const Holding<ObjectShardDesc>*>> cells;  // (row-major number, holding)
+  for (const auto& h : holdings) {
+    const Shape& index = h.desc->index;
+    bool inside = index.size() == grid.size();
+    uint64_t number = 0;
+    for (size_t d = 0; inside && d < grid.size(); ++d) {
+      inside = index[d] < grid[d];
+      number = number * grid[d] + index[d];
+    }
+    if (!inside) {
+      bad = true;
+      problems->Add(name + ": cell " + ShapeToString(index) + " on rank " + std::to_string(h.rank) +
+                    " lies outside the grid " + ShapeToString(grid));
+      continue;
+    }
+    cells.emplace_back(number, &h);
+  }
+  if (bad) return;
+  std::stable_sort(cells.begin(), cells.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  uint64_t distinct = 0;
+  std::optional<uint64_t> first_missing;
+  for (size_t i = 0; i < cells.size(); ++i) {
+    const auto& [number, holding] = cells[i];
+    if (i > 0 && cells[i - 1].first == number) {
+      const Holding<ObjectShardDesc>& other = *cells[i - 1].second;
+      if (other.desc->size != holding->desc->size) {
+        problems->Add(name + ": cell " + ShapeToString(holding->desc->index) + " has " +
+                      std::to_string(other.desc->size) + " bytes on rank " + std::to_string(other.rank) + " but " +
+                      std::to_string(holding->desc->size) + " on rank " + std::to_string(holding->rank));
+      }
+      continue;
+    }
+    if (!first_missing && number != distinct) first_missing = distinct;
+    ++distinct;
+  }
   const uint64_t total = Volume(grid);
-  if (cells.size() < total) {
-    std::set<Shape> present;
-    for (const auto& [index, holding] : cells) present.insert(index);
-    problems->Add(name + ": " + std::to_string(total - cells.size()) + " of " + std::to_string(total) +
-                  " cells are held by no rank, the first " + ShapeToString(FirstMissingCell(grid, present)));
+  if (distinct < total) {
+    problems->Add(name + ": " + std::to_string(total - distinct) + " of " + std::to_string(total) +
+                  " cells are held by no rank, the first " +
+                  ShapeToString(CellAt(grid, first_missing.value_or(distinct))));
   }
 }
 
@@ -374,16 +393,20 @@ void CollectTensorCandidates(const KeyHoldings<TensorShardDesc>& tensors, const 
 
 void CollectObjectCandidates(const KeyHoldings<ObjectShardDesc>& objects, std::vector<Candidate>* out) {
   for (const auto& [key, holdings] : objects) {
-    std::map<Shape, Candidate> cells;
-    for (const auto& h : holdings) {
-      auto [it, inserted] = cells.try_emplace(h.desc->index);
-      if (inserted) it->second.item = WriteItem{true, std::string(key), Box{}, h.desc->index, h.desc->size, 0};
-      it->second.holders.push_back(h.rank);
-    }
-    for (auto& [index, candidate] : cells) {
-      std::sort(candidate.holders.begin(), candidate.holders.end());
-      candidate.holders.erase(std::unique(candidate.holders.begin(), candidate.holders.end()), candidate.holders.end());
-      out->push_back(std::move(candidate));
+    // The holdings by cell (then rank), so that each cell's holders are consecutive: one sort, no map of cells.
+    std::vector<const Holding<ObjectShardDesc>*> by_cell;
+    for (const auto& h : holdings) by_cell.push_back(&h);
+    std::sort(by_cell.begin(), by_cell.end(), [](const auto* a, const auto* b) {
+      return std::tie(a->desc->index, a->rank) < std::tie(b->desc->index, b->rank);
+    });
+    for (size_t i = 0; i < by_cell.size(); ++i) {
+      const ObjectShardDesc& cell = *by_cell[i]->desc;
+      if (i == 0 || by_cell[i - 1]->desc->index != cell.index) {
+        out->emplace_back();
+        out->back().item = WriteItem{true, std::string(key), Box{}, cell.index, cell.size, 0};
+      }
+      std::vector<int>& holders = out->back().holders;
+      if (holders.empty() || holders.back() != by_cell[i]->rank) holders.push_back(by_cell[i]->rank);
     }
   }
 }
@@ -398,10 +421,14 @@ void ChooseWriters(const std::vector<RankDescriptor>& all, int rotation, std::ve
     if (desc.rank >= 0 && desc.rank < world_size) node_of[desc.rank] = desc.node;
   }
   auto rotated = [&](int rank) { return ((rank - rotation) % world_size + world_size) % world_size; };
-  std::map<std::string_view, int> node_order;  // the rotated position of each node's lowest rank
-  for (int rank = 0; rank < world_size; ++rank) {
-    auto [it, inserted] = node_order.try_emplace(node_of[rank], rotated(rank));
-    if (!inserted) it->second = std::min(it->second, rotated(rank));
+  // The rotated position of each holding node's lowest rank: built from the holders alone, since an owner's list has
+  // every rank of the job, most of them holding none of its keys.
+  std::map<std::string_view, int> node_order;
+  for (const Candidate& candidate : *candidates) {
+    for (int rank : candidate.holders) {
+      auto [it, inserted] = node_order.try_emplace(node_of[rank], rotated(rank));
+      if (!inserted) it->second = std::min(it->second, rotated(rank));
+    }
   }
   std::sort(candidates->begin(), candidates->end(), [](const Candidate& a, const Candidate& b) {
     if (a.item.bytes != b.item.bytes) return a.item.bytes > b.item.bytes;
