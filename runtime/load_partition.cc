@@ -113,6 +113,11 @@ Result<PlanPart> DecodePart(std::string_view bytes, int owner, int world_size, c
   return part;
 }
 
+// What a transfer takes in its consumer's receive buffers: a packed one with its alignment padding.
+uint64_t ReceiveBytes(const LoadPlan& view, const Transfer& t) {
+  return t.bytes >= view.separate_bytes ? t.bytes : AlignUp(t.bytes);
+}
+
 }  // namespace
 
 std::vector<std::string> PartitionLoadRequest(const LoadRequest& mine, const Manifest& manifest, int world_size) {
@@ -248,11 +253,6 @@ Result<LoadPlan> MergeLoadPlan(const std::vector<std::string>& incoming, int ran
   for (auto& [read, t] : transfers) view.transfers.push_back(std::move(t));
   for (auto& [read, t] : copies) view.local_copies.push_back(std::move(t));
   return view;
-}
-
-// What a transfer takes in its consumer's receive buffers: a packed one with its alignment padding.
-uint64_t ReceiveBytes(const LoadPlan& view, const Transfer& t) {
-  return t.bytes >= view.separate_bytes ? t.bytes : AlignUp(t.bytes);
 }
 
 std::vector<std::string> ReaderShares(const LoadPlan& view, int rank, uint64_t max_bytes) {
