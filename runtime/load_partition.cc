@@ -19,10 +19,6 @@ constexpr uint32_t kMaxEntries = 1u << 26;
 constexpr size_t kMinReadBytes = 4 + 4 + 4 + 4 + 3 * 8;
 constexpr size_t kMinTransferBytes = 4 + 4 + 2 * 4 + 8;
 
-auto ReadKey(const ChunkRead& read) { return std::make_tuple(read.tensor, read.chunk, read.first_block); }
-
-uint64_t AlignUp(uint64_t bytes) { return (bytes + kTransferAlignment - 1) / kTransferAlignment * kTransferAlignment; }
-
 // One rank's part of an owner's plan: reads (its own, and those its incoming transfers come from), each with its
 // index in the owner's plan (what tells apart two reads of one block by groups of regions that share it, and orders
 // them alike on every rank), and transfers and local copies indexing them.
@@ -111,11 +107,6 @@ Result<PlanPart> DecodePart(std::string_view bytes, int owner, int world_size, c
   }
   RETURN_IF_ERROR(r.ExpectDone());
   return part;
-}
-
-// What a transfer takes in its consumer's receive buffers: a packed one with its alignment padding.
-uint64_t ReceiveBytes(const LoadPlan& view, const Transfer& t) {
-  return t.bytes >= view.separate_bytes ? t.bytes : AlignUp(t.bytes);
 }
 
 }  // namespace
@@ -224,7 +215,7 @@ Result<LoadPlan> MergeLoadPlan(const std::vector<std::string>& incoming, int ran
   }
   // Reads in (tensor, chunk, block) order, then their owner's; transfers of a pair in the order of their reads, then
   // regions.
-  auto identity = [&](size_t i) { return std::make_tuple(ReadKey(reads[i]), ordinals[i]); };
+  auto identity = [&](size_t i) { return std::make_tuple(ReadOrder(reads[i]), ordinals[i]); };
   std::vector<size_t> order(reads.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
   std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return identity(a) < identity(b); });
@@ -261,8 +252,8 @@ std::vector<std::string> ReaderShares(const LoadPlan& view, int rank, uint64_t m
   uint64_t total = 0;
   for (const Transfer& t : view.transfers) {
     if (t.consumer != rank) continue;
-    from[view.reads[t.read].reader] += ReceiveBytes(view, t);
-    total += ReceiveBytes(view, t);
+    from[view.reads[t.read].reader] += TransferBufferBytes(view, t);
+    total += TransferBufferBytes(view, t);
   }
   std::vector<std::string> messages(view.read_bytes_per_rank.size());
   for (const auto& [reader, bytes] : from) {
@@ -295,7 +286,7 @@ Result<std::vector<uint32_t>> PlaceOwnReads(const LoadPlan& view, int rank,
   for (const Transfer& t : view.transfers) {
     if (view.reads[t.read].reader != rank) continue;
     const bool alone = t.bytes >= view.separate_bytes;
-    const uint64_t bytes = ReceiveBytes(view, t);
+    const uint64_t bytes = TransferBufferBytes(view, t);
     costs[t.read].to[t.consumer] += bytes;
     std::vector<Box>& sent = sent_alone[t.read];
     if (!alone) {

@@ -280,8 +280,6 @@ Result<std::vector<Candidate>> CollectCandidates(const Manifest& manifest, const
   return candidates;
 }
 
-auto ReadKey(const ChunkRead& read) { return std::make_tuple(read.tensor, read.chunk, read.first_block); }
-
 // Each rank's node as a number, numbered in the order of the node names: comparing numbers breaks ties as comparing
 // names does, and the nodes' tallies are a vector rather than a map searched by name for every needing rank.
 std::vector<uint32_t> NodeNumbers(const std::vector<const LoadRequest*>& by_rank) {
@@ -303,7 +301,7 @@ void ChooseReaders(const std::vector<const LoadRequest*>& by_rank, int rotation,
                    LoadPlan* plan) {
   std::sort(candidates->begin(), candidates->end(), [](const Candidate& a, const Candidate& b) {
     if (a.read.bytes != b.read.bytes) return a.read.bytes > b.read.bytes;
-    return ReadKey(a.read) < ReadKey(b.read);
+    return ReadOrder(a.read) < ReadOrder(b.read);
   });
   const std::vector<uint32_t> node_of = NodeNumbers(by_rank);
   std::vector<uint64_t> node_bytes(by_rank.size(), 0);
@@ -335,7 +333,7 @@ void ChooseReaders(const std::vector<const LoadRequest*>& by_rank, int rotation,
 // The plan's reads in (tensor, chunk, block) order, and for each, what its reader keeps and what it sends.
 void EmitReadsAndTransfers(const Manifest& manifest, std::vector<Candidate> candidates, LoadPlan* plan) {
   std::sort(candidates.begin(), candidates.end(),
-            [](const Candidate& a, const Candidate& b) { return ReadKey(a.read) < ReadKey(b.read); });
+            [](const Candidate& a, const Candidate& b) { return ReadOrder(a.read) < ReadOrder(b.read); });
   for (uint32_t i = 0; i < candidates.size(); ++i) {
     const ChunkRead& read = candidates[i].read;
     plan->reads.push_back(read);
@@ -426,8 +424,8 @@ std::vector<ReadCost> ReadCosts(const LoadPlan& plan) {
       shares.emplace_back(transfer.consumer, transfer.bytes);
       continue;
     }
-    shares.emplace_back(plan.reads[transfer.read].reader, AlignUp(transfer.bytes));
-    shares.emplace_back(transfer.consumer, AlignUp(transfer.bytes));
+    shares.emplace_back(plan.reads[transfer.read].reader, TransferBufferBytes(plan, transfer));
+    shares.emplace_back(transfer.consumer, TransferBufferBytes(plan, transfer));
   }
   for (size_t i = 0; i < costs.size(); ++i) {
     if (!sent_alone[i].empty()) {
@@ -471,6 +469,14 @@ std::vector<LoadPlan> BuildRounds(const LoadPlan& plan, const std::vector<size_t
 }
 
 }  // namespace
+
+std::tuple<uint32_t, uint32_t, uint64_t> ReadOrder(const ChunkRead& read) {
+  return std::make_tuple(read.tensor, read.chunk, read.first_block);
+}
+
+uint64_t TransferBufferBytes(const LoadPlan& plan, const Transfer& transfer) {
+  return TravelsAlone(plan, transfer) ? transfer.bytes : AlignUp(transfer.bytes);
+}
 
 std::string EncodeLoadRequest(const LoadRequest& request) {
   ByteWriter w;

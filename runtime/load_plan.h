@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <vector>
 
 #include "common/status.h"
@@ -106,6 +107,13 @@ Result<LoadPlan> PlanLoad(const Manifest& manifest, const std::vector<LoadReques
 // LoadPlan::transfers. The reader's OutgoingBatches and the consumer's IncomingBatches agree for their pair, so each
 // side computes it alone. Batches are sorted by peer.
 inline constexpr uint64_t kTransferAlignment = 16;  // the largest element size: typed copies stay aligned
+
+// The order of LoadPlan::reads: tensor, chunk, first block.
+std::tuple<uint32_t, uint32_t, uint64_t> ReadOrder(const ChunkRead& read);
+
+// What a transfer takes in a send or receive buffer: its bytes when it travels alone, else with its alignment
+// padding in the packed buffer.
+uint64_t TransferBufferBytes(const LoadPlan& plan, const Transfer& transfer);
 struct PeerBatch {
   int peer = 0;
   std::vector<size_t> packed;

@@ -134,4 +134,11 @@ ckpt_context_stats Stats(const Session& s) {
   return stats;
 }
 
+void SaveAndWait(const Session& s, ckpt_state_t* state, const char* dir, const std::string& what) {
+  ckpt_request_t* request = nullptr;
+  s.Check(ckpt_save(s.ctx, state, dir, nullptr, &request, s.err), what.c_str());
+  s.Check(ckpt_request_wait(request, 0, s.err), (what + "'s wait").c_str());
+  ckpt_request_free(request);
+}
+
 }  // namespace scenario

@@ -69,4 +69,7 @@ void ExpectStatus(const Session& s, int32_t got, int32_t expected, const char* w
 
 ckpt_context_stats Stats(const Session& s);
 
+// Saves `state` to `dir` and waits until it is committed; dies naming `what` otherwise.
+void SaveAndWait(const Session& s, ckpt_state_t* state, const char* dir, const std::string& what);
+
 }  // namespace scenario

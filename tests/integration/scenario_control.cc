@@ -69,10 +69,7 @@ int SaveRows(const char* dir) {
   Session s;
   Buffers buffers;
   ckpt_state_t* state = RowState(s, buffers, 1024);
-  ckpt_request_t* request = nullptr;
-  s.Check(ckpt_save(s.ctx, state, dir, nullptr, &request, s.err), "save");
-  s.Check(ckpt_request_wait(request, 0, s.err), "wait");
-  ckpt_request_free(request);
+  SaveAndWait(s, state, dir, "save");
   ckpt_state_free(state);
   return 0;
 }

@@ -60,10 +60,7 @@ int SaveHosts(const char* dir) {
   Session s;
   Buffers buffers;
   ckpt_state_t* state = HostsState(s, buffers, true);
-  ckpt_request_t* request = nullptr;
-  s.Check(ckpt_save(s.ctx, state, dir, nullptr, &request, s.err), "save");
-  s.Check(ckpt_request_wait(request, 0, s.err), "wait");
-  ckpt_request_free(request);
+  SaveAndWait(s, state, dir, "save");
   ckpt_state_free(state);
   return 0;
 }
@@ -140,10 +137,7 @@ int SaveLinkCut(const char* first, const char* second, const char* signals, cons
   Session s;
   Buffers buffers;
   ckpt_state_t* state = HostsState(s, buffers, true);
-  ckpt_request_t* request = nullptr;
-  s.Check(ckpt_save(s.ctx, state, first, nullptr, &request, s.err), "first save");
-  s.Check(ckpt_request_wait(request, 0, s.err), "first save's wait");
-  ckpt_request_free(request);
+  SaveAndWait(s, state, first, "first save");
 
   Hold hold;
   hold.rank = s.rank;
@@ -155,6 +149,7 @@ int SaveLinkCut(const char* first, const char* second, const char* signals, cons
     opts.progress = &Hold::OnProgress;
     opts.progress_user = &hold;
   }
+  ckpt_request_t* request = nullptr;
   s.Check(ckpt_save(s.ctx, state, second, &opts, &request, s.err), "second save");
   // Past the plan, which every rank took part in: the save is under way on every host.
   if (!held) Touch(s.rank, std::string(signals) + "/saving-" + std::to_string(s.rank));
