@@ -6,10 +6,11 @@
 // plans its keys and routes the items; each writer merges its items. Every rank's share of that work is timed on
 // its own, and the figure is the largest sum. The peak memory is that of a fresh process doing the busiest rank's
 // work alone.
-// Load, as the library runs it (bench/scale_load.h): every rank decodes the whole manifest and sends each tensor's
-// owner its request; owners plan their tensors and route the parts; each rank merges its part and places its reads
-// in rounds. The planning figure is the largest sum of one rank's steps; the manifest's decoding, which every rank
-// still does whole, is a figure of its own, and the peak memory includes it.
+// Load, as the library runs it (bench/scale_load.h): every rank decodes the manifest without the tensors' chunks and
+// sends each tensor's owner its request; owners decode their tensors' chunks, plan them and route the parts; each
+// rank merges its part, decoding the chunks it reads, and places its reads in rounds. The planning figure is the
+// largest sum of one rank's steps; the decoding (the manifest's skeleton and the chunks the busiest rank decodes) is
+// a figure of its own, and the peak memory includes it.
 // Control-plane bytes are counted per rank under the job's own collectives (ckpt_collectives): an all-to-all moves
 // each message once between its two ranks; a gather to rank 0 delivers every contribution to it; a broadcast is a
 // binomial tree, so its busiest sender sends ceil(log2 ranks) copies. They are compared with the bytes of every
@@ -234,9 +235,10 @@ Figures Simulate(const ParallelLayout& layout, const ParallelLayout& target, int
                 std::to_string(load.round_count), tmp + "/MANIFEST", tmp + "/load-inputs"},
                limit_s, &load_kib);
   double decode_s = limit_s, replay_s = limit_s;
+  size_t tensors_decoded = 0, tensors = 0;
   if (!load_out.empty()) {
     unsigned long long kib = 0;
-    std::sscanf(load_out.c_str(), "%lf %lf %llu", &decode_s, &replay_s, &kib);
+    std::sscanf(load_out.c_str(), "%lf %lf %llu %zu %zu", &decode_s, &replay_s, &kib, &tensors_decoded, &tensors);
     load_kib = kib;
   } else {
     std::printf(
@@ -260,6 +262,8 @@ Figures Simulate(const ParallelLayout& layout, const ParallelLayout& target, int
   Print("scale_save_peak_rss_mib" + suffix, save_kib / 1024.0, "MiB");
   Print("scale_save_busiest_control_ratio" + suffix, save_ratio, "x");
   Print("scale_load_manifest_decode_s" + suffix, decode_s, "s");
+  Print("scale_load_tensors_decoded" + suffix, static_cast<double>(tensors_decoded), "tensors");
+  Print("scale_load_tensors" + suffix, static_cast<double>(tensors), "tensors");
   Print("scale_load_plan_s" + suffix, f.load_plan_s, "s");
   Print("scale_load_rounds" + suffix, load.round_count, "rounds");
   Print("scale_load_peak_rss_mib" + suffix, load_kib / 1024.0, "MiB");

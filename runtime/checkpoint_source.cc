@@ -86,6 +86,15 @@ Result<CheckpointSource> FromSafetensors(const std::string& dir, const std::vect
   return source;
 }
 
+Result<CheckpointSource> FromCheckpoint(const std::string& dir, ChunkDecoding chunks) {
+  if (chunks == ChunkDecoding::kAll) {
+    ASSIGN_OR_RETURN(Manifest manifest, ReadManifest(dir));
+    return CheckpointSource{dir, std::move(manifest), false, nullptr};
+  }
+  ASSIGN_OR_RETURN(ManifestWithoutChunks read, ReadManifestWithoutChunks(dir));
+  return CheckpointSource{dir, std::move(read.manifest), false, std::move(read.chunks)};
+}
+
 Result<CheckpointSource> FromHfIndex(const std::string& dir, const std::string& index_name) {
   ASSIGN_OR_RETURN(std::string json, io::ReadWholeFile(dir, index_name, kMaxHfIndexBytes));
   ASSIGN_OR_RETURN(HfIndex index, ParseHfIndex(json, io::JoinPath(dir, index_name)));
@@ -96,12 +105,11 @@ Result<CheckpointSource> FromHfIndex(const std::string& dir, const std::string& 
 
 }  // namespace
 
-Result<CheckpointSource> OpenCheckpointSource(const std::string& path) {
+Result<CheckpointSource> OpenCheckpointSource(const std::string& path, ChunkDecoding chunks) {
   if (io::IsDirectory(path)) {
     if (io::PathExists(io::JoinPath(path, kManifestName)) ||
         !(io::PathExists(io::JoinPath(path, kHfIndexName)) || io::PathExists(io::JoinPath(path, kHfSingleFileName)))) {
-      ASSIGN_OR_RETURN(Manifest manifest, ReadManifest(path));
-      return CheckpointSource{path, std::move(manifest), false};
+      return FromCheckpoint(path, chunks);
     }
     if (io::PathExists(io::JoinPath(path, kHfIndexName))) return FromHfIndex(path, kHfIndexName);
     return FromSafetensors(path, {kHfSingleFileName}, nullptr);
@@ -111,8 +119,13 @@ Result<CheckpointSource> OpenCheckpointSource(const std::string& path) {
   if (IsSafetensorsFileName(name)) return FromSafetensors(dir, {name}, nullptr);
   if (IsIndexFileName(name)) return FromHfIndex(dir, name);
   // Neither: the usual error of a checkpoint directory that is not there.
-  ASSIGN_OR_RETURN(Manifest manifest, ReadManifest(path));
-  return CheckpointSource{path, std::move(manifest), false};
+  return FromCheckpoint(path, chunks);
+}
+
+ChunkDecoder ChunkDecoderOf(CheckpointSource& source) {
+  return [&source](const std::vector<uint32_t>& tensors) {
+    return source.encoded_chunks ? source.encoded_chunks->DecodeInto(source.manifest, tensors) : Status::Ok();
+  };
 }
 
 }  // namespace ckpt::runtime

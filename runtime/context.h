@@ -55,6 +55,7 @@ struct LoadPlan;
 struct LoadPlanCache {
   uint64_t key = 0;  // 0: none
   std::shared_ptr<const std::vector<LoadPlan>> rounds;
+  std::string checkpoint_id;  // of the checkpoint the plan reads
 };
 
 struct ContextStats {

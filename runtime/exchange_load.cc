@@ -58,6 +58,7 @@ Result<std::string> MostRounds(std::vector<std::string> payloads) {
 // still holds the plan of `verdict.plan_key`. Every step that can fail on one rank is agreed, so that all ranks stop
 // together.
 Result<std::shared_ptr<const std::vector<LoadPlan>>> RoundsFor(Context& ctx, const Manifest& manifest,
+                                                               const ChunkDecoder& decode_chunks,
                                                                const LoadRequest& mine, const LoadVerdict& verdict,
                                                                uint64_t max_round_bytes) {
   LoadPlanCache& cache = ctx.load_plan_cache();
@@ -67,11 +68,11 @@ Result<std::shared_ptr<const std::vector<LoadPlan>>> RoundsFor(Context& ctx, con
   const int world = ctx.world_size();
   ASSIGN_OR_RETURN(std::vector<std::string> incoming,
                    control.AllToAllV(PartitionLoadRequest(mine, manifest, world), control.timeout()));
-  Result<std::vector<std::string>> parts = PlanOwnedTensors(incoming, manifest, ctx.rank());
+  Result<std::vector<std::string>> parts = PlanOwnedTensors(incoming, manifest, ctx.rank(), decode_chunks);
   incoming = {};
   RETURN_IF_ERROR(Agree(control, "load (plan)", parts.status()));
   ASSIGN_OR_RETURN(std::vector<std::string> routed, control.AllToAllV(std::move(parts).value(), control.timeout()));
-  Result<LoadPlan> view = MergeLoadPlan(routed, ctx.rank(), manifest);
+  Result<LoadPlan> view = MergeLoadPlan(routed, ctx.rank(), manifest, decode_chunks);
   routed = {};
   RETURN_IF_ERROR(Agree(control, "load (plan parts)", view.status()));
   ASSIGN_OR_RETURN(std::vector<std::string> counts,
@@ -97,6 +98,7 @@ Result<std::shared_ptr<const std::vector<LoadPlan>>> RoundsFor(Context& ctx, con
   RETURN_IF_ERROR(Agree(control, "load (rounds cut)", rounds.status()));
   cache.rounds = std::make_shared<const std::vector<LoadPlan>>(std::move(rounds).value());
   cache.key = verdict.plan_key;
+  cache.checkpoint_id = manifest.checkpoint_id;
   return cache.rounds;
 }
 
@@ -386,8 +388,23 @@ LoadRequest MakeLoadRequest(int rank, const std::string& node, const std::vector
   return request;
 }
 
+Status DecodeChunksOfCachedPlan(Context& ctx, const Manifest& manifest, const ChunkDecoder& decode_chunks) {
+  const LoadPlanCache& cache = ctx.load_plan_cache();
+  if (!cache.rounds || cache.checkpoint_id != manifest.checkpoint_id) return Status::Ok();
+  std::vector<uint32_t> tensors;
+  for (const LoadPlan& round : *cache.rounds) {
+    for (const ChunkRead& read : round.reads) {
+      if (read.reader == ctx.rank()) tensors.push_back(read.tensor);
+    }
+  }
+  std::sort(tensors.begin(), tensors.end());
+  tensors.erase(std::unique(tensors.begin(), tensors.end()), tensors.end());
+  return decode_chunks(tensors);
+}
+
 Result<ExchangeCounters> ExchangeLoad(Context& ctx, const ExchangePlane& plane, const std::string& path,
-                                      const Manifest& manifest, const LoadRequest& mine, const LoadVerdict& verdict,
+                                      const Manifest& manifest, const ChunkDecoder& decode_chunks,
+                                      const LoadRequest& mine, const LoadVerdict& verdict,
                                       const std::vector<LocalPiece>& pieces,
                                       const std::function<void(uint64_t)>& filled) {
   // Reads go through the staging arena; the exchange buffers of a round take as much memory again, committed once
@@ -395,7 +412,7 @@ Result<ExchangeCounters> ExchangeLoad(Context& ctx, const ExchangePlane& plane, 
   // memory, not one in proportion to the arena: committing fresh pages costs about as much as copying into them.
   const uint64_t budget = std::min(std::max<uint64_t>(ctx.arena().capacity(), kMinRoundBytes), kMaxRoundBytes);
   ASSIGN_OR_RETURN(std::shared_ptr<const std::vector<LoadPlan>> rounds,
-                   RoundsFor(ctx, manifest, mine, verdict, budget));
+                   RoundsFor(ctx, manifest, decode_chunks, mine, verdict, budget));
   PiecesByTensor by_tensor;
   for (const LocalPiece& piece : pieces) by_tensor[piece.tensor].push_back(&piece);
   RoundMemory memory(plane.device);

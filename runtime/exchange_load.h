@@ -46,11 +46,18 @@ struct ExchangePlane {
   int device = -1;
 };
 
+// Not collective, before the load's first step: decodes the chunks of the tensors this rank reads in the plan it
+// holds, where that plan was made for `manifest`'s checkpoint, so that a load reusing it (which it learns only from
+// that step) reads from decoded chunks, and so that a failure to decode them is this rank's failure in that step.
+Status DecodeChunksOfCachedPlan(Context& ctx, const Manifest& manifest, const ChunkDecoder& decode_chunks);
+
 // Collective over `plane`, the same on every rank. `mine` is this rank's request; `verdict` the load's agreed start
-// (runtime/load_agreement.h): the plan is made by the tensors' owners (runtime/load_partition.h) unless every rank
-// holds it already. After each round, `filled` is told how many bytes of this rank's pieces it filled.
+// (runtime/load_agreement.h): the plan is made by the tensors' owners (runtime/load_partition.h), who decode the
+// chunks of the tensors they own with `decode_chunks` (readers those they read), unless every rank holds it already
+// (DecodeChunksOfCachedPlan). After each round, `filled` is told how many bytes of this rank's pieces it filled.
 Result<ExchangeCounters> ExchangeLoad(Context& ctx, const ExchangePlane& plane, const std::string& path,
-                                      const Manifest& manifest, const LoadRequest& mine, const LoadVerdict& verdict,
+                                      const Manifest& manifest, const ChunkDecoder& decode_chunks,
+                                      const LoadRequest& mine, const LoadVerdict& verdict,
                                       const std::vector<LocalPiece>& pieces,
                                       const std::function<void(uint64_t)>& filled);
 

@@ -231,19 +231,22 @@ Result<ExchangePlane> ChoosePlane(Context& ctx, const LoadVerdict& verdict, int3
 
 // Reads the tensors: over a transport, each stored byte once; without one, each rank what it needs. Reports the
 // bytes of `pieces` filled as it goes.
-Status ReadTensors(Context& ctx, const std::string& dir, const Manifest& manifest, const LoadVerdict& verdict,
-                   const LoadAsk& ask, const LoadRequest& request, const std::vector<LocalPiece>& pieces,
-                   ProgressReporter& progress, uint64_t* bytes_read) {
+Status ReadTensors(Context& ctx, const std::string& dir, const Manifest& manifest, const ChunkDecoder& decode_chunks,
+                   const LoadVerdict& verdict, const LoadAsk& ask, const LoadRequest& request,
+                   const std::vector<LocalPiece>& pieces, ProgressReporter& progress, uint64_t* bytes_read) {
   ASSIGN_OR_RETURN(const ExchangePlane plane, ChoosePlane(ctx, verdict, ask.exchange_device));
   uint64_t filled = 0;
   auto on_filled = [&](uint64_t bytes) { progress.Update(filled += bytes); };
   if (plane.transport == nullptr) {
+    std::vector<uint32_t> tensors;
+    for (const LocalPiece& piece : pieces) tensors.push_back(piece.tensor);
+    RETURN_IF_ERROR(decode_chunks(tensors));
     const FetchEngine engine{ctx.arena(), ctx.workers(), ctx.timeout(), on_filled};
     ASSIGN_OR_RETURN(*bytes_read, FetchChunks(engine, dir, manifest, LocalFetches(manifest, pieces)));
     return Status::Ok();
   }
   ASSIGN_OR_RETURN(ExchangeCounters counters,
-                   ExchangeLoad(ctx, plane, dir, manifest, request, verdict, pieces, on_filled));
+                   ExchangeLoad(ctx, plane, dir, manifest, decode_chunks, request, verdict, pieces, on_filled));
   *bytes_read = counters.bytes_read;
   ctx.stats().bytes_sent += counters.bytes_sent;
   ctx.stats().bytes_received += counters.bytes_received;
@@ -289,9 +292,10 @@ uint64_t PieceBytes(const Manifest& manifest, const std::vector<LocalPiece>& pie
 
 // The load itself; Load reports how it ended. `*bytes_read`: what this rank read from storage.
 // Every rank takes part in the collective steps even when its own source could not be opened (`opened` says why).
-Status LoadAndAgree(Context& ctx, State& state, const CheckpointSource* source, const Status& opened,
-                    const std::string& path, const LoadSettings& settings, ProgressReporter& progress,
-                    uint64_t* bytes_read) {
+// `decode_chunks` decodes the chunks of the source's tensors where they are not yet.
+Status LoadAndAgree(Context& ctx, State& state, const CheckpointSource* source, const ChunkDecoder& decode_chunks,
+                    const Status& opened, const std::string& path, const LoadSettings& settings,
+                    ProgressReporter& progress, uint64_t* bytes_read) {
   const std::string context = "loading '" + path + "'";
   const std::string& dir = source != nullptr ? source->dir : path;
   const Manifest* manifest = source != nullptr ? &source->manifest : nullptr;
@@ -316,6 +320,7 @@ Status LoadAndAgree(Context& ctx, State& state, const CheckpointSource* source, 
       mine.request_digest = io::Checksum(encoded.data(), encoded.size());
       mine.exchange_device = ExchangeDevice(ctx, pieces);
       mine.cached_plan = ctx.load_plan_cache().key;
+      local = DecodeChunksOfCachedPlan(ctx, *manifest, decode_chunks);
     }
   }
   // Rank 0 judges the keys nobody asked for, and alone warns of them.
@@ -327,7 +332,8 @@ Status LoadAndAgree(Context& ctx, State& state, const CheckpointSource* source, 
 
   progress.Enter(Phase::kReading, 0, PieceBytes(*manifest, pieces));
   uint64_t tensor_bytes = 0;
-  Status read = ReadTensors(ctx, dir, *manifest, *verdict, mine, request, pieces, progress, &tensor_bytes);
+  Status read =
+      ReadTensors(ctx, dir, *manifest, decode_chunks, *verdict, mine, request, pieces, progress, &tensor_bytes);
   for (const CastShard& cast : casts) {
     if (read.ok()) read = ConvertCast(cast);
   }
@@ -339,13 +345,14 @@ Status LoadAndAgree(Context& ctx, State& state, const CheckpointSource* source, 
 }
 
 // The load with its progress reports and its INFO line.
-Status LoadReported(Context& ctx, State& state, const CheckpointSource* source, const Status& opened,
-                    const std::string& path, const LoadSettings& settings) {
+Status LoadReported(Context& ctx, State& state, const CheckpointSource* source, const ChunkDecoder& decode_chunks,
+                    const Status& opened, const std::string& path, const LoadSettings& settings) {
   const int64_t started = NowNs();
   ProgressReporter progress(settings.progress);
   progress.Enter(Phase::kPlanning, 0, 0);
   uint64_t bytes_read = 0;
-  const Status loaded = LoadAndAgree(ctx, state, source, opened, path, settings, progress, &bytes_read);
+  const Status loaded =
+      LoadAndAgree(ctx, state, source, decode_chunks, opened, path, settings, progress, &bytes_read);
   if (!loaded.ok()) {
     progress.Enter(Phase::kFailed, progress.done(), progress.total());
     return loaded;
@@ -356,16 +363,24 @@ Status LoadReported(Context& ctx, State& state, const CheckpointSource* source, 
   return Status::Ok();
 }
 
+// The decoder of a source whose chunks are all decoded, or of none.
+Status NothingToDecode(const std::vector<uint32_t>&) { return Status::Ok(); }
+
 }  // namespace
 
 Status Load(Context& ctx, State& state, const std::string& path, const LoadSettings& settings) {
-  Result<CheckpointSource> source = OpenCheckpointSource(path);
-  return LoadReported(ctx, state, source.ok() ? &*source : nullptr, source.status(), path, settings);
+  // Each rank decodes only the chunks of the tensors it plans or reads: on a large job most of the manifest.
+  Result<CheckpointSource> source = OpenCheckpointSource(path, ChunkDecoding::kOnDemand);
+  if (!source.ok()) return LoadReported(ctx, state, nullptr, NothingToDecode, source.status(), path, settings);
+  return LoadReported(ctx, state, &*source, ChunkDecoderOf(*source), Status::Ok(), path, settings);
 }
 
 Status Load(Context& ctx, State& state, const CheckpointSource& source, const std::string& path,
             const LoadSettings& settings) {
-  return LoadReported(ctx, state, &source, Status::Ok(), path, settings);
+  if (source.encoded_chunks) {
+    return InvalidArgument("loading '" + path + "': the source was opened with chunks left encoded");
+  }
+  return LoadReported(ctx, state, &source, NothingToDecode, Status::Ok(), path, settings);
 }
 
 }  // namespace ckpt::runtime

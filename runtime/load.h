@@ -27,8 +27,8 @@ struct LoadSettings {
 // read, sent and received are added to the context's statistics, and a successful load logs an INFO line with its
 // size and speed.
 Status Load(Context& ctx, State& state, const std::string& path, const LoadSettings& settings);
-// The same from a source already opened (OpenCheckpointSource), as a series of loads from one checkpoint does;
-// `path` names it in messages.
+// The same from a source already opened with every chunk decoded (OpenCheckpointSource's default), as a series of
+// loads from one checkpoint does; `path` names it in messages.
 Status Load(Context& ctx, State& state, const CheckpointSource& source, const std::string& path,
             const LoadSettings& settings);
 

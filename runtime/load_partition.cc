@@ -57,8 +57,8 @@ std::string EncodePart(const PlanPart& part) {
   return w.Take();
 }
 
-// Checks what the planner's arithmetic and the exchange rely on: reads of blocks inside a stored chunk, regions of
-// the tensor's dimensions, ranks inside the world.
+// Checks what the planner's arithmetic and the exchange rely on: regions of the tensor's dimensions, ranks inside the
+// world. Reads are checked against their chunks by their readers alone (CheckOwnRead), who decode those chunks.
 Result<PlanPart> DecodePart(std::string_view bytes, int owner, int world_size, const Manifest& manifest) {
   const std::string source = "load plan from rank " + std::to_string(owner);
   ByteReader r(bytes, source);
@@ -76,14 +76,8 @@ Result<PlanPart> DecodePart(std::string_view bytes, int owner, int world_size, c
     RETURN_IF_ERROR(r.U64(&read.first_block));
     RETURN_IF_ERROR(r.U64(&read.block_count));
     RETURN_IF_ERROR(r.U64(&read.bytes));
-    if (read.tensor >= manifest.tensors.size() || read.chunk >= manifest.tensors[read.tensor].chunks.size() ||
-        read.reader < 0 || read.reader >= world_size) {
-      return Corrupt(source + ": a read names a chunk or a reader that does not exist");
-    }
-    const StoredBytes& stored = manifest.tensors[read.tensor].chunks[read.chunk].bytes;
-    const uint64_t blocks = stored.block_size == 0 ? 0 : io::BlockCount(stored.byte_length, stored.block_size);
-    if (read.block_count == 0 || read.first_block >= blocks || read.block_count > blocks - read.first_block) {
-      return Corrupt(source + ": a read of tensor '" + manifest.tensors[read.tensor].key + "' lies outside its chunk");
+    if (read.tensor >= manifest.tensors.size() || read.reader < 0 || read.reader >= world_size) {
+      return Corrupt(source + ": a read names a tensor or a reader that does not exist");
     }
   }
   for (std::vector<Transfer>* list : {&part.transfers, &part.local_copies}) {
@@ -107,6 +101,33 @@ Result<PlanPart> DecodePart(std::string_view bytes, int owner, int world_size, c
   }
   RETURN_IF_ERROR(r.ExpectDone());
   return part;
+}
+
+// The blocks a reader is told to read lie inside the chunk, which exists.
+Status CheckOwnRead(const ChunkRead& read, int owner, const Manifest& manifest) {
+  const TensorRecord& tensor = manifest.tensors[read.tensor];
+  const std::string source = "load plan from rank " + std::to_string(owner);
+  if (read.chunk >= tensor.chunks.size()) {
+    return Corrupt(source + ": a read names chunk " + std::to_string(read.chunk) + " of tensor '" + tensor.key +
+                   "', which has " + std::to_string(tensor.chunks.size()));
+  }
+  const StoredBytes& stored = tensor.chunks[read.chunk].bytes;
+  const uint64_t blocks = stored.block_size == 0 ? 0 : io::BlockCount(stored.byte_length, stored.block_size);
+  if (read.block_count == 0 || read.first_block >= blocks || read.block_count > blocks - read.first_block) {
+    return Corrupt(source + ": a read of tensor '" + tensor.key + "' lies outside its chunk");
+  }
+  return Status::Ok();
+}
+
+// The tensors of the boxes asked for, once each.
+std::vector<uint32_t> RequestedTensors(const std::vector<LoadRequest>& requests) {
+  std::vector<uint32_t> tensors;
+  for (const LoadRequest& request : requests) {
+    for (const RequestedBox& box : request.boxes) tensors.push_back(box.tensor);
+  }
+  std::sort(tensors.begin(), tensors.end());
+  tensors.erase(std::unique(tensors.begin(), tensors.end()), tensors.end());
+  return tensors;
 }
 
 }  // namespace
@@ -179,22 +200,38 @@ std::vector<std::string> RouteLoadPlan(const LoadPlan& plan, int world_size) {
 }
 
 Result<std::vector<std::string>> PlanOwnedTensors(const std::vector<std::string>& incoming, const Manifest& manifest,
-                                                  int owner) {
+                                                  int owner, const ChunkDecoder& decode_chunks) {
   ASSIGN_OR_RETURN(const std::vector<LoadRequest> owned, DecodeOwnedRequests(incoming, manifest, owner));
+  RETURN_IF_ERROR(decode_chunks(RequestedTensors(owned)));
   LoadPlanOptions options;
   options.rotation = owner;
   ASSIGN_OR_RETURN(const LoadPlan plan, PlanLoad(manifest, owned, options));
   return RouteLoadPlan(plan, static_cast<int>(incoming.size()));
 }
 
-Result<LoadPlan> MergeLoadPlan(const std::vector<std::string>& incoming, int rank, const Manifest& manifest) {
+Result<LoadPlan> MergeLoadPlan(const std::vector<std::string>& incoming, int rank, const Manifest& manifest,
+                               const ChunkDecoder& decode_chunks) {
   const int world_size = static_cast<int>(incoming.size());
+  std::vector<PlanPart> parts(world_size);
+  std::vector<uint32_t> read_here;  // the tensors this rank reads of
+  for (int owner = 0; owner < world_size; ++owner) {
+    if (incoming[owner].empty()) continue;
+    ASSIGN_OR_RETURN(parts[owner], DecodePart(incoming[owner], owner, world_size, manifest));
+    for (const ChunkRead& read : parts[owner].reads) {
+      if (read.reader == rank) read_here.push_back(read.tensor);
+    }
+  }
+  std::sort(read_here.begin(), read_here.end());
+  read_here.erase(std::unique(read_here.begin(), read_here.end()), read_here.end());
+  RETURN_IF_ERROR(decode_chunks(read_here));
   std::vector<ChunkRead> reads;
   std::vector<uint32_t> ordinals;
   std::vector<std::pair<size_t, Transfer>> transfers, copies;  // (index into `reads`, the transfer)
   for (int owner = 0; owner < world_size; ++owner) {
-    if (incoming[owner].empty()) continue;
-    ASSIGN_OR_RETURN(PlanPart part, DecodePart(incoming[owner], owner, world_size, manifest));
+    const PlanPart& part = parts[owner];
+    for (const ChunkRead& read : part.reads) {
+      if (read.reader == rank) RETURN_IF_ERROR(CheckOwnRead(read, owner, manifest));
+    }
     const size_t base = reads.size();
     reads.insert(reads.end(), part.reads.begin(), part.reads.end());
     ordinals.insert(ordinals.end(), part.ordinals.begin(), part.ordinals.end());

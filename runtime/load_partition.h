@@ -31,15 +31,17 @@ Result<std::vector<LoadRequest>> DecodeOwnedRequests(const std::vector<std::stri
 // Step 2, owner: each rank's part of `plan` (empty where it is in none of it).
 std::vector<std::string> RouteLoadPlan(const LoadPlan& plan, int world_size);
 
-// Steps 1 and 2, owner: DecodeOwnedRequests, PlanLoad with ties rotated to start at `owner` (so that owners do not
-// all favour the same readers), RouteLoadPlan.
+// Steps 1 and 2, owner: DecodeOwnedRequests, the chunks of the tensors asked for decoded, PlanLoad with ties rotated
+// to start at `owner` (so that owners do not all favour the same readers), RouteLoadPlan.
 Result<std::vector<std::string>> PlanOwnedTensors(const std::vector<std::string>& incoming, const Manifest& manifest,
-                                                  int owner);
+                                                  int owner, const ChunkDecoder& decode_chunks);
 
 // Step 3: this rank's view of the plan, in the orders LoadPlan documents (transfers of a pair in the order of their
-// reads, then regions, the same on both sides). kCorrupt naming the owner for a malformed part, one that refers to
-// a chunk the manifest lacks, or a transfer that does not involve `rank`.
-Result<LoadPlan> MergeLoadPlan(const std::vector<std::string>& incoming, int rank, const Manifest& manifest);
+// reads, then regions, the same on both sides), with the chunks of the tensors it reads decoded. kCorrupt naming the
+// owner for a malformed part, one that gives this rank a read of blocks its chunk lacks, or a transfer that does
+// not involve `rank`.
+Result<LoadPlan> MergeLoadPlan(const std::vector<std::string>& incoming, int rank, const Manifest& manifest,
+                               const ChunkDecoder& decode_chunks);
 
 // Step 4a, consumer: to each rank that sends it anything, the bytes that rank may send it in one round; `max_bytes`
 // is the memory bound of a round.

@@ -4,23 +4,18 @@
 #include <capnp/serialize.h>
 #include <kj/exception.h>
 
-#include <algorithm>
 #include <cstring>
-#include <set>
 
 #include "io/checksum.h"
-#include "io/confined_open.h"
 #include "io/file_io.h"
 #include "manifest.capnp.h"  // generated into the build's runtime/ directory
-#include "runtime/dtype.h"
+#include "runtime/manifest_validation.h"
 
 namespace ckpt::runtime {
 namespace {
 
 constexpr char kMagic[8] = {'C', 'K', 'P', 'T', 'M', 'N', 'F', 'S'};
 constexpr size_t kHeaderBytes = 32;
-constexpr size_t kMaxNdim = 8;  // CKPT_MAX_NDIM
-constexpr size_t kMaxFileNameBytes = 4096;
 // Every capnp object of a well-formed manifest is read once; the factor and slack leave room for the reader's
 // own accounting while still bounding the work a hostile message can cause to a multiple of its size.
 constexpr uint64_t kTraversalWordsPerWord = 8;
@@ -186,15 +181,24 @@ StoredBytes ToStoredBytes(schema::StoredBytes::Reader in) {
   return out;
 }
 
-TensorRecord ToTensor(schema::Tensor::Reader in) {
+std::vector<ChunkRecord> ToChunks(capnp::List<schema::Chunk>::Reader in) {
+  std::vector<ChunkRecord> out;
+  out.reserve(in.size());
+  for (auto chunk : in) {
+    out.push_back(
+        ChunkRecord{Box{ToShape(chunk.getOffset()), ToShape(chunk.getShape())}, ToStoredBytes(chunk.getBytes())});
+  }
+  return out;
+}
+
+enum class Chunks { kDecode, kLeaveEncoded };
+
+TensorRecord ToTensor(schema::Tensor::Reader in, Chunks chunks) {
   TensorRecord out;
   out.key = ToString(in.getKey());
   out.dtype = in.getDtype();
   out.shape = ToShape(in.getShape());
-  for (auto chunk : in.getChunks()) {
-    out.chunks.push_back(
-        ChunkRecord{Box{ToShape(chunk.getOffset()), ToShape(chunk.getShape())}, ToStoredBytes(chunk.getBytes())});
-  }
+  if (chunks == Chunks::kDecode) out.chunks = ToChunks(in.getChunks());
   return out;
 }
 
@@ -226,7 +230,7 @@ Result<CommonRecord> ToCommon(schema::Common::Reader in, const std::string& orig
                  std::to_string(static_cast<unsigned>(in.which())));
 }
 
-Result<Manifest> ToManifest(schema::Manifest::Reader in, const std::string& origin) {
+Result<Manifest> ToManifest(schema::Manifest::Reader in, Chunks chunks, const std::string& origin) {
   Manifest out;
   out.format_major = in.getFormatMajor();
   out.format_minor = in.getFormatMinor();
@@ -236,7 +240,7 @@ Result<Manifest> ToManifest(schema::Manifest::Reader in, const std::string& orig
   out.node_count = in.getNodeCount();
   for (auto kv : in.getMetadata()) out.metadata.emplace_back(ToString(kv.getKey()), ToString(kv.getValue()));
   for (auto file : in.getFiles()) out.files.push_back(DataFileRecord{ToString(file.getName()), file.getSize()});
-  for (auto tensor : in.getTensors()) out.tensors.push_back(ToTensor(tensor));
+  for (auto tensor : in.getTensors()) out.tensors.push_back(ToTensor(tensor, chunks));
   for (auto object : in.getObjects()) out.objects.push_back(ToObject(object));
   for (auto common : in.getCommon()) {
     ASSIGN_OR_RETURN(CommonRecord record, ToCommon(common, origin));
@@ -245,235 +249,68 @@ Result<Manifest> ToManifest(schema::Manifest::Reader in, const std::string& orig
   return out;
 }
 
-Result<Manifest> ParseMessage(const char* data, uint64_t length, const std::string& origin) {
-  // FlatArrayMessageReader needs word alignment, which a std::string's buffer does not promise.
-  const size_t words = length / sizeof(capnp::word);
-  kj::Array<capnp::word> aligned = kj::heapArray<capnp::word>(words);
-  std::memcpy(aligned.begin(), data, length);
-  capnp::ReaderOptions options;
-  options.traversalLimitInWords = words * kTraversalWordsPerWord + kTraversalSlackWords;
-  options.nestingLimit = kNestingLimit;
-  try {
-    capnp::FlatArrayMessageReader reader(aligned.asPtr(), options);
-    if (reader.getEnd() != aligned.end()) return Corrupt(origin + ": data after the end of the Cap'n Proto message");
-    return ToManifest(reader.getRoot<schema::Manifest>(), origin);
-  } catch (const kj::Exception& e) {
-    return Corrupt(origin + ": malformed message: " + e.getDescription().cStr());
+// A message's words: in place when the file's bytes are word-aligned, as a heap buffer is (FlatArrayMessageReader
+// needs alignment, which std::string does not promise), else an aligned copy. Keeps the bytes it reads, and so
+// cannot move: the words may point into them.
+class MessageWords {
+ public:
+  MessageWords(std::string file, uint64_t length) : file_(std::move(file)) {
+    const char* data = file_.data() + kHeaderBytes;
+    const size_t count = length / sizeof(capnp::word);
+    if (reinterpret_cast<uintptr_t>(data) % alignof(capnp::word) == 0) {
+      words_ = kj::arrayPtr(reinterpret_cast<const capnp::word*>(data), count);
+      return;
+    }
+    copy_ = kj::heapArray<capnp::word>(count);
+    std::memcpy(copy_.begin(), data, length);
+    words_ = copy_.asPtr();
   }
-}
+  MessageWords(const MessageWords&) = delete;
+  MessageWords& operator=(const MessageWords&) = delete;
 
-// ---- Semantic validation ------------------------------------------------------------------------------------------
-
-// A data file name must stay inside <checkpoint>/data/, whatever directory the checkpoint is opened from.
-Status ValidateFileName(const std::string& name) {
-  if (name.empty()) return Corrupt("empty file name");
-  if (name.size() > kMaxFileNameBytes) return Corrupt("file name of " + std::to_string(name.size()) + " bytes");
-  if (name.find('\0') != std::string::npos) return Corrupt("file name " + Quoted(name) + " contains a NUL byte");
-  if (name.front() == '/') return Corrupt("file name " + Quoted(name) + " is absolute");
-  const std::vector<std::string> components = io::PathComponents(name);
-  if (const std::string* c = io::FirstNonPlainComponent(components)) {
-    return Corrupt("file name " + Quoted(name) + " has a component " + Quoted(*c) + " (only plain names are allowed)");
-  }
-  if (components.size() < 2 || components.front() != kDataDirName) {
-    return Corrupt("file name " + Quoted(name) + " is not under " + kDataDirName + "/");
-  }
-  return Status::Ok();
-}
-
-Status ValidateFiles(const std::vector<DataFileRecord>& files) {
-  std::set<std::string> seen;
-  for (size_t i = 0; i < files.size(); ++i) {
-    RETURN_IF_ERROR(ValidateFileName(files[i].name).WithContext("data file " + std::to_string(i)));
-    if (!seen.insert(files[i].name).second) return Corrupt("data file " + Quoted(files[i].name) + " is listed twice");
-  }
-  return Status::Ok();
-}
-
-// ceil(length / block_size) without the overflow of the (length + block_size - 1) form on hostile values.
-uint64_t SafeBlockCount(uint64_t length, uint64_t block_size) {
-  return length / block_size + (length % block_size != 0 ? 1 : 0);
-}
-
-Status ValidateStoredBytes(const StoredBytes& s, const std::vector<DataFileRecord>& files) {
-  if (s.file_index >= files.size()) {
-    return Corrupt("file index " + std::to_string(s.file_index) + " out of range (" + std::to_string(files.size()) +
-                   " data files)");
-  }
-  const DataFileRecord& file = files[s.file_index];
-  if (s.byte_length > file.size || s.file_offset > file.size - s.byte_length) {
-    return Corrupt("byte range [" + std::to_string(s.file_offset) + ", +" + std::to_string(s.byte_length) +
-                   ") is past the end of " + Quoted(file.name) + " (" + std::to_string(file.size) + " bytes)");
-  }
-  if (s.block_size == 0) return Corrupt("block size is 0");
-  const uint64_t expected = SafeBlockCount(s.byte_length, s.block_size);
-  if (s.block_checksums.size() != expected) {
-    return Corrupt(std::to_string(s.block_checksums.size()) + " block checksums for " + std::to_string(expected) +
-                   " blocks of " + std::to_string(s.block_size) + " bytes");
-  }
-  return Status::Ok();
-}
-
-std::string ShapeToString(const Shape& shape) {
-  std::string out = "[";
-  for (size_t d = 0; d < shape.size(); ++d) out += (d ? ", " : "") + std::to_string(shape[d]);
-  return out + "]";
-}
-
-Status ValidateChunkGeometry(const ChunkRecord& chunk, const Shape& shape, uint32_t element_size) {
-  const Box& box = chunk.box;
-  if (box.offset.size() != shape.size() || box.shape.size() != shape.size()) {
-    return Corrupt("offset has " + std::to_string(box.offset.size()) + " and shape " +
-                   std::to_string(box.shape.size()) + " dimensions, the tensor has " + std::to_string(shape.size()));
-  }
-  for (size_t d = 0; d < shape.size(); ++d) {
-    if (box.offset[d] > shape[d] || box.shape[d] > shape[d] - box.offset[d]) {
-      return Corrupt("box " + box.ToString() + " is outside the tensor's shape " + ShapeToString(shape));
+  // Calls `read` with the message's root, bounding the work a hostile message can cause; a malformed message (which
+  // Cap'n Proto reports by throwing) is kCorrupt naming `origin`.
+  template <typename Read>
+  auto WithRoot(const std::string& origin, Read&& read) const -> decltype(read(schema::Manifest::Reader())) {
+    capnp::ReaderOptions options;
+    options.traversalLimitInWords = words_.size() * kTraversalWordsPerWord + kTraversalSlackWords;
+    options.nestingLimit = kNestingLimit;
+    try {
+      capnp::FlatArrayMessageReader reader(words_, options);
+      if (reader.getEnd() != words_.end()) return Corrupt(origin + ": data after the end of the Cap'n Proto message");
+      return read(reader.getRoot<schema::Manifest>());
+    } catch (const kj::Exception& e) {
+      return Corrupt(origin + ": malformed message: " + e.getDescription().cStr());
     }
   }
-  // The tensor's volume times element_size fits (checked first), so the chunk's does too.
-  const uint64_t expected = Volume(box.shape) * element_size;
-  if (chunk.bytes.byte_length != expected) {
-    return Corrupt("byte length " + std::to_string(chunk.bytes.byte_length) + " differs from " +
-                   std::to_string(expected) + " (" + std::to_string(Volume(box.shape)) + " elements of " +
-                   std::to_string(element_size) + " bytes)");
+
+ private:
+  std::string file_;
+  kj::Array<capnp::word> copy_;
+  kj::ArrayPtr<const capnp::word> words_;
+};
+
+// The header, the message and every check but (with Chunks::kLeaveEncoded) those of the tensors' chunks.
+Result<Manifest> DecodeMessage(const MessageWords& words, const Header& header, Chunks chunks,
+                               const std::string& origin) {
+  ASSIGN_OR_RETURN(Manifest manifest, words.WithRoot(origin, [&](schema::Manifest::Reader root) {
+    return ToManifest(root, chunks, origin);
+  }));
+  if (manifest.format_major != header.major || manifest.format_minor != header.minor) {
+    return Corrupt(origin + ": the header says format " + FormatVersion(header.major, header.minor) +
+                   ", the message says " + FormatVersion(manifest.format_major, manifest.format_minor));
   }
-  return Status::Ok();
+  const Status valid = chunks == Chunks::kDecode ? ValidateManifest(manifest) : ValidateManifestWithoutChunks(manifest);
+  RETURN_IF_ERROR(valid.WithContext(origin));
+  return manifest;
 }
 
-// The dimension along which chunk starts are most spread out: sweeping along it keeps the set of chunks that can
-// still overlap the next one small for the usual grid-like and flattened-range layouts.
-size_t SweepDimension(const std::vector<ChunkRecord>& chunks, size_t ndim) {
-  size_t best = 0;
-  size_t best_distinct = 0;
-  for (size_t d = 0; d < ndim; ++d) {
-    std::set<uint64_t> starts;
-    for (const ChunkRecord& c : chunks) starts.insert(c.box.offset[d]);
-    if (starts.size() > best_distinct) {
-      best = d;
-      best_distinct = starts.size();
-    }
+Result<std::string> ReadManifestFile(const std::string& dir) {
+  Result<std::string> bytes = io::ReadWholeFile(dir, kManifestName, kMaxManifestBytes);
+  if (!bytes.ok() && bytes.status().code() == Code::kNotFound) {
+    return NotFound("no checkpoint at " + dir + " (MANIFEST missing)");
   }
-  return best;
-}
-
-// Intersect without building the common box: the sweep asks this for many pairs that do not overlap.
-bool Overlap(const Box& a, const Box& b) {
-  for (size_t d = 0; d < a.ndim(); ++d) {
-    if (a.offset[d] + a.shape[d] <= b.offset[d] || b.offset[d] + b.shape[d] <= a.offset[d]) return false;
-  }
-  return true;
-}
-
-// Chunks already inside the tensor tile it exactly iff no two overlap and their volumes add up to the tensor's.
-Status ValidateTiling(const std::vector<ChunkRecord>& chunks, const Shape& shape) {
-  std::vector<size_t> order;
-  for (size_t i = 0; i < chunks.size(); ++i) {
-    if (!chunks[i].box.empty()) order.push_back(i);
-  }
-  const size_t ndim = shape.size();
-  if (ndim > 0) {
-    const size_t dim = SweepDimension(chunks, ndim);
-    auto start = [&](size_t i) { return chunks[i].box.offset[dim]; };
-    auto end = [&](size_t i) { return chunks[i].box.offset[dim] + chunks[i].box.shape[dim]; };
-    std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return start(a) < start(b); });
-    std::vector<size_t> active;  // chunks whose extent along `dim` reaches the current start
-    for (size_t i : order) {
-      active.erase(std::remove_if(active.begin(), active.end(), [&](size_t a) { return end(a) <= start(i); }),
-                   active.end());
-      for (size_t a : active) {
-        if (Overlap(chunks[a].box, chunks[i].box)) {
-          return Corrupt("chunks " + std::to_string(std::min(a, i)) + " and " + std::to_string(std::max(a, i)) +
-                         " overlap in " + Intersect(chunks[a].box, chunks[i].box)->ToString());
-        }
-      }
-      active.push_back(i);
-    }
-  } else if (order.size() > 1) {
-    return Corrupt("chunks " + std::to_string(order[0]) + " and " + std::to_string(order[1]) + " both hold the scalar");
-  }
-  uint64_t covered = 0;  // cannot overflow: the chunks are disjoint and inside the tensor
-  for (size_t i : order) covered += chunks[i].box.volume();
-  const uint64_t total = Volume(shape);
-  if (covered != total) {
-    return Corrupt("chunks cover " + std::to_string(covered) + " of " + std::to_string(total) +
-                   " elements (a gap in the tensor)");
-  }
-  return Status::Ok();
-}
-
-Status ValidateTensor(const TensorRecord& t, const std::vector<DataFileRecord>& files) {
-  const uint32_t element_size = DTypeSize(t.dtype);
-  if (element_size == 0) return Corrupt("dtype " + std::to_string(t.dtype) + " is not a known dtype");
-  if (t.shape.size() > kMaxNdim) {
-    return Corrupt("ndim " + std::to_string(t.shape.size()) + " exceeds the maximum of " + std::to_string(kMaxNdim));
-  }
-  if (!VolumeFits(t.shape, element_size)) return Corrupt("shape " + ShapeToString(t.shape) + " overflows 64 bits");
-  for (size_t i = 0; i < t.chunks.size(); ++i) {
-    const std::string where = "chunk " + std::to_string(i);
-    RETURN_IF_ERROR(ValidateChunkGeometry(t.chunks[i], t.shape, element_size).WithContext(where));
-    RETURN_IF_ERROR(ValidateStoredBytes(t.chunks[i].bytes, files).WithContext(where));
-  }
-  return ValidateTiling(t.chunks, t.shape);
-}
-
-Status ValidateObject(const ObjectRecord& o, const std::vector<DataFileRecord>& files) {
-  const Shape& grid = o.grid_shape;
-  if (grid.size() > kMaxNdim) {
-    return Corrupt("grid ndim " + std::to_string(grid.size()) + " exceeds the maximum of " + std::to_string(kMaxNdim));
-  }
-  if (!VolumeFits(grid, 1) || o.pieces.size() != Volume(grid)) {
-    return Corrupt(std::to_string(o.pieces.size()) + " pieces for a grid of shape " + ShapeToString(grid));
-  }
-  std::set<Shape> seen;
-  for (size_t i = 0; i < o.pieces.size(); ++i) {
-    const std::string where = "piece " + std::to_string(i);
-    const Shape& index = o.pieces[i].index;
-    bool inside = index.size() == grid.size();
-    for (size_t d = 0; inside && d < grid.size(); ++d) inside = index[d] < grid[d];
-    if (!inside)
-      return Corrupt(where + ": index " + ShapeToString(index) + " is outside the grid " + ShapeToString(grid));
-    if (!seen.insert(index).second) return Corrupt(where + ": index " + ShapeToString(index) + " appears twice");
-    RETURN_IF_ERROR(ValidateStoredBytes(o.pieces[i].bytes, files).WithContext(where));
-  }
-  return Status::Ok();
-}
-
-Status ValidateCommon(const CommonRecord& c, const std::vector<DataFileRecord>& files) {
-  return c.is_inline ? Status::Ok() : ValidateStoredBytes(c.stored, files);
-}
-
-// Keys name records in every later error message and are looked up by binary search, so they must be sorted.
-template <typename Record>
-Status ValidateKeys(const std::vector<Record>& records, const char* kind) {
-  for (size_t i = 0; i < records.size(); ++i) {
-    const std::string& key = records[i].key;
-    if (key.find('\0') != std::string::npos)
-      return Corrupt(std::string(kind) + " key " + Quoted(key) + " contains a NUL");
-    if (i > 0 && !(records[i - 1].key < key)) {
-      return Corrupt(std::string(kind) + " keys are not sorted and unique: " + Quoted(records[i - 1].key) +
-                     " comes before " + Quoted(key));
-    }
-  }
-  return Status::Ok();
-}
-
-template <typename Record, typename Validate>
-Status ValidateRecords(const std::vector<Record>& records, const char* kind, Validate&& validate) {
-  RETURN_IF_ERROR(ValidateKeys(records, kind));
-  for (const Record& r : records) RETURN_IF_ERROR(validate(r).WithContext(std::string(kind) + " " + Quoted(r.key)));
-  return Status::Ok();
-}
-
-// Everything the loaders rely on without checking again.
-Status ValidateManifest(const Manifest& m) {
-  if (m.world_size == 0) return Corrupt("world size is 0");
-  RETURN_IF_ERROR(ValidateFiles(m.files));
-  auto& files = m.files;
-  RETURN_IF_ERROR(
-      ValidateRecords(m.tensors, "tensor", [&](const TensorRecord& t) { return ValidateTensor(t, files); }));
-  RETURN_IF_ERROR(
-      ValidateRecords(m.objects, "object", [&](const ObjectRecord& o) { return ValidateObject(o, files); }));
-  return ValidateRecords(m.common, "common", [&](const CommonRecord& c) { return ValidateCommon(c, files); });
+  return bytes;
 }
 
 }  // namespace
@@ -501,14 +338,74 @@ Result<std::string> EncodeManifest(const Manifest& manifest) {
 }
 
 Result<Manifest> DecodeManifest(const std::string& bytes, const std::string& origin) {
-  ASSIGN_OR_RETURN(Header header, ParseHeader(bytes, origin));
-  ASSIGN_OR_RETURN(Manifest manifest, ParseMessage(bytes.data() + kHeaderBytes, header.message_length, origin));
-  if (manifest.format_major != header.major || manifest.format_minor != header.minor) {
-    return Corrupt(origin + ": the header says format " + FormatVersion(header.major, header.minor) +
-                   ", the message says " + FormatVersion(manifest.format_major, manifest.format_minor));
+  ASSIGN_OR_RETURN(const Header header, ParseHeader(bytes, origin));
+  return DecodeMessage(MessageWords(bytes, header.message_length), header, Chunks::kDecode, origin);
+}
+
+class EncodedChunks::Impl {
+ public:
+  Impl(std::string file, const Header& header, std::string origin)
+      : words_(std::move(file), header.message_length), header_(header), origin_(std::move(origin)) {}
+
+  // The manifest without its tensors' chunks, which this then decodes on demand.
+  Result<Manifest> DecodeWithoutChunks() {
+    ASSIGN_OR_RETURN(Manifest manifest, DecodeMessage(words_, header_, Chunks::kLeaveEncoded, origin_));
+    decoded_.assign(manifest.tensors.size(), false);
+    return manifest;
   }
-  RETURN_IF_ERROR(ValidateManifest(manifest).WithContext(origin));
-  return manifest;
+
+  Status DecodeInto(Manifest& manifest, const std::vector<uint32_t>& tensors) {
+    std::vector<uint32_t> missing;
+    for (uint32_t t : tensors) {
+      if (t >= decoded_.size() || t >= manifest.tensors.size()) {
+        return InvalidArgument("tensor " + std::to_string(t) + " of " + origin_ + ", which holds " +
+                               std::to_string(decoded_.size()));
+      }
+      if (!decoded_[t]) missing.push_back(t);
+    }
+    if (missing.empty()) return Status::Ok();
+    return words_.WithRoot(origin_, [&](schema::Manifest::Reader root) -> Status {
+      const auto stored = root.getTensors();
+      for (uint32_t t : missing) {
+        if (decoded_[t]) continue;  // asked twice in one call
+        TensorRecord& tensor = manifest.tensors[t];
+        tensor.chunks = ToChunks(stored[t].getChunks());
+        const Status valid = ValidateTensorChunks(tensor, manifest.files);
+        if (!valid.ok()) {
+          tensor.chunks.clear();  // nothing may plan with records that failed their checks
+          return valid.WithContext("tensor " + Quoted(tensor.key)).WithContext(origin_);
+        }
+        decoded_[t] = true;
+        ++decoded_count_;
+      }
+      return Status::Ok();
+    });
+  }
+
+  size_t decoded_count() const { return decoded_count_; }
+
+ private:
+  const MessageWords words_;
+  const Header header_;
+  const std::string origin_;
+  std::vector<bool> decoded_;
+  size_t decoded_count_ = 0;
+};
+
+EncodedChunks::EncodedChunks(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+EncodedChunks::~EncodedChunks() = default;
+
+Status EncodedChunks::DecodeInto(Manifest& manifest, const std::vector<uint32_t>& tensors) {
+  return impl_->DecodeInto(manifest, tensors);
+}
+
+size_t EncodedChunks::decoded_count() const { return impl_->decoded_count(); }
+
+Result<ManifestWithoutChunks> DecodeManifestWithoutChunks(std::string bytes, const std::string& origin) {
+  ASSIGN_OR_RETURN(const Header header, ParseHeader(bytes, origin));
+  auto chunks = std::make_unique<EncodedChunks::Impl>(std::move(bytes), header, origin);
+  ASSIGN_OR_RETURN(Manifest manifest, chunks->DecodeWithoutChunks());
+  return ManifestWithoutChunks{std::move(manifest), std::make_unique<EncodedChunks>(std::move(chunks))};
 }
 
 Status WriteManifest(const std::string& dir, const Manifest& manifest) {
@@ -517,13 +414,13 @@ Status WriteManifest(const std::string& dir, const Manifest& manifest) {
 }
 
 Result<Manifest> ReadManifest(const std::string& dir) {
-  const std::string path = io::JoinPath(dir, kManifestName);
-  Result<std::string> bytes = io::ReadWholeFile(dir, kManifestName, kMaxManifestBytes);
-  if (!bytes.ok()) {
-    if (bytes.status().code() == Code::kNotFound) return NotFound("no checkpoint at " + dir + " (MANIFEST missing)");
-    return bytes.status();
-  }
-  return DecodeManifest(bytes.value(), path);
+  ASSIGN_OR_RETURN(const std::string bytes, ReadManifestFile(dir));
+  return DecodeManifest(bytes, io::JoinPath(dir, kManifestName));
+}
+
+Result<ManifestWithoutChunks> ReadManifestWithoutChunks(const std::string& dir) {
+  ASSIGN_OR_RETURN(std::string bytes, ReadManifestFile(dir));
+  return DecodeManifestWithoutChunks(std::move(bytes), io::JoinPath(dir, kManifestName));
 }
 
 }  // namespace ckpt::runtime

@@ -6,6 +6,9 @@ foreach(area core async exchange control)
   add_executable(ckpt_scenario_${area} integration/scenario_${area}.cc)
   target_link_libraries(ckpt_scenario_${area} PRIVATE ckpt_scenario_common ckpt)
 endforeach()
+# Damages a tensor's chunk records in a MANIFEST behind a resealed checksum (mp_manifest-bad-chunk).
+add_executable(ckpt_manifest_tamper integration/manifest_tamper.cc)
+target_link_libraries(ckpt_manifest_tamper PRIVATE ckpt_internal)
 # Device buffers across ranks; links the internal library for its CUDA loader, so it names the worker explicitly.
 add_executable(ckpt_cuda_scenario integration/cuda_scenario.cc)
 target_link_libraries(ckpt_cuda_scenario PRIVATE ckpt_internal)
@@ -19,7 +22,7 @@ foreach(transport ucx nccl)
                        ENVIRONMENT "CKPT_WORKER_PATH=$<TARGET_FILE:ckpt-io-worker>;CKPT_TRANSPORT=${transport}")
 endforeach()
 foreach(name reshard dedup invalid-overlap invalid-gap invalid-dtype invalid-shape exists corrupt-byte
-             truncated-file missing-manifest foreign-manifest corrupt-manifest newer-version strictness
+             truncated-file missing-manifest foreign-manifest corrupt-manifest manifest-bad-chunk newer-version strictness
              shape-mismatch dtype-cast dead-rank async plan-cache worker-killed big-state full-disk read-once
              reshard-no-exchange peer-dies-in-exchange worker-missing without-ucx io-error short-transfers
              mismatched-collectives rank0-dies-mid-save manager-rank0-dies stopped-peer launchers-store-port

@@ -76,6 +76,12 @@ case "$name" in
     run 2 "$core" save "$ck"
     "$core" xor-byte "$ck/MANIFEST" 100 0x04
     run 2 "$core" load-expect "$ck" 5 MANIFEST ;;
+  manifest-bad-chunk)  # a tensor's chunk records damaged behind a valid checksum: found when the tensor's chunks are
+    # decoded, by its owner as it plans (exchange) or by each rank that reads it (none), and refused on every rank
+    run 2 "$core" save "$ck"
+    "$programs/ckpt_manifest_tamper" "$ck" w
+    run 3 "$core" load-expect "$ck" 5 "tensor 'w'" "block size is 0"
+    CKPT_TRANSPORT=none run 3 "$core" load-expect "$ck" 5 "tensor 'w'" "block size is 0" ;;
   newer-version)      # format major 1 -> 3 in the header: refused as a newer version
     run 2 "$core" save "$ck"
     "$core" xor-byte "$ck/MANIFEST" 8 0x02

@@ -62,29 +62,55 @@ Job RandomJob(Rng& rng, int world) {
   return job;
 }
 
+// What the ranks of a job plan, each from its own manifest opened as a load opens it (chunks decoded on demand).
+struct Planned {
+  std::vector<LoadPlan> views;
+  std::vector<std::set<uint32_t>> decoded;  // by rank: the tensors whose chunks it decoded
+};
+
 // Every rank's view, planned as the ranks plan it: requests to owners, owners' plans routed back, parts merged.
-std::vector<LoadPlan> Views(const Job& job) {
+Planned PlanAsTheRanksDo(const Job& job) {
   const int world = static_cast<int>(job.requests.size());
+  Manifest stored = job.manifest;
+  stored.world_size = static_cast<uint32_t>(world);
+  Result<std::string> file = EncodeManifest(stored);
+  EXPECT_TRUE(file.ok()) << file.status().message();
+  std::vector<ManifestWithoutChunks> manifests;
+  for (int r = 0; r < world; ++r) {
+    Result<ManifestWithoutChunks> read = DecodeManifestWithoutChunks(*file, "MANIFEST of rank " + std::to_string(r));
+    EXPECT_TRUE(read.ok()) << read.status().message();
+    manifests.push_back(std::move(read).value());
+  }
+  Planned planned;
+  planned.decoded.resize(world);
+  auto decoder_of = [&](int r) -> ChunkDecoder {
+    return [&, r](const std::vector<uint32_t>& tensors) {
+      planned.decoded[r].insert(tensors.begin(), tensors.end());
+      return manifests[r].chunks->DecodeInto(manifests[r].manifest, tensors);
+    };
+  };
   std::vector<std::vector<std::string>> to_owner(world, std::vector<std::string>(world));
   for (int r = 0; r < world; ++r) {
-    std::vector<std::string> parts = PartitionLoadRequest(job.requests[r], job.manifest, world);
+    std::vector<std::string> parts = PartitionLoadRequest(job.requests[r], manifests[r].manifest, world);
     for (int owner = 0; owner < world; ++owner) to_owner[owner][r] = std::move(parts[owner]);
   }
   std::vector<std::vector<std::string>> to_rank(world, std::vector<std::string>(world));
   for (int owner = 0; owner < world; ++owner) {
-    Result<std::vector<std::string>> planned = PlanOwnedTensors(to_owner[owner], job.manifest, owner);
-    EXPECT_TRUE(planned.ok()) << planned.status().message();
-    std::vector<std::string> routed = std::move(planned).value();
-    for (int r = 0; r < world; ++r) to_rank[r][owner] = std::move(routed[r]);
+    Result<std::vector<std::string>> routed =
+        PlanOwnedTensors(to_owner[owner], manifests[owner].manifest, owner, decoder_of(owner));
+    EXPECT_TRUE(routed.ok()) << routed.status().message();
+    for (int r = 0; r < world; ++r) to_rank[r][owner] = std::move((*routed)[r]);
   }
-  std::vector<LoadPlan> views;
   for (int r = 0; r < world; ++r) {
-    Result<LoadPlan> view = MergeLoadPlan(to_rank[r], r, job.manifest);
+    Result<LoadPlan> view = MergeLoadPlan(to_rank[r], r, manifests[r].manifest, decoder_of(r));
     EXPECT_TRUE(view.ok()) << view.status().message();
-    views.push_back(std::move(view).value());
+    planned.views.push_back(std::move(view).value());
+    EXPECT_EQ(manifests[r].chunks->decoded_count(), planned.decoded[r].size());
   }
-  return views;
+  return planned;
 }
+
+std::vector<LoadPlan> Views(const Job& job) { return PlanAsTheRanksDo(job).views; }
 
 // A piece of a plan with what identifies it whoever reads it: the read's blocks, the consumer, the region.
 using Piece = std::tuple<uint32_t, uint32_t, uint64_t, uint64_t, int, Box, uint64_t>;
@@ -209,6 +235,27 @@ TEST(LoadPartitionTest, EveryPairSeesItsTransfersAlikeInEveryRoundWithinItsShare
   EXPECT_GT(trials_of_several_rounds, 10) << "the bounds are small enough to need several rounds in most jobs";
 }
 
+TEST(LoadPartitionTest, EachRankDecodesTheChunksOfTheTensorsItPlansOrReadsAndNoOthers) {
+  Rng rng(11);
+  for (int trial = 0; trial < 40; ++trial) {
+    const int world = static_cast<int>(Uniform(rng, 2, 7));
+    const Job job = RandomJob(rng, world);
+    const Planned planned = PlanAsTheRanksDo(job);
+    for (int rank = 0; rank < world; ++rank) {
+      std::set<uint32_t> needed;  // what it owns and someone asked for, and what it reads
+      for (const LoadRequest& request : job.requests) {
+        for (const RequestedBox& box : request.boxes) {
+          if (KeyChecker(job.manifest.tensors[box.tensor].key, world) == rank) needed.insert(box.tensor);
+        }
+      }
+      for (const ChunkRead& read : planned.views[rank].reads) {
+        if (read.reader == rank) needed.insert(read.tensor);
+      }
+      EXPECT_EQ(planned.decoded[rank], needed) << "trial " << trial << ", rank " << rank;
+    }
+  }
+}
+
 TEST(LoadPartitionTest, MalformedMessagesAreRefusedNamingTheirSender) {
   const Manifest manifest =
       WithTensors({Stored("a", {4, 4}, {Box{{0, 0}, {4, 4}}}), Stored("b", {4}, {Box{{0}, {4}}})});
@@ -222,18 +269,21 @@ TEST(LoadPartitionTest, MalformedMessagesAreRefusedNamingTheirSender) {
   EXPECT_EQ(refused.status().code(), Code::kCorrupt);
   EXPECT_NE(refused.status().message().find("does not own it"), std::string::npos) << refused.status().message();
 
-  // A plan part that names a chunk the manifest lacks.
-  LoadPlan plan;
-  plan.reads.push_back(ChunkRead{0, 5, 0, 0, 1, 64});
-  plan.read_bytes_per_rank.assign(world, 0);
-  std::vector<std::string> parts = RouteLoadPlan(plan, world);
-  std::vector<std::string> incoming(world);
-  incoming[1] = parts[0];
-  Result<LoadPlan> merged = MergeLoadPlan(incoming, 0, manifest);
-  EXPECT_EQ(merged.status().code(), Code::kCorrupt);
-  EXPECT_NE(merged.status().message().find("rank 1"), std::string::npos) << merged.status().message();
-  incoming[1] = parts[0].substr(0, parts[0].size() - 1);
-  EXPECT_EQ(MergeLoadPlan(incoming, 0, manifest).status().code(), Code::kCorrupt) << "a truncated part";
+  // A plan part that gives its reader a chunk the manifest lacks, then blocks past the end of one it has.
+  auto decoded = [](const std::vector<uint32_t>&) { return Status::Ok(); };
+  for (const ChunkRead& read : {ChunkRead{0, 5, 0, 0, 1, 64}, ChunkRead{0, 0, 0, 1, 1, 64}}) {
+    LoadPlan plan;
+    plan.reads.push_back(read);
+    plan.read_bytes_per_rank.assign(world, 0);
+    std::vector<std::string> parts = RouteLoadPlan(plan, world);
+    std::vector<std::string> incoming(world);
+    incoming[1] = parts[0];
+    Result<LoadPlan> merged = MergeLoadPlan(incoming, 0, manifest, decoded);
+    EXPECT_EQ(merged.status().code(), Code::kCorrupt);
+    EXPECT_NE(merged.status().message().find("rank 1"), std::string::npos) << merged.status().message();
+    incoming[1] = parts[0].substr(0, parts[0].size() - 1);
+    EXPECT_EQ(MergeLoadPlan(incoming, 0, manifest, decoded).status().code(), Code::kCorrupt) << "a truncated part";
+  }
 
   // Rounds from a reader that sends this rank nothing.
   LoadPlan empty;

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <filesystem>
 #include <random>
+#include <tuple>
 
 #include "io/checksum.h"
 #include "io/file_io.h"
@@ -446,6 +447,99 @@ TEST(ManifestWorld, ZeroWorldSizeIsRefused) {
   HostileManifest m;
   m.root().setWorldSize(0);
   ExpectCorrupt(m.File(), "world size is 0");
+}
+
+// ---- Chunks decoded on demand (DecodeManifestWithoutChunks) --------------------------------------------------------
+
+void ExpectSameChunks(const std::vector<ChunkRecord>& a, const std::vector<ChunkRecord>& b) {
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i].box, b[i].box) << "chunk " << i;
+    EXPECT_EQ(std::make_tuple(a[i].bytes.file_index, a[i].bytes.file_offset, a[i].bytes.byte_length,
+                              a[i].bytes.block_size, a[i].bytes.block_checksums),
+              std::make_tuple(b[i].bytes.file_index, b[i].bytes.file_offset, b[i].bytes.byte_length,
+                              b[i].bytes.block_size, b[i].bytes.block_checksums))
+        << "chunk " << i;
+  }
+}
+
+TEST(ManifestWithoutChunks, HoldsAllButTheChunksAndDecodesThoseAskedForAsTheWholeDecodeDoes) {
+  const std::string file = EncodeManifest(SampleManifest()).value();
+  const Manifest whole = DecodeManifest(file, kOrigin).value();
+  Result<ManifestWithoutChunks> read = DecodeManifestWithoutChunks(file, kOrigin);
+  ASSERT_TRUE(read.ok()) << read.status().message();
+  Manifest& m = read->manifest;
+  EXPECT_EQ(m.checkpoint_id, whole.checkpoint_id);
+  EXPECT_EQ(m.metadata, whole.metadata);
+  ASSERT_EQ(m.files.size(), whole.files.size());
+  ASSERT_EQ(m.objects.size(), 1u);
+  EXPECT_EQ(m.objects[0].pieces.size(), 2u);
+  ASSERT_EQ(m.common.size(), 2u);
+  ASSERT_EQ(m.tensors.size(), 2u);
+  for (size_t t = 0; t < m.tensors.size(); ++t) {
+    EXPECT_EQ(m.tensors[t].key, whole.tensors[t].key);
+    EXPECT_EQ(m.tensors[t].dtype, whole.tensors[t].dtype);
+    EXPECT_EQ(m.tensors[t].shape, whole.tensors[t].shape);
+    EXPECT_TRUE(m.tensors[t].chunks.empty()) << "tensor " << t << " decoded before it was asked for";
+  }
+  ASSERT_TRUE(read->chunks->DecodeInto(m, {1}).ok());
+  EXPECT_EQ(read->chunks->decoded_count(), 1u);
+  EXPECT_TRUE(m.tensors[0].chunks.empty());
+  ExpectSameChunks(m.tensors[1].chunks, whole.tensors[1].chunks);
+  ASSERT_TRUE(read->chunks->DecodeInto(m, {1, 0, 0}).ok());
+  EXPECT_EQ(read->chunks->decoded_count(), 2u) << "a tensor asked for again is decoded once";
+  ExpectSameChunks(m.tensors[0].chunks, whole.tensors[0].chunks);
+  ExpectSameChunks(m.tensors[1].chunks, whole.tensors[1].chunks);
+}
+
+TEST(ManifestWithoutChunks, BadChunksAreRefusedWhenTheirTensorIsDecodedNamingFileAndTensor) {
+  HostileManifest hostile;
+  hostile.chunk(1).setOffset(Words({1, 0}));
+  Result<ManifestWithoutChunks> read = DecodeManifestWithoutChunks(hostile.File(), kOrigin);
+  ASSERT_TRUE(read.ok()) << "only the tensors' chunks are bad, and they are not decoded yet";
+  Manifest& m = read->manifest;
+  EXPECT_TRUE(read->chunks->DecodeInto(m, {0}).ok()) << "another tensor's chunks are sound";
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    const Status refused = read->chunks->DecodeInto(m, {1});
+    EXPECT_EQ(refused.code(), Code::kCorrupt) << "attempt " << attempt;
+    EXPECT_EQ(refused.message().rfind(kOrigin, 0), 0u) << refused.message();
+    EXPECT_NE(refused.message().find("tensor 'w': chunks 0 and 1 overlap"), std::string::npos) << refused.message();
+    EXPECT_TRUE(m.tensors[1].chunks.empty()) << "records that failed their checks are not kept";
+  }
+  EXPECT_EQ(read->chunks->decoded_count(), 1u);
+}
+
+TEST(ManifestWithoutChunks, EverythingButTheChunksIsCheckedAtOnce) {
+  HostileManifest dtype;
+  dtype.matrix().setDtype(99);
+  Result<ManifestWithoutChunks> read = DecodeManifestWithoutChunks(dtype.File(), kOrigin);
+  EXPECT_EQ(read.status().code(), Code::kCorrupt);
+  EXPECT_NE(read.status().message().find("tensor 'w': dtype 99 is not a known dtype"), std::string::npos)
+      << read.status().message();
+  HostileManifest file_name;
+  file_name.root().getFiles()[1].setName("../x");
+  EXPECT_EQ(DecodeManifestWithoutChunks(file_name.File(), kOrigin).status().code(), Code::kCorrupt);
+  std::string flipped = EncodeManifest(SampleManifest()).value();
+  flipped[flipped.size() - 3] ^= 1;
+  read = DecodeManifestWithoutChunks(flipped, kOrigin);
+  EXPECT_EQ(read.status().code(), Code::kCorrupt);
+  EXPECT_NE(read.status().message().find("checksum mismatch"), std::string::npos) << read.status().message();
+}
+
+TEST(ManifestWithoutChunks, ATensorOutOfRangeIsAnInvalidArgument) {
+  Result<ManifestWithoutChunks> read = DecodeManifestWithoutChunks(EncodeManifest(SampleManifest()).value(), kOrigin);
+  ASSERT_TRUE(read.ok());
+  EXPECT_EQ(read->chunks->DecodeInto(read->manifest, {2}).code(), Code::kInvalidArgument);
+}
+
+TEST_F(ManifestDirTest, ReadWithoutChunksNamesTheDirectoryWhenTheManifestIsMissing) {
+  Result<ManifestWithoutChunks> read = ReadManifestWithoutChunks(dir_);
+  EXPECT_EQ(read.status().code(), Code::kNotFound);
+  EXPECT_EQ(read.status().message(), "no checkpoint at " + dir_ + " (MANIFEST missing)");
+  ASSERT_TRUE(WriteManifest(dir_, SampleManifest()).ok());
+  read = ReadManifestWithoutChunks(dir_);
+  ASSERT_TRUE(read.ok()) << read.status().message();
+  EXPECT_EQ(read->manifest.checkpoint_id, "save-42");
 }
 
 }  // namespace
