@@ -397,8 +397,6 @@ Status DecodeChunksOfCachedPlan(Context& ctx, const Manifest& manifest, const Ch
       if (read.reader == ctx.rank()) tensors.push_back(read.tensor);
     }
   }
-  std::sort(tensors.begin(), tensors.end());
-  tensors.erase(std::unique(tensors.begin(), tensors.end()), tensors.end());
   return decode_chunks(tensors);
 }
 

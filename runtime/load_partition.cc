@@ -119,14 +119,12 @@ Status CheckOwnRead(const ChunkRead& read, int owner, const Manifest& manifest) 
   return Status::Ok();
 }
 
-// The tensors of the boxes asked for, once each.
+// The tensors of the boxes asked for.
 std::vector<uint32_t> RequestedTensors(const std::vector<LoadRequest>& requests) {
   std::vector<uint32_t> tensors;
   for (const LoadRequest& request : requests) {
     for (const RequestedBox& box : request.boxes) tensors.push_back(box.tensor);
   }
-  std::sort(tensors.begin(), tensors.end());
-  tensors.erase(std::unique(tensors.begin(), tensors.end()), tensors.end());
   return tensors;
 }
 
@@ -221,8 +219,6 @@ Result<LoadPlan> MergeLoadPlan(const std::vector<std::string>& incoming, int ran
       if (read.reader == rank) read_here.push_back(read.tensor);
     }
   }
-  std::sort(read_here.begin(), read_here.end());
-  read_here.erase(std::unique(read_here.begin(), read_here.end()), read_here.end());
   RETURN_IF_ERROR(decode_chunks(read_here));
   std::vector<ChunkRead> reads;
   std::vector<uint32_t> ordinals;

@@ -108,7 +108,7 @@ class EncodedChunks {
   ~EncodedChunks();
 
   // Decodes into `manifest` (the one decoded with these chunks) the chunks of those `tensors` (indices into its
-  // tensors) not decoded yet, and checks them as DecodeManifest does: kCorrupt naming the file and the tensor, whose
+  // tensors, in any order, repeats allowed) not decoded yet, and checks them as DecodeManifest does: kCorrupt naming the file and the tensor, whose
   // chunks then stay empty. kInvalidArgument for an index out of range.
   Status DecodeInto(Manifest& manifest, const std::vector<uint32_t>& tensors);
   // How many tensors have their chunks decoded so far.
