@@ -221,9 +221,8 @@ void PeerInbox::OnHello(Connection& c) {
                                std::to_string(hello->rank));
   }
   if (!admitted.ok()) {
-    Queue(c, MessageType::kError, store_wire::EncodeError(admitted));
     c.hang_up_when_sent = true;
-    return;
+    return Queue(c, MessageType::kError, store_wire::EncodeError(admitted));
   }
   c.rank = hello->rank;
   {

@@ -21,8 +21,6 @@ using store_wire::MessageType;
 constexpr std::chrono::milliseconds kPeerCheckInterval{250};
 constexpr uint64_t kAckBytes = sizeof(uint64_t);
 
-std::string AddressKey(int rank) { return "ckpt/peer-link/" + std::to_string(rank); }
-
 std::string RankList(const std::vector<int>& ranks) {
   std::string list;
   for (int r : ranks) list += (list.empty() ? "" : ", ") + std::to_string(r);
@@ -36,6 +34,8 @@ std::chrono::milliseconds Remaining(PeerLinks::Clock::time_point deadline) {
 
 }  // namespace
 
+std::string PeerLinkAddressKey(int rank) { return "ckpt/peer-link/" + std::to_string(rank); }
+
 Result<std::unique_ptr<PeerLinks>> PeerLinks::Open(TcpStore& store) {
   ASSIGN_OR_RETURN(std::string host, store.LocalHost());
   const std::string secret = store.AuxiliaryConfig().secret;
@@ -43,7 +43,7 @@ Result<std::unique_ptr<PeerLinks>> PeerLinks::Open(TcpStore& store) {
   ByteWriter address;
   address.Bytes(host);
   address.I32(inbox->port());
-  RETURN_IF_ERROR(store.Set(AddressKey(store.rank()), address.data()));
+  RETURN_IF_ERROR(store.Set(PeerLinkAddressKey(store.rank()), address.data()));
   return std::unique_ptr<PeerLinks>(new PeerLinks(store, secret, std::move(inbox)));
 }
 
@@ -91,7 +91,7 @@ Result<std::map<int, std::string>> PeerLinks::TakeAll(uint64_t sequence) {
 
 // The peer's address comes from the store, published when its links opened.
 Status PeerLinks::Connect(int to, Clock::time_point deadline) {
-  ASSIGN_OR_RETURN(std::string published, store_.Wait(AddressKey(to), Remaining(deadline)));
+  ASSIGN_OR_RETURN(std::string published, store_.Wait(PeerLinkAddressKey(to), Remaining(deadline)));
   ByteReader reader(published, "the peer link address of rank " + std::to_string(to));
   std::string host;
   int32_t port = 0;

@@ -24,6 +24,9 @@
 
 namespace ckpt::coll {
 
+// The store key under which `rank` publishes the address of its links: bytes host, i32 port.
+std::string PeerLinkAddressKey(int rank);
+
 class PeerLinks {
  public:
   using Clock = std::chrono::steady_clock;
