@@ -21,9 +21,13 @@ using store_wire::MessageType;
 constexpr std::chrono::milliseconds kPeerCheckInterval{250};
 constexpr uint64_t kAckBytes = sizeof(uint64_t);
 
+// Names the first few ranks only: a message listing thousands helps nobody.
 std::string RankList(const std::vector<int>& ranks) {
+  constexpr size_t kMaxRanksNamed = 16;
   std::string list;
-  for (int r : ranks) list += (list.empty() ? "" : ", ") + std::to_string(r);
+  for (size_t i = 0; i < ranks.size() && i < kMaxRanksNamed; ++i)
+    list += (i > 0 ? ", " : "") + std::to_string(ranks[i]);
+  if (ranks.size() > kMaxRanksNamed) list += ", ... (" + std::to_string(ranks.size()) + " in all)";
   return list;
 }
 

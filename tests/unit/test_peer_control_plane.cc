@@ -293,11 +293,14 @@ TEST(PeerControlPlaneTest, AConnectionWithAWrongSecretIsRefusedAndDeliversNothin
   });
 }
 
-// Rank 1 of a world of 2 opens a link to rank 0 with the right secret and sends `frame`; rank 0's next all-to-all
-// must fail with kCorrupt naming rank 1, and the plane must live on.
-void ExpectRefusedAsCorrupt(const std::string& frame) {
+// After `collectives_first` all-to-alls, rank 1 of a world of 2 opens a link to rank 0 with the right secret and
+// sends `frame`; rank 0's next all-to-all must fail with kCorrupt naming rank 1, and the plane must live on.
+void ExpectRefusedAsCorrupt(const std::string& frame, int collectives_first = 0) {
   RunAllRanks(2, [&](Rank& rank) {
     const int me = rank.plane->rank();
+    for (int i = 0; i < collectives_first; ++i) {
+      ASSERT_TRUE(rank.plane->AllToAllV(std::vector<std::string>(2), milliseconds(5000)).ok());
+    }
     if (me == 1) {
       const auto [fd, reply] = HelloAs(*rank.store, 0, 1, 2, kSecret);
       EXPECT_EQ(reply, static_cast<uint32_t>(MessageType::kOk));
@@ -327,6 +330,14 @@ TEST(PeerControlPlaneTest, AMalformedFrameIsRefusedWithCorrupt) {
 TEST(PeerControlPlaneTest, AnOversizedFrameIsRefusedWithCorrupt) {
   ExpectRefusedAsCorrupt(
       store_wire::EncodeHeader(MessageType::kPeerMessage, kMessagePrefixBytes + kMaxPeerMessageBytes + 1));
+}
+
+TEST(PeerControlPlaneTest, AMessageSignedByAnotherRankIsRefusedWithCorrupt) {
+  ExpectRefusedAsCorrupt(MessageFrame(0, 0, "claims to come from rank 0"));
+}
+
+TEST(PeerControlPlaneTest, AMessageForACollectiveAlreadyOverIsRefusedWithCorrupt) {
+  ExpectRefusedAsCorrupt(MessageFrame(0, 1, "late"), 1);
 }
 
 }  // namespace
