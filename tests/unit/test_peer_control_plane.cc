@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <functional>
 #include <memory>
@@ -266,7 +267,8 @@ bool HungUp(int fd) {
   ssize_t n;
   while ((n = recv(fd, &byte, 1, 0)) > 0) {
   }
-  return n == 0;
+  // A reset is a hang-up too: the listener closed with our unread frame still in its buffer.
+  return n == 0 || (n < 0 && errno == ECONNRESET);
 }
 
 std::string MessageFrame(uint64_t sequence, int sender, const std::string& message) {
