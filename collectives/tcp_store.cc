@@ -1,13 +1,11 @@
 #include "collectives/tcp_store.h"
 
-#include <netdb.h>
 #include <poll.h>
 #include <sys/socket.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
-#include <climits>
 #include <mutex>
 #include <thread>
 
@@ -40,19 +38,6 @@ uint64_t RemainingMs(Clock::time_point deadline) {
   return left > 0 ? static_cast<uint64_t>(left) : 0;
 }
 
-int PollTimeoutMs(Clock::time_point deadline) {
-  return static_cast<int>(std::min<uint64_t>(RemainingMs(deadline), INT_MAX));
-}
-
-// Waits for `events` on `fd` until `deadline`: 1 ready, 0 timed out, -1 error (errno set).
-int WaitFor(int fd, short events, Clock::time_point deadline) {
-  for (;;) {
-    pollfd pfd = {fd, events, 0};
-    const int ready = poll(&pfd, 1, PollTimeoutMs(deadline));
-    if (ready >= 0 || errno != EINTR) return ready;
-  }
-}
-
 Status ValidateConfig(const TcpStoreConfig& config) {
   if (config.world_size < 1) return InvalidArgument("store world size " + std::to_string(config.world_size) + " < 1");
   if (config.rank < 0 || config.rank >= config.world_size) {
@@ -69,43 +54,6 @@ Status ValidateConfig(const TcpStoreConfig& config) {
     return InvalidArgument("store timeout " + std::to_string(config.timeout.count()) + " ms is not positive");
   }
   return Status::Ok();
-}
-
-// One non-blocking connect attempt to any of the host's addresses; the error text if none accepts.
-Result<UniqueFd> TryConnect(const std::string& host, int port, Clock::time_point deadline) {
-  addrinfo hints = {};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* addresses = nullptr;
-  const int rc = getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &addresses);
-  if (rc != 0) return IoError(gai_strerror(rc));
-  std::string last_error = "no address";
-  UniqueFd connected;
-  for (addrinfo* a = addresses; a != nullptr && !connected.valid(); a = a->ai_next) {
-    UniqueFd fd(socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a->ai_protocol));
-    if (!fd.valid()) {
-      last_error = store_wire::ErrnoText(errno);
-      continue;
-    }
-    int err = connect(fd.get(), a->ai_addr, a->ai_addrlen) == 0 ? 0 : errno;
-    if (err == EINPROGRESS) {
-      socklen_t len = sizeof err;
-      const int ready = WaitFor(fd.get(), POLLOUT, deadline);
-      if (ready <= 0) {
-        err = ready == 0 ? ETIMEDOUT : errno;
-      } else if (getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &err, &len) != 0) {
-        err = errno;
-      }
-    }
-    if (err == 0) {
-      connected = std::move(fd);
-    } else {
-      last_error = store_wire::ErrnoText(err);
-    }
-  }
-  freeaddrinfo(addresses);
-  if (!connected.valid()) return IoError(last_error);
-  return connected;
 }
 
 }  // namespace
@@ -160,6 +108,11 @@ class TcpStore::Impl {
   }
 
   const TcpStoreConfig& config() const { return config_; }
+
+  Result<std::string> LocalHost() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return store_wire::LocalHost(fd_.get());
+  }
 
   Status Set(std::string_view key, std::string_view value) {
     ByteWriter request;
@@ -332,7 +285,7 @@ class TcpStore::Impl {
   Status ConnectSocket(Clock::time_point deadline) {
     std::chrono::milliseconds delay = kFirstRetryDelay;
     for (;;) {
-      Result<UniqueFd> fd = TryConnect(config_.host, config_.port, deadline);
+      Result<UniqueFd> fd = store_wire::ConnectOnce(config_.host, config_.port, deadline);
       if (fd.ok()) {
         fd_ = std::move(fd.value());
         return store_wire::ConfigureSocket(fd_.get());
@@ -383,7 +336,7 @@ class TcpStore::Impl {
       }
       if (errno == EINTR) continue;
       if (errno != EAGAIN && errno != EWOULDBLOCK) return LostConnection(store_wire::ErrnoText(errno));
-      const int ready = WaitFor(fd_.get(), POLLOUT, deadline);
+      const int ready = store_wire::WaitFor(fd_.get(), POLLOUT, deadline);
       if (ready < 0) return LostConnection(store_wire::ErrnoText(errno));
       if (ready == 0) return NoReply();
     }
@@ -401,7 +354,7 @@ class TcpStore::Impl {
       if (n == 0) return LostConnection("connection closed");
       if (errno == EINTR) continue;
       if (errno != EAGAIN && errno != EWOULDBLOCK) return LostConnection(store_wire::ErrnoText(errno));
-      const int ready = WaitFor(fd_.get(), POLLIN, deadline);
+      const int ready = store_wire::WaitFor(fd_.get(), POLLIN, deadline);
       if (ready < 0) return LostConnection(store_wire::ErrnoText(errno));
       if (ready == 0) return NoReply();
     }
@@ -453,6 +406,8 @@ TcpStoreConfig TcpStore::AuxiliaryConfig() const {
   config.auxiliary = true;
   return config;
 }
+
+Result<std::string> TcpStore::LocalHost() { return impl_->LocalHost(); }
 
 Result<std::vector<std::string>> TcpStore::AllGather(std::string_view mine) {
   return impl_->AllGather(mine, impl_->config().timeout);

@@ -54,6 +54,9 @@ class TcpStore : public ControlPlane {
   // The configuration with the address actually connected to and the secret used (after any rendezvous), without
   // the rendezvous: what an auxiliary connection of this rank needs.
   TcpStoreConfig AuxiliaryConfig() const;
+  // The numeric address of this rank's end of its store connection: the interface through which the other ranks'
+  // hosts reach this one.
+  Result<std::string> LocalHost();
   Result<std::vector<std::string>> AllGather(std::string_view mine) override;
   Result<std::vector<std::string>> AllGatherWithin(std::string_view mine, std::chrono::milliseconds timeout) override;
   std::chrono::milliseconds timeout() const override;

@@ -4,11 +4,13 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <climits>
 #include <cstring>
 
 #include "common/bytes.h"
@@ -32,11 +34,15 @@ const char* CollectiveName(MessageType type) {
   }
 }
 
-std::string EncodeFrame(MessageType type, std::string_view payload) {
+std::string EncodeHeader(MessageType type, uint64_t payload_length) {
   ByteWriter writer;
   writer.U32(static_cast<uint32_t>(type));
-  writer.U64(payload.size());
-  std::string frame = writer.Take();
+  writer.U64(payload_length);
+  return writer.Take();
+}
+
+std::string EncodeFrame(MessageType type, std::string_view payload) {
+  std::string frame = EncodeHeader(type, payload.size());
   frame.append(payload.data(), payload.size());
   return frame;
 }
@@ -79,6 +85,68 @@ std::string ErrnoText(int err) {
   // GNU strerror_r may return a static string instead of filling the buffer.
   const char* text = strerror_r(err, buffer, sizeof buffer);
   return text != nullptr ? std::string(text) : "errno " + std::to_string(err);
+}
+
+int PollTimeoutMs(std::chrono::steady_clock::time_point deadline) {
+  const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count();
+  return static_cast<int>(std::clamp<int64_t>(left, 0, INT_MAX));
+}
+
+int WaitFor(int fd, short events, std::chrono::steady_clock::time_point deadline) {
+  for (;;) {
+    pollfd pfd = {fd, events, 0};
+    const int ready = poll(&pfd, 1, PollTimeoutMs(deadline));
+    if (ready >= 0 || errno != EINTR) return ready;
+  }
+}
+
+Result<UniqueFd> ConnectOnce(const std::string& host, int port, std::chrono::steady_clock::time_point deadline) {
+  addrinfo hints = {};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* addresses = nullptr;
+  const int rc = getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &addresses);
+  if (rc != 0) return IoError(gai_strerror(rc));
+  std::string last_error = "no address";
+  UniqueFd connected;
+  for (addrinfo* a = addresses; a != nullptr && !connected.valid(); a = a->ai_next) {
+    UniqueFd fd(socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a->ai_protocol));
+    if (!fd.valid()) {
+      last_error = ErrnoText(errno);
+      continue;
+    }
+    int err = connect(fd.get(), a->ai_addr, a->ai_addrlen) == 0 ? 0 : errno;
+    if (err == EINPROGRESS) {
+      socklen_t len = sizeof err;
+      const int ready = WaitFor(fd.get(), POLLOUT, deadline);
+      if (ready <= 0) {
+        err = ready == 0 ? ETIMEDOUT : errno;
+      } else if (getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &err, &len) != 0) {
+        err = errno;
+      }
+    }
+    if (err == 0) {
+      connected = std::move(fd);
+    } else {
+      last_error = ErrnoText(err);
+    }
+  }
+  freeaddrinfo(addresses);
+  if (!connected.valid()) return IoError(last_error);
+  return connected;
+}
+
+Result<std::string> LocalHost(int fd) {
+  sockaddr_storage address = {};
+  socklen_t length = sizeof address;
+  if (getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
+    return IoError("cannot read a socket's local address: " + ErrnoText(errno));
+  }
+  char host[NI_MAXHOST] = {};
+  const int rc =
+      getnameinfo(reinterpret_cast<sockaddr*>(&address), length, host, sizeof host, nullptr, 0, NI_NUMERICHOST);
+  if (rc != 0) return IoError(std::string("cannot format a socket's local address: ") + gai_strerror(rc));
+  return std::string(host);
 }
 
 Status ConfigureSocket(int fd) {

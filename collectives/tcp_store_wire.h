@@ -26,6 +26,11 @@
 // Any request may instead be answered by kError: u32 status code, bytes message. A client sends its next request
 // only once it has read the reply to the last one, and the server reads nothing more from a connection while a
 // reply to it is still unsent, so that a client which does not read cannot make the server queue replies.
+//
+// Peer links (collectives/peer_links.h) are direct connections between ranks in the same frames, opened by the
+// same challenge, hello and welcome (the listening rank plays the server). Then, from the connecting rank:
+//   kPeerMessage  u64 sequence number, i32 sender rank, then the message's bytes up to the frame's end
+//                                                             -> kPeerAck: u64 sequence number, once queued
 #pragma once
 
 #include <chrono>
@@ -57,6 +62,8 @@ enum class MessageType : uint32_t {
   kAllToAll = 8,
   kBroadcast = 9,
   kDelete = 10,
+  kPeerMessage = 11,
+  kPeerAck = 12,
   kOk = 64,
   kError = 65,
 };
@@ -70,6 +77,8 @@ struct FrameHeader {
 const char* CollectiveName(MessageType type);
 
 std::string EncodeFrame(MessageType type, std::string_view payload);
+// A frame's header alone, for a payload the caller sends from where it lies.
+std::string EncodeHeader(MessageType type, uint64_t payload_length);
 // `bytes` holds at least kHeaderBytes.
 FrameHeader DecodeHeader(std::string_view bytes);
 
@@ -82,6 +91,19 @@ std::chrono::milliseconds ClampTimeout(uint64_t timeout_ms);
 
 // strerror for `err`, safe to call from any thread.
 std::string ErrnoText(int err);
+
+// What is left until `deadline`, in milliseconds for poll(): 0 once it has passed.
+int PollTimeoutMs(std::chrono::steady_clock::time_point deadline);
+
+// Waits for `events` on `fd` until `deadline`: 1 ready, 0 timed out, -1 error (errno set).
+int WaitFor(int fd, short events, std::chrono::steady_clock::time_point deadline);
+
+// One non-blocking connect attempt to any of the host's addresses, waiting until `deadline`; the error text (kIo)
+// if none accepts.
+Result<UniqueFd> ConnectOnce(const std::string& host, int port, std::chrono::steady_clock::time_point deadline);
+
+// The numeric address of this end of a connected socket: the interface that reaches its peer.
+Result<std::string> LocalHost(int fd);
 
 // Non-blocking with Nagle off: the store's messages are small and latency-bound.
 Status ConfigureSocket(int fd);

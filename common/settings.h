@@ -29,6 +29,9 @@ inline constexpr char kIoBackendVar[] = "CKPT_IO_BACKEND";
 inline constexpr char kIoDirectVar[] = "CKPT_IO_DIRECT";
 // CKPT_TRANSPORT: "auto" (default), "none", "ucx" or "nccl": how ranks exchange tensor data during a load.
 inline constexpr char kTransportVar[] = "CKPT_TRANSPORT";
+// CKPT_PEER_CONTROL: "0" routes every collective of a job without collectives of its own through rank 0's TCP store
+// (default: all-to-alls and broadcasts over direct links between the ranks, collectives/peer_control_plane.h).
+inline constexpr char kPeerControlVar[] = "CKPT_PEER_CONTROL";
 // CKPT_WORKER_PATH: the ckpt-io-worker executable (default: beside libckpt.so). Read by io/worker_pool.cc.
 inline constexpr char kWorkerPathVar[] = "CKPT_WORKER_PATH";
 

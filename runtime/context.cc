@@ -6,6 +6,7 @@
 #include <cstdio>
 
 #include "collectives/nccl_transport.h"
+#include "collectives/peer_control_plane.h"
 #include "collectives/solo_control_plane.h"
 #include "collectives/store_auth.h"
 #include "collectives/tcp_store.h"
@@ -162,9 +163,13 @@ Status Context::StartControlPlane(const ContextConfig& config) {
   store_config_ = connected->AuxiliaryConfig();
   store_ = std::move(connected);
   // With the job's collectives the store carries none: it only knows which ranks died, and the commit's reports.
-  control_ = config.collectives
-                 ? coll::MakeTableControlPlane(identity_.rank, identity_.world_size, *config.collectives, store_)
-                 : std::shared_ptr<coll::ControlPlane>(store_);
+  if (config.collectives) {
+    control_ = coll::MakeTableControlPlane(identity_.rank, identity_.world_size, *config.collectives, store_);
+  } else if (settings::StringFromEnv(settings::kPeerControlVar) == "0") {
+    control_ = store_;
+  } else {
+    ASSIGN_OR_RETURN(control_, coll::MakePeerControlPlane(store_));
+  }
   return Status::Ok();
 }
 
