@@ -107,20 +107,33 @@ class PeerControlPlane : public ControlPlane {
     return Clock::now() + std::min(within, store_->timeout());
   }
 
-  // Every rank enters the store barrier, even one whose messages failed: the barrier carries each rank's outcome so
-  // that all fail together, and the store's own collectives stay in step on every rank. Once it completes, every
-  // sender had its acks, so every message of `sequence` to this rank is queued.
+  std::chrono::milliseconds Left(Clock::time_point deadline) const {
+    return std::max(std::chrono::milliseconds(0), std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now()));
+  }
+
+  // Every rank reports how its deliveries went, even one whose messages failed, so that all fail together and the
+  // store's own collectives stay in step on every rank. Failures go to rank 0 alone, in the store's sparse
+  // all-to-all (where all is well no rank sends anything), and rank 0 broadcasts the first: rank 0's server moves a
+  // few bytes per rank, where an all-gather of the outcomes would send every rank a length per rank (O(N^2)). Once
+  // this completes, every sender had its acks, so every message of `sequence` to this rank is queued.
   Result<std::map<int, std::string>> Gather(uint64_t sequence, const Status& delivered, Clock::time_point deadline) {
-    const auto left =
-        std::max(std::chrono::milliseconds(0), std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now()));
-    Result<std::vector<std::string>> outcomes = store_->AllGatherWithin(delivered.message(), left);
-    RETURN_IF_ERROR(delivered);
-    RETURN_IF_ERROR(outcomes.status());
-    for (size_t r = 0; r < outcomes->size(); ++r) {
-      if (!(*outcomes)[r].empty()) {
-        return PeerFailed("rank " + std::to_string(r) + " could not deliver its messages: " + (*outcomes)[r]);
+    std::vector<std::string> reports(world_size());
+    if (!delivered.ok() && rank() != 0) reports[0] = "failed: " + delivered.message();
+    Result<std::vector<std::string>> received = store_->AllToAllV(std::move(reports), Left(deadline));
+    std::string first_failure;
+    if (rank() == 0 && received.ok()) {
+      if (!delivered.ok()) (*received)[0] = "failed: " + delivered.message();
+      for (size_t r = 0; r < received->size() && first_failure.empty(); ++r) {
+        if (!(*received)[r].empty()) {
+          first_failure = "rank " + std::to_string(r) + " could not deliver its messages: " + (*received)[r];
+        }
       }
     }
+    RETURN_IF_ERROR(received.status());
+    Result<std::string> verdict = store_->Broadcast(first_failure, Left(deadline));
+    RETURN_IF_ERROR(delivered);
+    RETURN_IF_ERROR(verdict.status());
+    if (!verdict->empty()) return PeerFailed(*verdict);
     return links_->TakeAll(sequence);
   }
 

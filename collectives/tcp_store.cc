@@ -423,6 +423,9 @@ Result<std::vector<std::string>> TcpStore::AllToAllV(std::vector<std::string> ou
 Result<std::string> TcpStore::Broadcast(std::string_view from_root, std::chrono::milliseconds within) {
   return impl_->Broadcast(from_root, std::min(within, impl_->config().timeout));
 }
+Status TcpStore::Barrier() {
+  return impl_->AllToAll(std::vector<std::string>(impl_->config().world_size), impl_->config().timeout).status();
+}
 ControlPlaneCounters TcpStore::counters() const { return impl_->counters(); }
 Status TcpStore::Set(std::string_view key, std::string_view value) { return impl_->Set(key, value); }
 Status TcpStore::Delete(std::string_view key) { return impl_->Delete(key); }

@@ -129,6 +129,21 @@ TEST(PeerControlPlaneTest, RankZeroMovesOnlyItsOwnBytes) {
   });
 }
 
+TEST(PeerControlPlaneTest, AnAllToAllEndsWithAFewStoreBytesPerRankWhateverTheWorld) {
+  constexpr int kWorld = 48;
+  RunAllRanks(kWorld, [](Rank& rank) {
+    const ControlPlaneCounters before = rank.store->counters();
+    std::vector<std::string> outgoing(kWorld);
+    outgoing[(rank.plane->rank() + 1) % kWorld] = "next";
+    Result<std::vector<std::string>> incoming = rank.plane->AllToAllV(outgoing, milliseconds(10000));
+    ASSERT_TRUE(incoming.ok()) << incoming.status().message();
+    EXPECT_EQ((*incoming)[(rank.plane->rank() + kWorld - 1) % kWorld], "next");
+    // Gathering every rank's outcome instead would send every rank a length per rank: 48 of them.
+    const ControlPlaneCounters after = rank.store->counters();
+    EXPECT_LT(after.sent - before.sent + after.received - before.received, 96u) << "rank " << rank.plane->rank();
+  });
+}
+
 TEST(PeerControlPlaneTest, BroadcastReachesEveryRankWithRankZeroSendingLog2Copies) {
   for (const int world : {5, 8}) {
     const std::string message(kMiB, 'b');

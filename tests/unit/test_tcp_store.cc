@@ -138,6 +138,21 @@ TEST(TcpStoreTest, AllToAllDeliversEachRankOnlyItsOwnMessages) {
   for (int r : {1, 2}) EXPECT_LT(counters[r].sent + counters[r].received, 1024u) << "rank " << r;
 }
 
+TEST(TcpStoreTest, ABarrierMovesAFewBytesPerRankWhateverTheWorld) {
+  constexpr int kWorld = 64;
+  std::vector<ControlPlaneCounters> before(kWorld), after(kWorld);
+  RunAllRanks(kWorld, PickFreePort(), [&](TcpStore& store) {
+    before[store.rank()] = store.counters();
+    ASSERT_TRUE(store.Barrier().ok());
+    after[store.rank()] = store.counters();
+  });
+  // An all-gather of nothing would send every rank a length per rank: 64 of them, at least 256 bytes.
+  for (int r = 0; r < kWorld; ++r) {
+    EXPECT_LT(after[r].received - before[r].received, 64u) << "rank " << r;
+    EXPECT_LT(after[r].sent - before[r].sent, 64u) << "rank " << r;
+  }
+}
+
 TEST(TcpStoreTest, BroadcastGivesEveryRankRankZerosMessage) {
   RunAllRanks(3, PickFreePort(), [](TcpStore& store) {
     for (int round = 0; round < 5; ++round) {
