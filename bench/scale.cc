@@ -14,8 +14,10 @@
 // Control-plane bytes are counted per rank under the job's own collectives (ckpt_collectives): an all-to-all moves
 // each message once between its two ranks; a gather to rank 0 delivers every contribution to it; a broadcast is a
 // binomial tree, so its busiest sender sends ceil(log2 ranks) copies. They are compared with the bytes of every
-// rank's encoded descriptor. Through the TCP store instead, rank 0's server relays every byte of every rank, which
-// scale_store_rank0_control_ratio shows.
+// rank's encoded descriptor. A job without collectives of its own runs the same messages over the peer plane
+// (collectives/peer_control_plane.h), with frames and acks around them and each all-to-all ended at rank 0's store:
+// scale_peer_busiest_control_ratio. Were the TCP store to route them (CKPT_PEER_CONTROL=0), rank 0's server would
+// relay every byte of every rank, which scale_store_rank0_control_ratio shows.
 //
 // Usage: ckpt_bench_scale [--ranks 1024,4096,16384,32768] [--limit-s 300]
 // Prints `name value unit` lines; a figure whose child ran past the limit prints the limit and a `#` line saying so.
@@ -152,6 +154,7 @@ Figures Simulate(const ParallelLayout& layout, const ParallelLayout& target, int
       inbox[owner].emplace_back(r, std::move(parts[owner]));
     }
   }
+  save_bytes.AllToAll();
   save_bytes.Agreement(kProposalBytes, kVerdictBytes);  // proposals
   save_bytes.Agreement(0, kAgreementBytes);             // coverage
   save_bytes.Agreement(0, kAgreementBytes);             // plan
@@ -167,6 +170,7 @@ Figures Simulate(const ParallelLayout& layout, const ParallelLayout& target, int
       writer_inbox[writer].emplace_back(owner, std::move(routed[writer]));
     }
   }
+  save_bytes.AllToAll();
   inbox = {};
 
   // Each writer's merge, and the manifest rank 0 would commit: one data file per writer, chunks back to back.
@@ -271,6 +275,8 @@ Figures Simulate(const ParallelLayout& layout, const ParallelLayout& target, int
   Print("scale_peak_rss_mib" + suffix, f.peak_rss_mib, "MiB");
   Print("scale_manifest_mib" + suffix, f.manifest_mib, "MiB");
   Print("scale_busiest_control_ratio" + suffix, f.control_ratio, "x");
+  Print("scale_peer_busiest_control_ratio" + suffix,
+        static_cast<double>(std::max(save_bytes.PeerBusiest(), load_bytes.PeerBusiest())) / descriptor_bytes, "x");
   Print("scale_store_rank0_control_ratio" + suffix,
         static_cast<double>(save_bytes.store_relay + load_bytes.store_relay) / descriptor_bytes, "x");
   return f;

@@ -42,24 +42,39 @@ inline uint64_t PeakRssKib(pid_t pid = 0) {
 
 inline uint64_t TreeFanout(int ranks) { return static_cast<uint64_t>(std::ceil(std::log2(std::max(ranks, 2)))); }
 
-// Per rank under the job's collectives, and what rank 0's server would relay if the TCP store carried them (every
-// message in and out, every broadcast once to each rank).
+// The peer plane's costs (collectives/peer_control_plane.h) beyond the messages themselves: each message travels in
+// a frame its receiver acknowledges (header, sequence and sender; the ack's header and sequence), and each all-to-all
+// ends at rank 0's store with a sparse all-to-all of failures and a broadcast verdict, four frames per rank
+// (collectives/tcp_store_wire.h: headers, sequence numbers, timeouts, counts).
+inline constexpr uint64_t kPeerFrameBytes = (12 + 8 + 4) + (12 + 8);
+inline constexpr uint64_t kPeerCompletionBytes = (12 + 8 + 8 + 4 + 4) + (12 + 4) + (12 + 8 + 8 + 4) + (12 + 4);
+
+// Per rank under the job's collectives; the same over the peer plane of a job that has none; and what rank 0's
+// server would relay if the TCP store carried them (every message in and out, every broadcast once to each rank).
 struct ControlBytes {
   std::vector<uint64_t> sent, received;
+  std::vector<uint64_t> frames;  // per rank: peer-plane messages sent or received
+  uint64_t all_to_alls = 0;
   uint64_t store_relay = 0;
-  explicit ControlBytes(int ranks) : sent(ranks, 0), received(ranks, 0) {}
+  explicit ControlBytes(int ranks) : sent(ranks, 0), received(ranks, 0), frames(ranks, 0) {}
+  // The step's messages are sent (Message, once each).
+  void AllToAll() { ++all_to_alls; }
   void Gather(uint64_t each) {
-    for (size_t r = 1; r < sent.size(); ++r) sent[r] += each;
+    for (size_t r = 1; r < sent.size(); ++r) sent[r] += each, ++frames[r];
     received[0] += each * (sent.size() - 1);
+    frames[0] += sent.size() - 1;
     store_relay += each * sent.size();
   }
   void Broadcast(uint64_t bytes) {
     sent[0] += bytes * TreeFanout(static_cast<int>(sent.size()));
-    for (size_t r = 1; r < sent.size(); ++r) received[r] += bytes;
+    frames[0] += TreeFanout(static_cast<int>(sent.size()));
+    for (size_t r = 1; r < sent.size(); ++r) received[r] += bytes, ++frames[r];
     store_relay += bytes * sent.size();
   }
+  // Decided at rank 0: a gather (an all-to-all) and a broadcast.
   void Agreement(uint64_t payload, uint64_t verdict) {
     Gather(kAgreementBytes + payload);
+    AllToAll();
     Broadcast(verdict);
   }
   void Message(int from, int to, uint64_t bytes) {
@@ -67,10 +82,20 @@ struct ControlBytes {
     if (from == to) return;
     sent[from] += bytes;
     received[to] += bytes;
+    ++frames[from], ++frames[to];
   }
   uint64_t Busiest() const {
     uint64_t most = 0;
     for (size_t r = 0; r < sent.size(); ++r) most = std::max(most, sent[r] + received[r]);
+    return most;
+  }
+  // Rank 0 also carries its server's share of every all-to-all's end.
+  uint64_t PeerBusiest() const {
+    uint64_t most = 0;
+    for (size_t r = 0; r < sent.size(); ++r) {
+      const uint64_t completions = all_to_alls * kPeerCompletionBytes * (r == 0 ? sent.size() : 1);
+      most = std::max(most, sent[r] + received[r] + frames[r] * kPeerFrameBytes + completions);
+    }
     return most;
   }
 };

@@ -59,6 +59,7 @@ LoadFigures SimulateLoad(const ParallelLayout& target, const runtime::Manifest& 
       inbox[owner].emplace_back(r, std::move(parts[owner]));
     }
   }
+  bytes->AllToAll();
   // The requests step (runtime/load_agreement.h): a bit per manifest entry, a digest, the plan held.
   bytes->Agreement((manifest.tensors.size() + manifest.objects.size() + 7) / 8 + 64, kVerdictBytes);
 
@@ -77,6 +78,7 @@ LoadFigures SimulateLoad(const ParallelLayout& target, const runtime::Manifest& 
       parts_in[to].emplace_back(owner, std::move(routed[to]));
     }
   }
+  bytes->AllToAll();
   bytes->Agreement(0, kAgreementBytes);  // load (plan)
   std::vector<Messages> shares_in(ranks);
   for (int r = 0; r < ranks; ++r) {
@@ -92,6 +94,7 @@ LoadFigures SimulateLoad(const ParallelLayout& target, const runtime::Manifest& 
       shares_in[to].emplace_back(r, std::move(shares[to]));
     }
   }
+  bytes->AllToAll();
   bytes->Agreement(0, kAgreementBytes);  // load (plan parts)
   std::vector<Messages> rounds_in(ranks);
   uint32_t round_count = 0;
@@ -110,6 +113,7 @@ LoadFigures SimulateLoad(const ParallelLayout& target, const runtime::Manifest& 
       rounds_in[to].emplace_back(r, std::move(transfer_rounds[to]));
     }
   }
+  bytes->AllToAll();
   bytes->Agreement(sizeof(uint32_t), kAgreementBytes);  // load (rounds)
   for (int r = 0; r < ranks; ++r) {
     const Clock::time_point start = Clock::now();
