@@ -211,7 +211,7 @@ void PeerInbox::OnFrame(Connection& c) {
 void PeerInbox::OnHello(Connection& c) {
   if (c.type != static_cast<uint32_t>(MessageType::kHello)) return Close(c);
   Result<store_handshake::Hello> hello = store_handshake::DecodeAuthenticHello(c.payload, secret_, c.server_nonce);
-  Status admitted = hello.status();
+  Status admitted = hello.status().WithContext("the peer links of rank " + std::to_string(rank_));
   if (admitted.ok() && hello->world_size != world_size_) {
     admitted =
         Mismatch("rank " + std::to_string(hello->rank) + " says the world has " + std::to_string(hello->world_size) +

@@ -69,7 +69,7 @@ Result<Hello> DecodeAuthenticHello(std::string_view payload, std::string_view se
   hello.auxiliary = auxiliary != 0;
   const std::string expected = store_auth::HelloProof(secret, server_nonce, hello.client_nonce, signed_fields);
   if (!store_auth::ProofsMatch(expected, hello.proof)) {
-    return InvalidArgument("the store on rank 0 refused a connection that claimed to be rank " +
+    return InvalidArgument("refused a connection that claimed to be rank " +
                            std::to_string(hello.rank) +
                            " but does not know the job's secret (CKPT_JOB_SECRET differs between ranks, or this is "
                            "another job's store)");

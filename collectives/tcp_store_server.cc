@@ -303,7 +303,7 @@ class StoreServer::Loop {
   void OnHello(Connection& c, std::string_view payload) {
     if (c.rank >= 0) return Disconnect(c);
     Result<store_handshake::Hello> hello = store_handshake::DecodeAuthenticHello(payload, secret_, c.server_nonce);
-    if (!hello.ok()) return Refuse(c, hello.status());
+    if (!hello.ok()) return Refuse(c, hello.status().WithContext("the store on rank 0"));
     c.welcome = store_handshake::EncodeWelcome(secret_, c.server_nonce, hello->client_nonce);
     if (hello->auxiliary) return OnAuxiliaryHello(c, *hello);
     if (Status admitted = Admit(hello->rank, hello->world_size); !admitted.ok()) return Refuse(c, admitted);
