@@ -60,7 +60,7 @@ for stage in "${stages[@]}"; do
       CC=clang CXX=clang++ configure "$build-tsan" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCKPT_FAULT_INJECTION=OFF \
         -DCKPT_SANITIZE=thread
       cmake --build "$build-tsan" -j "$(nproc)" --target ckpt_unit_tests ckpt-io-worker ckpt ckpt-launch \
-        ckpt_scenario_core ckpt_scenario_async ckpt_scenario_exchange ckpt_scenario_control
+        ckpt_scenario_core ckpt_scenario_async ckpt_scenario_exchange ckpt_scenario_control ckpt_manifest_tamper
       ctest --test-dir "$build-tsan" --output-on-failure -j2 --no-tests=error -R "$tsan_tests|$tsan_scenarios"
       # Again with the I/O threads inside each rank, where TSan sees them (it cannot see into worker processes).
       CKPT_IO_WORKERS=0 ctest --test-dir "$build-tsan" --output-on-failure -j2 --no-tests=error -R "$tsan_scenarios" \
