@@ -1,6 +1,5 @@
 #include "collectives/peer_inbox.h"
 
-#include <netinet/in.h>
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
@@ -46,13 +45,7 @@ struct PeerInbox::Connection {
 Result<std::unique_ptr<PeerInbox>> PeerInbox::Start(int rank, int world_size, const std::string& host,
                                                     std::string secret) {
   ASSIGN_OR_RETURN(UniqueFd listener, store_wire::Listen(host, 0));
-  sockaddr_storage address = {};
-  socklen_t length = sizeof address;
-  if (getsockname(listener.get(), reinterpret_cast<sockaddr*>(&address), &length) != 0) {
-    return IoError("cannot read the peer link listener's port: " + store_wire::ErrnoText(errno));
-  }
-  const int port = ntohs(address.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&address)->sin6_port
-                                                       : reinterpret_cast<sockaddr_in*>(&address)->sin_port);
+  ASSIGN_OR_RETURN(const int port, store_wire::LocalPort(listener.get()));
   UniqueFd wake(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
   if (!wake.valid()) return IoError("cannot make the peer links' eventfd: " + store_wire::ErrnoText(errno));
   return std::unique_ptr<PeerInbox>(

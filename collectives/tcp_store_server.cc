@@ -1,7 +1,6 @@
 #include "collectives/tcp_store_server.h"
 
 #include <fcntl.h>
-#include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -711,13 +710,7 @@ class StoreServer::Loop {
 Result<std::unique_ptr<StoreServer>> StoreServer::Start(const std::string& host, int port, int world_size,
                                                         const SecretForPort& secret_for_port) {
   ASSIGN_OR_RETURN(UniqueFd listener, store_wire::Listen(host, port));
-  sockaddr_storage bound = {};
-  socklen_t bound_size = sizeof bound;
-  if (getsockname(listener.get(), reinterpret_cast<sockaddr*>(&bound), &bound_size) != 0) {
-    return IoError("cannot read the store's bound address: " + store_wire::ErrnoText(errno));
-  }
-  const int bound_port = ntohs(bound.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port
-                                                           : reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
+  ASSIGN_OR_RETURN(const int bound_port, store_wire::LocalPort(listener.get()));
   // Connections made before the loop runs wait in the listen backlog: none is answered before the secret exists.
   ASSIGN_OR_RETURN(std::string secret, secret_for_port(bound_port));
   int pipe_fds[2];

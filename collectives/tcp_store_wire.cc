@@ -136,12 +136,34 @@ Result<UniqueFd> ConnectOnce(const std::string& host, int port, std::chrono::ste
   return connected;
 }
 
-Result<std::string> LocalHost(int fd) {
+namespace {
+
+struct SocketAddress {
   sockaddr_storage address = {};
   socklen_t length = sizeof address;
-  if (getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
+};
+
+Result<SocketAddress> LocalAddress(int fd) {
+  SocketAddress local;
+  if (getsockname(fd, reinterpret_cast<sockaddr*>(&local.address), &local.length) != 0) {
     return IoError("cannot read a socket's local address: " + ErrnoText(errno));
   }
+  return local;
+}
+
+}  // namespace
+
+Result<int> LocalPort(int fd) {
+  ASSIGN_OR_RETURN(const SocketAddress local, LocalAddress(fd));
+  const sockaddr_storage& a = local.address;
+  return ntohs(a.ss_family == AF_INET6 ? reinterpret_cast<const sockaddr_in6*>(&a)->sin6_port
+                                       : reinterpret_cast<const sockaddr_in*>(&a)->sin_port);
+}
+
+Result<std::string> LocalHost(int fd) {
+  ASSIGN_OR_RETURN(SocketAddress local, LocalAddress(fd));
+  sockaddr_storage& address = local.address;
+  const socklen_t length = local.length;
   char host[NI_MAXHOST] = {};
   const int rc =
       getnameinfo(reinterpret_cast<sockaddr*>(&address), length, host, sizeof host, nullptr, 0, NI_NUMERICHOST);

@@ -104,6 +104,8 @@ Result<UniqueFd> ConnectOnce(const std::string& host, int port, std::chrono::ste
 
 // The numeric address of this end of a connected socket: the interface that reaches its peer.
 Result<std::string> LocalHost(int fd);
+// The port a socket is bound to (a listener bound to port 0 learns its port here).
+Result<int> LocalPort(int fd);
 
 // Non-blocking with Nagle off: the store's messages are small and latency-bound.
 Status ConfigureSocket(int fd);

@@ -337,9 +337,18 @@ Result<std::string> EncodeManifest(const Manifest& manifest) {
   return out;
 }
 
+namespace {
+
+// The whole decode of a file's bytes, which it takes so that a file read for it is not copied again.
+Result<Manifest> DecodeWhole(std::string file, const std::string& origin) {
+  ASSIGN_OR_RETURN(const Header header, ParseHeader(file, origin));
+  return DecodeMessage(MessageWords(std::move(file), header.message_length), header, Chunks::kDecode, origin);
+}
+
+}  // namespace
+
 Result<Manifest> DecodeManifest(const std::string& bytes, const std::string& origin) {
-  ASSIGN_OR_RETURN(const Header header, ParseHeader(bytes, origin));
-  return DecodeMessage(MessageWords(bytes, header.message_length), header, Chunks::kDecode, origin);
+  return DecodeWhole(bytes, origin);
 }
 
 class EncodedChunks::Impl {
@@ -414,8 +423,8 @@ Status WriteManifest(const std::string& dir, const Manifest& manifest) {
 }
 
 Result<Manifest> ReadManifest(const std::string& dir) {
-  ASSIGN_OR_RETURN(const std::string bytes, ReadManifestFile(dir));
-  return DecodeManifest(bytes, io::JoinPath(dir, kManifestName));
+  ASSIGN_OR_RETURN(std::string bytes, ReadManifestFile(dir));
+  return DecodeWhole(std::move(bytes), io::JoinPath(dir, kManifestName));
 }
 
 Result<ManifestWithoutChunks> ReadManifestWithoutChunks(const std::string& dir) {
