@@ -60,6 +60,13 @@ ckpt_python_test(jax_jit_save_ffi_2_processes test_jax_multiprocess.py::test_jit
 ckpt_python_test(jax_no_main_replica_2_processes
                  test_jax_multiprocess.py::test_process_without_main_replica_neither_hangs_nor_fails JAX)
 ckpt_python_test(jax_readme_quickstart test_readme.py JAX)
+# On a CUDA device, where JAX sees one: JAX_PLATFORMS unset so that it may pick the GPU. Without one the module
+# skips with its reason, which ctest counts as a skip (the GPU is the one thing CI cannot install).
+ckpt_python_test(jax_gpu test_jax_gpu.py JAX)
+if(TEST jax_gpu)
+  set_property(TEST jax_gpu APPEND PROPERTY ENVIRONMENT "JAX_PLATFORMS=;PYTEST_ADDOPTS=-rs")
+  set_property(TEST jax_gpu PROPERTY SKIP_REGULAR_EXPRESSION "no CUDA device: JAX sees no GPU")
+endif()
 
 if(CKPT_PYTHON_SKIP_REASON)
   add_test(NAME python_install COMMAND sh -c "echo '${CKPT_PYTHON_SKIP_REASON}: python_install not run'; exit 77")

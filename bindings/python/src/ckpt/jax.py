@@ -158,8 +158,10 @@ def path_array(path):
 
 
 class _FfiLibrary:
-    """libckpt_jax (and libckpt_jax_cuda where built), found beside libckpt or through CKPT_JAX_LIB, with the custom
-    call registered once with XLA."""
+    """The XLA FFI handler library, found beside libckpt or through CKPT_JAX_LIB, with the custom call registered
+    once with XLA. Where JAX sees a GPU and libckpt_jax_cuda was built beside it, that one library serves every
+    platform: the savers that ckpt_jax_ffi_open numbers live in the library that opened them, so the handlers that
+    look them up must come from the same one."""
 
     _instance = None
 
@@ -171,23 +173,25 @@ class _FfiLibrary:
         explicit = os.environ.get("CKPT_JAX_LIB")
         directory = lib.path.parent if explicit is None else None
         path = explicit or str(directory / "libckpt_jax.so")
+        cuda_path = os.path.join(os.path.dirname(path), "libckpt_jax_cuda.so")
+        self.with_cuda = any(d.platform == "gpu" for d in jax.devices()) and os.path.exists(cuda_path)
+        if self.with_cuda:
+            path = cuda_path
         try:
-            self.cpu = ctypes.CDLL(path)
+            self.handlers = ctypes.CDLL(path)
         except OSError as e:
             raise errors.LibraryNotFoundError(
                 f"cannot load the XLA FFI handler library {path}: {e}. It is built beside libckpt where python3 "
                 "imports jax (cmake -DPython3_EXECUTABLE=...); set CKPT_JAX_LIB to point at it") from e
-        self.cpu.ckpt_jax_ffi_open.restype = ctypes.c_int64
-        self.cpu.ckpt_jax_ffi_open.argtypes = [ctypes.c_void_p]
-        self.cpu.ckpt_jax_ffi_wait.restype = ctypes.c_int32
-        self.cpu.ckpt_jax_ffi_wait.argtypes = [ctypes.c_int64, ctypes.c_uint32, ctypes.c_void_p]
-        self.cpu.ckpt_jax_ffi_close.restype = None
-        self.cpu.ckpt_jax_ffi_close.argtypes = [ctypes.c_int64]
-        jax.ffi.register_ffi_target(_FFI_TARGET, jax.ffi.pycapsule(self.cpu.ckpt_jax_save_cpu), platform="cpu")
-        cuda_path = os.path.join(os.path.dirname(path), "libckpt_jax_cuda.so")
-        if any(d.platform == "gpu" for d in jax.devices()) and os.path.exists(cuda_path):
-            self.cuda = ctypes.CDLL(cuda_path)
-            jax.ffi.register_ffi_target(_FFI_TARGET, jax.ffi.pycapsule(self.cuda.ckpt_jax_save_cuda),
+        self.handlers.ckpt_jax_ffi_open.restype = ctypes.c_int64
+        self.handlers.ckpt_jax_ffi_open.argtypes = [ctypes.c_void_p]
+        self.handlers.ckpt_jax_ffi_wait.restype = ctypes.c_int32
+        self.handlers.ckpt_jax_ffi_wait.argtypes = [ctypes.c_int64, ctypes.c_uint32, ctypes.c_void_p]
+        self.handlers.ckpt_jax_ffi_close.restype = None
+        self.handlers.ckpt_jax_ffi_close.argtypes = [ctypes.c_int64]
+        jax.ffi.register_ffi_target(_FFI_TARGET, jax.ffi.pycapsule(self.handlers.ckpt_jax_save_cpu), platform="cpu")
+        if self.with_cuda:
+            jax.ffi.register_ffi_target(_FFI_TARGET, jax.ffi.pycapsule(self.handlers.ckpt_jax_save_cuda),
                                         platform="CUDA")
 
     @classmethod
@@ -250,7 +254,7 @@ class JitSaver:
         self._library = _FfiLibrary.get()
         self._context = context or context_module.Context.from_jax(_private=True)
         self._context.adopt(self)
-        self._id = self._library.cpu.ckpt_jax_ffi_open(self._context.handle)
+        self._id = self._library.handlers.ckpt_jax_ffi_open(self._context.handle)
 
     def __call__(self, path, tree):
         """Inside jax.jit: saves `tree` (the structure of `shardings`) to the path held by the uint8 array `path`
@@ -300,10 +304,10 @@ class JitSaver:
         failure as a ckpt.Error; returns False if `timeout` seconds passed first, else True."""
         from ._native import call_status
         timeout_ms = 0 if timeout is None else max(1, int(timeout * 1000))
-        return call_status(self._library.cpu.ckpt_jax_ffi_wait, self._id, timeout_ms) == 0
+        return call_status(self._library.handlers.ckpt_jax_ffi_wait, self._id, timeout_ms) == 0
 
     def close(self):
         """Waits for the saves in flight, then releases the saver (its context stays open)."""
         if self._id is not None:
-            self._library.cpu.ckpt_jax_ffi_close(self._id)
+            self._library.handlers.ckpt_jax_ffi_close(self._id)
             self._id = None
