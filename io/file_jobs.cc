@@ -413,9 +413,9 @@ Status Executor::VerifyBlocks(const ReadJob& job, ReadFailure* failure) const {
 }
 
 // kAuto: io_uring unless the kernel refuses it; an explicit choice is never replaced.
-Result<std::unique_ptr<IoBackend>> ChooseBackend(const IoTuning& tuning) {
+Result<std::unique_ptr<IoBackend>> ChooseBackend(const IoTuning& tuning, char* arena, uint64_t arena_size) {
   if (tuning.backend == IoBackendKind::kPwrite) return CreatePwriteBackend(tuning.pwrite_threads);
-  Result<std::unique_ptr<IoBackend>> uring = CreateUringBackend(tuning.queue_depth);
+  Result<std::unique_ptr<IoBackend>> uring = CreateUringBackend(tuning.queue_depth, arena, arena_size);
   if (uring.ok() || tuning.backend == IoBackendKind::kIoUring || uring.status().code() != Code::kUnsupported) {
     return uring;
   }
@@ -435,7 +435,7 @@ Result<std::unique_ptr<FileJobExecutor>> FileJobExecutor::Create(char* arena, ui
     return InvalidArgument("unknown I/O backend " + std::to_string(static_cast<int32_t>(tuning.backend)));
   }
   RETURN_IF_ERROR(ValidateTuning(tuning));
-  ASSIGN_OR_RETURN(std::unique_ptr<IoBackend> backend, ChooseBackend(tuning));
+  ASSIGN_OR_RETURN(std::unique_ptr<IoBackend> backend, ChooseBackend(tuning, arena, arena_size));
   return std::unique_ptr<FileJobExecutor>(new Executor(arena, arena_size, tuning, std::move(backend)));
 }
 

@@ -58,9 +58,16 @@ uint64_t AttemptLength(const IoRequest& request);
 // The status for an errno from a transfer: kNoSpace for ENOSPC/EDQUOT, else kIo; names the file and offset.
 Status TransferError(const IoTarget& target, const IoRequest& request, int error);
 
+// The most an io_uring registered buffer may hold (the kernel's limit).
+inline constexpr uint64_t kMaxRegisteredBuffer = 1ull << 30;
+
 // kUnsupported with the errno when the kernel refuses io_uring (seccomp, the io_uring_disabled sysctl, no support),
-// so that the caller may fall back; another failure is kIo.
-Result<std::unique_ptr<IoBackend>> CreateUringBackend(uint32_t queue_depth);
+// so that the caller may fall back; another failure is kIo. `arena` (every request's buffers lie in it) is
+// registered with the ring in buffers of `max_registered_buffer` bytes, where the kernel allows it; name() is then
+// "io_uring+fixed".
+Result<std::unique_ptr<IoBackend>> CreateUringBackend(uint32_t queue_depth, char* arena = nullptr,
+                                                      uint64_t arena_size = 0,
+                                                      uint64_t max_registered_buffer = kMaxRegisteredBuffer);
 // kIo if the system refuses to start the threads.
 Result<std::unique_ptr<IoBackend>> CreatePwriteBackend(uint32_t threads);
 

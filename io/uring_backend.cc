@@ -1,11 +1,17 @@
 // The io_uring backend: keeps up to queue_depth requests in flight on one ring, submitted from the calling thread,
-// which hashes between completions.
+// which hashes between completions. The staging arena is registered with the ring (as buffers of at most
+// kMaxRegisteredBuffer bytes), and each job's file in a one-slot file table, so that a request neither pins its
+// pages nor takes a reference to its file again: requests then use the fixed forms. Where the kernel refuses either
+// registration (RLIMIT_MEMLOCK for users without CAP_IPC_LOCK, older kernels), requests use the plain forms.
 #include <liburing.h>
 #include <sched.h>
+#include <sys/uio.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <deque>
+#include <vector>
 
 #include "io/io_backend.h"
 
@@ -38,17 +44,51 @@ class UringBackend final : public IoBackend {
     if (initialized_) io_uring_queue_exit(&ring_);
   }
 
-  // 0 or -errno, from io_uring_queue_init.
-  int Init() {
+  // 0 or -errno, from io_uring_queue_init. Then registers `arena` (when given) in buffers of at most
+  // `max_buffer_bytes`, and a file table of one slot; either may be refused, which only loses the fixed forms.
+  int Init(char* arena, uint64_t arena_size, uint64_t max_buffer_bytes) {
     const int rc = io_uring_queue_init(queue_depth_, &ring_, 0);
     initialized_ = rc == 0;
-    return rc;
+    if (!initialized_) return rc;
+    if (arena != nullptr && arena_size > 0 && max_buffer_bytes > 0) {
+      std::vector<iovec> buffers;
+      for (uint64_t at = 0; at < arena_size; at += max_buffer_bytes) {
+        buffers.push_back(iovec{arena + at, static_cast<size_t>(std::min(max_buffer_bytes, arena_size - at))});
+      }
+      if (io_uring_register_buffers(&ring_, buffers.data(), static_cast<unsigned>(buffers.size())) == 0) {
+        arena_ = arena;
+        arena_size_ = arena_size;
+        max_buffer_bytes_ = max_buffer_bytes;
+      }
+    }
+    fixed_file_ = io_uring_register_files_sparse(&ring_, 1) == 0;
+    return 0;
   }
 
   Status Run(const IoTarget& target, std::vector<IoRequest>& requests, const SpareWork& spare_work) override;
-  const char* name() const override { return "io_uring"; }
+  const char* name() const override { return arena_ != nullptr ? "io_uring+fixed" : "io_uring"; }
 
  private:
+  // The registered buffer that holds all of [buffer, buffer + length), or -1.
+  int RegisteredBuffer(const char* buffer, uint64_t length) const {
+    if (arena_ == nullptr || buffer < arena_ || length > arena_size_ ||
+        static_cast<uint64_t>(buffer - arena_) > arena_size_ - length) {
+      return -1;
+    }
+    const uint64_t first = static_cast<uint64_t>(buffer - arena_) / max_buffer_bytes_;
+    const uint64_t last = (static_cast<uint64_t>(buffer - arena_) + length - 1) / max_buffer_bytes_;
+    return length > 0 && first == last ? static_cast<int>(first) : -1;
+  }
+  // Puts `fd` in the file table's slot for one Run; false (the plain descriptor is used) if the kernel refuses.
+  bool InstallFile(int fd) {
+    return fixed_file_ && io_uring_register_files_update(&ring_, 0, &fd, 1) == 1;
+  }
+  // Empties the slot, so that the ring holds no reference to a file the executor closes or abandons.
+  void RemoveFile() {
+    int none = -1;
+    (void)io_uring_register_files_update(&ring_, 0, &none, 1);
+  }
+  Status RunBatch(const IoTarget& target, std::vector<IoRequest>& requests, const SpareWork& spare_work);
   void Prepare(Batch& batch);
   Status Submit(Batch& batch);
   void Complete(Batch& batch, const io_uring_cqe& cqe);
@@ -61,6 +101,11 @@ class UringBackend final : public IoBackend {
   io_uring ring_{};
   uint32_t queue_depth_;
   bool initialized_ = false;
+  char* arena_ = nullptr;  // registered as buffers; null when not
+  uint64_t arena_size_ = 0;
+  uint64_t max_buffer_bytes_ = 0;
+  bool fixed_file_ = false;   // the one-slot file table exists
+  bool file_installed_ = false;  // this Run's file is in it
   Status broken_;  // once the ring itself fails, later jobs are refused: the worker should be restarted
 };
 
@@ -79,11 +124,21 @@ void UringBackend::Prepare(Batch& batch) {
     char* buffer = request.buffer + request.transferred;
     const auto length = static_cast<unsigned>(AttemptLength(request));
     const uint64_t offset = request.file_offset + request.transferred;
-    if (batch.target.direction == IoDirection::kWrite) {
-      io_uring_prep_write(sqe, batch.target.fd, buffer, length, offset);
+    const int fd = file_installed_ ? 0 : batch.target.fd;
+    const int registered = RegisteredBuffer(buffer, length);
+    const bool write = batch.target.direction == IoDirection::kWrite;
+    if (registered >= 0) {
+      if (write) {
+        io_uring_prep_write_fixed(sqe, fd, buffer, length, offset, registered);
+      } else {
+        io_uring_prep_read_fixed(sqe, fd, buffer, length, offset, registered);
+      }
+    } else if (write) {
+      io_uring_prep_write(sqe, fd, buffer, length, offset);
     } else {
-      io_uring_prep_read(sqe, batch.target.fd, buffer, length, offset);
+      io_uring_prep_read(sqe, fd, buffer, length, offset);
     }
+    if (file_installed_) sqe->flags |= IOSQE_FIXED_FILE;
     io_uring_sqe_set_data64(sqe, index);
     ++batch.in_flight;
   }
@@ -151,6 +206,14 @@ Status UringBackend::MarkBroken(const std::string& what, int err) {
 
 Status UringBackend::Run(const IoTarget& target, std::vector<IoRequest>& requests, const SpareWork& spare_work) {
   if (!broken_.ok()) return broken_;
+  file_installed_ = InstallFile(target.fd);
+  const Status status = RunBatch(target, requests, spare_work);
+  if (file_installed_) RemoveFile();
+  file_installed_ = false;
+  return status;
+}
+
+Status UringBackend::RunBatch(const IoTarget& target, std::vector<IoRequest>& requests, const SpareWork& spare_work) {
   Batch batch(target, requests);
   bool spare_left = static_cast<bool>(spare_work);
   for (;;) {
@@ -176,9 +239,10 @@ Status UringBackend::Run(const IoTarget& target, std::vector<IoRequest>& request
 
 }  // namespace
 
-Result<std::unique_ptr<IoBackend>> CreateUringBackend(uint32_t queue_depth) {
+Result<std::unique_ptr<IoBackend>> CreateUringBackend(uint32_t queue_depth, char* arena, uint64_t arena_size,
+                                                      uint64_t max_registered_buffer) {
   auto backend = std::make_unique<UringBackend>(queue_depth);
-  const int rc = backend->Init();
+  const int rc = backend->Init(arena, arena_size, max_registered_buffer);
   if (rc == 0) return std::unique_ptr<IoBackend>(std::move(backend));
   const int err = -rc;
   const std::string message = "io_uring is not available (io_uring_queue_init with " + std::to_string(queue_depth) +
