@@ -4,8 +4,10 @@
 //
 //   ckpt_bench save  --dir D --mib S [--tensors T]  one memcpy of the state (baseline), then two saves (D and
 //                                                    D.warm): how long ckpt_save blocks, how long until the commit
-//                                                    is durable, the peak memory of the rank and its I/O workers
-//   ckpt_bench load  --dir D --mib S [--tensors T]  loads D into fresh pre-faulted buffers and checks a sample
+//                                                    is durable, the CPU time of the rank and its I/O workers over
+//                                                    the first, the peak memory of the rank and its I/O workers
+//   ckpt_bench load  --dir D --mib S [--tensors T]  loads D into fresh pre-faulted buffers and checks a sample;
+//                                                    the load's time and CPU time (rank and I/O workers)
 //   ckpt_bench dedup --dir D --mib S [--tensors T]  every rank holds the same replicated state; rank 0 times the
 //                                                    save and checks that the checkpoint stores it only once
 //   ckpt_bench reshard-save --dir D --mib S [--tensors T]
@@ -27,7 +29,10 @@
 // so that a buffer the load did not fill fails the check.
 
 #include <dirent.h>
+#include <pthread.h>
 #include <unistd.h>
+
+#include <ctime>
 
 #include <algorithm>
 #include <atomic>
@@ -37,6 +42,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <string>
 #include <thread>
 #include <vector>
@@ -155,6 +161,58 @@ std::vector<pid_t> ChildProcesses() {
   return children;
 }
 
+// The reading of a CPU-time clock in seconds.
+double ClockSeconds(clockid_t clock) {
+  timespec t{};
+  if (clock_gettime(clock, &t) != 0) throw BenchError(std::string("clock_gettime: ") + std::strerror(errno));
+  return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) * 1e-9;
+}
+
+// The user and system CPU time of process `pid` (all its threads, exited ones included) from /proc/<pid>/stat, in
+// clock ticks of 10 ms; 0 where the process is gone.
+double ProcessCpuSeconds(pid_t pid) {
+  std::ifstream stat_file("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  std::getline(stat_file, line);
+  const size_t name_end = line.rfind(") ");
+  if (name_end == std::string::npos) return 0;
+  unsigned long long utime = 0, stime = 0;
+  // Fields 3 to 13 (state .. cmajflt) come before utime and stime.
+  if (std::sscanf(line.c_str() + name_end + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &utime,
+                  &stime) != 2) {
+    return 0;
+  }
+  return static_cast<double>(utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
+// The CPU time that ckpt spends over an interval in this rank (every thread) and in its I/O worker processes. The
+// workers are children that live as long as the context, so the kernel's RUSAGE_CHILDREN would count them only
+// once reaped, and over their whole life: they are read one by one instead. A worker born within the interval
+// counts whole; one that dies within it is lost (a restart, which a benchmark run does not see).
+class CpuMeter {
+ public:
+  // The rank's clock is read after the scan of /proc and before the next one, so that neither scan is charged.
+  CpuMeter() {
+    for (pid_t pid : ChildProcesses()) worker_start_[pid] = ProcessCpuSeconds(pid);
+    rank_start_ = ClockSeconds(CLOCK_PROCESS_CPUTIME_ID);
+  }
+
+  // Seconds since construction: {the rank's, the workers'}.
+  std::pair<double, double> Elapsed() const {
+    const double rank = ClockSeconds(CLOCK_PROCESS_CPUTIME_ID) - rank_start_;
+    double workers = 0;
+    for (pid_t pid : ChildProcesses()) {
+      const auto start = worker_start_.find(pid);
+      workers += ProcessCpuSeconds(pid) - (start == worker_start_.end() ? 0 : start->second);
+    }
+    return {rank, workers};
+  }
+
+ private:
+  double rank_start_ = 0;
+  std::map<pid_t, double> worker_start_;
+};
+
 // Asks the kernel to restart this process's VmHWM from its current residency ("5" in clear_refs, Linux 4.0+), so
 // that the high-water mark covers the save alone, not the memcpy baseline before it. False where refused.
 bool ResetPeakResidency() {
@@ -210,6 +268,14 @@ class MemorySampler {
 
   int max_children() const { return max_children_; }
 
+  // The CPU time of the sampling thread so far, so that a CPU measurement of the save can leave it out; 0 when
+  // it is not running.
+  double ThreadCpuSeconds() {
+    clockid_t clock;
+    if (!thread_.joinable() || pthread_getcpuclockid(thread_.native_handle(), &clock) != 0) return 0;
+    return ClockSeconds(clock);
+  }
+
  private:
   std::vector<pid_t> Processes() const {
     std::vector<pid_t> pids = children_;
@@ -263,12 +329,19 @@ void RunSave(const Args& args) {
   MemorySampler sampler;
   const uint64_t before_kib = sampler.SampleKib();
   sampler.Start();
+  const double sampler_start_s = sampler.ThreadCpuSeconds();
+  const CpuMeter cpu;
   const SaveTiming first = TimedSave(ctx.get(), state.get(), args.dir, err.get());
+  const auto [rank_cpu_s, worker_cpu_s] = cpu.Elapsed();
+  const double sampler_cpu_s = sampler.ThreadCpuSeconds() - sampler_start_s;
   const SaveTiming warm = TimedSave(ctx.get(), state.get(), args.dir + ".warm", err.get());
   const uint64_t peak_kib = sampler.Stop();
 
   Reporter out(ckpt_context_rank(ctx.get()) == 0);
   out.Print("save_seconds", first.durable_s);
+  // The sampling thread is the benchmark's, not ckpt's.
+  out.Print("save_cpu_seconds", rank_cpu_s - sampler_cpu_s + worker_cpu_s);
+  out.Print("save_worker_cpu_seconds", worker_cpu_s);
   out.Print("async_block_first_ms", first.block_s * 1e3);
   out.Print("async_block_ms", warm.block_s * 1e3);
   out.Print("warm_save_seconds", warm.durable_s);
@@ -287,11 +360,16 @@ void RunLoad(const Args& args) {
   ErrorPtr err = MakeError();
   ContextPtr ctx = MakeContext(args.transport, err.get());
   StatePtr state = MakeState(buffer, layout, err.get());
+  const CpuMeter cpu;
   const auto start = Clock::now();
   Check(ckpt_load(ctx.get(), state.get(), args.dir.c_str(), nullptr, err.get()), err.get(), "ckpt_load");
   const double load_s = SecondsSince(start);
+  const auto [rank_cpu_s, worker_cpu_s] = cpu.Elapsed();
   VerifySample(buffer, layout);
-  Reporter(ckpt_context_rank(ctx.get()) == 0).Print("load_seconds", load_s);
+  Reporter out(ckpt_context_rank(ctx.get()) == 0);
+  out.Print("load_seconds", load_s);
+  out.Print("load_cpu_seconds", rank_cpu_s + worker_cpu_s);
+  out.Print("load_worker_cpu_seconds", worker_cpu_s);
 }
 
 void RunDedup(const Args& args) {

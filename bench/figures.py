@@ -1,17 +1,22 @@
 #!/usr/bin/env python3
 """Arithmetic for bench/run, standard library only.
 
-  figures.py fio-bw JSON_FILE read|write            prints the job's bandwidth in bytes/s from fio's JSON output
+  figures.py fio-job JSON_FILE read|write           prints the job's bandwidth in bytes/s and its CPU seconds from
+                                                    fio's JSON output, as `fio_<rw>_bps` and `fio_<rw>_cpu_seconds`
+                                                    lines
+  figures.py fio-copy JSON_FILE BYTES               prints the copy's bandwidth in bytes/s (a reading and a writing
+                                                    job at once)
   figures.py ucx-bw LOG MESSAGE_BYTES               prints ucx_perftest's overall bandwidth in bytes/s
   figures.py report VALUES_FILE S_MIB D_MIB R_MIB   turns raw per-run values into figures beside their baselines
 
-VALUES_FILE holds `run name value` lines: ckpt_bench's raw output (save_seconds, load_seconds, ...; the multi-rank
-loads report per rank, as <load>_<counter>.rank<r>, with <load>_ranks), the fio bandwidths (fio_write_bps,
-fio_read_bps, fio_copy_bps), ucx_perftest_bps and, where a CUDA device exists, the device staging and its
-cudaMemcpy baseline (d2h_stage_seconds, cuda_memcpy_pinned_seconds) of the same run. The staging arena's size comes from the library
-where it reports it, else from CKPT_ARENA_BYTES, else it is printed as 0 with a comment. Every figure is computed
-within its run (a ratio compares numbers taken on the same directory minutes apart), then the median over the runs is
-printed.
+VALUES_FILE holds `run name value` lines: ckpt_bench's raw output (save_seconds, load_seconds, save_cpu_seconds,
+load_cpu_seconds, ...; the multi-rank loads report per rank, as <load>_<counter>.rank<r>, with <load>_ranks), the
+fio bandwidths and CPU times (fio_write_bps, fio_read_bps, fio_copy_bps, fio_write_cpu_seconds,
+fio_read_cpu_seconds), ucx_perftest_bps and, where a CUDA device exists, the device staging and its cudaMemcpy
+baseline (d2h_stage_seconds, cuda_memcpy_pinned_seconds) of the same run. The staging arena's size comes from the
+library where it reports it, else from CKPT_ARENA_BYTES, else it is printed as 0 with a comment. Every figure is
+computed within its run (a ratio compares numbers taken on the same directory minutes apart), then the median over
+the runs is printed.
 """
 import json
 import os
@@ -30,9 +35,16 @@ FIGURES = [
     ("save_gibps", "GiB/s", "%.3f"),
     ("fio_write_gibps", "GiB/s", "%.3f"),
     ("save_vs_fio_write", "ratio", "%.3f"),
+    # CPU seconds per GiB moved: ckpt's rank and its I/O workers over the save, fio's job over its run.
+    ("save_cpu_s_per_gib", "s/GiB", "%.3f"),
+    ("fio_write_cpu_s_per_gib", "s/GiB", "%.3f"),
+    ("save_cpu_vs_fio", "ratio", "%.2f"),
     ("load_gibps", "GiB/s", "%.3f"),
     ("fio_read_gibps", "GiB/s", "%.3f"),
     ("load_vs_fio_read", "ratio", "%.3f"),
+    ("load_cpu_s_per_gib", "s/GiB", "%.3f"),
+    ("fio_read_cpu_s_per_gib", "s/GiB", "%.3f"),
+    ("load_cpu_vs_fio", "ratio", "%.2f"),
     ("export_gibps", "GiB/s", "%.3f"),
     ("export_vs_fio_write", "ratio", "%.3f"),
     # The same export against fio reading and writing at once, which an export's data movement is.
@@ -75,8 +87,8 @@ def fail(message):
     sys.exit(1)
 
 
-def fio_bandwidth(path, direction):
-    """bw_bytes of the first job; fio may print notes before its JSON, so parsing starts at the first brace."""
+def fio_report(path):
+    """fio's JSON report; fio may print notes before it, so parsing starts at the first brace."""
     with open(path, encoding="utf-8", errors="replace") as f:
         text = f.read()
     start = text.find("{")
@@ -84,23 +96,30 @@ def fio_bandwidth(path, direction):
         fail("%s holds no JSON (fio's output: %r)" % (path, text[:200]))
     try:
         report, _ = json.JSONDecoder().raw_decode(text[start:])
-        bandwidth = int(report["jobs"][0][direction]["bw_bytes"])
-    except (ValueError, KeyError, IndexError, TypeError) as e:
-        fail("%s: no jobs[0].%s.bw_bytes in fio's JSON (%s)" % (path, direction, e))
+    except ValueError as e:
+        fail("%s: fio's JSON does not parse (%s)" % (path, e))
+    return report
+
+
+def fio_job(path, direction):
+    """bw_bytes of the first job, and its CPU seconds: fio's usr_cpu and sys_cpu are percentages of the job's
+    runtime (job_runtime, ms) measured with getrusage of the job's process, every thread of it."""
+    try:
+        job = fio_report(path)["jobs"][0]
+        bandwidth = int(job[direction]["bw_bytes"])
+        cpu_seconds = (float(job["usr_cpu"]) + float(job["sys_cpu"])) / 100 * int(job["job_runtime"]) / 1e3
+    except (KeyError, IndexError, TypeError, ValueError) as e:
+        fail("%s: no jobs[0].%s.bw_bytes, usr_cpu, sys_cpu or job_runtime in fio's JSON (%s)" % (path, direction, e))
     if bandwidth <= 0:
         fail("%s: fio reports no %s bandwidth" % (path, direction))
-    print(bandwidth)
+    print("fio_%s_bps %d" % (direction, bandwidth))
+    print("fio_%s_cpu_seconds %.6f" % (direction, cpu_seconds))
 
 
 def fio_copy_bandwidth(path, size):
     """Bytes/s of a copy: `size` bytes over the longer runtime of fio's reading and writing jobs."""
-    with open(path, encoding="utf-8", errors="replace") as f:
-        text = f.read()
-    start = text.find("{")
-    if start < 0:
-        fail("%s holds no JSON (fio's output: %r)" % (path, text[:200]))
+    report = fio_report(path)
     try:
-        report, _ = json.JSONDecoder().raw_decode(text[start:])
         runtime_ms = max(int(job["job_runtime"]) for job in report["jobs"])
     except (ValueError, KeyError, TypeError) as e:
         fail("%s: no jobs[].job_runtime in fio's JSON (%s)" % (path, e))
@@ -216,6 +235,18 @@ def device_figures(raw, f, state_gib):
     f["d2h_stage_vs_memcpy"] = f["d2h_stage_gbps"] / f["cuda_memcpy_pinned_gbps"]
 
 
+def cpu_figures(raw, f, state_gib):
+    """CPU seconds per GiB of the save and the load beside fio's write and read of as many bytes; nothing where
+    ckpt_bench did not measure them (an older one)."""
+    for phase, direction in (("save", "write"), ("load", "read")):
+        if phase + "_cpu_seconds" not in raw:
+            continue
+        f[phase + "_cpu_s_per_gib"] = need(raw, phase + "_cpu_seconds") / state_gib
+        f["fio_%s_cpu_s_per_gib" % direction] = need(raw, "fio_%s_cpu_seconds" % direction) / state_gib
+        f[phase + "_cpu_vs_fio"] = f[phase + "_cpu_s_per_gib"] / f["fio_%s_cpu_s_per_gib" % direction]
+        f[phase + "_worker_cpu_share"] = need(raw, phase + "_worker_cpu_seconds") / raw[phase + "_cpu_seconds"]
+
+
 def run_figures(raw, state_gib, dedup_gib, reshard_gib):
     """The figures of one run; a missing raw value names itself."""
     def measured(name):
@@ -228,6 +259,7 @@ def run_figures(raw, state_gib, dedup_gib, reshard_gib):
     f["load_gibps"] = state_gib / measured("load_seconds")
     f["fio_read_gibps"] = measured("fio_read_bps") / GIB
     f["load_vs_fio_read"] = f["load_gibps"] / f["fio_read_gibps"]
+    cpu_figures(raw, f, state_gib)
     # An export reads the checkpoint and writes as much: the disk's write speed bounds it.
     f["export_gibps"] = state_gib / measured("export_seconds")
     f["export_vs_fio_write"] = f["export_gibps"] / f["fio_write_gibps"]
@@ -272,15 +304,29 @@ def report(path, state_mib, dedup_mib, reshard_mib):
         print("staging_arena_mib 0 MiB")
         comments.append("arena: not reported by this library version")
     comments.extend(parallel_load_comments(ordered, per_run))
+    comments.extend(cpu_comments(per_run))
     if len(per_run) > 1:
-        for name in ("save_vs_fio_write", "load_vs_fio_read", "export_vs_fio_write", "export_vs_fio_copy",
-                     "safetensors_load_vs_fio_read",
+        for name in ("save_vs_fio_write", "save_cpu_vs_fio", "load_vs_fio_read", "load_cpu_vs_fio",
+                     "export_vs_fio_write", "export_vs_fio_copy", "safetensors_load_vs_fio_read",
                      "async_block_vs_memcpy", "dedup_save_vs_fio_write", "reshard_load_vs_fio_read",
                      "exchange_vs_ucx_perftest", "d2h_stage_vs_memcpy"):
             if all(name in f for f in per_run):
                 comments.append("%s per run: %s" % (name, " ".join("%.3f" % f[name] for f in per_run)))
     for comment in comments:
         print("# " + comment)
+
+
+def cpu_comments(per_run):
+    """How the CPU figures were measured, and how much of ckpt's CPU time its I/O workers spent."""
+    if not any("save_cpu_s_per_gib" in f for f in per_run):
+        return []
+    shares = ["%s %.0f%%" % (phase, 100 * statistics.median(f[phase + "_worker_cpu_share"] for f in per_run))
+              for phase in ("save", "load")]
+    return ["cpu: user + system seconds per GiB moved; ckpt: the rank (every thread, the benchmark's memory sampler "
+            "left out) and its I/O worker processes from ckpt_save until durable, and over ckpt_load; fio: its job's "
+            "process over its run (usr_cpu + sys_cpu); kernel threads (a loop device's, the page cache's "
+            "writeback) count for neither",
+            "cpu: the I/O workers' share of ckpt's CPU time: " + ", ".join(shares)]
 
 
 def parallel_load_comments(ordered, per_run):
@@ -301,8 +347,8 @@ def parallel_load_comments(ordered, per_run):
 
 
 def main(argv):
-    if len(argv) == 4 and argv[1] == "fio-bw" and argv[3] in ("read", "write"):
-        fio_bandwidth(argv[2], argv[3])
+    if len(argv) == 4 and argv[1] == "fio-job" and argv[3] in ("read", "write"):
+        fio_job(argv[2], argv[3])
     elif len(argv) == 4 and argv[1] == "fio-copy" and argv[3].isdigit():
         fio_copy_bandwidth(argv[2], int(argv[3]))
     elif len(argv) == 4 and argv[1] == "ucx-bw" and argv[3].isdigit():
@@ -310,7 +356,7 @@ def main(argv):
     elif len(argv) == 6 and argv[1] == "report":
         report(argv[2], float(argv[3]), float(argv[4]), float(argv[5]))
     else:
-        fail("usage: figures.py fio-bw JSON_FILE read|write | fio-copy JSON_FILE BYTES | ucx-bw LOG MESSAGE_BYTES"
+        fail("usage: figures.py fio-job JSON_FILE read|write | fio-copy JSON_FILE BYTES | ucx-bw LOG MESSAGE_BYTES"
              " | report VALUES_FILE S_MIB D_MIB R_MIB")
 
 
