@@ -127,9 +127,12 @@ std::vector<WantedBoxes> CollectWanted(size_t tensor_count, const std::vector<co
 }
 
 // A region of one chunk and the ranks that need it (pointing into the WantedBoxes, which outlive planning).
+// `carried`: the region lies in a block that a neighbouring group reads (GroupByBlocks): its ranks get it from that
+// read's reader, but do not become candidates to read the rest of it.
 struct Need {
   Box region;
   const std::vector<int>* ranks;
+  bool carried = false;
 };
 
 // One read before its reader is chosen, with what it serves and the ranks that may read it.
@@ -150,23 +153,34 @@ std::pair<uint64_t, uint64_t> ByteSpan(const Box& chunk_box, const Box& region, 
   return {first * element_size, (last + 1) * element_size};
 }
 
-// The read of the blocks that hold every region of `needs` (not empty), and the ranks that need them.
+// The ranks of `needs`, sorted and distinct; those of carried needs only if `carried`.
+std::vector<int> RanksOf(const std::vector<Need>& needs, bool carried) {
+  std::vector<int> ranks;
+  for (const Need& need : needs) {
+    if (carried || !need.carried) ranks.insert(ranks.end(), need.ranks->begin(), need.ranks->end());
+  }
+  std::sort(ranks.begin(), ranks.end());
+  ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
+  return ranks;
+}
+
+// The read of the blocks that hold every region of `needs` (not empty), and the ranks that may read it. A read of
+// one block may go to any rank that needs a byte of it; a longer one only to the ranks of its own needs, so that a
+// rank carried a sliver of its last block (GroupByBlocks) is not made to read the rest and send it all.
 Candidate MakeCandidate(uint32_t tensor, uint32_t chunk_index, const ChunkRecord& chunk, uint64_t element_size,
                         std::vector<Need> needs) {
   uint64_t begin = UINT64_MAX;
   uint64_t end = 0;
-  std::vector<int> needers;
   for (const Need& need : needs) {
     const auto [need_begin, need_end] = ByteSpan(chunk.box, need.region, element_size);
     begin = std::min(begin, need_begin);
     end = std::max(end, need_end);
-    needers.insert(needers.end(), need.ranks->begin(), need.ranks->end());
   }
-  std::sort(needers.begin(), needers.end());
-  needers.erase(std::unique(needers.begin(), needers.end()), needers.end());
   const uint64_t block_size = chunk.bytes.block_size;
   const uint64_t first_block = begin / block_size;
   const uint64_t block_count = io::BlockCount(end, block_size) - first_block;
+  std::vector<int> needers = RanksOf(needs, block_count == 1);
+  if (needers.empty()) needers = RanksOf(needs, true);  // not met: a longer read has needs of its own to end in it
   const uint64_t bytes = std::min(chunk.bytes.byte_length - first_block * block_size, block_count * block_size);
   return Candidate{ChunkRead{tensor, chunk_index, 0, first_block, block_count, bytes}, std::move(needs),
                    std::move(needers)};
@@ -188,23 +202,65 @@ std::vector<Need> ClipNeeds(const std::vector<Need>& needs, const Box& chunk_box
   std::vector<Need> clipped;
   for (const FlatPiece& flat : DecomposeFlatRange(chunk_box, begin, end)) {
     for (const Need& need : needs) {
-      if (std::optional<Box> part = Intersect(flat.box, need.region)) clipped.push_back(Need{*part, need.ranks});
+      if (std::optional<Box> part = Intersect(flat.box, need.region)) {
+        clipped.push_back(Need{*part, need.ranks, need.carried});
+      }
     }
   }
   return clipped;
 }
 
-// The needs of a chunk in groups whose block ranges meet at most in one boundary block. Each group is read on its
-// own, by one of its needers: a rank that alone needs a region reads it itself, and reading a shared boundary
-// block twice costs far less than sending a region to another rank. Overlapping needs (replicas of one box, or
-// column slices, whose spans interleave) stay in one group: read once, then exchanged.
+// A need with the block range its span covers in its chunk.
+struct Spanned {
+  uint64_t first_block;
+  uint64_t end_block;
+  Need need;
+};
+
+// Appends to `out` the parts of `need` among the row-major elements [begin, end) of its chunk, marked `carried`.
+void AppendClipped(const Need& need, const Box& chunk_box, uint64_t begin, uint64_t end, bool carried,
+                   std::vector<Need>* out) {
+  for (Need& part : ClipNeeds({need}, chunk_box, begin, end)) {
+    part.carried = carried;
+    out->push_back(std::move(part));
+  }
+}
+
+// Adds `group`, whose first block is the last block of `before` (and of every group so far), to the groups. That
+// block is read once, by `before`: the parts inside it of the needs that start in it are carried by `before` (their
+// ranks get them from its reader), and what is left of the group, if anything, reads from the next block on. Where
+// the block size is not a multiple of the element size, an element may straddle the block's end: the group joins
+// `before` instead.
+void SplitSharedBlock(const ChunkRecord& chunk, uint64_t element_size, std::vector<Spanned> group,
+                      std::vector<std::vector<Need>>* groups) {
+  const uint64_t block_size = chunk.bytes.block_size;
+  const uint64_t shared = group.front().first_block;
+  if (block_size % element_size != 0) {
+    for (Spanned& s : group) groups->back().push_back(std::move(s.need));
+    return;
+  }
+  const uint64_t begin = shared * block_size / element_size;
+  const uint64_t end = std::min(chunk.bytes.byte_length, (shared + 1) * block_size) / element_size;
+  std::vector<Need> rest;
+  for (Spanned& s : group) {
+    if (s.first_block != shared) {
+      rest.push_back(std::move(s.need));
+      continue;
+    }
+    AppendClipped(s.need, chunk.box, begin, end, true, &groups->back());
+    AppendClipped(s.need, chunk.box, end, chunk.box.volume(), false, &rest);
+  }
+  if (!rest.empty()) groups->push_back(std::move(rest));
+}
+
+// The needs of a chunk in groups whose block ranges are disjoint: every block is read once, whatever the size of the
+// pieces (issue #14: pieces smaller than a block that shared it landed in separate groups, each reading it, so a
+// matrix loaded by five ranks split by columns was read five times). Needs whose block spans overlap by more than one
+// block (replicas of one box, column slices whose spans interleave) form one group: read once, then exchanged. A need
+// starting in the last block of the groups before it starts a group of its own, so that a rank that alone needs a
+// region still reads it itself but for that block, which SplitSharedBlock leaves to the group before.
 std::vector<std::vector<Need>> GroupByBlocks(const ChunkRecord& chunk, uint64_t element_size, std::vector<Need> needs) {
   const uint64_t block_size = chunk.bytes.block_size;
-  struct Spanned {
-    uint64_t first_block;
-    uint64_t end_block;
-    Need need;
-  };
   std::vector<Spanned> spanned;
   for (Need& need : needs) {
     const auto [begin, end] = ByteSpan(chunk.box, need.region, element_size);
@@ -213,11 +269,23 @@ std::vector<std::vector<Need>> GroupByBlocks(const ChunkRecord& chunk, uint64_t 
   std::stable_sort(spanned.begin(), spanned.end(),
                    [](const Spanned& a, const Spanned& b) { return a.first_block < b.first_block; });
   std::vector<std::vector<Need>> groups;
-  uint64_t group_end = 0;
-  for (Spanned& s : spanned) {
-    if (groups.empty() || s.first_block + 1 >= group_end) groups.emplace_back();
-    groups.back().push_back(std::move(s.need));
-    group_end = std::max(group_end, s.end_block);
+  uint64_t groups_end = 0;  // the end block of every group so far
+  for (size_t i = 0; i < spanned.size();) {
+    // The next group: the needs that start before the last block of what it spans so far.
+    std::vector<Spanned> group;
+    uint64_t end_block = 0;
+    for (; i < spanned.size() && (group.empty() || spanned[i].first_block + 1 < end_block); ++i) {
+      end_block = std::max(end_block, spanned[i].end_block);
+      group.push_back(std::move(spanned[i]));
+    }
+    const bool shares_a_block = group.front().first_block < groups_end;
+    groups_end = std::max(groups_end, end_block);
+    if (shares_a_block) {
+      SplitSharedBlock(chunk, element_size, std::move(group), &groups);
+      continue;
+    }
+    groups.emplace_back();
+    for (Spanned& s : group) groups.back().push_back(std::move(s.need));
   }
   return groups;
 }

@@ -43,9 +43,11 @@ std::string EncodeLoadRequest(const LoadRequest& request);
 Result<LoadRequest> DecodeLoadRequest(std::string_view bytes, int from_rank, const Manifest& manifest);
 
 // One stored range read by one rank: blocks [first_block, first_block + block_count) of a chunk. Whole checksum
-// blocks are read, so that each can be verified. A chunk is read as the bounding block range of the bytes anyone
-// needs of it, or, when it is large and needed by several ranks, as several disjoint block ranges read by
-// different ranks (LoadPlanOptions::split_bytes).
+// blocks are read, so that each can be verified. The reads of one chunk never share a block: each stored block that
+// anyone needs is read by exactly one rank, whatever the size of the pieces. A chunk is read as one block range per
+// group of overlapping needs (regions that ranks need alone are read apart, by those ranks, but for a block two of
+// them share: one of them reads it and sends the other its part), and a large range needed by several ranks is cut
+// into several, read by different ranks (LoadPlanOptions::split_bytes).
 struct ChunkRead {
   uint32_t tensor = 0;  // index into Manifest::tensors
   uint32_t chunk = 0;   // index into TensorRecord::chunks
@@ -91,12 +93,14 @@ struct LoadPlan {
 };
 
 // Computes the plan from every rank's request, in any order; every rank computes the same plan from the same
-// requests. For each chunk, the needing ranks are those whose boxes intersect it; its reader is chosen among them
-// by greedy byte balancing, largest reads first (ties: lower tensor, chunk, block): the needing ranks' node with
-// the fewest bytes read so far, then that node's rank with the fewest (ties: LoadPlanOptions::rotation). A rank
-// that needs nothing reads nothing; a chunk nobody needs is not read. Identical boxes asked twice by one rank are
-// served once. Expects a manifest that passed DecodeManifest; kInvalidArgument if the requests' ranks are not
-// 0..n-1 once each, or a box is not inside its tensor; kCorrupt if a requested tensor's records are inconsistent.
+// requests. For each read, the needing ranks are those whose boxes meet its blocks (a read of several blocks goes
+// only to the ranks of its group: one that needs just a part of its last block, left to it by the group after, is
+// sent that part); its reader is chosen among them by greedy byte balancing, largest reads first (ties: lower
+// tensor, chunk, block): the needing ranks' node with the fewest bytes read so far, then that node's rank with the
+// fewest (ties: LoadPlanOptions::rotation). A rank that needs nothing reads nothing; a chunk nobody needs is not read.
+// Identical boxes asked twice by one rank are served once. Expects a manifest that passed DecodeManifest;
+// kInvalidArgument if the requests' ranks are not 0..n-1 once each, or a box is not inside its tensor; kCorrupt if a
+// requested tensor's records are inconsistent.
 Result<LoadPlan> PlanLoad(const Manifest& manifest, const std::vector<LoadRequest>& requests,
                           const LoadPlanOptions& options = {});
 

@@ -26,7 +26,8 @@ foreach(name reshard dedup invalid-overlap invalid-gap invalid-dtype invalid-sha
              shape-mismatch dtype-cast dead-rank async plan-cache worker-killed big-state full-disk read-once
              reshard-no-exchange peer-dies-in-exchange worker-missing without-ucx io-error short-transfers
              mismatched-collectives rank0-dies-mid-save manager-rank0-dies stopped-peer launchers-store-port
-             launchers-mpich launchers-slurm peer-stops-in-exchange request-stats)
+             launchers-mpich launchers-slurm peer-stops-in-exchange request-stats read-once-3to5-columns
+             read-once-4to3-rows read-once-2to7-rows)
   add_test(NAME mp_${name}
            COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/integration/run.sh ${name} $<TARGET_FILE:ckpt-launch>
                    $<TARGET_FILE_DIR:ckpt_scenario_core> ${CMAKE_CURRENT_BINARY_DIR}/scenarios/${name})

@@ -9,6 +9,11 @@
 //                               (CKPT_FAULT_STOP_BEFORE_EXCHANGE): every other rank must fail with
 //                               CKPT_E_PEER_FAILED or CKPT_E_TIMEOUT, within 1.5 x CKPT_TIMEOUT_MS + 2 s
 //   context-fails CODE TEXT     creating the context must fail with CODE on this rank, naming TEXT
+//   save-layout DIR             "m" (1000 x 37 F64) and "v" (1.5 M F32, 6 MB: several checksum blocks) saved in
+//                               uneven row blocks over the world
+//   load-layout SPLIT DIR       every rank loads an uneven part of save-layout's state: rows or (SPLIT = columns)
+//                               columns of "m", rows of "v"; checks every element, prints bytes read
+//   stored-bytes DIR            (no context) prints the bytes stored of every tensor's chunks
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -21,6 +26,118 @@
 
 namespace scenario {
 namespace {
+
+constexpr uint64_t kMatrixRows = 1000, kMatrixCols = 37, kVectorLength = 1500000;
+
+// Where part `part` of `parts` uneven parts of [0, extent) begins: part i weighs 1 + (5 i + salt) % 7, so that no
+// two neighbours are alike and the save's cuts (salt 0) differ from the load's (salt 4). The unit tests of the plan
+// cut the same way (tests/unit/test_load_plan_read_once.cc).
+uint64_t UnevenCut(uint64_t extent, int part, int parts, int salt) {
+  uint64_t total = 0, before = 0;
+  for (int i = 0; i < parts; ++i) {
+    const uint64_t weight = 1 + (5 * i + salt) % 7;
+    total += weight;
+    before += i < part ? weight : 0;
+  }
+  return extent * before / total;
+}
+
+double MatrixValue(uint64_t flat_index) { return 0.5 * static_cast<double>(flat_index) + 3.0; }
+
+// Registers a shard of `key` of any dtype; dies if the state refuses it.
+void AddTypedShard(const Session& s, ckpt_state_t* state, const char* key, int32_t dtype,
+                   const std::vector<uint64_t>& global, const std::vector<uint64_t>& local,
+                   const std::vector<uint64_t>& offset, void* data, uint64_t bytes) {
+  ckpt_tensor_shard shard = CKPT_TENSOR_SHARD_INIT;
+  shard.key = key;
+  shard.dtype = dtype;
+  shard.ndim = static_cast<uint32_t>(global.size());
+  shard.global_shape = global.data();
+  shard.local_shape = local.data();
+  shard.global_offset = offset.data();
+  shard.data = data;
+  shard.data_size = bytes;
+  s.Check(ckpt_state_add_tensor(state, &shard, s.err), key);
+}
+
+// This rank's uneven rows of "m" and "v", saved.
+int SaveLayout(const char* dir) {
+  Session s;
+  ckpt_state_t* state = nullptr;
+  s.Check(ckpt_state_create(&state, s.err), "state");
+  const uint64_t r0 = UnevenCut(kMatrixRows, s.rank, s.world, 0), r1 = UnevenCut(kMatrixRows, s.rank + 1, s.world, 0);
+  std::vector<double> matrix((r1 - r0) * kMatrixCols);
+  for (size_t i = 0; i < matrix.size(); ++i) matrix[i] = MatrixValue(r0 * kMatrixCols + i);
+  AddTypedShard(s, state, "m", CKPT_DTYPE_F64, {kMatrixRows, kMatrixCols}, {r1 - r0, kMatrixCols}, {r0, 0},
+                matrix.data(), matrix.size() * sizeof(double));
+  const uint64_t v0 = UnevenCut(kVectorLength, s.rank, s.world, 0);
+  const uint64_t v1 = UnevenCut(kVectorLength, s.rank + 1, s.world, 0);
+  std::vector<float> vector = RowSlab(21, 1, v0, v1);
+  AddTypedShard(s, state, "v", CKPT_DTYPE_F32, {kVectorLength}, {v1 - v0}, {v0}, vector.data(),
+                vector.size() * sizeof(float));
+  SaveAndWait(s, state, dir, "save");
+  ckpt_state_free(state);
+  return 0;
+}
+
+// This rank's uneven part of save-layout's state (rows, or columns of "m"), loaded and checked element by element.
+int LoadLayout(const std::string& split, const char* dir) {
+  Session s;
+  ckpt_state_t* state = nullptr;
+  s.Check(ckpt_state_create(&state, s.err), "state");
+  const bool by_columns = split == "columns";
+  const uint64_t extent = by_columns ? kMatrixCols : kMatrixRows;
+  const uint64_t a = UnevenCut(extent, s.rank, s.world, 4), b = UnevenCut(extent, s.rank + 1, s.world, 4);
+  const uint64_t rows = by_columns ? kMatrixRows : b - a, cols = by_columns ? b - a : kMatrixCols;
+  const uint64_t row0 = by_columns ? 0 : a, col0 = by_columns ? a : 0;
+  std::vector<double> matrix(rows * cols, -1.0);
+  AddTypedShard(s, state, "m", CKPT_DTYPE_F64, {kMatrixRows, kMatrixCols}, {rows, cols}, {row0, col0}, matrix.data(),
+                matrix.size() * sizeof(double));
+  const uint64_t v0 = UnevenCut(kVectorLength, s.rank, s.world, 4);
+  const uint64_t v1 = UnevenCut(kVectorLength, s.rank + 1, s.world, 4);
+  std::vector<float> vector(v1 - v0, -1.0f);
+  AddTypedShard(s, state, "v", CKPT_DTYPE_F32, {kVectorLength}, {v1 - v0}, {v0}, vector.data(),
+                vector.size() * sizeof(float));
+  s.Check(ckpt_load(s.ctx, state, dir, nullptr, s.err), "load");
+  for (uint64_t r = 0; r < rows; ++r) {
+    for (uint64_t c = 0; c < cols; ++c) {
+      if (matrix[r * cols + c] != MatrixValue((row0 + r) * kMatrixCols + col0 + c)) {
+        Die(s.rank, "m[" + std::to_string(row0 + r) + ", " + std::to_string(col0 + c) + "] holds a wrong value");
+      }
+    }
+  }
+  CheckRows(s, "v", 21, vector, v0);
+  const ckpt_context_stats stats = Stats(s);
+  std::printf("rank %d transport %d bytes_read %llu bytes_sent %llu bytes_received %llu\n", s.rank, stats.transport,
+              (unsigned long long)stats.bytes_read, (unsigned long long)stats.bytes_sent,
+              (unsigned long long)stats.bytes_received);
+  ckpt_state_free(state);
+  return 0;
+}
+
+// The bytes the checkpoint stores of its tensors: the denominator of read amplification.
+int StoredBytes(const char* dir) {
+  ckpt_error_t* err = nullptr;
+  ckpt_error_create(&err);
+  ckpt_reader_t* reader = nullptr;
+  if (ckpt_reader_open(dir, &reader, err) != CKPT_OK) Die(0, ckpt_error_message(err));
+  ckpt_checkpoint_info info = CKPT_CHECKPOINT_INFO_INIT;
+  if (ckpt_reader_info(reader, &info, err) != CKPT_OK) Die(0, ckpt_error_message(err));
+  uint64_t stored = 0;
+  for (uint64_t t = 0; t < info.tensor_count; ++t) {
+    ckpt_tensor_info tensor = CKPT_TENSOR_INFO_INIT;
+    if (ckpt_reader_tensor(reader, t, &tensor, err) != CKPT_OK) Die(0, ckpt_error_message(err));
+    for (uint64_t c = 0; c < tensor.chunk_count; ++c) {
+      ckpt_chunk_info chunk = CKPT_CHUNK_INFO_INIT;
+      if (ckpt_reader_chunk(reader, t, c, &chunk, err) != CKPT_OK) Die(0, ckpt_error_message(err));
+      stored += chunk.byte_length;
+    }
+  }
+  std::printf("stored %llu\n", (unsigned long long)stored);
+  ckpt_reader_free(reader);
+  ckpt_error_free(err);
+  return 0;
+}
 
 // Every rank asks for everything save-replicated stored, checks it, and prints what it read and exchanged.
 int LoadReplicated(const char* dir, bool expect_failure) {
@@ -107,6 +224,9 @@ int main(int argc, char** argv) {
   if (mode == "load-replicated") return LoadReplicated(argv[2], false);
   if (mode == "load-replicated-expect-failure") return LoadReplicated(argv[2], true);
   if (mode == "context-fails" && argc == 4) return ContextFails(std::atoi(argv[2]), argv[3]);
+  if (mode == "save-layout") return SaveLayout(argv[2]);
+  if (mode == "load-layout" && argc == 4) return LoadLayout(argv[2], argv[3]);
+  if (mode == "stored-bytes") return StoredBytes(argv[2]);
   std::fprintf(stderr, "ckpt_scenario_exchange: unknown mode or wrong arguments: %s\n", mode.c_str());
   return 2;
 }

@@ -68,7 +68,8 @@ save_load() {
   echo "load: read $read_total B (the checkpoint holds $unique_bytes B), sent $sent_total B, received" \
     "$received_total B; the two hosts' links received $rx B"
   # Each rank needs all of "big" and receives what it did not read: read once in all, the exchange carries it
-  # three times. (A stored chunk of "w" whose rows two ranks need is read by both: read-once is per byte needed.)
+  # three times. (A stored block of "w" whose rows two ranks need is read by one of them, which sends the other its
+  # rows: issue #14.)
   [ "$sent_total" = "$received_total" ] || { echo "the ranks sent and received different byte counts" >&2; exit 1; }
   [ "$received_total" -ge $((3 * big_bytes)) ] || { echo "expected \"big\" read once and exchanged" >&2; exit 1; }
   # Every byte of "big" read on one host must reach both ranks of the other host: whichever way the reads are

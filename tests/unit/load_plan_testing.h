@@ -15,15 +15,16 @@
 namespace ckpt::runtime {
 
 inline constexpr int32_t kF32 = static_cast<int32_t>(DType::kF32);
+inline constexpr int32_t kF64 = static_cast<int32_t>(DType::kF64);
 inline constexpr uint64_t kBlockSize = 64;  // small, so that rows straddle blocks
 
 // A tensor stored as `chunks`, laid out one after the other in file 0 at 4 KiB-aligned offsets.
 inline TensorRecord Stored(const std::string& key, const Shape& shape, const std::vector<Box>& chunks,
-                           uint64_t block_size = kBlockSize) {
-  TensorRecord tensor{key, kF32, shape, {}};
+                           uint64_t block_size = kBlockSize, int32_t dtype = kF32) {
+  TensorRecord tensor{key, dtype, shape, {}};
   uint64_t offset = 0;
   for (const Box& box : chunks) {
-    const uint64_t bytes = box.volume() * 4;
+    const uint64_t bytes = box.volume() * DTypeSize(dtype);
     std::vector<uint64_t> checksums(io::BlockCount(bytes, block_size), 0);
     tensor.chunks.push_back(ChunkRecord{box, StoredBytes{0, offset, bytes, block_size, std::move(checksums)}});
     offset += (bytes + 4095) / 4096 * 4096;

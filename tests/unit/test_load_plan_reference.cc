@@ -24,6 +24,7 @@ namespace {
 struct RefNeed {
   Box region;
   std::vector<int> ranks;
+  bool carried = false;  // in a block that another group reads: its ranks may not read the rest
 };
 
 struct RefCandidate {
@@ -47,21 +48,37 @@ RefCandidate RefRead(uint32_t tensor, uint32_t chunk_index, const ChunkRecord& c
   RefCandidate candidate{{}, std::move(needs), {}};
   uint64_t begin = UINT64_MAX;
   uint64_t end = 0;
+  std::set<int> every_rank;
   for (const RefNeed& need : candidate.needs) {
     const auto [need_begin, need_end] = RefSpan(chunk.box, need.region);
     begin = std::min(begin, need_begin);
     end = std::max(end, need_end);
-    candidate.needers.insert(need.ranks.begin(), need.ranks.end());
+    every_rank.insert(need.ranks.begin(), need.ranks.end());
+    if (!need.carried) candidate.needers.insert(need.ranks.begin(), need.ranks.end());
   }
   const uint64_t block_size = chunk.bytes.block_size;
   const uint64_t first = begin / block_size;
   const uint64_t end_block = (end + block_size - 1) / block_size;
+  if (end_block - first == 1) candidate.needers = every_rank;  // any rank needing a byte of one block may read it
   const uint64_t bytes = std::min(chunk.bytes.byte_length, end_block * block_size) - first * block_size;
   candidate.read = ChunkRead{tensor, chunk_index, 0, first, end_block - first, bytes};
   return candidate;
 }
 
+// The parts of `need` among the row-major elements [begin, end) of `chunk`, in order.
+std::vector<RefNeed> RefClip(const Box& chunk, const RefNeed& need, uint64_t begin, uint64_t end, bool carried) {
+  std::vector<RefNeed> parts;
+  for (const FlatPiece& flat : DecomposeFlatRange(chunk, begin, end)) {
+    if (std::optional<Box> part = Intersect(flat.box, need.region))
+      parts.push_back(RefNeed{*part, need.ranks, carried});
+  }
+  return parts;
+}
+
 // Needs in order of their first block; a need starting before the last block of its group so far joins the group.
+// Groups never share a block: a group starting in the last block of the groups before it leaves that block to the
+// group before, which carries the parts inside it of the needs starting there; with a block size that is not a
+// multiple of the element size, the group joins the group before.
 std::vector<std::vector<RefNeed>> RefGroups(const ChunkRecord& chunk, std::vector<RefNeed> needs) {
   const uint64_t block_size = chunk.bytes.block_size;
   std::vector<std::tuple<uint64_t, uint64_t, RefNeed>> spanned;  // first block, end block, need
@@ -71,12 +88,37 @@ std::vector<std::vector<RefNeed>> RefGroups(const ChunkRecord& chunk, std::vecto
   }
   std::stable_sort(spanned.begin(), spanned.end(),
                    [](const auto& a, const auto& b) { return std::get<0>(a) < std::get<0>(b); });
-  std::vector<std::vector<RefNeed>> groups;
+  struct RawGroup {
+    uint64_t first_block;
+    bool shared;                                      // its first block is the last of the groups before
+    std::vector<std::pair<uint64_t, RefNeed>> needs;  // with their first blocks
+  };
+  std::vector<RawGroup> raw;
   uint64_t group_end = 0;
   for (auto& [first_block, end_block, need] : spanned) {
-    if (groups.empty() || first_block + 1 >= group_end) groups.emplace_back();
+    if (raw.empty() || first_block + 1 >= group_end) raw.push_back(RawGroup{first_block, first_block < group_end, {}});
     group_end = std::max(group_end, end_block);
-    groups.back().push_back(std::move(need));
+    raw.back().needs.emplace_back(first_block, std::move(need));
+  }
+  std::vector<std::vector<RefNeed>> groups;
+  for (RawGroup& group : raw) {
+    if (!group.shared || block_size % 4 != 0) {
+      if (!group.shared) groups.emplace_back();
+      for (auto& [first_block, need] : group.needs) groups.back().push_back(std::move(need));
+      continue;
+    }
+    const uint64_t begin = group.first_block * block_size / 4;
+    const uint64_t end = std::min(chunk.bytes.byte_length, (group.first_block + 1) * block_size) / 4;
+    std::vector<RefNeed> rest;
+    for (auto& [first_block, need] : group.needs) {
+      if (first_block != group.first_block) {
+        rest.push_back(std::move(need));
+        continue;
+      }
+      for (RefNeed& part : RefClip(chunk.box, need, begin, end, true)) groups.back().push_back(std::move(part));
+      for (RefNeed& part : RefClip(chunk.box, need, end, chunk.box.volume(), false)) rest.push_back(std::move(part));
+    }
+    if (!rest.empty()) groups.push_back(std::move(rest));
   }
   return groups;
 }
@@ -101,7 +143,9 @@ void RefAddReads(uint32_t tensor, uint32_t chunk_index, const ChunkRecord& chunk
     std::vector<RefNeed> clipped;
     for (const FlatPiece& flat : DecomposeFlatRange(chunk.box, block * block_size / 4, end / 4)) {
       for (const RefNeed& need : whole.needs) {
-        if (std::optional<Box> part = Intersect(flat.box, need.region)) clipped.push_back(RefNeed{*part, need.ranks});
+        if (std::optional<Box> part = Intersect(flat.box, need.region)) {
+          clipped.push_back(RefNeed{*part, need.ranks, need.carried});
+        }
       }
     }
     block += count;
