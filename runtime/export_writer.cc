@@ -26,6 +26,9 @@ namespace {
 
 // A window's last element may end past the window, by less than one element: that many bytes spill into the next.
 constexpr uint64_t kSpillBytes = io::kDirectAlignment;
+// A window is written in pieces of this size, this many at a time.
+constexpr uint64_t kPieceBytes = 4ull << 20;
+constexpr size_t kWriters = 8;
 
 struct FreeAligned {
   void operator()(char* p) const { std::free(p); }
@@ -90,16 +93,35 @@ class WindowWriter {
     }
   }
 
+  // Writes the job's bytes as pieces of kPieceBytes, kWriters at a time: one large direct write reaches the device
+  // as a queue of one request after another, several keep it busy (issue #10: 2.0 GiB/s for 64 MiB writes one at a
+  // time against fio's 3.5 at a depth of 16 on the RAM disk).
   Status WriteAll(const Job& job) {
     // Direct writes go in whole pages; the file is cut to its size at the end.
     const uint64_t length =
         direct_ ? (job.length + io::kDirectAlignment - 1) / io::kDirectAlignment * io::kDirectAlignment : job.length;
-    uint64_t done = 0;
-    while (done < length) {
-      const ssize_t n = pwrite(fd_, job.data + done, length - done, static_cast<off_t>(job.offset + done));
+    const uint64_t pieces = (length + kPieceBytes - 1) / kPieceBytes;
+    std::vector<Status> statuses(std::min<uint64_t>(kWriters, pieces));
+    std::vector<std::thread> writers;
+    for (size_t w = 0; w < statuses.size(); ++w) {
+      writers.emplace_back([&, w] {
+        for (uint64_t piece = w; piece < pieces && statuses[w].ok(); piece += statuses.size()) {
+          const uint64_t begin = piece * kPieceBytes;
+          statuses[w] = WriteRange(job, begin, std::min(length, begin + kPieceBytes));
+        }
+      });
+    }
+    for (std::thread& writer : writers) writer.join();
+    for (const Status& status : statuses) RETURN_IF_ERROR(status);
+    return Status::Ok();
+  }
+
+  Status WriteRange(const Job& job, uint64_t begin, uint64_t end) const {
+    while (begin < end) {
+      const ssize_t n = pwrite(fd_, job.data + begin, end - begin, static_cast<off_t>(job.offset + begin));
       if (n < 0 && errno == EINTR) continue;
       if (n <= 0) return io::ErrnoStatus(n < 0 ? errno : EIO, "cannot write the exported file");
-      done += static_cast<uint64_t>(n);
+      begin += static_cast<uint64_t>(n);
     }
     return Status::Ok();
   }

@@ -12,7 +12,9 @@
 namespace ckpt::runtime {
 
 inline constexpr uint64_t kDefaultMaxShardBytes = 5'000'000'000;  // Hugging Face's usual "5GB"
-inline constexpr uint64_t kDefaultExportWindowBytes = 64ull << 20;
+// Each window is a load of its own, whose reads start and drain with it: 128 MiB windows halve that cost against 64
+// (2 GiB exported in 1.34 s instead of 1.35-1.65 on the RAM disk), at 256 MiB of memory for the two.
+inline constexpr uint64_t kDefaultExportWindowBytes = 128ull << 20;
 // The staging arena of the export's own context, which its reads pass through.
 inline constexpr uint64_t kExportArenaBytes = 256ull << 20;
 // The data of every exported file starts at a multiple of this (the header is padded with spaces), so that the
