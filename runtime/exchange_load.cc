@@ -9,6 +9,10 @@
 #include <map>
 #include <memory>
 #include <new>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <thread>
 
 #include "common/bytes.h"
 #include "common/fault_injection.h"
@@ -179,16 +183,41 @@ class Round {
         pieces_(pieces),
         counters_(counters) {}
 
-  // Every rank agrees after the reads and after the exchange, so that a failure anywhere stops every rank at the
-  // same point and no rank waits on a peer that has given up.
+  // Every rank agrees after the reads that feed its sends and after the exchange, so that a failure anywhere stops
+  // every rank at the same point and no rank waits on a peer that has given up. The reads that only this rank keeps
+  // run on a thread of their own while the exchange moves the others' bytes (issue #14: a round read everything,
+  // then exchanged), and their outcome joins the exchange's agreement.
   Status Run() {
     RETURN_IF_ERROR(Agree(ctx_.control(), "load (exchange setup)", Prepare()));
-    return Agree(ctx_.control(), "load (exchange)", ExchangeAndUnpack());
+    Status kept;
+    std::thread keeping([&] { kept = FetchKept(); });
+    const Status exchanged = ExchangeAndUnpack();
+    keeping.join();
+    return Agree(ctx_.control(), "load (exchange)", exchanged.ok() ? kept : exchanged);
   }
 
  private:
-  // Lays out the buffers, then reads this rank's chunks: its own share straight into its destinations, the others'
-  // into send buffers (packed per peer, or one buffer per large region whatever the number of peers it goes to).
+  Status Fetch(const std::vector<ChunkFetch>& fetches) {
+    if (fetches.empty()) return Status::Ok();
+    const FetchEngine engine{ctx_.arena(), ctx_.workers(), ctx_.timeout()};
+    ASSIGN_OR_RETURN(uint64_t read, FetchChunks(engine, path_, manifest_, fetches));
+    counters_.bytes_read += read;
+    return Status::Ok();
+  }
+
+  // The reads whose bytes stay on this rank alone, straight into its destinations; off the calling thread, so any
+  // exception becomes the status.
+  Status FetchKept() {
+    try {
+      return Fetch(kept_fetches_);
+    } catch (const std::exception& e) {
+      return Internal(std::string("reading this rank's own share of the load: ") + e.what());
+    }
+  }
+
+  // Lays out the buffers, then reads the chunks that feed this rank's sends, into send buffers (packed per peer, or
+  // one buffer per large region whatever the number of peers it goes to) and, where this rank needs them too, its
+  // destinations. The reads only this rank needs are kept for FetchKept.
   Status Prepare() {
     SlotLayout layout;
     std::vector<ChunkFetch> fetches;
@@ -236,14 +265,17 @@ class Round {
       if (recvs_[i].data == nullptr) recvs_[i].data = base + receive_offsets_[i];
     }
     for (const auto& [begin, end] : gaps_) std::memset(base + begin, 0, end - begin);
+    std::set<size_t> feeds_sends;
     for (const auto& [index, offset] : packed_fills) {
       const Transfer& t = plan_.transfers[index];
       fetch_for(t.read).consumers.push_back(ChunkConsumer{t.region, base + offset, t.region, exchange_.device});
+      feeds_sends.insert(t.read);
     }
-    const FetchEngine engine{ctx_.arena(), ctx_.workers(), ctx_.timeout()};
-    ASSIGN_OR_RETURN(uint64_t read, FetchChunks(engine, path_, manifest_, fetches));
-    counters_.bytes_read += read;
-    return Status::Ok();
+    std::vector<ChunkFetch> sending;
+    for (const auto& [read, index] : fetch_of_read) {
+      (feeds_sends.count(read) ? sending : kept_fetches_).push_back(std::move(fetches[index]));
+    }
+    return Fetch(sending);
   }
 
   // Sends and receives are laid out before the round's memory is reserved: their buffers are offsets until then.
@@ -360,6 +392,7 @@ class Round {
   std::vector<coll::TransferRecv> recvs_;
   std::vector<uint64_t> receive_offsets_;
   std::vector<Arrival> arrivals_;
+  std::vector<ChunkFetch> kept_fetches_;  // reads whose bytes go to this rank alone, run during the exchange
 };
 
 // The bytes of this rank's destinations that a round fills: the regions it keeps or receives, where they overlap
