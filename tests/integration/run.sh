@@ -110,6 +110,11 @@ case "$name" in
       expected=$([ "$mode" = ucx ] && echo 1.00 || echo 4.00)
       [ "$amplification" = "$expected" ] || { echo "expected read amplification $expected" >&2; exit 1; }
     done ;;
+  kept-read-corrupt)  # a corrupt block that only rank 0 reads and keeps ("v"), found while the others exchange "m":
+    # every rank fails naming the tensor (the reads a rank keeps run during the exchange, and join its agreement)
+    run 4 "$exchange" save-layout "$ck"
+    file=$("$core" corrupt-chunk "$ck" v)
+    run 3 "$exchange" load-layout-expect rows "$ck" 5 "'v'" "$file" checksum ;;
   read-once-3to5-columns|read-once-4to3-rows|read-once-2to7-rows)
     # Saved on N ranks in uneven row blocks, loaded on M in other uneven parts (pieces smaller than a checksum block,
     # pieces meeting inside one): over UCX, the ranks together read exactly the bytes stored of the tensors (read

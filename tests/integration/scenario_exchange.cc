@@ -13,6 +13,7 @@
 //                               uneven row blocks over the world
 //   load-layout SPLIT DIR       every rank loads an uneven part of save-layout's state: rows or (SPLIT = columns)
 //                               columns of "m", rows of "v"; checks every element, prints bytes read
+//   load-layout-expect SPLIT DIR CODE TEXT..   the same load must fail with CODE on every rank, naming each TEXT
 //   stored-bytes DIR            (no context) prints the bytes stored of every tensor's chunks
 #include <chrono>
 #include <cstdint>
@@ -80,8 +81,15 @@ int SaveLayout(const char* dir) {
   return 0;
 }
 
-// This rank's uneven part of save-layout's state (rows, or columns of "m"), loaded and checked element by element.
-int LoadLayout(const std::string& split, const char* dir) {
+// How a load must fail on every rank: its status and words its message holds.
+struct ExpectedFailure {
+  int32_t code = CKPT_OK;
+  std::vector<std::string> texts;
+};
+
+// This rank's uneven part of save-layout's state (rows, or columns of "m"), loaded and checked element by element;
+// or, with `expected`, a load that must fail as it says.
+int LoadLayout(const std::string& split, const char* dir, const ExpectedFailure* expected) {
   Session s;
   ckpt_state_t* state = nullptr;
   s.Check(ckpt_state_create(&state, s.err), "state");
@@ -98,7 +106,13 @@ int LoadLayout(const std::string& split, const char* dir) {
   std::vector<float> vector(v1 - v0, -1.0f);
   AddTypedShard(s, state, "v", CKPT_DTYPE_F32, {kVectorLength}, {v1 - v0}, {v0}, vector.data(),
                 vector.size() * sizeof(float));
-  s.Check(ckpt_load(s.ctx, state, dir, nullptr, s.err), "load");
+  const int32_t status = ckpt_load(s.ctx, state, dir, nullptr, s.err);
+  if (expected != nullptr) {
+    ExpectStatus(s, status, expected->code, "load", expected->texts);
+    ckpt_state_free(state);
+    return 0;
+  }
+  s.Check(status, "load");
   for (uint64_t r = 0; r < rows; ++r) {
     for (uint64_t c = 0; c < cols; ++c) {
       if (matrix[r * cols + c] != MatrixValue((row0 + r) * kMatrixCols + col0 + c)) {
@@ -225,7 +239,11 @@ int main(int argc, char** argv) {
   if (mode == "load-replicated-expect-failure") return LoadReplicated(argv[2], true);
   if (mode == "context-fails" && argc == 4) return ContextFails(std::atoi(argv[2]), argv[3]);
   if (mode == "save-layout") return SaveLayout(argv[2]);
-  if (mode == "load-layout" && argc == 4) return LoadLayout(argv[2], argv[3]);
+  if (mode == "load-layout" && argc == 4) return LoadLayout(argv[2], argv[3], nullptr);
+  if (mode == "load-layout-expect" && argc >= 5) {
+    const ExpectedFailure expected{std::atoi(argv[4]), std::vector<std::string>(argv + 5, argv + argc)};
+    return LoadLayout(argv[2], argv[3], &expected);
+  }
   if (mode == "stored-bytes") return StoredBytes(argv[2]);
   std::fprintf(stderr, "ckpt_scenario_exchange: unknown mode or wrong arguments: %s\n", mode.c_str());
   return 2;
