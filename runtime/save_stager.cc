@@ -14,7 +14,9 @@ namespace ckpt::runtime {
 namespace {
 
 constexpr uint64_t kChunkAlignment = 4096;
-constexpr uint64_t kMaxWindowBytes = 256ull << 20;
+// A file's first write waits for its first window to be staged, and the last window's write follows every copy: at
+// 64 MiB (as loads read) rather than 256, a 2 GiB save on the RAM disk took 0.51-0.54 s instead of 0.54-0.56.
+constexpr uint64_t kMaxWindowBytes = 64ull << 20;
 // Windows at least this large are copied by kStagingCopyThreads threads (the training thread and helpers).
 constexpr uint64_t kParallelCopyBytes = 8ull << 20;
 constexpr size_t kStagingCopyThreads = 2;
