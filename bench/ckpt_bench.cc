@@ -32,8 +32,6 @@
 #include <pthread.h>
 #include <unistd.h>
 
-#include <ctime>
-
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
@@ -41,6 +39,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <fstream>
 #include <map>
 #include <string>

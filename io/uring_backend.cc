@@ -80,9 +80,7 @@ class UringBackend final : public IoBackend {
     return length > 0 && first == last ? static_cast<int>(first) : -1;
   }
   // Puts `fd` in the file table's slot for one Run; false (the plain descriptor is used) if the kernel refuses.
-  bool InstallFile(int fd) {
-    return fixed_file_ && io_uring_register_files_update(&ring_, 0, &fd, 1) == 1;
-  }
+  bool InstallFile(int fd) { return fixed_file_ && io_uring_register_files_update(&ring_, 0, &fd, 1) == 1; }
   // Empties the slot, so that the ring holds no reference to a file the executor closes or abandons.
   void RemoveFile() {
     int none = -1;
@@ -104,9 +102,9 @@ class UringBackend final : public IoBackend {
   char* arena_ = nullptr;  // registered as buffers; null when not
   uint64_t arena_size_ = 0;
   uint64_t max_buffer_bytes_ = 0;
-  bool fixed_file_ = false;   // the one-slot file table exists
+  bool fixed_file_ = false;      // the one-slot file table exists
   bool file_installed_ = false;  // this Run's file is in it
-  Status broken_;  // once the ring itself fails, later jobs are refused: the worker should be restarted
+  Status broken_;                // once the ring itself fails, later jobs are refused: the worker should be restarted
 };
 
 void UringBackend::Prepare(Batch& batch) {

@@ -106,6 +106,25 @@ void RegisterLayout(const Session& s, ckpt_state_t* state, Buffers& buffers, boo
   s.Check(ckpt_state_add_tensor(state, &shard, s.err), "adam.m");
 }
 
+void AddTypedShard(const Session& s, ckpt_state_t* state, const char* key, int32_t dtype,
+                   const std::vector<uint64_t>& global, const std::vector<uint64_t>& local,
+                   const std::vector<uint64_t>& offset, void* data, uint64_t elements, uint32_t flags,
+                   uint64_t flat_start, uint64_t flat_end) {
+  ckpt_tensor_shard shard = CKPT_TENSOR_SHARD_INIT;
+  shard.key = key;
+  shard.dtype = dtype;
+  shard.ndim = static_cast<uint32_t>(global.size());
+  shard.global_shape = global.data();
+  shard.local_shape = local.data();
+  shard.global_offset = offset.data();
+  shard.flags = flags;
+  shard.flat_start = flat_start;
+  shard.flat_end = flat_end;
+  shard.data = data;
+  shard.data_size = elements * ckpt_dtype_size(dtype);
+  s.Check(ckpt_state_add_tensor(state, &shard, s.err), key);
+}
+
 void CheckRows(const Session& s, const char* key, uint64_t seed, const std::vector<float>& got, uint64_t first_flat) {
   for (size_t i = 0; i < got.size(); ++i) {
     if (got[i] != ValueAt(seed, first_flat + i)) {

@@ -60,6 +60,12 @@ constexpr uint64_t kBigRows = 512, kBigCols = 1024;  // save-replicated's "big":
 // size only, so a load from a different world size reshards.
 void RegisterLayout(const Session& s, ckpt_state_t* state, Buffers& buffers, bool fill);
 
+// Registers a shard of `key` in `dtype`, `elements` of it at `data`; dies if the state refuses it.
+void AddTypedShard(const Session& s, ckpt_state_t* state, const char* key, int32_t dtype,
+                   const std::vector<uint64_t>& global, const std::vector<uint64_t>& local,
+                   const std::vector<uint64_t>& offset, void* data, uint64_t elements, uint32_t flags = 0,
+                   uint64_t flat_start = 0, uint64_t flat_end = 0);
+
 // Dies unless `got` holds tensor `seed`'s values from flat index `first_flat` on.
 void CheckRows(const Session& s, const char* key, uint64_t seed, const std::vector<float>& got, uint64_t first_flat);
 

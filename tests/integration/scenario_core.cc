@@ -348,26 +348,6 @@ void CheckBf16(const Session& s, const char* key, uint64_t seed, const std::vect
   }
 }
 
-// Registers a shard of `key` in `dtype`, `elements` of it at `data`.
-void AddTypedShard(const Session& s, ckpt_state_t* state, const char* key, int32_t dtype,
-                   const std::vector<uint64_t>& global, const std::vector<uint64_t>& local,
-                   const std::vector<uint64_t>& offset, void* data, uint64_t elements, uint32_t flags,
-                   uint64_t flat_start = 0, uint64_t flat_end = 0) {
-  ckpt_tensor_shard shard = CKPT_TENSOR_SHARD_INIT;
-  shard.key = key;
-  shard.dtype = dtype;
-  shard.ndim = static_cast<uint32_t>(global.size());
-  shard.global_shape = global.data();
-  shard.local_shape = local.data();
-  shard.global_offset = offset.data();
-  shard.flags = flags;
-  shard.flat_start = flat_start;
-  shard.flat_end = flat_end;
-  shard.data = data;
-  shard.data_size = elements * ckpt_dtype_size(dtype);
-  s.Check(ckpt_state_add_tensor(state, &shard, s.err), key);
-}
-
 // The F32 tensors of `save`, loaded as BF16, resharded over this world: the rows of "w", the flattened ranges of
 // "adam.m", and the replicated "bias", which odd ranks ask for as F64 (ranks may convert one tensor to different
 // dtypes). Every element is checked against its rounding. Without the flag, every rank is refused.

@@ -43,23 +43,15 @@ uint64_t UnevenCut(uint64_t extent, int part, int parts, int salt) {
   return extent * before / total;
 }
 
-double MatrixValue(uint64_t flat_index) { return 0.5 * static_cast<double>(flat_index) + 3.0; }
-
-// Registers a shard of `key` of any dtype; dies if the state refuses it.
-void AddTypedShard(const Session& s, ckpt_state_t* state, const char* key, int32_t dtype,
-                   const std::vector<uint64_t>& global, const std::vector<uint64_t>& local,
-                   const std::vector<uint64_t>& offset, void* data, uint64_t bytes) {
-  ckpt_tensor_shard shard = CKPT_TENSOR_SHARD_INIT;
-  shard.key = key;
-  shard.dtype = dtype;
-  shard.ndim = static_cast<uint32_t>(global.size());
-  shard.global_shape = global.data();
-  shard.local_shape = local.data();
-  shard.global_offset = offset.data();
-  shard.data = data;
-  shard.data_size = bytes;
-  s.Check(ckpt_state_add_tensor(state, &shard, s.err), key);
+// The line run.sh sums: this rank's transport and the bytes it read, sent and received.
+void PrintTransfers(const Session& s) {
+  const ckpt_context_stats stats = Stats(s);
+  std::printf("rank %d transport %d bytes_read %llu bytes_sent %llu bytes_received %llu\n", s.rank, stats.transport,
+              (unsigned long long)stats.bytes_read, (unsigned long long)stats.bytes_sent,
+              (unsigned long long)stats.bytes_received);
 }
+
+double MatrixValue(uint64_t flat_index) { return 0.5 * static_cast<double>(flat_index) + 3.0; }
 
 // This rank's uneven rows of "m" and "v", saved.
 int SaveLayout(const char* dir) {
@@ -70,12 +62,11 @@ int SaveLayout(const char* dir) {
   std::vector<double> matrix((r1 - r0) * kMatrixCols);
   for (size_t i = 0; i < matrix.size(); ++i) matrix[i] = MatrixValue(r0 * kMatrixCols + i);
   AddTypedShard(s, state, "m", CKPT_DTYPE_F64, {kMatrixRows, kMatrixCols}, {r1 - r0, kMatrixCols}, {r0, 0},
-                matrix.data(), matrix.size() * sizeof(double));
+                matrix.data(), matrix.size());
   const uint64_t v0 = UnevenCut(kVectorLength, s.rank, s.world, 0);
   const uint64_t v1 = UnevenCut(kVectorLength, s.rank + 1, s.world, 0);
   std::vector<float> vector = RowSlab(21, 1, v0, v1);
-  AddTypedShard(s, state, "v", CKPT_DTYPE_F32, {kVectorLength}, {v1 - v0}, {v0}, vector.data(),
-                vector.size() * sizeof(float));
+  AddTypedShard(s, state, "v", CKPT_DTYPE_F32, {kVectorLength}, {v1 - v0}, {v0}, vector.data(), vector.size());
   SaveAndWait(s, state, dir, "save");
   ckpt_state_free(state);
   return 0;
@@ -100,12 +91,11 @@ int LoadLayout(const std::string& split, const char* dir, const ExpectedFailure*
   const uint64_t row0 = by_columns ? 0 : a, col0 = by_columns ? a : 0;
   std::vector<double> matrix(rows * cols, -1.0);
   AddTypedShard(s, state, "m", CKPT_DTYPE_F64, {kMatrixRows, kMatrixCols}, {rows, cols}, {row0, col0}, matrix.data(),
-                matrix.size() * sizeof(double));
+                matrix.size());
   const uint64_t v0 = UnevenCut(kVectorLength, s.rank, s.world, 4);
   const uint64_t v1 = UnevenCut(kVectorLength, s.rank + 1, s.world, 4);
   std::vector<float> vector(v1 - v0, -1.0f);
-  AddTypedShard(s, state, "v", CKPT_DTYPE_F32, {kVectorLength}, {v1 - v0}, {v0}, vector.data(),
-                vector.size() * sizeof(float));
+  AddTypedShard(s, state, "v", CKPT_DTYPE_F32, {kVectorLength}, {v1 - v0}, {v0}, vector.data(), vector.size());
   const int32_t status = ckpt_load(s.ctx, state, dir, nullptr, s.err);
   if (expected != nullptr) {
     ExpectStatus(s, status, expected->code, "load", expected->texts);
@@ -121,10 +111,7 @@ int LoadLayout(const std::string& split, const char* dir, const ExpectedFailure*
     }
   }
   CheckRows(s, "v", 21, vector, v0);
-  const ckpt_context_stats stats = Stats(s);
-  std::printf("rank %d transport %d bytes_read %llu bytes_sent %llu bytes_received %llu\n", s.rank, stats.transport,
-              (unsigned long long)stats.bytes_read, (unsigned long long)stats.bytes_sent,
-              (unsigned long long)stats.bytes_received);
+  PrintTransfers(s);
   ckpt_state_free(state);
   return 0;
 }
@@ -198,10 +185,7 @@ int LoadReplicated(const char* dir, bool expect_failure) {
     }
   }
   for (int i = 0; i < 8; ++i) CheckRows(s, "small", 10 + i, buffers.floats[1 + i], 0);
-  const ckpt_context_stats stats = Stats(s);
-  std::printf("rank %d transport %d bytes_read %llu bytes_sent %llu bytes_received %llu\n", s.rank, stats.transport,
-              (unsigned long long)stats.bytes_read, (unsigned long long)stats.bytes_sent,
-              (unsigned long long)stats.bytes_received);
+  PrintTransfers(s);
   ckpt_state_free(state);
   return 0;
 }

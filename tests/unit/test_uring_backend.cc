@@ -56,7 +56,8 @@ TEST_F(UringBackendTest, WritesAndReadsInsideAndAcrossRegisteredBuffers) {
   for (uint64_t i = 0; i < 4 * kBuffer; ++i) arena[i] = static_cast<char>(random());
   const std::string written(arena, 4 * kBuffer);
   // Inside buffer 0; straddling buffers 1 and 2; the last bytes of buffer 3.
-  std::vector<IoRequest> writes = {{arena, 64 << 10, 0}, {arena + kBuffer + kBuffer / 2, kBuffer, 1 << 20},
+  std::vector<IoRequest> writes = {{arena, 64 << 10, 0},
+                                   {arena + kBuffer + kBuffer / 2, kBuffer, 1 << 20},
                                    {arena + 4 * kBuffer - 8192, 8192, 3 << 20}};
   Run(IoDirection::kWrite, writes);
   std::string file(4 * kBuffer, '\0');
