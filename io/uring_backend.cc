@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <deque>
 #include <vector>
@@ -71,13 +72,13 @@ class UringBackend final : public IoBackend {
  private:
   // The registered buffer that holds all of [buffer, buffer + length), or -1.
   int RegisteredBuffer(const char* buffer, uint64_t length) const {
-    if (arena_ == nullptr || buffer < arena_ || length > arena_size_ ||
-        static_cast<uint64_t>(buffer - arena_) > arena_size_ - length) {
+    const uintptr_t at = reinterpret_cast<uintptr_t>(buffer), base = reinterpret_cast<uintptr_t>(arena_);
+    if (arena_ == nullptr || length == 0 || at < base || length > arena_size_ || at - base > arena_size_ - length) {
       return -1;
     }
-    const uint64_t first = static_cast<uint64_t>(buffer - arena_) / max_buffer_bytes_;
-    const uint64_t last = (static_cast<uint64_t>(buffer - arena_) + length - 1) / max_buffer_bytes_;
-    return length > 0 && first == last ? static_cast<int>(first) : -1;
+    const uint64_t first = (at - base) / max_buffer_bytes_;
+    const uint64_t last = (at - base + length - 1) / max_buffer_bytes_;
+    return first == last ? static_cast<int>(first) : -1;
   }
   // Puts `fd` in the file table's slot for one Run; false (the plain descriptor is used) if the kernel refuses.
   bool InstallFile(int fd) { return fixed_file_ && io_uring_register_files_update(&ring_, 0, &fd, 1) == 1; }

@@ -6,11 +6,11 @@
 #include <chrono>
 #include <csignal>
 #include <cstring>
+#include <exception>
 #include <map>
 #include <memory>
 #include <new>
 #include <set>
-#include <stdexcept>
 #include <string>
 #include <thread>
 
