@@ -58,19 +58,8 @@ std::vector<float>& Buffers::New(size_t n) {
 void AddShard(const Session& s, ckpt_state_t* state, const char* key, const std::vector<uint64_t>& global,
               const std::vector<uint64_t>& local, const std::vector<uint64_t>& offset, std::vector<float>& data,
               uint32_t flags, const uint32_t* replica, uint32_t replica_ndim) {
-  ckpt_tensor_shard shard = CKPT_TENSOR_SHARD_INIT;
-  shard.key = key;
-  shard.dtype = CKPT_DTYPE_F32;
-  shard.ndim = static_cast<uint32_t>(global.size());
-  shard.global_shape = global.data();
-  shard.local_shape = local.data();
-  shard.global_offset = offset.data();
-  shard.flags = flags;
-  shard.replica_id = replica;
-  shard.replica_ndim = replica_ndim;
-  shard.data = data.data();
-  shard.data_size = data.size() * sizeof(float);
-  s.Check(ckpt_state_add_tensor(state, &shard, s.err), key);
+  AddTypedShard(s, state, key, CKPT_DTYPE_F32, global, local, offset, data.data(), data.size(), flags, 0, 0, replica,
+                replica_ndim);
 }
 
 void RegisterLayout(const Session& s, ckpt_state_t* state, Buffers& buffers, bool fill) {
@@ -90,26 +79,14 @@ void RegisterLayout(const Session& s, ckpt_state_t* state, Buffers& buffers, boo
   if (fill) {
     for (uint64_t i = f0; i < f1; ++i) m[i - f0] = ValueAt(3, i);
   }
-  ckpt_tensor_shard shard = CKPT_TENSOR_SHARD_INIT;
-  const uint64_t shape[2] = {kOptRows, kOptCols}, zero[2] = {0, 0};
-  shard.key = "adam.m";
-  shard.dtype = CKPT_DTYPE_F32;
-  shard.ndim = 2;
-  shard.global_shape = shape;
-  shard.local_shape = shape;
-  shard.global_offset = zero;
-  shard.flags = CKPT_SHARD_FLATTENED;
-  shard.flat_start = f0;
-  shard.flat_end = f1;
-  shard.data = m.data();
-  shard.data_size = m.size() * sizeof(float);
-  s.Check(ckpt_state_add_tensor(state, &shard, s.err), "adam.m");
+  AddTypedShard(s, state, "adam.m", CKPT_DTYPE_F32, {kOptRows, kOptCols}, {kOptRows, kOptCols}, {0, 0}, m.data(),
+                m.size(), CKPT_SHARD_FLATTENED, f0, f1);
 }
 
 void AddTypedShard(const Session& s, ckpt_state_t* state, const char* key, int32_t dtype,
                    const std::vector<uint64_t>& global, const std::vector<uint64_t>& local,
                    const std::vector<uint64_t>& offset, void* data, uint64_t elements, uint32_t flags,
-                   uint64_t flat_start, uint64_t flat_end) {
+                   uint64_t flat_start, uint64_t flat_end, const uint32_t* replica, uint32_t replica_ndim) {
   ckpt_tensor_shard shard = CKPT_TENSOR_SHARD_INIT;
   shard.key = key;
   shard.dtype = dtype;
@@ -120,9 +97,40 @@ void AddTypedShard(const Session& s, ckpt_state_t* state, const char* key, int32
   shard.flags = flags;
   shard.flat_start = flat_start;
   shard.flat_end = flat_end;
+  shard.replica_id = replica;
+  shard.replica_ndim = replica_ndim;
   shard.data = data;
   shard.data_size = elements * ckpt_dtype_size(dtype);
   s.Check(ckpt_state_add_tensor(state, &shard, s.err), key);
+}
+
+CheckpointReader::CheckpointReader(const std::string& dir) {
+  ckpt_error_create(&err_);
+  Check(ckpt_reader_open(dir.c_str(), &reader_, err_));
+  Check(ckpt_reader_info(reader_, &info_, err_));
+}
+
+CheckpointReader::~CheckpointReader() {
+  ckpt_reader_free(reader_);
+  ckpt_error_free(err_);
+}
+
+ckpt_tensor_info CheckpointReader::Tensor(uint64_t tensor) const {
+  ckpt_tensor_info info = CKPT_TENSOR_INFO_INIT;
+  Check(ckpt_reader_tensor(reader_, tensor, &info, err_));
+  return info;
+}
+
+ckpt_chunk_info CheckpointReader::Chunk(uint64_t tensor, uint64_t chunk) const {
+  ckpt_chunk_info info = CKPT_CHUNK_INFO_INIT;
+  Check(ckpt_reader_chunk(reader_, tensor, chunk, &info, err_));
+  return info;
+}
+
+void CheckpointReader::Verify() const { Check(ckpt_reader_verify(reader_, err_)); }
+
+void CheckpointReader::Check(int32_t status) const {
+  if (status != CKPT_OK) Die(0, ckpt_error_message(err_));
 }
 
 void CheckRows(const Session& s, const char* key, uint64_t seed, const std::vector<float>& got, uint64_t first_flat) {

@@ -64,7 +64,30 @@ void RegisterLayout(const Session& s, ckpt_state_t* state, Buffers& buffers, boo
 void AddTypedShard(const Session& s, ckpt_state_t* state, const char* key, int32_t dtype,
                    const std::vector<uint64_t>& global, const std::vector<uint64_t>& local,
                    const std::vector<uint64_t>& offset, void* data, uint64_t elements, uint32_t flags = 0,
-                   uint64_t flat_start = 0, uint64_t flat_end = 0);
+                   uint64_t flat_start = 0, uint64_t flat_end = 0, const uint32_t* replica = nullptr,
+                   uint32_t replica_ndim = 0);
+
+// A checkpoint opened with the C reader, for the modes that run without a context; any failure is fatal, naming it.
+class CheckpointReader {
+ public:
+  explicit CheckpointReader(const std::string& dir);
+  ~CheckpointReader();
+  CheckpointReader(const CheckpointReader&) = delete;
+  CheckpointReader& operator=(const CheckpointReader&) = delete;
+
+  const ckpt_checkpoint_info& info() const { return info_; }
+  ckpt_tensor_info Tensor(uint64_t tensor) const;
+  ckpt_chunk_info Chunk(uint64_t tensor, uint64_t chunk) const;
+  // Reads every chunk back and checks it against its checksums.
+  void Verify() const;
+
+ private:
+  void Check(int32_t status) const;
+
+  ckpt_error_t* err_ = nullptr;
+  ckpt_reader_t* reader_ = nullptr;
+  ckpt_checkpoint_info info_ = CKPT_CHECKPOINT_INFO_INIT;
+};
 
 // Dies unless `got` holds tensor `seed`'s values from flat index `first_flat` on.
 void CheckRows(const Session& s, const char* key, uint64_t seed, const std::vector<float>& got, uint64_t first_flat);

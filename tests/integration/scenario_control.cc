@@ -176,18 +176,11 @@ int StoppedPeer(const char* dir) {
 }
 
 int CheckWorld(const char* dir, uint32_t expected) {
-  ckpt_error_t* err = nullptr;
-  ckpt_error_create(&err);
-  ckpt_reader_t* reader = nullptr;
-  if (ckpt_reader_open(dir, &reader, err) != CKPT_OK) Die(0, ckpt_error_message(err));
-  ckpt_checkpoint_info info = CKPT_CHECKPOINT_INFO_INIT;
-  if (ckpt_reader_info(reader, &info, err) != CKPT_OK) Die(0, ckpt_error_message(err));
-  if (info.world_size != expected) {
-    Die(0, std::string(dir) + " was saved by " + std::to_string(info.world_size) + " ranks, expected " +
-               std::to_string(expected));
+  const uint32_t world = CheckpointReader(dir).info().world_size;
+  if (world != expected) {
+    Die(0,
+        std::string(dir) + " was saved by " + std::to_string(world) + " ranks, expected " + std::to_string(expected));
   }
-  ckpt_reader_free(reader);
-  ckpt_error_free(err);
   return 0;
 }
 

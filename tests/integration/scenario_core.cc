@@ -112,23 +112,17 @@ uint64_t FileSize(const std::string& path) {
 }
 
 int CheckDedup(const char* dir) {
-  ckpt_error_t* err = nullptr;
-  ckpt_error_create(&err);
-  ckpt_reader_t* reader = nullptr;
-  if (ckpt_reader_open(dir, &reader, err) != CKPT_OK) Die(0, ckpt_error_message(err));
-  ckpt_checkpoint_info info = CKPT_CHECKPOINT_INFO_INIT;
-  ckpt_reader_info(reader, &info, err);
+  const CheckpointReader reader(dir);
+  const ckpt_checkpoint_info& info = reader.info();
   uint64_t unique = 0, chunks = 0, largest_chunk = 0;
   std::map<std::string, uint64_t> bytes_per_file;
   for (uint64_t t = 0; t < info.tensor_count; ++t) {
-    ckpt_tensor_info tensor = CKPT_TENSOR_INFO_INIT;
-    ckpt_reader_tensor(reader, t, &tensor, err);
+    const ckpt_tensor_info tensor = reader.Tensor(t);
     uint64_t volume = 1;
     for (uint32_t d = 0; d < tensor.ndim; ++d) volume *= tensor.shape[d];
     unique += volume * ckpt_dtype_size(tensor.dtype);
     for (uint64_t c = 0; c < tensor.chunk_count; ++c) {
-      ckpt_chunk_info chunk = CKPT_CHUNK_INFO_INIT;
-      ckpt_reader_chunk(reader, t, c, &chunk, err);
+      const ckpt_chunk_info chunk = reader.Chunk(t, c);
       bytes_per_file[chunk.file] += chunk.byte_length;
       largest_chunk = chunk.byte_length > largest_chunk ? chunk.byte_length : largest_chunk;
       ++chunks;
@@ -154,9 +148,7 @@ int CheckDedup(const char* dir) {
   if (on_disk > unique + chunks * 4096) Die(0, "data files hold more than the unique bytes plus alignment padding");
   if (bytes_per_writer.size() != info.world_size) Die(0, "not every rank wrote: the writing is not balanced");
   if (most - least > largest_chunk) Die(0, "writers' byte counts differ by more than one shard");
-  if (ckpt_reader_verify(reader, err) != CKPT_OK) Die(0, ckpt_error_message(err));
-  ckpt_reader_free(reader);
-  ckpt_error_free(err);
+  reader.Verify();
   return 0;
 }
 
@@ -421,22 +413,12 @@ void XorByte(const std::string& file, uint64_t offset, int mask) {
 
 // Flips one bit in the middle of the first chunk of `key` and prints the data file's name.
 int CorruptChunk(const char* dir, const char* key) {
-  ckpt_error_t* err = nullptr;
-  ckpt_error_create(&err);
-  ckpt_reader_t* reader = nullptr;
-  if (ckpt_reader_open(dir, &reader, err) != CKPT_OK) Die(0, ckpt_error_message(err));
-  ckpt_checkpoint_info info = CKPT_CHECKPOINT_INFO_INIT;
-  ckpt_reader_info(reader, &info, err);
-  for (uint64_t t = 0; t < info.tensor_count; ++t) {
-    ckpt_tensor_info tensor = CKPT_TENSOR_INFO_INIT;
-    ckpt_reader_tensor(reader, t, &tensor, err);
-    if (std::strcmp(tensor.key, key) != 0) continue;
-    ckpt_chunk_info chunk = CKPT_CHUNK_INFO_INIT;
-    ckpt_reader_chunk(reader, t, 0, &chunk, err);
+  const CheckpointReader reader(dir);
+  for (uint64_t t = 0; t < reader.info().tensor_count; ++t) {
+    if (std::strcmp(reader.Tensor(t).key, key) != 0) continue;
+    const ckpt_chunk_info chunk = reader.Chunk(t, 0);
     XorByte(std::string(dir) + "/" + chunk.file, chunk.file_offset + chunk.byte_length / 2, 0x10);
     std::printf("%s\n", chunk.file);
-    ckpt_reader_free(reader);
-    ckpt_error_free(err);
     return 0;
   }
   Die(0, std::string("no tensor ") + key);

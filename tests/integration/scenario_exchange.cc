@@ -118,25 +118,13 @@ int LoadLayout(const std::string& split, const char* dir, const ExpectedFailure*
 
 // The bytes the checkpoint stores of its tensors: the denominator of read amplification.
 int StoredBytes(const char* dir) {
-  ckpt_error_t* err = nullptr;
-  ckpt_error_create(&err);
-  ckpt_reader_t* reader = nullptr;
-  if (ckpt_reader_open(dir, &reader, err) != CKPT_OK) Die(0, ckpt_error_message(err));
-  ckpt_checkpoint_info info = CKPT_CHECKPOINT_INFO_INIT;
-  if (ckpt_reader_info(reader, &info, err) != CKPT_OK) Die(0, ckpt_error_message(err));
+  const CheckpointReader reader(dir);
   uint64_t stored = 0;
-  for (uint64_t t = 0; t < info.tensor_count; ++t) {
-    ckpt_tensor_info tensor = CKPT_TENSOR_INFO_INIT;
-    if (ckpt_reader_tensor(reader, t, &tensor, err) != CKPT_OK) Die(0, ckpt_error_message(err));
-    for (uint64_t c = 0; c < tensor.chunk_count; ++c) {
-      ckpt_chunk_info chunk = CKPT_CHUNK_INFO_INIT;
-      if (ckpt_reader_chunk(reader, t, c, &chunk, err) != CKPT_OK) Die(0, ckpt_error_message(err));
-      stored += chunk.byte_length;
-    }
+  for (uint64_t t = 0; t < reader.info().tensor_count; ++t) {
+    const uint64_t chunks = reader.Tensor(t).chunk_count;
+    for (uint64_t c = 0; c < chunks; ++c) stored += reader.Chunk(t, c).byte_length;
   }
   std::printf("stored %llu\n", (unsigned long long)stored);
-  ckpt_reader_free(reader);
-  ckpt_error_free(err);
   return 0;
 }
 
