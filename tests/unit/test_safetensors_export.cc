@@ -1,8 +1,10 @@
 // Export to safetensors (ckpt_export, runtime/safetensors_export.h): tensors whole whatever chunks saved them,
 // sharding with an index, streaming through small windows, parts sharing one export, and what is refused.
 #include <gtest/gtest.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 
+#include <cerrno>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -352,6 +354,25 @@ TEST_F(SafetensorsExportTest, ACorruptBlockFailsTheExportAndLeavesNoFile) {
   EXPECT_EQ(ckpt_export(checkpoint_.c_str(), out.c_str(), nullptr, err_), CKPT_E_CORRUPT);
   EXPECT_NE(message().find("a.weight"), std::string::npos) << message();
   auto listed = ckpt::io::ListDirectory(out);
+  ASSERT_TRUE(listed.ok());
+  EXPECT_TRUE(listed->empty());
+}
+
+TEST_F(SafetensorsExportTest, AFullDiskFailsTheExportWithNoSpaceAndLeavesNoFile) {
+  // 24 MiB: several of the pieces a window is written in at once, onto a 4 MiB file system that fills part way.
+  tensors_ = {{"big", CKPT_DTYPE_F32, {6u << 20}, Pattern(24u << 20, 5), 1}};
+  Save();
+  const std::string small = root_ + "/small";
+  ASSERT_EQ(mkdir(small.c_str(), 0700), 0);
+  if (mount("tmpfs", small.c_str(), "tmpfs", 0, "size=4m") != 0) {
+    GTEST_SKIP() << "cannot mount a 4 MiB tmpfs: " << std::strerror(errno);
+  }
+  const std::string out = small + "/model.safetensors";
+  const int32_t status = ckpt_export(checkpoint_.c_str(), out.c_str(), nullptr, err_);
+  auto listed = ckpt::io::ListDirectory(small);
+  umount2(small.c_str(), MNT_DETACH);
+  EXPECT_EQ(status, CKPT_E_NO_SPACE) << message();
+  EXPECT_NE(message().find("model.safetensors"), std::string::npos) << message();
   ASSERT_TRUE(listed.ok());
   EXPECT_TRUE(listed->empty());
 }
