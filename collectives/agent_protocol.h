@@ -1,0 +1,115 @@
+// The conversation between a rank and its node's ckpt-agent (DESIGN.md §8, memory tier), and the names both sides
+// derive from the job's identity.
+//
+// The agent listens on an abstract unix socket (SOCK_SEQPACKET: one message per send) whose name carries the user
+// and the job, so that every network namespace — every node, in the multi-host tests — has an agent of its own.
+// Abstract names have no file permissions: the agent checks every connection's credentials (SO_PEERCRED) and serves
+// its own user only, and the job's secret where the job has one (CKPT_JOB_SECRET).
+//
+// A connection: the agent sends a Challenge; the rank answers with a Hello; the agent replies (the memory
+// directory on success). Then each request gets one Reply, in order. A connection that closes without Detach is a
+// trainer that died.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/status.h"
+
+namespace ckpt::coll::agent {
+
+inline constexpr uint32_t kProtocolVersion = 1;
+// No message is larger: a List of every memory checkpoint the agent holds stays far below it.
+inline constexpr size_t kMaxMessageBytes = 1 << 20;
+
+// The job's identity as ranks and agents know it: CKPT_JOB_ID, else SLURM_JOB_ID, else TORCHELASTIC_RUN_ID.
+// kInvalidArgument, saying what to set, when none is set: two jobs of one user on one node must never share an
+// agent.
+Result<std::string> JobIdFromEnvironment();
+// Job ids travel in names: printable ASCII without '/' and at most 128 bytes. kInvalidArgument otherwise.
+Status ValidateJobId(std::string_view job_id);
+
+// The abstract socket name (without its leading NUL) of the agent of (`uid`, `job_id`).
+std::string SocketName(uint32_t uid, std::string_view job_id);
+// The directory the agent of (`uid`, `job_id`) on node `node_name` owns under `shm_root` (normally /dev/shm):
+// "<shm_root>/ckpt-<uid>-<digest of job and node>". The node is part of the name because namespaces that stand
+// for nodes in tests share one /dev/shm.
+std::string MemoryDirectory(std::string_view shm_root, uint32_t uid, std::string_view job_id,
+                            std::string_view node_name);
+
+enum class Op : uint8_t {
+  kReserve = 1,   // a save is about to write `bytes` into memory checkpoint `name` (a temporary directory)
+  kRelease = 2,   // that save failed: forget its reservation
+  kComplete = 3,  // memory checkpoint `name` is committed in the memory directory
+  kList = 4,      // the complete memory checkpoints
+  kPersist = 5,   // write memory checkpoint `name` to its storage path now
+  kDetach = 6,    // this rank leaves cleanly (its context is freed): not a death
+};
+
+struct Challenge {
+  uint32_t version = kProtocolVersion;
+  std::string nonce;  // store_auth::kNonceBytes
+};
+
+struct Hello {
+  uint32_t version = kProtocolVersion;
+  std::string job_id;
+  int32_t rank = -1;
+  uint32_t pid = 0;
+  std::string nonce;  // the rank's own
+  std::string proof;  // store_auth::HelloProof over HelloProofFields; empty when the job has no secret
+};
+// What a Hello's proof covers besides the nonces.
+std::string HelloProofFields(const Hello& hello);
+
+// The agent's answer to the Hello.
+struct Welcome {
+  std::string memory_dir;
+  uint64_t budget_bytes = 0;
+};
+
+// One memory checkpoint the agent holds.
+struct MemoryCheckpoint {
+  std::string name;          // directory name inside the memory directory
+  std::string storage_path;  // the checkpoint it stands for on storage
+  std::string manager_root;  // non-empty: a manager step, published there once persisted
+  uint64_t step = 0;         // with manager_root
+  uint64_t bytes = 0;
+  bool persisted = false;     // committed at storage_path (by the agent, or found there)
+  std::string persist_error;  // the last failed attempt's message; empty if none
+};
+
+struct Request {
+  Op op = Op::kList;
+  std::string name;             // kReserve, kRelease: the temporary directory; kComplete, kPersist: the committed one
+  uint64_t bytes = 0;           // kReserve
+  std::string reservation;      // kComplete: the temporary name its bytes were reserved under
+  MemoryCheckpoint checkpoint;  // kComplete: name, storage_path, manager_root, step (bytes and state are the agent's)
+  bool persist = false;         // kComplete: also write it to storage, in the background
+};
+
+struct Reply {
+  Code code = Code::kOk;
+  std::string message;
+  std::string payload;  // kList: EncodeCheckpoints; the Hello's reply: EncodeWelcome
+};
+
+std::string EncodeChallenge(const Challenge& c);
+Result<Challenge> DecodeChallenge(std::string_view bytes);
+std::string EncodeHello(const Hello& h);
+Result<Hello> DecodeHello(std::string_view bytes);
+std::string EncodeWelcome(const Welcome& w);
+Result<Welcome> DecodeWelcome(std::string_view bytes);
+std::string EncodeRequest(const Request& r);
+Result<Request> DecodeRequest(std::string_view bytes);
+std::string EncodeReply(const Reply& r);
+Result<Reply> DecodeReply(std::string_view bytes);
+std::string EncodeCheckpoints(const std::vector<MemoryCheckpoint>& list);
+Result<std::vector<MemoryCheckpoint>> DecodeCheckpoints(std::string_view bytes);
+
+// A Reply's outcome as a Status (kOk, or its code and message).
+Status ReplyStatus(const Reply& reply);
+
+}  // namespace ckpt::coll::agent
