@@ -398,6 +398,20 @@ typedef struct ckpt_request ckpt_request_t;
  * for it) and may call ckpt_request_stats_get, but must not wait for the request. */
 typedef void (*ckpt_progress_fn)(void* user, int32_t phase, uint64_t done, uint64_t total);
 
+/* The tiers a save can go to. The memory tier is the node's ckpt-agent: a process of this user and job (started by
+ * the first save to memory on the node when none runs, detached so that it outlives the trainers) that keeps the
+ * newest complete in-memory checkpoint in shared memory, plus the one being written. A memory save blocks for the
+ * same staging copy as any save and completes once the checkpoint is committed in memory; the agent writes it to
+ * its storage path (and commits it there atomically) for CKPT_TIER_BOTH, and for the newest one that is not on
+ * storage yet when a trainer dies. A load of that path, or ckpt_manager_load_latest, reads the memory copy when
+ * every rank's agent holds it. The job needs an identity, the same on every rank and across restarts: CKPT_JOB_ID
+ * (or SLURM_JOB_ID, TORCHELASTIC_RUN_ID); CKPT_AGENT_BUDGET_BYTES bounds the agent's memory (default: half of the
+ * node's), CKPT_AGENT_IDLE_S how long it waits for a restarted job after the trainers died (default 600). So far
+ * the memory tier serves jobs whose ranks share one node. */
+#define CKPT_TIER_STORAGE 0 /* the checkpoint directory `path` */
+#define CKPT_TIER_MEMORY 1  /* the agent's memory only; storage sees it only if the trainers die */
+#define CKPT_TIER_BOTH 2    /* the agent's memory, then `path` on storage, written by the agent in the background */
+
 typedef struct ckpt_save_options {
   uint32_t struct_size;
   /* User metadata stored in the manifest (readable with ckpt_reader_metadata); taken from rank 0. */
@@ -409,10 +423,13 @@ typedef struct ckpt_save_options {
    * ckpt_request_free). */
   ckpt_progress_fn progress;
   void* progress_user;
+  /* Where the checkpoint goes: CKPT_TIER_STORAGE (the default), CKPT_TIER_MEMORY or CKPT_TIER_BOTH (above); 64
+   * bits wide so that the struct holds no padding. */
+  uint64_t tier;
 } ckpt_save_options;
 
 #define CKPT_SAVE_OPTIONS_INIT \
-  { (uint32_t)sizeof(ckpt_save_options), 0, NULL, NULL, NULL, NULL }
+  { (uint32_t)sizeof(ckpt_save_options), 0, NULL, NULL, NULL, NULL, CKPT_TIER_STORAGE }
 CKPT_API int32_t ckpt_save_options_init(ckpt_save_options* opts, uint32_t struct_size);
 
 /* Collective. Saves `state` (the same structure of keys on every rank is not required; each rank registers what
@@ -429,7 +446,11 @@ CKPT_API int32_t ckpt_save_options_init(ckpt_save_options* opts, uint32_t struct
  * directory at `path` and never touches other checkpoints. Saves may be issued back to back; each commits in
  * order. While the structure of the state (keys, boxes, dtypes) is unchanged on every rank, the plan of the
  * previous save is reused. Once it commits, each rank logs a CKPT_LOG_INFO line with its bytes, time and GB/s;
- * ckpt_request_stats_get gives the figures, and the options' progress callback follows the save as it goes. */
+ * ckpt_request_stats_get gives the figures, and the options' progress callback follows the save as it goes.
+ * With the options' tier CKPT_TIER_MEMORY or CKPT_TIER_BOTH the checkpoint is committed in the node's agent's
+ * memory instead (see CKPT_TIER_*), and the request succeeds once it is complete there; CKPT_E_NO_SPACE when it
+ * exceeds the agent's budget, CKPT_E_UNSUPPORTED when the ranks span several nodes, CKPT_E_INVALID_ARGUMENT when
+ * the job has no identity, CKPT_E_PEER_FAILED when the agent died. */
 CKPT_API int32_t ckpt_save(ckpt_context_t* ctx, ckpt_state_t* state, const char* path, const ckpt_save_options* opts,
                            ckpt_request_t** request, ckpt_error_t* err);
 
@@ -499,8 +520,9 @@ CKPT_API int32_t ckpt_load_options_init(ckpt_load_options* opts, uint32_t struct
  * ranks saved it; flattened and regular shards mix freely. Every block read is checked against its checksum.
  * `path` may also be safetensors weights: a .safetensors file, a Hugging Face directory (model.safetensors, or
  * numbered files and model.safetensors.index.json) or that index file; their bytes carry no checksums and are read
- * unverified, and a malformed header or index is CKPT_E_CORRUPT. A
- * failure on any rank fails the load on every rank. Returns CKPT_OK, CKPT_E_NOT_FOUND (no checkpoint at path),
+ * unverified, and a malformed header or index is CKPT_E_CORRUPT. Where the job has an identity (CKPT_JOB_ID) and
+ * every rank's node agent holds `path` in memory (CKPT_TIER_*), the load reads that copy, verified the same way,
+ * and touches no storage. A failure on any rank fails the load on every rank. Returns CKPT_OK, CKPT_E_NOT_FOUND (no checkpoint at path),
  * CKPT_E_MISMATCH (missing or unexpected keys under CKPT_STRICT_FAIL, dtype or shape differences that the shard's
  * flags do not allow), CKPT_E_CORRUPT (a checksum, truncated file, or malformed manifest: the message names the
  * tensor and the file), CKPT_E_VERSION, CKPT_E_IO, CKPT_E_NO_MEMORY (exchange buffers, or the stored bytes of a
@@ -518,9 +540,13 @@ typedef struct ckpt_manager_options {
   uint32_t struct_size;
   uint32_t keep_last;  /* keep the newest N committed steps (0: keep all) */
   uint64_t keep_every; /* also keep every step divisible by this (0: none) */
+  /* 1: every step goes to the memory tier (CKPT_TIER_MEMORY), and the steps divisible by storage_every to storage
+   * as well (CKPT_TIER_BOTH); a save option asking for another tier than storage overrides it for that save. */
+  uint32_t memory_tier;
+  uint64_t storage_every; /* with memory_tier; 0: steps reach storage only when the trainers die */
 } ckpt_manager_options;
 #define CKPT_MANAGER_OPTIONS_INIT \
-  { (uint32_t)sizeof(ckpt_manager_options), 0, 0 }
+  { (uint32_t)sizeof(ckpt_manager_options), 0, 0, 0, 0 }
 CKPT_API int32_t ckpt_manager_options_init(ckpt_manager_options* opts, uint32_t struct_size);
 
 /* Collective. Opens (creating) the root directory `root`, whose steps live in `root`/step-<12-digit step>. Rank 0
@@ -537,8 +563,9 @@ CKPT_API int32_t ckpt_manager_save(ckpt_manager_t* manager, ckpt_state_t* state,
 /* Not collective. The newest committed step `latest` points at (or, if the pointer is missing or stale, the newest
  * committed step). CKPT_E_NOT_FOUND if there is none. */
 CKPT_API int32_t ckpt_manager_latest(const ckpt_manager_t* manager, uint64_t* step, ckpt_error_t* err);
-/* Collective. Loads the latest step (as rank 0 sees it) into `state`; `*step` receives it. CKPT_E_NOT_FOUND on
- * every rank if there is no committed step: a fresh start. */
+/* Collective. Loads the latest step (as rank 0 sees it) into `state`; `*step` receives it. The newest step the
+ * node's agent holds in memory counts too, and is read from memory when it is at least as new as the latest on
+ * storage. CKPT_E_NOT_FOUND on every rank if there is no committed step: a fresh start. */
 CKPT_API int32_t ckpt_manager_load_latest(ckpt_manager_t* manager, ckpt_state_t* state, const ckpt_load_options* opts,
                                           uint64_t* step, ckpt_error_t* err);
 /* Not collective. The committed steps under the root, ascending: writes min(count, capacity) of them to `steps`

@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "io/helper_executable.h"
 #include "io/worker_pool_internal.h"
 #include "io/worker_protocol.h"
 
@@ -24,30 +25,6 @@ namespace {
 // in common/settings.h, because it concerns only this file and must be honoured even without the runtime layer.
 constexpr char kWorkerPathVar[] = "CKPT_WORKER_PATH";
 constexpr char kWorkerExecutableName[] = "ckpt-io-worker";
-
-bool IsExecutableFile(const std::string& path) {
-  struct stat st;
-  return stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && access(path.c_str(), X_OK) == 0;
-}
-
-// The directory of the file this code was loaded from: libckpt.so, or the executable it is linked into.
-Result<std::string> DirectoryOfThisLibrary() {
-  Dl_info info;
-  link_map* map = nullptr;
-  void* self = reinterpret_cast<void*>(&FindWorkerExecutable);
-  if (dladdr1(self, &info, reinterpret_cast<void**>(&map), RTLD_DL_LINKMAP) == 0 || map == nullptr) {
-    return NotFound("cannot locate the loaded libckpt (dladdr failed)");
-  }
-  // The main program's link map has an empty name; /proc/self/exe names it reliably, unlike argv[0].
-  const std::string image = map->l_name != nullptr && map->l_name[0] != '\0' ? map->l_name : "/proc/self/exe";
-  char resolved[PATH_MAX];
-  if (realpath(image.c_str(), resolved) == nullptr) {
-    const std::string reason = std::strerror(errno);
-    return NotFound("cannot resolve the path of libckpt '" + image + "': " + reason);
-  }
-  std::string path = resolved;
-  return path.substr(0, path.rfind('/'));
-}
 
 Status CheckOptions(const WorkerPoolOptions& options) {
   if (options.workers < 0) return InvalidArgument("I/O worker count " + std::to_string(options.workers) + " < 0");
@@ -138,29 +115,7 @@ void JobPool::Submit(int worker, PendingJob pending, const Status& fits) {
 }  // namespace internal
 
 Result<std::string> FindWorkerExecutable() {
-  const char* configured = std::getenv(kWorkerPathVar);
-  if (configured != nullptr && *configured != '\0') {
-    if (!IsExecutableFile(configured)) {
-      return NotFound(std::string(kWorkerPathVar) + " names '" + configured + "', which is not an executable file");
-    }
-    return std::string(configured);
-  }
-  std::vector<std::string> candidates;
-  Result<std::string> dir = DirectoryOfThisLibrary();
-  if (dir.ok()) {
-    candidates.push_back(dir.value() + "/" + kWorkerExecutableName);
-    candidates.push_back(dir.value() + "/ckpt/" + kWorkerExecutableName);
-  }
-  // Where `cmake --install` puts it: a program that links libckpt.a has no worker beside itself.
-  candidates.push_back(std::string(CKPT_INSTALLED_WORKER_DIR) + "/" + kWorkerExecutableName);
-  std::string tried;
-  for (const std::string& candidate : candidates) {
-    if (IsExecutableFile(candidate)) return candidate;
-    tried += (tried.empty() ? "'" : ", '") + candidate + "'";
-  }
-  const std::string unlocated = dir.ok() ? "" : " (" + dir.status().message() + ")";
-  return NotFound("the I/O worker executable is none of " + tried + unlocated + "; set " + kWorkerPathVar +
-                  " to its path, or use 0 I/O workers (threads)");
+  return FindHelperExecutable(kWorkerExecutableName, kWorkerPathVar, ", or use 0 I/O workers (threads)");
 }
 
 Result<std::unique_ptr<WorkerPool>> WorkerPool::Start(const StagingArena& arena, const WorkerPoolOptions& options) {

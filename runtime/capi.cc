@@ -104,6 +104,10 @@ rt::ProgressSink ToProgressSink(ckpt_progress_fn fn, void* user) {
   };
 }
 
+static_assert(static_cast<int32_t>(rt::Tier::kStorage) == CKPT_TIER_STORAGE &&
+              static_cast<int32_t>(rt::Tier::kMemory) == CKPT_TIER_MEMORY &&
+              static_cast<int32_t>(rt::Tier::kBoth) == CKPT_TIER_BOTH);
+
 // The save settings the options describe.
 Status ToSaveSettings(const ckpt_save_options* user_opts, rt::SaveSettings* settings) {
   ckpt_save_options opts = CKPT_SAVE_OPTIONS_INIT;
@@ -118,6 +122,11 @@ Status ToSaveSettings(const ckpt_save_options* user_opts, rt::SaveSettings* sett
     settings->metadata.emplace_back(opts.metadata_keys[i], opts.metadata_values[i]);
   }
   settings->progress = ToProgressSink(opts.progress, opts.progress_user);
+  if (opts.tier > CKPT_TIER_BOTH) {
+    return ckpt::InvalidArgument("tier " + std::to_string(opts.tier) +
+                                 " is none of CKPT_TIER_STORAGE, CKPT_TIER_MEMORY and CKPT_TIER_BOTH");
+  }
+  settings->tier = static_cast<rt::Tier>(opts.tier);
   return Status::Ok();
 }
 
@@ -460,7 +469,12 @@ int32_t ckpt_manager_open(ckpt_context_t* ctx, const char* root, const ckpt_mana
     rt::RetentionPolicy policy;
     policy.keep_last = opts.keep_last;
     policy.keep_every = opts.keep_every;
-    ASSIGN_OR_RETURN(std::unique_ptr<rt::ManagerSession> impl, rt::ManagerSession::Open(*ctx->impl, root, policy));
+    if (opts.memory_tier > 1) return ckpt::InvalidArgument("memory_tier must be 0 or 1");
+    rt::MemoryPolicy memory;
+    memory.enabled = opts.memory_tier == 1;
+    memory.storage_every = opts.storage_every;
+    ASSIGN_OR_RETURN(std::unique_ptr<rt::ManagerSession> impl,
+                     rt::ManagerSession::Open(*ctx->impl, root, policy, memory));
     *out = new ckpt_manager{std::move(impl)};
     return Status::Ok();
   });

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "collectives/agent_protocol.h"
 #include "collectives/nccl_transport.h"
 #include "collectives/peer_control_plane.h"
 #include "collectives/solo_control_plane.h"
@@ -127,7 +128,63 @@ Context::~Context() {
   device_transport_.reset();
   transport_.reset();
   workers_.reset();
+  memory_tier_.reset();
   if (arena_pinned_) (void)io::CudaRuntime::Get().value()->UnregisterHost(arena_->data());
+}
+
+MemoryTierConfig Context::MemoryTierConfigFor(std::string job_id) const {
+  MemoryTierConfig config;
+  config.job_id = std::move(job_id);
+  config.job_secret = identity_.job_secret;
+  config.node_name = node_name();
+  config.rank = rank();
+  config.timeout = timeout_;
+  return config;
+}
+
+Result<MemoryTier*> Context::AttachMemoryTier() {
+  if (memory_tier_agreed_) return memory_tier_.get();
+  Status local;
+  if (!memory_tier_) {
+    Result<std::string> job_id = coll::agent::JobIdFromEnvironment();
+    Result<std::unique_ptr<MemoryTier>> attached =
+        job_id.ok() ? MemoryTier::Attach(MemoryTierConfigFor(job_id.value()), true) : job_id.status();
+    if (attached.ok()) memory_tier_ = std::move(attached).value();
+    local = attached.status();
+  }
+  ASSIGN_OR_RETURN(std::vector<std::string> nodes,
+                   AgreeAndGather(control(), "memory tier (attach)", local, node_name()));
+  for (size_t r = 1; r < nodes.size(); ++r) {
+    if (nodes[r] != nodes[0]) {
+      return Status(Code::kUnsupported, "the memory tier serves jobs on one node so far: rank 0 runs on '" + nodes[0] +
+                                            "', rank " + std::to_string(r) + " on '" + nodes[r] + "'");
+    }
+  }
+  memory_tier_agreed_ = true;
+  return memory_tier_.get();
+}
+
+// Every rank's reservation ends with its save; rank 0's has become the memory checkpoint's own bytes when the
+// save committed, and releasing it then is a no-op at the agent.
+void Context::ReleaseMemoryReservation(const SaveTicket& ticket) {
+  if (ticket.commit.memory_reservation.empty() || !memory_tier_) return;
+  const Status released = memory_tier_->Release(ticket.commit.memory_reservation);
+  if (!released.ok()) Log(LogLevel::kWarning, "the memory tier: " + released.message());
+}
+
+MemoryTier* Context::FindMemoryTier() {
+  if (memory_tier_) return memory_tier_.get();
+  Result<std::string> job_id = coll::agent::JobIdFromEnvironment();
+  if (!job_id.ok()) return nullptr;
+  Result<std::unique_ptr<MemoryTier>> attached = MemoryTier::Attach(MemoryTierConfigFor(job_id.value()), false);
+  if (!attached.ok()) {
+    if (attached.status().code() != Code::kNotFound) {
+      Log(LogLevel::kWarning, "the node's ckpt-agent cannot be used: " + attached.status().message());
+    }
+    return nullptr;
+  }
+  memory_tier_ = std::move(attached).value();
+  return memory_tier_.get();
 }
 
 Status Context::StartControlPlane(const ContextConfig& config) {
@@ -200,6 +257,7 @@ Status Context::StartIo(const ContextConfig& config) {
   saves_ = std::make_unique<SaveExecutor>(*arena_, *workers_, std::move(channel), rank(),
                                           [this](const SaveTicket& ticket, const Status& outcome) {
                                             stats_.bytes_written += ticket.bytes_written;
+                                            ReleaseMemoryReservation(ticket);
                                             if (!outcome.ok()) return;
                                             ++stats_.saves_committed;
                                             Log(LogLevel::kInfo, DescribeSave(ticket));

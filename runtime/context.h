@@ -19,6 +19,7 @@
 #include "common/status.h"
 #include "io/staging_arena.h"
 #include "io/worker_pool.h"
+#include "runtime/memory_tier.h"
 #include "runtime/save_executor.h"
 #include "runtime/save_partition.h"
 #include "runtime/save_plan.h"
@@ -106,6 +107,13 @@ class Context {
   // null (loads then stage device memory through the host data plane); with NCCL asked for by name it is an error.
   Result<coll::Transport*> DeviceTransport(int device);
   LoadPlanCache& load_plan_cache() { return load_plan_cache_; }
+  // Collective on first use: every rank attaches to its node's ckpt-agent, starting it when none runs, and all
+  // agree on the outcome. kUnsupported (the same on every rank) when the ranks span several nodes: the memory tier
+  // does not reach across nodes yet. Later calls return the same attachment at no cost.
+  Result<MemoryTier*> AttachMemoryTier();
+  // Local: the memory tier if attached, else this job's agent on this node if one runs (never starting one); null
+  // when there is none or the job has no identity (coll::agent::JobIdFromEnvironment).
+  MemoryTier* FindMemoryTier();
 
   void Log(LogLevel level, const std::string& message) const;
 
@@ -116,6 +124,8 @@ class Context {
   Status StartTransport(const ContextConfig& config);
   void PinArenaForDevices();
   bool DeviceTransportWanted() const;
+  MemoryTierConfig MemoryTierConfigFor(std::string job_id) const;
+  void ReleaseMemoryReservation(const SaveTicket& ticket);
 
   coll::ProcessIdentity identity_;
   std::chrono::milliseconds timeout_{0};
@@ -136,6 +146,8 @@ class Context {
   bool device_transport_failed_ = false;
   LoadPlanCache load_plan_cache_;
   PlanCache plan_cache_;
+  std::unique_ptr<MemoryTier> memory_tier_;  // detached after the saves in flight have finished
+  bool memory_tier_agreed_ = false;          // every rank attached (AttachMemoryTier)
   ContextStats stats_;
 };
 

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <map>
 
+#include "collectives/agent_protocol.h"
 #include "common/bytes.h"
 #include "io/checksum.h"
 #include "io/committed_memory.h"
@@ -17,6 +18,7 @@
 #include "runtime/exchange_load.h"
 #include "runtime/load_agreement.h"
 #include "runtime/manifest.h"
+#include "runtime/memory_tier.h"
 
 namespace ckpt::runtime {
 namespace {
@@ -345,22 +347,52 @@ Status LoadAndAgree(Context& ctx, State& state, const CheckpointSource* source, 
 }
 
 // The load with its progress reports and its INFO line.
+// `tier` names where the bytes come from ("storage", "memory").
 Status LoadReported(Context& ctx, State& state, const CheckpointSource* source, const ChunkDecoder& decode_chunks,
-                    const Status& opened, const std::string& path, const LoadSettings& settings) {
+                    const Status& opened, const std::string& path, const LoadSettings& settings,
+                    const std::string& tier = "storage") {
   const int64_t started = NowNs();
   ProgressReporter progress(settings.progress);
   progress.Enter(Phase::kPlanning, 0, 0);
   uint64_t bytes_read = 0;
-  const Status loaded =
-      LoadAndAgree(ctx, state, source, decode_chunks, opened, path, settings, progress, &bytes_read);
+  const Status loaded = LoadAndAgree(ctx, state, source, decode_chunks, opened, path, settings, progress, &bytes_read);
   if (!loaded.ok()) {
     progress.Enter(Phase::kFailed, progress.done(), progress.total());
     return loaded;
   }
   progress.Enter(Phase::kLoaded, progress.total(), progress.total());
   ctx.Log(LogLevel::kInfo, "loaded '" + path + "': " + DescribeThroughput(progress.total(), NowNs() - started) +
-                               " into this rank; read " + DescribeBytes(bytes_read) + " from storage");
+                               " into this rank; read " + DescribeBytes(bytes_read) + " from " + tier);
   return Status::Ok();
+}
+
+// This rank's agent's copy of the checkpoint at storage path `path`, if it holds a complete one.
+std::optional<std::string> MemoryCopy(Context& ctx, const std::string& path) {
+  MemoryTier* memory = ctx.FindMemoryTier();
+  if (memory == nullptr) return std::nullopt;
+  Result<std::vector<coll::agent::MemoryCheckpoint>> held = memory->List();
+  if (!held.ok()) {
+    ctx.Log(LogLevel::kWarning, "the memory tier: " + held.status().message());
+    return std::nullopt;
+  }
+  const std::string storage_path = AbsoluteStoragePath(path);
+  for (const coll::agent::MemoryCheckpoint& checkpoint : *held) {
+    if (checkpoint.storage_path == storage_path) return memory->memory_dir() + "/" + checkpoint.name;
+  }
+  return std::nullopt;
+}
+
+// Collective where the job has an identity (the memory tier needs one): the load reads the memory copy when every
+// rank's agent holds one, and storage otherwise. Without an identity there is no memory tier and no collective.
+Result<std::string> ChooseCopy(Context& ctx, const std::string& path) {
+  if (!coll::agent::JobIdFromEnvironment().ok()) return path;
+  const std::optional<std::string> copy = MemoryCopy(ctx, path);
+  ASSIGN_OR_RETURN(std::vector<std::string> votes,
+                   AgreeAndGather(ctx.control(), "load (tier)", Status::Ok(), copy ? "m" : "s"));
+  const bool everywhere = std::all_of(votes.begin(), votes.end(), [](const std::string& v) { return v == "m"; });
+  if (!everywhere) return path;
+  ctx.Log(LogLevel::kInfo, "loading '" + path + "' from the memory tier ('" + *copy + "')");
+  return *copy;
 }
 
 // The decoder of a source whose chunks are all decoded, or of none.
@@ -369,10 +401,12 @@ Status NothingToDecode(const std::vector<uint32_t>&) { return Status::Ok(); }
 }  // namespace
 
 Status Load(Context& ctx, State& state, const std::string& path, const LoadSettings& settings) {
+  ASSIGN_OR_RETURN(const std::string from, ChooseCopy(ctx, path));
   // Each rank decodes only the chunks of the tensors it plans or reads: on a large job most of the manifest.
-  Result<CheckpointSource> source = OpenCheckpointSource(path, ChunkDecoding::kOnDemand);
-  if (!source.ok()) return LoadReported(ctx, state, nullptr, NothingToDecode, source.status(), path, settings);
-  return LoadReported(ctx, state, &*source, ChunkDecoderOf(*source), Status::Ok(), path, settings);
+  Result<CheckpointSource> source = OpenCheckpointSource(from, ChunkDecoding::kOnDemand);
+  const std::string tier = from == path ? "storage" : "memory";
+  if (!source.ok()) return LoadReported(ctx, state, nullptr, NothingToDecode, source.status(), path, settings, tier);
+  return LoadReported(ctx, state, &*source, ChunkDecoderOf(*source), Status::Ok(), path, settings, tier);
 }
 
 Status Load(Context& ctx, State& state, const CheckpointSource& source, const std::string& path,

@@ -18,26 +18,40 @@
 
 namespace ckpt::runtime {
 
+// The manager's use of the memory tier: every save goes to memory, and every `storage_every`-th step (by step
+// number) to storage as well, written there by the agents.
+struct MemoryPolicy {
+  bool enabled = false;
+  uint64_t storage_every = 0;  // 0: steps reach storage only when the trainers die (the agents persist then)
+};
+
 class ManagerSession {
  public:
   // Collective: opens `root` on every rank; rank 0 removes uncommitted debris first.
-  static Result<std::unique_ptr<ManagerSession>> Open(Context& ctx, std::string root, RetentionPolicy policy);
+  static Result<std::unique_ptr<ManagerSession>> Open(Context& ctx, std::string root, RetentionPolicy policy,
+                                                      MemoryPolicy memory = {});
   // Waits for this manager's saves in flight, so that none finishes against a freed manager.
   ~ManagerSession();
 
-  // Collective, as StartSave, into the directory of `step`.
+  // Collective, as StartSave, into the directory of `step` (through the memory tier as the policy or the settings'
+  // tier say; such a step becomes `latest` once the agents have written it to storage).
   Result<std::shared_ptr<SaveTicket>> Save(const State& state, uint64_t step, SaveSettings settings);
   Result<std::optional<uint64_t>> Latest() const { return manager_->Latest(); }
   Result<std::vector<uint64_t>> CommittedSteps() const { return manager_->CommittedSteps(); }
-  // Collective: loads the step that rank 0 sees as latest; kNotFound on every rank if there is none.
+  // Collective: loads the step that rank 0 sees as latest, on storage or in its agent's memory, whichever is newer
+  // (memory when they are the same step); kNotFound on every rank if there is none.
   Result<uint64_t> LoadLatest(State& state, const LoadSettings& settings);
   std::string StepPath(uint64_t step) const { return manager_->StepPath(step); }
 
  private:
-  ManagerSession(Context& ctx, std::shared_ptr<CheckpointManager> manager) : ctx_(ctx), manager_(std::move(manager)) {}
+  ManagerSession(Context& ctx, std::shared_ptr<CheckpointManager> manager, MemoryPolicy memory)
+      : ctx_(ctx), manager_(std::move(manager)), memory_(memory) {}
+  // Rank 0: the newest of this root's steps its agent holds in memory.
+  std::optional<uint64_t> NewestInMemory();
 
   Context& ctx_;
   std::shared_ptr<CheckpointManager> manager_;
+  MemoryPolicy memory_;
   std::vector<std::shared_ptr<SaveTicket>> in_flight_;
 };
 

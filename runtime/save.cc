@@ -147,8 +147,27 @@ uint64_t StateBytes(const State& state) {
 
 // Everything after rank 0's claim, filling `ticket`; `claim` moves into it, which holds it until the commit or
 // abandonment.
+// What a memory-tier save adds to one to storage: the storage path its memory checkpoint stands for, and the
+// node's agent holding it. `agent` is null for a save to storage.
+struct MemoryTarget {
+  MemoryTier* agent = nullptr;
+  std::string storage_path;
+};
+
+// Rank 0 announces the committed memory checkpoint to the agent, which keeps it (and persists it for kBoth).
+std::function<Status()> Announcement(const MemoryTarget& memory, const CommitInputs& commit,
+                                     const SaveSettings& settings) {
+  coll::agent::MemoryCheckpoint checkpoint;
+  checkpoint.name = commit.path.substr(commit.path.rfind('/') + 1);
+  checkpoint.storage_path = memory.storage_path;
+  checkpoint.manager_root = settings.manager_root;
+  checkpoint.step = settings.step;
+  return [agent = memory.agent, reservation = commit.memory_reservation, checkpoint,
+          persist = settings.tier == Tier::kBoth] { return agent->Complete(reservation, checkpoint, persist); };
+}
+
 Status BeginSave(Context& ctx, const State& state, const std::string& path, const std::string& save_id,
-                 const Status& claimed, UniqueFd claim, const SaveSettings& settings,
+                 const Status& claimed, UniqueFd claim, const SaveSettings& settings, const MemoryTarget& memory,
                  const std::shared_ptr<SaveTicket>& ticket) {
   const RankDescriptor mine = state.Describe(ctx.rank(), ctx.node_name());
   const std::string encoded_mine = EncodeRankDescriptor(mine);
@@ -179,6 +198,13 @@ Status BeginSave(Context& ctx, const State& state, const std::string& path, cons
   staging.block_size = settings.block_size;
   staging.inline_common_max = settings.inline_common_max;
   staging.timeout = ctx.timeout();
+  if (memory.agent != nullptr) {
+    commit.memory_reservation = commit.tmp_dir.substr(commit.tmp_dir.rfind('/') + 1);
+    if (ctx.rank() == 0) commit.announce = Announcement(memory, commit, settings);
+    staging.reserve = [agent = memory.agent, name = commit.memory_reservation](uint64_t bytes) {
+      return agent->Reserve(name, bytes);
+    };
+  }
   const Status staged = StageSave(state, cache.plan, staging, ctx.arena(), ctx.workers(), *ticket);
   // A rank that cannot stage still reports, so that every rank's request fails instead of waiting for it.
   if (!staged.ok() && ticket->failure.ok()) ticket->failure = staged;
@@ -189,23 +215,43 @@ Status BeginSave(Context& ctx, const State& state, const std::string& path, cons
   return Status::Ok();
 }
 
+// Rank 0's claim on the save's temporary directory. A memory-tier save is also refused when its storage path
+// is already a checkpoint: the agent could never persist it there.
+Result<UniqueFd> ClaimFor(const std::string& path, const std::string& save_id, const MemoryTarget& memory) {
+  if (memory.agent != nullptr && io::PathExists(memory.storage_path)) {
+    return AlreadyExists("'" + memory.storage_path + "' already exists on storage");
+  }
+  return ClaimSaveDirectory(path, save_id);
+}
+
 }  // namespace
 
 Result<std::shared_ptr<SaveTicket>> StartSave(Context& ctx, const State& state, const std::string& raw_path,
                                               const SaveSettings& settings) {
   auto ticket = std::make_shared<SaveTicket>();
   ticket->marks.called = NowNs();
-  const std::string path = StripTrailingSlashes(raw_path);
+  std::string path = StripTrailingSlashes(raw_path);
   if (path.empty()) return InvalidArgument("the checkpoint path is empty");
   ticket->progress = ProgressReporter(settings.progress);
   ticket->progress.Enter(Phase::kPlanning, 0, 0);
+  MemoryTarget memory;
+  if (settings.tier != Tier::kStorage) {
+    Result<MemoryTier*> agent = ctx.AttachMemoryTier();
+    if (!agent.ok()) {
+      ticket->progress.Enter(Phase::kFailed, 0, 0);
+      return agent.status();
+    }
+    memory.agent = agent.value();
+    memory.storage_path = AbsoluteStoragePath(path);
+    path = memory.agent->PathFor(memory.storage_path);
+  }
   // Rank 0 claims the temporary directory before any rank can write into it, so that no cleanup ever takes this
   // save for a dead one.
   const std::string save_id = ctx.rank() == 0 ? NewSaveId() : std::string();
-  Result<UniqueFd> claim = ctx.rank() == 0 ? ClaimSaveDirectory(path, save_id) : Result<UniqueFd>(UniqueFd());
+  Result<UniqueFd> claim = ctx.rank() == 0 ? ClaimFor(path, save_id, memory) : Result<UniqueFd>(UniqueFd());
   const bool claimed_here = ctx.rank() == 0 && claim.ok();
   const Status started = BeginSave(ctx, state, path, save_id, claim.status(),
-                                   claim.ok() ? std::move(claim).value() : UniqueFd(), settings, ticket);
+                                   claim.ok() ? std::move(claim).value() : UniqueFd(), settings, memory, ticket);
   if (started.ok()) return ticket;
   // A save that never reached the executor leaves nothing behind: its ranks stop before writing anything.
   if (claimed_here) (void)io::RemoveTree(TemporaryDirectory(path, save_id));

@@ -10,6 +10,7 @@
 
 #include "common/status.h"
 #include "runtime/context.h"
+#include "runtime/memory_tier.h"
 #include "runtime/progress.h"
 #include "runtime/save_plan.h"
 #include "runtime/save_ticket.h"
@@ -23,6 +24,12 @@ struct SaveSettings {
   uint64_t block_size = 1ull << 20;       // checksum granularity
   uint64_t inline_common_max = 64 << 10;  // larger common entries go to a data file
   std::function<void()> after_commit;     // rank 0, after the commit (see CommitInputs)
+  // kMemory: the checkpoint goes into the node's agent's memory (runtime/memory_tier.h), standing for `path`;
+  // kBoth: there, and the agent then writes it to `path` too, without the trainers.
+  Tier tier = Tier::kStorage;
+  // A manager's step (memory tiers): the agent publishes it as the root's latest once it is on storage.
+  std::string manager_root;
+  uint64_t step = 0;
   // This rank's progress: PLANNING and STAGING from the calling thread (WRITING's first report too), the rest from
   // the context's save thread, ending with COMMITTED or FAILED before the ticket finishes. Empty: none.
   ProgressSink progress;

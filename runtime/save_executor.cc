@@ -99,6 +99,10 @@ Status SaveExecutor::Finalize(SaveTicket& t) {
   if (outcome.ok()) {
     Result<std::vector<std::string>> reports = channel_->CollectReports(id);
     outcome = reports.ok() ? CommitSave(t.commit, *reports) : reports.status();
+    if (outcome.ok() && t.commit.announce) {
+      outcome = t.commit.announce();
+      if (!outcome.ok()) (void)io::RemoveTree(t.commit.path);
+    }
   }
   if (!outcome.ok()) (void)io::RemoveTree(t.commit.tmp_dir);
   t.commit.claim.Reset();

@@ -287,6 +287,7 @@ Status StageSave(const State& state, const SavePlan& plan, const StagingSettings
   ASSIGN_OR_RETURN(std::vector<Unit> units, CollectUnits(state, plan, settings, ticket));
   for (const Unit& u : units) ticket.bytes_to_write += u.bytes;
   ticket.progress.Enter(Phase::kStaging, 0, ticket.bytes_to_write);
+  if (settings.reserve) RETURN_IF_ERROR(settings.reserve(ticket.bytes_to_write));
   if (units.empty()) return Status::Ok();
   RETURN_IF_ERROR(io::MakeDirectories(io::JoinPath(ticket.commit.tmp_dir, kDataDirName)));
 

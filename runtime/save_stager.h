@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "common/status.h"
@@ -21,6 +22,9 @@ struct StagingSettings {
   uint64_t block_size = 1ull << 20;
   uint64_t inline_common_max = 64 << 10;
   std::chrono::milliseconds timeout{300000};
+  // Called with this rank's byte count before anything is written: a memory-tier save reserves them with the
+  // node's agent, and writes nothing when refused. Empty: none.
+  std::function<Status(uint64_t bytes)> reserve;
 };
 
 // Stages the plan's items that `settings.rank` writes (and, on rank 0, the common entries too large to inline)

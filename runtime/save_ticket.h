@@ -50,9 +50,15 @@ struct CommitInputs {
   std::shared_ptr<const ManifestSkeleton> skeleton;  // rank 0: agreed (or cached) at plan time
   std::vector<std::pair<std::string, std::string>> metadata;
   std::vector<CommonRecord> inline_common;  // rank 0
+  // Rank 0, once committed, before any rank learns the outcome: a memory checkpoint is announced to the node's
+  // agent. Its failure fails the save, and the committed directory (in memory, never on storage) is removed.
+  std::function<Status()> announce;
   // Rank 0, once committed (the manager's latest pointer and retention); reports its own problems, since the
   // checkpoint stands whatever happens there.
   std::function<void()> after_commit;
+  // A memory-tier save: the temporary directory's name its bytes were reserved under with the agent, released by
+  // every rank once the save has finished. Empty: a save to storage.
+  std::string memory_reservation;
 };
 
 // When the save reached each point, in NowNs() nanoseconds; 0 until it does. Atomic: ckpt_request_stats_get reads

@@ -35,6 +35,17 @@ foreach(name reshard dedup invalid-overlap invalid-gap invalid-dtype invalid-sha
 endforeach()
 ckpt_needs_fault_hooks(mp_peer-dies-in-exchange mp_peer-stops-in-exchange mp_io-error mp_short-transfers)
 
+# The memory tier: real ranks and a real ckpt-agent (tests/integration/memory_tier.sh).
+add_executable(ckpt_scenario_memory integration/scenario_memory.cc)
+target_link_libraries(ckpt_scenario_memory PRIVATE ckpt_scenario_common ckpt)
+foreach(name crash-persists restart-from-memory reshard-from-memory crash-mid-save storage-every over-budget)
+  add_test(NAME mp_memory_${name}
+           COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/integration/memory_tier.sh ${name} $<TARGET_FILE:ckpt-launch>
+                   $<TARGET_FILE:ckpt_scenario_memory> $<TARGET_FILE:ckpt_cli>
+                   ${CMAKE_CURRENT_BINARY_DIR}/scenarios/memory-${name})
+  set_tests_properties(mp_memory_${name} PROPERTIES TIMEOUT 120)
+endforeach()
+
 # A job across two hosts (network namespaces) started with SLURM's variables alone.
 add_test(NAME mp_slurm_two_hosts
          COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/integration/slurm_two_hosts.sh $<TARGET_FILE:ckpt_scenario_control>

@@ -1,0 +1,137 @@
+// The memory tier across real rank processes (tests/integration/memory_tier.sh runs it under ckpt-launch, with
+// CKPT_JOB_ID naming the job and CKPT_AGENT_SHM_ROOT the agents' memory). Modes:
+//   train ROOT STEPS STORAGE_EVERY END   a manager with the memory tier saves steps 1..STEPS ("w" split by rows
+//                                        over the world, "bias" replicated, common "step"; every value depends on
+//                                        the step). END says how the trainers stop: "exit" (context freed),
+//                                        "die" (every rank SIGKILLs itself once the last save is complete), or
+//                                        "die-unwaited" (SIGKILL right after the last ckpt_manager_save returns).
+//   restore ROOT STEP TIER               load_latest gives STEP, every element of it checked, read from TIER
+//                                        ("memory" or "storage", as the load's INFO line says on every rank).
+//   over-budget PATH                     a save to memory larger than the agent's budget fails with
+//                                        CKPT_E_NO_SPACE on every rank, naming the budget; nothing reaches PATH.
+#include <signal.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "ckpt.h"
+#include "scenario_common.h"
+
+namespace {
+
+using namespace scenario;
+
+constexpr uint64_t kRowsPerRank = 64, kCols = 1000;  // 256 KB of "w" per rank
+
+// Seeds tie every value to its step and tensor.
+uint64_t WeightSeed(uint64_t step) { return 100 + step; }
+uint64_t BiasSeed(uint64_t step) { return 200 + step; }
+
+// The step's state of this rank; the buffers hold the step's values if `fill`.
+ckpt_state_t* StepState(const Session& s, Buffers& buffers, uint64_t step, uint64_t* step_common, bool fill) {
+  ckpt_state_t* state = nullptr;
+  s.Check(ckpt_state_create(&state, s.err), "state");
+  const uint64_t rows = kRowsPerRank * 4;  // the same global shape whatever the world size
+  const uint64_t r0 = SplitPoint(rows, s.rank, s.world), r1 = SplitPoint(rows, s.rank + 1, s.world);
+  auto& w = buffers.New((r1 - r0) * kCols);
+  auto& bias = buffers.New(kCols);
+  if (fill) {
+    w = RowSlab(WeightSeed(step), kCols, r0, r1);
+    bias = RowSlab(BiasSeed(step), kCols, 0, 1);
+  }
+  AddShard(s, state, "w", {rows, kCols}, {r1 - r0, kCols}, {r0, 0}, w);
+  AddShard(s, state, "bias", {kCols}, {kCols}, {0}, bias);
+  *step_common = step;
+  s.Check(ckpt_state_add_common(state, "step", step_common, sizeof *step_common, s.err), "common step");
+  return state;
+}
+
+int Train(const char* root, uint64_t steps, uint64_t storage_every, const std::string& end) {
+  Session s;
+  ckpt_manager_options opts = CKPT_MANAGER_OPTIONS_INIT;
+  opts.memory_tier = 1;
+  opts.storage_every = storage_every;
+  ckpt_manager_t* manager = nullptr;
+  s.Check(ckpt_manager_open(s.ctx, root, &opts, &manager, s.err), "manager open");
+  for (uint64_t step = 1; step <= steps; ++step) {
+    Buffers buffers;
+    uint64_t step_common = 0;
+    ckpt_state_t* state = StepState(s, buffers, step, &step_common, true);
+    ckpt_request_t* request = nullptr;
+    s.Check(ckpt_manager_save(manager, state, step, nullptr, &request, s.err), "manager save");
+    if (step == steps && end == "die-unwaited") raise(SIGKILL);
+    s.Check(ckpt_request_wait(request, 0, s.err), "save in memory");
+    ckpt_request_free(request);
+    ckpt_state_free(state);
+  }
+  if (s.rank == 0) std::printf("trained %llu steps in memory\n", static_cast<unsigned long long>(steps));
+  std::fflush(stdout);
+  if (end == "die") raise(SIGKILL);
+  ckpt_manager_free(manager);
+  return 0;
+}
+
+void CollectLog(void* user, int32_t, const char* message) { *static_cast<std::string*>(user) += message; }
+
+int Restore(const char* root, uint64_t expected_step, const std::string& tier) {
+  std::string log;
+  Session s(CollectLog, &log);
+  ckpt_manager_t* manager = nullptr;
+  s.Check(ckpt_manager_open(s.ctx, root, nullptr, &manager, s.err), "manager open");
+  Buffers buffers;
+  uint64_t step_common = 0;
+  ckpt_state_t* state = StepState(s, buffers, 0, &step_common, false);
+  uint64_t step = 0;
+  s.Check(ckpt_manager_load_latest(manager, state, nullptr, &step, s.err), "load latest");
+  if (step != expected_step)
+    Die(s.rank, "restored step " + std::to_string(step) + ", expected " + std::to_string(expected_step));
+  const uint64_t r0 = SplitPoint(kRowsPerRank * 4, s.rank, s.world);
+  CheckRows(s, "w", WeightSeed(step), buffers.floats[0], r0 * kCols);
+  CheckRows(s, "bias", BiasSeed(step), buffers.floats[1], 0);
+  const void* data = nullptr;
+  uint64_t size = 0;
+  s.Check(ckpt_state_common(state, "step", &data, &size, s.err), "common step");
+  if (size != 8 || *static_cast<const uint64_t*>(data) != step) Die(s.rank, "common 'step' is wrong");
+  const std::string said = "from " + tier;
+  if (log.find(said) == std::string::npos) Die(s.rank, "the load did not read " + said + ": " + log);
+  if (s.rank == 0) {
+    std::printf("restored step %llu on %d ranks from %s, every element checked\n",
+                static_cast<unsigned long long>(step), s.world, tier.c_str());
+  }
+  ckpt_state_free(state);
+  ckpt_manager_free(manager);
+  return 0;
+}
+
+int OverBudget(const char* path) {
+  Session s;
+  Buffers buffers;
+  uint64_t step_common = 0;
+  ckpt_state_t* state = StepState(s, buffers, 1, &step_common, true);
+  ckpt_save_options opts = CKPT_SAVE_OPTIONS_INIT;
+  opts.tier = CKPT_TIER_MEMORY;
+  ckpt_request_t* request = nullptr;
+  int32_t status = ckpt_save(s.ctx, state, path, &opts, &request, s.err);
+  if (status == CKPT_OK) status = ckpt_request_wait(request, 0, s.err);
+  ExpectStatus(s, status, CKPT_E_NO_SPACE, "a save past the budget", {"budget"});
+  ckpt_request_free(request);
+  ckpt_state_free(state);
+  if (s.rank == 0) std::printf("refused as expected: %s\n", ckpt_error_message(s.err));
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::string mode = argc > 1 ? argv[1] : "";
+  if (mode == "train" && argc == 6) {
+    return Train(argv[2], std::strtoull(argv[3], nullptr, 0), std::strtoull(argv[4], nullptr, 0), argv[5]);
+  }
+  if (mode == "restore" && argc == 5) return Restore(argv[2], std::strtoull(argv[3], nullptr, 0), argv[4]);
+  if (mode == "over-budget" && argc == 3) return OverBudget(argv[2]);
+  std::fprintf(stderr, "usage: ckpt_scenario_memory MODE ARGS... (see the comment at the top of scenario_memory.cc)\n");
+  return 2;
+}
