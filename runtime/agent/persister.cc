@@ -200,7 +200,7 @@ void Persister::RunOne(const MemoryCheckpoint& checkpoint) {
   const std::string what = Quoted(checkpoint.name) + " to " + Quoted(checkpoint.storage_path);
   log_("persist started: " + what);
   const auto start = std::chrono::steady_clock::now();
-  Result<PersistReport> report = InvalidArgument("not run");
+  Result<PersistReport> report = Internal("the persist of " + what + " did not run");
   // This thread's boundary: an exception (an allocation that failed) fails this persist, not the agent.
   if (std::optional<Status> thrown =
           ExceptionIn("persisting " + what, [&] { report = PersistCheckpoint(store_.directory(), checkpoint); })) {
