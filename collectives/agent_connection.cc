@@ -30,9 +30,10 @@ Result<AgentConnection> AgentConnection::Open(const std::string& job_id, const s
 }
 
 Result<Reply> AgentConnection::Call(const Request& request) {
-  RETURN_IF_ERROR(SendMessage(fd_.get(), EncodeRequest(request)));
+  const char* gone = "the node's ckpt-agent did not answer (it may have died)";
+  RETURN_IF_ERROR(SendMessage(fd_.get(), EncodeRequest(request)).WithContext(gone));
   Result<std::string> bytes = ReceiveMessage(fd_.get(), timeout_);
-  if (!bytes.ok()) return bytes.status().WithContext("the node's ckpt-agent did not answer (it may have died)");
+  if (!bytes.ok()) return bytes.status().WithContext(gone);
   ASSIGN_OR_RETURN(Reply reply, DecodeReply(bytes.value()));
   RETURN_IF_ERROR(ReplyStatus(reply));
   return reply;

@@ -4,7 +4,7 @@
 // The agent listens on an abstract unix socket (SOCK_SEQPACKET: one message per send) whose name carries the user
 // and the job, so that every network namespace — every node, in the multi-host tests — has an agent of its own.
 // Abstract names have no file permissions: the agent checks every connection's credentials (SO_PEERCRED) and serves
-// its own user only, and the job's secret where the job has one (CKPT_JOB_SECRET).
+// its own user only, and the agent secret where the job has one (CKPT_AGENT_SECRET, the same for every run).
 //
 // A connection: the agent sends a Challenge; the rank answers with a Hello; the agent replies (the memory
 // directory on success). Then each request gets one Reply, in order. A connection that closes without Detach is a

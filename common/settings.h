@@ -16,6 +16,14 @@ inline constexpr char kTimeoutVar[] = "CKPT_TIMEOUT_MS";
 inline constexpr char kNodeNameVar[] = "CKPT_NODE_NAME";
 // CKPT_LOG_LEVEL: error, warning (default) or info, or 0, 1, 2; for the default log sink on standard error.
 inline constexpr char kLogLevelVar[] = "CKPT_LOG_LEVEL";
+
+// The secret a job's ranks prove to their node's ckpt-agent, the same for every run of the job (so a restarted job
+// may attach to the memory its crashed run left); unset: the agent checks the user and the job's identity alone.
+inline constexpr char kAgentSecretVar[] = "CKPT_AGENT_SECRET";
+// CKPT_AGENT_BUDGET_BYTES: the bytes of memory checkpoints a node's agent holds (default: half the memory).
+inline constexpr char kAgentBudgetVar[] = "CKPT_AGENT_BUDGET_BYTES";
+// CKPT_AGENT_IDLE_S: how long an agent whose trainers died keeps their checkpoints for a restart (default 600 s).
+inline constexpr char kAgentIdleVar[] = "CKPT_AGENT_IDLE_S";
 inline constexpr int kDefaultLogLevel = 1;
 
 // CKPT_IO_WORKERS: I/O worker processes per rank (default 2; 0: threads of the rank's own process).

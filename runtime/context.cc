@@ -136,7 +136,9 @@ Result<std::unique_ptr<MemoryTier>> Context::AttachToAgent(bool start) const {
   ASSIGN_OR_RETURN(std::string job_id, coll::agent::JobIdFromEnvironment());
   MemoryTierConfig config;
   config.job_id = std::move(job_id);
-  config.job_secret = identity_.job_secret;
+  // Not the store's CKPT_JOB_SECRET: launchers make that one afresh for every run (ckpt-launch does), and the
+  // restarted job must be let in to the memory its crashed run left.
+  config.job_secret = settings::StringFromEnv(settings::kAgentSecretVar);
   config.node_name = node_name();
   config.rank = rank();
   config.timeout = timeout_;
@@ -178,7 +180,7 @@ Result<MemoryTier*> Context::AttachMemoryTier() {
 // Every rank's reservation ends with its save; rank 0's has become the memory checkpoint's own bytes when the
 // save committed, and releasing it then is a no-op at the agent.
 void Context::ReleaseMemoryReservation(const SaveTicket& ticket) {
-  if (ticket.commit.memory_reservation.empty() || !memory_tier_) return;
+  if (ticket.commit.memory_reservation.empty() || !memory_tier_ || memory_tier_->broken()) return;
   const Status released = memory_tier_->Release(ticket.commit.memory_reservation);
   if (!released.ok()) Log(LogLevel::kWarning, "the memory tier: " + released.message());
 }

@@ -22,7 +22,7 @@ enum class Tier : int32_t { kStorage = 0, kMemory = 1, kBoth = 2 };
 
 struct MemoryTierConfig {
   std::string job_id;
-  std::string job_secret;  // empty: the job has none
+  std::string job_secret;  // CKPT_AGENT_SECRET; empty: the job has none
   std::string node_name;
   int rank = 0;
   std::chrono::milliseconds timeout{0};

@@ -200,6 +200,7 @@ Status BeginSave(Context& ctx, const State& state, const std::string& path, cons
   staging.timeout = ctx.timeout();
   if (memory.agent != nullptr) {
     commit.memory_reservation = commit.tmp_dir.substr(commit.tmp_dir.rfind('/') + 1);
+    commit.storage_path = memory.storage_path;
     if (ctx.rank() == 0) commit.announce = Announcement(memory, commit, settings);
     staging.reserve = [agent = memory.agent, name = commit.memory_reservation](uint64_t bytes) {
       return agent->Reserve(name, bytes);

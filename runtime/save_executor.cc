@@ -53,7 +53,10 @@ void SaveExecutor::Run() {
       ticket = std::move(queue_.front());
       queue_.pop_front();
     }
-    Status outcome = GuardedFinalize(*ticket).WithContext("saving '" + ticket->commit.path + "'");
+    const CommitInputs& commit = ticket->commit;
+    const std::string saving = commit.storage_path.empty() ? "saving '" + commit.path + "'"
+                                                           : "saving '" + commit.storage_path + "' to memory";
+    Status outcome = GuardedFinalize(*ticket).WithContext(saving);
     // Every write of the save has been answered, so no job of it can reopen a file after this. A file whose last
     // job never came (staging stopped early) stays open in its worker otherwise. The save has failed either way: a
     // worker too busy to answer in time closes the files when it gets there, or is killed with them.

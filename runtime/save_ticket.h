@@ -59,6 +59,8 @@ struct CommitInputs {
   // A memory-tier save: the temporary directory's name its bytes were reserved under with the agent, released by
   // every rank once the save has finished. Empty: a save to storage.
   std::string memory_reservation;
+  // A memory-tier save: the storage path the memory checkpoint at `path` stands for, which messages name.
+  std::string storage_path;
 };
 
 // When the save reached each point, in NowNs() nanoseconds; 0 until it does. Atomic: ckpt_request_stats_get reads

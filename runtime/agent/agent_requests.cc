@@ -48,13 +48,13 @@ Status Authenticate(const AgentIdentity& identity, uid_t peer_uid, const std::st
   if (identity.secret.empty()) {
     if (hello.proof.empty()) return Status::Ok();
     return Mismatch(agent +
-                    " was started without the job's secret, but this rank has one: CKPT_JOB_SECRET differs "
+                    " was started without the job's secret, but this rank has one: CKPT_AGENT_SECRET differs "
                     "between this rank and the rank that started the agent");
   }
   const std::string expected =
       coll::store_auth::HelloProof(identity.secret, challenge_nonce, hello.nonce, coll::agent::HelloProofFields(hello));
   if (!coll::store_auth::ProofsMatch(expected, hello.proof)) {
-    return Mismatch(agent + " refuses this rank: its CKPT_JOB_SECRET differs from the job's (or it has none)");
+    return Mismatch(agent + " refuses this rank: its CKPT_AGENT_SECRET differs from the job's (or it has none)");
   }
   return Status::Ok();
 }

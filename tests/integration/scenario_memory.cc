@@ -39,13 +39,12 @@ ckpt_state_t* StepState(const Session& s, Buffers& buffers, uint64_t step, uint6
   s.Check(ckpt_state_create(&state, s.err), "state");
   const uint64_t rows = kRowsPerRank * 4;  // the same global shape whatever the world size
   const uint64_t r0 = SplitPoint(rows, s.rank, s.world), r1 = SplitPoint(rows, s.rank + 1, s.world);
+  // Each buffer is registered before the next is made: making one may move the others' vectors (not their data).
   auto& w = buffers.New((r1 - r0) * kCols);
-  auto& bias = buffers.New(kCols);
-  if (fill) {
-    w = RowSlab(WeightSeed(step), kCols, r0, r1);
-    bias = RowSlab(BiasSeed(step), kCols, 0, 1);
-  }
+  if (fill) w = RowSlab(WeightSeed(step), kCols, r0, r1);
   AddShard(s, state, "w", {rows, kCols}, {r1 - r0, kCols}, {r0, 0}, w);
+  auto& bias = buffers.New(kCols);
+  if (fill) bias = RowSlab(BiasSeed(step), kCols, 0, 1);
   AddShard(s, state, "bias", {kCols}, {kCols}, {0}, bias);
   *step_common = step;
   s.Check(ckpt_state_add_common(state, "step", step_common, sizeof *step_common, s.err), "common step");
@@ -101,9 +100,10 @@ int AgentDies(const char* root) {
   // planning, which waits for rank 0) finds it dead.
   if (s.rank == 0) {
     const std::string job = std::getenv("CKPT_JOB_ID");
-    const std::string kill = "pkill -KILL -f -- 'ckpt-agent --job-id " + job +
-                             " ' && while pgrep -f -- 'ckpt-agent --job-id " + job +
-                             " ' >/dev/null; do sleep 0.05; done";
+    // "[c]kpt-agent" matches the agent's command line but not the shell's that runs pkill.
+    const std::string pattern = "'[c]kpt-agent --job-id " + job + " '";
+    const std::string kill =
+        "pkill -KILL -f -- " + pattern + " && while pgrep -f -- " + pattern + " >/dev/null; do sleep 0.05; done";
     if (std::system(kill.c_str()) != 0) Die(s.rank, "could not kill the agent: " + kill);
   }
   ExpectStatus(s, SaveStep(s, manager, 2), CKPT_E_PEER_FAILED, "step 2, its agent dead", {"ckpt-agent"});

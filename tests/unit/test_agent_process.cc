@@ -279,7 +279,7 @@ TEST_F(AgentProcessTest, AWrongSecretIsMismatch) {
   close(ends[0]);
   Result<AgentConnection> wrong = Connect(0, "fedcba9876543210fedcba9876543210");
   EXPECT_EQ(wrong.status().code(), Code::kMismatch);
-  EXPECT_NE(wrong.status().message().find("CKPT_JOB_SECRET"), std::string::npos) << wrong.status().message();
+  EXPECT_NE(wrong.status().message().find("CKPT_AGENT_SECRET"), std::string::npos) << wrong.status().message();
   EXPECT_EQ(Connect(0).status().code(), Code::kMismatch) << "no secret at all";
   EXPECT_TRUE(Connect(0, kSecret).ok());
 }
