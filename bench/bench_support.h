@@ -137,8 +137,12 @@ struct SaveTiming {
   double durable_s;  // until ckpt_request_wait returned: the checkpoint is committed
 };
 
-// Collective: saves `state` to `dir` and waits for the commit.
-SaveTiming TimedSave(ckpt_context_t* ctx, ckpt_state_t* state, const std::string& dir, ckpt_error_t* err);
+// Collective: saves `state` to `dir` (through the memory tier for CKPT_TIER_MEMORY) and waits for the commit.
+SaveTiming TimedSave(ckpt_context_t* ctx, ckpt_state_t* state, const std::string& dir, ckpt_error_t* err,
+                     uint64_t tier = CKPT_TIER_STORAGE);
+
+// The baseline of a save's blocking time: one memcpy of the whole state into memory that is already faulted in.
+double MemcpyMilliseconds(const PageBuffer& source);
 
 // Lines the ranks up before a timed collective: an empty save into `dir`, waited for on every rank (its commit
 // reaches every rank within a store round trip), then removed by rank 0.
@@ -175,5 +179,9 @@ void RunReplicatedLoad(const Args& args);
 // Prints "available" when ckpt accepts a shard in CUDA memory, else "unavailable: <ckpt's reason>".
 void RunCudaProbe();
 void RunDeviceSave(const Args& args);
+
+// bench/memory_modes.cc: the memory tier.
+void RunMemory(const Args& args);
+void RunMemoryCrash(const Args& args);
 
 }  // namespace bench

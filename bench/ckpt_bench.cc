@@ -58,7 +58,8 @@ constexpr auto kSamplePeriod = std::chrono::milliseconds(5);
 constexpr int kChildRefreshSamples = 20;
 
 constexpr const char* kUsage =
-    "usage: ckpt_bench save|load|dedup|reshard-save|reshard-load|replicated-load|device-save --dir DIR --mib S\n"
+    "usage: ckpt_bench save|load|dedup|reshard-save|reshard-load|replicated-load|device-save|memory|memory-crash\n"
+    "                  --dir DIR --mib S\n"
     "                  [--tensors T] [--transport auto|none|ucx]\n"
     "       ckpt_bench cuda-probe|version\n"
     "Run under ckpt-launch; prints `name value` lines. See bench/run.\n";
@@ -298,21 +299,6 @@ void PrintLibraryStats(Reporter& out, const ckpt_context_t* ctx, ckpt_error_t* e
   out.Print("library_io_workers", static_cast<uint64_t>(stats.io_workers));
 }
 
-// The baseline of the save's blocking time: one memcpy of the whole state into memory that is already faulted in.
-double MemcpyMilliseconds(const PageBuffer& source) {
-  PageBuffer target(source.size());
-  std::memset(target.data(), 0, target.size());
-  const auto start = Clock::now();
-  std::memcpy(target.data(), source.data(), source.size());
-  const double ms = SecondsSince(start) * 1e3;
-  // Reading the copy back keeps the compiler from dropping a copy whose target is never used.
-  if (std::memcmp(target.data() + target.size() - kPageBytes, source.data() + source.size() - kPageBytes, kPageBytes) !=
-      0) {
-    throw BenchError("the memcpy baseline produced a different copy");
-  }
-  return ms;
-}
-
 // Two saves of the same state: the first, into a fresh context, gives the save's throughput; the second is what
 // every later save of a training loop sees (arena already faulted in, plan cached), so its blocking time is the
 // one compared with memcpy. It goes to DIR.warm.
@@ -399,6 +385,8 @@ Mode FindMode(const std::string& name) {
   if (name == "reshard-load") return RunReshardLoad;
   if (name == "replicated-load") return RunReplicatedLoad;
   if (name == "device-save") return RunDeviceSave;
+  if (name == "memory") return RunMemory;
+  if (name == "memory-crash") return RunMemoryCrash;
   return nullptr;
 }
 

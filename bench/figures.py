@@ -77,6 +77,15 @@ FIGURES = [
     ("d2h_stage_gbps", "GB/s", "%.3f"),
     ("cuda_memcpy_pinned_gbps", "GB/s", "%.3f"),
     ("d2h_stage_vs_memcpy", "ratio", "%.3f"),
+    # The memory tier (ckpt-agent): saving into its memory, restoring from it, and persisting after a crash.
+    ("mem_save_block_ms", "ms", "%.1f"),
+    ("mem_memcpy_ms", "ms", "%.1f"),
+    ("mem_save_block_vs_memcpy", "ratio", "%.2f"),
+    ("mem_restore_gibps", "GiB/s", "%.3f"),
+    ("mem_restore_vs_storage_load", "ratio", "%.2f"),
+    ("crash_to_committed_ms", "ms", "%.1f"),
+    ("crash_fio_write_ms", "ms", "%.1f"),
+    ("crash_to_committed_vs_fio_write", "ratio", "%.2f"),
 ]
 # The loads measured on several ranks, as prefixed by bench/run.
 RANKED_LOADS = ("reshard_load", "exchange_load", "no_exchange_load")
@@ -280,7 +289,24 @@ def run_figures(raw, state_gib, dedup_gib, reshard_gib):
     f["async_block_first_ms"] = measured("async_block_first_ms")
     parallel_load_figures(raw, f, reshard_gib, dedup_gib)
     device_figures(raw, f, state_gib)
+    memory_tier_figures(raw, f, state_gib)
     return f
+
+
+def memory_tier_figures(raw, f, state_gib):
+    """The memory tier: a save's blocking time against a memcpy of the same bytes, a restore from memory against
+    the same load from storage with a cold cache, and the time from the trainer's death to the checkpoint committed
+    on storage by the agent against fio writing as many bytes; nothing for a library without the tier."""
+    if "mem_save_block_ms" not in raw:
+        return
+    f["mem_save_block_ms"] = need(raw, "mem_save_block_ms")
+    f["mem_memcpy_ms"] = need(raw, "mem_memcpy_ms")
+    f["mem_save_block_vs_memcpy"] = f["mem_save_block_ms"] / max(f["mem_memcpy_ms"], 1e-6)
+    f["mem_restore_gibps"] = state_gib / need(raw, "mem_restore_seconds")
+    f["mem_restore_vs_storage_load"] = f["mem_restore_gibps"] / f["load_gibps"]
+    f["crash_to_committed_ms"] = need(raw, "crash_to_committed_ms")
+    f["crash_fio_write_ms"] = state_gib / f["fio_write_gibps"] * 1e3
+    f["crash_to_committed_vs_fio_write"] = f["crash_to_committed_ms"] / f["crash_fio_write_ms"]
 
 
 def report(path, state_mib, dedup_mib, reshard_mib):
@@ -309,7 +335,8 @@ def report(path, state_mib, dedup_mib, reshard_mib):
         for name in ("save_vs_fio_write", "save_cpu_vs_fio", "load_vs_fio_read", "load_cpu_vs_fio",
                      "export_vs_fio_write", "export_vs_fio_copy", "safetensors_load_vs_fio_read",
                      "async_block_vs_memcpy", "dedup_save_vs_fio_write", "reshard_load_vs_fio_read",
-                     "exchange_vs_ucx_perftest", "d2h_stage_vs_memcpy"):
+                     "exchange_vs_ucx_perftest", "d2h_stage_vs_memcpy", "mem_save_block_vs_memcpy",
+                     "mem_restore_vs_storage_load", "crash_to_committed_vs_fio_write"):
             if all(name in f for f in per_run):
                 comments.append("%s per run: %s" % (name, " ".join("%.3f" % f[name] for f in per_run)))
     for comment in comments:

@@ -132,23 +132,34 @@ Context::~Context() {
   if (arena_pinned_) (void)io::CudaRuntime::Get().value()->UnregisterHost(arena_->data());
 }
 
-MemoryTierConfig Context::MemoryTierConfigFor(std::string job_id) const {
+Result<std::unique_ptr<MemoryTier>> Context::AttachToAgent(bool start) const {
+  ASSIGN_OR_RETURN(std::string job_id, coll::agent::JobIdFromEnvironment());
   MemoryTierConfig config;
   config.job_id = std::move(job_id);
   config.job_secret = identity_.job_secret;
   config.node_name = node_name();
   config.rank = rank();
   config.timeout = timeout_;
-  return config;
+  return MemoryTier::Attach(config, start);
 }
 
 Result<MemoryTier*> Context::AttachMemoryTier() {
-  if (memory_tier_agreed_) return memory_tier_.get();
+  if (memory_tier_agreed_) {
+    // Local, never a collective: the ranks learn of a dead agent at different times. Should the new attachment
+    // fail, the broken one stays and fails this rank's share of the save, and so the save on every rank.
+    if (memory_tier_->broken()) {
+      Result<std::unique_ptr<MemoryTier>> attached = AttachToAgent(true);
+      if (attached.ok()) {
+        memory_tier_ = std::move(attached).value();
+      } else {
+        Log(LogLevel::kWarning, "the memory tier: no new agent: " + attached.status().message());
+      }
+    }
+    return memory_tier_.get();
+  }
   Status local;
-  if (!memory_tier_) {
-    Result<std::string> job_id = coll::agent::JobIdFromEnvironment();
-    Result<std::unique_ptr<MemoryTier>> attached =
-        job_id.ok() ? MemoryTier::Attach(MemoryTierConfigFor(job_id.value()), true) : job_id.status();
+  if (!memory_tier_ || memory_tier_->broken()) {
+    Result<std::unique_ptr<MemoryTier>> attached = AttachToAgent(true);
     if (attached.ok()) memory_tier_ = std::move(attached).value();
     local = attached.status();
   }
@@ -173,10 +184,10 @@ void Context::ReleaseMemoryReservation(const SaveTicket& ticket) {
 }
 
 MemoryTier* Context::FindMemoryTier() {
-  if (memory_tier_) return memory_tier_.get();
-  Result<std::string> job_id = coll::agent::JobIdFromEnvironment();
-  if (!job_id.ok()) return nullptr;
-  Result<std::unique_ptr<MemoryTier>> attached = MemoryTier::Attach(MemoryTierConfigFor(job_id.value()), false);
+  if (memory_tier_ && !memory_tier_->broken()) return memory_tier_.get();
+  if (memory_tier_agreed_) return nullptr;  // saves re-attach (AttachMemoryTier); a load reads storage meanwhile
+  if (!coll::agent::JobIdFromEnvironment().ok()) return nullptr;
+  Result<std::unique_ptr<MemoryTier>> attached = AttachToAgent(false);
   if (!attached.ok()) {
     if (attached.status().code() != Code::kNotFound) {
       Log(LogLevel::kWarning, "the node's ckpt-agent cannot be used: " + attached.status().message());

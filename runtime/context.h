@@ -124,7 +124,8 @@ class Context {
   Status StartTransport(const ContextConfig& config);
   void PinArenaForDevices();
   bool DeviceTransportWanted() const;
-  MemoryTierConfig MemoryTierConfigFor(std::string job_id) const;
+  // This rank's attachment to its node's agent (starting one with `start`): MemoryTier::Attach.
+  Result<std::unique_ptr<MemoryTier>> AttachToAgent(bool start) const;
   void ReleaseMemoryReservation(const SaveTicket& ticket);
 
   coll::ProcessIdentity identity_;

@@ -182,6 +182,7 @@ Result<std::unique_ptr<MemoryTier>> MemoryTier::Attach(const MemoryTierConfig& c
 }
 
 MemoryTier::~MemoryTier() {
+  if (broken_) return;
   agent::Request detach;
   detach.op = agent::Op::kDetach;
   (void)Call(detach);
@@ -189,7 +190,13 @@ MemoryTier::~MemoryTier() {
 
 Result<agent::Reply> MemoryTier::Call(const agent::Request& request) {
   std::lock_guard<std::mutex> lock(mutex_);
-  return connection_.Call(request);
+  if (broken_) return PeerFailed("the node's ckpt-agent died earlier; this rank attaches afresh at its next save");
+  Result<agent::Reply> reply = connection_.Call(request);
+  // The agent's refusals carry other codes; these two mean that the connection itself is gone.
+  if (!reply.ok() && (reply.status().code() == Code::kPeerFailed || reply.status().code() == Code::kTimeout)) {
+    broken_ = true;
+  }
+  return reply;
 }
 
 Status MemoryTier::Reserve(const std::string& tmp_name, uint64_t bytes) {

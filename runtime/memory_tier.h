@@ -5,6 +5,7 @@
 // agent persists it to that storage path by copying it and committing it as a save would.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <memory>
 #include <mutex>
@@ -46,6 +47,9 @@ class MemoryTier {
   // The memory checkpoint `checkpoint.name` is committed; `persist`: the agent writes it to storage too.
   Status Complete(const std::string& reservation, const coll::agent::MemoryCheckpoint& checkpoint, bool persist);
   Result<std::vector<coll::agent::MemoryCheckpoint>> List();
+  // The agent stopped answering (it died, or its connection broke): this attachment is of no further use, and the
+  // context attaches afresh (starting a new agent, which adopts the memory checkpoints the dead one completed).
+  bool broken() const { return broken_; }
 
  private:
   explicit MemoryTier(coll::agent::AgentConnection connection) : connection_(std::move(connection)) {}
@@ -53,6 +57,7 @@ class MemoryTier {
 
   std::mutex mutex_;  // the save thread and the training thread both call
   coll::agent::AgentConnection connection_;
+  std::atomic<bool> broken_{false};
 };
 
 // The storage path as an absolute, normalized path: every rank and the agent name a checkpoint the same way

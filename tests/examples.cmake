@@ -156,3 +156,26 @@ rm -rf "$checkpoint"
 ]=] $<TARGET_FILE:ckpt-launch> $<TARGET_FILE:example_reshard> $<TARGET_FILE:ckpt_cli> ${CKPT_EXAMPLE_CHECKPOINTS})
 set_tests_properties(example_reshard_on_two_nodes PROPERTIES TIMEOUT 120 ENVIRONMENT CKPT_TIMEOUT_MS=60000
                                                              FIXTURES_REQUIRED example_checkpoints)
+
+# memory_tier: 2 ranks train to step 7 and are killed; the agent has step 7 (and step 5) on storage by then; 3 ranks
+# resume at step 7 from memory and train to step 12, ending cleanly; the agent writes step 10 and exits.
+add_test(NAME example_memory_tier_crash_and_resume
+         COMMAND bash -c [=[
+set -u
+launch=$0 example=$1 root=$2/memory-tier cli=$3
+export CKPT_JOB_ID=example-memory-tier-$$ CKPT_AGENT_SHM_ROOT=/dev/shm/ckpt-example-$$ CKPT_TIMEOUT_MS=60000
+agent="ckpt-agent --job-id $CKPT_JOB_ID "
+trap 'pkill -TERM -f -- "$agent"; sleep 1; pkill -KILL -f -- "$agent"; rm -rf "$CKPT_AGENT_SHM_ROOT"' EXIT
+rm -rf "$root" && mkdir -p "$CKPT_AGENT_SHM_ROOT"
+"$launch" -n 2 -- "$example" "$root" 7 crash
+for i in $(seq 200); do [ -f "$root/step-000000000007/MANIFEST" ] && break; sleep 0.1; done
+"$cli" verify "$root/step-000000000005" && "$cli" verify "$root/step-000000000007" || exit 1
+out=$("$launch" -n 3 -- "$example" "$root" 12) || exit 1
+echo "$out"
+echo "$out" | grep -q "resumed at step 7 on 3 ranks" || exit 1
+for i in $(seq 200); do pgrep -f -- "$agent" >/dev/null || break; sleep 0.1; done
+"$cli" verify "$root/step-000000000010" || exit 1
+[ ! -e "$root/step-000000000012" ] && [ ! -e "$root/step-000000000011" ]
+]=] $<TARGET_FILE:ckpt-launch> $<TARGET_FILE:example_memory_tier> ${CKPT_EXAMPLE_CHECKPOINTS} $<TARGET_FILE:ckpt_cli>)
+set_tests_properties(example_memory_tier_crash_and_resume PROPERTIES TIMEOUT 120
+                     FIXTURES_REQUIRED example_checkpoints)

@@ -79,6 +79,15 @@ case "$name" in
     for _ in $(seq 100); do pgrep -f -- "ckpt-agent --job-id $CKPT_JOB_ID " >/dev/null || break; sleep 0.1; done
     pgrep -f -- "ckpt-agent --job-id $CKPT_JOB_ID " >/dev/null && { echo "the agent outlived its job" >&2; exit 1; }
     run 2 restore "$root" 4 storage ;;
+  agent-dies)  # the agent is killed between two saves: the next save fails clearly, the one after starts a new
+    # agent, which adopts the memory of the dead one; the trainers' death then persists the newest step
+    out=$(run_dying 2 agent-dies "$root" 2>&1)
+    echo "$out"
+    grep -q "step 3 saved with a new one" <<<"$out" || { echo "the job did not get past the agent's death" >&2; exit 1; }
+    await_storage 3
+    "$cli" verify "$(step_dir 3)"
+    [ ! -e "$(step_dir 2)" ] || { echo "the failed step 2 reached storage" >&2; exit 1; }
+    run 2 restore "$root" 3 memory ;;
   over-budget)  # a save past the agent's budget fails on every rank and leaves nothing anywhere
     export CKPT_AGENT_BUDGET_BYTES=65536
     run 2 over-budget "$work/ck"

@@ -7,6 +7,9 @@
 //                                        "die-unwaited" (SIGKILL right after the last ckpt_manager_save returns).
 //   restore ROOT STEP TIER               load_latest gives STEP, every element of it checked, read from TIER
 //                                        ("memory" or "storage", as the load's INFO line says on every rank).
+//   agent-dies ROOT                      step 1 saved to memory; rank 0 kills the agent (SIGKILL); step 2 fails on
+//                                        every rank naming the agent; step 3 starts a new agent (which adopts step
+//                                        1) and succeeds; then every rank SIGKILLs itself.
 //   over-budget PATH                     a save to memory larger than the agent's budget fails with
 //                                        CKPT_E_NO_SPACE on every rank, naming the budget; nothing reaches PATH.
 #include <signal.h>
@@ -74,6 +77,43 @@ int Train(const char* root, uint64_t steps, uint64_t storage_every, const std::s
   return 0;
 }
 
+// Saves `step` through `manager`; the save's status (ckpt_manager_save's, else the request's).
+int32_t SaveStep(const Session& s, ckpt_manager_t* manager, uint64_t step) {
+  Buffers buffers;
+  uint64_t step_common = 0;
+  ckpt_state_t* state = StepState(s, buffers, step, &step_common, true);
+  ckpt_request_t* request = nullptr;
+  int32_t status = ckpt_manager_save(manager, state, step, nullptr, &request, s.err);
+  if (status == CKPT_OK) status = ckpt_request_wait(request, 0, s.err);
+  ckpt_request_free(request);
+  ckpt_state_free(state);
+  return status;
+}
+
+int AgentDies(const char* root) {
+  Session s;
+  ckpt_manager_options opts = CKPT_MANAGER_OPTIONS_INIT;
+  opts.memory_tier = 1;
+  ckpt_manager_t* manager = nullptr;
+  s.Check(ckpt_manager_open(s.ctx, root, &opts, &manager, s.err), "manager open");
+  s.Check(SaveStep(s, manager, 1), "step 1");
+  // Rank 0 kills the agent before it enters step 2; every rank's first use of the agent in step 2 (after the
+  // planning, which waits for rank 0) finds it dead.
+  if (s.rank == 0) {
+    const std::string job = std::getenv("CKPT_JOB_ID");
+    const std::string kill = "pkill -KILL -f -- 'ckpt-agent --job-id " + job +
+                             " ' && while pgrep -f -- 'ckpt-agent --job-id " + job +
+                             " ' >/dev/null; do sleep 0.05; done";
+    if (std::system(kill.c_str()) != 0) Die(s.rank, "could not kill the agent: " + kill);
+  }
+  ExpectStatus(s, SaveStep(s, manager, 2), CKPT_E_PEER_FAILED, "step 2, its agent dead", {"ckpt-agent"});
+  s.Check(SaveStep(s, manager, 3), "step 3, with a new agent");
+  if (s.rank == 0) std::printf("step 2 failed with the agent; step 3 saved with a new one\n");
+  std::fflush(stdout);
+  raise(SIGKILL);
+  return 1;
+}
+
 void CollectLog(void* user, int32_t, const char* message) { *static_cast<std::string*>(user) += message; }
 
 int Restore(const char* root, uint64_t expected_step, const std::string& tier) {
@@ -132,6 +172,7 @@ int main(int argc, char** argv) {
   }
   if (mode == "restore" && argc == 5) return Restore(argv[2], std::strtoull(argv[3], nullptr, 0), argv[4]);
   if (mode == "over-budget" && argc == 3) return OverBudget(argv[2]);
+  if (mode == "agent-dies" && argc == 3) return AgentDies(argv[2]);
   std::fprintf(stderr, "usage: ckpt_scenario_memory MODE ARGS... (see the comment at the top of scenario_memory.cc)\n");
   return 2;
 }

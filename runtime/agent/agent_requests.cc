@@ -1,0 +1,81 @@
+#include "runtime/agent/agent_requests.h"
+
+#include <unistd.h>
+
+#include "collectives/store_auth.h"
+
+namespace ckpt::agent {
+namespace {
+
+using coll::agent::Op;
+using coll::agent::Reply;
+using coll::agent::Request;
+
+Reply ErrorReply(const Status& status) { return Reply{status.code(), status.message(), ""}; }
+
+// Hands a checkpoint the store marked for persisting to the persister.
+void Queue(Persister& persister, std::optional<MemoryCheckpoint> checkpoint) {
+  if (checkpoint.has_value()) persister.Enqueue(std::move(*checkpoint));
+}
+
+Reply Complete(MemoryStore& store, Persister& persister, SessionId session, const Request& request) {
+  Result<std::optional<MemoryCheckpoint>> queued =
+      store.Complete(session, request.reservation, request.checkpoint, request.persist);
+  if (!queued.ok()) return ErrorReply(queued.status());
+  Queue(persister, std::move(*queued));
+  return Reply{};
+}
+
+Reply Persist(MemoryStore& store, Persister& persister, const Request& request) {
+  Result<std::optional<MemoryCheckpoint>> queued = store.RequestPersist(request.name);
+  if (!queued.ok()) return ErrorReply(queued.status());
+  Queue(persister, std::move(*queued));
+  return Reply{};
+}
+
+}  // namespace
+
+Status Authenticate(const AgentIdentity& identity, uid_t peer_uid, const std::string& challenge_nonce,
+                    const coll::agent::Hello& hello) {
+  const std::string agent = "the ckpt-agent of job '" + identity.job_id + "' on node '" + identity.node + "'";
+  if (peer_uid != geteuid()) {
+    return InvalidArgument(agent + " serves uid " + std::to_string(geteuid()) + " only; uid " +
+                           std::to_string(peer_uid) + " may not attach");
+  }
+  if (hello.job_id != identity.job_id) {
+    return Mismatch(agent + " serves that job only, not job '" + hello.job_id + "'");
+  }
+  if (identity.secret.empty()) {
+    if (hello.proof.empty()) return Status::Ok();
+    return Mismatch(agent +
+                    " was started without the job's secret, but this rank has one: CKPT_JOB_SECRET differs "
+                    "between this rank and the rank that started the agent");
+  }
+  const std::string expected =
+      coll::store_auth::HelloProof(identity.secret, challenge_nonce, hello.nonce, coll::agent::HelloProofFields(hello));
+  if (!coll::store_auth::ProofsMatch(expected, hello.proof)) {
+    return Mismatch(agent + " refuses this rank: its CKPT_JOB_SECRET differs from the job's (or it has none)");
+  }
+  return Status::Ok();
+}
+
+Reply HandleRequest(MemoryStore& store, Persister& persister, SessionId session, const Request& request) {
+  switch (request.op) {
+    case Op::kReserve:
+      return ErrorReply(store.Reserve(session, request.name, request.bytes));
+    case Op::kRelease:
+      store.Release(session, request.name);
+      return Reply{};
+    case Op::kComplete:
+      return Complete(store, persister, session, request);
+    case Op::kList:
+      return Reply{Code::kOk, "", coll::agent::EncodeCheckpoints(store.List())};
+    case Op::kPersist:
+      return Persist(store, persister, request);
+    case Op::kDetach:
+      return Reply{};
+  }
+  return ErrorReply(Internal("an agent request of unknown operation passed decoding"));
+}
+
+}  // namespace ckpt::agent

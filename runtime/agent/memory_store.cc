@@ -1,0 +1,310 @@
+#include "runtime/agent/memory_store.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <filesystem>
+
+#include "io/claimed_directory.h"
+#include "io/file_io.h"
+#include "runtime/save_directory.h"
+
+namespace ckpt::agent {
+namespace {
+
+// A sidecar holds one encoded checkpoint: a few paths, far below this.
+constexpr uint64_t kMaxSidecarBytes = 1 << 20;
+
+std::string SidecarName(const std::string& name) { return "." + name + ".meta"; }
+
+bool IsTemporaryName(const std::string& name) { return name.find(runtime::kTemporaryInfix) != std::string::npos; }
+
+std::string Bytes(uint64_t n) { return std::to_string(n) + " bytes"; }
+
+// The real size of a checkpoint directory: its regular files, links not followed, so that the budget counts what
+// the saves wrote rather than what they claimed.
+uint64_t DirectoryBytes(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code error;
+  uint64_t total = 0;
+  for (fs::recursive_directory_iterator it(path, error), end; !error && it != end; it.increment(error)) {
+    const fs::file_status status = it->symlink_status(error);
+    if (!error && fs::is_regular_file(status)) total += it->file_size(error);
+  }
+  return total;
+}
+
+// Creates `dir` with mode 0700, or checks the existing one: a real directory, owned by this user, then closed to
+// everyone else again. Returns whether it existed (there is something to adopt).
+Result<bool> MakeOwnDirectory(const std::string& dir) {
+  bool existed = false;
+  if (mkdir(dir.c_str(), 0700) != 0) {
+    if (errno != EEXIST) return io::ErrnoStatus(errno, "cannot create the memory directory " + Quoted(dir));
+    existed = true;
+  }
+  UniqueFd fd(open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  struct stat st;
+  if (!fd.valid() || fstat(fd.get(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+    return InvalidArgument("the memory directory " + Quoted(dir) + " exists but is not a directory (or is a link)");
+  }
+  if (st.st_uid != geteuid()) {
+    return InvalidArgument("the memory directory " + Quoted(dir) + " belongs to uid " + std::to_string(st.st_uid) +
+                           ", not to this agent's uid " + std::to_string(geteuid()));
+  }
+  if (fchmod(fd.get(), 0700) != 0) return io::ErrnoStatus(errno, "cannot restrict " + Quoted(dir) + " to mode 0700");
+  return existed;
+}
+
+// When the sidecar was written: adopted checkpoints are ordered by it, oldest first.
+int64_t ModifiedNanos(const std::string& path) {
+  struct stat st;
+  if (lstat(path.c_str(), &st) != 0) return 0;
+  return static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+}
+
+// The agent runs in "/" and on behalf of ranks elsewhere: a relative path would mean another place to it.
+Status ValidateStoragePaths(const MemoryCheckpoint& checkpoint) {
+  for (const std::string* path : {&checkpoint.storage_path, &checkpoint.manager_root}) {
+    if (!path->empty() && path->front() != '/') {
+      return InvalidArgument("the memory checkpoint " + Quoted(checkpoint.name) + " names the relative path " +
+                             Quoted(*path) + "; the agent needs absolute storage paths");
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status ValidateEntryName(const std::string& name) {
+  if (name.empty() || name == "." || name == ".." || name.front() == '.' || name.find('/') != std::string::npos ||
+      name.find('\0') != std::string::npos) {
+    return InvalidArgument(Quoted(name) + " is no plain, visible directory name inside the memory directory");
+  }
+  return Status::Ok();
+}
+
+Result<std::unique_ptr<MemoryStore>> MemoryStore::Open(std::string dir, std::string node, uint64_t budget_bytes,
+                                                       LogFn log) {
+  ASSIGN_OR_RETURN(bool existed, MakeOwnDirectory(dir));
+  std::unique_ptr<MemoryStore> store(new MemoryStore(std::move(dir), std::move(node), budget_bytes, std::move(log)));
+  if (existed) RETURN_IF_ERROR(store->Adopt());
+  return store;
+}
+
+// What an agent of this job that died left: checkpoints with sidecars are kept, claimed temporaries belong to live
+// saves, the rest is debris.
+Status MemoryStore::Adopt() {
+  ASSIGN_OR_RETURN(std::vector<std::string> names, io::ListDirectory(dir_));
+  std::vector<std::pair<int64_t, Entry>> adopted;
+  std::vector<std::string> keep;
+  for (const std::string& name : names) {
+    const std::string path = io::JoinPath(dir_, name);
+    if (IsTemporaryName(name) || !ValidateEntryName(name).ok()) {
+      if (IsTemporaryName(name) && io::IsClaimed(path)) keep.push_back(name);
+      continue;
+    }
+    Result<std::string> sidecar = io::ReadWholeFile(dir_, SidecarName(name), kMaxSidecarBytes);
+    if (!sidecar.ok() || !io::PathExists(io::JoinPath(path, "MANIFEST"))) continue;
+    Result<std::vector<MemoryCheckpoint>> decoded = coll::agent::DecodeCheckpoints(*sidecar);
+    if (!decoded.ok() || decoded->size() != 1 || decoded->front().name != name) continue;
+    Entry entry{decoded->front()};
+    entry.checkpoint.bytes = DirectoryBytes(path);
+    entry.checkpoint.persist_error.clear();
+    adopted.emplace_back(ModifiedNanos(io::JoinPath(dir_, SidecarName(name))), std::move(entry));
+    keep.push_back(name);
+    keep.push_back(SidecarName(name));
+  }
+  std::stable_sort(adopted.begin(), adopted.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  for (auto& [when, entry] : adopted) {
+    log_("adopted memory checkpoint '" + entry.checkpoint.name + "' (" + Bytes(entry.checkpoint.bytes) + ")");
+    entries_.push_back(std::move(entry));
+  }
+  for (const std::string& name : names) {
+    if (std::find(keep.begin(), keep.end(), name) != keep.end()) continue;
+    Status removed = io::RemoveTree(io::JoinPath(dir_, name));
+    log_(removed.ok() ? "removed '" + name + "', left by an earlier agent" : removed.message());
+  }
+  return Status::Ok();
+}
+
+uint64_t MemoryStore::UsedBytesLocked() const {
+  uint64_t used = 0;
+  for (const Entry& entry : entries_) used += entry.checkpoint.bytes;
+  for (const auto& [key, bytes] : reserved_) used += bytes;
+  return used;
+}
+
+std::string MemoryStore::BudgetRefusal(const std::string& name, uint64_t bytes) const {
+  std::string kept;
+  for (const Entry& entry : entries_) {
+    kept += (kept.empty() ? "" : ", ") + Quoted(entry.checkpoint.name) + " (" + Bytes(entry.checkpoint.bytes) + ")";
+  }
+  uint64_t in_flight = 0;
+  for (const auto& [key, reserved] : reserved_) in_flight += reserved;
+  return "the memory budget of node '" + node_ + "' is " + Bytes(budget_bytes_) + "; it holds the checkpoints " +
+         (kept.empty() ? "(none)" : kept) + " and " + Bytes(in_flight) +
+         " reserved by saves in flight, so the save into " + Quoted(name) + ", which needs " + Bytes(bytes) +
+         ", does not fit. Raise CKPT_AGENT_BUDGET_BYTES (the agent's --budget-bytes) or save to storage instead";
+}
+
+Status MemoryStore::Reserve(SessionId session, const std::string& name, uint64_t bytes) {
+  RETURN_IF_ERROR(ValidateEntryName(name));
+  std::lock_guard<std::mutex> lock(mu_);
+  const uint64_t used = UsedBytesLocked();
+  if (used > budget_bytes_ || bytes > budget_bytes_ - used) {
+    const std::string refusal = BudgetRefusal(name, bytes);
+    log_("reserve refused: " + refusal);
+    return NoSpace(refusal);
+  }
+  reserved_[{session, name}] += bytes;
+  return Status::Ok();
+}
+
+void MemoryStore::Release(SessionId session, const std::string& name) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (reserved_.erase({session, name}) > 0) RemoveIfAbandonedLocked(name);
+}
+
+void MemoryStore::ReleaseSession(SessionId session) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<std::string> names;
+  for (auto it = reserved_.begin(); it != reserved_.end();) {
+    if (it->first.first != session) {
+      ++it;
+      continue;
+    }
+    names.push_back(it->first.second);
+    it = reserved_.erase(it);
+  }
+  for (const std::string& name : names) RemoveIfAbandonedLocked(name);
+}
+
+// A temporary that no session reserves any more and no live save claims was left by a save that failed or died:
+// its memory goes back to the node now rather than when the agent leaves.
+void MemoryStore::RemoveIfAbandonedLocked(const std::string& name) {
+  if (!ValidateEntryName(name).ok()) return;
+  for (const auto& [key, bytes] : reserved_) {
+    if (key.second == name) return;
+  }
+  const std::string path = io::JoinPath(dir_, name);
+  if (!io::PathExists(path) || io::IsClaimed(path)) return;
+  Status removed = io::RemoveTree(path);
+  log_(removed.ok() ? "removed the abandoned save " + Quoted(name) : removed.message());
+}
+
+MemoryStore::Entry* MemoryStore::FindLocked(const std::string& name) {
+  for (Entry& entry : entries_) {
+    if (entry.checkpoint.name == name) return &entry;
+  }
+  return nullptr;
+}
+
+Result<std::optional<MemoryCheckpoint>> MemoryStore::Complete(SessionId session, const std::string& reservation,
+                                                              MemoryCheckpoint checkpoint, bool persist) {
+  RETURN_IF_ERROR(ValidateEntryName(checkpoint.name));
+  RETURN_IF_ERROR(ValidateStoragePaths(checkpoint));
+  std::lock_guard<std::mutex> lock(mu_);
+  reserved_.erase({session, reservation});
+  if (FindLocked(checkpoint.name) != nullptr) return std::optional<MemoryCheckpoint>();
+  const std::string path = io::JoinPath(dir_, checkpoint.name);
+  if (!io::PathExists(io::JoinPath(path, "MANIFEST"))) {
+    return NotFound("no committed memory checkpoint " + Quoted(path) + " (it has no MANIFEST)");
+  }
+  checkpoint.bytes = DirectoryBytes(path);
+  checkpoint.persisted = false;
+  checkpoint.persist_error.clear();
+  RETURN_IF_ERROR(WriteSidecar(checkpoint));
+  log_("complete: memory checkpoint " + Quoted(checkpoint.name) + " (" + Bytes(checkpoint.bytes) + ") for " +
+       Quoted(checkpoint.storage_path));
+  entries_.push_back(Entry{std::move(checkpoint)});
+  std::optional<MemoryCheckpoint> to_persist;
+  if (persist) to_persist = QueueLocked(entries_.back());
+  ApplyRetentionLocked();
+  return to_persist;
+}
+
+std::vector<MemoryCheckpoint> MemoryStore::List() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<MemoryCheckpoint> list;
+  for (const Entry& entry : entries_) list.push_back(entry.checkpoint);
+  return list;
+}
+
+std::optional<MemoryCheckpoint> MemoryStore::QueueLocked(Entry& entry) {
+  entry.persist_wanted = true;
+  if (entry.checkpoint.persisted || entry.queued) return std::nullopt;
+  entry.queued = true;
+  return entry.checkpoint;
+}
+
+Result<std::optional<MemoryCheckpoint>> MemoryStore::RequestPersist(const std::string& name) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Entry* entry = FindLocked(name);
+  if (entry == nullptr) return NotFound("the agent of node '" + node_ + "' keeps no memory checkpoint " + Quoted(name));
+  return QueueLocked(*entry);
+}
+
+std::optional<MemoryCheckpoint> MemoryStore::RequestPersistOfNewest() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (entries_.empty()) return std::nullopt;
+  return QueueLocked(entries_.back());
+}
+
+void MemoryStore::FinishPersist(const std::string& name, const std::string& error, const std::string& publish_error) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Entry* entry = FindLocked(name);
+  if (entry == nullptr) return;
+  entry->queued = false;
+  entry->checkpoint.persisted = error.empty();
+  entry->checkpoint.persist_error = error.empty() ? publish_error : error;
+  if (!error.empty()) return;
+  // The sidecar follows, so that an agent adopting this checkpoint knows it is safe on storage.
+  Status written = WriteSidecar(entry->checkpoint);
+  if (!written.ok()) log_(written.message());
+  ApplyRetentionLocked();
+}
+
+// Keeps the newest checkpoint and the older ones still waiting to be persisted.
+void MemoryStore::ApplyRetentionLocked() {
+  if (entries_.empty()) return;
+  for (size_t i = entries_.size() - 1; i-- > 0;) {
+    const Entry& entry = entries_[i];
+    if (entry.queued || (entry.persist_wanted && !entry.checkpoint.persisted)) continue;
+    const std::string name = entry.checkpoint.name;
+    entries_.erase(entries_.begin() + static_cast<std::ptrdiff_t>(i));
+    RemoveEntryFiles(name);
+  }
+}
+
+void MemoryStore::RemoveEntryFiles(const std::string& name) {
+  Status removed = io::RemoveTree(io::JoinPath(dir_, name));
+  if (removed.ok()) removed = io::RemoveTree(io::JoinPath(dir_, SidecarName(name)));
+  log_(removed.ok() ? "removed the older memory checkpoint " + Quoted(name) : removed.message());
+}
+
+// Written beside and renamed over the old one, so that an agent adopting the directory never reads half of it.
+Status MemoryStore::WriteSidecar(const MemoryCheckpoint& checkpoint) const {
+  const std::string encoded = coll::agent::EncodeCheckpoints({checkpoint});
+  const std::string path = io::JoinPath(dir_, SidecarName(checkpoint.name));
+  const std::string temporary = path + std::string(runtime::kTemporaryInfix) + std::to_string(getpid());
+  (void)io::RemoveTree(temporary);  // debris of an earlier attempt; a real fault shows in the write below
+  RETURN_IF_ERROR(io::WriteFileDurably(temporary, encoded.data(), encoded.size()));
+  if (rename(temporary.c_str(), path.c_str()) != 0) {
+    Status renamed = io::ErrnoStatus(errno, "cannot rename " + Quoted(temporary) + " to " + Quoted(path));
+    (void)io::RemoveTree(temporary);
+    return renamed;
+  }
+  return Status::Ok();
+}
+
+Status MemoryStore::RemoveAll() {
+  std::lock_guard<std::mutex> lock(mu_);
+  entries_.clear();
+  reserved_.clear();
+  return io::RemoveTree(dir_);
+}
+
+}  // namespace ckpt::agent

@@ -1,0 +1,108 @@
+// The agent's inventory of its memory directory (DESIGN.md §8, memory tier): the complete memory checkpoints it
+// keeps, the bytes that saves in flight have reserved, the budget both must fit, and which checkpoints wait to be
+// written to storage. It touches the file system but no socket, so it is tested on its own.
+//
+// Layout of the memory directory M (created with mode 0700, or adopted from an agent of the same job that died):
+//   M/<name>/                 a complete memory checkpoint (MANIFEST and data/*.bin, the on-disk format)
+//   M/.<name>.meta            its sidecar: the encoded MemoryCheckpoint, so that a restarted agent can adopt it
+//   M/<name>.tmp-<save id>/   a save in flight, claimed by its rank 0 (runtime/save_directory.h)
+//
+// Retention: the newest complete checkpoint is kept, and an older one only while it waits to be persisted. Every
+// method is thread-safe: the socket loop and the persister's thread share the store.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "collectives/agent_protocol.h"
+#include "common/status.h"
+
+namespace ckpt::agent {
+
+using coll::agent::MemoryCheckpoint;
+// One line of the agent's log, without the prefix or the newline.
+using LogFn = std::function<void(const std::string&)>;
+// A connection, as the owner of its reservations.
+using SessionId = uint64_t;
+
+// kInvalidArgument unless `name` can be a directory entry of the memory directory: not empty, no '/', not "." or
+// "..", and not hidden (a leading '.' is the sidecars' namespace).
+Status ValidateEntryName(const std::string& name);
+
+class MemoryStore {
+ public:
+  // Creates the memory directory `dir` (its parent must exist) or adopts it: it must then be a real directory
+  // (not a link) owned by this user. Adoption keeps every checkpoint with a MANIFEST and a readable sidecar and
+  // the temporaries that a live save claims, and removes everything else. `node` names the node in messages.
+  static Result<std::unique_ptr<MemoryStore>> Open(std::string dir, std::string node, uint64_t budget_bytes, LogFn log);
+
+  const std::string& directory() const { return dir_; }
+  uint64_t budget_bytes() const { return budget_bytes_; }
+
+  // Reserves `bytes` more for the temporary directory `name` written by `session`. kNoSpace when the kept
+  // checkpoints and every reservation leave less than that: the message says what holds the budget and what to do.
+  Status Reserve(SessionId session, const std::string& name, uint64_t bytes);
+  // Forgets `session`'s reservation of `name` (none is fine) and removes M/<name> when no other session reserves
+  // it and no live save claims it.
+  void Release(SessionId session, const std::string& name);
+  // Release for every reservation of `session`: its connection closed.
+  void ReleaseSession(SessionId session);
+
+  // A save committed M/<checkpoint.name>: drops `session`'s reservation `reservation`, measures the directory,
+  // writes its sidecar and keeps it as the newest, removing the older ones that do not wait to be persisted.
+  // Returns the checkpoint for the persister when `persist` asks for it and nobody did before. The same name
+  // completed again (every rank of the node sends it) changes nothing. kNotFound without M/<name>/MANIFEST.
+  Result<std::optional<MemoryCheckpoint>> Complete(SessionId session, const std::string& reservation,
+                                                   MemoryCheckpoint checkpoint, bool persist);
+  // The kept checkpoints, oldest first.
+  std::vector<MemoryCheckpoint> List() const;
+  // Marks checkpoint `name` for persisting and returns it for the persister; nullopt when it is persisted or
+  // queued already. kNotFound when no such checkpoint is kept.
+  Result<std::optional<MemoryCheckpoint>> RequestPersist(const std::string& name);
+  // The trainers died: the newest checkpoint, for the persister, unless it is persisted or queued already.
+  std::optional<MemoryCheckpoint> RequestPersistOfNewest();
+  // The persister's verdict on `name`. `error` empty: committed at its storage path (an older checkpoint is then
+  // removed); otherwise the reason, kept for List, and the memory copy stays. `publish_error` is for a checkpoint
+  // that was committed but whose manager pointer could not be moved.
+  void FinishPersist(const std::string& name, const std::string& error, const std::string& publish_error);
+
+  // Removes the memory directory and everything in it: the agent is leaving.
+  Status RemoveAll();
+
+ private:
+  struct Entry {
+    MemoryCheckpoint checkpoint;
+    bool persist_wanted = false;  // an older checkpoint is kept until this is persisted
+    bool queued = false;          // with the persister, or being written
+  };
+
+  MemoryStore(std::string dir, std::string node, uint64_t budget_bytes, LogFn log)
+      : dir_(std::move(dir)), node_(std::move(node)), budget_bytes_(budget_bytes), log_(std::move(log)) {}
+
+  Status Adopt();
+  uint64_t UsedBytesLocked() const;
+  std::string BudgetRefusal(const std::string& name, uint64_t bytes) const;
+  Entry* FindLocked(const std::string& name);
+  std::optional<MemoryCheckpoint> QueueLocked(Entry& entry);
+  void RemoveIfAbandonedLocked(const std::string& name);
+  void ApplyRetentionLocked();
+  void RemoveEntryFiles(const std::string& name);
+  Status WriteSidecar(const MemoryCheckpoint& checkpoint) const;
+
+  const std::string dir_;
+  const std::string node_;
+  const uint64_t budget_bytes_;
+  const LogFn log_;
+  mutable std::mutex mu_;
+  std::vector<Entry> entries_;                                      // oldest first; the last is the newest
+  std::map<std::pair<SessionId, std::string>, uint64_t> reserved_;  // (session, temporary name) -> bytes
+};
+
+}  // namespace ckpt::agent

@@ -1,0 +1,56 @@
+// Writing memory checkpoints to storage, on a thread of its own so that the agent keeps answering its ranks while
+// gigabytes are copied. A persist commits all-or-nothing without the trainers: the copy goes into a claimed
+// temporary directory beside the storage path (runtime/save_directory.h), is synced, and is renamed into place;
+// a manager step is then published as `latest` unless a newer step is.
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "runtime/agent/memory_store.h"
+
+namespace ckpt::agent {
+
+struct PersistReport {
+  uint64_t bytes = 0;            // copied; 0 when the checkpoint was found committed
+  bool found_committed = false;  // the storage path held a committed checkpoint already, left untouched
+  std::string publish_error;     // committed, but the manager's `latest` could not be moved
+};
+
+// Commits the memory checkpoint `checkpoint` of `memory_dir` at its storage path (see above). On failure nothing
+// is left at or beside the storage path.
+Result<PersistReport> PersistCheckpoint(const std::string& memory_dir, const MemoryCheckpoint& checkpoint);
+
+class Persister {
+ public:
+  // Starts the thread; verdicts go to `store` (MemoryStore::FinishPersist).
+  Persister(MemoryStore& store, LogFn log);
+  // Stop().
+  ~Persister();
+  Persister(const Persister&) = delete;
+  Persister& operator=(const Persister&) = delete;
+
+  void Enqueue(MemoryCheckpoint checkpoint);
+  // Whether a persist is queued or running.
+  bool Busy() const;
+  // Finishes the persist in progress, drops the queued ones and ends the thread.
+  void Stop();
+
+ private:
+  void Loop();
+  void RunOne(const MemoryCheckpoint& checkpoint);
+
+  MemoryStore& store_;
+  const LogFn log_;
+  mutable std::mutex mu_;
+  std::condition_variable wake_;
+  std::deque<MemoryCheckpoint> queue_;
+  bool running_one_ = false;
+  bool stopping_ = false;
+  std::thread thread_;
+};
+
+}  // namespace ckpt::agent

@@ -1,0 +1,207 @@
+// The agent's inventory of its memory directory (runtime/agent/memory_store.h): the budget, reservations,
+// retention, idempotent completion and the adoption of what an earlier agent left; no socket involved.
+#include <gtest/gtest.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "io/claimed_directory.h"
+#include "io/file_io.h"
+#include "runtime/agent/memory_store.h"
+
+namespace ckpt::agent {
+namespace {
+
+class AgentMemoryStoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char dir_template[] = "/tmp/ckpt-agent-store-XXXXXX";
+    ASSERT_NE(mkdtemp(dir_template), nullptr);
+    root_ = dir_template;
+    dir_ = root_ + "/memory";
+  }
+  void TearDown() override { (void)io::RemoveTree(root_); }
+
+  std::unique_ptr<MemoryStore> Open(uint64_t budget) {
+    Result<std::unique_ptr<MemoryStore>> store =
+        MemoryStore::Open(dir_, "node-7", budget, [this](const std::string& line) { log_.push_back(line); });
+    EXPECT_TRUE(store.ok()) << store.status().message();
+    return store.ok() ? std::move(*store) : nullptr;
+  }
+
+  // A committed-looking checkpoint M/<name>: an 8-byte MANIFEST and one data file of `data_bytes`.
+  void MakeCheckpoint(const std::string& name, size_t data_bytes) {
+    ASSERT_TRUE(io::MakeDirectories(dir_ + "/" + name + "/data").ok());
+    std::ofstream(dir_ + "/" + name + "/MANIFEST") << "manifest";
+    std::ofstream(dir_ + "/" + name + "/data/0-0.bin") << std::string(data_bytes, 'x');
+  }
+
+  static MemoryCheckpoint Checkpoint(const std::string& name) {
+    MemoryCheckpoint c;
+    c.name = name;
+    c.storage_path = "/storage/" + name;
+    return c;
+  }
+
+  std::vector<std::string> Names(const MemoryStore& store) const {
+    std::vector<std::string> names;
+    for (const MemoryCheckpoint& c : store.List()) names.push_back(c.name);
+    return names;
+  }
+
+  std::string root_, dir_;
+  std::vector<std::string> log_;
+};
+
+TEST_F(AgentMemoryStoreTest, ReserveBeyondTheBudgetIsNoSpaceNamingWhatHoldsIt) {
+  auto store = Open(1000);
+  MakeCheckpoint("a", 300);
+  ASSERT_TRUE(store->Complete(1, "", Checkpoint("a"), false).ok());
+  ASSERT_TRUE(store->Reserve(1, "b.tmp-1", 200).ok());
+  Status refused = store->Reserve(2, "c.tmp-2", 600);
+  ASSERT_EQ(refused.code(), Code::kNoSpace);
+  for (const char* part : {"node-7", "1000 bytes", "'a' (308 bytes)", "200 bytes reserved",
+                           "'c.tmp-2', which needs 600", "CKPT_AGENT_BUDGET_BYTES", "save to storage"}) {
+    EXPECT_NE(refused.message().find(part), std::string::npos) << part << " missing in: " << refused.message();
+  }
+  EXPECT_TRUE(store->Reserve(2, "c.tmp-2", 492).ok()) << "exactly the rest of the budget fits";
+}
+
+TEST_F(AgentMemoryStoreTest, ReservationsCountUntilReleasedCompletedOrTheirSessionCloses) {
+  auto store = Open(1000);
+  ASSERT_TRUE(store->Reserve(1, "x.tmp-1", 600).ok());
+  EXPECT_EQ(store->Reserve(2, "y.tmp-2", 500).code(), Code::kNoSpace);
+  store->Release(1, "x.tmp-1");
+  ASSERT_TRUE(store->Reserve(2, "y.tmp-2", 500).ok());
+  EXPECT_EQ(store->Reserve(3, "z.tmp-3", 501).code(), Code::kNoSpace);
+  store->ReleaseSession(2);
+  ASSERT_TRUE(store->Reserve(3, "z.tmp-3", 1000).ok());
+  MakeCheckpoint("z", 10);
+  ASSERT_TRUE(store->Complete(3, "z.tmp-3", Checkpoint("z"), false).ok());
+  EXPECT_TRUE(store->Reserve(4, "w.tmp-4", 1000 - 18).ok()) << "the reservation gave way to the checkpoint's size";
+}
+
+TEST_F(AgentMemoryStoreTest, ReserveRefusesNamesOutsideTheMemoryDirectory) {
+  auto store = Open(1000);
+  for (const char* name : {"", ".", "..", "../x", "a/b", ".hidden"}) {
+    EXPECT_EQ(store->Reserve(1, name, 1).code(), Code::kInvalidArgument) << name;
+  }
+}
+
+TEST_F(AgentMemoryStoreTest, ReleaseRemovesAnUnclaimedTemporaryButNotAClaimedOne) {
+  auto store = Open(1000);
+  ASSERT_TRUE(io::MakeDirectories(dir_ + "/dead.tmp-1/data").ok());
+  Result<UniqueFd> claim = io::ClaimDirectory(dir_ + "/live.tmp-2");
+  ASSERT_TRUE(claim.ok());
+  ASSERT_TRUE(store->Reserve(1, "dead.tmp-1", 10).ok());
+  ASSERT_TRUE(store->Reserve(1, "live.tmp-2", 10).ok());
+  store->Release(1, "dead.tmp-1");
+  store->ReleaseSession(1);
+  EXPECT_FALSE(io::PathExists(dir_ + "/dead.tmp-1"));
+  EXPECT_TRUE(io::PathExists(dir_ + "/live.tmp-2"));
+}
+
+TEST_F(AgentMemoryStoreTest, OnlyTheNewestCheckpointIsKept) {
+  auto store = Open(1 << 20);
+  MakeCheckpoint("a", 10);
+  MakeCheckpoint("b", 10);
+  ASSERT_TRUE(store->Complete(1, "", Checkpoint("a"), false).ok());
+  EXPECT_TRUE(io::PathExists(dir_ + "/.a.meta"));
+  ASSERT_TRUE(store->Complete(1, "", Checkpoint("b"), false).ok());
+  EXPECT_EQ(Names(*store), std::vector<std::string>{"b"});
+  EXPECT_FALSE(io::PathExists(dir_ + "/a"));
+  EXPECT_FALSE(io::PathExists(dir_ + "/.a.meta"));
+}
+
+TEST_F(AgentMemoryStoreTest, AnOlderCheckpointAwaitingPersistIsKeptUntilPersisted) {
+  auto store = Open(1 << 20);
+  MakeCheckpoint("a", 10);
+  MakeCheckpoint("b", 10);
+  Result<std::optional<MemoryCheckpoint>> queued = store->Complete(1, "", Checkpoint("a"), true);
+  ASSERT_TRUE(queued.ok() && queued->has_value());
+  EXPECT_EQ((*queued)->name, "a");
+  ASSERT_TRUE(store->Complete(1, "", Checkpoint("b"), false).ok());
+  EXPECT_EQ(Names(*store), (std::vector<std::string>{"a", "b"}));
+
+  store->FinishPersist("a", "disk full", "");
+  ASSERT_EQ(Names(*store), (std::vector<std::string>{"a", "b"})) << "a failed persist keeps the memory copy";
+  EXPECT_EQ(store->List()[0].persist_error, "disk full");
+  EXPECT_FALSE(store->List()[0].persisted);
+
+  Result<std::optional<MemoryCheckpoint>> retried = store->RequestPersist("a");
+  ASSERT_TRUE(retried.ok() && retried->has_value());
+  store->FinishPersist("a", "", "");
+  EXPECT_EQ(Names(*store), std::vector<std::string>{"b"});
+  EXPECT_FALSE(io::PathExists(dir_ + "/a"));
+}
+
+TEST_F(AgentMemoryStoreTest, CompletingTheSameCheckpointAgainChangesNothing) {
+  auto store = Open(1000);
+  MakeCheckpoint("a", 10);
+  ASSERT_TRUE(store->Reserve(1, "a.tmp-9", 400).ok());
+  ASSERT_TRUE(store->Reserve(2, "a.tmp-9", 400).ok());
+  Result<std::optional<MemoryCheckpoint>> first = store->Complete(1, "a.tmp-9", Checkpoint("a"), true);
+  ASSERT_TRUE(first.ok() && first->has_value());
+  Result<std::optional<MemoryCheckpoint>> second = store->Complete(2, "a.tmp-9", Checkpoint("a"), true);
+  ASSERT_TRUE(second.ok()) << second.status().message();
+  EXPECT_FALSE(second->has_value()) << "queued once only";
+  EXPECT_EQ(store->List().size(), 1u);
+  EXPECT_TRUE(store->Reserve(3, "n.tmp-1", 1000 - 18).ok()) << "both ranks' reservations were dropped";
+}
+
+TEST_F(AgentMemoryStoreTest, CompleteWithoutAManifestIsNotFound) {
+  auto store = Open(1000);
+  ASSERT_TRUE(io::MakeDirectories(dir_ + "/a/data").ok());
+  EXPECT_EQ(store->Complete(1, "", Checkpoint("a"), false).status().code(), Code::kNotFound);
+  MemoryCheckpoint relative = Checkpoint("a");
+  relative.storage_path = "relative/path";
+  MakeCheckpoint("a", 1);
+  EXPECT_EQ(store->Complete(1, "", relative, false).status().code(), Code::kInvalidArgument);
+  EXPECT_TRUE(store->List().empty());
+}
+
+TEST_F(AgentMemoryStoreTest, DeathQueuesTheNewestCheckpointOnce) {
+  auto store = Open(1 << 20);
+  EXPECT_FALSE(store->RequestPersistOfNewest().has_value());
+  MakeCheckpoint("a", 10);
+  ASSERT_TRUE(store->Complete(1, "", Checkpoint("a"), false).ok());
+  std::optional<MemoryCheckpoint> newest = store->RequestPersistOfNewest();
+  ASSERT_TRUE(newest.has_value());
+  EXPECT_EQ(newest->name, "a");
+  EXPECT_FALSE(store->RequestPersistOfNewest().has_value());
+  EXPECT_EQ(store->RequestPersist("missing").status().code(), Code::kNotFound);
+}
+
+TEST_F(AgentMemoryStoreTest, AdoptionKeepsCheckpointsWithSidecarsAndClaimedSavesOnly) {
+  {
+    auto first = Open(1000);
+    MakeCheckpoint("a", 100);
+    ASSERT_TRUE(first->Complete(1, "", Checkpoint("a"), false).ok());
+  }  // the first agent dies: nothing is removed
+  MakeCheckpoint("no-sidecar", 10);
+  ASSERT_TRUE(io::MakeDirectories(dir_ + "/dead.tmp-1").ok());
+  Result<UniqueFd> claim = io::ClaimDirectory(dir_ + "/live.tmp-2");
+  ASSERT_TRUE(claim.ok());
+  std::ofstream(dir_ + "/stray-file") << "x";
+  std::ofstream(dir_ + "/.gone.meta") << "not a sidecar of anything";
+
+  auto second = Open(1000);
+  ASSERT_EQ(Names(*second), std::vector<std::string>{"a"});
+  EXPECT_EQ(second->List()[0].bytes, 108u);
+  EXPECT_EQ(second->List()[0].storage_path, "/storage/a");
+  EXPECT_EQ(io::ListDirectory(dir_).value(), (std::vector<std::string>{".a.meta", "a", "live.tmp-2"}));
+  EXPECT_EQ(second->Reserve(1, "b.tmp-3", 1000 - 108 + 1).code(), Code::kNoSpace) << "the adopted bytes count";
+}
+
+TEST_F(AgentMemoryStoreTest, OpenRefusesALinkAsTheMemoryDirectory) {
+  ASSERT_TRUE(io::MakeDirectories(root_ + "/elsewhere").ok());
+  ASSERT_EQ(symlink((root_ + "/elsewhere").c_str(), dir_.c_str()), 0);
+  Result<std::unique_ptr<MemoryStore>> store = MemoryStore::Open(dir_, "n", 1000, [](const std::string&) {});
+  EXPECT_EQ(store.status().code(), Code::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace ckpt::agent
