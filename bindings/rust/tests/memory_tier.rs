@@ -14,7 +14,7 @@ use std::process::Command;
 use std::ptr;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use ckpt::{Context, ErrorKind, LoadOptions, LoadState, Manager, ManagerOptions, SaveOptions, SaveState, Shard, Tier};
+use ckpt::{ErrorKind, LoadOptions, LoadState, Manager, ManagerOptions, SaveOptions, SaveState, Shard, Tier};
 use common::*;
 
 const SAVE_WITHOUT_JOB_ID: &str = "save-to-memory-without-job-id";
