@@ -38,6 +38,14 @@ ckpt_python_test(python_abi test_abi.py)
 ckpt_python_test(python_library_discovery test_library.py)
 ckpt_python_test(python_numpy test_numpy.py)
 ckpt_python_test(python_progress test_progress.py)
+ckpt_python_test(python_memory_tier_tier_names test_memory_tier.py::test_a_tier_is_storage_memory_or_both)
+ckpt_python_test(python_memory_tier_manager_options test_memory_tier.py::test_manager_memory_options_are_checked)
+ckpt_python_test(python_memory_tier_save_needs_job_id
+                 test_memory_tier.py::test_a_save_to_memory_without_a_job_identity_names_CKPT_JOB_ID)
+ckpt_python_test(python_memory_tier_manager_needs_job_id
+                 test_memory_tier.py::test_a_memory_tier_manager_without_a_job_identity_names_CKPT_JOB_ID)
+ckpt_python_test(python_memory_tier_resume_from_memory
+                 test_memory_tier.py::test_a_manager_resumes_from_memory_the_step_storage_never_saw)
 ckpt_python_test(python_numpy_reshard_1_3_2_ranks test_numpy_multirank.py::test_reshard_1_to_3_to_2_ranks)
 ckpt_python_test(python_numpy_manager_2_ranks test_numpy_multirank.py::test_manager_retention_and_resume_on_2_ranks)
 ckpt_python_test(python_numpy_mismatch_2_ranks test_numpy_multirank.py::test_mismatches_fail_on_every_rank)

@@ -109,6 +109,7 @@ func cStructs() []cStruct {
 			{"metadata_values", unsafe.Offsetof(saveOptions.metadata_values), unsafe.Sizeof(saveOptions.metadata_values)},
 			{"progress", unsafe.Offsetof(saveOptions.progress), unsafe.Sizeof(saveOptions.progress)},
 			{"progress_user", unsafe.Offsetof(saveOptions.progress_user), unsafe.Sizeof(saveOptions.progress_user)},
+			{"tier", unsafe.Offsetof(saveOptions.tier), unsafe.Sizeof(saveOptions.tier)},
 		}},
 		{"ckpt_request_stats", unsafe.Sizeof(requestStats), unsafe.Alignof(requestStats), []cField{
 			{"struct_size", unsafe.Offsetof(requestStats.struct_size), unsafe.Sizeof(requestStats.struct_size)},
@@ -137,6 +138,8 @@ func cStructs() []cStruct {
 			{"struct_size", unsafe.Offsetof(managerOptions.struct_size), unsafe.Sizeof(managerOptions.struct_size)},
 			{"keep_last", unsafe.Offsetof(managerOptions.keep_last), unsafe.Sizeof(managerOptions.keep_last)},
 			{"keep_every", unsafe.Offsetof(managerOptions.keep_every), unsafe.Sizeof(managerOptions.keep_every)},
+			{"memory_tier", unsafe.Offsetof(managerOptions.memory_tier), unsafe.Sizeof(managerOptions.memory_tier)},
+			{"storage_every", unsafe.Offsetof(managerOptions.storage_every), unsafe.Sizeof(managerOptions.storage_every)},
 		}},
 		{"ckpt_checkpoint_info", unsafe.Sizeof(checkpointInfo), unsafe.Alignof(checkpointInfo), []cField{
 			{"struct_size", unsafe.Offsetof(checkpointInfo.struct_size), unsafe.Sizeof(checkpointInfo.struct_size)},
@@ -252,6 +255,9 @@ func cConstants() map[string]int64 {
 		"CKPT_PHASE_READING":              C.CKPT_PHASE_READING,
 		"CKPT_PHASE_LOADED":               C.CKPT_PHASE_LOADED,
 		"CKPT_PHASE_FAILED":               C.CKPT_PHASE_FAILED,
+		"CKPT_TIER_STORAGE":               C.CKPT_TIER_STORAGE,
+		"CKPT_TIER_MEMORY":                C.CKPT_TIER_MEMORY,
+		"CKPT_TIER_BOTH":                  C.CKPT_TIER_BOTH,
 		"CKPT_STRICT_FAIL":                C.CKPT_STRICT_FAIL,
 		"CKPT_STRICT_LOG":                 C.CKPT_STRICT_LOG,
 		"CKPT_STRICT_IGNORE":              C.CKPT_STRICT_IGNORE,

@@ -12,12 +12,39 @@ import (
 	"unsafe"
 )
 
-// ManagerOptions say which committed steps a Manager keeps; nil keeps every step.
+// ManagerOptions say which committed steps a Manager keeps, and which tier its steps go to; nil keeps every step,
+// on storage.
 type ManagerOptions struct {
 	// KeepLast keeps the newest KeepLast committed steps (0: all).
 	KeepLast uint32
 	// KeepEvery also keeps every step divisible by KeepEvery (0: none beyond KeepLast).
 	KeepEvery uint64
+	// MemoryTier sends every step to the memory tier (TierMemory: the node agent's shared memory, which outlives
+	// the trainers), and the steps divisible by StorageEvery to storage as well (TierBoth). LoadLatest resumes
+	// from the newest step of either tier. The job needs an identity: CKPT_JOB_ID (see Tier).
+	MemoryTier bool
+	// StorageEvery, with MemoryTier: the steps divisible by it also go to storage, written there by the agent in
+	// the background (0: a step reaches storage only when the trainers die).
+	StorageEvery uint64
+}
+
+// toC gives the C options, or why these cannot be.
+func (o *ManagerOptions) toC() (C.ckpt_manager_options, error) {
+	copts := C.ckpt_go_manager_options()
+	if o == nil {
+		return copts, nil
+	}
+	if o.StorageEvery != 0 && !o.MemoryTier {
+		return copts, invalidArgument("StorageEvery applies to the memory tier: set MemoryTier too (without it, " +
+			"every step goes to storage)")
+	}
+	copts.keep_last = C.uint32_t(o.KeepLast)
+	copts.keep_every = C.uint64_t(o.KeepEvery)
+	if o.MemoryTier {
+		copts.memory_tier = 1
+	}
+	copts.storage_every = C.uint64_t(o.StorageEvery)
+	return copts, nil
 }
 
 // Manager is a root directory of numbered steps (root/step-<12 digits>) that the ranks save into and resume from
@@ -43,10 +70,9 @@ func (c *Context) OpenManager(root string, opts *ManagerOptions) (*Manager, erro
 	if err != nil {
 		return nil, err
 	}
-	copts := C.ckpt_go_manager_options()
-	if opts != nil {
-		copts.keep_last = C.uint32_t(opts.KeepLast)
-		copts.keep_every = C.uint64_t(opts.KeepEvery)
+	copts, err := opts.toC()
+	if err != nil {
+		return nil, err
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -67,7 +93,8 @@ func (c *Context) OpenManager(root string, opts *ManagerOptions) (*Manager, erro
 
 // Save saves state as step `step`, as Context.Save does: it returns once the state's Buffers are staged.
 // Collective. The step becomes the latest only if the request succeeds; a failed save leaves the latest pointer
-// and the kept steps untouched.
+// and the kept steps untouched. The options' Tier overrides the manager's memory tier policy when it is TierMemory
+// or TierBoth.
 func (m *Manager) Save(state *State, step uint64, opts *SaveOptions) (*SaveRequest, error) {
 	return m.ctx.startSave(state, opts, func(copts *C.ckpt_save_options, request **C.ckpt_request_t) error {
 		if m.ptr == nil {
@@ -79,7 +106,8 @@ func (m *Manager) Save(state *State, step uint64, opts *SaveOptions) (*SaveReque
 	})
 }
 
-// Latest returns the newest committed step, or an error matching ErrNotFound if there is none yet. Not collective.
+// Latest returns the newest committed step on storage, or an error matching ErrNotFound if there is none yet. Not
+// collective.
 func (m *Manager) Latest() (uint64, error) {
 	var step C.uint64_t
 	err := m.withHandle(func() error {
@@ -123,8 +151,9 @@ func (m *Manager) Steps() ([]uint64, error) {
 	return steps, err
 }
 
-// LoadLatest loads the latest step (as rank 0 sees it) into state and returns it. Collective. With no committed
-// step yet, every rank gets an error matching ErrNotFound: a fresh start.
+// LoadLatest loads the latest step (as rank 0 sees it) into state and returns it. Collective. The newest step the
+// node's agent holds in memory counts too, and is read from memory when it is at least as new as the latest on
+// storage. With no committed step yet, every rank gets an error matching ErrNotFound: a fresh start.
 func (m *Manager) LoadLatest(state *State, opts *LoadOptions) (uint64, error) {
 	copts, progress, err := opts.toC()
 	if err != nil {

@@ -14,6 +14,33 @@ import (
 	"time"
 )
 
+// Tier says where a save puts the checkpoint. The memory tier is the node's ckpt-agent, which the first save to
+// memory starts and which outlives the trainers: it keeps the newest complete checkpoint in shared memory, and a
+// load of its path (or Manager.LoadLatest) reads that copy. It needs the job's identity, the same on every rank
+// and across restarts: CKPT_JOB_ID (or SLURM_JOB_ID, TORCHELASTIC_RUN_ID), else the save fails with
+// ErrInvalidArgument. A save past the agent's budget (CKPT_AGENT_BUDGET_BYTES, default half of the node's memory)
+// fails with ErrNoSpace; so far the memory tier serves jobs whose ranks share one node (ErrUnsupported otherwise).
+type Tier uint64
+
+const (
+	// TierStorage saves to the checkpoint directory on storage (the default).
+	TierStorage Tier = C.CKPT_TIER_STORAGE
+	// TierMemory saves to the agent's memory only: the save succeeds once the checkpoint is complete there, and
+	// storage receives it only if the trainers die.
+	TierMemory Tier = C.CKPT_TIER_MEMORY
+	// TierBoth saves to the agent's memory, then to the checkpoint directory on storage, written by the agent in
+	// the background.
+	TierBoth Tier = C.CKPT_TIER_BOTH
+)
+
+func (t Tier) toC() (C.uint64_t, error) {
+	switch t {
+	case TierStorage, TierMemory, TierBoth:
+		return C.uint64_t(t), nil
+	}
+	return 0, invalidArgument("unknown tier %d: TierStorage, TierMemory or TierBoth", uint64(t))
+}
+
 // SaveOptions configure a save; nil means defaults.
 type SaveOptions struct {
 	// Metadata is stored in the checkpoint's manifest (Reader.Metadata), taken from rank 0.
@@ -24,6 +51,9 @@ type SaveOptions struct {
 	// runs while the Context may be locked: it must not call methods of the Context, its States or Managers (the
 	// request's Stats is fine), and should return quickly.
 	Progress func(Progress)
+	// Tier is where the checkpoint goes (TierStorage by default). Through a Manager, TierMemory and TierBoth
+	// override its memory tier policy for this step, and TierStorage follows it.
+	Tier Tier
 }
 
 // SaveRequest tracks a save. Its State's buffers may be modified as soon as Save returns; Wait tells when the
@@ -145,8 +175,12 @@ func (c *Context) withState(state *State, fn func() error) error {
 
 func (o *SaveOptions) toC(allocs *cAllocs) (C.ckpt_save_options, error) {
 	copts := C.ckpt_go_save_options()
-	if o == nil || len(o.Metadata) == 0 {
+	if o == nil {
 		return copts, nil
+	}
+	var err error
+	if copts.tier, err = o.Tier.toC(); err != nil || len(o.Metadata) == 0 {
+		return copts, err
 	}
 	if len(o.Metadata) > math.MaxUint32 {
 		return copts, invalidArgument("%d metadata entries are too many", len(o.Metadata))
@@ -160,7 +194,6 @@ func (o *SaveOptions) toC(allocs *cAllocs) (C.ckpt_save_options, error) {
 	for i, key := range keys {
 		values[i] = o.Metadata[key]
 	}
-	var err error
 	if copts.metadata_keys, err = allocs.strs("metadata key", keys); err != nil {
 		return copts, err
 	}

@@ -140,6 +140,10 @@ const CKPT_PHASE_READING = Int32(5)
 const CKPT_PHASE_LOADED = Int32(6)
 const CKPT_PHASE_FAILED = Int32(7)
 
+const CKPT_TIER_STORAGE = UInt64(0)
+const CKPT_TIER_MEMORY = UInt64(1)
+const CKPT_TIER_BOTH = UInt64(2)
+
 const CKPT_STRICT_FAIL = Int32(0)
 const CKPT_STRICT_LOG = Int32(1)
 const CKPT_STRICT_IGNORE = Int32(2)
@@ -240,9 +244,10 @@ struct ckpt_save_options
     metadata_values::Ptr{Ptr{Cchar}}
     progress::Ptr{Cvoid}
     progress_user::Ptr{Cvoid}
+    tier::UInt64
 end
 ckpt_save_options() = ckpt_save_options(sizeof(ckpt_save_options), 0, Ptr{Ptr{Cchar}}(C_NULL), Ptr{Ptr{Cchar}}(C_NULL),
-                                        C_NULL, C_NULL)
+                                        C_NULL, C_NULL, CKPT_TIER_STORAGE)
 
 struct ckpt_request_stats
     struct_size::UInt32
@@ -275,8 +280,10 @@ struct ckpt_manager_options
     struct_size::UInt32
     keep_last::UInt32
     keep_every::UInt64
+    memory_tier::UInt32
+    storage_every::UInt64
 end
-ckpt_manager_options() = ckpt_manager_options(sizeof(ckpt_manager_options), 0, 0)
+ckpt_manager_options() = ckpt_manager_options(sizeof(ckpt_manager_options), 0, 0, 0, 0)
 
 struct ckpt_checkpoint_info
     struct_size::UInt32

@@ -1,14 +1,19 @@
 # Manager: a root directory of numbered steps, with a latest pointer and retention.
 
 """
-    Manager(ctx, root; keep_last=0, keep_every=0)
-    Manager(f, ctx, root; keep_last=0, keep_every=0)
+    Manager(ctx, root; keep_last=0, keep_every=0, memory_tier=false, storage_every=0)
+    Manager(f, ctx, root; keep_last=0, keep_every=0, memory_tier=false, storage_every=0)
 
 Collective: opens `root` (creating it) as a directory of steps, `root/step-<12 digits>`; rank 0 first removes the
 uncommitted step directories that crashed runs left behind. Once a save through the manager commits, rank 0 moves
 the latest pointer to it and removes the steps that retention no longer keeps: the newest `keep_last` (0: all),
 and every step divisible by `keep_every` (0: none beyond those). The second form calls `f(manager)` and closes the
 manager afterwards.
+
+With `memory_tier`, every step goes to the node's memory tier (`CKPT_TIER_MEMORY`, see [`Ckpt.save`](@ref)), and
+the steps divisible by `storage_every` to storage as well (`CKPT_TIER_BOTH`, written there by the agent in the
+background; 0: a step reaches storage only when the trainers die). [`load_latest!`](@ref) resumes from the newest
+step of either tier. The job needs an identity: `CKPT_JOB_ID`.
 
 `close` waits for the manager's saves in flight, then frees it; closing its context closes it too.
 """
@@ -18,9 +23,13 @@ mutable struct Manager <: Handle
     Manager(handle::Ptr{Cvoid}, context::Context) = with_finalizer(new(handle, context))
 end
 
-function Manager(ctx::Context, root::AbstractString; keep_last::Integer = 0, keep_every::Integer = 0)
+function Manager(ctx::Context, root::AbstractString; keep_last::Integer = 0, keep_every::Integer = 0,
+                 memory_tier::Bool = false, storage_every::Integer = 0)
+    storage_every == 0 || memory_tier ||
+        throw(ArgumentError("storage_every applies to the memory tier: pass memory_tier = true with it"))
     directory = c_string(root)
-    options = Ref(LibCkpt.ckpt_manager_options(sizeof(LibCkpt.ckpt_manager_options), keep_last, keep_every))
+    options = Ref(LibCkpt.ckpt_manager_options(sizeof(LibCkpt.ckpt_manager_options), keep_last, keep_every,
+                                               memory_tier, storage_every))
     handle = GC.@preserve directory begin
         create_handle() do out, err
             LibCkpt.ckpt_manager_open(ctx, directory, options, out, err)
@@ -44,14 +53,15 @@ end
 release(manager::Manager) = LibCkpt.ckpt_manager_free(manager.handle)
 
 """
-    Ckpt.save(manager, state, step; metadata=()) -> SaveRequest
+    Ckpt.save(manager, state, step; metadata=(), tier=CKPT_TIER_STORAGE) -> SaveRequest
 
 Collective: saves `state` as step `step`, as `Ckpt.save(ctx, state, path)` does: returns once the arrays are
 staged. The step becomes the latest only if the request succeeds; a failed save leaves the latest pointer and the
-kept steps untouched.
+kept steps untouched. `tier` overrides the manager's memory tier policy for this step when it is
+`CKPT_TIER_MEMORY` or `CKPT_TIER_BOTH`; `CKPT_TIER_STORAGE` follows it.
 """
-function save(manager::Manager, state::State, step::Integer; metadata = ())
-    return start_save(manager.context, state, metadata) do options, out, err
+function save(manager::Manager, state::State, step::Integer; metadata = (), tier::Integer = CKPT_TIER_STORAGE)
+    return start_save(manager.context, state, metadata, tier) do options, out, err
         LibCkpt.ckpt_manager_save(manager, state, step, options, out, err)
     end
 end
@@ -95,7 +105,8 @@ end
     load_latest!(manager, state; missing_keys=CKPT_STRICT_FAIL, unexpected_keys=CKPT_STRICT_LOG) -> Union{Int,Nothing}
 
 Collective: loads the latest step (as rank 0 sees it) into `state`, as [`load!`](@ref) does, and returns it; returns
-`nothing` on every rank if there is no committed step yet (a fresh start).
+`nothing` on every rank if there is no committed step yet (a fresh start). The newest step the node's agent holds in
+memory counts too, and is read from memory when it is at least as new as the latest on storage.
 """
 function load_latest!(manager::Manager, state::State; missing_keys::Integer = CKPT_STRICT_FAIL,
                       unexpected_keys::Integer = CKPT_STRICT_LOG)

@@ -15,7 +15,7 @@ end
 release(request::SaveRequest) = LibCkpt.ckpt_request_free(request.handle)
 
 """
-    Ckpt.save(ctx, state, path; metadata=()) -> SaveRequest
+    Ckpt.save(ctx, state, path; metadata=(), tier=CKPT_TIER_STORAGE) -> SaveRequest
 
 Collective: saves `state` as the checkpoint directory `path`, with `metadata` (pairs of strings, taken from rank 0)
 in its manifest. Returns as soon as this rank's arrays are copied into the staging arena: they may be modified from
@@ -23,26 +23,34 @@ then on, while the I/O workers write them and the checkpoint is committed in the
 for the checkpoint to be complete and durable, and `close` it (closing waits for an unfinished save). Throws
 CkptError: CKPT_E_MISMATCH when the ranks' shards do not tile a tensor, CKPT_E_ALREADY_EXISTS when `path` is
 already a checkpoint, and so on.
+
+`tier` says where the checkpoint goes: `CKPT_TIER_STORAGE` (the directory `path`), `CKPT_TIER_MEMORY` (the shared
+memory of the node's ckpt-agent, which the first save to memory starts and which outlives the trainers; `path`
+receives it only if they die) or `CKPT_TIER_BOTH` (memory, then `path`, written by the agent in the background). A
+save to memory succeeds once the checkpoint is complete in memory, and [`load!`](@ref) of `path` then reads that
+copy. It needs the job's identity, the same on every rank and across restarts: `CKPT_JOB_ID` (or `SLURM_JOB_ID`,
+`TORCHELASTIC_RUN_ID`), else CKPT_E_INVALID_ARGUMENT; CKPT_E_NO_SPACE past the agent's budget.
 """
-function save(ctx::Context, state::State, path::AbstractString; metadata = ())
+function save(ctx::Context, state::State, path::AbstractString; metadata = (), tier::Integer = CKPT_TIER_STORAGE)
     target = c_string(path)
-    return start_save(ctx, state, metadata) do options, out, err
+    return start_save(ctx, state, metadata, tier) do options, out, err
         LibCkpt.ckpt_save(ctx, state, target, options, out, err)
     end
 end
 
 """
-Calls `start(options, out, err)`, a C call that starts a save of `state`, with the save options holding `metadata`,
-and returns the request it stored in `out`.
+Calls `start(options, out, err)`, a C call that starts a save of `state`, with the save options holding `metadata`
+and `tier`, and returns the request it stored in `out`.
 """
-function start_save(start, ctx::Context, state::State, metadata)
+function start_save(start, ctx::Context, state::State, metadata, tier::Integer)
     metadata_keys = String[c_string(k) for (k, _) in metadata]
     metadata_values = String[c_string(v) for (_, v) in metadata]
     key_pointers = Ptr{Cchar}[chars(k) for k in metadata_keys]
     value_pointers = Ptr{Cchar}[chars(v) for v in metadata_values]
     handle = GC.@preserve metadata_keys metadata_values key_pointers value_pointers state begin
         options = Ref(LibCkpt.ckpt_save_options(sizeof(LibCkpt.ckpt_save_options), length(metadata_keys),
-                                                pointer(key_pointers), pointer(value_pointers), C_NULL, C_NULL))
+                                                pointer(key_pointers), pointer(value_pointers), C_NULL, C_NULL,
+                                                tier))
         create_handle() do out, err
             start(options, out, err)
         end

@@ -281,6 +281,35 @@ end
     end
 end
 
+@testset "a save to memory without a job identity names CKPT_JOB_ID" begin
+    mktempdir() do dir
+        withenv("CKPT_JOB_ID" => nothing, "SLURM_JOB_ID" => nothing, "TORCHELASTIC_RUN_ID" => nothing) do
+            ctx = Context(rank = 0, world_size = 1, arena_bytes = TEST_ARENA_BYTES)
+            state = State()
+            add_tensor!(state, "weight", zeros(Float32, 4))
+            for tier in (CKPT_TIER_MEMORY, CKPT_TIER_BOTH)
+                failure = try
+                    Ckpt.save(ctx, state, joinpath(dir, "c"); tier = tier)
+                catch e
+                    e
+                end
+                @test failure isa CkptError && failure.status == CKPT_E_INVALID_ARGUMENT
+                @test failure isa CkptError && occursin("CKPT_JOB_ID", failure.message)
+            end
+            @test !ispath(joinpath(dir, "c"))
+            @test failure_status(() -> Ckpt.save(ctx, state, joinpath(dir, "c"); tier = CKPT_TIER_BOTH + 1)) ==
+                  CKPT_E_INVALID_ARGUMENT
+            @test_throws ArgumentError Manager(ctx, joinpath(dir, "run"); storage_every = 2)
+            Manager(ctx, joinpath(dir, "run"); memory_tier = true, storage_every = 2) do manager
+                @test failure_status(() -> Ckpt.save(manager, state, 1)) == CKPT_E_INVALID_ARGUMENT
+                @test Ckpt.steps(manager) == Int[]
+            end
+            close(state)
+            close(ctx)
+        end
+    end
+end
+
 @testset "manager of an empty root resumes nothing" begin
     mktempdir() do dir
         ctx = Context(rank = 0, world_size = 1)

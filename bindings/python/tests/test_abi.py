@@ -58,12 +58,15 @@ def test_every_constant_has_the_tables_value():
                      CKPT_MAX_NDIM=_native.MAX_NDIM, CKPT_VERSION_MAJOR=_native.ABI_MAJOR,
                      CKPT_E_IN_PROGRESS=errors.IN_PROGRESS)
     constants.update({f"CKPT_PHASE_{name.upper()}": value for value, name in _native.PHASES.items()})
+    constants.update({f"CKPT_TIER_{name.upper()}": value for name, value in _native.TIERS.items()})
     for cls in errors._BY_STATUS.values():
         constants[cls.code] = cls.status
     for name, value in constants.items():
         assert table.get(name) == value, f"{name}: C {table.get(name)}, Python {value}"
     phases = {name for name in table if name.startswith("CKPT_PHASE_")}
     assert phases <= set(constants), f"phases without a Python name: {phases - set(constants)}"
+    tiers = {name for name in table if name.startswith("CKPT_TIER_")}
+    assert tiers <= set(constants), f"tiers without a Python name: {tiers - set(constants)}"
     status_codes = {name for name in table if re.fullmatch(r"CKPT_E_\w+", name)}
     assert status_codes <= set(constants), f"status codes without a Python error: {status_codes - set(constants)}"
     dtype_codes = {value for name, value in table.items() if name.startswith("CKPT_DTYPE_")}

@@ -116,7 +116,7 @@ pub use load::{LoadOptions, Strictness};
 pub use manager::{Manager, ManagerOptions};
 pub use progress::{Phase, Progress};
 pub use reader::{CheckpointInfo, ChunkInfo, Chunks, Commons, Reader, TensorInfo, Tensors};
-pub use save::{SaveOptions, SaveRequest};
+pub use save::{SaveOptions, SaveRequest, Tier};
 pub use state::{LoadState, SaveState, Shard};
 pub use stats::{ContextStats, RequestStats};
 

@@ -14,11 +14,14 @@ use crate::save::{c_path, start_save, SaveOptions, SaveRequest};
 use crate::state::{LoadState, SaveState};
 use crate::sys;
 
-/// Which committed steps a [`Manager`] keeps. The default keeps every step.
+/// Which committed steps a [`Manager`] keeps, and which tier its steps go to. The default keeps every step, on
+/// storage.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct ManagerOptions {
     keep_last: u32,
     keep_every: u64,
+    memory_tier: bool,
+    storage_every: Option<u64>,
 }
 
 impl ManagerOptions {
@@ -36,6 +39,42 @@ impl ManagerOptions {
     pub fn keep_every(mut self, interval: u64) -> Self {
         self.keep_every = interval;
         self
+    }
+
+    /// Every step goes to the memory tier ([`Tier::Memory`](crate::Tier::Memory): the node agent's shared memory,
+    /// which outlives the trainers), and the steps divisible by [`storage_every`](Self::storage_every) to storage
+    /// as well ([`Tier::Both`](crate::Tier::Both)). [`Manager::load_latest`] resumes from the newest step of either
+    /// tier. The job needs an identity: `CKPT_JOB_ID` (see [`Tier`](crate::Tier)).
+    pub fn memory_tier(mut self, enabled: bool) -> Self {
+        self.memory_tier = enabled;
+        self
+    }
+
+    /// With [`memory_tier`](Self::memory_tier): the steps divisible by `interval` (at least 1) also go to storage,
+    /// written there by the agent in the background. Unset, a step reaches storage only when the trainers die.
+    pub fn storage_every(mut self, interval: u64) -> Self {
+        self.storage_every = Some(interval);
+        self
+    }
+
+    /// The C options, or why these cannot be.
+    fn to_c(self) -> Result<sys::ckpt_manager_options> {
+        match self.storage_every {
+            Some(0) => return Err(Error::invalid_argument("storage_every must be at least 1")),
+            Some(_) if !self.memory_tier => {
+                return Err(Error::invalid_argument(
+                    "storage_every applies to the memory tier: set memory_tier too (without it, every step goes to \
+                     storage)",
+                ))
+            }
+            _ => {}
+        }
+        let mut opts = sys::ckpt_manager_options::init();
+        opts.keep_last = self.keep_last;
+        opts.keep_every = self.keep_every;
+        opts.memory_tier = u32::from(self.memory_tier);
+        opts.storage_every = self.storage_every.unwrap_or(0);
+        Ok(opts)
     }
 }
 
@@ -59,9 +98,7 @@ impl<'c> Manager<'c> {
     /// crashed runs left behind.
     pub fn open(ctx: &'c Context, root: impl AsRef<Path>, options: &ManagerOptions) -> Result<Self> {
         let c_root = c_path(root.as_ref())?;
-        let mut opts = sys::ckpt_manager_options::init();
-        opts.keep_last = options.keep_last;
-        opts.keep_every = options.keep_every;
+        let opts = options.to_c()?;
         let mut raw = ptr::null_mut();
         // SAFETY: a live context, used by this thread only; the root and options outlive the call.
         call(|err| unsafe { sys::ckpt_manager_open(ctx.as_ptr(), c_root.as_ptr(), &opts, &mut raw, err) })?;
@@ -71,7 +108,8 @@ impl<'c> Manager<'c> {
 
     /// Collective: saves `state` as step `step`, as [`Context::save`] does: returns once the buffers are staged.
     /// The step becomes the latest only if the returned request succeeds; a failed save leaves the latest pointer
-    /// and the kept steps untouched.
+    /// and the kept steps untouched. The options' [`tier`](SaveOptions::tier) overrides the manager's memory tier
+    /// policy when it is [`Tier::Memory`](crate::Tier::Memory) or [`Tier::Both`](crate::Tier::Both).
     pub fn save(&self, state: &mut SaveState<'_>, step: u64, options: &SaveOptions) -> Result<SaveRequest<'c>> {
         // SAFETY: the manager and state are live handles used by this thread only; the options outlive the call.
         start_save(options, "ckpt_manager_save", |opts, request, err| unsafe {
@@ -79,7 +117,7 @@ impl<'c> Manager<'c> {
         })
     }
 
-    /// Not collective: the newest committed step, or None if there is none yet.
+    /// Not collective: the newest committed step on storage, or None if there is none yet.
     pub fn latest(&self) -> Result<Option<u64>> {
         let mut step = 0u64;
         // SAFETY: a live manager and a valid out pointer.
@@ -107,8 +145,9 @@ impl<'c> Manager<'c> {
     }
 
     /// Collective: loads the latest step (as rank 0 sees it) into `state` and returns it, or returns None on every
-    /// rank if there is no committed step yet: a fresh start. On failure the buffers may be partly filled (but
-    /// always hold valid values of their element type).
+    /// rank if there is no committed step yet: a fresh start. The newest step the node's agent holds in memory
+    /// counts too, and is read from memory when it is at least as new as the latest on storage. On failure the
+    /// buffers may be partly filled (but always hold valid values of their element type).
     pub fn load_latest(&self, state: &mut LoadState<'_>, options: &LoadOptions) -> Result<Option<u64>> {
         let (opts, _progress) = options.to_c();
         let mut step = 0u64;
@@ -180,6 +219,20 @@ mod tests {
         assert_eq!(step_or_none((sys::CKPT_E_NOT_FOUND, Some(not_found)), 0), Ok(None));
         let corrupt = Error::new(sys::CKPT_E_CORRUPT, "MANIFEST");
         assert_eq!(step_or_none((sys::CKPT_E_CORRUPT, Some(corrupt.clone())), 0), Err(corrupt));
+    }
+
+    #[test]
+    fn storage_every_needs_the_memory_tier_and_a_positive_interval() {
+        let refused = |options: ManagerOptions| options.to_c().err().map(|e| (e.kind(), e.message().to_owned()));
+        let (kind, message) = refused(ManagerOptions::new().storage_every(2)).unwrap();
+        assert_eq!(kind, crate::ErrorKind::InvalidArgument);
+        assert!(message.contains("memory tier"), "{message}");
+        let (_, message) = refused(ManagerOptions::new().memory_tier(true).storage_every(0)).unwrap();
+        assert!(message.contains("at least 1"), "{message}");
+        let opts = ManagerOptions::new().keep_last(3).memory_tier(true).storage_every(5).to_c().unwrap();
+        assert_eq!((opts.keep_last, opts.memory_tier, opts.storage_every), (3, 1, 5));
+        let opts = ManagerOptions::new().memory_tier(true).to_c().unwrap();
+        assert_eq!((opts.memory_tier, opts.storage_every), (1, 0));
     }
 
     #[test]

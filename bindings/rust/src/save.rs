@@ -14,11 +14,43 @@ use crate::state::SaveState;
 use crate::stats::RequestStats;
 use crate::sys;
 
+/// Where a save puts the checkpoint (`sys::CKPT_TIER_*`). The memory tier is the node's `ckpt-agent`, which the
+/// first save to memory starts and which outlives the trainers: it keeps the newest complete checkpoint in shared
+/// memory, and a load of its path (or [`Manager::load_latest`](crate::Manager::load_latest)) reads that copy. It
+/// needs the job's identity, the same on every rank and across restarts: `CKPT_JOB_ID` (or `SLURM_JOB_ID`,
+/// `TORCHELASTIC_RUN_ID`), else the save fails with
+/// [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument). A save past the agent's budget
+/// (`CKPT_AGENT_BUDGET_BYTES`, default half of the node's memory) fails with
+/// [`ErrorKind::NoSpace`](crate::ErrorKind::NoSpace); so far the memory tier serves jobs whose ranks share one
+/// node.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub enum Tier {
+    /// The checkpoint directory on storage.
+    #[default]
+    Storage,
+    /// The agent's memory only: the save succeeds once the checkpoint is complete there, and storage receives it
+    /// only if the trainers die.
+    Memory,
+    /// The agent's memory, then the checkpoint directory on storage, written by the agent in the background.
+    Both,
+}
+
+impl Tier {
+    fn to_c(self) -> u64 {
+        match self {
+            Tier::Storage => sys::CKPT_TIER_STORAGE,
+            Tier::Memory => sys::CKPT_TIER_MEMORY,
+            Tier::Both => sys::CKPT_TIER_BOTH,
+        }
+    }
+}
+
 /// Options of a save. The defaults are the library's.
 #[derive(Clone, Default)]
 pub struct SaveOptions {
     metadata: Vec<(String, String)>,
     progress: Option<ProgressFn>,
+    tier: Tier,
 }
 
 impl std::fmt::Debug for SaveOptions {
@@ -26,6 +58,7 @@ impl std::fmt::Debug for SaveOptions {
         f.debug_struct("SaveOptions")
             .field("metadata", &self.metadata)
             .field("progress", &self.progress.is_some())
+            .field("tier", &self.tier)
             .finish()
     }
 }
@@ -51,6 +84,14 @@ impl SaveOptions {
         F: Fn(Progress) + Send + Sync + 'static,
     {
         self.progress = Some(std::sync::Arc::new(progress));
+        self
+    }
+
+    /// Where the checkpoint goes ([`Tier::Storage`] by default). Through a [`Manager`](crate::Manager),
+    /// [`Tier::Memory`] and [`Tier::Both`] override its memory tier policy for this step, and [`Tier::Storage`]
+    /// follows it.
+    pub fn tier(mut self, tier: Tier) -> Self {
+        self.tier = tier;
         self
     }
 }
@@ -93,6 +134,7 @@ where
 {
     let metadata = RawMetadata::new(&options.metadata)?;
     let mut opts = sys::ckpt_save_options::init();
+    opts.tier = options.tier.to_c();
     opts.metadata_count =
         u32::try_from(metadata.keys.len()).map_err(|_| Error::invalid_argument("too many metadata entries"))?;
     opts.metadata_keys = metadata.keys.as_ptr();

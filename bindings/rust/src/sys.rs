@@ -220,6 +220,10 @@ pub const CKPT_PHASE_FAILED: i32 = 7;
 
 pub type ckpt_progress_fn = Option<unsafe extern "C" fn(user: *mut c_void, phase: i32, done: u64, total: u64)>;
 
+pub const CKPT_TIER_STORAGE: u64 = 0;
+pub const CKPT_TIER_MEMORY: u64 = 1;
+pub const CKPT_TIER_BOTH: u64 = 2;
+
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
 pub struct ckpt_save_options {
@@ -229,6 +233,7 @@ pub struct ckpt_save_options {
     pub metadata_values: *const *const c_char,
     pub progress: ckpt_progress_fn,
     pub progress_user: *mut c_void,
+    pub tier: u64,
 }
 
 #[repr(C)]
@@ -274,6 +279,8 @@ pub struct ckpt_manager_options {
     pub struct_size: u32,
     pub keep_last: u32,
     pub keep_every: u64,
+    pub memory_tier: u32,
+    pub storage_every: u64,
 }
 
 // Reader -----------------------------------------------------------------------------------------------------------
@@ -659,7 +666,7 @@ mod tests {
     fn manager_options_init_matches_header_macro_and_rust_layout() {
         let opts = ckpt_manager_options::init();
         assert_eq!(opts.struct_size as usize, size_of::<ckpt_manager_options>());
-        assert_eq!((opts.keep_last, opts.keep_every), (0, 0));
+        assert_eq!((opts.keep_last, opts.keep_every, opts.memory_tier, opts.storage_every), (0, 0, 0, 0));
     }
 
     #[test]
@@ -678,6 +685,7 @@ mod tests {
         assert_eq!(opts.metadata_count, 0);
         assert!(opts.metadata_keys.is_null() && opts.metadata_values.is_null());
         assert!(opts.progress.is_none() && opts.progress_user.is_null());
+        assert_eq!(opts.tier, CKPT_TIER_STORAGE);
     }
 
     #[test]

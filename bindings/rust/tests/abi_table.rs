@@ -130,6 +130,7 @@ fn rust_layouts() -> BTreeMap<String, Layout> {
             metadata_values,
             progress,
             progress_user,
+            tier,
         }),
         layout!(ckpt_request_stats {
             struct_size,
@@ -148,7 +149,7 @@ fn rust_layouts() -> BTreeMap<String, Layout> {
             total_ns,
         }),
         layout!(ckpt_load_options { struct_size, missing_keys, unexpected_keys, progress, progress_user }),
-        layout!(ckpt_manager_options { struct_size, keep_last, keep_every }),
+        layout!(ckpt_manager_options { struct_size, keep_last, keep_every, memory_tier, storage_every }),
         layout!(ckpt_checkpoint_info {
             struct_size,
             format_major,
@@ -244,6 +245,9 @@ fn rust_constants() -> BTreeMap<String, i64> {
         CKPT_PHASE_READING,
         CKPT_PHASE_LOADED,
         CKPT_PHASE_FAILED,
+        CKPT_TIER_STORAGE,
+        CKPT_TIER_MEMORY,
+        CKPT_TIER_BOTH,
         CKPT_STRICT_FAIL,
         CKPT_STRICT_LOG,
         CKPT_STRICT_IGNORE,

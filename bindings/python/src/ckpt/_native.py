@@ -54,6 +54,9 @@ SHARD_ALLOW_DTYPE_CAST = 0x4
 
 MEMORY_HOST = 0
 
+# CKPT_TIER_*, by the names ckpt.save's and CheckpointManager.save's `tier` takes.
+TIERS = {"storage": 0, "memory": 1, "both": 2}
+
 
 class Collectives(ctypes.Structure):
     """The job's own collectives (ckpt_collectives), which ckpt.Context(collectives=...) fills."""
@@ -138,6 +141,7 @@ class SaveOptions(ctypes.Structure):
         ("metadata_values", ctypes.POINTER(c_char_p)),
         ("progress", PROGRESS_FN),
         ("progress_user", c_void_p),
+        ("tier", c_u64),
     ]
 
 
@@ -171,7 +175,13 @@ class LoadOptions(ctypes.Structure):
 
 
 class ManagerOptions(ctypes.Structure):
-    _fields_ = [("struct_size", c_u32), ("keep_last", c_u32), ("keep_every", c_u64)]
+    _fields_ = [
+        ("struct_size", c_u32),
+        ("keep_last", c_u32),
+        ("keep_every", c_u64),
+        ("memory_tier", c_u32),
+        ("storage_every", c_u64),
+    ]
 
 
 class CheckpointInfo(ctypes.Structure):

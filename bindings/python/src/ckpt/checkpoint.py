@@ -160,12 +160,20 @@ class Request:
         return f"ckpt.Request({self.path!r}, {state})"
 
 
-class _SaveOptions:
-    """ckpt_save_options for user metadata (a str -> str mapping) and a progress callable, with the C arrays and the
-    C callback they point at."""
+def tier_code(tier):
+    """The CKPT_TIER_* of a `tier` argument: "storage", "memory" or "both"."""
+    try:
+        return _native.TIERS[tier]
+    except (KeyError, TypeError):
+        raise ValueError(f"tier must be 'storage', 'memory' or 'both', not {tier!r}") from None
 
-    def __init__(self, metadata, progress):
-        self.struct = _native.new(_native.SaveOptions)
+
+class _SaveOptions:
+    """ckpt_save_options for user metadata (a str -> str mapping), a progress callable and a tier, with the C arrays
+    and the C callback they point at."""
+
+    def __init__(self, metadata, progress, tier):
+        self.struct = _native.new(_native.SaveOptions, tier=tier_code(tier))
         self._progress = progress_module.callback(progress)
         if self._progress is not None:
             self.struct.progress = self._progress
@@ -218,11 +226,11 @@ def register_tree(state, tree):
     return immutable
 
 
-def start_save(ctx, tree, path, metadata, submit, progress=None):
+def start_save(ctx, tree, path, metadata, submit, progress=None, tier="storage"):
     """Registers `tree`, then has the context's thread call submit(state, options) -> request handle: at once when
     the tree holds numpy buffers (the caller may change them as soon as this returns), else in the background.
     Returns a Request, tracked by the context."""
-    options = _SaveOptions(metadata, progress)
+    options = _SaveOptions(metadata, progress, tier)
     state = State()
     try:
         immutable = register_tree(state, tree)
@@ -246,7 +254,7 @@ def start_save(ctx, tree, path, metadata, submit, progress=None):
     return request
 
 
-def save(path, tree, *, context=None, metadata=None, progress=None):
+def save(path, tree, *, context=None, metadata=None, progress=None, tier="storage"):
     """Collective: every rank calls it with its part of the tree. Saves `tree` as the checkpoint directory `path`
     and returns a Request as soon as this rank's arrays may change; the checkpoint is written and committed in the
     background, and exists only once the Request succeeds.
@@ -262,7 +270,15 @@ def save(path, tree, *, context=None, metadata=None, progress=None):
     `progress`, if given, is called as progress(phase, done, total) with this rank's bytes: "planning", "staging"
     (on the thread that stages), then "writing", "committing" and "committed" or "failed" (on the library's save
     thread, before the Request finishes), once as each phase starts and at most every 100 ms in between. It should
-    return quickly. Request.stats() gives the same figures and the time of each phase."""
+    return quickly. Request.stats() gives the same figures and the time of each phase.
+
+    `tier` says where the checkpoint goes: "storage" (the default: the directory `path`), "memory" (the shared
+    memory of the node's ckpt-agent, which the first save to memory starts and which outlives the trainers; `path`
+    receives it only if they die) or "both" (memory, then `path`, written by the agent in the background). A save to
+    memory succeeds once the checkpoint is complete in memory, and restore(path) then reads that copy. It needs the
+    job's identity, the same on every rank and across restarts: CKPT_JOB_ID (or SLURM_JOB_ID, TORCHELASTIC_RUN_ID),
+    else InvalidArgumentError; NoSpaceError past the agent's budget (CKPT_AGENT_BUDGET_BYTES, default half of the
+    node's memory). So far the memory tier serves jobs whose ranks share one node (UnsupportedError otherwise)."""
     ctx = context_module.resolve(context)
     target = os.fsencode(os.fspath(path))
 
@@ -271,7 +287,7 @@ def save(path, tree, *, context=None, metadata=None, progress=None):
         call("ckpt_save", ctx.handle, state.handle, target, opts, ctypes.byref(handle))
         return handle
 
-    return start_save(ctx, tree, os.fspath(path), metadata, submit, progress)
+    return start_save(ctx, tree, os.fspath(path), metadata, submit, progress, tier)
 
 
 def _load_options(partial, progress):
@@ -384,7 +400,11 @@ def restore(path, target=None, *, context=None, partial=False, allow_dtype_cast=
     converted, rounded to nearest even, as numpy's astype does (float32 master weights into a bfloat16 target).
 
     `progress`, if given, is called as progress(phase, done, total) with the bytes of this rank's arrays filled:
-    "planning", "reading", then "loaded" or "failed", from the context's thread, at most every 100 ms in between."""
+    "planning", "reading", then "loaded" or "failed", from the context's thread, at most every 100 ms in between.
+
+    When the job has an identity (CKPT_JOB_ID) and every rank's node agent holds `path` in memory (a save with
+    tier "memory" or "both"), the restore reads that copy, verified the same way, and touches no storage; a target
+    is then needed, since without one the tree's structure is read from storage."""
     ctx = context_module.resolve(context)
     source = os.fsencode(os.fspath(path))
     if target is None:

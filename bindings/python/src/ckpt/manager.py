@@ -12,18 +12,34 @@ class CheckpointManager:
     """Steps of one run under `root` (root/step-000000001200, ...). Opening is collective: rank 0 removes what
     crashed runs left behind. After each save commits, rank 0 moves the `latest` pointer and removes the steps the
     policy no longer keeps: the newest `keep_last` (None: all), plus every step divisible by `keep_every`. save()
-    saves only the steps divisible by `save_interval_steps`."""
+    saves only the steps divisible by `save_interval_steps`.
 
-    def __init__(self, root, *, keep_last=None, keep_every=None, save_interval_steps=1, context=None):
+    With `memory_tier`, every step goes to the node's memory tier (ckpt.save's tier "memory": the ckpt-agent's shared
+    memory, which outlives the trainers), and the steps divisible by `storage_every` to storage as well (tier
+    "both": the agent writes them there in the background and moves `latest`); with `storage_every` None, a step
+    reaches storage only when the trainers die. The job then needs an identity: CKPT_JOB_ID (see ckpt.save).
+    restore() with a target resumes from the newest step of either tier, read from memory when it is at least as
+    new as the newest on storage; latest_step() and all_steps() see storage only."""
+
+    def __init__(self, root, *, keep_last=None, keep_every=None, save_interval_steps=1, memory_tier=False,
+                 storage_every=None, context=None):
         if save_interval_steps < 1:
             raise ValueError(f"save_interval_steps must be at least 1, not {save_interval_steps}")
-        for name, value in (("keep_last", keep_last), ("keep_every", keep_every)):
+        for name, value in (("keep_last", keep_last), ("keep_every", keep_every), ("storage_every", storage_every)):
             if value is not None and value < 1:
                 raise ValueError(f"{name} must be at least 1 (or None), not {value}")
+        if memory_tier not in (True, False):
+            raise ValueError(f"memory_tier must be True or False, not {memory_tier!r}")
+        if storage_every is not None and not memory_tier:
+            raise ValueError("storage_every applies to the memory tier: pass memory_tier=True with it (without it, "
+                             "every saved step goes to storage)")
         self.directory = os.fspath(root)
         self.save_interval_steps = int(save_interval_steps)
+        self.memory_tier = bool(memory_tier)
+        self.storage_every = storage_every
         self._context = context_module.resolve(context)
-        opts = _native.new(_native.ManagerOptions, keep_last=keep_last or 0, keep_every=keep_every or 0)
+        opts = _native.new(_native.ManagerOptions, keep_last=keep_last or 0, keep_every=keep_every or 0,
+                           memory_tier=int(self.memory_tier), storage_every=storage_every or 0)
         handle = ctypes.c_void_p()
         self._context.run(lambda: call("ckpt_manager_open", self._context.handle, os.fsencode(self.directory),
                                        ctypes.byref(opts), ctypes.byref(handle)))
@@ -51,10 +67,19 @@ class CheckpointManager:
         self._call("ckpt_manager_step_path", self.handle, int(step), buffer, len(buffer))
         return os.fsdecode(buffer.value)
 
-    def save(self, step, tree, *, metadata=None, force=False, progress=None):
+    def save(self, step, tree, *, metadata=None, force=False, progress=None, tier=None):
         """Collective. Saves `tree` as `step` when should_save(step) or `force`, and returns whether it did. Returns
         once this rank's buffers are staged; the step commits in the background (wait() waits for it). `progress`
-        is called as ckpt.save's is; last_request holds the step's Request (its stats())."""
+        is called as ckpt.save's is; last_request holds the step's Request (its stats()).
+
+        `tier` overrides the manager's choice for this step: "memory" or "both", as ckpt.save's. None follows the
+        manager: storage, or with memory_tier its policy. "storage" is refused with memory_tier, since the library
+        applies the manager's policy to every save that asks for storage."""
+        if tier is not None:
+            checkpoint.tier_code(tier)
+            if tier == "storage" and self.memory_tier:
+                raise ValueError("tier='storage' cannot override memory_tier=True: every step goes to memory, and "
+                                 "to storage too when divisible by storage_every; pass tier='both' to force storage")
         if not force and not self.should_save(step):
             return False
 
@@ -63,7 +88,8 @@ class CheckpointManager:
             call("ckpt_manager_save", self.handle, state.handle, int(step), opts, ctypes.byref(handle))
             return handle
 
-        request = checkpoint.start_save(self._context, tree, self.step_path(step), metadata, submit, progress)
+        request = checkpoint.start_save(self._context, tree, self.step_path(step), metadata, submit, progress,
+                                        "storage" if tier is None else tier)
         self._requests = [r for r in self._requests if not r._finished] + [request]
         self.last_request = request
         return True
@@ -71,7 +97,8 @@ class CheckpointManager:
     def restore(self, step=None, target=None, *, partial=False, allow_dtype_cast=False, progress=None):
         """Collective. The tree saved as `step` (None: the latest committed step, as rank 0 sees it), shaped like
         `target` as ckpt.restore does (`partial`, `allow_dtype_cast` and `progress` too). NotFoundError on every
-        rank when there is no committed step."""
+        rank when there is no committed step. A step in the memory tier is read from there; without a target, the
+        tree's structure is read from storage, so only a target finds a step held in memory alone."""
         options = {"context": self._context, "partial": partial, "allow_dtype_cast": allow_dtype_cast,
                    "progress": progress}
         if step is not None:

@@ -103,9 +103,19 @@ fn free_port() -> u16 {
     panic!("cannot find a free port below 32768");
 }
 
-fn spawn_rank(role: &str, rank: usize, world_size: usize, port: u16, dir: &Path, log: &Path) -> Child {
+/// Changes to the environment of a job's processes: each variable set to a value, or removed (None).
+pub type JobEnv<'a> = &'a [(&'a str, Option<&'a str>)];
+
+fn spawn_rank(role: &str, rank: usize, world_size: usize, port: u16, dir: &Path, log: &Path, job_env: JobEnv) -> Child {
     let log_file = fs::File::create(log).expect("create rank log");
-    Command::new(env::current_exe().expect("current test binary"))
+    let mut command = Command::new(env::current_exe().expect("current test binary"));
+    for (name, value) in job_env {
+        match value {
+            Some(value) => command.env(name, value),
+            None => command.env_remove(name),
+        };
+    }
+    command
         .args([RANK_ENTRY_TEST, "--exact", "--ignored", "--nocapture", "--test-threads=1"])
         .env(ROLE_VAR, role)
         .env(DIR_VAR, dir)
@@ -148,11 +158,17 @@ fn wait_all(children: &mut [Child]) -> Vec<Option<ExitStatus>> {
 /// Runs `role` on `world_size` processes of this test binary, each rank with the launcher's environment, and
 /// panics with every rank's output unless all of them succeed.
 pub fn run_ranks(role: &str, world_size: usize, temp: &TempDir) {
+    run_ranks_with_env(role, world_size, temp, &[]);
+}
+
+/// As [`run_ranks`], with `job_env` applied to every rank's environment.
+pub fn run_ranks_with_env(role: &str, world_size: usize, temp: &TempDir, job_env: JobEnv) {
     let port = free_port();
     let logs: Vec<PathBuf> =
         (0..world_size).map(|rank| temp.path().join(format!("{}-rank{}.log", role, rank))).collect();
-    let mut children: Vec<Child> =
-        (0..world_size).map(|rank| spawn_rank(role, rank, world_size, port, &temp.checkpoint(), &logs[rank])).collect();
+    let mut children: Vec<Child> = (0..world_size)
+        .map(|rank| spawn_rank(role, rank, world_size, port, &temp.checkpoint(), &logs[rank], job_env))
+        .collect();
     let statuses = wait_all(&mut children);
     if statuses.iter().all(|s| s.map_or(false, |s| s.success())) {
         return;

@@ -1,0 +1,129 @@
+"""The memory tier from Python: ckpt.save's tier and CheckpointManager's memory_tier and storage_every reach the
+library, bad values are refused before any work, and a manager resumes from the node agent's memory."""
+
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+import uuid
+
+import numpy as np
+import pytest
+
+import ckpt
+
+JOB_IDENTITY_VARIABLES = ("CKPT_JOB_ID", "SLURM_JOB_ID", "TORCHELASTIC_RUN_ID")
+
+
+def tree_at(step):
+    """The state saved at `step`: every value depends on it."""
+    return {"w": np.arange(12, dtype=np.float32).reshape(3, 4) + 100 * step, "bias": np.full(5, step, np.float64),
+            "step": step}
+
+
+@pytest.fixture
+def anonymous_job(monkeypatch):
+    """A job without an identity, whatever the environment running the tests says."""
+    for name in JOB_IDENTITY_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture
+def job_with_agent(monkeypatch):
+    """A job identity of its own and a fresh memory root for its agent; the agent is stopped and the root removed
+    at the end, whatever happens. Yields the job's identity."""
+    job_id = f"python-memory-tier-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    shm_root = tempfile.mkdtemp(prefix="ckpt-python-test-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
+    for name in JOB_IDENTITY_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("CKPT_JOB_ID", job_id)
+    monkeypatch.setenv("CKPT_AGENT_SHM_ROOT", shm_root)
+    monkeypatch.setenv("CKPT_AGENT_IDLE_S", "60")  # should stopping it fail, the agent still leaves soon
+    try:
+        yield job_id
+    finally:
+        stop_agent(job_id)
+        shutil.rmtree(shm_root, ignore_errors=True)
+
+
+def stop_agent(job_id):
+    """SIGTERM to the job's agent, then up to 5 s for it to leave."""
+    pattern = f"ckpt-agent --job-id {job_id} "
+    subprocess.run(["pkill", "-TERM", "-f", pattern], check=False)
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and subprocess.run(["pgrep", "-f", pattern], capture_output=True).returncode == 0:
+        time.sleep(0.1)
+
+
+def wait_for_file(path, timeout=20):
+    deadline = time.monotonic() + timeout
+    while not os.path.exists(path):
+        assert time.monotonic() < deadline, f"{path} never appeared"
+        time.sleep(0.1)
+
+
+def test_a_tier_is_storage_memory_or_both(tmp_path):
+    for tier in ("disk", "MEMORY", 1, None):
+        with pytest.raises(ValueError, match="tier must be 'storage', 'memory' or 'both'"):
+            ckpt.save(tmp_path / "c", tree_at(1), tier=tier)
+    assert not (tmp_path / "c").exists()
+    with ckpt.CheckpointManager(tmp_path / "run") as manager:
+        with pytest.raises(ValueError, match="tier must be"):
+            manager.save(1, tree_at(1), tier="disk")
+        assert manager.all_steps() == []
+
+
+def test_manager_memory_options_are_checked(tmp_path):
+    with pytest.raises(ValueError, match="memory_tier must be True or False"):
+        ckpt.CheckpointManager(tmp_path / "run", memory_tier="yes")
+    with pytest.raises(ValueError, match="storage_every must be at least 1"):
+        ckpt.CheckpointManager(tmp_path / "run", memory_tier=True, storage_every=0)
+    with pytest.raises(ValueError, match="storage_every applies to the memory tier"):
+        ckpt.CheckpointManager(tmp_path / "run", storage_every=2)
+    with ckpt.CheckpointManager(tmp_path / "run", memory_tier=True, storage_every=2) as manager:
+        assert manager.memory_tier and manager.storage_every == 2
+        with pytest.raises(ValueError, match="tier='storage' cannot override memory_tier=True"):
+            manager.save(1, tree_at(1), tier="storage")
+
+
+@pytest.mark.parametrize("tier", ["memory", "both"])
+def test_a_save_to_memory_without_a_job_identity_names_CKPT_JOB_ID(tmp_path, anonymous_job, tier):
+    with pytest.raises(ckpt.InvalidArgumentError, match="CKPT_JOB_ID"):
+        ckpt.save(tmp_path / "c", tree_at(1), tier=tier)
+    assert not (tmp_path / "c").exists()
+
+
+def test_a_memory_tier_manager_without_a_job_identity_names_CKPT_JOB_ID(tmp_path, anonymous_job):
+    with ckpt.CheckpointManager(tmp_path / "run", memory_tier=True) as manager:
+        with pytest.raises(ckpt.InvalidArgumentError, match="CKPT_JOB_ID"):
+            manager.save(1, tree_at(1))
+        assert manager.all_steps() == []
+    with ckpt.CheckpointManager(tmp_path / "plain") as plain:
+        with pytest.raises(ckpt.InvalidArgumentError, match="CKPT_JOB_ID"):
+            plain.save(1, tree_at(1), tier="memory")
+        assert plain.all_steps() == []
+
+
+def test_a_manager_resumes_from_memory_the_step_storage_never_saw(tmp_path, job_with_agent):
+    root = tmp_path / "run"
+    trainer = ckpt.Context(rank=0, world_size=1, arena_bytes=64 << 20)
+    resumed = ckpt.Context(rank=0, world_size=1, arena_bytes=64 << 20)
+    try:
+        # The trainer stays attached while the fresh context resumes: a job that ended cleanly lets its agent go.
+        with ckpt.CheckpointManager(root, memory_tier=True, storage_every=2, context=trainer) as manager:
+            for step in (1, 2, 3):
+                manager.save(step, tree_at(step))
+                manager.wait()
+            wait_for_file(os.path.join(manager.step_path(2), "MANIFEST"))  # written by the agent
+            with ckpt.CheckpointManager(root, memory_tier=True, storage_every=2, context=resumed) as fresh:
+                restored = fresh.restore(target=tree_at(0))
+                assert not os.path.exists(fresh.step_path(3)), "step 3 reached storage"
+                assert not os.path.exists(fresh.step_path(1)), "step 1 reached storage"
+                assert fresh.latest_step() == 2
+        assert restored["step"] == 3
+        np.testing.assert_array_equal(restored["w"], tree_at(3)["w"])
+        np.testing.assert_array_equal(restored["bias"], tree_at(3)["bias"])
+    finally:
+        resumed.close()
+        trainer.close()
