@@ -62,7 +62,7 @@ int main(int argc, char** argv) {
   uint64_t step = 0;
   if (status == CKPT_OK) {
     status = ckpt_manager_load_latest(manager, state, NULL, &step, err); /* memory if at least as new */
-    if (status == CKPT_E_NOT_FOUND) status = CKPT_OK;                      /* a fresh start: step 0 */
+    if (status == CKPT_E_NOT_FOUND) status = CKPT_OK;                    /* a fresh start: step 0 */
   }
   for (uint64_t i = 0; status == CKPT_OK && i < (end - first) * COLS; ++i) {
     if (step > 0 && rows[i] != value_at(step, first * COLS + i)) {

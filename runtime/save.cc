@@ -1,9 +1,5 @@
 #include "runtime/save.h"
 
-#include <chrono>
-#include <cstdio>
-#include <random>
-
 #include "common/bytes.h"
 #include "io/checksum.h"
 #include "io/file_io.h"
@@ -42,15 +38,6 @@ Result<Proposal> DecodeProposal(std::string_view bytes, int rank) {
   RETURN_IF_ERROR(in.U64(&p.cached_structure));
   RETURN_IF_ERROR(in.ExpectDone());
   return p;
-}
-
-std::string NewSaveId() {
-  std::random_device entropy;
-  const uint64_t id = (static_cast<uint64_t>(entropy()) << 32) ^ entropy() ^
-                      static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
-  char text[17];
-  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(id));
-  return text;
 }
 
 std::string StripTrailingSlashes(std::string path) {
@@ -145,8 +132,6 @@ uint64_t StateBytes(const State& state) {
   return bytes;
 }
 
-// Everything after rank 0's claim, filling `ticket`; `claim` moves into it, which holds it until the commit or
-// abandonment.
 // What a memory-tier save adds to one to storage: the storage path its memory checkpoint stands for, and the
 // node's agent holding it. `agent` is null for a save to storage.
 struct MemoryTarget {
@@ -166,6 +151,8 @@ std::function<Status()> Announcement(const MemoryTarget& memory, const CommitInp
           persist = settings.tier == Tier::kBoth] { return agent->Complete(reservation, checkpoint, persist); };
 }
 
+// Everything after rank 0's claim, filling `ticket`; `claim` moves into it, which holds it until the commit or
+// abandonment.
 Status BeginSave(Context& ctx, const State& state, const std::string& path, const std::string& save_id,
                  const Status& claimed, UniqueFd claim, const SaveSettings& settings, const MemoryTarget& memory,
                  const std::shared_ptr<SaveTicket>& ticket) {

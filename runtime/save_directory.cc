@@ -1,5 +1,9 @@
 #include "runtime/save_directory.h"
 
+#include <chrono>
+#include <cstdio>
+#include <random>
+
 #include "io/claimed_directory.h"
 #include "io/file_io.h"
 
@@ -23,6 +27,15 @@ Status RemoveAbandonedTemporaries(const std::string& path) {
 }
 
 }  // namespace
+
+std::string NewSaveId() {
+  std::random_device entropy;
+  const uint64_t id = (static_cast<uint64_t>(entropy()) << 32) ^ entropy() ^
+                      static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+  char text[17];
+  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(id));
+  return text;
+}
 
 std::string TemporaryDirectory(const std::string& path, const std::string& save_id) {
   return path + std::string(kTemporaryInfix) + save_id;

@@ -14,6 +14,9 @@ namespace ckpt::runtime {
 
 inline constexpr std::string_view kTemporaryInfix = ".tmp-";
 
+// A save's identity: 16 hex digits, fresh for every save (and every persist of a memory checkpoint).
+std::string NewSaveId();
+
 std::string TemporaryDirectory(const std::string& path, const std::string& save_id);
 
 // Rank 0, before a save's first collective step: refuses a `path` that already exists (kAlreadyExists), removes

@@ -54,8 +54,8 @@ void SaveExecutor::Run() {
       queue_.pop_front();
     }
     const CommitInputs& commit = ticket->commit;
-    const std::string saving = commit.storage_path.empty() ? "saving '" + commit.path + "'"
-                                                           : "saving '" + commit.storage_path + "' to memory";
+    const std::string saving =
+        commit.storage_path.empty() ? "saving '" + commit.path + "'" : "saving '" + commit.storage_path + "' to memory";
     Status outcome = GuardedFinalize(*ticket).WithContext(saving);
     // Every write of the save has been answered, so no job of it can reopen a file after this. A file whose last
     // job never came (staging stopped early) stays open in its worker otherwise. The save has failed either way: a

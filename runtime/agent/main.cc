@@ -104,8 +104,10 @@ void ParseFlags(CLI::App& app, Flags& flags) {
 Status CompleteFlags(Flags& flags) {
   RETURN_IF_ERROR(coll::agent::ValidateJobId(flags.job_id).WithContext("--job-id"));
   if (flags.node.empty()) flags.node = HostName();
-  if (flags.budget_bytes == 0) flags.budget_bytes = settings::PositiveFromEnv(settings::kAgentBudgetVar, HalfOfMemory());
-  if (flags.idle_timeout_s <= 0) flags.idle_timeout_s = settings::PositiveFromEnv(settings::kAgentIdleVar, kDefaultIdleSeconds);
+  if (flags.budget_bytes == 0)
+    flags.budget_bytes = settings::PositiveFromEnv(settings::kAgentBudgetVar, HalfOfMemory());
+  if (flags.idle_timeout_s <= 0)
+    flags.idle_timeout_s = settings::PositiveFromEnv(settings::kAgentIdleVar, kDefaultIdleSeconds);
   if (flags.linger_s < 0) return InvalidArgument("--linger-s must not be negative");
   // The daemon runs in "/": a relative root would name another directory there.
   flags.shm_root = std::filesystem::absolute(flags.shm_root).lexically_normal().string();
