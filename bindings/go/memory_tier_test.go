@@ -47,11 +47,22 @@ func jobWithAgent(t *testing.T) {
 }
 
 // stopAgent sends SIGTERM to the job's agent, then waits up to 5 s for it to leave.
+// withoutSanitizer keeps the sanitizer runtime that the ASan build preloads into the tests away from cmd (pkill
+// and pgrep deadlock at start with it).
+func withoutSanitizer(cmd *exec.Cmd) *exec.Cmd {
+	for _, variable := range os.Environ() {
+		if !strings.HasPrefix(variable, "LD_PRELOAD=") {
+			cmd.Env = append(cmd.Env, variable)
+		}
+	}
+	return cmd
+}
+
 func stopAgent(jobID string) {
 	pattern := "ckpt-agent --job-id " + jobID + " "
-	exec.Command("pkill", "-TERM", "-f", pattern).Run()
+	withoutSanitizer(exec.Command("pkill", "-TERM", "-f", pattern)).Run()
 	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); {
-		if exec.Command("pgrep", "-f", pattern).Run() != nil {
+		if withoutSanitizer(exec.Command("pgrep", "-f", pattern)).Run() != nil {
 			return
 		}
 		time.Sleep(100 * time.Millisecond)

@@ -50,9 +50,13 @@ def job_with_agent(monkeypatch):
 def stop_agent(job_id):
     """SIGTERM to the job's agent, then up to 5 s for it to leave."""
     pattern = f"ckpt-agent --job-id {job_id} "
-    subprocess.run(["pkill", "-TERM", "-f", pattern], check=False)
+    # pkill and pgrep must not get the sanitizer runtime that the ASan build preloads into the tests: it deadlocks
+    # them at start.
+    env = {name: value for name, value in os.environ.items() if name != "LD_PRELOAD"}
+    subprocess.run(["pkill", "-TERM", "-f", pattern], check=False, env=env)
     deadline = time.monotonic() + 5
-    while time.monotonic() < deadline and subprocess.run(["pgrep", "-f", pattern], capture_output=True).returncode == 0:
+    while time.monotonic() < deadline and subprocess.run(["pgrep", "-f", pattern], capture_output=True,
+                                                         env=env).returncode == 0:
         time.sleep(0.1)
 
 

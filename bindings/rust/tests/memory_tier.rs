@@ -132,10 +132,16 @@ impl AgentJob {
 
 impl Drop for AgentJob {
     fn drop(&mut self) {
-        let _ = Command::new("pkill").args(["-TERM", "-f", &self.pattern()]).status();
+        // pkill and pgrep must not get the sanitizer runtime that the ASan build preloads into the tests: it
+        // deadlocks them at start.
+        let _ = Command::new("pkill").env_remove("LD_PRELOAD").args(["-TERM", "-f", &self.pattern()]).status();
         let deadline = Instant::now() + Duration::from_secs(5);
         while Instant::now() < deadline
-            && Command::new("pgrep").args(["-f", &self.pattern()]).output().map_or(false, |o| o.status.success())
+            && Command::new("pgrep")
+                .env_remove("LD_PRELOAD")
+                .args(["-f", &self.pattern()])
+                .output()
+                .map_or(false, |o| o.status.success())
         {
             std::thread::sleep(Duration::from_millis(100));
         }
