@@ -132,7 +132,7 @@ Context::~Context() {
   if (arena_pinned_) (void)io::CudaRuntime::Get().value()->UnregisterHost(arena_->data());
 }
 
-Result<std::unique_ptr<MemoryTier>> Context::AttachToAgent(bool start) const {
+Result<std::shared_ptr<MemoryTier>> Context::AttachToAgent(bool start) const {
   ASSIGN_OR_RETURN(std::string job_id, coll::agent::JobIdFromEnvironment());
   MemoryTierConfig config;
   config.job_id = std::move(job_id);
@@ -142,26 +142,27 @@ Result<std::unique_ptr<MemoryTier>> Context::AttachToAgent(bool start) const {
   config.node_name = node_name();
   config.rank = rank();
   config.timeout = timeout_;
-  return MemoryTier::Attach(config, start);
+  ASSIGN_OR_RETURN(std::unique_ptr<MemoryTier> attached, MemoryTier::Attach(config, start));
+  return std::shared_ptr<MemoryTier>(std::move(attached));
 }
 
-Result<MemoryTier*> Context::AttachMemoryTier() {
+Result<std::shared_ptr<MemoryTier>> Context::AttachMemoryTier() {
   if (memory_tier_agreed_) {
     // Local, never a collective: the ranks learn of a dead agent at different times. Should the new attachment
     // fail, the broken one stays and fails this rank's share of the save, and so the save on every rank.
     if (memory_tier_->broken()) {
-      Result<std::unique_ptr<MemoryTier>> attached = AttachToAgent(true);
+      Result<std::shared_ptr<MemoryTier>> attached = AttachToAgent(true);
       if (attached.ok()) {
         memory_tier_ = std::move(attached).value();
       } else {
         Log(LogLevel::kWarning, "the memory tier: no new agent: " + attached.status().message());
       }
     }
-    return memory_tier_.get();
+    return memory_tier_;
   }
   Status local;
   if (!memory_tier_ || memory_tier_->broken()) {
-    Result<std::unique_ptr<MemoryTier>> attached = AttachToAgent(true);
+    Result<std::shared_ptr<MemoryTier>> attached = AttachToAgent(true);
     if (attached.ok()) memory_tier_ = std::move(attached).value();
     local = attached.status();
   }
@@ -174,22 +175,14 @@ Result<MemoryTier*> Context::AttachMemoryTier() {
     }
   }
   memory_tier_agreed_ = true;
-  return memory_tier_.get();
+  return memory_tier_;
 }
 
-// Every rank's reservation ends with its save; rank 0's has become the memory checkpoint's own bytes when the
-// save committed, and releasing it then is a no-op at the agent.
-void Context::ReleaseMemoryReservation(const SaveTicket& ticket) {
-  if (ticket.commit.memory_reservation.empty() || !memory_tier_ || memory_tier_->broken()) return;
-  const Status released = memory_tier_->Release(ticket.commit.memory_reservation);
-  if (!released.ok()) Log(LogLevel::kWarning, "the memory tier: " + released.message());
-}
-
-MemoryTier* Context::FindMemoryTier() {
-  if (memory_tier_ && !memory_tier_->broken()) return memory_tier_.get();
+std::shared_ptr<MemoryTier> Context::FindMemoryTier() {
+  if (memory_tier_ && !memory_tier_->broken()) return memory_tier_;
   if (memory_tier_agreed_) return nullptr;  // saves re-attach (AttachMemoryTier); a load reads storage meanwhile
   if (!coll::agent::JobIdFromEnvironment().ok()) return nullptr;
-  Result<std::unique_ptr<MemoryTier>> attached = AttachToAgent(false);
+  Result<std::shared_ptr<MemoryTier>> attached = AttachToAgent(false);
   if (!attached.ok()) {
     if (attached.status().code() != Code::kNotFound) {
       Log(LogLevel::kWarning, "the node's ckpt-agent cannot be used: " + attached.status().message());
@@ -197,7 +190,7 @@ MemoryTier* Context::FindMemoryTier() {
     return nullptr;
   }
   memory_tier_ = std::move(attached).value();
-  return memory_tier_.get();
+  return memory_tier_;
 }
 
 Status Context::StartControlPlane(const ContextConfig& config) {
@@ -267,14 +260,15 @@ Status Context::StartIo(const ContextConfig& config) {
     ASSIGN_OR_RETURN(std::unique_ptr<coll::TcpStore> auxiliary, coll::TcpStore::Connect(store_config_));
     channel = MakeStoreCommitChannel(std::move(auxiliary));
   }
-  saves_ = std::make_unique<SaveExecutor>(*arena_, *workers_, std::move(channel), rank(),
-                                          [this](const SaveTicket& ticket, const Status& outcome) {
-                                            stats_.bytes_written += ticket.bytes_written;
-                                            ReleaseMemoryReservation(ticket);
-                                            if (!outcome.ok()) return;
-                                            ++stats_.saves_committed;
-                                            Log(LogLevel::kInfo, DescribeSave(ticket));
-                                          });
+  saves_ = std::make_unique<SaveExecutor>(
+      *arena_, *workers_, std::move(channel), rank(), [this](const SaveTicket& ticket, const Status& outcome) {
+        stats_.bytes_written += ticket.bytes_written;
+        ReleaseMemoryReservation(ticket,
+                                 [this](const std::string& m) { Log(LogLevel::kWarning, "the memory tier: " + m); });
+        if (!outcome.ok()) return;
+        ++stats_.saves_committed;
+        Log(LogLevel::kInfo, DescribeSave(ticket));
+      });
   return Status::Ok();
 }
 

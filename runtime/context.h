@@ -110,10 +110,11 @@ class Context {
   // Collective on first use: every rank attaches to its node's ckpt-agent, starting it when none runs, and all
   // agree on the outcome. kUnsupported (the same on every rank) when the ranks span several nodes: the memory tier
   // does not reach across nodes yet. Later calls return the same attachment at no cost.
-  Result<MemoryTier*> AttachMemoryTier();
+  // Shared with the saves in flight, which hold it until they finish even when a later save re-attaches.
+  Result<std::shared_ptr<MemoryTier>> AttachMemoryTier();
   // Local: the memory tier if attached, else this job's agent on this node if one runs (never starting one); null
   // when there is none or the job has no identity (coll::agent::JobIdFromEnvironment).
-  MemoryTier* FindMemoryTier();
+  std::shared_ptr<MemoryTier> FindMemoryTier();
 
   void Log(LogLevel level, const std::string& message) const;
 
@@ -125,8 +126,7 @@ class Context {
   void PinArenaForDevices();
   bool DeviceTransportWanted() const;
   // This rank's attachment to its node's agent (starting one with `start`): MemoryTier::Attach.
-  Result<std::unique_ptr<MemoryTier>> AttachToAgent(bool start) const;
-  void ReleaseMemoryReservation(const SaveTicket& ticket);
+  Result<std::shared_ptr<MemoryTier>> AttachToAgent(bool start) const;
 
   coll::ProcessIdentity identity_;
   std::chrono::milliseconds timeout_{0};
@@ -147,7 +147,7 @@ class Context {
   bool device_transport_failed_ = false;
   LoadPlanCache load_plan_cache_;
   PlanCache plan_cache_;
-  std::unique_ptr<MemoryTier> memory_tier_;  // detached after the saves in flight have finished
+  std::shared_ptr<MemoryTier> memory_tier_;  // detached once the saves in flight have finished
   bool memory_tier_agreed_ = false;          // every rank attached (AttachMemoryTier)
   ContextStats stats_;
 };

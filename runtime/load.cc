@@ -368,7 +368,7 @@ Status LoadReported(Context& ctx, State& state, const CheckpointSource* source, 
 
 // This rank's agent's copy of the checkpoint at storage path `path`, if it holds a complete one.
 std::optional<std::string> MemoryCopy(Context& ctx, const std::string& path) {
-  MemoryTier* memory = ctx.FindMemoryTier();
+  const std::shared_ptr<MemoryTier> memory = ctx.FindMemoryTier();
   if (memory == nullptr) return std::nullopt;
   Result<std::vector<coll::agent::MemoryCheckpoint>> held = memory->List();
   if (!held.ok()) {

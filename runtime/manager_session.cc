@@ -58,7 +58,7 @@ Result<std::shared_ptr<SaveTicket>> ManagerSession::Save(const State& state, uin
 }
 
 std::optional<uint64_t> ManagerSession::NewestInMemory() {
-  MemoryTier* memory = ctx_.FindMemoryTier();
+  const std::shared_ptr<MemoryTier> memory = ctx_.FindMemoryTier();
   if (memory == nullptr) return std::nullopt;
   Result<std::vector<coll::agent::MemoryCheckpoint>> held = memory->List();
   if (!held.ok()) {

@@ -135,7 +135,7 @@ uint64_t StateBytes(const State& state) {
 // What a memory-tier save adds to one to storage: the storage path its memory checkpoint stands for, and the
 // node's agent holding it. `agent` is null for a save to storage.
 struct MemoryTarget {
-  MemoryTier* agent = nullptr;
+  std::shared_ptr<MemoryTier> agent;
   std::string storage_path;
 };
 
@@ -186,6 +186,7 @@ Status BeginSave(Context& ctx, const State& state, const std::string& path, cons
   staging.inline_common_max = settings.inline_common_max;
   staging.timeout = ctx.timeout();
   if (memory.agent != nullptr) {
+    commit.memory_tier = memory.agent;
     commit.memory_reservation = commit.tmp_dir.substr(commit.tmp_dir.rfind('/') + 1);
     commit.storage_path = memory.storage_path;
     if (ctx.rank() == 0) commit.announce = Announcement(memory, commit, settings);
@@ -224,7 +225,7 @@ Result<std::shared_ptr<SaveTicket>> StartSave(Context& ctx, const State& state, 
   ticket->progress.Enter(Phase::kPlanning, 0, 0);
   MemoryTarget memory;
   if (settings.tier != Tier::kStorage) {
-    Result<MemoryTier*> agent = ctx.AttachMemoryTier();
+    Result<std::shared_ptr<MemoryTier>> agent = ctx.AttachMemoryTier();
     if (!agent.ok()) {
       ticket->progress.Enter(Phase::kFailed, 0, 0);
       return agent.status();

@@ -70,4 +70,11 @@ std::string DescribeSave(const SaveTicket& ticket) {
          DescribeSeconds(s.blocking_ns + s.writing_ns) + ", committed after " + DescribeSeconds(s.total_ns);
 }
 
+void ReleaseMemoryReservation(const SaveTicket& ticket, const std::function<void(const std::string&)>& warn) {
+  const std::shared_ptr<MemoryTier>& agent = ticket.commit.memory_tier;
+  if (!agent || agent->broken()) return;
+  const Status released = agent->Release(ticket.commit.memory_reservation);
+  if (!released.ok()) warn(released.message());
+}
+
 }  // namespace ckpt::runtime

@@ -18,6 +18,7 @@
 #include "io/file_jobs.h"
 #include "io/staging_arena.h"
 #include "runtime/manifest.h"
+#include "runtime/memory_tier.h"
 #include "runtime/progress.h"
 #include "runtime/save_partition.h"
 #include "runtime/save_plan.h"
@@ -56,8 +57,10 @@ struct CommitInputs {
   // Rank 0, once committed (the manager's latest pointer and retention); reports its own problems, since the
   // checkpoint stands whatever happens there.
   std::function<void()> after_commit;
-  // A memory-tier save: the temporary directory's name its bytes were reserved under with the agent, released by
-  // every rank once the save has finished. Empty: a save to storage.
+  // A memory-tier save: the node's agent this rank reserved with (held until the save ends, whatever the context
+  // attaches to meanwhile), and the temporary directory's name the bytes were reserved under, released by every
+  // rank once the save has finished. Null and empty: a save to storage.
+  std::shared_ptr<MemoryTier> memory_tier;
   std::string memory_reservation;
   // A memory-tier save: the storage path the memory checkpoint at `path` stands for, which messages name.
   std::string storage_path;
@@ -126,5 +129,10 @@ class SaveTicket {
 
 // The INFO line of a committed save: this rank's bytes and where its time went.
 std::string DescribeSave(const SaveTicket& ticket);
+
+// A finished memory-tier save gives its reservation back (rank 0's became the memory checkpoint's own bytes at the
+// commit, and releasing it then changes nothing at the agent); `warn` hears why it could not. Nothing for a save to
+// storage, or when the agent died.
+void ReleaseMemoryReservation(const SaveTicket& ticket, const std::function<void(const std::string&)>& warn);
 
 }  // namespace ckpt::runtime

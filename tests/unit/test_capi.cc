@@ -45,6 +45,12 @@ bool SameLoadOptions(const ckpt_load_options& a, const ckpt_load_options& b) {
          a.progress == b.progress && a.progress_user == b.progress_user;
 }
 
+// Field by field: the struct has padding before storage_every, which neither side defines.
+bool SameManagerOptions(const ckpt_manager_options& a, const ckpt_manager_options& b) {
+  return a.struct_size == b.struct_size && a.keep_last == b.keep_last && a.keep_every == b.keep_every &&
+         a.memory_tier == b.memory_tier && a.storage_every == b.storage_every;
+}
+
 TEST(CapiAbi, InitMacrosMatchInitFunctions) {
   ckpt_context_options from_macro = CKPT_CONTEXT_OPTIONS_INIT, from_function;
   std::memset(&from_function, 0xAB, sizeof from_function);
@@ -69,7 +75,7 @@ TEST(CapiAbi, InitMacrosMatchInitFunctions) {
   ckpt_manager_options manager_macro = CKPT_MANAGER_OPTIONS_INIT, manager_function;
   std::memset(&manager_function, 0xAB, sizeof manager_function);
   EXPECT_EQ(ckpt_manager_options_init(&manager_function, sizeof manager_function), CKPT_OK);
-  EXPECT_TRUE(SameBytes(manager_macro, manager_function));
+  EXPECT_TRUE(SameManagerOptions(manager_macro, manager_function));
 }
 
 // Room for an options struct followed by bytes the init function must leave alone.
