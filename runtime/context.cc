@@ -193,6 +193,17 @@ std::shared_ptr<MemoryTier> Context::FindMemoryTier() {
   return memory_tier_;
 }
 
+Context::MemoryHoldings Context::HeldInMemory() {
+  const std::shared_ptr<MemoryTier> memory = FindMemoryTier();
+  if (memory == nullptr) return {};
+  Result<std::vector<coll::agent::MemoryCheckpoint>> held = memory->List();
+  if (!held.ok()) {
+    Log(LogLevel::kWarning, "the memory tier: " + held.status().message());
+    return {};
+  }
+  return {memory->memory_dir(), std::move(held).value()};
+}
+
 Status Context::StartControlPlane(const ContextConfig& config) {
   if (world_size() == 1) {
     control_ = coll::MakeSoloControlPlane();

@@ -115,6 +115,13 @@ class Context {
   // Local: the memory tier if attached, else this job's agent on this node if one runs (never starting one); null
   // when there is none or the job has no identity (coll::agent::JobIdFromEnvironment).
   std::shared_ptr<MemoryTier> FindMemoryTier();
+  // Local: the complete memory checkpoints this rank's agent holds (FindMemoryTier), in `memory_dir`; none when
+  // there is no agent or it cannot say (logged as a warning: the caller then uses storage).
+  struct MemoryHoldings {
+    std::string memory_dir;
+    std::vector<coll::agent::MemoryCheckpoint> checkpoints;
+  };
+  MemoryHoldings HeldInMemory();
 
   void Log(LogLevel level, const std::string& message) const;
 

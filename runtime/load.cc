@@ -368,16 +368,10 @@ Status LoadReported(Context& ctx, State& state, const CheckpointSource* source, 
 
 // This rank's agent's copy of the checkpoint at storage path `path`, if it holds a complete one.
 std::optional<std::string> MemoryCopy(Context& ctx, const std::string& path) {
-  const std::shared_ptr<MemoryTier> memory = ctx.FindMemoryTier();
-  if (memory == nullptr) return std::nullopt;
-  Result<std::vector<coll::agent::MemoryCheckpoint>> held = memory->List();
-  if (!held.ok()) {
-    ctx.Log(LogLevel::kWarning, "the memory tier: " + held.status().message());
-    return std::nullopt;
-  }
+  const Context::MemoryHoldings held = ctx.HeldInMemory();
   const std::string storage_path = AbsoluteStoragePath(path);
-  for (const coll::agent::MemoryCheckpoint& checkpoint : *held) {
-    if (checkpoint.storage_path == storage_path) return memory->memory_dir() + "/" + checkpoint.name;
+  for (const coll::agent::MemoryCheckpoint& checkpoint : held.checkpoints) {
+    if (checkpoint.storage_path == storage_path) return held.memory_dir + "/" + checkpoint.name;
   }
   return std::nullopt;
 }

@@ -58,16 +58,9 @@ Result<std::shared_ptr<SaveTicket>> ManagerSession::Save(const State& state, uin
 }
 
 std::optional<uint64_t> ManagerSession::NewestInMemory() {
-  const std::shared_ptr<MemoryTier> memory = ctx_.FindMemoryTier();
-  if (memory == nullptr) return std::nullopt;
-  Result<std::vector<coll::agent::MemoryCheckpoint>> held = memory->List();
-  if (!held.ok()) {
-    ctx_.Log(LogLevel::kWarning, "the memory tier: " + held.status().message());
-    return std::nullopt;
-  }
   const std::string root = AbsoluteStoragePath(manager_->root());
   std::optional<uint64_t> newest;
-  for (const coll::agent::MemoryCheckpoint& checkpoint : *held) {
+  for (const coll::agent::MemoryCheckpoint& checkpoint : ctx_.HeldInMemory().checkpoints) {
     if (checkpoint.manager_root == root && (!newest || checkpoint.step > *newest)) newest = checkpoint.step;
   }
   return newest;
