@@ -86,6 +86,10 @@ FIGURES = [
     ("crash_to_committed_ms", "ms", "%.1f"),
     ("crash_fio_write_ms", "ms", "%.1f"),
     ("crash_to_committed_vs_fio_write", "ratio", "%.2f"),
+    # Replication between two agents over UCX's TCP transport, against ucx_perftest over TCP in the same run.
+    ("replication_gbps", "GB/s", "%.3f"),
+    ("ucx_perftest_tcp_gbps", "GB/s", "%.3f"),
+    ("replication_vs_ucx_perftest", "ratio", "%.3f"),
 ]
 # The loads measured on several ranks, as prefixed by bench/run.
 RANKED_LOADS = ("reshard_load", "exchange_load", "no_exchange_load")
@@ -307,6 +311,10 @@ def memory_tier_figures(raw, f, state_gib):
     f["crash_to_committed_ms"] = need(raw, "crash_to_committed_ms")
     f["crash_fio_write_ms"] = state_gib / f["fio_write_gibps"] * 1e3
     f["crash_to_committed_vs_fio_write"] = f["crash_to_committed_ms"] / f["crash_fio_write_ms"]
+    if "replication_gbps" in raw and "ucx_perftest_tcp_bps" in raw:
+        f["replication_gbps"] = need(raw, "replication_gbps")
+        f["ucx_perftest_tcp_gbps"] = need(raw, "ucx_perftest_tcp_bps") / 1e9
+        f["replication_vs_ucx_perftest"] = f["replication_gbps"] / f["ucx_perftest_tcp_gbps"]
 
 
 def report(path, state_mib, dedup_mib, reshard_mib):
@@ -336,7 +344,8 @@ def report(path, state_mib, dedup_mib, reshard_mib):
                      "export_vs_fio_write", "export_vs_fio_copy", "safetensors_load_vs_fio_read",
                      "async_block_vs_memcpy", "dedup_save_vs_fio_write", "reshard_load_vs_fio_read",
                      "exchange_vs_ucx_perftest", "d2h_stage_vs_memcpy", "mem_save_block_vs_memcpy",
-                     "mem_restore_vs_storage_load", "crash_to_committed_vs_fio_write"):
+                     "mem_restore_vs_storage_load", "crash_to_committed_vs_fio_write",
+                     "replication_vs_ucx_perftest"):
             if all(name in f for f in per_run):
                 comments.append("%s per run: %s" % (name, " ".join("%.3f" % f[name] for f in per_run)))
     for comment in comments:

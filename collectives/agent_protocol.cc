@@ -12,6 +12,9 @@ namespace {
 
 constexpr size_t kMaxJobIdBytes = 128;
 constexpr uint32_t kMaxCheckpoints = 4096;
+// Bounds on what a message may claim to hold, checked before anything is allocated for it.
+constexpr uint32_t kMaxFiles = 1u << 20;
+constexpr uint32_t kMaxPeers = 1u << 16;
 
 // The first 16 hex digits of SHA-256 over `parts` (each length-prefixed, so that no two lists collide).
 std::string Digest(const std::vector<std::string_view>& parts) {
@@ -33,6 +36,13 @@ void PutCheckpoint(ByteWriter& out, const MemoryCheckpoint& c) {
   out.U64(c.bytes);
   out.U8(c.persisted ? 1 : 0);
   out.Bytes(c.persist_error);
+  out.Bytes(c.save_id);
+  out.U32(c.node_index);
+  out.U32(c.node_count);
+  out.U32(static_cast<uint32_t>(c.own_files.size()));
+  for (const std::string& file : c.own_files) out.Bytes(file);
+  out.U8(c.replicated ? 1 : 0);
+  out.Bytes(c.replication_error);
 }
 
 Status GetCheckpoint(ByteReader& in, MemoryCheckpoint* c) {
@@ -45,6 +55,42 @@ Status GetCheckpoint(ByteReader& in, MemoryCheckpoint* c) {
   RETURN_IF_ERROR(in.U8(&persisted));
   RETURN_IF_ERROR(in.Bytes(&c->persist_error));
   c->persisted = persisted != 0;
+  uint8_t replicated = 0;
+  uint32_t files = 0;
+  RETURN_IF_ERROR(in.Bytes(&c->save_id));
+  RETURN_IF_ERROR(in.U32(&c->node_index));
+  RETURN_IF_ERROR(in.U32(&c->node_count));
+  RETURN_IF_ERROR(in.Count(&files, kMaxFiles, sizeof(uint32_t)));
+  c->own_files.resize(files);
+  for (std::string& file : c->own_files) RETURN_IF_ERROR(in.Bytes(&file));
+  RETURN_IF_ERROR(in.U8(&replicated));
+  RETURN_IF_ERROR(in.Bytes(&c->replication_error));
+  c->replicated = replicated != 0;
+  if (c->node_count == 0 || c->node_index >= c->node_count) {
+    return Corrupt("memory checkpoint '" + c->name + "' names node " + std::to_string(c->node_index) + " of " +
+                   std::to_string(c->node_count));
+  }
+  return Status::Ok();
+}
+
+void PutPeers(ByteWriter& out, const std::vector<PeerAgent>& peers) {
+  out.U32(static_cast<uint32_t>(peers.size()));
+  for (const PeerAgent& peer : peers) {
+    out.U32(peer.node_index);
+    out.Bytes(peer.node);
+    out.Bytes(peer.address);
+  }
+}
+
+Status GetPeers(ByteReader& in, std::vector<PeerAgent>* peers) {
+  uint32_t count = 0;
+  RETURN_IF_ERROR(in.Count(&count, kMaxPeers, 3 * sizeof(uint32_t)));
+  peers->resize(count);
+  for (PeerAgent& peer : *peers) {
+    RETURN_IF_ERROR(in.U32(&peer.node_index));
+    RETURN_IF_ERROR(in.Bytes(&peer.node));
+    RETURN_IF_ERROR(in.Bytes(&peer.address));
+  }
   return Status::Ok();
 }
 
@@ -147,6 +193,7 @@ std::string EncodeWelcome(const Welcome& w) {
   ByteWriter out;
   out.Bytes(w.memory_dir);
   out.U64(w.budget_bytes);
+  out.Bytes(w.replication_address);
   return out.Take();
 }
 
@@ -155,6 +202,7 @@ Result<Welcome> DecodeWelcome(std::string_view bytes) {
   Welcome w;
   RETURN_IF_ERROR(in.Bytes(&w.memory_dir));
   RETURN_IF_ERROR(in.U64(&w.budget_bytes));
+  RETURN_IF_ERROR(in.Bytes(&w.replication_address));
   RETURN_IF_ERROR(in.ExpectDone());
   return w;
 }
@@ -167,6 +215,9 @@ std::string EncodeRequest(const Request& r) {
   out.Bytes(r.reservation);
   PutCheckpoint(out, r.checkpoint);
   out.U8(r.persist ? 1 : 0);
+  PutPeers(out, r.peers);
+  out.U32(r.node_index);
+  out.U32(r.replicas);
   return out.Take();
 }
 
@@ -175,7 +226,7 @@ Result<Request> DecodeRequest(std::string_view bytes) {
   Request r;
   uint8_t op = 0, persist = 0;
   RETURN_IF_ERROR(in.U8(&op));
-  if (op < static_cast<uint8_t>(Op::kReserve) || op > static_cast<uint8_t>(Op::kDetach)) {
+  if (op < static_cast<uint8_t>(Op::kReserve) || op > static_cast<uint8_t>(Op::kFetch)) {
     return Corrupt("a request to the agent has the unknown operation " + std::to_string(op));
   }
   r.op = static_cast<Op>(op);
@@ -184,6 +235,9 @@ Result<Request> DecodeRequest(std::string_view bytes) {
   RETURN_IF_ERROR(in.Bytes(&r.reservation));
   RETURN_IF_ERROR(GetCheckpoint(in, &r.checkpoint));
   RETURN_IF_ERROR(in.U8(&persist));
+  RETURN_IF_ERROR(GetPeers(in, &r.peers));
+  RETURN_IF_ERROR(in.U32(&r.node_index));
+  RETURN_IF_ERROR(in.U32(&r.replicas));
   RETURN_IF_ERROR(in.ExpectDone());
   r.persist = persist != 0;
   return r;

@@ -20,7 +20,7 @@
 
 namespace ckpt::coll::agent {
 
-inline constexpr uint32_t kProtocolVersion = 1;
+inline constexpr uint32_t kProtocolVersion = 2;
 // No message is larger: a List of every memory checkpoint the agent holds stays far below it.
 inline constexpr size_t kMaxMessageBytes = 1 << 20;
 
@@ -46,6 +46,8 @@ enum class Op : uint8_t {
   kList = 4,      // the complete memory checkpoints
   kPersist = 5,   // write memory checkpoint `name` to its storage path now
   kDetach = 6,    // this rank leaves cleanly (its context is freed): not a death
+  kPeers = 7,     // the job's agents on every node: where to replicate to and fetch from
+  kFetch = 8,     // make memory checkpoint `checkpoint.name` whole on this node, pulling what it lacks from peers
 };
 
 struct Challenge {
@@ -68,6 +70,9 @@ std::string HelloProofFields(const Hello& hello);
 struct Welcome {
   std::string memory_dir;
   uint64_t budget_bytes = 0;
+  // The agent's UCX worker address, which peer agents connect to; empty when UCX cannot run here (the agent then
+  // neither replicates nor fetches).
+  std::string replication_address;
 };
 
 // One memory checkpoint the agent holds.
@@ -79,15 +84,35 @@ struct MemoryCheckpoint {
   uint64_t bytes = 0;
   bool persisted = false;     // committed at storage_path (by the agent, or found there)
   std::string persist_error;  // the last failed attempt's message; empty if none
+  // The save that wrote it, and the node's place in that save (0 is rank 0's node, which commits a persist):
+  // every node's agent names the same temporary directory on storage after the save id.
+  std::string save_id;
+  uint32_t node_index = 0;
+  uint32_t node_count = 1;
+  // The agent's: the data files this node's ranks wrote (names inside the checkpoint's data/ directory), which this
+  // node persists and replicates; the other files it holds are replicas or fetched copies.
+  std::vector<std::string> own_files;
+  bool replicated = false;        // every replica of own_files is in place on its peer (true when none is asked)
+  std::string replication_error;  // the last failed replication's message; empty if none
+};
+
+// One node's agent, as the ranks tell every agent of the job (kPeers).
+struct PeerAgent {
+  uint32_t node_index = 0;
+  std::string node;
+  std::string address;  // Welcome::replication_address
 };
 
 struct Request {
   Op op = Op::kList;
-  std::string name;             // kReserve, kRelease: the temporary directory; kComplete, kPersist: the committed one
-  uint64_t bytes = 0;           // kReserve
-  std::string reservation;      // kComplete: the temporary name its bytes were reserved under
-  MemoryCheckpoint checkpoint;  // kComplete: name, storage_path, manager_root, step (bytes and state are the agent's)
-  bool persist = false;         // kComplete: also write it to storage, in the background
+  std::string name;              // kReserve, kRelease: the temporary directory; kComplete, kPersist: the committed one
+  uint64_t bytes = 0;            // kReserve
+  std::string reservation;       // kComplete: the temporary name its bytes were reserved under
+  MemoryCheckpoint checkpoint;   // kComplete: name, storage_path, manager_root, step (bytes and state are the agent's)
+  bool persist = false;          // kComplete: also write it to storage, in the background
+  std::vector<PeerAgent> peers;  // kPeers: every node's agent, this one's included
+  uint32_t node_index = 0;       // kPeers: this agent's node
+  uint32_t replicas = 0;         // kPeers: how many other nodes hold a copy of each node's files
 };
 
 struct Reply {
@@ -95,6 +120,8 @@ struct Reply {
   std::string message;
   std::string payload;  // kList: EncodeCheckpoints; the Hello's reply: EncodeWelcome
 };
+// kFetch is answered at once: kInProgress while the pull runs (ask again), kOk once the checkpoint is whole here,
+// or the pull's failure (asked again, it starts afresh).
 
 std::string EncodeChallenge(const Challenge& c);
 Result<Challenge> DecodeChallenge(std::string_view bytes);

@@ -75,6 +75,12 @@ std::string WelcomeProof(std::string_view secret, std::string_view server_nonce,
   return Hmac(secret, message);
 }
 
+std::string MessageProof(std::string_view secret, std::string_view label, std::string_view fields) {
+  std::string message(label);
+  message.append(fields);
+  return Hmac(secret, message);
+}
+
 bool ProofsMatch(std::string_view expected, std::string_view got) {
   return expected.size() == kProofBytes && got.size() == expected.size() &&
          CRYPTO_memcmp(expected.data(), got.data(), expected.size()) == 0;

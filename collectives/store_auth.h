@@ -33,6 +33,10 @@ std::string HelloProof(std::string_view secret, std::string_view server_nonce, s
 // The server's proof, answering the client's nonce.
 std::string WelcomeProof(std::string_view secret, std::string_view server_nonce, std::string_view client_nonce);
 
+// A proof over `fields` of a message that is no handshake (the agents' replication messages): `label` names the kind
+// of message, so that a proof of one kind is never accepted for another.
+std::string MessageProof(std::string_view secret, std::string_view label, std::string_view fields);
+
 // Constant-time comparison, so that timing does not reveal how much of a forged proof was right.
 bool ProofsMatch(std::string_view expected, std::string_view got);
 

@@ -2,6 +2,7 @@
 
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <memory>
 #include <string>
 
@@ -20,8 +21,8 @@ Result<const UcxApi*> LoadUcxOnce() {
   void* handle = dlopen(kUcpLibrary, RTLD_NOW | RTLD_LOCAL);
   if (handle == nullptr) {
     const char* error = dlerror();
-    return Unsupported(std::string("UCX is unavailable: ") + kUcpLibrary + " cannot be loaded: " +
-                       (error ? error : "dlopen failed"));
+    return Unsupported(std::string("UCX is unavailable: ") + kUcpLibrary +
+                       " cannot be loaded: " + (error ? error : "dlopen failed"));
   }
   auto api = std::make_unique<UcxApi>();
   std::string missing;
@@ -41,6 +42,8 @@ Result<const UcxApi*> LoadUcxOnce() {
   Resolve(handle, "ucp_ep_close_nbx", &api->ep_close_nbx, &missing);
   Resolve(handle, "ucp_tag_send_nbx", &api->tag_send_nbx, &missing);
   Resolve(handle, "ucp_tag_recv_nbx", &api->tag_recv_nbx, &missing);
+  Resolve(handle, "ucp_tag_probe_nb", &api->tag_probe_nb, &missing);
+  Resolve(handle, "ucp_tag_msg_recv_nbx", &api->tag_msg_recv_nbx, &missing);
   Resolve(handle, "ucp_request_free", &api->request_free, &missing);
   Resolve(handle, "ucp_request_cancel", &api->request_cancel, &missing);
   Resolve(handle, "ucp_request_check_status", &api->request_check_status, &missing);
@@ -59,6 +62,16 @@ Result<const UcxApi*> LoadUcxOnce() {
 Result<const UcxApi*> LoadUcx() {
   static const Result<const UcxApi*> api = LoadUcxOnce();
   return api;
+}
+
+void FreeFinishedRequests(const UcxApi& ucx, std::vector<void*>& requests) {
+  requests.erase(std::remove_if(requests.begin(), requests.end(),
+                                [&ucx](void* request) {
+                                  if (ucx.request_check_status(request) == UCS_INPROGRESS) return false;
+                                  ucx.request_free(request);
+                                  return true;
+                                }),
+                 requests.end());
 }
 
 }  // namespace ckpt::coll

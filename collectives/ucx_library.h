@@ -5,6 +5,8 @@
 
 #include <ucp/api/ucp.h>
 
+#include <vector>
+
 #include "common/status.h"
 
 namespace ckpt::coll {
@@ -29,6 +31,9 @@ struct UcxApi {
   ucs_status_ptr_t (*ep_close_nbx)(ucp_ep_h, const ucp_request_param_t*);
   ucs_status_ptr_t (*tag_send_nbx)(ucp_ep_h, const void*, size_t, ucp_tag_t, const ucp_request_param_t*);
   ucs_status_ptr_t (*tag_recv_nbx)(ucp_worker_h, void*, size_t, ucp_tag_t, ucp_tag_t, const ucp_request_param_t*);
+  // The agents' replication receives messages of a size it learns first (bounded before anything is allocated).
+  ucp_tag_message_h (*tag_probe_nb)(ucp_worker_h, ucp_tag_t, ucp_tag_t, int, ucp_tag_recv_info_t*);
+  ucs_status_ptr_t (*tag_msg_recv_nbx)(ucp_worker_h, void*, size_t, ucp_tag_message_h, const ucp_request_param_t*);
   void (*request_free)(void*);
   void (*request_cancel)(ucp_worker_h, void*);
   ucs_status_t (*request_check_status)(void*);
@@ -38,5 +43,8 @@ struct UcxApi {
 // UCX is loaded once per process and never unloaded: its modules and global state outlive any one context.
 // kUnsupported naming the library and dlopen's reason where UCX is missing, or the first function it lacks.
 Result<const UcxApi*> LoadUcx();
+
+// Frees the requests in `requests` (endpoints being closed) that UCX has finished with, and keeps the others.
+void FreeFinishedRequests(const UcxApi& ucx, std::vector<void*>& requests);
 
 }  // namespace ckpt::coll

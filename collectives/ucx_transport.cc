@@ -188,7 +188,7 @@ UcxTransport::~UcxTransport() {
 }
 
 Status UcxTransport::Open(const std::string& net_devices) {
-  ASSIGN_OR_RETURN(ucp_config_t* config, ReadUcxConfig(ucx_, net_devices));
+  ASSIGN_OR_RETURN(ucp_config_t * config, ReadUcxConfig(ucx_, net_devices));
   ucp_params_t params = {};
   params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_ESTIMATED_NUM_EPS;
   params.features = UCP_FEATURE_TAG | UCP_FEATURE_WAKEUP;
@@ -438,13 +438,7 @@ void UcxTransport::CloseEndpoint(ucp_ep_h ep, uint32_t flags) {
 
 void UcxTransport::ReapClosedEndpoints(Clock::time_point deadline) {
   while (!closing_.empty()) {
-    closing_.erase(std::remove_if(closing_.begin(), closing_.end(),
-                                  [this](void* request) {
-                                    if (ucx_.request_check_status(request) == UCS_INPROGRESS) return false;
-                                    ucx_.request_free(request);
-                                    return true;
-                                  }),
-                   closing_.end());
+    FreeFinishedRequests(ucx_, closing_);
     if (closing_.empty() || Clock::now() >= deadline) break;
     ProgressOrWait(deadline);
   }
@@ -509,8 +503,8 @@ Result<std::unique_ptr<Transport>> MakeUcxTransport(ControlPlane& control, const
   std::unique_ptr<UcxTransport> transport;
   Status opened = ucx.status();
   if (ucx.ok()) {
-    transport = std::make_unique<UcxTransport>(*ucx.value(), control.rank(), control.world_size(),
-                                               options.close_timeout);
+    transport =
+        std::make_unique<UcxTransport>(*ucx.value(), control.rank(), control.world_size(), options.close_timeout);
     opened = transport->Open(net_devices);
   }
   Result<std::string> address = opened.ok() ? transport->WorkerAddress() : Result<std::string>(opened);

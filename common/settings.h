@@ -24,6 +24,12 @@ inline constexpr char kAgentSecretVar[] = "CKPT_AGENT_SECRET";
 inline constexpr char kAgentBudgetVar[] = "CKPT_AGENT_BUDGET_BYTES";
 // CKPT_AGENT_IDLE_S: how long an agent whose trainers died keeps their checkpoints for a restart (default 600 s).
 inline constexpr char kAgentIdleVar[] = "CKPT_AGENT_IDLE_S";
+// CKPT_AGENT_PERSIST_WAIT_S: how long the agents persisting a checkpoint that spans nodes wait for one another
+// (default 300 s); past it nothing is committed.
+inline constexpr char kAgentPersistWaitVar[] = "CKPT_AGENT_PERSIST_WAIT_S";
+// CKPT_MEMORY_REPLICAS: how many other nodes' agents hold a copy of each node's memory checkpoint files (default 1;
+// at most the number of nodes less one; 0: none, a lost node loses its files until they are on storage).
+inline constexpr char kMemoryReplicasVar[] = "CKPT_MEMORY_REPLICAS";
 inline constexpr int kDefaultLogLevel = 1;
 
 // CKPT_IO_WORKERS: I/O worker processes per rank (default 2; 0: threads of the rank's own process).

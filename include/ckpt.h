@@ -403,11 +403,13 @@ typedef void (*ckpt_progress_fn)(void* user, int32_t phase, uint64_t done, uint6
  * newest complete in-memory checkpoint in shared memory, plus the one being written. A memory save blocks for the
  * same staging copy as any save and completes once the checkpoint is committed in memory; the agent writes it to
  * its storage path (and commits it there atomically) for CKPT_TIER_BOTH, and for the newest one that is not on
- * storage yet when a trainer dies. A load of that path, or ckpt_manager_load_latest, reads the memory copy when
- * every rank's agent holds it. The job needs an identity, the same on every rank and across restarts: CKPT_JOB_ID
- * (or SLURM_JOB_ID, TORCHELASTIC_RUN_ID); CKPT_AGENT_BUDGET_BYTES bounds the agent's memory (default: half of the
- * node's), CKPT_AGENT_IDLE_S how long it waits for a restarted job after the trainers died (default 600). So far
- * the memory tier serves jobs whose ranks share one node. */
+ * storage yet when a trainer dies. Across nodes each node's agent holds its ranks' files and copies them to
+ * CKPT_MEMORY_REPLICAS other nodes (default 1) before the save completes, and the agents persist together, node
+ * 0's committing. A load of that path, or ckpt_manager_load_latest, reads the memory copy when every node holds it
+ * whole, after each node's agent fetched what it lacks from its peers (a replaced node), and storage otherwise. The
+ * job needs an identity, the same on every rank and across restarts: CKPT_JOB_ID (or SLURM_JOB_ID,
+ * TORCHELASTIC_RUN_ID); CKPT_AGENT_BUDGET_BYTES bounds the agent's memory (default: half of the node's),
+ * CKPT_AGENT_IDLE_S how long it waits for a restarted job after the trainers died (default 600). */
 #define CKPT_TIER_STORAGE 0 /* the checkpoint directory `path` */
 #define CKPT_TIER_MEMORY 1  /* the agent's memory only; storage sees it only if the trainers die */
 #define CKPT_TIER_BOTH 2    /* the agent's memory, then `path` on storage, written by the agent in the background */

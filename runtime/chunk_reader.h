@@ -21,6 +21,7 @@ class CheckpointFiles {
 
   Result<const io::File*> Open(uint32_t file_index);
   const std::string& name(uint32_t file_index) const { return manifest_.files[file_index].name; }
+  const Manifest& manifest() const { return manifest_; }
   uint64_t bytes_read() const { return bytes_read_; }
   void CountRead(uint64_t bytes) { bytes_read_ += bytes; }
 

@@ -64,14 +64,14 @@ class StoreCommitChannel : public CommitChannel {
     return reports;
   }
 
-  Status PostOutcome(const std::string& save_id, const Status& outcome) override {
+  Status PostOutcome(const std::string& save_id, const Status& outcome, const std::string& payload) override {
     previous_outcome_ = OutcomeKey(save_id);
-    return store_->Set(previous_outcome_, EncodeStatus(outcome, {}));
+    return store_->Set(previous_outcome_, EncodeStatus(outcome, payload));
   }
 
   // Longer than rank 0 waits for any report, so that when a rank goes silent the others learn rank 0's verdict,
   // which names it, rather than time out at the same moment knowing nothing.
-  Status AwaitOutcome(const std::string& save_id) override {
+  Status AwaitOutcome(const std::string& save_id, std::string* payload) override {
     const std::chrono::milliseconds timeout = store_->timeout();
     Result<std::string> waited = store_->Wait(OutcomeKey(save_id), timeout + std::min(timeout / 2, kOutcomeGrace));
     if (!waited.ok()) {
@@ -79,7 +79,7 @@ class StoreCommitChannel : public CommitChannel {
     }
     const std::string posted = std::move(waited).value();
     std::string unused;
-    return DecodeStatus(posted, "outcome of save " + save_id, &unused);
+    return DecodeStatus(posted, "outcome of save " + save_id, payload != nullptr ? payload : &unused);
   }
 
  private:
@@ -98,8 +98,10 @@ class LocalCommitChannel : public CommitChannel {
     if (!status_.ok()) return Status(status_.code(), "rank 0: " + status_.message());
     return std::vector<std::string>{report_};
   }
-  Status PostOutcome(const std::string&, const Status&) override { return Status::Ok(); }
-  Status AwaitOutcome(const std::string&) override { return Internal("a one-rank job has no outcome to wait for"); }
+  Status PostOutcome(const std::string&, const Status&, const std::string&) override { return Status::Ok(); }
+  Status AwaitOutcome(const std::string&, std::string*) override {
+    return Internal("a one-rank job has no outcome to wait for");
+  }
 
  private:
   Status status_;

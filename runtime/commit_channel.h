@@ -19,10 +19,10 @@ class CommitChannel {
   virtual Status PostReport(const std::string& save_id, int rank, const Status& status, const std::string& report) = 0;
   // Rank 0: every rank's report, or the first failure ("rank 2: ...") / a dead or silent rank.
   virtual Result<std::vector<std::string>> CollectReports(const std::string& save_id) = 0;
-  // Rank 0: the save's outcome.
-  virtual Status PostOutcome(const std::string& save_id, const Status& outcome) = 0;
-  // Ranks other than 0: the outcome rank 0 posted.
-  virtual Status AwaitOutcome(const std::string& save_id) = 0;
+  // Rank 0: the save's outcome, with `payload` for the other ranks (runtime/memory_commit.h: the manifest).
+  virtual Status PostOutcome(const std::string& save_id, const Status& outcome, const std::string& payload = {}) = 0;
+  // Ranks other than 0: the outcome rank 0 posted, and its payload into `payload` unless null.
+  virtual Status AwaitOutcome(const std::string& save_id, std::string* payload = nullptr) = 0;
 };
 
 // Over an auxiliary store connection of this rank.

@@ -149,11 +149,14 @@ Result<std::shared_ptr<MemoryTier>> Context::AttachToAgent(bool start) const {
 Result<std::shared_ptr<MemoryTier>> Context::AttachMemoryTier() {
   if (memory_tier_agreed_) {
     // Local, never a collective: the ranks learn of a dead agent at different times. Should the new attachment
-    // fail, the broken one stays and fails this rank's share of the save, and so the save on every rank.
+    // fail, the broken one stays and fails this rank's share of the save, and so the save on every rank. A new
+    // agent knows no peers, and the others know its predecessor's address: the next save's proposals say so, and
+    // every rank then exchanges the agents' addresses again (RefreshMemoryPeers).
     if (memory_tier_->broken()) {
       Result<std::shared_ptr<MemoryTier>> attached = AttachToAgent(true);
       if (attached.ok()) {
         memory_tier_ = std::move(attached).value();
+        memory_peers_stale_ = memory_nodes_.node_count > 1;
       } else {
         Log(LogLevel::kWarning, "the memory tier: no new agent: " + attached.status().message());
       }
@@ -166,16 +169,50 @@ Result<std::shared_ptr<MemoryTier>> Context::AttachMemoryTier() {
     if (attached.ok()) memory_tier_ = std::move(attached).value();
     local = attached.status();
   }
-  ASSIGN_OR_RETURN(std::vector<std::string> nodes,
-                   AgreeAndGather(control(), "memory tier (attach)", local, node_name()));
-  for (size_t r = 1; r < nodes.size(); ++r) {
-    if (nodes[r] != nodes[0]) {
-      return Status(Code::kUnsupported, "the memory tier serves jobs on one node so far: rank 0 runs on '" + nodes[0] +
-                                            "', rank " + std::to_string(r) + " on '" + nodes[r] + "'");
-    }
-  }
+  RETURN_IF_ERROR(ExchangeMemoryPeers(local));
   memory_tier_agreed_ = true;
   return memory_tier_;
+}
+
+Status Context::RefreshMemoryPeers() {
+  if (!memory_tier_agreed_) return Status::Ok();
+  return ExchangeMemoryPeers(Status::Ok());
+}
+
+Status Context::ExchangeMemoryPeers(const Status& local) {
+  // Each rank says its node and its agent's address for peers; every rank derives the same node order from them.
+  ByteWriter mine;
+  mine.Bytes(node_name());
+  mine.Bytes(memory_tier_ ? memory_tier_->replication_address() : std::string());
+  ASSIGN_OR_RETURN(std::vector<std::string> said,
+                   AgreeAndGather(control(), "memory tier (attach)", local, mine.Take()));
+  std::vector<coll::agent::PeerAgent> agents;  // one per node, in node order
+  MemoryNodes nodes;
+  for (size_t r = 0; r < said.size(); ++r) {
+    coll::agent::PeerAgent agent;
+    ByteReader in(said[r], "the memory tier's attach report of rank " + std::to_string(r));
+    RETURN_IF_ERROR(in.Bytes(&agent.node));
+    RETURN_IF_ERROR(in.Bytes(&agent.address));
+    RETURN_IF_ERROR(in.ExpectDone());
+    auto known = std::find_if(agents.begin(), agents.end(), [&](const auto& a) { return a.node == agent.node; });
+    const bool first_of_node = known == agents.end();
+    if (first_of_node) {
+      agent.node_index = static_cast<uint32_t>(agents.size());
+      agents.push_back(agent);
+      known = agents.end() - 1;
+    }
+    if (static_cast<int>(r) == rank()) nodes = MemoryNodes{known->node_index, 0, first_of_node};
+  }
+  nodes.node_count = static_cast<uint32_t>(agents.size());
+  if (nodes.node_count > 1) {
+    nodes.replicas = static_cast<uint32_t>(
+        std::min<uint64_t>(settings::CountFromEnv(settings::kMemoryReplicasVar, 1), nodes.node_count - 1));
+    const Status told = nodes.leader ? memory_tier_->SetPeers(agents, nodes.node_index, nodes.replicas) : Status::Ok();
+    RETURN_IF_ERROR(Agree(control(), "memory tier (peers)", told));
+  }
+  memory_nodes_ = nodes;
+  memory_peers_stale_ = false;
+  return Status::Ok();
 }
 
 std::shared_ptr<MemoryTier> Context::FindMemoryTier() {

@@ -108,10 +108,17 @@ class Context {
   Result<coll::Transport*> DeviceTransport(int device);
   LoadPlanCache& load_plan_cache() { return load_plan_cache_; }
   // Collective on first use: every rank attaches to its node's ckpt-agent, starting it when none runs, and all
-  // agree on the outcome. kUnsupported (the same on every rank) when the ranks span several nodes: the memory tier
-  // does not reach across nodes yet. Later calls return the same attachment at no cost.
+  // agree on the outcome; where the ranks span several nodes, each node's leader then tells its agent every node's
+  // agent (its peers for replicas and fetches). Later calls return the same attachment at no cost.
   // Shared with the saves in flight, which hold it until they finish even when a later save re-attaches.
   Result<std::shared_ptr<MemoryTier>> AttachMemoryTier();
+  // This rank's node among the job's nodes, as AttachMemoryTier agreed (one node until it has).
+  const MemoryNodes& memory_nodes() const { return memory_nodes_; }
+  // Whether this rank attached to a new agent since the agents' addresses were last exchanged (its agent died).
+  bool memory_peers_stale() const { return memory_peers_stale_; }
+  // Collective: the agents' addresses exchanged again and every node's agent told its peers (a no-op before the
+  // memory tier is attached). Saves call it when some rank's agent is new.
+  Status RefreshMemoryPeers();
   // Local: the memory tier if attached, else this job's agent on this node if one runs (never starting one); null
   // when there is none or the job has no identity (coll::agent::JobIdFromEnvironment).
   std::shared_ptr<MemoryTier> FindMemoryTier();
@@ -134,6 +141,9 @@ class Context {
   bool DeviceTransportWanted() const;
   // This rank's attachment to its node's agent (starting one with `start`): MemoryTier::Attach.
   Result<std::shared_ptr<MemoryTier>> AttachToAgent(bool start) const;
+  // Collective: every rank's node and agent address gathered (failing on every rank where `local` failed on one),
+  // the nodes numbered, and each node's leader telling its agent its peers.
+  Status ExchangeMemoryPeers(const Status& local);
 
   coll::ProcessIdentity identity_;
   std::chrono::milliseconds timeout_{0};
@@ -156,6 +166,8 @@ class Context {
   PlanCache plan_cache_;
   std::shared_ptr<MemoryTier> memory_tier_;  // detached once the saves in flight have finished
   bool memory_tier_agreed_ = false;          // every rank attached (AttachMemoryTier)
+  MemoryNodes memory_nodes_;                 // agreed with memory_tier_agreed_
+  bool memory_peers_stale_ = false;          // a new agent since the last ExchangeMemoryPeers
   ContextStats stats_;
 };
 

@@ -366,27 +366,99 @@ Status LoadReported(Context& ctx, State& state, const CheckpointSource* source, 
   return Status::Ok();
 }
 
-// This rank's agent's copy of the checkpoint at storage path `path`, if it holds a complete one.
-std::optional<std::string> MemoryCopy(Context& ctx, const std::string& path) {
+// What this rank's node holds of the checkpoint at storage path `path` in memory.
+struct MemoryView {
+  std::string dir;
+  std::optional<coll::agent::MemoryCheckpoint> checkpoint;  // the agent's record; none: the node holds no copy
+  bool whole = false;  // every data file the manifest lists is there (across nodes, each holds its own and replicas)
+};
+
+MemoryView ViewInMemory(Context& ctx, const std::string& path) {
   const Context::MemoryHoldings held = ctx.HeldInMemory();
   const std::string storage_path = AbsoluteStoragePath(path);
+  MemoryView view;
   for (const coll::agent::MemoryCheckpoint& checkpoint : held.checkpoints) {
-    if (checkpoint.storage_path == storage_path) return held.memory_dir + "/" + checkpoint.name;
+    if (checkpoint.storage_path != storage_path) continue;
+    view.dir = held.memory_dir + "/" + checkpoint.name;
+    view.checkpoint = checkpoint;
+    Result<std::vector<std::string>> missing = MissingDataFiles(view.dir, view.dir);
+    view.whole = missing.ok() && missing->empty();
   }
-  return std::nullopt;
+  return view;
+}
+
+// Rank 0's decision from every rank's vote ('w': its node holds a whole copy; 'p': a part, its own files and
+// replicas across nodes; 'n': none): "m" (every node holds it whole), "f<rank>:<ranks>" (some nodes lack a part:
+// they fetch it, and the first rank's node holds some), or "s:<ranks>" (no node holds any); <ranks> lists the ranks
+// whose nodes hold no whole copy. Only a byte per rank travels, to rank 0 alone.
+Result<std::string> DecideOnCopies(Context& ctx, const MemoryView& view, const char* step) {
+  const std::string vote(1, view.whole ? 'w' : view.checkpoint ? 'p' : 'n');
+  return DecideAtRoot(ctx.control(), step, Status::Ok(), vote,
+                      [](std::vector<std::string> votes) -> Result<std::string> {
+                        std::string lacking;
+                        int holder = -1;
+                        for (size_t r = 0; r < votes.size(); ++r) {
+                          const char vote = votes[r].empty() ? 'n' : votes[r][0];
+                          if (vote != 'n' && holder < 0) holder = static_cast<int>(r);
+                          if (vote != 'w') lacking += (lacking.empty() ? "" : ", ") + std::to_string(r);
+                        }
+                        if (lacking.empty()) return std::string("m");
+                        return (holder < 0 ? std::string("s") : "f" + std::to_string(holder)) + ":" + lacking;
+                      });
+}
+
+// The agent's record of the copy, as rank `holder` knows it, on every rank.
+Result<coll::agent::MemoryCheckpoint> RecordOf(Context& ctx, const MemoryView& view, int holder) {
+  const std::string mine =
+      ctx.rank() == holder && view.checkpoint ? coll::agent::EncodeCheckpoints({*view.checkpoint}) : std::string();
+  ASSIGN_OR_RETURN(const std::string encoded,
+                   DecideAtRoot(ctx.control(), "load (tier, record)", Status::Ok(), mine,
+                                [holder](std::vector<std::string> records) -> Result<std::string> {
+                                  return std::move(records[static_cast<size_t>(holder)]);
+                                }));
+  ASSIGN_OR_RETURN(std::vector<coll::agent::MemoryCheckpoint> one, coll::agent::DecodeCheckpoints(encoded));
+  if (one.size() != 1) return Corrupt("rank " + std::to_string(holder) + " sent no record of its memory copy");
+  return std::move(one.front());
 }
 
 // Collective where the job has an identity (the memory tier needs one): the load reads the memory copy when every
-// rank's agent holds one, and storage otherwise. Without an identity there is no memory tier and no collective.
+// rank's node holds it whole. Where some node holds a part or nothing (another number of nodes, a replaced node),
+// every node's agent makes its copy whole from its peers' copies and replicas first; storage is read when that
+// fails. Without an identity there is no memory tier and no collective.
 Result<std::string> ChooseCopy(Context& ctx, const std::string& path) {
   if (!coll::agent::JobIdFromEnvironment().ok()) return path;
-  const std::optional<std::string> copy = MemoryCopy(ctx, path);
-  ASSIGN_OR_RETURN(std::vector<std::string> votes,
-                   AgreeAndGather(ctx.control(), "load (tier)", Status::Ok(), copy ? "m" : "s"));
-  const bool everywhere = std::all_of(votes.begin(), votes.end(), [](const std::string& v) { return v == "m"; });
-  if (!everywhere) return path;
-  ctx.Log(LogLevel::kInfo, "loading '" + path + "' from the memory tier ('" + *copy + "')");
-  return *copy;
+  MemoryView view = ViewInMemory(ctx, path);
+  ASSIGN_OR_RETURN(std::string decided, DecideOnCopies(ctx, view, "load (tier)"));
+  if (decided[0] == 's') return path;
+  if (decided[0] == 'f') {
+    ASSIGN_OR_RETURN(const coll::agent::MemoryCheckpoint held,
+                     RecordOf(ctx, view, std::stoi(decided.substr(1, decided.find(':') - 1))));
+    // Collective: the agents of every node run and know one another (a replaced node's is started here).
+    Result<std::shared_ptr<MemoryTier>> attached = ctx.AttachMemoryTier();
+    if (!attached.ok()) {
+      ctx.Log(LogLevel::kWarning,
+              "loading '" + path + "' from storage: the memory tier: " + attached.status().message());
+      return path;
+    }
+    if (!view.whole && ctx.memory_nodes().leader) {
+      const Status fetched = (*attached)->Fetch(held, ctx.timeout());
+      if (!fetched.ok()) ctx.Log(LogLevel::kWarning, "the memory tier: " + fetched.message());
+    }
+    // Every node's fetch is over before any rank looks at its node's copy again.
+    RETURN_IF_ERROR(Agree(ctx.control(), "load (tier, fetched)", Status::Ok()));
+    view = ViewInMemory(ctx, path);
+    ASSIGN_OR_RETURN(decided, DecideOnCopies(ctx, view, "load (tier, whole)"));
+    if (decided[0] != 'm') {
+      if (ctx.rank() == 0) {
+        ctx.Log(LogLevel::kWarning, "loading '" + path + "' from storage: the nodes of ranks " +
+                                        decided.substr(decided.find(':') + 1) +
+                                        " could not make their memory copy whole");
+      }
+      return path;
+    }
+  }
+  ctx.Log(LogLevel::kInfo, "loading '" + path + "' from the memory tier ('" + view.dir + "')");
+  return view.dir;
 }
 
 // The decoder of a source whose chunks are all decoded, or of none.

@@ -67,24 +67,40 @@ std::optional<uint64_t> ManagerSession::NewestInMemory() {
 }
 
 Result<uint64_t> ManagerSession::LoadLatest(State& state, const LoadSettings& settings) {
+  // Rank 0 says the latest step on storage; every rank the newest its node's agent holds, since across nodes a
+  // replaced node (rank 0's among them) holds none, and the load fetches it from the others.
   Status local;
   ByteWriter mine;
+  std::optional<uint64_t> on_storage;
   if (ctx_.rank() == 0) {
     Result<std::optional<uint64_t>> latest = manager_->Latest();
     local = latest.status();
-    std::optional<uint64_t> step = latest.ok() ? *latest : std::nullopt;
-    const std::optional<uint64_t> in_memory = local.ok() ? NewestInMemory() : std::nullopt;
-    if (in_memory && (!step || *in_memory >= *step)) step = in_memory;
-    if (local.ok() && !step) local = NotFound("no committed step under " + manager_->root());
-    if (local.ok()) mine.U64(*step);
+    if (latest.ok()) on_storage = *latest;
   }
+  const std::optional<uint64_t> in_memory = local.ok() ? NewestInMemory() : std::nullopt;
+  mine.U8(on_storage.has_value() ? 1 : 0);
+  mine.U64(on_storage.value_or(0));
+  mine.U8(in_memory.has_value() ? 1 : 0);
+  mine.U64(in_memory.value_or(0));
   ASSIGN_OR_RETURN(std::vector<std::string> views,
                    AgreeAndGather(ctx_.control(), "load latest (step)", local, mine.data()));
-  ByteReader rank0(views[0], "latest step from rank 0");
-  uint64_t step = 0;
-  RETURN_IF_ERROR(rank0.U64(&step));
-  RETURN_IF_ERROR(Load(ctx_, state, manager_->StepPath(step), settings));
-  return step;
+  std::optional<uint64_t> step, newest_in_memory;
+  for (size_t r = 0; r < views.size(); ++r) {
+    ByteReader in(views[r], "latest steps from rank " + std::to_string(r));
+    uint8_t has_storage = 0, has_memory = 0;
+    uint64_t storage_step = 0, memory_step = 0;
+    RETURN_IF_ERROR(in.U8(&has_storage));
+    RETURN_IF_ERROR(in.U64(&storage_step));
+    RETURN_IF_ERROR(in.U8(&has_memory));
+    RETURN_IF_ERROR(in.U64(&memory_step));
+    RETURN_IF_ERROR(in.ExpectDone());
+    if (r == 0 && has_storage) step = storage_step;
+    if (has_memory && (!newest_in_memory || memory_step > *newest_in_memory)) newest_in_memory = memory_step;
+  }
+  if (newest_in_memory && (!step || *newest_in_memory >= *step)) step = newest_in_memory;
+  if (!step) return NotFound("no committed step under " + manager_->root() + ", on storage or in memory");
+  RETURN_IF_ERROR(Load(ctx_, state, manager_->StepPath(*step), settings));
+  return *step;
 }
 
 }  // namespace ckpt::runtime

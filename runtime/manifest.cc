@@ -3,6 +3,7 @@
 #include <capnp/message.h>
 #include <capnp/serialize.h>
 #include <kj/exception.h>
+#include <sys/stat.h>
 
 #include <cstring>
 
@@ -430,6 +431,19 @@ Result<Manifest> ReadManifest(const std::string& dir) {
 Result<ManifestWithoutChunks> ReadManifestWithoutChunks(const std::string& dir) {
   ASSIGN_OR_RETURN(std::string bytes, ReadManifestFile(dir));
   return DecodeManifestWithoutChunks(std::move(bytes), io::JoinPath(dir, kManifestName));
+}
+
+Result<std::vector<std::string>> MissingDataFiles(const std::string& dir, const std::string& files_dir) {
+  ASSIGN_OR_RETURN(const ManifestWithoutChunks read, ReadManifestWithoutChunks(dir));
+  std::vector<std::string> missing;
+  for (const DataFileRecord& file : read.manifest.files) {
+    struct stat st;
+    // A link is no data file of the copy: lstat, so that it counts as missing.
+    const bool present = lstat(io::JoinPath(files_dir, file.name).c_str(), &st) == 0 && S_ISREG(st.st_mode) &&
+                         static_cast<uint64_t>(st.st_size) == file.size;
+    if (!present) missing.push_back(file.name);
+  }
+  return missing;
 }
 
 }  // namespace ckpt::runtime

@@ -108,8 +108,8 @@ class EncodedChunks {
   ~EncodedChunks();
 
   // Decodes into `manifest` (the one decoded with these chunks) the chunks of those `tensors` (indices into its
-  // tensors, in any order, repeats allowed) not decoded yet, and checks them as DecodeManifest does: kCorrupt naming the file and the tensor, whose
-  // chunks then stay empty. kInvalidArgument for an index out of range.
+  // tensors, in any order, repeats allowed) not decoded yet, and checks them as DecodeManifest does: kCorrupt naming
+  // the file and the tensor, whose chunks then stay empty. kInvalidArgument for an index out of range.
   Status DecodeInto(Manifest& manifest, const std::vector<uint32_t>& tensors);
   // How many tensors have their chunks decoded so far.
   size_t decoded_count() const;
@@ -137,5 +137,9 @@ Status WriteManifest(const std::string& dir, const Manifest& manifest);
 Result<Manifest> ReadManifest(const std::string& dir);
 // The same without the tensors' chunks (DecodeManifestWithoutChunks).
 Result<ManifestWithoutChunks> ReadManifestWithoutChunks(const std::string& dir);
+// The data files the manifest of `dir` lists that `files_dir` lacks or holds at another size (`files_dir` is `dir`
+// but for a copy being assembled elsewhere). Memory copies are assembled from several nodes: none is used, or
+// committed to storage, with one missing.
+Result<std::vector<std::string>> MissingDataFiles(const std::string& dir, const std::string& files_dir);
 
 }  // namespace ckpt::runtime

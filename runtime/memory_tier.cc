@@ -6,11 +6,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <thread>
 
 #include "collectives/agent_protocol.h"
 #include "io/checksum.h"
@@ -31,6 +33,8 @@ constexpr char kDefaultShmRoot[] = "/dev/shm";
 constexpr int kSecretFd = 3;
 // How long a starting agent may take to answer: it only binds its socket and makes its directory.
 constexpr std::chrono::seconds kStartTimeout{30};
+// How often a rank asks the agent whether its replication or fetch is done: both take far longer.
+constexpr std::chrono::milliseconds kPollInterval{5};
 
 std::string ShmRoot() {
   const char* root = std::getenv(kAgentShmRootVar);
@@ -228,6 +232,53 @@ Result<std::vector<agent::MemoryCheckpoint>> MemoryTier::List() {
   request.op = agent::Op::kList;
   ASSIGN_OR_RETURN(agent::Reply reply, Call(request));
   return agent::DecodeCheckpoints(reply.payload);
+}
+
+Status MemoryTier::SetPeers(const std::vector<agent::PeerAgent>& peers, uint32_t node_index, uint32_t replicas) {
+  agent::Request request;
+  request.op = agent::Op::kPeers;
+  request.peers = peers;
+  request.node_index = node_index;
+  request.replicas = replicas;
+  return Call(request).status();
+}
+
+Status MemoryTier::AwaitReplicas(const std::string& name, bool replicas_asked, std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (true) {
+    ASSIGN_OR_RETURN(const std::vector<agent::MemoryCheckpoint> held, List());
+    auto it = std::find_if(held.begin(), held.end(), [&](const auto& c) { return c.name == name; });
+    if (it != held.end() && !replicas_asked) return Status::Ok();
+    if (it != held.end() && !it->replication_error.empty()) {
+      return PeerFailed("replicating '" + name + "': " + it->replication_error);
+    }
+    if (it != held.end() && it->replicated) return Status::Ok();
+    if (std::chrono::steady_clock::now() >= deadline) {
+      const std::string awaited = replicas_asked ? "the replicas of memory checkpoint '" + name + "' were"
+                                                 : "memory checkpoint '" + name + "' was";
+      return Timeout(awaited + " not in place within " + std::to_string(timeout.count()) + " ms");
+    }
+    std::this_thread::sleep_for(kPollInterval);
+  }
+}
+
+Status MemoryTier::Fetch(const agent::MemoryCheckpoint& checkpoint, std::chrono::milliseconds timeout) {
+  agent::Request request;
+  request.op = agent::Op::kFetch;
+  request.checkpoint = checkpoint;
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (true) {
+    // The agent's refusals arrive as failed calls; kInProgress among them means "ask again".
+    const Status answered = Call(request).status();
+    if (answered.code() != Code::kInProgress) {
+      return answered.WithContext("fetching memory checkpoint '" + checkpoint.name + "' from peers");
+    }
+    if (std::chrono::steady_clock::now() >= deadline) {
+      return Timeout("fetching memory checkpoint '" + checkpoint.name + "' from peers took more than " +
+                     std::to_string(timeout.count()) + " ms");
+    }
+    std::this_thread::sleep_for(kPollInterval);
+  }
 }
 
 }  // namespace ckpt::runtime

@@ -28,6 +28,14 @@ struct MemoryTierConfig {
   std::chrono::milliseconds timeout{0};
 };
 
+// Where this rank's node stands among the job's nodes for the memory tier (Context::AttachMemoryTier).
+struct MemoryNodes {
+  uint32_t node_index = 0;  // 0 is rank 0's node; the others follow in the order of their lowest ranks
+  uint32_t node_count = 1;
+  bool leader = true;     // the lowest rank of its node: it commits, announces and fetches for the node
+  uint32_t replicas = 0;  // how many other nodes' agents hold a copy of each node's files (CKPT_MEMORY_REPLICAS)
+};
+
 class MemoryTier {
  public:
   // Connects to the agent of this job on this node. With `start`, starts one (detached, so that it outlives the
@@ -47,6 +55,15 @@ class MemoryTier {
   // The memory checkpoint `checkpoint.name` is committed; `persist`: the agent writes it to storage too.
   Status Complete(const std::string& reservation, const coll::agent::MemoryCheckpoint& checkpoint, bool persist);
   Result<std::vector<coll::agent::MemoryCheckpoint>> List();
+  // The agent's address for its peers; empty where it cannot replicate.
+  const std::string& replication_address() const { return connection_.welcome().replication_address; }
+  // Tells the agent every node's agent of the job, its own node and how many replicas each node's files get.
+  Status SetPeers(const std::vector<coll::agent::PeerAgent>& peers, uint32_t node_index, uint32_t replicas);
+  // Waits (up to `timeout`) until the agent holds its memory checkpoint `name` (the node's leader announced it) and,
+  // where `replicas_asked`, every replica of it on its peers.
+  Status AwaitReplicas(const std::string& name, bool replicas_asked, std::chrono::milliseconds timeout);
+  // Has the agent make `checkpoint` whole on this node, pulling what it lacks from its peers; waits up to `timeout`.
+  Status Fetch(const coll::agent::MemoryCheckpoint& checkpoint, std::chrono::milliseconds timeout);
   // The agent stopped answering (it died, or its connection broke): this attachment is of no further use, and the
   // context attaches afresh (starting a new agent, which adopts the memory checkpoints the dead one completed).
   bool broken() const { return broken_; }

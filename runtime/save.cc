@@ -1,5 +1,7 @@
 #include "runtime/save.h"
 
+#include <algorithm>
+
 #include "common/bytes.h"
 #include "io/checksum.h"
 #include "io/file_io.h"
@@ -18,6 +20,7 @@ struct Proposal {
   std::string save_id;
   uint64_t structure = 0;
   uint64_t cached_structure = 0;
+  bool memory_peers_stale = false;  // this rank's agent is new: the agents must learn its address
 };
 
 std::string EncodeProposal(const Proposal& p) {
@@ -26,6 +29,7 @@ std::string EncodeProposal(const Proposal& p) {
   out.Bytes(p.save_id);
   out.U64(p.structure);
   out.U64(p.cached_structure);
+  out.U8(p.memory_peers_stale ? 1 : 0);
   return out.Take();
 }
 
@@ -36,7 +40,10 @@ Result<Proposal> DecodeProposal(std::string_view bytes, int rank) {
   RETURN_IF_ERROR(in.Bytes(&p.save_id));
   RETURN_IF_ERROR(in.U64(&p.structure));
   RETURN_IF_ERROR(in.U64(&p.cached_structure));
+  uint8_t stale = 0;
+  RETURN_IF_ERROR(in.U8(&stale));
   RETURN_IF_ERROR(in.ExpectDone());
+  p.memory_peers_stale = stale != 0;
   return p;
 }
 
@@ -67,12 +74,13 @@ bool CachedPlanHolds(const std::vector<Proposal>& proposals) {
 struct Verdict {
   std::string save_id;
   bool reuse_plan = false;
+  bool refresh_memory_peers = false;  // some rank's agent is new (Context::RefreshMemoryPeers)
 };
 
 // `local`: rank 0's verdict on the path (ClaimSaveDirectory). The proposals travel to rank 0 only.
 Result<Verdict> ExchangeProposals(Context& ctx, const std::string& path, const std::string& save_id, uint64_t structure,
                                   const Status& local) {
-  Proposal mine{path, save_id, structure, ctx.plan_cache().structure};
+  Proposal mine{path, save_id, structure, ctx.plan_cache().structure, ctx.memory_peers_stale()};
   auto decide = [](std::vector<std::string> payloads) -> Result<std::string> {
     std::vector<Proposal> proposals;
     for (size_t r = 0; r < payloads.size(); ++r) {
@@ -83,17 +91,22 @@ Result<Verdict> ExchangeProposals(Context& ctx, const std::string& path, const s
     ByteWriter verdict;
     verdict.Bytes(proposals[0].save_id);
     verdict.U8(CachedPlanHolds(proposals) ? 1 : 0);
+    verdict.U8(std::any_of(proposals.begin(), proposals.end(), [](const Proposal& p) { return p.memory_peers_stale; })
+                   ? 1
+                   : 0);
     return verdict.Take();
   };
   ASSIGN_OR_RETURN(std::string decided,
                    DecideAtRoot(ctx.control(), "save (proposals)", local, EncodeProposal(mine), decide));
   ByteReader in(decided, "save verdict from rank 0");
   Verdict verdict;
-  uint8_t reuse = 0;
+  uint8_t reuse = 0, refresh = 0;
   RETURN_IF_ERROR(in.Bytes(&verdict.save_id));
   RETURN_IF_ERROR(in.U8(&reuse));
+  RETURN_IF_ERROR(in.U8(&refresh));
   RETURN_IF_ERROR(in.ExpectDone());
   verdict.reuse_plan = reuse != 0;
+  verdict.refresh_memory_peers = refresh != 0;
   return verdict;
 }
 
@@ -139,16 +152,34 @@ struct MemoryTarget {
   std::string storage_path;
 };
 
-// Rank 0 announces the committed memory checkpoint to the agent, which keeps it (and persists it for kBoth).
-std::function<Status()> Announcement(const MemoryTarget& memory, const CommitInputs& commit,
-                                     const SaveSettings& settings) {
+// The announcement of this node's committed memory checkpoint to its agent, which keeps it (and persists it for
+// kBoth).
+std::function<Status(const std::vector<std::string>&)> Announcement(const MemoryTarget& memory,
+                                                                    const CommitInputs& commit,
+                                                                    const SaveSettings& settings) {
   coll::agent::MemoryCheckpoint checkpoint;
   checkpoint.name = commit.path.substr(commit.path.rfind('/') + 1);
   checkpoint.storage_path = memory.storage_path;
   checkpoint.manager_root = settings.manager_root;
   checkpoint.step = settings.step;
+  checkpoint.save_id = commit.save_id;
+  checkpoint.node_index = commit.memory_nodes.node_index;
+  checkpoint.node_count = commit.memory_nodes.node_count;
   return [agent = memory.agent, reservation = commit.memory_reservation, checkpoint,
-          persist = settings.tier == Tier::kBoth] { return agent->Complete(reservation, checkpoint, persist); };
+          persist = settings.tier == Tier::kBoth](const std::vector<std::string>& own_files) {
+    coll::agent::MemoryCheckpoint announced = checkpoint;
+    announced.own_files = own_files;
+    return agent->Complete(reservation, announced, persist);
+  };
+}
+
+// CommitInputs::await_replicas of a save across nodes.
+std::function<void()> ReplicaWait(Context& ctx, const MemoryTarget& memory, const CommitInputs& commit) {
+  return [&ctx, agent = memory.agent, name = commit.path.substr(commit.path.rfind('/') + 1),
+          replicas_asked = commit.memory_nodes.replicas > 0] {
+    const Status replicated = agent->AwaitReplicas(name, replicas_asked, ctx.timeout());
+    if (!replicated.ok()) ctx.Log(LogLevel::kWarning, "the memory tier: " + replicated.message());
+  };
 }
 
 // Everything after rank 0's claim, filling `ticket`; `claim` moves into it, which holds it until the commit or
@@ -159,7 +190,10 @@ Status BeginSave(Context& ctx, const State& state, const std::string& path, cons
   const RankDescriptor mine = state.Describe(ctx.rank(), ctx.node_name());
   const std::string encoded_mine = EncodeRankDescriptor(mine);
   const uint64_t structure = io::Checksum(encoded_mine.data(), encoded_mine.size()) | 1;  // never 0: "no plan"
-  ASSIGN_OR_RETURN(const Verdict verdict, ExchangeProposals(ctx, path, save_id, structure, claimed));
+  // A memory checkpoint's directory differs from node to node; the storage path it stands for is the job's.
+  const std::string& proposed = memory.agent != nullptr ? memory.storage_path : path;
+  ASSIGN_OR_RETURN(const Verdict verdict, ExchangeProposals(ctx, proposed, save_id, structure, claimed));
+  if (verdict.refresh_memory_peers) RETURN_IF_ERROR(ctx.RefreshMemoryPeers());
   if (verdict.reuse_plan) {
     ++ctx.stats().plans_reused;
   } else {
@@ -189,7 +223,12 @@ Status BeginSave(Context& ctx, const State& state, const std::string& path, cons
     commit.memory_tier = memory.agent;
     commit.memory_reservation = commit.tmp_dir.substr(commit.tmp_dir.rfind('/') + 1);
     commit.storage_path = memory.storage_path;
-    if (ctx.rank() == 0) commit.announce = Announcement(memory, commit, settings);
+    commit.memory_nodes = ctx.memory_nodes();
+    const bool across_nodes = commit.memory_nodes.node_count > 1;
+    if (across_nodes ? commit.memory_nodes.leader : ctx.rank() == 0) {
+      commit.announce = Announcement(memory, commit, settings);
+    }
+    if (across_nodes) commit.await_replicas = ReplicaWait(ctx, memory, commit);
     staging.reserve = [agent = memory.agent, name = commit.memory_reservation](uint64_t bytes) {
       return agent->Reserve(name, bytes);
     };

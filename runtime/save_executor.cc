@@ -2,6 +2,7 @@
 
 #include "io/file_io.h"
 #include "runtime/commit.h"
+#include "runtime/memory_commit.h"
 #include "runtime/save_stager.h"
 #include "runtime/write_report.h"
 
@@ -57,6 +58,7 @@ void SaveExecutor::Run() {
     const std::string saving =
         commit.storage_path.empty() ? "saving '" + commit.path + "'" : "saving '" + commit.storage_path + "' to memory";
     Status outcome = GuardedFinalize(*ticket).WithContext(saving);
+    if (outcome.ok() && ticket->commit.await_replicas) ticket->commit.await_replicas();
     // Every write of the save has been answered, so no job of it can reopen a file after this. A file whose last
     // job never came (staging stopped early) stays open in its worker otherwise. The save has failed either way: a
     // worker too busy to answer in time closes the files when it gets there, or is killed with them.
@@ -80,8 +82,13 @@ Status SaveExecutor::GuardedFinalize(SaveTicket& t) {
     (void)io::RemoveTree(t.commit.tmp_dir);
     t.commit.claim.Reset();
     // Should this throw too, the others time out naming rank 0, which is still the truth.
-    (void)ExceptionIn("while posting the save's failure",
-                      [&] { (void)channel_->PostOutcome(t.commit.save_id, *failure); });
+    (void)ExceptionIn("while posting the save's failure", [&] {
+      (void)channel_->PostOutcome(t.commit.save_id, *failure);
+      // Ranks past the first round of a commit across nodes wait for the second.
+      if (t.commit.memory_nodes.node_count > 1) {
+        (void)channel_->PostOutcome(NodesRoundId(t.commit.save_id), *failure);
+      }
+    });
   }
   return *failure;
 }
@@ -96,21 +103,37 @@ Status SaveExecutor::Finalize(SaveTicket& t) {
   const std::string& id = t.commit.save_id;
   const std::string report = t.failure.ok() ? EncodeWriterReport(t.report) : std::string();
   Status posted = channel_->PostReport(id, rank_, t.failure, report);
-  if (rank_ != 0) return posted.ok() ? channel_->AwaitOutcome(id) : posted;
+  const bool across_nodes = t.commit.memory_nodes.node_count > 1;
+  if (rank_ != 0) {
+    if (!posted.ok()) return posted;
+    return across_nodes ? FollowCommitAcrossNodes(*channel_, t.commit, rank_) : channel_->AwaitOutcome(id);
+  }
 
   Status outcome = posted;
+  std::vector<std::string> own_files;
   if (outcome.ok()) {
     Result<std::vector<std::string>> reports = channel_->CollectReports(id);
-    outcome = reports.ok() ? CommitSave(t.commit, *reports) : reports.status();
-    if (outcome.ok() && t.commit.announce) {
-      outcome = t.commit.announce();
-      if (!outcome.ok()) (void)io::RemoveTree(t.commit.path);
+    if (reports.ok() && across_nodes) {
+      Result<std::vector<std::string>> own = OwnDataFiles(t.commit.tmp_dir);
+      if (own.ok()) own_files = std::move(own).value();
+      outcome = own.status();
     }
+    if (outcome.ok()) outcome = reports.ok() ? CommitSave(t.commit, *reports) : reports.status();
+  }
+  std::string outcome_id = id;
+  if (across_nodes) {
+    bool second_awaited = false;
+    outcome = CommitAcrossNodes(*channel_, t.commit, outcome, own_files, &second_awaited);
+    if (second_awaited) outcome_id = NodesRoundId(id);
+  } else if (outcome.ok() && t.commit.announce) {
+    outcome = t.commit.announce(own_files);
+    if (!outcome.ok()) (void)io::RemoveTree(t.commit.path);
   }
   if (!outcome.ok()) (void)io::RemoveTree(t.commit.tmp_dir);
   t.commit.claim.Reset();
   if (outcome.ok() && t.commit.after_commit) RunAfterCommit(t.commit);
-  const Status shared = channel_->PostOutcome(id, outcome);
+  // Across nodes, a first round that failed was posted as such, and no rank waits for a second.
+  const Status shared = outcome_id == id && across_nodes ? Status::Ok() : channel_->PostOutcome(outcome_id, outcome);
   return outcome.ok() ? shared : outcome;
 }
 

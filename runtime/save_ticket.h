@@ -51,9 +51,16 @@ struct CommitInputs {
   std::shared_ptr<const ManifestSkeleton> skeleton;  // rank 0: agreed (or cached) at plan time
   std::vector<std::pair<std::string, std::string>> metadata;
   std::vector<CommonRecord> inline_common;  // rank 0
-  // Rank 0, once committed, before any rank learns the outcome: a memory checkpoint is announced to the node's
-  // agent. Its failure fails the save, and the committed directory (in memory, never on storage) is removed.
-  std::function<Status()> announce;
+  // A memory checkpoint is announced to the node's agent with the data files the node's ranks wrote: by rank 0 once
+  // committed, before any rank learns the outcome, and across nodes by every node's leader once the save is whole
+  // everywhere (runtime/memory_commit.h). Its failure fails the save, and the node's committed directory (in
+  // memory, never on storage) is removed.
+  std::function<Status(const std::vector<std::string>& own_files)> announce;
+  // Across nodes, every rank once the save succeeded: waits until its node's agent holds the checkpoint and its
+  // node's files have their replicas on other nodes (none asked: held is enough), so that the request completes
+  // then and a trainer that dies right after leaves every node's agent holding it; a replica that could not be
+  // made is a warning, since the checkpoint is whole on every node. Empty: nothing to wait for.
+  std::function<void()> await_replicas;
   // Rank 0, once committed (the manager's latest pointer and retention); reports its own problems, since the
   // checkpoint stands whatever happens there.
   std::function<void()> after_commit;
@@ -62,6 +69,8 @@ struct CommitInputs {
   // rank once the save has finished. Null and empty: a save to storage.
   std::shared_ptr<MemoryTier> memory_tier;
   std::string memory_reservation;
+  // A memory-tier save: this rank's node among the job's; across several, the commit is runtime/memory_commit.h's.
+  MemoryNodes memory_nodes;
   // A memory-tier save: the storage path the memory checkpoint at `path` stands for, which messages name.
   std::string storage_path;
 };

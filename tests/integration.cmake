@@ -47,6 +47,15 @@ foreach(name crash-persists restart-from-memory reshard-from-memory crash-mid-sa
   set_tests_properties(mp_memory_${name} PROPERTIES TIMEOUT 120)
 endforeach()
 
+# The memory tier across hosts (network namespaces, an agent on each): tests/integration/memory_hosts.sh.
+foreach(part crash-persists node-lost reshard lost-without-replicas agent-dies)
+  add_test(NAME mp_memory_hosts_${part}
+           COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/integration/memory_hosts.sh ${part}
+                   $<TARGET_FILE:ckpt_scenario_memory> $<TARGET_FILE:ckpt_cli>
+                   ${CMAKE_CURRENT_BINARY_DIR}/scenarios/memory-hosts-${part})
+  set_tests_properties(mp_memory_hosts_${part} PROPERTIES TIMEOUT 120 SKIP_RETURN_CODE 77)
+endforeach()
+
 # A job across two hosts (network namespaces) started with SLURM's variables alone.
 add_test(NAME mp_slurm_two_hosts
          COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/integration/slurm_two_hosts.sh $<TARGET_FILE:ckpt_scenario_control>

@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+
 #include "collectives/store_auth.h"
 
 namespace ckpt::agent {
@@ -18,12 +20,44 @@ void Queue(Persister& persister, std::optional<MemoryCheckpoint> checkpoint) {
   if (checkpoint.has_value()) persister.Enqueue(std::move(*checkpoint));
 }
 
-Reply Complete(MemoryStore& store, Persister& persister, SessionId session, const Request& request) {
+Status NoReplication(const Replication& replication) {
+  return Unsupported("this node's agent neither replicates nor fetches: " + replication.unavailable);
+}
+
+// A multi-node save's files go to the peer nodes in the background; the ranks learn the outcome from kList.
+Reply Complete(MemoryStore& store, Persister& persister, const Replication& replication, SessionId session,
+               const Request& request) {
   Result<std::optional<MemoryCheckpoint>> queued =
       store.Complete(session, request.reservation, request.checkpoint, request.persist);
   if (!queued.ok()) return ErrorReply(queued.status());
   Queue(persister, std::move(*queued));
+  if (request.checkpoint.node_count > 1) {
+    if (replication.replicator != nullptr) {
+      replication.replicator->Replicate(request.checkpoint.name);
+    } else {
+      (void)store.MarkReplicated(request.checkpoint.name, NoReplication(replication).message());
+    }
+  }
   return Reply{};
+}
+
+Reply Peers(const Replication& replication, const Request& request) {
+  if (replication.replicator == nullptr) return ErrorReply(NoReplication(replication));
+  const bool listed = std::any_of(request.peers.begin(), request.peers.end(), [&](const coll::agent::PeerAgent& peer) {
+    return peer.node_index == request.node_index;
+  });
+  if (!listed) {
+    return ErrorReply(
+        InvalidArgument("the peers sent to the agent lack this node's index " + std::to_string(request.node_index)));
+  }
+  const uint32_t others = static_cast<uint32_t>(request.peers.size() - 1);
+  replication.replicator->SetPeers(request.peers, request.node_index, std::min(request.replicas, others));
+  return Reply{};
+}
+
+Reply Fetch(const Replication& replication, const Request& request) {
+  if (replication.replicator == nullptr) return ErrorReply(NoReplication(replication));
+  return ErrorReply(replication.replicator->Fetch(request.checkpoint));
 }
 
 Reply Persist(MemoryStore& store, Persister& persister, const Request& request) {
@@ -59,7 +93,8 @@ Status Authenticate(const AgentIdentity& identity, uid_t peer_uid, const std::st
   return Status::Ok();
 }
 
-Reply HandleRequest(MemoryStore& store, Persister& persister, SessionId session, const Request& request) {
+Reply HandleRequest(MemoryStore& store, Persister& persister, const Replication& replication, SessionId session,
+                    const Request& request) {
   switch (request.op) {
     case Op::kReserve:
       return ErrorReply(store.Reserve(session, request.name, request.bytes));
@@ -67,13 +102,17 @@ Reply HandleRequest(MemoryStore& store, Persister& persister, SessionId session,
       store.Release(session, request.name);
       return Reply{};
     case Op::kComplete:
-      return Complete(store, persister, session, request);
+      return Complete(store, persister, replication, session, request);
     case Op::kList:
       return Reply{Code::kOk, "", coll::agent::EncodeCheckpoints(store.List())};
     case Op::kPersist:
       return Persist(store, persister, request);
     case Op::kDetach:
       return Reply{};
+    case Op::kPeers:
+      return Peers(replication, request);
+    case Op::kFetch:
+      return Fetch(replication, request);
   }
   return ErrorReply(Internal("an agent request of unknown operation passed decoding"));
 }

@@ -9,6 +9,7 @@
 #include "collectives/agent_protocol.h"
 #include "runtime/agent/memory_store.h"
 #include "runtime/agent/persister.h"
+#include "runtime/agent/replicator.h"
 
 namespace ckpt::agent {
 
@@ -25,9 +26,15 @@ struct AgentIdentity {
 Status Authenticate(const AgentIdentity& identity, uid_t peer_uid, const std::string& challenge_nonce,
                     const coll::agent::Hello& hello);
 
+// The agent's replication to peer nodes: its replicator, or why it has none (UCX cannot run here).
+struct Replication {
+  Replicator* replicator = nullptr;
+  std::string unavailable;
+};
+
 // Carries out `request` of the attached connection `session` and returns its reply. kDetach is answered here but
 // the caller closes the connection.
-coll::agent::Reply HandleRequest(MemoryStore& store, Persister& persister, SessionId session,
-                                 const coll::agent::Request& request);
+coll::agent::Reply HandleRequest(MemoryStore& store, Persister& persister, const Replication& replication,
+                                 SessionId session, const coll::agent::Request& request);
 
 }  // namespace ckpt::agent

@@ -28,13 +28,14 @@ std::string ErrnoText(int err) { return std::strerror(err); }
 }  // namespace
 
 AgentServer::AgentServer(UniqueFd listener, int signal_fd, AgentIdentity identity, AgentTimes times, MemoryStore& store,
-                         Persister& persister, LogFn log)
+                         Persister& persister, Replication replication, LogFn log)
     : listener_(std::move(listener)),
       signal_fd_(signal_fd),
       identity_(std::move(identity)),
       times_(times),
       store_(store),
       persister_(persister),
+      replication_(std::move(replication)),
       log_(std::move(log)) {
   // Accepting drains the backlog until it would block, so a connection withdrawn meanwhile cannot stall the loop.
   fcntl(listener_.get(), F_SETFL, fcntl(listener_.get(), F_GETFL) | O_NONBLOCK);
@@ -144,7 +145,7 @@ void AgentServer::Serve(Session& session) {
     session.closing = true;
     return;
   }
-  const Reply reply = HandleRequest(store_, persister_, session.id, *request);
+  const Reply reply = HandleRequest(store_, persister_, replication_, session.id, *request);
   Status sent = coll::agent::SendMessage(session.fd.get(), coll::agent::EncodeReply(reply));
   if (!sent.ok()) {
     log_("cannot answer " + Describe(session) + "; closing its connection: " + sent.message());
@@ -177,7 +178,8 @@ void AgentServer::Join(Session& session, const std::string& message) {
                                    coll::agent::EncodeReply(Reply{allowed.code(), allowed.message(), ""}));
     return;
   }
-  const coll::agent::Welcome welcome{store_.directory(), store_.budget_bytes()};
+  const coll::agent::Welcome welcome{store_.directory(), store_.budget_bytes(),
+                                     replication_.replicator != nullptr ? replication_.replicator->address() : ""};
   if (!coll::agent::SendMessage(session.fd.get(), coll::agent::EncodeReply({Code::kOk, "", EncodeWelcome(welcome)}))
            .ok()) {
     return;

@@ -25,7 +25,7 @@ class AgentServer {
  public:
   // `listener`: the bound agent socket; `signal_fd`: a signalfd for SIGTERM and SIGINT.
   AgentServer(UniqueFd listener, int signal_fd, AgentIdentity identity, AgentTimes times, MemoryStore& store,
-              Persister& persister, LogFn log);
+              Persister& persister, Replication replication, LogFn log);
 
   // Serves until the job's work is over (its queued persists included) or a signal arrives. The memory directory
   // is then removed; the returned status is the removal's.
@@ -60,6 +60,7 @@ class AgentServer {
   const AgentTimes times_;
   MemoryStore& store_;
   Persister& persister_;
+  const Replication replication_;
   const LogFn log_;
   std::vector<Session> sessions_;
   SessionId next_id_ = 1;

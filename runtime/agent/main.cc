@@ -191,9 +191,20 @@ int Serve(const Flags& flags, std::string secret, UniqueFd listener, MemoryStore
     return 1;
   }
   log(Describe(flags, !secret.empty(), store.directory()));
-  Persister persister(store, log);
+  const double persist_wait_s = static_cast<double>(settings::PositiveFromEnv(settings::kAgentPersistWaitVar, 300));
+  Persister persister(store, log, Millis(persist_wait_s));
+  // Started in the daemon (a fork keeps no thread) once the signals are blocked, which its thread inherits.
+  Result<std::unique_ptr<Replicator>> replicator = Replicator::Start(store, {flags.job_id, flags.node, secret}, log);
+  Replication replication;
+  if (replicator.ok()) {
+    replication.replicator = replicator->get();
+  } else {
+    replication.unavailable = replicator.status().message();
+    log("no replication to peer nodes: " + replication.unavailable);
+  }
   AgentServer server(std::move(listener), signals->get(), AgentIdentity{flags.job_id, flags.node, std::move(secret)},
-                     AgentTimes{Millis(flags.linger_s), Millis(flags.idle_timeout_s)}, store, persister, log);
+                     AgentTimes{Millis(flags.linger_s), Millis(flags.idle_timeout_s)}, store, persister,
+                     std::move(replication), log);
   if (ready.valid()) {
     const char byte = 1;
     (void)!write(ready.get(), &byte, 1);

@@ -134,6 +134,7 @@ uint64_t MemoryStore::UsedBytesLocked() const {
   uint64_t used = 0;
   for (const Entry& entry : entries_) used += entry.checkpoint.bytes;
   for (const auto& [key, bytes] : reserved_) used += bytes;
+  for (const auto& [transfer, incoming] : incoming_) used += incoming.second;
   return used;
 }
 
@@ -144,21 +145,25 @@ std::string MemoryStore::BudgetRefusal(const std::string& name, uint64_t bytes) 
   }
   uint64_t in_flight = 0;
   for (const auto& [key, reserved] : reserved_) in_flight += reserved;
+  for (const auto& [transfer, incoming] : incoming_) in_flight += incoming.second;
   return "the memory budget of node '" + node_ + "' is " + Bytes(budget_bytes_) + "; it holds the checkpoints " +
          (kept.empty() ? "(none)" : kept) + " and " + Bytes(in_flight) +
-         " reserved by saves in flight, so the save into " + Quoted(name) + ", which needs " + Bytes(bytes) +
+         " reserved by saves and replicas in flight, so writing " + Quoted(name) + ", which needs " + Bytes(bytes) +
          ", does not fit. Raise CKPT_AGENT_BUDGET_BYTES (the agent's --budget-bytes) or save to storage instead";
+}
+
+Status MemoryStore::FitsBudgetLocked(const std::string& name, uint64_t bytes, const char* what) const {
+  const uint64_t used = UsedBytesLocked();
+  if (used <= budget_bytes_ && bytes <= budget_bytes_ - used) return Status::Ok();
+  const std::string refusal = BudgetRefusal(name, bytes);
+  log_(std::string(what) + " refused: " + refusal);
+  return NoSpace(refusal);
 }
 
 Status MemoryStore::Reserve(SessionId session, const std::string& name, uint64_t bytes) {
   RETURN_IF_ERROR(ValidateEntryName(name));
   std::lock_guard<std::mutex> lock(mu_);
-  const uint64_t used = UsedBytesLocked();
-  if (used > budget_bytes_ || bytes > budget_bytes_ - used) {
-    const std::string refusal = BudgetRefusal(name, bytes);
-    log_("reserve refused: " + refusal);
-    return NoSpace(refusal);
-  }
+  RETURN_IF_ERROR(FitsBudgetLocked(name, bytes, "reserve"));
   reserved_[{session, name}] += bytes;
   return Status::Ok();
 }
@@ -216,6 +221,13 @@ Result<std::optional<MemoryCheckpoint>> MemoryStore::Complete(SessionId session,
   checkpoint.bytes = DirectoryBytes(path);
   checkpoint.persisted = false;
   checkpoint.persist_error.clear();
+  // Without the ranks' list: replicas of other nodes' files arrive only after every node completed, so what is here
+  // now is normally this node's own.
+  if (checkpoint.own_files.empty()) {
+    ASSIGN_OR_RETURN(checkpoint.own_files, io::ListDirectory(io::JoinPath(path, "data")));
+  }
+  checkpoint.replicated = checkpoint.node_count <= 1;
+  checkpoint.replication_error.clear();
   RETURN_IF_ERROR(WriteSidecar(checkpoint));
   log_("complete: memory checkpoint " + Quoted(checkpoint.name) + " (" + Bytes(checkpoint.bytes) + ") for " +
        Quoted(checkpoint.storage_path));
@@ -238,6 +250,72 @@ std::optional<MemoryCheckpoint> MemoryStore::QueueLocked(Entry& entry) {
   if (entry.checkpoint.persisted || entry.queued) return std::nullopt;
   entry.queued = true;
   return entry.checkpoint;
+}
+
+std::optional<MemoryCheckpoint> MemoryStore::Find(const std::string& name) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const Entry& entry : entries_) {
+    if (entry.checkpoint.name == name) return entry.checkpoint;
+  }
+  return std::nullopt;
+}
+
+Status MemoryStore::ReserveIncoming(uint64_t transfer, const std::string& name, uint64_t bytes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  RETURN_IF_ERROR(FitsBudgetLocked(name, bytes, "replica"));
+  incoming_[transfer] = {name, bytes};
+  return Status::Ok();
+}
+
+void MemoryStore::ReleaseIncoming(uint64_t transfer) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = incoming_.find(transfer);
+  if (it == incoming_.end()) return;
+  Entry* entry = FindLocked(it->second.first);
+  if (entry != nullptr) entry->checkpoint.bytes = DirectoryBytes(io::JoinPath(dir_, entry->checkpoint.name));
+  incoming_.erase(it);
+}
+
+Status MemoryStore::MarkReplicated(const std::string& name, const std::string& error) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Entry* entry = FindLocked(name);
+  if (entry == nullptr) return NotFound("the agent of node '" + node_ + "' keeps no memory checkpoint " + Quoted(name));
+  entry->checkpoint.replicated = error.empty();
+  entry->checkpoint.replication_error = error;
+  log_(error.empty() ? "replicated: memory checkpoint " + Quoted(name)
+                     : "replication of " + Quoted(name) + ": " + error);
+  return WriteSidecar(entry->checkpoint);
+}
+
+Status MemoryStore::RegisterFetched(MemoryCheckpoint checkpoint) {
+  RETURN_IF_ERROR(ValidateEntryName(checkpoint.name));
+  RETURN_IF_ERROR(ValidateStoragePaths(checkpoint));
+  std::lock_guard<std::mutex> lock(mu_);
+  const std::string path = io::JoinPath(dir_, checkpoint.name);
+  if (!io::PathExists(io::JoinPath(path, "MANIFEST"))) {
+    return NotFound("no fetched memory checkpoint " + Quoted(path) + " (it has no MANIFEST)");
+  }
+  if (Entry* entry = FindLocked(checkpoint.name)) {
+    entry->checkpoint.bytes = DirectoryBytes(path);
+    return Status::Ok();
+  }
+  checkpoint.bytes = DirectoryBytes(path);
+  checkpoint.persisted = false;
+  checkpoint.persist_error.clear();
+  checkpoint.own_files.clear();
+  checkpoint.replicated = true;
+  checkpoint.replication_error.clear();
+  RETURN_IF_ERROR(WriteSidecar(checkpoint));
+  log_("fetched: memory checkpoint " + Quoted(checkpoint.name) + " (" + Bytes(checkpoint.bytes) + ") from peers");
+  // A load may fetch an older step than one this node keeps: it goes before the newer steps of its manager, and no
+  // retention runs now, so that a newer checkpoint (perhaps on no storage yet) is never removed for it. The next
+  // save's completion applies retention as usual.
+  auto newer = std::find_if(entries_.begin(), entries_.end(), [&](const Entry& e) {
+    return !checkpoint.manager_root.empty() && e.checkpoint.manager_root == checkpoint.manager_root &&
+           e.checkpoint.step > checkpoint.step;
+  });
+  entries_.insert(newer, Entry{std::move(checkpoint)});
+  return Status::Ok();
 }
 
 Result<std::optional<MemoryCheckpoint>> MemoryStore::RequestPersist(const std::string& name) {
@@ -304,6 +382,7 @@ Status MemoryStore::RemoveAll() {
   std::lock_guard<std::mutex> lock(mu_);
   entries_.clear();
   reserved_.clear();
+  incoming_.clear();
   return io::RemoveTree(dir_);
 }
 

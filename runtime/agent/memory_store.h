@@ -7,8 +7,9 @@
 //   M/.<name>.meta            its sidecar: the encoded MemoryCheckpoint, so that a restarted agent can adopt it
 //   M/<name>.tmp-<save id>/   a save in flight, claimed by its rank 0 (runtime/save_directory.h)
 //
-// Retention: the newest complete checkpoint is kept, and an older one only while it waits to be persisted. Every
-// method is thread-safe: the socket loop and the persister's thread share the store.
+// Retention: the newest complete checkpoint is kept, and an older one only while it waits to be persisted; removing a
+// checkpoint removes the replicas of other nodes' files it holds (they live in its data/). Every method is
+// thread-safe: the socket loop, the persister's thread and the replicator's thread share the store.
 #pragma once
 
 #include <cstdint>
@@ -57,12 +58,30 @@ class MemoryStore {
 
   // A save committed M/<checkpoint.name>: drops `session`'s reservation `reservation`, measures the directory,
   // writes its sidecar and keeps it as the newest, removing the older ones that do not wait to be persisted.
-  // Returns the checkpoint for the persister when `persist` asks for it and nobody did before. The same name
-  // completed again (every rank of the node sends it) changes nothing. kNotFound without M/<name>/MANIFEST.
+  // Its own files are `checkpoint.own_files`, or when empty what data/ holds now. It counts as replicated when the
+  // save had one node only. Returns the checkpoint for the persister when `persist` asks for it and nobody did
+  // before. The same name completed again (every rank of the node sends it) changes nothing. kNotFound without
+  // M/<name>/MANIFEST.
   Result<std::optional<MemoryCheckpoint>> Complete(SessionId session, const std::string& reservation,
                                                    MemoryCheckpoint checkpoint, bool persist);
   // The kept checkpoints, oldest first.
   std::vector<MemoryCheckpoint> List() const;
+  // The kept checkpoint `name`, if any.
+  std::optional<MemoryCheckpoint> Find(const std::string& name) const;
+
+  // Replication (runtime/agent/replicator.h). Files arriving from a peer for checkpoint `name` hold `bytes` of the
+  // budget under `transfer` until released: kNoSpace, saying what holds the budget, when they do not fit.
+  Status ReserveIncoming(uint64_t transfer, const std::string& name, uint64_t bytes);
+  // Drops the reservation of `transfer` and measures its checkpoint again, now with the files that arrived.
+  void ReleaseIncoming(uint64_t transfer);
+  // The replicas of `name`'s own files are in place on their peers (`error` empty), or why not. kNotFound when the
+  // checkpoint is no longer kept.
+  Status MarkReplicated(const std::string& name, const std::string& error);
+  // M/<checkpoint.name> was made whole from peers' copies (kFetch): it is kept, with no own files and replicated,
+  // its sidecar written, as the newest checkpoint unless its manager's newer steps are kept (it goes before them;
+  // nothing is removed for it). A checkpoint kept already is measured again and otherwise unchanged. kNotFound
+  // without M/<name>/MANIFEST.
+  Status RegisterFetched(MemoryCheckpoint checkpoint);
   // Marks checkpoint `name` for persisting and returns it for the persister; nullopt when it is persisted or
   // queued already. kNotFound when no such checkpoint is kept.
   Result<std::optional<MemoryCheckpoint>> RequestPersist(const std::string& name);
@@ -89,6 +108,8 @@ class MemoryStore {
   Status Adopt();
   uint64_t UsedBytesLocked() const;
   std::string BudgetRefusal(const std::string& name, uint64_t bytes) const;
+  // kNoSpace (logged as `what` refused) unless `bytes` more for `name` fit beside what is kept and reserved.
+  Status FitsBudgetLocked(const std::string& name, uint64_t bytes, const char* what) const;
   Entry* FindLocked(const std::string& name);
   std::optional<MemoryCheckpoint> QueueLocked(Entry& entry);
   void RemoveIfAbandonedLocked(const std::string& name);
@@ -103,6 +124,7 @@ class MemoryStore {
   mutable std::mutex mu_;
   std::vector<Entry> entries_;                                      // oldest first; the last is the newest
   std::map<std::pair<SessionId, std::string>, uint64_t> reserved_;  // (session, temporary name) -> bytes
+  std::map<uint64_t, std::pair<std::string, uint64_t>> incoming_;   // transfer -> (checkpoint, bytes)
 };
 
 }  // namespace ckpt::agent

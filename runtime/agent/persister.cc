@@ -13,9 +13,11 @@
 #include <thread>
 #include <vector>
 
+#include "io/claimed_directory.h"
 #include "io/confined_open.h"
 #include "io/file_io.h"
 #include "runtime/manager.h"
+#include "runtime/manifest.h"
 #include "runtime/save_directory.h"
 
 namespace ckpt::agent {
@@ -144,20 +146,137 @@ bool IsCommittedDirectory(const std::string& path) {
   return io::IsDirectory(path) && io::PathExists(io::JoinPath(path, "MANIFEST"));
 }
 
+// How often a node waiting for another (its claim, its files, its commit) looks again.
+constexpr std::chrono::milliseconds kPeerPollInterval{20};
+
+std::string DoneMarker(uint32_t node_index) { return ".done-" + std::to_string(node_index); }
+
+// Polls `ready` until it holds or `wait` has passed.
+bool AwaitCondition(const std::function<bool()>& ready, std::chrono::milliseconds wait) {
+  const auto deadline = std::chrono::steady_clock::now() + wait;
+  while (!ready()) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(kPeerPollInterval);
+  }
+  return true;
+}
+
+// Copies this node's own data files of `checkpoint` into `temporary`/data and syncs them.
+Result<uint64_t> CopyOwnFiles(const std::string& source, const MemoryCheckpoint& checkpoint,
+                              const std::string& temporary) {
+  const std::string target_data = io::JoinPath(temporary, "data");
+  RETURN_IF_ERROR(io::MakeDirectories(target_data));
+  for (const std::string& name : checkpoint.own_files) {
+    if (name.empty() || name[0] == '.' || name.find('/') != std::string::npos || name.size() <= 4 ||
+        name.compare(name.size() - 4, 4, ".bin") != 0) {
+      return Corrupt("the memory checkpoint " + Quoted(source) + " lists " + Quoted(name) +
+                     " as its own, which is no data file; it is not persisted");
+    }
+  }
+  ASSIGN_OR_RETURN(uint64_t bytes, CopyDataFiles(source, checkpoint.own_files, target_data));
+  RETURN_IF_ERROR(io::SyncDirectory(target_data));
+  return bytes;
+}
+
+// Node 0 of a checkpoint spanning nodes: claims the temporary named after the memory save, copies its own files,
+// waits for every other node's marker (their files are then durable in it), and commits with the MANIFEST.
+Result<uint64_t> CommitAcrossNodes(const std::string& source, const MemoryCheckpoint& checkpoint,
+                                   const std::string& temporary, std::chrono::milliseconds peer_wait) {
+  const std::string& target = checkpoint.storage_path;
+  ASSIGN_OR_RETURN(UniqueFd claim, runtime::ClaimSaveDirectory(target, checkpoint.save_id));
+  Result<uint64_t> copied = CopyOwnFiles(source, checkpoint, temporary);
+  Status committed = copied.status();
+  std::vector<uint32_t> missing;
+  auto all_done = [&] {
+    missing.clear();
+    for (uint32_t n = 1; n < checkpoint.node_count; ++n) {
+      if (!io::PathExists(io::JoinPath(temporary, DoneMarker(n)))) missing.push_back(n);
+    }
+    return missing.empty();
+  };
+  if (committed.ok() && !AwaitCondition(all_done, peer_wait)) {
+    std::string nodes;
+    for (uint32_t n : missing) nodes += (nodes.empty() ? "" : ", ") + std::to_string(n);
+    committed = Timeout("node(s) " + nodes + " of " + std::to_string(checkpoint.node_count) +
+                        " did not persist their files within " + std::to_string(peer_wait.count() / 1000) +
+                        " s (their agents' logs say why); nothing was committed");
+  }
+  for (uint32_t n = 1; committed.ok() && n < checkpoint.node_count; ++n) {
+    committed = io::RemoveTree(io::JoinPath(temporary, DoneMarker(n)));
+  }
+  if (committed.ok()) {
+    // Every node's marker is in, but a node that held the wrong files (one that replaced a lost node) may have
+    // written fewer than the manifest lists: nothing incomplete is ever committed.
+    Result<std::vector<std::string>> missing = runtime::MissingDataFiles(source, temporary);
+    committed = missing.status();
+    if (missing.ok() && !missing->empty()) {
+      committed = Corrupt("the nodes' files lack " + std::to_string(missing->size()) + " the manifest lists (" +
+                          Quoted(missing->front()) + " first); nothing was committed");
+    }
+  }
+  Result<uint64_t> manifest = Internal("the MANIFEST was not copied");
+  if (committed.ok()) {
+    manifest = CopyFile(source, "MANIFEST", io::JoinPath(temporary, "MANIFEST"));
+    committed = manifest.status();
+  }
+  if (committed.ok()) committed = io::SyncDirectory(temporary);
+  if (committed.ok()) committed = io::RenameNoReplace(temporary, target);
+  if (committed.ok()) committed = io::SyncDirectory(io::ParentDirectory(target));
+  if (!committed.ok()) {
+    (void)io::RemoveTree(temporary);
+    return committed;
+  }
+  return *copied + *manifest;
+}
+
+// Any other node: once node 0 has claimed the temporary, copies its own files into it, marks them done, and waits
+// for node 0's commit so that it reports the truth.
+Result<uint64_t> ContributeAcrossNodes(const std::string& source, const MemoryCheckpoint& checkpoint,
+                                       const std::string& temporary, std::chrono::milliseconds peer_wait) {
+  const std::string& target = checkpoint.storage_path;
+  if (!AwaitCondition([&] { return IsCommittedDirectory(target) || io::IsClaimed(temporary); }, peer_wait)) {
+    return Timeout("node 0 of the checkpoint did not begin persisting it at " + Quoted(temporary) + " within " +
+                   std::to_string(peer_wait.count() / 1000) + " s; this node's files were not written");
+  }
+  if (IsCommittedDirectory(target)) return uint64_t{0};
+  ASSIGN_OR_RETURN(uint64_t bytes, CopyOwnFiles(source, checkpoint, temporary));
+  const std::string marker = io::JoinPath(temporary, DoneMarker(checkpoint.node_index));
+  // Node 0 may commit (rename the temporary) as soon as the marker is there; it syncs the directory itself.
+  RETURN_IF_ERROR(io::WriteFileDurably(marker, "", 0));
+  if (!AwaitCondition([&] { return IsCommittedDirectory(target) || !io::IsDirectory(temporary); }, peer_wait) ||
+      !IsCommittedDirectory(target)) {
+    return PeerFailed("node 0 did not commit " + Quoted(target) +
+                      " after this node wrote its files (its agent's "
+                      "log says why)");
+  }
+  return bytes;
+}
+
 }  // namespace
 
-Result<PersistReport> PersistCheckpoint(const std::string& memory_dir, const MemoryCheckpoint& checkpoint) {
+Result<PersistReport> PersistCheckpoint(const std::string& memory_dir, const MemoryCheckpoint& checkpoint,
+                                        std::chrono::milliseconds peer_wait) {
   PersistReport report;
   const std::string& target = checkpoint.storage_path;
   if (target.empty())
     return InvalidArgument("the memory checkpoint " + Quoted(checkpoint.name) + " has no storage path");
+  const std::string source = io::JoinPath(memory_dir, checkpoint.name);
   if (IsCommittedDirectory(target)) {
     report.found_committed = true;
+  } else if (checkpoint.node_count > 1) {
+    if (checkpoint.save_id.empty()) {
+      return InvalidArgument("the memory checkpoint " + Quoted(checkpoint.name) + " spans " +
+                             std::to_string(checkpoint.node_count) + " nodes but names no save");
+    }
+    const std::string temporary = runtime::TemporaryDirectory(target, checkpoint.save_id);
+    ASSIGN_OR_RETURN(report.bytes, checkpoint.node_index == 0
+                                       ? CommitAcrossNodes(source, checkpoint, temporary, peer_wait)
+                                       : ContributeAcrossNodes(source, checkpoint, temporary, peer_wait));
   } else {
     const std::string save_id = runtime::NewSaveId();
     ASSIGN_OR_RETURN(UniqueFd claim, runtime::ClaimSaveDirectory(target, save_id));
     const std::string temporary = runtime::TemporaryDirectory(target, save_id);
-    Result<uint64_t> copied = CopyCheckpoint(io::JoinPath(memory_dir, checkpoint.name), temporary);
+    Result<uint64_t> copied = CopyCheckpoint(source, temporary);
     Status committed = copied.status();
     if (committed.ok()) committed = io::RenameNoReplace(temporary, target);
     if (committed.ok()) committed = io::SyncDirectory(io::ParentDirectory(target));
@@ -167,11 +286,13 @@ Result<PersistReport> PersistCheckpoint(const std::string& memory_dir, const Mem
     }
     report.bytes = *copied;
   }
-  if (!checkpoint.manager_root.empty()) report.publish_error = PublishStep(checkpoint);
+  // Node 0 alone moves the manager's pointer, once, after the commit.
+  if (!checkpoint.manager_root.empty() && checkpoint.node_index == 0) report.publish_error = PublishStep(checkpoint);
   return report;
 }
 
-Persister::Persister(MemoryStore& store, LogFn log) : store_(store), log_(std::move(log)) {
+Persister::Persister(MemoryStore& store, LogFn log, std::chrono::milliseconds peer_wait)
+    : store_(store), log_(std::move(log)), peer_wait_(peer_wait) {
   thread_ = std::thread([this] { Loop(); });
 }
 
@@ -220,8 +341,8 @@ void Persister::RunOne(const MemoryCheckpoint& checkpoint) {
   const auto start = std::chrono::steady_clock::now();
   Result<PersistReport> report = Internal("the persist of " + what + " did not run");
   // This thread's boundary: an exception (an allocation that failed) fails this persist, not the agent.
-  if (std::optional<Status> thrown =
-          ExceptionIn("persisting " + what, [&] { report = PersistCheckpoint(store_.directory(), checkpoint); })) {
+  if (std::optional<Status> thrown = ExceptionIn(
+          "persisting " + what, [&] { report = PersistCheckpoint(store_.directory(), checkpoint, peer_wait_); })) {
     report = *thrown;
   }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

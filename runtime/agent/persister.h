@@ -4,6 +4,7 @@
 // a manager step is then published as `latest` unless a newer step is.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <mutex>
@@ -22,12 +23,19 @@ struct PersistReport {
 
 // Commits the memory checkpoint `checkpoint` of `memory_dir` at its storage path (see above). On failure nothing
 // is left at or beside the storage path.
-Result<PersistReport> PersistCheckpoint(const std::string& memory_dir, const MemoryCheckpoint& checkpoint);
+//
+// A checkpoint that spans nodes is persisted by every node's agent together, through shared storage and without
+// the trainers: node 0 claims the temporary named after the memory save's id, each other node copies its own files
+// into it and leaves a marker, and node 0 commits with the MANIFEST once every marker is there. A node missing
+// for `peer_wait` means nothing is committed (all-or-nothing); the other nodes wait as long for node 0.
+Result<PersistReport> PersistCheckpoint(const std::string& memory_dir, const MemoryCheckpoint& checkpoint,
+                                        std::chrono::milliseconds peer_wait);
 
 class Persister {
  public:
-  // Starts the thread; verdicts go to `store` (MemoryStore::FinishPersist).
-  Persister(MemoryStore& store, LogFn log);
+  // Starts the thread; verdicts go to `store` (MemoryStore::FinishPersist). `peer_wait`: PersistCheckpoint's.
+  Persister(MemoryStore& store, LogFn log, std::chrono::milliseconds peer_wait = kDefaultPeerWait);
+  static constexpr std::chrono::milliseconds kDefaultPeerWait{300000};
   // Stop().
   ~Persister();
   Persister(const Persister&) = delete;
@@ -45,6 +53,7 @@ class Persister {
 
   MemoryStore& store_;
   const LogFn log_;
+  const std::chrono::milliseconds peer_wait_;
   mutable std::mutex mu_;
   std::condition_variable wake_;
   std::deque<MemoryCheckpoint> queue_;

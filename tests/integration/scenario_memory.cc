@@ -125,7 +125,9 @@ int Restore(const char* root, uint64_t expected_step, const std::string& tier) {
   uint64_t step_common = 0;
   ckpt_state_t* state = StepState(s, buffers, 0, &step_common, false);
   uint64_t step = 0;
-  s.Check(ckpt_manager_load_latest(manager, state, nullptr, &step, s.err), "load latest");
+  const int32_t loaded = ckpt_manager_load_latest(manager, state, nullptr, &step, s.err);
+  if (loaded != CKPT_OK) std::fprintf(stderr, "rank %d's log of the failed load:\n%s", s.rank, log.c_str());
+  s.Check(loaded, "load latest");
   if (step != expected_step)
     Die(s.rank, "restored step " + std::to_string(step) + ", expected " + std::to_string(expected_step));
   const uint64_t r0 = SplitPoint(kRowsPerRank * 4, s.rank, s.world);
@@ -138,6 +140,7 @@ int Restore(const char* root, uint64_t expected_step, const std::string& tier) {
   const std::string said = "from " + tier;
   if (log.find(said) == std::string::npos) Die(s.rank, "the load did not read " + said + ": " + log);
   if (s.rank == 0) {
+    std::fprintf(stderr, "rank 0's log of the load:\n%s", log.c_str());  // the warnings a test may look for
     std::printf("restored step %llu on %d ranks from %s, every element checked\n",
                 static_cast<unsigned long long>(step), s.world, tier.c_str());
   }

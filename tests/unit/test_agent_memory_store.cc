@@ -116,6 +116,21 @@ TEST_F(AgentMemoryStoreTest, OnlyTheNewestCheckpointIsKept) {
   EXPECT_FALSE(io::PathExists(dir_ + "/.a.meta"));
 }
 
+TEST_F(AgentMemoryStoreTest, AFetchedOlderStepNeverDisplacesANewerOne) {
+  auto store = Open(1 << 20);
+  MakeCheckpoint("step-5", 10);
+  MakeCheckpoint("step-3", 10);
+  MemoryCheckpoint newer = Checkpoint("step-5"), older = Checkpoint("step-3");
+  newer.manager_root = older.manager_root = "/storage";
+  newer.step = 5;
+  older.step = 3;
+  ASSERT_TRUE(store->Complete(1, "", newer, false).ok());
+  ASSERT_TRUE(store->RegisterFetched(older).ok());
+  // Step 5 stays, and stays the newest: it is what a crash persists.
+  EXPECT_EQ(Names(*store), (std::vector<std::string>{"step-3", "step-5"}));
+  EXPECT_EQ(store->RequestPersistOfNewest()->name, "step-5");
+}
+
 TEST_F(AgentMemoryStoreTest, AnOlderCheckpointAwaitingPersistIsKeptUntilPersisted) {
   auto store = Open(1 << 20);
   MakeCheckpoint("a", 10);

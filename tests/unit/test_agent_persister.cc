@@ -4,15 +4,20 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <thread>
 
 #include "io/file_io.h"
 #include "runtime/agent/persister.h"
+#include "runtime/manifest.h"
 
 namespace ckpt::agent {
 namespace {
+
+constexpr std::chrono::milliseconds kWait{5000};
 
 class AgentPersisterTest : public ::testing::Test {
  protected:
@@ -46,7 +51,7 @@ class AgentPersisterTest : public ::testing::Test {
 };
 
 TEST_F(AgentPersisterTest, CopiesTheCheckpointAndCommitsIt) {
-  Result<PersistReport> report = PersistCheckpoint(memory_, checkpoint_);
+  Result<PersistReport> report = PersistCheckpoint(memory_, checkpoint_, kWait);
   ASSERT_TRUE(report.ok()) << report.status().message();
   EXPECT_EQ(report->bytes, 100008u);
   EXPECT_FALSE(report->found_committed);
@@ -58,14 +63,14 @@ TEST_F(AgentPersisterTest, CopiesTheCheckpointAndCommitsIt) {
 TEST_F(AgentPersisterTest, RefusesALinkAmongTheDataFiles) {
   std::ofstream(root_ + "/secret") << "not the checkpoint's";
   ASSERT_EQ(symlink((root_ + "/secret").c_str(), (memory_ + "/ck/data/1-0.bin").c_str()), 0);
-  Result<PersistReport> report = PersistCheckpoint(memory_, checkpoint_);
+  Result<PersistReport> report = PersistCheckpoint(memory_, checkpoint_, kWait);
   EXPECT_EQ(report.status().code(), Code::kCorrupt) << report.status().message();
   ExpectNothingOnStorage();
 }
 
 TEST_F(AgentPersisterTest, RefusesAnEntryThatIsNoDataFile) {
   std::ofstream(memory_ + "/ck/data/notes.txt") << "x";
-  Result<PersistReport> report = PersistCheckpoint(memory_, checkpoint_);
+  Result<PersistReport> report = PersistCheckpoint(memory_, checkpoint_, kWait);
   EXPECT_EQ(report.status().code(), Code::kCorrupt);
   EXPECT_NE(report.status().message().find("notes.txt"), std::string::npos) << report.status().message();
   ExpectNothingOnStorage();
@@ -73,8 +78,80 @@ TEST_F(AgentPersisterTest, RefusesAnEntryThatIsNoDataFile) {
 
 TEST_F(AgentPersisterTest, WithoutAManifestNothingIsCommitted) {
   ASSERT_EQ(unlink((memory_ + "/ck/MANIFEST").c_str()), 0);
-  Result<PersistReport> report = PersistCheckpoint(memory_, checkpoint_);
+  Result<PersistReport> report = PersistCheckpoint(memory_, checkpoint_, kWait);
   EXPECT_EQ(report.status().code(), Code::kNotFound) << report.status().message();
+  ExpectNothingOnStorage();
+}
+
+// Two nodes' agents persisting one checkpoint: node 0 holds 0-0.bin, node 1 holds 1-0.bin (and a replica of node
+// 0's file, which it must not write).
+class AgentPersisterAcrossNodesTest : public AgentPersisterTest {
+ protected:
+  void SetUp() override {
+    AgentPersisterTest::SetUp();
+    other_ = root_ + "/memory-1";
+    ASSERT_TRUE(io::MakeDirectories(other_ + "/ck/data").ok());
+    // Node 0 checks the assembled copy against the manifest before it commits: this one must decode.
+    runtime::Manifest manifest;
+    manifest.checkpoint_id = "00000000000000ab";
+    manifest.world_size = 2;
+    manifest.node_count = 2;
+    manifest.files = {{"data/0-0.bin", 100000}, {"data/1-0.bin", 70000}};
+    const Status written = runtime::WriteManifest(other_ + "/ck", manifest);
+    ASSERT_TRUE(written.ok()) << written.message();
+    ASSERT_EQ(unlink((memory_ + "/ck/MANIFEST").c_str()), 0);
+    ASSERT_TRUE(runtime::WriteManifest(memory_ + "/ck", manifest).ok());
+    std::ofstream(other_ + "/ck/data/1-0.bin") << std::string(70000, 'e');
+    std::ofstream(other_ + "/ck/data/0-0.bin") << std::string(100000, 'r');  // a replica: not node 1's to write
+    checkpoint_.save_id = "00000000000000ab";
+    checkpoint_.node_count = 2;
+    checkpoint_.own_files = {"0-0.bin"};
+    second_ = checkpoint_;
+    second_.node_index = 1;
+    second_.own_files = {"1-0.bin"};
+  }
+  std::string other_;
+  MemoryCheckpoint second_;
+};
+
+TEST_F(AgentPersisterAcrossNodesTest, EveryNodeWritesItsOwnFilesAndNodeZeroCommits) {
+  Result<PersistReport> from_second = Internal("not run");
+  std::thread second([&] { from_second = PersistCheckpoint(other_, second_, kWait); });
+  Result<PersistReport> from_first = PersistCheckpoint(memory_, checkpoint_, kWait);
+  second.join();
+  ASSERT_TRUE(from_first.ok()) << from_first.status().message();
+  ASSERT_TRUE(from_second.ok()) << from_second.status().message();
+  EXPECT_EQ(from_second->bytes, 70000u);
+  EXPECT_EQ(Read(checkpoint_.storage_path + "/MANIFEST"), Read(memory_ + "/ck/MANIFEST"));
+  EXPECT_EQ(Read(checkpoint_.storage_path + "/data/0-0.bin"), std::string(100000, 'd'));
+  EXPECT_EQ(Read(checkpoint_.storage_path + "/data/1-0.bin"), std::string(70000, 'e'));
+  // No marker of the nodes' progress stays in the committed checkpoint, and no temporary beside it.
+  EXPECT_EQ(io::ListDirectory(checkpoint_.storage_path).value(), (std::vector<std::string>{"MANIFEST", "data"}));
+  EXPECT_EQ(io::ListDirectory(root_ + "/storage").value(), std::vector<std::string>{"ck"});
+}
+
+TEST_F(AgentPersisterAcrossNodesTest, ANodeThatNeverWritesLeavesNothingCommitted) {
+  Result<PersistReport> report = PersistCheckpoint(memory_, checkpoint_, std::chrono::milliseconds(300));
+  EXPECT_EQ(report.status().code(), Code::kTimeout) << report.status().message();
+  EXPECT_NE(report.status().message().find("node(s) 1 of 2"), std::string::npos) << report.status().message();
+  ExpectNothingOnStorage();
+}
+
+TEST_F(AgentPersisterAcrossNodesTest, NodesThatWroteFewerFilesThanTheManifestListsCommitNothing) {
+  second_.own_files = {};  // a node that replaced node 1 and holds none of its files: it still leaves its marker
+  Result<PersistReport> from_second = Internal("not run");
+  std::thread second([&] { from_second = PersistCheckpoint(other_, second_, kWait); });
+  Result<PersistReport> from_first = PersistCheckpoint(memory_, checkpoint_, kWait);
+  second.join();
+  EXPECT_EQ(from_first.status().code(), Code::kCorrupt) << from_first.status().message();
+  EXPECT_NE(from_first.status().message().find("data/1-0.bin"), std::string::npos) << from_first.status().message();
+  EXPECT_FALSE(from_second.ok());
+  ExpectNothingOnStorage();
+}
+
+TEST_F(AgentPersisterAcrossNodesTest, ANodeWhoseNodeZeroNeverBeginsWritesNothing) {
+  Result<PersistReport> report = PersistCheckpoint(other_, second_, std::chrono::milliseconds(300));
+  EXPECT_EQ(report.status().code(), Code::kTimeout) << report.status().message();
   ExpectNothingOnStorage();
 }
 

@@ -33,11 +33,11 @@ class ThrowingChannel : public CommitChannel {
     return status;
   }
   Result<std::vector<std::string>> CollectReports(const std::string&) override { return std::vector<std::string>(); }
-  Status PostOutcome(const std::string&, const Status& outcome) override {
+  Status PostOutcome(const std::string&, const Status& outcome, const std::string&) override {
     posted_outcomes.push_back(outcome);
     return Status::Ok();
   }
-  Status AwaitOutcome(const std::string&) override { return Status::Ok(); }
+  Status AwaitOutcome(const std::string&, std::string*) override { return Status::Ok(); }
 
   std::vector<Status> posted_outcomes;  // what rank 0 told the other ranks
 

@@ -1,0 +1,256 @@
+// The replicator's thread and everything it owns (replicator.h): the UCX worker, the endpoints to peers, and the
+// pushes, receives and fetches in progress. Only the thread touches these; the agent reaches it through Post and
+// FetchOutcome, which lock.
+#pragma once
+
+#include <poll.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "collectives/ucx_library.h"
+#include "common/unique_fd.h"
+#include "runtime/agent/replication_files.h"
+#include "runtime/agent/replication_wire.h"
+#include "runtime/agent/replicator.h"
+
+namespace ckpt::agent {
+
+// The tag of chunk `chunk` of transfer `transfer`: chunks match only the receive posted for them.
+inline ucp_tag_t DataTag(uint32_t transfer, uint64_t chunk) {
+  return (ucp_tag_t{0xDA} << 56) | (ucp_tag_t{transfer} << 24) | chunk;
+}
+// Chunk indexes have 24 bits.
+inline constexpr uint64_t kMaxChunks = uint64_t{1} << 24;
+
+class Replicator::Engine {
+ public:
+  Engine(MemoryStore& store, ReplicatorOptions options, LogFn log, const coll::UcxApi& ucx);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Creates the UCX context and worker and starts the thread.
+  Status Open();
+  const std::string& address() const { return address_; }
+  // Runs `command` on the thread, soon.
+  void Post(std::function<void()> command);
+  // What Replicator::Fetch answers.
+  Status FetchOutcome(const MemoryCheckpoint& checkpoint);
+
+  // Called on the thread by Post's commands.
+  void SetPeers(std::vector<PeerAgent> peers, uint32_t node_index, uint32_t replicas);
+  void StartReplica(const std::string& name);
+  void StartFetch(const MemoryCheckpoint& checkpoint);
+
+  using Clock = std::chrono::steady_clock;
+  enum class OpKind : uint8_t { kControlSend, kControlReceive, kChunkSend, kChunkReceive };
+  // One UCX request. Owned by ops_ until its completion is handled; UCX's callbacks get it as their user data.
+  // A receive buffer, kept for the next chunk: its pages are faulted in once, not for every chunk.
+  struct Buffer {
+    std::unique_ptr<char[]> data;
+    uint64_t capacity = 0;
+  };
+  struct Op {
+    Engine* engine = nullptr;
+    OpKind kind = OpKind::kControlSend;
+    uint64_t owner = 0;     // the push or the incoming transfer, for chunks
+    uint64_t chunk = 0;     // which, for chunks
+    std::string address;    // the peer, for control sends
+    std::string buffer;     // a control message
+    uint64_t expected = 0;  // bytes a receive must get
+    void* request = nullptr;
+    bool done = false;
+    ucs_status_t status = UCS_OK;
+    uint64_t received = 0;
+    Buffer bounce;  // a chunk receive's buffer, written to its file once the chunk is in
+  };
+  struct Endpoint {
+    Engine* engine = nullptr;
+    ucp_ep_h ep = nullptr;
+    ucs_status_t error = UCS_OK;  // reported by UCX, not yet handled
+  };
+  // A piece of one file: what a chunk tag numbers.
+  struct Chunk {
+    size_t file = 0;
+    uint64_t offset = 0;
+    uint64_t length = 0;
+  };
+  // Files this agent sends to one peer: a replica of its own files, or what a fetching peer asked for.
+  struct Push {
+    uint64_t id = 0;
+    std::string address;
+    std::string checkpoint;
+    bool for_fetch = false;
+    uint64_t fetch_id = 0;  // the peer's fetch, with for_fetch
+    std::vector<FileInfo> files;
+    std::vector<MappedFile> sources;  // by files' index
+    bool accepted = false;
+    uint32_t transfer = 0;
+    std::vector<Chunk> chunks;
+    size_t next = 0;
+    int in_flight = 0;
+    bool finished = false;  // it is dropped once no chunk is in flight any more
+    std::string failure;    // why it failed, once finished
+    Clock::time_point last_progress;
+  };
+  // Files a peer sends to this agent.
+  struct Incoming {
+    uint32_t id = 0;
+    std::string address;
+    uint64_t offer_id = 0;
+    std::string checkpoint;
+    std::string dir;
+    uint64_t fetch_id = 0;  // the fetch it answers; 0 for a replica
+    std::vector<FileInfo> files;
+    std::vector<UniqueFd> parts;  // the hidden files being filled
+    std::vector<Chunk> chunks;
+    size_t next = 0;
+    size_t received = 0;
+    int in_flight = 0;
+    std::map<uint64_t, Op*> posted;  // chunk -> its receive, for cancelling
+    std::string failure;
+    Clock::time_point last_progress;
+  };
+  struct Fetch {
+    uint64_t id = 0;
+    MemoryCheckpoint checkpoint;
+    std::string dir;  // where the files arrive: M/<name>, or a temporary renamed into place
+    bool temporary = false;
+    std::vector<std::string> awaiting;                                    // peers not yet answering kInventoryAsk
+    std::vector<std::pair<std::string, std::vector<FileInfo>>> holdings;  // by peer, in ring order
+    std::set<std::string> missing;
+    std::set<std::string> holders;    // peers asked to push
+    std::vector<uint32_t> transfers;  // placed, their reservations held until the checkpoint is registered
+    std::string notes;                // peers that could not answer
+    Clock::time_point last_progress;
+  };
+  struct ReplicaJob {
+    int pending = 0;
+    std::string errors;
+  };
+
+  // UCX's callbacks: `op` completed; `request`, when not null, is released.
+  void Completed(Op* op, void* request, ucs_status_t status, uint64_t received);
+
+ private:
+  void Run() noexcept;
+  bool RunCommands();
+  bool ReceiveControlMessages();
+  bool HandleCompletions();
+  void HandleEndpointErrors();
+  void CheckTimeouts();
+  void Teardown();
+
+  Op* NewOp(OpKind kind, uint64_t owner);
+  void Track(Op* op, ucs_status_ptr_t posted);
+  Result<ucp_ep_h> EndpointTo(const std::string& address);
+  void CloseEndpoint(Endpoint& endpoint);
+  void SendControl(const std::string& address, ReplicationMessage message);
+  ReplicationMessage Reply(MessageType type, const ReplicationMessage& to) const;
+  void Dispatch(const ReplicationMessage& message);
+  void FailAddress(const std::string& address, const std::string& reason);
+  std::string PeerName(const std::string& address) const;
+  std::string CheckpointDir(const std::string& name) const;
+
+  // The chunks of `files` in order, each of `chunk_bytes` but a file's last.
+  static std::vector<Chunk> PlanChunks(const std::vector<FileInfo>& files, uint64_t chunk_bytes);
+
+  // Sending (replication_push.cc).
+  void StartPush(const std::string& address, const std::string& checkpoint, const std::vector<std::string>& files,
+                 bool for_fetch, uint64_t fetch_id);
+  void OnAccept(const ReplicationMessage& message);
+  void PumpPush(Push& push);
+  void OnChunkSent(Op& op);
+  void FinishPush(uint64_t id, const std::string& error);
+  void ReportPush(const Push& push);
+
+  // Receiving (replication_receive.cc).
+  void OnOffer(const ReplicationMessage& message);
+  Status AcceptOffer(const ReplicationMessage& message, Incoming& incoming);
+  void PumpIncoming(Incoming& incoming);
+  void OnChunkReceived(Op& op);
+  void PlaceFiles(uint32_t id);
+  void FailIncoming(uint32_t id, const std::string& error);
+  void DropIncoming(Incoming& incoming);
+
+  // Fetching (replication_fetch.cc).
+  void OnInventoryAsk(const ReplicationMessage& message);
+  void OnInventory(const ReplicationMessage& message);
+  void PlanFetch(Fetch& fetch);
+  Fetch* FetchOf(const std::string& checkpoint);
+  void FilesPlaced(uint64_t fetch_id, const std::vector<FileInfo>& files, uint32_t transfer);
+  void CompleteFetch(uint64_t id);
+  void FailFetch(uint64_t id, const std::string& error);
+  void EndFetch(Fetch& fetch, Status outcome);
+
+  MemoryStore& store_;
+  const ReplicatorOptions options_;
+  const LogFn log_;
+  const coll::UcxApi& ucx_;
+  ucp_context_h context_ = nullptr;
+  ucp_worker_h worker_ = nullptr;
+  int event_fd_ = -1;  // the worker's, owned by UCX
+  int wake_fd_ = -1;
+  std::string address_;
+  std::thread thread_;
+
+  std::mutex mu_;  // guards the members up to the next blank line
+  std::vector<std::function<void()>> commands_;
+  bool stopping_ = false;
+  std::set<std::string> fetching_;
+  std::map<std::string, Status> fetch_outcomes_;
+
+  std::vector<PeerAgent> peers_;
+  uint32_t node_index_ = 0;
+  uint32_t replicas_ = 0;
+  std::map<std::string, std::unique_ptr<Endpoint>> endpoints_;  // by worker address
+  bool endpoint_errors_ = false;
+  std::vector<void*> closing_;  // requests of endpoints being closed
+  std::unordered_map<Op*, std::unique_ptr<Op>> ops_;
+  std::vector<Op*> completed_;  // by UCX's callbacks, handled after progress
+  std::map<uint64_t, Push> pushes_;
+  Buffer TakeBuffer(uint64_t bytes);
+  std::map<uint32_t, Incoming> incoming_;
+  std::vector<Buffer> spare_buffers_;  // chunk receive buffers neither posted nor being written now
+  std::map<uint64_t, Fetch> fetches_;
+  std::map<std::string, ReplicaJob> replica_jobs_;
+  uint64_t next_id_ = 1;
+  bool tearing_down_ = false;  // messages arriving now are dropped: nothing new starts
+
+  // A received chunk on its way into its file. Its receive stays counted in Incoming::in_flight until the write is
+  // done, so that no transfer is dropped (its files closed) while a write into them is pending.
+  struct ChunkWrite {
+    uint32_t incoming = 0;
+    uint64_t chunk = 0;
+    int fd = -1;
+    Buffer buffer;
+    uint64_t length = 0;
+    uint64_t offset = 0;
+    std::string path;
+    Status written;
+  };
+  void QueueWrite(std::shared_ptr<ChunkWrite> write);
+  void WriterLoop();
+  void OnChunkWritten(const std::shared_ptr<ChunkWrite>& write);
+  // The writes run on a thread of their own: filling fresh tmpfs pages costs as much as receiving the bytes, and the
+  // engine's thread keeps receiving meanwhile.
+  std::thread writer_;
+  std::mutex writer_mu_;  // guards the members up to the end
+  std::condition_variable writer_wake_;
+  std::deque<std::shared_ptr<ChunkWrite>> writes_;
+  bool writer_stopping_ = false;
+};
+
+}  // namespace ckpt::agent

@@ -1,0 +1,96 @@
+#include "runtime/agent/replication_files.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <utility>
+
+#include "io/file_io.h"
+
+namespace ckpt::agent {
+MappedFile::MappedFile(MappedFile&& other) noexcept
+    : data_(std::exchange(other.data_, nullptr)), size_(std::exchange(other.size_, 0)) {}
+
+MappedFile& MappedFile::operator=(MappedFile&& other) noexcept {
+  if (this != &other) {
+    Unmap();
+    data_ = std::exchange(other.data_, nullptr);
+    size_ = std::exchange(other.size_, 0);
+  }
+  return *this;
+}
+
+void MappedFile::Unmap() {
+  if (data_ != nullptr) munmap(data_, size_);
+  data_ = nullptr;
+  size_ = 0;
+}
+
+Result<MappedFile> MappedFile::OpenForReading(const std::string& path) {
+  UniqueFd fd(open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+  if (!fd.valid()) return io::ErrnoStatus(errno, "cannot open " + Quoted(path) + " to replicate it");
+  struct stat st;
+  if (fstat(fd.get(), &st) != 0) return io::ErrnoStatus(errno, "cannot stat " + Quoted(path));
+  if (!S_ISREG(st.st_mode)) return InvalidArgument(Quoted(path) + " is no regular file; it is not replicated");
+  const uint64_t size = static_cast<uint64_t>(st.st_size);
+  // mmap refuses an empty length: an empty file needs no mapping and no chunk.
+  if (size == 0) return MappedFile();
+  void* data = mmap(nullptr, size, PROT_READ, MAP_SHARED, fd.get(), 0);
+  if (data == MAP_FAILED) return io::ErrnoStatus(errno, "cannot map " + Quoted(path));
+  return MappedFile(static_cast<char*>(data), size);
+}
+
+Result<UniqueFd> CreatePartFile(const std::string& path, uint64_t size) {
+  if (unlink(path.c_str()) != 0 && errno != ENOENT) {
+    return io::ErrnoStatus(errno, "cannot remove the earlier " + Quoted(path));
+  }
+  UniqueFd fd(open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+  if (!fd.valid()) return io::ErrnoStatus(errno, "cannot create " + Quoted(path));
+  if (ftruncate(fd.get(), static_cast<off_t>(size)) != 0) {
+    return io::ErrnoStatus(errno, "cannot size " + Quoted(path) + " to " + std::to_string(size) + " bytes");
+  }
+  return fd;
+}
+
+Status WriteFully(int fd, const char* data, uint64_t size, uint64_t offset, const std::string& path) {
+  while (size > 0) {
+    const ssize_t wrote = pwrite(fd, data, size, static_cast<off_t>(offset));
+    if (wrote < 0 && errno == EINTR) continue;
+    if (wrote < 0) return io::ErrnoStatus(errno, "cannot write " + Quoted(path));
+    if (wrote == 0) return NoSpace("cannot write " + Quoted(path) + ": no room left");
+    data += wrote;
+    offset += static_cast<uint64_t>(wrote);
+    size -= static_cast<uint64_t>(wrote);
+  }
+  return Status::Ok();
+}
+
+std::string ReplicatedFilePath(const std::string& dir, const std::string& file) {
+  return file == "MANIFEST" ? io::JoinPath(dir, file) : io::JoinPath(io::JoinPath(dir, "data"), file);
+}
+
+std::string PartialFilePath(const std::string& dir, const std::string& file) {
+  const std::string hidden = "." + file + ".part";
+  return file == "MANIFEST" ? io::JoinPath(dir, hidden) : io::JoinPath(io::JoinPath(dir, "data"), hidden);
+}
+
+std::vector<FileInfo> HeldFiles(const std::string& dir) {
+  std::vector<std::string> names = {"MANIFEST"};
+  Result<std::vector<std::string>> data = io::ListDirectory(io::JoinPath(dir, "data"));
+  if (data.ok()) names.insert(names.end(), data->begin(), data->end());
+  std::vector<FileInfo> held;
+  for (const std::string& name : names) {
+    struct stat st;
+    if (!ValidateReplicatedFileName(name).ok() || lstat(ReplicatedFilePath(dir, name).c_str(), &st) != 0 ||
+        !S_ISREG(st.st_mode)) {
+      continue;
+    }
+    held.push_back(FileInfo{name, static_cast<uint64_t>(st.st_size)});
+  }
+  return held;
+}
+
+}  // namespace ckpt::agent

@@ -1,0 +1,54 @@
+// The files of a memory checkpoint as replication moves them: mapped for sending straight from shared memory,
+// written chunk by chunk into a hidden ".part" file that is renamed into place once whole, and listed for a peer
+// that fetches.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "common/unique_fd.h"
+#include "runtime/agent/replication_wire.h"
+
+namespace ckpt::agent {
+
+// A file mapped shared and read-only, for sending. Unmapped when destroyed.
+class MappedFile {
+ public:
+  MappedFile() = default;
+  MappedFile(MappedFile&& other) noexcept;
+  MappedFile& operator=(MappedFile&& other) noexcept;
+  MappedFile(const MappedFile&) = delete;
+  MappedFile& operator=(const MappedFile&) = delete;
+  ~MappedFile() { Unmap(); }
+
+  // A regular file (links are not followed), mapped for reading.
+  static Result<MappedFile> OpenForReading(const std::string& path);
+
+  char* data() const { return data_; }
+  uint64_t size() const { return size_; }
+  void Unmap();
+
+ private:
+  MappedFile(char* data, uint64_t size) : data_(data), size_(size) {}
+  char* data_ = nullptr;
+  uint64_t size_ = 0;
+};
+
+// `path` created afresh (an older one is replaced) and sized to `size`, open for writing.
+Result<UniqueFd> CreatePartFile(const std::string& path, uint64_t size);
+// Writes `size` bytes of `data` at `offset` of `fd` (the file at `path`, for messages).
+Status WriteFully(int fd, const char* data, uint64_t size, uint64_t offset, const std::string& path);
+
+// Where `file` (ValidateReplicatedFileName) lives inside the checkpoint directory `dir`, and the hidden name it is
+// received under.
+std::string ReplicatedFilePath(const std::string& dir, const std::string& file);
+std::string PartialFilePath(const std::string& dir, const std::string& file);
+
+// The files of checkpoint directory `dir` that replication moves: its MANIFEST and its data/*.bin, regular files
+// only; empty when `dir` does not exist.
+std::vector<FileInfo> HeldFiles(const std::string& dir);
+
+}  // namespace ckpt::agent

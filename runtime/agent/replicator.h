@@ -1,0 +1,71 @@
+// Replication of memory checkpoints between the agents of a job's nodes (DESIGN.md §8, memory tier), over UCX.
+//
+// After a multi-node save, each node's agent pushes its own files (and the MANIFEST) to the `replicas` nodes after
+// it in the ring; a node that lacks a checkpoint's files (a replaced node) fetches them from the peers that hold
+// them. The messages are in replication_wire.h; the file bytes travel in chunks, sent from a mapping of the source
+// and received straight into a mapping of the destination, several in flight.
+//
+// One thread owns the UCX worker: it progresses it, sleeping on the worker's event fd and an eventfd that the
+// agent's calls wake it with, so the agent's socket loop never waits on the network. Nothing waits forever: an
+// operation that makes no progress for `idle_timeout` fails, and a peer UCX reports unreachable fails every
+// operation with it at once.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "collectives/agent_protocol.h"
+#include "common/status.h"
+#include "runtime/agent/memory_store.h"
+
+namespace ckpt::agent {
+
+using coll::agent::PeerAgent;
+
+struct ReplicatorOptions {
+  std::string job_id;
+  std::string node;    // this node's name, in messages
+  std::string secret;  // the job's; empty when it has none
+  // An operation (a push to a peer, a receive from one, a fetch) that makes no progress this long fails.
+  std::chrono::milliseconds idle_timeout{60000};
+  uint64_t chunk_bytes = 4 << 20;
+  // Chunks in flight per push; a receiver keeps twice as many receives posted.
+  int window = 8;
+};
+
+class Replicator {
+ public:
+  // Opens UCX (its configuration comes from the UCX_* environment variables) and starts the thread.
+  // kUnsupported when UCX cannot run here.
+  static Result<std::unique_ptr<Replicator>> Start(MemoryStore& store, ReplicatorOptions options, LogFn log);
+  ~Replicator();
+  Replicator(const Replicator&) = delete;
+  Replicator& operator=(const Replicator&) = delete;
+
+  // This agent's UCX worker address, which peers replicate to (coll::agent::Welcome::replication_address).
+  const std::string& address() const;
+
+  // kPeers: every node's agent, this node's index among them, and how many other nodes keep a copy of each node's
+  // files (capped at the node count less one). Replaces what an earlier call said.
+  void SetPeers(std::vector<PeerAgent> peers, uint32_t node_index, uint32_t replicas);
+
+  // After a kComplete of `name`, which the store keeps: pushes its own files and MANIFEST to the replica nodes in
+  // the background and marks it replicated (or why not) in the store. A single-node save, or a job without replicas
+  // or peers, is replicated at once. A checkpoint pushed already is not pushed again.
+  void Replicate(const std::string& name);
+
+  // kFetch: makes M/<checkpoint.name> whole from the peers' copies, in the background. kInProgress while that runs,
+  // kOk once done (the store keeps the checkpoint), or the failure, after which the next call starts afresh.
+  Status Fetch(const MemoryCheckpoint& checkpoint);
+
+  class Engine;  // the thread's state (replicator.cc)
+
+ private:
+  explicit Replicator(std::unique_ptr<Engine> engine);
+  std::unique_ptr<Engine> engine_;
+};
+
+}  // namespace ckpt::agent

@@ -1,0 +1,135 @@
+#!/usr/bin/env bash
+# The memory tier across hosts: each host is a network namespace of this machine (tests/integration/netns_hosts.sh)
+# with its own address, its ranks and its own ckpt-agent (started by its first rank), so that replicas and fetches
+# between agents cross the bridge over UCX, and persists meet on the shared storage.
+# Usage: memory_hosts.sh PART SCENARIO CKPT_CLI WORKDIR (SCENARIO: ckpt_scenario_memory). Needs root; skips (77)
+# without.
+#
+#   crash-persists  4 ranks on 2 hosts save steps 1-3 to memory only and are killed (SIGKILL): the two agents
+#                   commit step 3 to storage together, and it verifies; with that copy removed again, the restarted
+#                   job on the same hosts restores step 3 from memory, every element checked.
+#   node-lost       4 ranks on 2 hosts save steps 1-2 to memory and are killed; host 0's agent is killed and its
+#                   memory removed, and the storage copy too. The restarted job, with a fresh host in host 0's place
+#                   (rank 0 on it), restores step 2 from memory: the fresh host's agent fetches it from host 1, which
+#                   holds its own files and host 0's replicas.
+#   reshard         4 ranks on 2 hosts save to memory; 2 ranks (one per host) restore it from memory.
+#   lost-without-replicas
+#                   as node-lost, but with CKPT_MEMORY_REPLICAS=0 and the storage copy kept: host 0's files are
+#                   nowhere in memory, so no host can make its copy whole, rank 0 warns naming the ranks whose nodes
+#                   lack one, and the job restores step 2 from storage, every element checked.
+#   agent-dies      4 ranks on 2 hosts save step 1; every agent is killed; step 2 fails on every rank naming the
+#                   agent; step 3 starts new agents, which learn each other's addresses from the ranks and replicate
+#                   it.
+set -euo pipefail
+part=$1 scenario=$2 cli=$3 work=$4
+rm -rf "$work" && mkdir -p "$work"
+source "$(dirname "$0")/netns_hosts.sh"
+HOSTS_WORK=$work
+export CKPT_ARENA_BYTES=${CKPT_ARENA_BYTES:-$((64 << 20))}
+job_id="memory-hosts-$part-$$"
+shm_root="/dev/shm/ckpt-test-hosts-$part-$$"
+mkdir -p "$shm_root"
+root="$work/steps"
+agent_pattern="[c]kpt-agent --job-id $job_id "
+
+stop_agents() {
+  pkill -TERM -f -- "$agent_pattern" 2>/dev/null || true
+  for _ in $(seq 50); do pgrep -f -- "$agent_pattern" >/dev/null || break; sleep 0.1; done
+  pkill -KILL -f -- "$agent_pattern" 2>/dev/null || true
+}
+cleanup() {
+  for pid in "${JOB_PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
+  stop_agents
+  rm -rf "$shm_root"
+  hosts_cleanup
+}
+trap cleanup EXIT
+trap 'exit 143' TERM INT HUP
+hosts_remove_stale ckptmh
+if ! hosts_switch "ckptmh-$$"; then
+  echo "SKIP: cannot create network namespaces here (needs root)"
+  exit 77
+fi
+hosts_create "ckptmh-$$" 3 "10.233.$(($$ % 200 + 20))"
+JOB_ENV=(CKPT_JOB_ID="$job_id" CKPT_AGENT_SHM_ROOT="$shm_root" CKPT_AGENT_IDLE_S=60 CKPT_AGENT_PERSIST_WAIT_S=30
+  CKPT_TRANSPORT=ucx)
+
+step_dir() { printf '%s/step-%012d' "$root" "$1"; }
+agent_logs() { for log in "$shm_root"/*.log; do echo "== $log"; cat "$log"; done 2>/dev/null || true; }
+fail() { echo "$*" >&2; agent_logs >&2; exit 1; }
+# The trainers kill themselves after their last save: their exit is the test's intent, not a failure.
+train_and_die() {
+  job_start "$1" 60 0 "$2" "$scenario" train "$root" "$3" 0 die
+  job_finish > "$work/$1.out" 2>&1 || true
+  grep -q "trained $3 steps in memory" "$work/$1.out" || { cat "$work/$1.out"; fail "$1: the trainers did not save"; }
+}
+restore() {
+  local name=$1 store=$2 placement=$3 step=$4 tier=${5:-memory}
+  job_start "$name" 60 "$store" "$placement" "$scenario" restore "$root" "$step" "$tier"
+  job_finish || fail "$name: the restore failed"
+}
+await_storage() {
+  for _ in $(seq 300); do [ -f "$(step_dir "$1")/MANIFEST" ] && return 0; sleep 0.1; done
+  fail "step $1 never reached storage"
+}
+# The log of host $1's agent.
+agent_log_of() { grep -l "node '${HOSTS[$1]}'" "$shm_root"/*.log || fail "no log of ${HOSTS[$1]}'s agent"; }
+# Host $1's agent: killed, and the memory it held removed, as when its node is lost.
+lose_host() {
+  local node=${HOSTS[$1]} log
+  pkill -KILL -f -- "$agent_pattern--node $node " || fail "no agent ran on $node"
+  log=$(grep -l "node '$node'" "$shm_root"/*.log) || fail "no log of $node's agent"
+  rm -rf "${log%.log}"
+}
+
+case "$part" in
+  crash-persists)
+    train_and_die train "0 0 1 1" 3
+    for h in 0 1; do
+      grep -q "replicated: memory checkpoint 'step-000000000003" "$(agent_log_of $h)" || fail "host $h did not replicate"
+    done
+    await_storage 3
+    "$cli" verify "$(step_dir 3)"
+    for s in 1 2; do [ ! -e "$(step_dir "$s")" ] || fail "step $s reached storage"; done
+    ls "$root" | grep -q "tmp-" && fail "a temporary directory was left on storage"
+    rm -rf "$(step_dir 3)"
+    restore restart 0 "0 0 1 1" 3 ;;
+  node-lost)
+    train_and_die train "0 0 1 1" 2
+    await_storage 2
+    lose_host 0
+    rm -rf "$(step_dir 2)"
+    rx_before=$(hosts_rx_bytes 2)
+    restore replaced 2 "2 2 1 1" 2
+    grep -q "fetched: memory checkpoint 'step-000000000002" "$(agent_log_of 2)" || fail "host 2 fetched nothing"
+    # The checkpoint's 1 MB reached the fresh host over its link (UCX between agents, not shared memory).
+    [ $(($(hosts_rx_bytes 2) - rx_before)) -ge 1000000 ] || fail "host 2 received too little over its link" ;;
+  reshard)
+    train_and_die train "0 0 1 1" 2
+    await_storage 2
+    rm -rf "$(step_dir 2)"
+    restore fewer 0 "0 1" 2 ;;
+  lost-without-replicas)
+    JOB_ENV+=(CKPT_MEMORY_REPLICAS=0 CKPT_LOG_LEVEL=info)
+    train_and_die train "0 0 1 1" 2
+    await_storage 2
+    lose_host 0
+    restore replaced 2 "2 2 1 1" 2 storage > "$work/replaced.out" 2>&1 || { cat "$work/replaced.out"; exit 1; }
+    # Host 1 holds its own files only, and the fresh host what it could fetch of them: neither copy is whole.
+    grep -q "from storage: the nodes of ranks 0, 1, 2, 3 could not make their memory copy whole" "$work/replaced.out" ||
+      { cat "$work/replaced.out"; fail "rank 0 did not warn naming the ranks whose nodes lack a whole copy"; } ;;
+  agent-dies)
+    job_start dies 60 0 "0 0 1 1" "$scenario" agent-dies "$root"
+    job_finish > "$work/dies.out" 2>&1 || true
+    grep -q "step 3 saved with a new one" "$work/dies.out" || { cat "$work/dies.out"; fail "step 3 did not save"; }
+    for h in 0 1; do
+      grep -q "replicated: memory checkpoint 'step-000000000003" "$(agent_log_of $h)" ||
+        fail "host $h's new agent did not replicate step 3"
+    done
+    if grep -q "replicas of memory checkpoint\|replicating '" "$work/dies.out"; then
+      cat "$work/dies.out"
+      fail "a rank warned about replicas"
+    fi ;;
+  *) echo "unknown part $part" >&2; exit 2 ;;
+esac
+echo "memory_hosts $part: passed"

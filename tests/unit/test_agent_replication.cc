@@ -1,0 +1,367 @@
+// Replication between node agents (runtime/agent/replicator.h): two agents' stores and replicators in one process,
+// each with a memory directory of its own, talking over UCX's TCP transport as agents on two nodes would; and the
+// protocol fields and replication messages they exchange.
+#include <gtest/gtest.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "collectives/agent_protocol.h"
+#include "io/file_io.h"
+#include "runtime/agent/memory_store.h"
+#include "runtime/agent/replication_wire.h"
+#include "runtime/agent/replicator.h"
+
+namespace ckpt::agent {
+namespace {
+
+using namespace std::chrono_literals;
+using coll::agent::PeerAgent;
+
+constexpr char kJob[] = "job-replication";
+constexpr char kName[] = "step-7";
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream content;
+  content << in.rdbuf();
+  return content.str();
+}
+
+// Bytes that differ at every offset of a chunk, so that a misplaced chunk shows.
+std::string Pattern(size_t bytes, unsigned seed) {
+  std::string data(bytes, '\0');
+  for (size_t i = 0; i < bytes; ++i) data[i] = static_cast<char>((i * 131 + seed * 7 + i / 4099) & 0xff);
+  return data;
+}
+
+// One node: its memory directory, store and replicator.
+struct Node {
+  std::string name;
+  std::string dir;
+  std::unique_ptr<MemoryStore> store;
+  std::unique_ptr<Replicator> replicator;
+  std::mutex log_mu;
+  std::vector<std::string> log;
+};
+
+class AgentReplicationTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const char* tls = getenv("UCX_TLS");
+    saved_tls_ = tls != nullptr ? tls : "";
+    had_tls_ = tls != nullptr;
+    // Across TCP, as between nodes, even though both agents share this process.
+    setenv("UCX_TLS", "tcp,self", 1);
+    char dir_template[] = "/tmp/ckpt-agent-repl-XXXXXX";
+    ASSERT_NE(mkdtemp(dir_template), nullptr);
+    root_ = dir_template;
+  }
+  void TearDown() override {
+    for (auto& node : nodes_) node->replicator.reset();
+    if (had_tls_) {
+      setenv("UCX_TLS", saved_tls_.c_str(), 1);
+    } else {
+      unsetenv("UCX_TLS");
+    }
+    (void)io::RemoveTree(root_);
+  }
+
+  Node& AddNode(const std::string& name, uint64_t budget = 1ull << 30, std::string job = kJob, std::string secret = "",
+                std::chrono::milliseconds timeout = 20s) {
+    auto node = std::make_unique<Node>();
+    node->name = name;
+    node->dir = root_ + "/" + name;
+    Node* raw = node.get();
+    LogFn log = [raw](const std::string& line) {
+      std::lock_guard<std::mutex> lock(raw->log_mu);
+      raw->log.push_back(line);
+    };
+    Result<std::unique_ptr<MemoryStore>> store = MemoryStore::Open(node->dir, name, budget, log);
+    EXPECT_TRUE(store.ok()) << store.status().message();
+    node->store = std::move(*store);
+    ReplicatorOptions options{job, name, secret, timeout};
+    options.chunk_bytes = 1 << 20;  // several chunks per large file, a window's worth in flight
+    options.window = 4;
+    Result<std::unique_ptr<Replicator>> replicator = Replicator::Start(*node->store, options, log);
+    if (!replicator.ok()) {
+      ADD_FAILURE() << "UCX must run here: " << replicator.status().message();
+    } else {
+      node->replicator = std::move(*replicator);
+    }
+    nodes_.push_back(std::move(node));
+    return *raw;
+  }
+
+  // Every node knows every other; each node's files go to the next node.
+  void Connect() {
+    std::vector<PeerAgent> peers;
+    for (size_t i = 0; i < nodes_.size(); ++i) {
+      peers.push_back(PeerAgent{static_cast<uint32_t>(i), nodes_[i]->name, nodes_[i]->replicator->address()});
+    }
+    for (size_t i = 0; i < nodes_.size(); ++i) nodes_[i]->replicator->SetPeers(peers, static_cast<uint32_t>(i), 1);
+  }
+
+  // A committed checkpoint directory on `node`: a MANIFEST and `files`.
+  static void WriteCheckpoint(Node& node, const std::map<std::string, std::string>& files,
+                              const std::string& manifest = "manifest of step 7") {
+    const std::string dir = node.dir + "/" + kName;
+    ASSERT_TRUE(io::MakeDirectories(dir + "/data").ok());
+    std::ofstream(dir + "/MANIFEST", std::ios::binary) << manifest;
+    for (const auto& [name, content] : files) std::ofstream(dir + "/data/" + name, std::ios::binary) << content;
+  }
+
+  static MemoryCheckpoint Checkpoint(uint32_t node_index, std::vector<std::string> own_files) {
+    MemoryCheckpoint c;
+    c.name = kName;
+    c.storage_path = "/storage/step-7";
+    c.save_id = "save-1";
+    c.node_index = node_index;
+    c.node_count = 2;
+    c.own_files = std::move(own_files);
+    return c;
+  }
+
+  static void Complete(Node& node, const MemoryCheckpoint& checkpoint) {
+    Result<std::optional<MemoryCheckpoint>> completed = node.store->Complete(1, "", checkpoint, false);
+    ASSERT_TRUE(completed.ok()) << completed.status().message();
+  }
+
+  // The checkpoint's replication outcome once it has one: "" when replicated, else the error.
+  static std::string ReplicationOutcome(Node& node, std::chrono::milliseconds within = 20s) {
+    const auto deadline = std::chrono::steady_clock::now() + within;
+    while (std::chrono::steady_clock::now() < deadline) {
+      std::optional<MemoryCheckpoint> c = node.store->Find(kName);
+      if (c.has_value() && (c->replicated || !c->replication_error.empty())) return c->replication_error;
+      std::this_thread::sleep_for(5ms);
+    }
+    return "(no outcome within the wait)";
+  }
+
+  static Status FetchUntilDone(Node& node, const MemoryCheckpoint& checkpoint) {
+    const auto deadline = std::chrono::steady_clock::now() + 20s;
+    Status status = node.replicator->Fetch(checkpoint);
+    while (status.code() == Code::kInProgress && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(5ms);
+      status = node.replicator->Fetch(checkpoint);
+    }
+    return status;
+  }
+
+  std::string root_;
+  std::string saved_tls_;
+  bool had_tls_ = false;
+  std::vector<std::unique_ptr<Node>> nodes_;
+};
+
+TEST(AgentReplicationProtocolTest, NewFieldsSurviveTheRoundTrip) {
+  MemoryCheckpoint c;
+  c.name = "step-3";
+  c.save_id = "save-9";
+  c.node_index = 2;
+  c.node_count = 4;
+  c.own_files = {"4-0.bin", "5-0.bin"};
+  c.replicated = false;
+  c.replication_error = "node 'n3' (index 3) unreachable";
+  Result<std::vector<MemoryCheckpoint>> list = coll::agent::DecodeCheckpoints(coll::agent::EncodeCheckpoints({c}));
+  ASSERT_TRUE(list.ok()) << list.status().message();
+  ASSERT_EQ(list->size(), 1u);
+  EXPECT_EQ(list->front().save_id, "save-9");
+  EXPECT_EQ(list->front().node_index, 2u);
+  EXPECT_EQ(list->front().node_count, 4u);
+  EXPECT_EQ(list->front().own_files, c.own_files);
+  EXPECT_FALSE(list->front().replicated);
+  EXPECT_EQ(list->front().replication_error, c.replication_error);
+
+  coll::agent::Request request;
+  request.op = coll::agent::Op::kPeers;
+  request.peers = {PeerAgent{0, "a", std::string("\0addr", 5)}, PeerAgent{1, "b", "xyz"}};
+  request.node_index = 1;
+  request.replicas = 1;
+  Result<coll::agent::Request> decoded = coll::agent::DecodeRequest(coll::agent::EncodeRequest(request));
+  ASSERT_TRUE(decoded.ok()) << decoded.status().message();
+  ASSERT_EQ(decoded->peers.size(), 2u);
+  EXPECT_EQ(decoded->peers[0].address, std::string("\0addr", 5));
+  EXPECT_EQ(decoded->peers[1].node, "b");
+  EXPECT_EQ(decoded->peers[1].node_index, 1u);
+  EXPECT_EQ(decoded->replicas, 1u);
+
+  coll::agent::Welcome welcome{"/dev/shm/x", 42, std::string("ucx\0address", 11)};
+  Result<coll::agent::Welcome> back = coll::agent::DecodeWelcome(coll::agent::EncodeWelcome(welcome));
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(back->replication_address, welcome.replication_address);
+  EXPECT_EQ(back->budget_bytes, 42u);
+}
+
+TEST(AgentReplicationWireTest, AMessageOfAnotherJobOrWithAWrongProofIsRefused) {
+  ReplicationMessage offer;
+  offer.type = MessageType::kOffer;
+  offer.job_id = "job-a";
+  offer.checkpoint = "step-1";
+  offer.chunk_bytes = 1 << 20;
+  offer.files = {FileInfo{"MANIFEST", 10}, FileInfo{"0-0.bin", 20}};
+  const std::string secret = "0123456789abcdef0123456789abcdef";
+  const std::string signed_offer = EncodeReplicationMessage(offer, secret);
+  ASSERT_TRUE(DecodeReplicationMessage(signed_offer, "job-a", secret).ok());
+  EXPECT_EQ(DecodeReplicationMessage(signed_offer, "job-b", secret).status().code(), Code::kMismatch);
+  EXPECT_EQ(DecodeReplicationMessage(signed_offer, "job-a", "another secret, long enough!!").status().code(),
+            Code::kMismatch);
+  EXPECT_EQ(DecodeReplicationMessage(EncodeReplicationMessage(offer, ""), "job-a", secret).status().code(),
+            Code::kMismatch);
+  std::string tampered = signed_offer;
+  tampered[tampered.size() / 2] ^= 1;
+  EXPECT_FALSE(DecodeReplicationMessage(tampered, "job-a", secret).ok());
+  for (size_t cut = 0; cut < signed_offer.size(); cut += 7) {
+    EXPECT_FALSE(DecodeReplicationMessage(signed_offer.substr(0, cut), "job-a", secret).ok()) << cut;
+  }
+}
+
+TEST(AgentReplicationWireTest, FileAndCheckpointNamesOutsideTheCheckpointAreRefused) {
+  for (const char* bad : {"../0-0.bin", ".0-0.bin", "a/0-0.bin", "0-0.txt", ".bin", "", "MANIFEST.bin/"}) {
+    EXPECT_FALSE(ValidateReplicatedFileName(bad).ok()) << bad;
+  }
+  EXPECT_TRUE(ValidateReplicatedFileName("MANIFEST").ok());
+  EXPECT_TRUE(ValidateReplicatedFileName("12-3.bin").ok());
+  ReplicationMessage offer;
+  offer.job_id = "job-a";
+  offer.checkpoint = "..";
+  offer.chunk_bytes = 1 << 20;
+  EXPECT_FALSE(DecodeReplicationMessage(EncodeReplicationMessage(offer, ""), "job-a", "").ok());
+  offer.checkpoint = "step-1";
+  offer.files = {FileInfo{"../../etc/passwd", 1}};
+  EXPECT_FALSE(DecodeReplicationMessage(EncodeReplicationMessage(offer, ""), "job-a", "").ok());
+}
+
+TEST_F(AgentReplicationTest, APushLandsByteIdenticalAndMarksTheCheckpointReplicated) {
+  Node& a = AddNode("node-a");
+  Node& b = AddNode("node-b");
+  ASSERT_TRUE(a.replicator && b.replicator);
+  Connect();
+  const std::map<std::string, std::string> files_a = {
+      {"0-0.bin", Pattern((5 << 20) + 12345, 1)}, {"1-0.bin", Pattern(777, 2)}, {"2-0.bin", ""}};
+  WriteCheckpoint(a, files_a);
+  WriteCheckpoint(b, {{"3-0.bin", Pattern(4096, 3)}});
+  Complete(b, Checkpoint(1, {"3-0.bin"}));
+  const uint64_t b_bytes_before = b.store->Find(kName)->bytes;
+  Complete(a, Checkpoint(0, {"0-0.bin", "1-0.bin", "2-0.bin"}));
+  EXPECT_FALSE(a.store->Find(kName)->replicated);
+  a.replicator->Replicate(kName);
+
+  EXPECT_EQ(ReplicationOutcome(a), "");
+  for (const auto& [name, content] : files_a) {
+    EXPECT_EQ(ReadAll(b.dir + "/" + kName + "/data/" + name), content) << name;
+  }
+  EXPECT_EQ(ReadAll(b.dir + "/" + kName + "/data/3-0.bin"), Pattern(4096, 3));
+  // The replicas count against the receiver's budget, and no partial file is left.
+  EXPECT_EQ(b.store->Find(kName)->bytes, b_bytes_before + files_a.at("0-0.bin").size() + 777);
+  EXPECT_FALSE(io::PathExists(b.dir + "/" + kName + "/data/.0-0.bin.part"));
+}
+
+TEST_F(AgentReplicationTest, AFetchMakesACheckpointThePullerLacksWholeAndRegistersIt) {
+  Node& a = AddNode("node-a");
+  Node& b = AddNode("node-b");
+  ASSERT_TRUE(a.replicator && b.replicator);
+  Connect();
+  const std::map<std::string, std::string> files = {{"0-0.bin", Pattern(3 << 20, 4)}, {"1-0.bin", Pattern(100, 5)}};
+  WriteCheckpoint(a, files, "the manifest");
+  Complete(a, Checkpoint(0, {"0-0.bin", "1-0.bin"}));
+
+  MemoryCheckpoint wanted = Checkpoint(1, {});
+  ASSERT_EQ(b.replicator->Fetch(wanted).code(), Code::kInProgress);
+  const Status fetched = FetchUntilDone(b, wanted);
+  ASSERT_TRUE(fetched.ok()) << fetched.message();
+  EXPECT_EQ(ReadAll(b.dir + "/" + kName + "/MANIFEST"), "the manifest");
+  for (const auto& [name, content] : files) EXPECT_EQ(ReadAll(b.dir + "/" + kName + "/data/" + name), content);
+  std::optional<MemoryCheckpoint> registered = b.store->Find(kName);
+  ASSERT_TRUE(registered.has_value());
+  EXPECT_TRUE(registered->replicated);
+  EXPECT_TRUE(registered->own_files.empty());
+  EXPECT_GE(registered->bytes, (3u << 20) + 100);
+  Result<std::vector<std::string>> entries = io::ListDirectory(b.dir);
+  ASSERT_TRUE(entries.ok());
+  for (const std::string& entry : *entries) EXPECT_EQ(entry.find(".fetch-"), std::string::npos) << entry;
+}
+
+TEST_F(AgentReplicationTest, APushToAPeerWithoutTheCheckpointDirectoryFailsNamingThePeer) {
+  Node& a = AddNode("node-a");
+  Node& b = AddNode("node-b");
+  ASSERT_TRUE(a.replicator && b.replicator);
+  Connect();
+  WriteCheckpoint(a, {{"0-0.bin", Pattern(1000, 6)}});
+  Complete(a, Checkpoint(0, {"0-0.bin"}));
+  a.replicator->Replicate(kName);
+  const std::string error = ReplicationOutcome(a);
+  EXPECT_NE(error.find("node 'node-b' (index 1)"), std::string::npos) << error;
+  EXPECT_NE(error.find("no memory checkpoint directory"), std::string::npos) << error;
+  EXPECT_FALSE(a.store->Find(kName)->replicated);
+}
+
+TEST_F(AgentReplicationTest, APeerThatIsGoneFailsWithinTheTimeout) {
+  Node& a = AddNode("node-a", 1ull << 30, kJob, "", 1500ms);
+  Node& b = AddNode("node-b");
+  ASSERT_TRUE(a.replicator && b.replicator);
+  Connect();
+  b.replicator.reset();
+  WriteCheckpoint(a, {{"0-0.bin", Pattern(2 << 20, 7)}});
+  Complete(a, Checkpoint(0, {"0-0.bin"}));
+  const auto start = std::chrono::steady_clock::now();
+  a.replicator->Replicate(kName);
+  const std::string error = ReplicationOutcome(a, 10s);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 8s);
+  EXPECT_NE(error.find("node 'node-b'"), std::string::npos) << error;
+}
+
+TEST_F(AgentReplicationTest, APushWithoutTheJobsSecretPlacesNothing) {
+  const std::string secret = "0123456789abcdef0123456789abcdef";
+  Node& a = AddNode("node-a", 1ull << 30, kJob, "", 1500ms);
+  Node& b = AddNode("node-b", 1ull << 30, kJob, secret);
+  ASSERT_TRUE(a.replicator && b.replicator);
+  // a has no secret, b has the job's: b drops a's messages (another job's are dropped alike, see the wire test).
+  Connect();
+  WriteCheckpoint(a, {{"0-0.bin", Pattern(1000, 8)}});
+  WriteCheckpoint(b, {});
+  Complete(a, Checkpoint(0, {"0-0.bin"}));
+  a.replicator->Replicate(kName);
+  EXPECT_NE(ReplicationOutcome(a, 10s), "");
+  EXPECT_FALSE(io::PathExists(b.dir + "/" + kName + "/data/0-0.bin"));
+  std::lock_guard<std::mutex> lock(b.log_mu);
+  bool dropped = false;
+  for (const std::string& line : b.log) dropped |= line.find("proof of the job's secret") != std::string::npos;
+  EXPECT_TRUE(dropped);
+}
+
+TEST_F(AgentReplicationTest, APushOverTheReceiversBudgetIsRefused) {
+  Node& a = AddNode("node-a");
+  Node& b = AddNode("node-b", 1 << 20);
+  ASSERT_TRUE(a.replicator && b.replicator);
+  Connect();
+  WriteCheckpoint(a, {{"0-0.bin", Pattern(2 << 20, 9)}});
+  WriteCheckpoint(b, {});
+  Complete(a, Checkpoint(0, {"0-0.bin"}));
+  a.replicator->Replicate(kName);
+  const std::string error = ReplicationOutcome(a);
+  EXPECT_NE(error.find("node 'node-b'"), std::string::npos) << error;
+  EXPECT_NE(error.find("budget"), std::string::npos) << error;
+  EXPECT_FALSE(io::PathExists(b.dir + "/" + kName + "/data/0-0.bin"));
+}
+
+TEST_F(AgentReplicationTest, ASingleNodeSaveIsReplicatedAtCompletion) {
+  Node& a = AddNode("node-a");
+  WriteCheckpoint(a, {{"0-0.bin", "x"}});
+  MemoryCheckpoint c = Checkpoint(0, {});
+  c.node_count = 1;
+  Complete(a, c);
+  EXPECT_TRUE(a.store->Find(kName)->replicated);
+  EXPECT_EQ(a.store->Find(kName)->own_files, std::vector<std::string>{"0-0.bin"});
+}
+
+}  // namespace
+}  // namespace ckpt::agent

@@ -1,0 +1,103 @@
+// A checkpoint in memory (a tmpfs, as the memory tier's agents hold theirs) is loaded from its mapped files rather
+// than through the workers and the arena (runtime/chunk_fetcher.cc): every block is still checked against its
+// checksum, and any region of any chunk arrives where it belongs.
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "ckpt.h"
+#include "io/file_io.h"
+
+namespace {
+
+class MappedLoadTest : public ::testing::Test {
+ protected:
+  static constexpr uint64_t kRows = 300, kCols = 1000;  // 2.4 MB of f64: several 1 MiB blocks
+
+  void SetUp() override {
+    char dir_template[] = "/dev/shm/ckpt-mapped-load-XXXXXX";
+    ASSERT_NE(mkdtemp(dir_template), nullptr);
+    dir_ = dir_template;
+    ASSERT_EQ(ckpt_error_create(&err_), CKPT_OK);
+    ckpt_context_options opts = CKPT_CONTEXT_OPTIONS_INIT;
+    opts.rank = 0;
+    opts.world_size = 1;
+    opts.io_workers = 0;
+    ASSERT_EQ(ckpt_context_create(&opts, &ctx_, err_), CKPT_OK) << ckpt_error_message(err_);
+    values_.resize(kRows * kCols);
+    for (size_t i = 0; i < values_.size(); ++i) values_[i] = 0.25 * static_cast<double>(i);
+    ckpt_state_t* state = StateOver(values_.data(), {kRows, kCols}, {0, 0});
+    ckpt_request_t* request = nullptr;  // checksum blocks of 1 MiB, the default
+    ASSERT_EQ(ckpt_save(ctx_, state, path().c_str(), nullptr, &request, err_), CKPT_OK) << ckpt_error_message(err_);
+    ASSERT_EQ(ckpt_request_wait(request, 0, err_), CKPT_OK) << ckpt_error_message(err_);
+    ckpt_request_free(request);
+    ckpt_state_free(state);
+  }
+  void TearDown() override {
+    ckpt_context_free(ctx_);
+    ckpt_error_free(err_);
+    (void)ckpt::io::RemoveTree(dir_);
+  }
+
+  std::string path() const { return dir_ + "/ck"; }
+  // A state asking for rows [row0, row0 + shape[0]) of "x" into `data`.
+  ckpt_state_t* StateOver(double* data, std::vector<uint64_t> shape, std::vector<uint64_t> offset) {
+    static const uint64_t global[2] = {kRows, kCols};
+    shapes_.push_back(shape);
+    offsets_.push_back(offset);
+    ckpt_state_t* state = nullptr;
+    EXPECT_EQ(ckpt_state_create(&state, err_), CKPT_OK);
+    ckpt_tensor_shard shard = CKPT_TENSOR_SHARD_INIT;
+    shard.key = "x";
+    shard.dtype = CKPT_DTYPE_F64;
+    shard.ndim = 2;
+    shard.global_shape = global;
+    shard.local_shape = shapes_.back().data();
+    shard.global_offset = offsets_.back().data();
+    shard.data = data;
+    shard.data_size = sizeof(double) * shape[0] * shape[1];
+    EXPECT_EQ(ckpt_state_add_tensor(state, &shard, err_), CKPT_OK) << ckpt_error_message(err_);
+    return state;
+  }
+
+  std::string dir_;
+  ckpt_error_t* err_ = nullptr;
+  ckpt_context_t* ctx_ = nullptr;
+  std::vector<double> values_;
+  std::vector<std::vector<uint64_t>> shapes_, offsets_;
+};
+
+TEST_F(MappedLoadTest, LoadsARegionAcrossBlocksFromTheMappedFiles) {
+  const uint64_t rows = 150, row0 = 100, cols = 400, col0 = 300;
+  std::vector<double> got(rows * cols, -1);
+  ckpt_state_t* state = StateOver(got.data(), {rows, cols}, {row0, col0});
+  ASSERT_EQ(ckpt_load(ctx_, state, path().c_str(), nullptr, err_), CKPT_OK) << ckpt_error_message(err_);
+  for (uint64_t r = 0; r < rows; ++r) {
+    for (uint64_t c = 0; c < cols; ++c) {
+      ASSERT_EQ(got[r * cols + c], values_[(row0 + r) * kCols + col0 + c]) << "row " << r << " column " << c;
+    }
+  }
+  ckpt_state_free(state);
+}
+
+TEST_F(MappedLoadTest, AFlippedByteIsACorruptBlockNamingTheFile) {
+  const std::string data_file = path() + "/data/0-0.bin";
+  std::fstream file(data_file, std::ios::in | std::ios::out | std::ios::binary);
+  ASSERT_TRUE(file.good()) << data_file;
+  file.seekp(1500000);  // inside the second block
+  file.put('\x5a');
+  file.close();
+  std::vector<double> got(kRows * kCols);
+  ckpt_state_t* state = StateOver(got.data(), {kRows, kCols}, {0, 0});
+  EXPECT_EQ(ckpt_load(ctx_, state, path().c_str(), nullptr, err_), CKPT_E_CORRUPT);
+  const std::string message = ckpt_error_message(err_);
+  EXPECT_NE(message.find("checksum mismatch"), std::string::npos) << message;
+  EXPECT_NE(message.find("0-0.bin"), std::string::npos) << message;
+  ckpt_state_free(state);
+}
+
+}  // namespace
