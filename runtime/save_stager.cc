@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "io/file_io.h"
+#include "io/streaming_copy.h"
 #include "runtime/device_copy.h"
 #include "runtime/dtype.h"
 #include "runtime/manifest.h"
@@ -90,7 +91,7 @@ Result<Source> ObjectSource(const State& state, const WriteItem& item) {
 Status CopyUnitRange(const Source& s, uint64_t begin, uint64_t length, char* out, DeviceCopier& device_copies) {
   auto copy = [&](char* dst, const char* src, uint64_t n) -> Status {
     if (s.device < 0) {
-      std::memcpy(dst, src, n);
+      io::StreamingCopy(dst, src, n);
       return Status::Ok();
     }
     return device_copies.ToHost(s.device, dst, src, n);

@@ -29,7 +29,8 @@ void Replicator::Engine::OnOffer(const ReplicationMessage& message) {
     refuse.error = "node '" + options_.node + "' refuses: " + accepted.message();
     return SendControl(message.reply_address, std::move(refuse));
   }
-  // Receives are posted before the sender learns the tag, so that chunks land in the mappings, never in a buffer.
+  // Receives are posted before the sender learns the tag, so that no chunk arrives unexpected (UCX would hold it in
+  // a buffer of its own until a receive matched it).
   PumpIncoming(incoming);
   ReplicationMessage accept = Reply(MessageType::kAccept, message);
   accept.transfer = id;

@@ -17,6 +17,7 @@
 #include "collectives/agent_protocol.h"
 #include "io/file_io.h"
 #include "runtime/agent/memory_store.h"
+#include "runtime/agent/replication_files.h"
 #include "runtime/agent/replication_wire.h"
 #include "runtime/agent/replicator.h"
 
@@ -351,6 +352,77 @@ TEST_F(AgentReplicationTest, APushOverTheReceiversBudgetIsRefused) {
   EXPECT_NE(error.find("node 'node-b'"), std::string::npos) << error;
   EXPECT_NE(error.find("budget"), std::string::npos) << error;
   EXPECT_FALSE(io::PathExists(b.dir + "/" + kName + "/data/0-0.bin"));
+}
+
+// A transfer of 128 MiB in 1 MiB chunks that has begun: the receiver accepted the offer (its hidden file exists),
+// and the rest takes tens of milliseconds at least, so that a node dropped now is dropped mid-transfer.
+constexpr size_t kLargeFileBytes = 128u << 20;
+bool AwaitPartFile(const Node& receiver) {
+  const std::string part = PartialFilePath(receiver.dir + "/" + kName, "0-0.bin");
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (!io::PathExists(part)) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(200us);
+  }
+  return true;
+}
+
+bool Logged(Node& node, const std::string& text, std::chrono::milliseconds within) {
+  const auto deadline = std::chrono::steady_clock::now() + within;
+  while (std::chrono::steady_clock::now() < deadline) {
+    {
+      std::lock_guard<std::mutex> lock(node.log_mu);
+      for (const std::string& line : node.log) {
+        if (line.find(text) != std::string::npos) return true;
+      }
+    }
+    std::this_thread::sleep_for(5ms);
+  }
+  return false;
+}
+
+TEST_F(AgentReplicationTest, ASenderThatDiesMidTransferLeavesNoPartialFileAndFreesTheReceiversBudget) {
+  Node& a = AddNode("node-a");
+  Node& b = AddNode("node-b", kLargeFileBytes + (kLargeFileBytes / 2), kJob, "", 1500ms);
+  ASSERT_TRUE(a.replicator && b.replicator);
+  Connect();
+  WriteCheckpoint(a, {{"0-0.bin", Pattern(kLargeFileBytes, 10)}});
+  WriteCheckpoint(b, {});
+  Complete(a, Checkpoint(0, {"0-0.bin"}));
+  a.replicator->Replicate(kName);
+  ASSERT_TRUE(AwaitPartFile(b)) << "node-b never accepted the push";
+  a.replicator.reset();
+
+  EXPECT_TRUE(Logged(b, "receiving files of '" + std::string(kName) + "' failed", 10s));
+  // Once the receives still posted are cancelled, the hidden file and the transfer's reservation are gone: another
+  // transfer of the same size fits in the budget again.
+  const std::string part = PartialFilePath(b.dir + "/" + kName, "0-0.bin");
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  bool freed = false;
+  while (!freed && std::chrono::steady_clock::now() < deadline) {
+    freed = !io::PathExists(part) && b.store->ReserveIncoming(99, kName, kLargeFileBytes).ok();
+    if (!freed) std::this_thread::sleep_for(5ms);
+  }
+  EXPECT_TRUE(freed) << "the hidden file or the failed transfer's reservation is left";
+  EXPECT_FALSE(io::PathExists(b.dir + "/" + kName + "/data/0-0.bin"));
+  b.store->ReleaseIncoming(99);
+}
+
+TEST_F(AgentReplicationTest, AReceiverThatDiesMidTransferFailsThePushNamingIt) {
+  Node& a = AddNode("node-a", 1ull << 30, kJob, "", 1500ms);
+  Node& b = AddNode("node-b");
+  ASSERT_TRUE(a.replicator && b.replicator);
+  Connect();
+  WriteCheckpoint(a, {{"0-0.bin", Pattern(kLargeFileBytes, 11)}});
+  WriteCheckpoint(b, {});
+  Complete(a, Checkpoint(0, {"0-0.bin"}));
+  a.replicator->Replicate(kName);
+  ASSERT_TRUE(AwaitPartFile(b)) << "node-b never accepted the push";
+  b.replicator.reset();
+
+  const std::string error = ReplicationOutcome(a, 10s);
+  EXPECT_NE(error.find("node 'node-b'"), std::string::npos) << error;
+  EXPECT_FALSE(a.store->Find(kName)->replicated);
 }
 
 TEST_F(AgentReplicationTest, ASingleNodeSaveIsReplicatedAtCompletion) {

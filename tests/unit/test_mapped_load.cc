@@ -100,4 +100,45 @@ TEST_F(MappedLoadTest, AFlippedByteIsACorruptBlockNamingTheFile) {
   ckpt_state_free(state);
 }
 
+// Safetensors weights on a tmpfs are mapped too; their tensors start at any offset of 8 bytes, so the mapping of a
+// window starts on the page before its first byte.
+TEST_F(MappedLoadTest, LoadsSafetensorsWhoseTensorsStartInsideAPage) {
+  const std::string small = R"("a":{"dtype":"F64","shape":[3],"data_offsets":[0,24]})";
+  const uint64_t b_bytes = sizeof(double) * kRows * kCols;
+  std::string header = "{" + small + R"(,"b":{"dtype":"F64","shape":[)" + std::to_string(kRows) + "," +
+                       std::to_string(kCols) + R"(],"data_offsets":[24,)" + std::to_string(24 + b_bytes) + "]}}";
+  header.append((8 - header.size() % 8) % 8, ' ');
+  const std::string file = dir_ + "/weights.safetensors";
+  {
+    std::ofstream out(file, std::ios::binary);
+    const uint64_t length = header.size();  // little-endian, as on every machine this runs on
+    out.write(reinterpret_cast<const char*>(&length), sizeof length);
+    out << header;
+    const double a[3] = {1.5, 2.5, 3.5};
+    out.write(reinterpret_cast<const char*>(a), sizeof a);
+    out.write(reinterpret_cast<const char*>(values_.data()), static_cast<std::streamsize>(b_bytes));
+  }
+  const uint64_t rows = 120, row0 = 170;
+  std::vector<double> got(rows * kCols, -1);
+  ckpt_state_t* state = nullptr;
+  ASSERT_EQ(ckpt_state_create(&state, err_), CKPT_OK);
+  static const uint64_t global[2] = {kRows, kCols};
+  const uint64_t local[2] = {rows, kCols}, offset[2] = {row0, 0};
+  ckpt_tensor_shard shard = CKPT_TENSOR_SHARD_INIT;
+  shard.key = "b";
+  shard.dtype = CKPT_DTYPE_F64;
+  shard.ndim = 2;
+  shard.global_shape = global;
+  shard.local_shape = local;
+  shard.global_offset = offset;
+  shard.data = got.data();
+  shard.data_size = sizeof(double) * got.size();
+  ASSERT_EQ(ckpt_state_add_tensor(state, &shard, err_), CKPT_OK) << ckpt_error_message(err_);
+  ckpt_load_options opts = CKPT_LOAD_OPTIONS_INIT;
+  opts.unexpected_keys = CKPT_STRICT_IGNORE;
+  ASSERT_EQ(ckpt_load(ctx_, state, file.c_str(), &opts, err_), CKPT_OK) << ckpt_error_message(err_);
+  for (uint64_t i = 0; i < got.size(); ++i) ASSERT_EQ(got[i], values_[row0 * kCols + i]) << "element " << i;
+  ckpt_state_free(state);
+}
+
 }  // namespace
