@@ -3,9 +3,13 @@
 // protocol fields and replication messages they exchange.
 #include <gtest/gtest.h>
 #include <stdlib.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <mutex>
@@ -423,6 +427,39 @@ TEST_F(AgentReplicationTest, AReceiverThatDiesMidTransferFailsThePushNamingIt) {
   const std::string error = ReplicationOutcome(a, 10s);
   EXPECT_NE(error.find("node 'node-b'"), std::string::npos) << error;
   EXPECT_FALSE(a.store->Find(kName)->replicated);
+}
+
+// The receiver's memory (its tmpfs) fills up although its budget had room: the push fails naming the receiver and
+// the cause, and the receiver keeps no partial file.
+TEST_F(AgentReplicationTest, AReceiverWhoseMemoryFillsUpFailsThePushAndKeepsNoPartialFile) {
+  if (geteuid() != 0) GTEST_SKIP() << "mounting a small tmpfs needs root";
+  const std::string b_dir = root_ + "/node-b";
+  ASSERT_EQ(mkdir(b_dir.c_str(), 0700), 0) << std::strerror(errno);
+  ASSERT_EQ(mount("ckpt-test-full", b_dir.c_str(), "tmpfs", 0, "size=4m"), 0) << std::strerror(errno);
+  struct Unmount {
+    std::string dir;
+    ~Unmount() { umount2(dir.c_str(), MNT_DETACH); }
+  } unmount{b_dir};
+  Node& a = AddNode("node-a");
+  Node& b = AddNode("node-b");
+  ASSERT_TRUE(a.replicator && b.replicator);
+  Connect();
+  WriteCheckpoint(a, {{"0-0.bin", Pattern(8 << 20, 12)}});
+  WriteCheckpoint(b, {});
+  Complete(a, Checkpoint(0, {"0-0.bin"}));
+  a.replicator->Replicate(kName);
+
+  const std::string error = ReplicationOutcome(a);
+  EXPECT_NE(error.find("node 'node-b'"), std::string::npos) << error;
+  EXPECT_NE(error.find(std::strerror(ENOSPC)), std::string::npos) << error;
+  EXPECT_FALSE(a.store->Find(kName)->replicated);
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (io::PathExists(PartialFilePath(b.dir + "/" + kName, "0-0.bin")) &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(5ms);
+  }
+  EXPECT_FALSE(io::PathExists(PartialFilePath(b.dir + "/" + kName, "0-0.bin")));
+  EXPECT_FALSE(io::PathExists(b.dir + "/" + kName + "/data/0-0.bin"));
 }
 
 TEST_F(AgentReplicationTest, ASingleNodeSaveIsReplicatedAtCompletion) {
