@@ -226,7 +226,7 @@ class Replicator::Engine {
   std::vector<Buffer> spare_buffers_;  // chunk receive buffers neither posted nor being written now
   std::map<uint64_t, Fetch> fetches_;
   std::map<std::string, ReplicaJob> replica_jobs_;
-  uint64_t next_id_ = 1;
+  uint64_t next_id_ = 1;       // Open draws the first at random
   bool tearing_down_ = false;  // messages arriving now are dropped: nothing new starts
 
   // A received chunk on its way into its file. Its receive stays counted in Incoming::in_flight until the write is

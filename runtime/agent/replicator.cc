@@ -8,6 +8,7 @@
 #include <cstring>
 #include <exception>
 
+#include "collectives/store_auth.h"
 #include "collectives/ucx_config.h"
 #include "io/file_io.h"
 #include "runtime/agent/replication_engine.h"
@@ -52,6 +53,11 @@ Replicator::Engine::Engine(MemoryStore& store, ReplicatorOptions options, LogFn 
     : store_(store), options_(std::move(options)), log_(std::move(log)), ucx_(ucx) {}
 
 Status Replicator::Engine::Open() {
+  // Ids start at random: a reply captured from an earlier agent of the job (whose ids started where this one's do)
+  // matches none of this one's pushes or fetches, and the chunks' tags, made of them, cannot be guessed.
+  ASSIGN_OR_RETURN(const std::string random, coll::store_auth::RandomBytes(sizeof next_id_));
+  std::memcpy(&next_id_, random.data(), sizeof next_id_);
+  next_id_ = (next_id_ >> 2) | 1;  // far from wrapping to 0, which means "none" (Incoming::fetch_id)
   ASSIGN_OR_RETURN(ucp_config_t * config, coll::ReadUcxConfig(ucx_, ""));
   ucp_params_t params = {};
   params.field_mask = UCP_PARAM_FIELD_FEATURES;
