@@ -318,6 +318,9 @@ void ExpectRefusedAsCorrupt(const std::string& frame, int collectives_first = 0)
     for (int i = 0; i < collectives_first; ++i) {
       ASSERT_TRUE(rank.plane->AllToAllV(std::vector<std::string>(2), milliseconds(5000)).ok());
     }
+    // Rank 0 has finished those collectives before rank 1 sends: else a message for one of them could still arrive
+    // while rank 0 is in it, and be taken as a second message rather than a late one.
+    if (collectives_first > 0) ASSERT_TRUE(rank.plane->Barrier().ok());
     if (me == 1) {
       const auto [fd, reply] = HelloAs(*rank.store, 0, 1, 2, kSecret);
       EXPECT_EQ(reply, static_cast<uint32_t>(MessageType::kOk));
