@@ -20,6 +20,10 @@
 #   agent-dies      4 ranks on 2 hosts save step 1; every agent is killed; step 2 fails on every rank naming the
 #                   agent; step 3 starts new agents, which learn each other's addresses from the ranks and replicate
 #                   it.
+#   three-hosts     3 ranks on 3 hosts save steps 1-2 to memory and are killed: the three agents commit step 2 to
+#                   storage together. With that copy removed, the restarted job restores step 2 from memory: each
+#                   host holds its own files and its ring predecessor's, none the whole checkpoint, so each agent
+#                   fetches what its host lacks first.
 set -euo pipefail
 part=$1 scenario=$2 cli=$3 work=$4
 rm -rf "$work" && mkdir -p "$work"
@@ -130,6 +134,15 @@ case "$part" in
       cat "$work/dies.out"
       fail "a rank warned about replicas"
     fi ;;
+  three-hosts)
+    train_and_die train "0 1 2" 2
+    await_storage 2
+    "$cli" verify "$(step_dir 2)"
+    rm -rf "$(step_dir 2)"
+    restore restart 0 "0 1 2" 2
+    for h in 0 1 2; do
+      grep -q "fetched 'step-000000000002" "$(agent_log_of $h)" || fail "host $h fetched nothing"
+    done ;;
   *) echo "unknown part $part" >&2; exit 2 ;;
 esac
 echo "memory_hosts $part: passed"
