@@ -86,8 +86,9 @@ Result<Source> ObjectSource(const State& state, const WriteItem& item) {
   return Internal("the plan asks this rank to write object '" + item.key + "', which it does not hold");
 }
 
-// Copies bytes [begin, begin + length) of the unit's row-major bytes to `out`: with memcpy from host memory, or
-// queued on `device_copies` from device memory (the caller waits for those).
+// Copies bytes [begin, begin + length) of the unit's row-major bytes to `out`: from host memory past the cache
+// (io::StreamingCopy; a worker reads the arena next, windows later), or queued on `device_copies` from device
+// memory (the caller waits for those).
 Status CopyUnitRange(const Source& s, uint64_t begin, uint64_t length, char* out, DeviceCopier& device_copies) {
   auto copy = [&](char* dst, const char* src, uint64_t n) -> Status {
     if (s.device < 0) {

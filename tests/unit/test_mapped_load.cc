@@ -100,8 +100,8 @@ TEST_F(MappedLoadTest, AFlippedByteIsACorruptBlockNamingTheFile) {
   ckpt_state_free(state);
 }
 
-// Safetensors weights on a tmpfs are mapped too; their tensors start at any offset of 8 bytes, so the mapping of a
-// window starts on the page before its first byte.
+// Safetensors weights on a tmpfs are mapped too; their tensors start at any multiple of 8 bytes, so the mapping of
+// a window starts on the page that holds its first byte.
 TEST_F(MappedLoadTest, LoadsSafetensorsWhoseTensorsStartInsideAPage) {
   const std::string small = R"("a":{"dtype":"F64","shape":[3],"data_offsets":[0,24]})";
   const uint64_t b_bytes = sizeof(double) * kRows * kCols;
