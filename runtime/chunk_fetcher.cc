@@ -1,13 +1,10 @@
 #include "runtime/chunk_fetcher.h"
 
 #include <linux/magic.h>
-#include <sys/mman.h>
 #include <sys/vfs.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
-#include <cerrno>
 #include <deque>
 #include <future>
 #include <memory>
@@ -16,6 +13,7 @@
 
 #include "io/checksum.h"
 #include "io/file_io.h"
+#include "io/file_mapping.h"
 #include "io/io_backend.h"
 #include "io/streaming_copy.h"
 #include "runtime/chunk_reader.h"
@@ -220,33 +218,6 @@ class MappedFetcher {
     uint64_t size = 0;
   };
 
-  // A window's bytes, mapped from the page that holds its first.
-  class WindowMapping {
-   public:
-    WindowMapping() = default;
-    WindowMapping(const WindowMapping&) = delete;
-    WindowMapping& operator=(const WindowMapping&) = delete;
-    ~WindowMapping() {
-      if (base_ != nullptr) munmap(base_, length_);
-    }
-    Status Map(const io::File& file, uint64_t offset, uint64_t length) {
-      const uint64_t lead = offset % static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
-      length_ = lead + length;
-      void* data =
-          mmap(nullptr, length_, PROT_READ, MAP_SHARED | MAP_POPULATE, file.fd(), static_cast<off_t>(offset - lead));
-      if (data == MAP_FAILED) return io::ErrnoStatus(errno, "cannot map " + Quoted(file.path()));
-      base_ = data;
-      bytes_ = static_cast<const char*>(data) + lead;
-      return Status::Ok();
-    }
-    const char* bytes() const { return bytes_; }
-
-   private:
-    void* base_ = nullptr;
-    size_t length_ = 0;
-    const char* bytes_ = nullptr;
-  };
-
   Status OpenFiles() {
     files_open_.resize(files_.manifest().files.size());
     for (const ChunkFetch& f : fetches_) {
@@ -286,13 +257,14 @@ class MappedFetcher {
     if (stored.file_offset + w.end > file.size) {
       return Corrupt(Quoted(files_.name(stored.file_index)) + " ends before the chunk does");
     }
-    WindowMapping mapping;
-    RETURN_IF_ERROR(mapping.Map(*file.file, stored.file_offset + w.begin, w.end - w.begin));
+    ASSIGN_OR_RETURN(const io::FileMapping mapping,
+                     io::FileMapping::Map(file.file->fd(), file.file->path(), stored.file_offset + w.begin,
+                                          w.end - w.begin, io::FileMapping::Pages::kPopulated));
     // Each piece is verified, then delivered while it is still in the cache: one pass over memory, not two.
     const uint64_t step = std::max<uint64_t>(1, kVerifiedPieceBytes / stored.block_size) * stored.block_size;
     for (uint64_t begin = w.begin; begin < w.end; begin += step) {
       const Window piece{w.fetch, begin, std::min(w.end, begin + step)};
-      const char* data = mapping.bytes() + (piece.begin - w.begin);
+      const char* data = mapping.data() + (piece.begin - w.begin);
       for (uint64_t at = piece.begin; !stored.block_checksums.empty() && at < piece.end; at += stored.block_size) {
         const uint64_t length = std::min(stored.block_size, piece.end - at);
         if (io::Checksum(data + (at - piece.begin), length) != stored.block_checksums[at / stored.block_size]) {

@@ -95,7 +95,7 @@ class Replicator::Engine {
     bool for_fetch = false;
     uint64_t fetch_id = 0;  // the peer's fetch, with for_fetch
     std::vector<FileInfo> files;
-    std::vector<MappedFile> sources;  // by files' index
+    std::vector<io::FileMapping> sources;  // by files' index
     bool accepted = false;
     uint32_t transfer = 0;
     std::vector<Chunk> chunks;

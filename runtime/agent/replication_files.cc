@@ -1,46 +1,22 @@
 #include "runtime/agent/replication_files.h"
 
 #include <fcntl.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
-#include <utility>
 
 #include "io/file_io.h"
 
 namespace ckpt::agent {
-MappedFile::MappedFile(MappedFile&& other) noexcept
-    : data_(std::exchange(other.data_, nullptr)), size_(std::exchange(other.size_, 0)) {}
 
-MappedFile& MappedFile::operator=(MappedFile&& other) noexcept {
-  if (this != &other) {
-    Unmap();
-    data_ = std::exchange(other.data_, nullptr);
-    size_ = std::exchange(other.size_, 0);
-  }
-  return *this;
-}
-
-void MappedFile::Unmap() {
-  if (data_ != nullptr) munmap(data_, size_);
-  data_ = nullptr;
-  size_ = 0;
-}
-
-Result<MappedFile> MappedFile::OpenForReading(const std::string& path) {
+Result<io::FileMapping> MapForSending(const std::string& path) {
   UniqueFd fd(open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
   if (!fd.valid()) return io::ErrnoStatus(errno, "cannot open " + Quoted(path) + " to replicate it");
   struct stat st;
   if (fstat(fd.get(), &st) != 0) return io::ErrnoStatus(errno, "cannot stat " + Quoted(path));
   if (!S_ISREG(st.st_mode)) return InvalidArgument(Quoted(path) + " is no regular file; it is not replicated");
-  const uint64_t size = static_cast<uint64_t>(st.st_size);
-  // mmap refuses an empty length: an empty file needs no mapping and no chunk.
-  if (size == 0) return MappedFile();
-  void* data = mmap(nullptr, size, PROT_READ, MAP_SHARED, fd.get(), 0);
-  if (data == MAP_FAILED) return io::ErrnoStatus(errno, "cannot map " + Quoted(path));
-  return MappedFile(static_cast<char*>(data), size);
+  return io::FileMapping::Map(fd.get(), path, 0, static_cast<uint64_t>(st.st_size), io::FileMapping::Pages::kOnDemand);
 }
 
 Result<UniqueFd> CreatePartFile(const std::string& path, uint64_t size) {

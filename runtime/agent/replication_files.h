@@ -10,32 +10,13 @@
 
 #include "common/status.h"
 #include "common/unique_fd.h"
+#include "io/file_mapping.h"
 #include "runtime/agent/replication_wire.h"
 
 namespace ckpt::agent {
 
-// A file mapped shared and read-only, for sending. Unmapped when destroyed.
-class MappedFile {
- public:
-  MappedFile() = default;
-  MappedFile(MappedFile&& other) noexcept;
-  MappedFile& operator=(MappedFile&& other) noexcept;
-  MappedFile(const MappedFile&) = delete;
-  MappedFile& operator=(const MappedFile&) = delete;
-  ~MappedFile() { Unmap(); }
-
-  // A regular file (links are not followed), mapped for reading.
-  static Result<MappedFile> OpenForReading(const std::string& path);
-
-  char* data() const { return data_; }
-  uint64_t size() const { return size_; }
-  void Unmap();
-
- private:
-  MappedFile(char* data, uint64_t size) : data_(data), size_(size) {}
-  char* data_ = nullptr;
-  uint64_t size_ = 0;
-};
+// A regular file (links are not followed), mapped whole for sending.
+Result<io::FileMapping> MapForSending(const std::string& path);
 
 // `path` created afresh (an older one is replaced) and sized to `size`, open for writing.
 Result<UniqueFd> CreatePartFile(const std::string& path, uint64_t size);

@@ -73,9 +73,10 @@ void Replicator::Engine::StartPush(const std::string& address, const std::string
   push.last_progress = Clock::now();
   const std::string dir = CheckpointDir(checkpoint);
   for (const std::string& file : files) {
-    Result<MappedFile> source = ValidateReplicatedFileName(file).ok()
-                                    ? MappedFile::OpenForReading(ReplicatedFilePath(dir, file))
-                                    : Result<MappedFile>(InvalidArgument(Quoted(file) + " is no replicated file"));
+    Result<io::FileMapping> source =
+        ValidateReplicatedFileName(file).ok()
+            ? MapForSending(ReplicatedFilePath(dir, file))
+            : Result<io::FileMapping>(InvalidArgument(Quoted(file) + " is no replicated file"));
     if (!source.ok()) return FinishPush(id, "node '" + options_.node + "' cannot send: " + source.status().message());
     push.files.push_back(FileInfo{file, source->size()});
     push.sources.push_back(std::move(*source));
@@ -96,7 +97,7 @@ void Replicator::Engine::OnAccept(const ReplicationMessage& message) {
   Push& push = it->second;
   // The receiver may want fewer files (a MANIFEST it has): the sources are narrowed to those, in its order.
   std::vector<FileInfo> files;
-  std::vector<MappedFile> sources;
+  std::vector<io::FileMapping> sources;
   for (const FileInfo& wanted : message.files) {
     auto offered = std::find_if(push.files.begin(), push.files.end(),
                                 [&](const FileInfo& file) { return file.name == wanted.name; });

@@ -7,10 +7,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <sstream>
@@ -138,6 +140,15 @@ class AgentReplicationTest : public ::testing::Test {
   static void Complete(Node& node, const MemoryCheckpoint& checkpoint) {
     Result<std::optional<MemoryCheckpoint>> completed = node.store->Complete(1, "", checkpoint, false);
     ASSERT_TRUE(completed.ok()) << completed.status().message();
+  }
+
+  // `from` completes the checkpoint with one file "0-0.bin" of `bytes` and pushes it to `to`, which has the
+  // checkpoint's directory and nothing in it.
+  static void PushOneFile(Node& from, Node& to, size_t bytes, unsigned seed) {
+    WriteCheckpoint(from, {{"0-0.bin", Pattern(bytes, seed)}});
+    WriteCheckpoint(to, {});
+    Complete(from, Checkpoint(0, {"0-0.bin"}));
+    from.replicator->Replicate(kName);
   }
 
   // The checkpoint's replication outcome once it has one: "" when replicated, else the error.
@@ -331,10 +342,7 @@ TEST_F(AgentReplicationTest, APushWithoutTheJobsSecretPlacesNothing) {
   ASSERT_TRUE(a.replicator && b.replicator);
   // a has no secret, b has the job's: b drops a's messages (another job's are dropped alike, see the wire test).
   Connect();
-  WriteCheckpoint(a, {{"0-0.bin", Pattern(1000, 8)}});
-  WriteCheckpoint(b, {});
-  Complete(a, Checkpoint(0, {"0-0.bin"}));
-  a.replicator->Replicate(kName);
+  PushOneFile(a, b, 1000, 8);
   EXPECT_NE(ReplicationOutcome(a, 10s), "");
   EXPECT_FALSE(io::PathExists(b.dir + "/" + kName + "/data/0-0.bin"));
   std::lock_guard<std::mutex> lock(b.log_mu);
@@ -348,10 +356,7 @@ TEST_F(AgentReplicationTest, APushOverTheReceiversBudgetIsRefused) {
   Node& b = AddNode("node-b", 1 << 20);
   ASSERT_TRUE(a.replicator && b.replicator);
   Connect();
-  WriteCheckpoint(a, {{"0-0.bin", Pattern(2 << 20, 9)}});
-  WriteCheckpoint(b, {});
-  Complete(a, Checkpoint(0, {"0-0.bin"}));
-  a.replicator->Replicate(kName);
+  PushOneFile(a, b, 2 << 20, 9);
   const std::string error = ReplicationOutcome(a);
   EXPECT_NE(error.find("node 'node-b'"), std::string::npos) << error;
   EXPECT_NE(error.find("budget"), std::string::npos) << error;
@@ -361,28 +366,31 @@ TEST_F(AgentReplicationTest, APushOverTheReceiversBudgetIsRefused) {
 // A transfer of 128 MiB in 1 MiB chunks that has begun: the receiver accepted the offer (its hidden file exists),
 // and the rest takes tens of milliseconds at least, so that a node dropped now is dropped mid-transfer.
 constexpr size_t kLargeFileBytes = 128u << 20;
-bool AwaitPartFile(const Node& receiver) {
-  const std::string part = PartialFilePath(receiver.dir + "/" + kName, "0-0.bin");
-  const auto deadline = std::chrono::steady_clock::now() + 10s;
-  while (!io::PathExists(part)) {
+// Whether `holds` came true within `within`, asked every `every`.
+bool Eventually(const std::function<bool()>& holds, std::chrono::milliseconds within,
+                std::chrono::microseconds every = 5ms) {
+  const auto deadline = std::chrono::steady_clock::now() + within;
+  while (!holds()) {
     if (std::chrono::steady_clock::now() >= deadline) return false;
-    std::this_thread::sleep_for(200us);
+    std::this_thread::sleep_for(every);
   }
   return true;
 }
 
+std::string PartFileOf(const Node& node) { return PartialFilePath(node.dir + "/" + kName, "0-0.bin"); }
+
+bool AwaitPartFile(const Node& receiver) {
+  return Eventually([&] { return io::PathExists(PartFileOf(receiver)); }, 10s, 200us);
+}
+
 bool Logged(Node& node, const std::string& text, std::chrono::milliseconds within) {
-  const auto deadline = std::chrono::steady_clock::now() + within;
-  while (std::chrono::steady_clock::now() < deadline) {
-    {
-      std::lock_guard<std::mutex> lock(node.log_mu);
-      for (const std::string& line : node.log) {
-        if (line.find(text) != std::string::npos) return true;
-      }
-    }
-    std::this_thread::sleep_for(5ms);
-  }
-  return false;
+  return Eventually(
+      [&] {
+        std::lock_guard<std::mutex> lock(node.log_mu);
+        return std::any_of(node.log.begin(), node.log.end(),
+                           [&](const std::string& line) { return line.find(text) != std::string::npos; });
+      },
+      within);
 }
 
 TEST_F(AgentReplicationTest, ASenderThatDiesMidTransferLeavesNoPartialFileAndFreesTheReceiversBudget) {
@@ -390,23 +398,15 @@ TEST_F(AgentReplicationTest, ASenderThatDiesMidTransferLeavesNoPartialFileAndFre
   Node& b = AddNode("node-b", kLargeFileBytes + (kLargeFileBytes / 2), kJob, "", 1500ms);
   ASSERT_TRUE(a.replicator && b.replicator);
   Connect();
-  WriteCheckpoint(a, {{"0-0.bin", Pattern(kLargeFileBytes, 10)}});
-  WriteCheckpoint(b, {});
-  Complete(a, Checkpoint(0, {"0-0.bin"}));
-  a.replicator->Replicate(kName);
+  PushOneFile(a, b, kLargeFileBytes, 10);
   ASSERT_TRUE(AwaitPartFile(b)) << "node-b never accepted the push";
   a.replicator.reset();
 
   EXPECT_TRUE(Logged(b, "receiving files of '" + std::string(kName) + "' failed", 10s));
   // Once the receives still posted are cancelled, the hidden file and the transfer's reservation are gone: another
   // transfer of the same size fits in the budget again.
-  const std::string part = PartialFilePath(b.dir + "/" + kName, "0-0.bin");
-  const auto deadline = std::chrono::steady_clock::now() + 10s;
-  bool freed = false;
-  while (!freed && std::chrono::steady_clock::now() < deadline) {
-    freed = !io::PathExists(part) && b.store->ReserveIncoming(99, kName, kLargeFileBytes).ok();
-    if (!freed) std::this_thread::sleep_for(5ms);
-  }
+  const bool freed = Eventually(
+      [&] { return !io::PathExists(PartFileOf(b)) && b.store->ReserveIncoming(99, kName, kLargeFileBytes).ok(); }, 10s);
   EXPECT_TRUE(freed) << "the hidden file or the failed transfer's reservation is left";
   EXPECT_FALSE(io::PathExists(b.dir + "/" + kName + "/data/0-0.bin"));
   b.store->ReleaseIncoming(99);
@@ -417,10 +417,7 @@ TEST_F(AgentReplicationTest, AReceiverThatDiesMidTransferFailsThePushNamingIt) {
   Node& b = AddNode("node-b");
   ASSERT_TRUE(a.replicator && b.replicator);
   Connect();
-  WriteCheckpoint(a, {{"0-0.bin", Pattern(kLargeFileBytes, 11)}});
-  WriteCheckpoint(b, {});
-  Complete(a, Checkpoint(0, {"0-0.bin"}));
-  a.replicator->Replicate(kName);
+  PushOneFile(a, b, kLargeFileBytes, 11);
   ASSERT_TRUE(AwaitPartFile(b)) << "node-b never accepted the push";
   b.replicator.reset();
 
@@ -444,21 +441,14 @@ TEST_F(AgentReplicationTest, AReceiverWhoseMemoryFillsUpFailsThePushAndKeepsNoPa
   Node& b = AddNode("node-b");
   ASSERT_TRUE(a.replicator && b.replicator);
   Connect();
-  WriteCheckpoint(a, {{"0-0.bin", Pattern(8 << 20, 12)}});
-  WriteCheckpoint(b, {});
-  Complete(a, Checkpoint(0, {"0-0.bin"}));
-  a.replicator->Replicate(kName);
+  PushOneFile(a, b, 8 << 20, 12);
 
   const std::string error = ReplicationOutcome(a);
   EXPECT_NE(error.find("node 'node-b'"), std::string::npos) << error;
   EXPECT_NE(error.find(std::strerror(ENOSPC)), std::string::npos) << error;
   EXPECT_FALSE(a.store->Find(kName)->replicated);
-  const auto deadline = std::chrono::steady_clock::now() + 10s;
-  while (io::PathExists(PartialFilePath(b.dir + "/" + kName, "0-0.bin")) &&
-         std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(5ms);
-  }
-  EXPECT_FALSE(io::PathExists(PartialFilePath(b.dir + "/" + kName, "0-0.bin")));
+  (void)Eventually([&] { return !io::PathExists(PartFileOf(b)); }, 10s);
+  EXPECT_FALSE(io::PathExists(PartFileOf(b)));
   EXPECT_FALSE(io::PathExists(b.dir + "/" + kName + "/data/0-0.bin"));
 }
 

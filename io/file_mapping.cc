@@ -1,0 +1,51 @@
+#include "io/file_mapping.h"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <utility>
+
+#include "io/file_io.h"
+
+namespace ckpt::io {
+
+Result<FileMapping> FileMapping::Map(int fd, const std::string& path, uint64_t offset, uint64_t length, Pages pages) {
+  FileMapping mapping;
+  if (length == 0) return mapping;  // mmap refuses an empty length
+  const uint64_t lead = offset % static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+  const int flags = MAP_SHARED | (pages == Pages::kPopulated ? MAP_POPULATE : 0);
+  void* base = mmap(nullptr, lead + length, PROT_READ, flags, fd, static_cast<off_t>(offset - lead));
+  if (base == MAP_FAILED) return ErrnoStatus(errno, "cannot map " + Quoted(path));
+  mapping.base_ = base;
+  mapping.mapped_ = lead + length;
+  mapping.data_ = static_cast<const char*>(base) + lead;
+  mapping.size_ = length;
+  return mapping;
+}
+
+FileMapping::~FileMapping() { Unmap(); }
+
+FileMapping::FileMapping(FileMapping&& other) noexcept
+    : base_(std::exchange(other.base_, nullptr)),
+      mapped_(std::exchange(other.mapped_, 0)),
+      data_(std::exchange(other.data_, nullptr)),
+      size_(std::exchange(other.size_, 0)) {}
+
+FileMapping& FileMapping::operator=(FileMapping&& other) noexcept {
+  if (this != &other) {
+    Unmap();
+    base_ = std::exchange(other.base_, nullptr);
+    mapped_ = std::exchange(other.mapped_, 0);
+    data_ = std::exchange(other.data_, nullptr);
+    size_ = std::exchange(other.size_, 0);
+  }
+  return *this;
+}
+
+void FileMapping::Unmap() {
+  if (base_ != nullptr) munmap(base_, mapped_);
+  base_ = nullptr;
+}
+
+}  // namespace ckpt::io
