@@ -28,6 +28,19 @@ std::string Digest(const std::vector<std::string_view>& parts) {
   return std::string(hex, 16);
 }
 
+void PutNames(ByteWriter& out, const std::vector<std::string>& names) {
+  out.U32(static_cast<uint32_t>(names.size()));
+  for (const std::string& name : names) out.Bytes(name);
+}
+
+Status GetNames(ByteReader& in, std::vector<std::string>* names) {
+  uint32_t count = 0;
+  RETURN_IF_ERROR(in.Count(&count, kMaxFiles, sizeof(uint64_t)));
+  names->resize(count);
+  for (std::string& name : *names) RETURN_IF_ERROR(in.Bytes(&name));
+  return Status::Ok();
+}
+
 void PutCheckpoint(ByteWriter& out, const MemoryCheckpoint& c) {
   out.Bytes(c.name);
   out.Bytes(c.storage_path);
@@ -39,8 +52,7 @@ void PutCheckpoint(ByteWriter& out, const MemoryCheckpoint& c) {
   out.Bytes(c.save_id);
   out.U32(c.node_index);
   out.U32(c.node_count);
-  out.U32(static_cast<uint32_t>(c.own_files.size()));
-  for (const std::string& file : c.own_files) out.Bytes(file);
+  PutNames(out, c.own_files);
   out.U8(c.replicated ? 1 : 0);
   out.Bytes(c.replication_error);
 }
@@ -56,13 +68,10 @@ Status GetCheckpoint(ByteReader& in, MemoryCheckpoint* c) {
   RETURN_IF_ERROR(in.Bytes(&c->persist_error));
   c->persisted = persisted != 0;
   uint8_t replicated = 0;
-  uint32_t files = 0;
   RETURN_IF_ERROR(in.Bytes(&c->save_id));
   RETURN_IF_ERROR(in.U32(&c->node_index));
   RETURN_IF_ERROR(in.U32(&c->node_count));
-  RETURN_IF_ERROR(in.Count(&files, kMaxFiles, sizeof(uint32_t)));
-  c->own_files.resize(files);
-  for (std::string& file : c->own_files) RETURN_IF_ERROR(in.Bytes(&file));
+  RETURN_IF_ERROR(GetNames(in, &c->own_files));
   RETURN_IF_ERROR(in.U8(&replicated));
   RETURN_IF_ERROR(in.Bytes(&c->replication_error));
   c->replicated = replicated != 0;
@@ -218,6 +227,7 @@ std::string EncodeRequest(const Request& r) {
   PutPeers(out, r.peers);
   out.U32(r.node_index);
   out.U32(r.replicas);
+  PutNames(out, r.files);
   return out.Take();
 }
 
@@ -238,6 +248,7 @@ Result<Request> DecodeRequest(std::string_view bytes) {
   RETURN_IF_ERROR(GetPeers(in, &r.peers));
   RETURN_IF_ERROR(in.U32(&r.node_index));
   RETURN_IF_ERROR(in.U32(&r.replicas));
+  RETURN_IF_ERROR(GetNames(in, &r.files));
   RETURN_IF_ERROR(in.ExpectDone());
   r.persist = persist != 0;
   return r;

@@ -20,7 +20,7 @@
 
 namespace ckpt::coll::agent {
 
-inline constexpr uint32_t kProtocolVersion = 2;
+inline constexpr uint32_t kProtocolVersion = 3;
 // No message is larger: a List of every memory checkpoint the agent holds stays far below it.
 inline constexpr size_t kMaxMessageBytes = 1 << 20;
 
@@ -47,7 +47,7 @@ enum class Op : uint8_t {
   kPersist = 5,   // write memory checkpoint `name` to its storage path now
   kDetach = 6,    // this rank leaves cleanly (its context is freed): not a death
   kPeers = 7,     // the job's agents on every node: where to replicate to and fetch from
-  kFetch = 8,     // make memory checkpoint `checkpoint.name` whole on this node, pulling what it lacks from peers
+  kFetch = 8,     // pull the files of memory checkpoint `checkpoint.name` this node lacks from peers (`files`, or all)
 };
 
 struct Challenge {
@@ -113,6 +113,9 @@ struct Request {
   std::vector<PeerAgent> peers;  // kPeers: every node's agent, this one's included
   uint32_t node_index = 0;       // kPeers: this agent's node
   uint32_t replicas = 0;         // kPeers: how many other nodes hold a copy of each node's files
+  // kFetch: the files wanted (names inside the checkpoint's data/ directory; the MANIFEST always comes), where the
+  // node is to hold only part of the checkpoint; empty: every file, so that the node holds it whole.
+  std::vector<std::string> files;
 };
 
 struct Reply {

@@ -64,7 +64,7 @@ Result<std::string> MostRounds(std::vector<std::string> payloads) {
 Result<std::shared_ptr<const std::vector<LoadPlan>>> RoundsFor(Context& ctx, const Manifest& manifest,
                                                                const ChunkDecoder& decode_chunks,
                                                                const LoadRequest& mine, const LoadVerdict& verdict,
-                                                               uint64_t max_round_bytes) {
+                                                               const FileHolders* holders, uint64_t max_round_bytes) {
   LoadPlanCache& cache = ctx.load_plan_cache();
   if (verdict.reuse_plan && cache.key == verdict.plan_key && cache.rounds) return cache.rounds;
   cache = LoadPlanCache{};
@@ -72,7 +72,7 @@ Result<std::shared_ptr<const std::vector<LoadPlan>>> RoundsFor(Context& ctx, con
   const int world = ctx.world_size();
   ASSIGN_OR_RETURN(std::vector<std::string> incoming,
                    control.AllToAllV(PartitionLoadRequest(mine, manifest, world), control.timeout()));
-  Result<std::vector<std::string>> parts = PlanOwnedTensors(incoming, manifest, ctx.rank(), decode_chunks);
+  Result<std::vector<std::string>> parts = PlanOwnedTensors(incoming, manifest, ctx.rank(), decode_chunks, holders);
   incoming = {};
   RETURN_IF_ERROR(Agree(control, "load (plan)", parts.status()));
   ASSIGN_OR_RETURN(std::vector<std::string> routed, control.AllToAllV(std::move(parts).value(), control.timeout()));
@@ -435,7 +435,7 @@ Status DecodeChunksOfCachedPlan(Context& ctx, const Manifest& manifest, const Ch
 
 Result<ExchangeCounters> ExchangeLoad(Context& ctx, const ExchangePlane& plane, const std::string& path,
                                       const Manifest& manifest, const ChunkDecoder& decode_chunks,
-                                      const LoadRequest& mine, const LoadVerdict& verdict,
+                                      const LoadRequest& mine, const LoadVerdict& verdict, const FileHolders* holders,
                                       const std::vector<LocalPiece>& pieces,
                                       const std::function<void(uint64_t)>& filled) {
   // Reads go through the staging arena; the exchange buffers of a round take as much memory again, committed once
@@ -443,7 +443,7 @@ Result<ExchangeCounters> ExchangeLoad(Context& ctx, const ExchangePlane& plane, 
   // memory, not one in proportion to the arena: committing fresh pages costs about as much as copying into them.
   const uint64_t budget = std::min(std::max<uint64_t>(ctx.arena().capacity(), kMinRoundBytes), kMaxRoundBytes);
   ASSIGN_OR_RETURN(std::shared_ptr<const std::vector<LoadPlan>> rounds,
-                   RoundsFor(ctx, manifest, decode_chunks, mine, verdict, budget));
+                   RoundsFor(ctx, manifest, decode_chunks, mine, verdict, holders, budget));
   PiecesByTensor by_tensor;
   for (const LocalPiece& piece : pieces) by_tensor[piece.tensor].push_back(&piece);
   RoundMemory memory(plane.device);

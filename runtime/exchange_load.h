@@ -54,10 +54,11 @@ Status DecodeChunksOfCachedPlan(Context& ctx, const Manifest& manifest, const Ch
 // Collective over `plane`, the same on every rank. `mine` is this rank's request; `verdict` the load's agreed start
 // (runtime/load_agreement.h): the plan is made by the tensors' owners (runtime/load_partition.h), who decode the
 // chunks of the tensors they own with `decode_chunks` (readers those they read), unless every rank holds it already
-// (DecodeChunksOfCachedPlan). After each round, `filled` is told how many bytes of this rank's pieces it filled.
+// (DecodeChunksOfCachedPlan). `holders`, where set, limits each read to the ranks whose node holds its file
+// (LoadPlanOptions::holders). After each round, `filled` is told how many bytes of this rank's pieces it filled.
 Result<ExchangeCounters> ExchangeLoad(Context& ctx, const ExchangePlane& plane, const std::string& path,
                                       const Manifest& manifest, const ChunkDecoder& decode_chunks,
-                                      const LoadRequest& mine, const LoadVerdict& verdict,
+                                      const LoadRequest& mine, const LoadVerdict& verdict, const FileHolders* holders,
                                       const std::vector<LocalPiece>& pieces,
                                       const std::function<void(uint64_t)>& filled);
 

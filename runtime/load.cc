@@ -4,7 +4,6 @@
 #include <cstring>
 #include <map>
 
-#include "collectives/agent_protocol.h"
 #include "common/bytes.h"
 #include "io/checksum.h"
 #include "io/committed_memory.h"
@@ -18,7 +17,7 @@
 #include "runtime/exchange_load.h"
 #include "runtime/load_agreement.h"
 #include "runtime/manifest.h"
-#include "runtime/memory_tier.h"
+#include "runtime/memory_load.h"
 
 namespace ckpt::runtime {
 namespace {
@@ -108,6 +107,24 @@ Result<Match> MatchState(const State& state, const Manifest& manifest) {
     match.object_pieces.push_back(piece);
   }
   return match;
+}
+
+// The data files (manifest indices) this rank reads by itself rather than through the exchange: those of the object
+// pieces it loads and of the common bytes stored outside the manifest. None where its state does not match.
+std::vector<uint32_t> FilesReadAlone(const State& state, const Manifest& manifest) {
+  std::vector<uint32_t> files;
+  Result<Match> match = MatchState(state, manifest);
+  if (match.ok()) {
+    for (const ObjectPieceRecord* piece : match->object_pieces) {
+      if (piece != nullptr) files.push_back(piece->bytes.file_index);
+    }
+  }
+  for (const CommonRecord& common : manifest.common) {
+    if (!common.is_inline) files.push_back(common.stored.file_index);
+  }
+  std::sort(files.begin(), files.end());
+  files.erase(std::unique(files.begin(), files.end()), files.end());
+  return files;
 }
 
 // Zeroes a destination in host or device memory.
@@ -235,7 +252,8 @@ Result<ExchangePlane> ChoosePlane(Context& ctx, const LoadVerdict& verdict, int3
 // bytes of `pieces` filled as it goes.
 Status ReadTensors(Context& ctx, const std::string& dir, const Manifest& manifest, const ChunkDecoder& decode_chunks,
                    const LoadVerdict& verdict, const LoadAsk& ask, const LoadRequest& request,
-                   const std::vector<LocalPiece>& pieces, ProgressReporter& progress, uint64_t* bytes_read) {
+                   const FileHolders* holders, const std::vector<LocalPiece>& pieces, ProgressReporter& progress,
+                   uint64_t* bytes_read) {
   ASSIGN_OR_RETURN(const ExchangePlane plane, ChoosePlane(ctx, verdict, ask.exchange_device));
   uint64_t filled = 0;
   auto on_filled = [&](uint64_t bytes) { progress.Update(filled += bytes); };
@@ -247,8 +265,8 @@ Status ReadTensors(Context& ctx, const std::string& dir, const Manifest& manifes
     ASSIGN_OR_RETURN(*bytes_read, FetchChunks(engine, dir, manifest, LocalFetches(manifest, pieces)));
     return Status::Ok();
   }
-  ASSIGN_OR_RETURN(ExchangeCounters counters,
-                   ExchangeLoad(ctx, plane, dir, manifest, decode_chunks, request, verdict, pieces, on_filled));
+  ASSIGN_OR_RETURN(ExchangeCounters counters, ExchangeLoad(ctx, plane, dir, manifest, decode_chunks, request, verdict,
+                                                           holders, pieces, on_filled));
   *bytes_read = counters.bytes_read;
   ctx.stats().bytes_sent += counters.bytes_sent;
   ctx.stats().bytes_received += counters.bytes_received;
@@ -319,7 +337,9 @@ Status LoadAndAgree(Context& ctx, State& state, const CheckpointSource* source, 
     if (ctx.exchanges()) {
       request = MakeLoadRequest(ctx.rank(), ctx.node_name(), pieces);
       const std::string encoded = EncodeLoadRequest(request);
-      mine.request_digest = io::Checksum(encoded.data(), encoded.size());
+      // A plan made for other holders of the files is not reused.
+      mine.request_digest =
+          io::Checksum(encoded.data(), encoded.size()) ^ (settings.holders ? settings.holders->digest() : 0);
       mine.exchange_device = ExchangeDevice(ctx, pieces);
       mine.cached_plan = ctx.load_plan_cache().key;
       local = DecodeChunksOfCachedPlan(ctx, *manifest, decode_chunks);
@@ -334,8 +354,8 @@ Status LoadAndAgree(Context& ctx, State& state, const CheckpointSource* source, 
 
   progress.Enter(Phase::kReading, 0, PieceBytes(*manifest, pieces));
   uint64_t tensor_bytes = 0;
-  Status read =
-      ReadTensors(ctx, dir, *manifest, decode_chunks, *verdict, mine, request, pieces, progress, &tensor_bytes);
+  Status read = ReadTensors(ctx, dir, *manifest, decode_chunks, *verdict, mine, request, settings.holders.get(), pieces,
+                            progress, &tensor_bytes);
   for (const CastShard& cast : casts) {
     if (read.ok()) read = ConvertCast(cast);
   }
@@ -366,113 +386,34 @@ Status LoadReported(Context& ctx, State& state, const CheckpointSource* source, 
   return Status::Ok();
 }
 
-// What this rank's node holds of the checkpoint at storage path `path` in memory.
-struct MemoryView {
-  std::string dir;
-  std::optional<coll::agent::MemoryCheckpoint> checkpoint;  // the agent's record; none: the node holds no copy
-  bool whole = false;  // every data file the manifest lists is there (across nodes, each holds its own and replicas)
-};
-
-MemoryView ViewInMemory(Context& ctx, const std::string& path) {
-  const Context::MemoryHoldings held = ctx.HeldInMemory();
-  const std::string storage_path = AbsoluteStoragePath(path);
-  MemoryView view;
-  for (const coll::agent::MemoryCheckpoint& checkpoint : held.checkpoints) {
-    if (checkpoint.storage_path != storage_path) continue;
-    view.dir = held.memory_dir + "/" + checkpoint.name;
-    view.checkpoint = checkpoint;
-    Result<std::vector<std::string>> missing = MissingDataFiles(view.dir, view.dir);
-    view.whole = missing.ok() && missing->empty();
-  }
-  return view;
-}
-
-// Rank 0's decision from every rank's vote ('w': its node holds a whole copy; 'p': a part, its own files and
-// replicas across nodes; 'n': none): "m" (every node holds it whole), "f<rank>:<ranks>" (some nodes lack a part:
-// they fetch it, and the first rank's node holds some), or "s:<ranks>" (no node holds any); <ranks> lists the ranks
-// whose nodes hold no whole copy. Only a byte per rank travels, to rank 0 alone.
-Result<std::string> DecideOnCopies(Context& ctx, const MemoryView& view, const char* step) {
-  const std::string vote(1, view.whole ? 'w' : view.checkpoint ? 'p' : 'n');
-  return DecideAtRoot(ctx.control(), step, Status::Ok(), vote,
-                      [](std::vector<std::string> votes) -> Result<std::string> {
-                        std::string lacking;
-                        int holder = -1;
-                        for (size_t r = 0; r < votes.size(); ++r) {
-                          const char vote = votes[r].empty() ? 'n' : votes[r][0];
-                          if (vote != 'n' && holder < 0) holder = static_cast<int>(r);
-                          if (vote != 'w') lacking += (lacking.empty() ? "" : ", ") + std::to_string(r);
-                        }
-                        if (lacking.empty()) return std::string("m");
-                        return (holder < 0 ? std::string("s") : "f" + std::to_string(holder)) + ":" + lacking;
-                      });
-}
-
-// The agent's record of the copy, as rank `holder` knows it, on every rank.
-Result<coll::agent::MemoryCheckpoint> RecordOf(Context& ctx, const MemoryView& view, int holder) {
-  const std::string mine =
-      ctx.rank() == holder && view.checkpoint ? coll::agent::EncodeCheckpoints({*view.checkpoint}) : std::string();
-  ASSIGN_OR_RETURN(const std::string encoded,
-                   DecideAtRoot(ctx.control(), "load (tier, record)", Status::Ok(), mine,
-                                [holder](std::vector<std::string> records) -> Result<std::string> {
-                                  return std::move(records[static_cast<size_t>(holder)]);
-                                }));
-  ASSIGN_OR_RETURN(std::vector<coll::agent::MemoryCheckpoint> one, coll::agent::DecodeCheckpoints(encoded));
-  if (one.size() != 1) return Corrupt("rank " + std::to_string(holder) + " sent no record of its memory copy");
-  return std::move(one.front());
-}
-
-// Collective where the job has an identity (the memory tier needs one): the load reads the memory copy when every
-// rank's node holds it whole. Where some node holds a part or nothing (another number of nodes, a replaced node),
-// every node's agent makes its copy whole from its peers' copies and replicas first; storage is read when that
-// fails. Without an identity there is no memory tier and no collective.
-Result<std::string> ChooseCopy(Context& ctx, const std::string& path) {
-  if (!coll::agent::JobIdFromEnvironment().ok()) return path;
-  MemoryView view = ViewInMemory(ctx, path);
-  ASSIGN_OR_RETURN(std::string decided, DecideOnCopies(ctx, view, "load (tier)"));
-  if (decided[0] == 's') return path;
-  if (decided[0] == 'f') {
-    ASSIGN_OR_RETURN(const coll::agent::MemoryCheckpoint held,
-                     RecordOf(ctx, view, std::stoi(decided.substr(1, decided.find(':') - 1))));
-    // Collective: the agents of every node run and know one another (a replaced node's is started here).
-    Result<std::shared_ptr<MemoryTier>> attached = ctx.AttachMemoryTier();
-    if (!attached.ok()) {
-      ctx.Log(LogLevel::kWarning,
-              "loading '" + path + "' from storage: the memory tier: " + attached.status().message());
-      return path;
-    }
-    if (!view.whole && ctx.memory_nodes().leader) {
-      const Status fetched = (*attached)->Fetch(held, ctx.timeout());
-      if (!fetched.ok()) ctx.Log(LogLevel::kWarning, "the memory tier: " + fetched.message());
-    }
-    // Every node's fetch is over before any rank looks at its node's copy again.
-    RETURN_IF_ERROR(Agree(ctx.control(), "load (tier, fetched)", Status::Ok()));
-    view = ViewInMemory(ctx, path);
-    ASSIGN_OR_RETURN(decided, DecideOnCopies(ctx, view, "load (tier, whole)"));
-    if (decided[0] != 'm') {
-      if (ctx.rank() == 0) {
-        ctx.Log(LogLevel::kWarning, "loading '" + path + "' from storage: the nodes of ranks " +
-                                        decided.substr(decided.find(':') + 1) +
-                                        " could not make their memory copy whole");
-      }
-      return path;
-    }
-  }
-  ctx.Log(LogLevel::kInfo, "loading '" + path + "' from the memory tier ('" + view.dir + "')");
-  return view.dir;
-}
-
 // The decoder of a source whose chunks are all decoded, or of none.
 Status NothingToDecode(const std::vector<uint32_t>&) { return Status::Ok(); }
 
 }  // namespace
 
 Status Load(Context& ctx, State& state, const std::string& path, const LoadSettings& settings) {
-  ASSIGN_OR_RETURN(const std::string from, ChooseCopy(ctx, path));
+  ASSIGN_OR_RETURN(CopyChoice copy, ChooseCopy(ctx, path));
   // Each rank decodes only the chunks of the tensors it plans or reads: on a large job most of the manifest.
-  Result<CheckpointSource> source = OpenCheckpointSource(from, ChunkDecoding::kOnDemand);
-  const std::string tier = from == path ? "storage" : "memory";
-  if (!source.ok()) return LoadReported(ctx, state, nullptr, NothingToDecode, source.status(), path, settings, tier);
-  return LoadReported(ctx, state, &*source, ChunkDecoderOf(*source), Status::Ok(), path, settings, tier);
+  Result<CheckpointSource> source = OpenCheckpointSource(copy.dir, ChunkDecoding::kOnDemand);
+  LoadSettings used = settings;
+  if (copy.partial) {
+    Result<std::shared_ptr<const FileHolders>> holders =
+        ShareHoldings(ctx, copy, source.ok() ? &source->manifest : nullptr, source.status(),
+                      source.ok() ? FilesReadAlone(state, source->manifest) : std::vector<uint32_t>{});
+    if (holders.ok()) {
+      used.holders = std::move(holders).value();
+    } else {
+      if (ctx.rank() == 0) {
+        ctx.Log(LogLevel::kWarning,
+                "loading '" + path + "' from storage: the memory tier: " + holders.status().message());
+      }
+      copy = CopyChoice{path, false, false, std::nullopt};
+      source = OpenCheckpointSource(path, ChunkDecoding::kOnDemand);
+    }
+  }
+  const std::string tier = copy.from_memory ? "memory" : "storage";
+  if (!source.ok()) return LoadReported(ctx, state, nullptr, NothingToDecode, source.status(), path, used, tier);
+  return LoadReported(ctx, state, &*source, ChunkDecoderOf(*source), Status::Ok(), path, used, tier);
 }
 
 Status Load(Context& ctx, State& state, const CheckpointSource& source, const std::string& path,

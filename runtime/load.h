@@ -3,11 +3,13 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "common/status.h"
 #include "runtime/checkpoint_source.h"
 #include "runtime/context.h"
+#include "runtime/file_holders.h"
 #include "runtime/progress.h"
 #include "runtime/state.h"
 
@@ -21,6 +23,9 @@ struct LoadSettings {
   // This rank's progress, from the calling thread: PLANNING, READING (bytes of its tensor pieces filled), then
   // LOADED or FAILED. Empty: none.
   ProgressSink progress;
+  // Set by Load itself for a memory copy that no node holds whole (runtime/memory_load.h): which ranks may read
+  // which data files. Null: every rank reads every file it is planned to.
+  std::shared_ptr<const FileHolders> holders;
 };
 
 // Collective. Fills the state's buffers, objects and common entries from the checkpoint at `path`; the bytes it

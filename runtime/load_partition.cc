@@ -198,11 +198,13 @@ std::vector<std::string> RouteLoadPlan(const LoadPlan& plan, int world_size) {
 }
 
 Result<std::vector<std::string>> PlanOwnedTensors(const std::vector<std::string>& incoming, const Manifest& manifest,
-                                                  int owner, const ChunkDecoder& decode_chunks) {
+                                                  int owner, const ChunkDecoder& decode_chunks,
+                                                  const FileHolders* holders) {
   ASSIGN_OR_RETURN(const std::vector<LoadRequest> owned, DecodeOwnedRequests(incoming, manifest, owner));
   RETURN_IF_ERROR(decode_chunks(RequestedTensors(owned)));
   LoadPlanOptions options;
   options.rotation = owner;
+  options.holders = holders;
   ASSIGN_OR_RETURN(const LoadPlan plan, PlanLoad(manifest, owned, options));
   return RouteLoadPlan(plan, static_cast<int>(incoming.size()));
 }

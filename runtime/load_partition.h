@@ -32,9 +32,11 @@ Result<std::vector<LoadRequest>> DecodeOwnedRequests(const std::vector<std::stri
 std::vector<std::string> RouteLoadPlan(const LoadPlan& plan, int world_size);
 
 // Steps 1 and 2, owner: DecodeOwnedRequests, the chunks of the tensors asked for decoded, PlanLoad with ties rotated
-// to start at `owner` (so that owners do not all favour the same readers), RouteLoadPlan.
+// to start at `owner` (so that owners do not all favour the same readers) and readers limited to `holders` where
+// set (LoadPlanOptions::holders: every owner holds the same table), RouteLoadPlan.
 Result<std::vector<std::string>> PlanOwnedTensors(const std::vector<std::string>& incoming, const Manifest& manifest,
-                                                  int owner, const ChunkDecoder& decode_chunks);
+                                                  int owner, const ChunkDecoder& decode_chunks,
+                                                  const FileHolders* holders = nullptr);
 
 // Step 3: this rank's view of the plan, in the orders LoadPlan documents (transfers of a pair in the order of their
 // reads, then regions, the same on both sides), with the chunks of the tensors it reads decoded. kCorrupt naming the

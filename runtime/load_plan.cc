@@ -363,29 +363,68 @@ std::vector<uint32_t> NodeNumbers(const std::vector<const LoadRequest*>& by_rank
   return numbers;
 }
 
-// Greedy balancing, largest reads first: the needing ranks' least loaded node, then its least loaded rank; ties go
-// to the first node and rank in their orders starting at `rotation`.
-void ChooseReaders(const std::vector<const LoadRequest*>& by_rank, int rotation, std::vector<Candidate>* candidates,
-                   LoadPlan* plan) {
+// Each rank's node as the holders number it; ranks of nodes that hold nothing (never readers) after them.
+std::vector<uint32_t> HolderNodeNumbers(const FileHolders& holders, size_t world) {
+  std::vector<uint32_t> numbers;
+  for (size_t rank = 0; rank < world; ++rank) {
+    const int node = holders.NodeOf(static_cast<int>(rank));
+    numbers.push_back(node >= 0 ? static_cast<uint32_t>(node) : static_cast<uint32_t>(holders.nodes().size()));
+  }
+  return numbers;
+}
+
+// The ranks that may read `candidate` under `holders`, into `eligible`: its needing ranks whose node holds its
+// file, else every rank of a node that does.
+Status HoldingReaders(const Manifest& manifest, const FileHolders& holders, const Candidate& candidate,
+                      std::vector<int>* eligible) {
+  const uint32_t file = manifest.tensors[candidate.read.tensor].chunks[candidate.read.chunk].bytes.file_index;
+  eligible->clear();
+  for (int rank : candidate.needers) {
+    if (holders.Holds(rank, file)) eligible->push_back(rank);
+  }
+  if (!eligible->empty()) return Status::Ok();
+  for (uint32_t node : holders.NodesHolding(file)) {
+    const std::vector<int>& ranks = holders.nodes()[node].ranks;
+    eligible->insert(eligible->end(), ranks.begin(), ranks.end());
+  }
+  if (eligible->empty()) {
+    return NotFound("no node holds data file '" + manifest.files[file].name + "' (of tensor '" +
+                    manifest.tensors[candidate.read.tensor].key + "') in memory");
+  }
+  return Status::Ok();
+}
+
+// Greedy balancing, largest reads first: the eligible ranks' least loaded node, then its least loaded rank; ties go
+// to the first node and rank in their orders starting at `options.rotation`. The eligible ranks are the needing
+// ones, or those HoldingReaders names.
+Status ChooseReaders(const Manifest& manifest, const std::vector<const LoadRequest*>& by_rank,
+                     const LoadPlanOptions& options, std::vector<Candidate>* candidates, LoadPlan* plan) {
   std::sort(candidates->begin(), candidates->end(), [](const Candidate& a, const Candidate& b) {
     if (a.read.bytes != b.read.bytes) return a.read.bytes > b.read.bytes;
     return ReadOrder(a.read) < ReadOrder(b.read);
   });
-  const std::vector<uint32_t> node_of = NodeNumbers(by_rank);
-  std::vector<uint64_t> node_bytes(by_rank.size(), 0);
+  const std::vector<uint32_t> node_of =
+      options.holders != nullptr ? HolderNodeNumbers(*options.holders, by_rank.size()) : NodeNumbers(by_rank);
   std::vector<uint64_t>& rank_bytes = plan->read_bytes_per_rank;
   const uint64_t world = by_rank.size();
   const uint64_t nodes = node_of.empty() ? 1 : *std::max_element(node_of.begin(), node_of.end()) + 1;
-  const uint64_t shift = static_cast<uint64_t>(rotation) % world;
+  std::vector<uint64_t> node_bytes(nodes, 0);
+  const uint64_t shift = static_cast<uint64_t>(options.rotation) % world;
   auto load_of = [&](int rank) {
     const uint64_t rotated_node = (node_of[rank] + nodes - shift % nodes) % nodes;
     const uint64_t rotated_rank = (rank + world - shift) % world;
     return std::make_tuple(node_bytes[node_of[rank]], rotated_node, rank_bytes[rank], rotated_rank);
   };
+  std::vector<int> eligible;
   for (Candidate& candidate : *candidates) {
-    int best = candidate.needers.front();
+    const std::vector<int>* readers = &candidate.needers;
+    if (options.holders != nullptr) {
+      RETURN_IF_ERROR(HoldingReaders(manifest, *options.holders, candidate, &eligible));
+      readers = &eligible;
+    }
+    int best = readers->front();
     auto best_load = load_of(best);
-    for (int rank : candidate.needers) {
+    for (int rank : *readers) {
       auto load = load_of(rank);
       if (load < best_load) {
         best = rank;
@@ -396,6 +435,7 @@ void ChooseReaders(const std::vector<const LoadRequest*>& by_rank, int rotation,
     node_bytes[node_of[best]] += candidate.read.bytes;
     rank_bytes[best] += candidate.read.bytes;
   }
+  return Status::Ok();
 }
 
 // The plan's reads in (tensor, chunk, block) order, and for each, what its reader keeps and what it sends.
@@ -585,7 +625,7 @@ Result<LoadPlan> PlanLoad(const Manifest& manifest, const std::vector<LoadReques
   LoadPlan plan;
   plan.read_bytes_per_rank.assign(requests.size(), 0);
   plan.separate_bytes = options.separate_bytes;
-  ChooseReaders(by_rank, options.rotation, &candidates, &plan);
+  RETURN_IF_ERROR(ChooseReaders(manifest, by_rank, options, &candidates, &plan));
   EmitReadsAndTransfers(manifest, std::move(candidates), &plan);
   return plan;
 }

@@ -18,6 +18,7 @@
 
 #include "common/status.h"
 #include "runtime/box.h"
+#include "runtime/file_holders.h"
 #include "runtime/manifest.h"
 
 namespace ckpt::runtime {
@@ -80,6 +81,10 @@ struct LoadPlanOptions {
   // lower rank): owners that plan their tensors apart (runtime/load_partition.h) each start at their own rank, so
   // that they do not all favour the same readers.
   int rotation = 0;
+  // Where set, a read's reader is a rank whose node holds the read's data file: a needing one where any does, else
+  // any rank of a node that holds it (which then sends every byte it reads). A file no node holds fails the plan.
+  // Null: every rank can read every file.
+  const FileHolders* holders = nullptr;
 };
 
 struct LoadPlan {
@@ -97,7 +102,8 @@ struct LoadPlan {
 // only to the ranks of its group: one that needs just a part of its last block, left to it by the group after, is
 // sent that part); its reader is chosen among them by greedy byte balancing, largest reads first (ties: lower
 // tensor, chunk, block): the needing ranks' node with the fewest bytes read so far, then that node's rank with the
-// fewest (ties: LoadPlanOptions::rotation). A rank that needs nothing reads nothing; a chunk nobody needs is not read.
+// fewest (ties: LoadPlanOptions::rotation). A rank that needs nothing reads nothing (unless LoadPlanOptions::holders
+// leaves no needing rank able to read); a chunk nobody needs is not read.
 // Identical boxes asked twice by one rank are served once. Expects a manifest that passed DecodeManifest;
 // kInvalidArgument if the requests' ranks are not 0..n-1 once each, or a box is not inside its tensor; kCorrupt if a
 // requested tensor's records are inconsistent.

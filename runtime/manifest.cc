@@ -433,15 +433,23 @@ Result<ManifestWithoutChunks> ReadManifestWithoutChunks(const std::string& dir) 
   return DecodeManifestWithoutChunks(std::move(bytes), io::JoinPath(dir, kManifestName));
 }
 
-Result<std::vector<std::string>> MissingDataFiles(const std::string& dir, const std::string& files_dir) {
-  ASSIGN_OR_RETURN(const ManifestWithoutChunks read, ReadManifestWithoutChunks(dir));
-  std::vector<std::string> missing;
-  for (const DataFileRecord& file : read.manifest.files) {
+std::vector<bool> HeldDataFiles(const Manifest& manifest, const std::string& dir) {
+  std::vector<bool> held;
+  for (const DataFileRecord& file : manifest.files) {
     struct stat st;
     // A link is no data file of the copy: lstat, so that it counts as missing.
-    const bool present = lstat(io::JoinPath(files_dir, file.name).c_str(), &st) == 0 && S_ISREG(st.st_mode) &&
-                         static_cast<uint64_t>(st.st_size) == file.size;
-    if (!present) missing.push_back(file.name);
+    held.push_back(lstat(io::JoinPath(dir, file.name).c_str(), &st) == 0 && S_ISREG(st.st_mode) &&
+                   static_cast<uint64_t>(st.st_size) == file.size);
+  }
+  return held;
+}
+
+Result<std::vector<std::string>> MissingDataFiles(const std::string& dir, const std::string& files_dir) {
+  ASSIGN_OR_RETURN(const ManifestWithoutChunks read, ReadManifestWithoutChunks(dir));
+  const std::vector<bool> held = HeldDataFiles(read.manifest, files_dir);
+  std::vector<std::string> missing;
+  for (size_t i = 0; i < held.size(); ++i) {
+    if (!held[i]) missing.push_back(read.manifest.files[i].name);
   }
   return missing;
 }

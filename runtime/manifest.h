@@ -141,5 +141,7 @@ Result<ManifestWithoutChunks> ReadManifestWithoutChunks(const std::string& dir);
 // but for a copy being assembled elsewhere). Memory copies are assembled from several nodes: none is used, or
 // committed to storage, with one missing.
 Result<std::vector<std::string>> MissingDataFiles(const std::string& dir, const std::string& files_dir);
+// Which data files of `manifest` (by index) the checkpoint directory `dir` holds at their size, as regular files.
+std::vector<bool> HeldDataFiles(const Manifest& manifest, const std::string& dir);
 
 }  // namespace ckpt::runtime

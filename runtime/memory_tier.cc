@@ -262,10 +262,12 @@ Status MemoryTier::AwaitReplicas(const std::string& name, bool replicas_asked, s
   }
 }
 
-Status MemoryTier::Fetch(const agent::MemoryCheckpoint& checkpoint, std::chrono::milliseconds timeout) {
+Status MemoryTier::Fetch(const agent::MemoryCheckpoint& checkpoint, const std::vector<std::string>& files,
+                         std::chrono::milliseconds timeout) {
   agent::Request request;
   request.op = agent::Op::kFetch;
   request.checkpoint = checkpoint;
+  request.files = files;
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   while (true) {
     // The agent's refusals arrive as failed calls; kInProgress among them means "ask again".

@@ -62,8 +62,11 @@ class MemoryTier {
   // Waits (up to `timeout`) until the agent holds its memory checkpoint `name` (the node's leader announced it) and,
   // where `replicas_asked`, every replica of it on its peers.
   Status AwaitReplicas(const std::string& name, bool replicas_asked, std::chrono::milliseconds timeout);
-  // Has the agent make `checkpoint` whole on this node, pulling what it lacks from its peers; waits up to `timeout`.
-  Status Fetch(const coll::agent::MemoryCheckpoint& checkpoint, std::chrono::milliseconds timeout);
+  // Has the agent pull the files of `checkpoint` this node lacks from its peers: those among `files` (data file
+  // names) and the MANIFEST, or every file when `files` is empty, so that the node holds it whole. Waits up to
+  // `timeout`.
+  Status Fetch(const coll::agent::MemoryCheckpoint& checkpoint, const std::vector<std::string>& files,
+               std::chrono::milliseconds timeout);
   // The agent stopped answering (it died, or its connection broke): this attachment is of no further use, and the
   // context attaches afresh (starting a new agent, which adopts the memory checkpoints the dead one completed).
   bool broken() const { return broken_; }

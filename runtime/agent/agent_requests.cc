@@ -57,7 +57,7 @@ Reply Peers(const Replication& replication, const Request& request) {
 
 Reply Fetch(const Replication& replication, const Request& request) {
   if (replication.replicator == nullptr) return ErrorReply(NoReplication(replication));
-  return ErrorReply(replication.replicator->Fetch(request.checkpoint));
+  return ErrorReply(replication.replicator->Fetch(request.checkpoint, request.files));
 }
 
 Reply Persist(MemoryStore& store, Persister& persister, const Request& request) {

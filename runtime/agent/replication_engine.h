@@ -47,12 +47,14 @@ class Replicator::Engine {
   // Runs `command` on the thread, soon.
   void Post(std::function<void()> command);
   // What Replicator::Fetch answers.
-  Status FetchOutcome(const MemoryCheckpoint& checkpoint);
+  Status FetchOutcome(const MemoryCheckpoint& checkpoint, const std::vector<std::string>& files);
+  // A fetch's outcome stands for its checkpoint and the files it was asked for.
+  static std::string FetchKey(const std::string& name, std::vector<std::string> files);
 
   // Called on the thread by Post's commands.
   void SetPeers(std::vector<PeerAgent> peers, uint32_t node_index, uint32_t replicas);
   void StartReplica(const std::string& name);
-  void StartFetch(const MemoryCheckpoint& checkpoint);
+  void StartFetch(const MemoryCheckpoint& checkpoint, const std::vector<std::string>& files);
 
   using Clock = std::chrono::steady_clock;
   enum class OpKind : uint8_t { kControlSend, kControlReceive, kChunkSend, kChunkReceive };
@@ -128,7 +130,9 @@ class Replicator::Engine {
     MemoryCheckpoint checkpoint;
     std::string dir;  // where the files arrive: M/<name>, or a temporary renamed into place
     bool temporary = false;
-    std::vector<std::string> awaiting;                                    // peers not yet answering kInventoryAsk
+    std::set<std::string> wanted;       // the files to pull (with the MANIFEST); empty: every file the node lacks
+    std::string outcome_key;            // FetchKey
+    std::vector<std::string> awaiting;  // peers not yet answering kInventoryAsk
     std::vector<std::pair<std::string, std::vector<FileInfo>>> holdings;  // by peer, in ring order
     std::set<std::string> missing;
     std::set<std::string> holders;    // peers asked to push
@@ -209,8 +213,8 @@ class Replicator::Engine {
   std::mutex mu_;  // guards the members up to the next blank line
   std::vector<std::function<void()>> commands_;
   bool stopping_ = false;
-  std::set<std::string> fetching_;
-  std::map<std::string, Status> fetch_outcomes_;
+  std::set<std::string> fetching_;                // checkpoint names
+  std::map<std::string, Status> fetch_outcomes_;  // by FetchKey
 
   std::vector<PeerAgent> peers_;
   uint32_t node_index_ = 0;

@@ -1,5 +1,5 @@
 // Fetching (replication_engine.h): a node that lacks files of a checkpoint asks every peer, in ring order from
-// itself, which files it holds, then asks the first holder of each missing file to push it.
+// itself, which files it holds, then asks the first holder of each missing file it wants to push it.
 #include <stdio.h>
 
 #include <algorithm>
@@ -10,11 +10,14 @@
 
 namespace ckpt::agent {
 
-void Replicator::Engine::StartFetch(const MemoryCheckpoint& checkpoint) {
+void Replicator::Engine::StartFetch(const MemoryCheckpoint& checkpoint, const std::vector<std::string>& files) {
   const uint64_t id = next_id_++;
   Fetch& fetch = fetches_[id];
   fetch.id = id;
   fetch.checkpoint = checkpoint;
+  fetch.outcome_key = FetchKey(checkpoint.name, files);
+  fetch.wanted.insert(files.begin(), files.end());
+  if (!fetch.wanted.empty()) fetch.wanted.insert("MANIFEST");
   fetch.last_progress = Clock::now();
   fetch.dir = CheckpointDir(checkpoint.name);
   // Without a directory of its own the files gather in a temporary, which the store's adoption removes after a
@@ -80,20 +83,30 @@ void Replicator::Engine::OnInventory(const ReplicationMessage& message) {
   if (fetch.awaiting.empty()) PlanFetch(fetch);
 }
 
-// Every peer answered (or failed): each file this node lacks comes from its first holder in ring order.
+// Every peer answered (or failed): each wanted file this node lacks comes from its first holder in ring order.
 void Replicator::Engine::PlanFetch(Fetch& fetch) {
   std::set<std::string> local;
   for (const FileInfo& file : HeldFiles(fetch.dir)) local.insert(file.name);
   std::map<std::string, std::vector<FileInfo>> asks;
   for (const auto& [address, files] : fetch.holdings) {
     for (const FileInfo& file : files) {
-      if (local.count(file.name) != 0 || !fetch.missing.insert(file.name).second) continue;
+      if (local.count(file.name) != 0 || (!fetch.wanted.empty() && fetch.wanted.count(file.name) == 0) ||
+          !fetch.missing.insert(file.name).second) {
+        continue;
+      }
       asks[address].push_back(file);
     }
   }
   if (local.count("MANIFEST") == 0 && fetch.missing.count("MANIFEST") == 0) {
     return FailFetch(fetch.id, "no peer holds memory checkpoint " + Quoted(fetch.checkpoint.name) +
                                    (fetch.notes.empty() ? "" : " (" + fetch.notes + ")"));
+  }
+  for (const std::string& name : fetch.wanted) {
+    if (local.count(name) == 0 && fetch.missing.count(name) == 0) {
+      return FailFetch(fetch.id, "no peer holds " + Quoted(name) + " of memory checkpoint " +
+                                     Quoted(fetch.checkpoint.name) +
+                                     (fetch.notes.empty() ? "" : " (" + fetch.notes + ")"));
+    }
   }
   if (fetch.missing.empty()) return CompleteFetch(fetch.id);
   const uint64_t id = fetch.id;
@@ -162,7 +175,7 @@ void Replicator::Engine::EndFetch(Fetch& fetch, Status outcome) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     fetching_.erase(fetch.checkpoint.name);
-    fetch_outcomes_[fetch.checkpoint.name] = std::move(outcome);
+    fetch_outcomes_[fetch.outcome_key] = std::move(outcome);
   }
   fetches_.erase(id);
 }

@@ -438,12 +438,21 @@ void Replicator::Engine::SetPeers(std::vector<PeerAgent> peers, uint32_t node_in
        std::to_string(replicas) + " replicas of each node's files");
 }
 
-Status Replicator::Engine::FetchOutcome(const MemoryCheckpoint& checkpoint) {
+std::string Replicator::Engine::FetchKey(const std::string& name, std::vector<std::string> files) {
+  std::sort(files.begin(), files.end());
+  std::string key = name;
+  for (const std::string& file : files) key += "\n" + file;
+  return key;
+}
+
+Status Replicator::Engine::FetchOutcome(const MemoryCheckpoint& checkpoint, const std::vector<std::string>& files) {
   RETURN_IF_ERROR(ValidateEntryName(checkpoint.name));
+  for (const std::string& file : files) RETURN_IF_ERROR(ValidateReplicatedFileName(file));
   const std::string& name = checkpoint.name;
+  const std::string key = FetchKey(name, files);
   std::lock_guard<std::mutex> lock(mu_);
   if (fetching_.count(name) == 0) {
-    auto outcome = fetch_outcomes_.find(name);
+    auto outcome = fetch_outcomes_.find(key);
     if (outcome != fetch_outcomes_.end()) {
       Status status = outcome->second;
       // A fetched checkpoint that retention removed since is fetched again.
@@ -452,7 +461,7 @@ Status Replicator::Engine::FetchOutcome(const MemoryCheckpoint& checkpoint) {
       if (!gone) return status;
     }
     fetching_.insert(name);
-    commands_.push_back([this, checkpoint] { StartFetch(checkpoint); });
+    commands_.push_back([this, checkpoint, files] { StartFetch(checkpoint, files); });
     const uint64_t one = 1;
     (void)!write(wake_fd_, &one, sizeof one);
   }
@@ -483,6 +492,8 @@ void Replicator::Replicate(const std::string& name) {
   engine->Post([engine, name] { engine->StartReplica(name); });
 }
 
-Status Replicator::Fetch(const MemoryCheckpoint& checkpoint) { return engine_->FetchOutcome(checkpoint); }
+Status Replicator::Fetch(const MemoryCheckpoint& checkpoint, const std::vector<std::string>& files) {
+  return engine_->FetchOutcome(checkpoint, files);
+}
 
 }  // namespace ckpt::agent

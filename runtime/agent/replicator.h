@@ -57,9 +57,11 @@ class Replicator {
   // or peers, is replicated at once. A checkpoint pushed already is not pushed again.
   void Replicate(const std::string& name);
 
-  // kFetch: makes M/<checkpoint.name> whole from the peers' copies, in the background. kInProgress while that runs,
-  // kOk once done (the store keeps the checkpoint), or the failure, after which the next call starts afresh.
-  Status Fetch(const MemoryCheckpoint& checkpoint);
+  // kFetch: pulls into M/<checkpoint.name> the files among `files` (data file names; empty: every file) that it
+  // lacks, and the MANIFEST, from the peers' copies, in the background. kInProgress while that runs, kOk once done
+  // (the store keeps the checkpoint), or the failure, after which the next call starts afresh. One fetch of a
+  // checkpoint runs at a time: a call for other files is kInProgress until the running one ends.
+  Status Fetch(const MemoryCheckpoint& checkpoint, const std::vector<std::string>& files);
 
   class Engine;  // the thread's state (replicator.cc)
 

@@ -10,20 +10,23 @@
 #                   job on the same hosts restores step 3 from memory, every element checked.
 #   node-lost       4 ranks on 2 hosts save steps 1-2 to memory and are killed; host 0's agent is killed and its
 #                   memory removed, and the storage copy too. The restarted job, with a fresh host in host 0's place
-#                   (rank 0 on it), restores step 2 from memory: the fresh host's agent fetches it from host 1, which
-#                   holds its own files and host 0's replicas.
+#                   (rank 0 on it), restores step 2 from memory: the fresh host's agent fetches the MANIFEST from host
+#                   1, which holds its own files and host 0's replicas; host 1's ranks read those and the load's
+#                   exchange carries the fresh host's ranks their shards over its link. No data file is copied to the
+#                   fresh host's memory.
 #   reshard         4 ranks on 2 hosts save to memory; 2 ranks (one per host) restore it from memory.
 #   lost-without-replicas
 #                   as node-lost, but with CKPT_MEMORY_REPLICAS=0 and the storage copy kept: host 0's files are
-#                   nowhere in memory, so no host can make its copy whole, rank 0 warns naming the ranks whose nodes
-#                   lack one, and the job restores step 2 from storage, every element checked.
+#                   nowhere in memory, rank 0 warns naming them, and the job restores step 2 from storage, every
+#                   element checked.
 #   agent-dies      4 ranks on 2 hosts save step 1; every agent is killed; step 2 fails on every rank naming the
 #                   agent; step 3 starts new agents, which learn each other's addresses from the ranks and replicate
 #                   it.
 #   three-hosts     3 ranks on 3 hosts save steps 1-2 to memory and are killed: the three agents commit step 2 to
 #                   storage together. With that copy removed, the restarted job restores step 2 from memory: each
-#                   host holds its own files and its ring predecessor's, none the whole checkpoint, so each agent
-#                   fetches what its host lacks first.
+#                   host holds its own files and its ring predecessor's, none the whole checkpoint, and none fetches
+#                   any. A second job with its ranks moved one host on ("2 0 1": rank 0 on host 2, which lacks rank
+#                   0's files) restores it too: other hosts read those files and send the pieces.
 set -euo pipefail
 part=$1 scenario=$2 cli=$3 work=$4
 rm -rf "$work" && mkdir -p "$work"
@@ -78,6 +81,12 @@ await_storage() {
 }
 # The log of host $1's agent.
 agent_log_of() { grep -l "node '${HOSTS[$1]}'" "$shm_root"/*.log || fail "no log of ${HOSTS[$1]}'s agent"; }
+# How many data files host $1's memory copy of step $2 holds.
+data_files_of() {
+  local dir
+  dir=$(agent_log_of "$1") || exit 1
+  find "${dir%.log}"/step-"$(printf %012d "$2")"-*/data -name '*.bin' 2>/dev/null | wc -l
+}
 # Host $1's agent: killed, and the memory it held removed, as when its node is lost.
 lose_host() {
   local node=${HOSTS[$1]} log
@@ -105,9 +114,10 @@ case "$part" in
     rm -rf "$(step_dir 2)"
     rx_before=$(hosts_rx_bytes 2)
     restore replaced 2 "2 2 1 1" 2
-    grep -q "fetched: memory checkpoint 'step-000000000002" "$(agent_log_of 2)" || fail "host 2 fetched nothing"
-    # The checkpoint's 1 MB reached the fresh host over its link (UCX between agents, not shared memory).
-    [ $(($(hosts_rx_bytes 2) - rx_before)) -ge 1000000 ] || fail "host 2 received too little over its link" ;;
+    grep -q "fetched: memory checkpoint 'step-000000000002" "$(agent_log_of 2)" || fail "host 2 fetched no MANIFEST"
+    [ "$(data_files_of 2 2)" = 0 ] || fail "host 2 holds $(data_files_of 2 2) data files: it fetched more than the MANIFEST"
+    # Ranks 0 and 1 load 260 kB each, which reached the fresh host over its link (UCX, not shared memory).
+    [ $(($(hosts_rx_bytes 2) - rx_before)) -ge 500000 ] || fail "host 2 received too little over its link" ;;
   reshard)
     train_and_die train "0 0 1 1" 2
     await_storage 2
@@ -119,9 +129,9 @@ case "$part" in
     await_storage 2
     lose_host 0
     restore replaced 2 "2 2 1 1" 2 storage > "$work/replaced.out" 2>&1 || { cat "$work/replaced.out"; exit 1; }
-    # Host 1 holds its own files only, and the fresh host what it could fetch of them: neither copy is whole.
-    grep -q "from storage: the nodes of ranks 0, 1, 2, 3 could not make their memory copy whole" "$work/replaced.out" ||
-      { cat "$work/replaced.out"; fail "rank 0 did not warn naming the ranks whose nodes lack a whole copy"; } ;;
+    # Host 1 holds its own files only, the fresh host the MANIFEST: host 0's three files are in no memory.
+    grep -q "from storage: the memory tier: no node holds 3 of the 5 data files in memory ('data/0-0.bin'" \
+      "$work/replaced.out" || { cat "$work/replaced.out"; fail "rank 0 did not warn naming the files no node holds"; } ;;
   agent-dies)
     job_start dies 60 0 "0 0 1 1" "$scenario" agent-dies "$root"
     job_finish > "$work/dies.out" 2>&1 || true
@@ -138,10 +148,16 @@ case "$part" in
     train_and_die train "0 1 2" 2
     await_storage 2
     "$cli" verify "$(step_dir 2)"
+    saved_files=$(find "$(step_dir 2)/data" -name '*.bin' | wc -l)
     rm -rf "$(step_dir 2)"
     restore restart 0 "0 1 2" 2
+    rx_before=$(hosts_rx_bytes 2)
+    restore moved 2 "2 0 1" 2
+    # Rank 0's 344 kB came to host 2 over its link: host 2 holds ranks 1's and 2's files, not rank 0's.
+    [ $(($(hosts_rx_bytes 2) - rx_before)) -ge 300000 ] || fail "host 2 received too little over its link"
     for h in 0 1 2; do
-      grep -q "fetched 'step-000000000002" "$(agent_log_of $h)" || fail "host $h fetched nothing"
+      ! grep -q "fetched" "$(agent_log_of $h)" || fail "host $h fetched files: no host needs more than it holds"
+      [ "$(data_files_of $h 2)" -lt "$saved_files" ] || fail "host $h holds every one of the $saved_files data files"
     done ;;
   *) echo "unknown part $part" >&2; exit 2 ;;
 esac

@@ -162,12 +162,13 @@ class AgentReplicationTest : public ::testing::Test {
     return "(no outcome within the wait)";
   }
 
-  static Status FetchUntilDone(Node& node, const MemoryCheckpoint& checkpoint) {
+  static Status FetchUntilDone(Node& node, const MemoryCheckpoint& checkpoint,
+                               const std::vector<std::string>& files = {}) {
     const auto deadline = std::chrono::steady_clock::now() + 20s;
-    Status status = node.replicator->Fetch(checkpoint);
+    Status status = node.replicator->Fetch(checkpoint, files);
     while (status.code() == Code::kInProgress && std::chrono::steady_clock::now() < deadline) {
       std::this_thread::sleep_for(5ms);
-      status = node.replicator->Fetch(checkpoint);
+      status = node.replicator->Fetch(checkpoint, files);
     }
     return status;
   }
@@ -209,6 +210,15 @@ TEST(AgentReplicationProtocolTest, NewFieldsSurviveTheRoundTrip) {
   EXPECT_EQ(decoded->peers[1].node, "b");
   EXPECT_EQ(decoded->peers[1].node_index, 1u);
   EXPECT_EQ(decoded->replicas, 1u);
+
+  coll::agent::Request fetch;
+  fetch.op = coll::agent::Op::kFetch;
+  fetch.checkpoint = c;
+  fetch.files = {"MANIFEST", "3-0.bin"};
+  Result<coll::agent::Request> fetch_back = coll::agent::DecodeRequest(coll::agent::EncodeRequest(fetch));
+  ASSERT_TRUE(fetch_back.ok()) << fetch_back.status().message();
+  EXPECT_EQ(fetch_back->files, fetch.files);
+  EXPECT_EQ(fetch_back->checkpoint.name, c.name);
 
   coll::agent::Welcome welcome{"/dev/shm/x", 42, std::string("ucx\0address", 11)};
   Result<coll::agent::Welcome> back = coll::agent::DecodeWelcome(coll::agent::EncodeWelcome(welcome));
@@ -291,7 +301,7 @@ TEST_F(AgentReplicationTest, AFetchMakesACheckpointThePullerLacksWholeAndRegiste
   Complete(a, Checkpoint(0, {"0-0.bin", "1-0.bin"}));
 
   MemoryCheckpoint wanted = Checkpoint(1, {});
-  ASSERT_EQ(b.replicator->Fetch(wanted).code(), Code::kInProgress);
+  ASSERT_EQ(b.replicator->Fetch(wanted, {}).code(), Code::kInProgress);
   const Status fetched = FetchUntilDone(b, wanted);
   ASSERT_TRUE(fetched.ok()) << fetched.message();
   EXPECT_EQ(ReadAll(b.dir + "/" + kName + "/MANIFEST"), "the manifest");
@@ -304,6 +314,36 @@ TEST_F(AgentReplicationTest, AFetchMakesACheckpointThePullerLacksWholeAndRegiste
   Result<std::vector<std::string>> entries = io::ListDirectory(b.dir);
   ASSERT_TRUE(entries.ok());
   for (const std::string& entry : *entries) EXPECT_EQ(entry.find(".fetch-"), std::string::npos) << entry;
+}
+
+TEST_F(AgentReplicationTest, AFetchOfNamedFilesPullsThoseAndTheManifestOnlyAndThenMore) {
+  Node& a = AddNode("node-a");
+  Node& b = AddNode("node-b");
+  ASSERT_TRUE(a.replicator && b.replicator);
+  Connect();
+  const std::map<std::string, std::string> files = {
+      {"0-0.bin", Pattern(1 << 20, 11)}, {"1-0.bin", Pattern(300, 12)}, {"2-0.bin", Pattern(5000, 13)}};
+  WriteCheckpoint(a, files, "the manifest");
+  Complete(a, Checkpoint(0, {"0-0.bin", "1-0.bin", "2-0.bin"}));
+  const std::string copy = b.dir + "/" + kName;
+
+  const Status manifest_only = FetchUntilDone(b, Checkpoint(1, {}), {"MANIFEST"});
+  ASSERT_TRUE(manifest_only.ok()) << manifest_only.message();
+  EXPECT_EQ(ReadAll(copy + "/MANIFEST"), "the manifest");
+  for (const auto& [name, content] : files) EXPECT_FALSE(io::PathExists(copy + "/data/" + name)) << name;
+  ASSERT_TRUE(b.store->Find(kName).has_value());
+
+  // Asked for other files, the node pulls those into the copy it now holds, and nothing else.
+  const Status one_more = FetchUntilDone(b, Checkpoint(1, {}), {"1-0.bin"});
+  ASSERT_TRUE(one_more.ok()) << one_more.message();
+  EXPECT_EQ(ReadAll(copy + "/data/1-0.bin"), files.at("1-0.bin"));
+  EXPECT_FALSE(io::PathExists(copy + "/data/0-0.bin"));
+  EXPECT_FALSE(io::PathExists(copy + "/data/2-0.bin"));
+
+  const Status unknown = FetchUntilDone(b, Checkpoint(1, {}), {"7-0.bin"});
+  EXPECT_EQ(unknown.code(), Code::kPeerFailed) << unknown.message();
+  EXPECT_NE(unknown.message().find("no peer holds '7-0.bin'"), std::string::npos) << unknown.message();
+  EXPECT_EQ(b.replicator->Fetch(Checkpoint(1, {}), {"../0-0.bin"}).code(), Code::kInvalidArgument);
 }
 
 TEST_F(AgentReplicationTest, APushToAPeerWithoutTheCheckpointDirectoryFailsNamingThePeer) {

@@ -1,0 +1,212 @@
+#include "runtime/memory_load.h"
+
+#include <algorithm>
+#include <set>
+
+#include "common/bytes.h"
+#include "runtime/agreement.h"
+#include "runtime/memory_tier.h"
+
+namespace ckpt::runtime {
+namespace {
+
+// What this rank's node holds of the checkpoint at storage path `path` in memory.
+struct MemoryView {
+  std::string dir;
+  std::optional<coll::agent::MemoryCheckpoint> checkpoint;  // the agent's record; none: the node holds no copy
+  bool whole = false;  // every data file the manifest lists is there (across nodes, each holds its own and replicas)
+};
+
+MemoryView ViewInMemory(Context& ctx, const std::string& path) {
+  const Context::MemoryHoldings held = ctx.HeldInMemory();
+  const std::string storage_path = AbsoluteStoragePath(path);
+  MemoryView view;
+  for (const coll::agent::MemoryCheckpoint& checkpoint : held.checkpoints) {
+    if (checkpoint.storage_path != storage_path) continue;
+    view.dir = held.memory_dir + "/" + checkpoint.name;
+    view.checkpoint = checkpoint;
+    Result<std::vector<std::string>> missing = MissingDataFiles(view.dir, view.dir);
+    view.whole = missing.ok() && missing->empty();
+  }
+  return view;
+}
+
+// Every rank's vote, a byte each, as rank 0 gathered them: 'w' (its node holds a whole copy), 'p' (a part: its own
+// files and replicas, across nodes), 'n' (none). Only a byte per rank travels to rank 0, and a byte per rank back.
+Result<std::string> GatherVotes(Context& ctx, const MemoryView& view, const char* step) {
+  const std::string vote(1, view.whole ? 'w' : view.checkpoint ? 'p' : 'n');
+  return DecideAtRoot(ctx.control(), step, Status::Ok(), vote, [](std::vector<std::string> votes) {
+    std::string all;
+    for (const std::string& v : votes) all += v.empty() ? 'n' : v[0];
+    return Result<std::string>(std::move(all));
+  });
+}
+
+// The ranks whose vote is not among `accepted`, listed for a message ("0, 2, 3").
+std::string RanksVotingOtherThan(const std::string& votes, const std::string& accepted) {
+  std::string ranks;
+  for (size_t r = 0; r < votes.size(); ++r) {
+    if (accepted.find(votes[r]) == std::string::npos) ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
+  }
+  return ranks;
+}
+
+// The agent's record of the copy, as rank `holder` knows it, on every rank.
+Result<coll::agent::MemoryCheckpoint> RecordOf(Context& ctx, const MemoryView& view, int holder) {
+  const std::string mine =
+      ctx.rank() == holder && view.checkpoint ? coll::agent::EncodeCheckpoints({*view.checkpoint}) : std::string();
+  ASSIGN_OR_RETURN(const std::string encoded,
+                   DecideAtRoot(ctx.control(), "load (tier, record)", Status::Ok(), mine,
+                                [holder](std::vector<std::string> records) -> Result<std::string> {
+                                  return std::move(records[static_cast<size_t>(holder)]);
+                                }));
+  ASSIGN_OR_RETURN(std::vector<coll::agent::MemoryCheckpoint> one, coll::agent::DecodeCheckpoints(encoded));
+  if (one.size() != 1) return Corrupt("rank " + std::to_string(holder) + " sent no record of its memory copy");
+  return std::move(one.front());
+}
+
+CopyChoice Storage(const std::string& path) { return CopyChoice{path, false, false, std::nullopt}; }
+
+CopyChoice Memory(Context& ctx, const std::string& path, const MemoryView& view, bool partial) {
+  ctx.Log(LogLevel::kInfo, "loading '" + path + "' from the memory tier ('" + view.dir + "'" +
+                               (partial ? ", which holds part of its data files)" : ")"));
+  return CopyChoice{view.dir, true, partial, view.checkpoint};
+}
+
+// A data file's name as the agents know it: inside the checkpoint's data/ directory.
+std::string AgentFileName(const std::string& manifest_name) {
+  const std::string prefix = "data/";
+  return manifest_name.compare(0, prefix.size(), prefix) == 0 ? manifest_name.substr(prefix.size()) : manifest_name;
+}
+
+// Rank 0's decision in ShareHoldings, from each rank's node, leadership, the files its node holds (leaders) and the
+// files it reads alone but its node lacks: for each node, the files its leader fetches, then the table of holders
+// with those files counted in.
+Result<std::string> DecideHoldings(const std::vector<std::string>& payloads, const Manifest& manifest,
+                                   uint32_t node_count) {
+  const uint32_t file_count = static_cast<uint32_t>(manifest.files.size());
+  std::vector<FileHolders::Node> nodes(node_count);
+  std::vector<std::set<uint32_t>> fetches(node_count);
+  for (size_t rank = 0; rank < payloads.size(); ++rank) {
+    ByteReader in(payloads[rank], "the holdings of rank " + std::to_string(rank));
+    uint32_t node = 0;
+    uint8_t leader = 0;
+    std::vector<uint32_t> held, missing;
+    RETURN_IF_ERROR(in.U32(&node));
+    RETURN_IF_ERROR(in.U8(&leader));
+    RETURN_IF_ERROR(in.U32s(&held, file_count));
+    RETURN_IF_ERROR(in.U32s(&missing, file_count));
+    RETURN_IF_ERROR(in.ExpectDone());
+    if (node >= node_count) {
+      return Corrupt("rank " + std::to_string(rank) + " names node " + std::to_string(node) + " of " +
+                     std::to_string(node_count));
+    }
+    nodes[node].ranks.push_back(static_cast<int>(rank));
+    if (leader != 0) nodes[node].files = std::move(held);
+    fetches[node].insert(missing.begin(), missing.end());
+  }
+  ASSIGN_OR_RETURN(const FileHolders held, FileHolders::Make(nodes, static_cast<int>(payloads.size()), file_count));
+  const std::vector<uint32_t> unheld = held.Unheld();
+  if (!unheld.empty()) {
+    std::string named;
+    for (size_t i = 0; i < unheld.size() && i < 4; ++i)
+      named += (i ? ", '" : "'") + manifest.files[unheld[i]].name + "'";
+    if (unheld.size() > 4) named += " and " + std::to_string(unheld.size() - 4) + " more";
+    return NotFound("no node holds " + std::to_string(unheld.size()) + " of the " + std::to_string(file_count) +
+                    " data files in memory (" + named + ")");
+  }
+  ByteWriter out;
+  for (uint32_t n = 0; n < node_count; ++n) {
+    out.U32s(std::vector<uint32_t>(fetches[n].begin(), fetches[n].end()));
+    nodes[n].files.insert(nodes[n].files.end(), fetches[n].begin(), fetches[n].end());
+  }
+  ASSIGN_OR_RETURN(const FileHolders after,
+                   FileHolders::Make(std::move(nodes), static_cast<int>(payloads.size()), file_count));
+  out.Bytes(after.Encode());
+  return out.Take();
+}
+
+}  // namespace
+
+Result<CopyChoice> ChooseCopy(Context& ctx, const std::string& path) {
+  if (!coll::agent::JobIdFromEnvironment().ok()) return Storage(path);
+  MemoryView view = ViewInMemory(ctx, path);
+  ASSIGN_OR_RETURN(std::string votes, GatherVotes(ctx, view, "load (tier)"));
+  if (votes.find_first_not_of('n') == std::string::npos) return Storage(path);
+  if (votes.find_first_not_of('w') == std::string::npos) return Memory(ctx, path, view, false);
+  const int holder = static_cast<int>(votes.find_first_not_of('n'));
+  ASSIGN_OR_RETURN(const coll::agent::MemoryCheckpoint held, RecordOf(ctx, view, holder));
+  // Collective: the agents of every node run and know one another (a replaced node's is started here).
+  Result<std::shared_ptr<MemoryTier>> attached = ctx.AttachMemoryTier();
+  if (!attached.ok()) {
+    ctx.Log(LogLevel::kWarning, "loading '" + path + "' from storage: the memory tier: " + attached.status().message());
+    return Storage(path);
+  }
+  // With a data plane, a node needs only the MANIFEST; without one, every rank reads all it needs from its own node.
+  const bool partial = ctx.transport() != nullptr;
+  if (ctx.memory_nodes().leader && (partial ? !view.checkpoint.has_value() : !view.whole)) {
+    const std::vector<std::string> files = partial ? std::vector<std::string>{"MANIFEST"} : std::vector<std::string>{};
+    const Status fetched = (*attached)->Fetch(held, files, ctx.timeout());
+    if (!fetched.ok()) ctx.Log(LogLevel::kWarning, "the memory tier: " + fetched.message());
+  }
+  // Every node's fetch is over before any rank looks at its node's copy again.
+  RETURN_IF_ERROR(Agree(ctx.control(), "load (tier, fetched)", Status::Ok()));
+  view = ViewInMemory(ctx, path);
+  ASSIGN_OR_RETURN(votes, GatherVotes(ctx, view, "load (tier, held)"));
+  if (votes.find_first_not_of('w') == std::string::npos) return Memory(ctx, path, view, false);
+  if (partial && votes.find('n') == std::string::npos) return Memory(ctx, path, view, true);
+  if (ctx.rank() == 0) {
+    ctx.Log(LogLevel::kWarning, "loading '" + path + "' from storage: the nodes of ranks " +
+                                    RanksVotingOtherThan(votes, partial ? "wp" : "w") +
+                                    (partial ? " hold no memory copy" : " could not make their memory copy whole"));
+  }
+  return Storage(path);
+}
+
+Result<std::shared_ptr<const FileHolders>> ShareHoldings(Context& ctx, const CopyChoice& choice,
+                                                         const Manifest* manifest, const Status& opened,
+                                                         const std::vector<uint32_t>& read_alone) {
+  ByteWriter payload;
+  if (manifest != nullptr) {
+    const std::vector<bool> here = HeldDataFiles(*manifest, choice.dir);
+    std::vector<uint32_t> held, missing;
+    for (uint32_t i = 0; i < here.size(); ++i) {
+      if (here[i]) held.push_back(i);
+    }
+    for (uint32_t file : read_alone) {
+      if (file < here.size() && !here[file]) missing.push_back(file);
+    }
+    payload.U32(ctx.memory_nodes().node_index);
+    payload.U8(ctx.memory_nodes().leader ? 1 : 0);
+    payload.U32s(ctx.memory_nodes().leader ? held : std::vector<uint32_t>{});
+    payload.U32s(missing);
+  }
+  const uint32_t node_count = ctx.memory_nodes().node_count;
+  ASSIGN_OR_RETURN(const std::string decided, DecideAtRoot(ctx.control(), "load (tier, holdings)", opened,
+                                                           payload.data(), [&](std::vector<std::string> payloads) {
+                                                             return DecideHoldings(payloads, *manifest, node_count);
+                                                           }));
+  ByteReader in(decided, "the holdings rank 0 decided");
+  std::vector<uint32_t> fetch;
+  for (uint32_t n = 0; n < node_count; ++n) {
+    std::vector<uint32_t> files;
+    RETURN_IF_ERROR(in.U32s(&files, static_cast<uint32_t>(manifest->files.size())));
+    if (n == ctx.memory_nodes().node_index) fetch = std::move(files);
+  }
+  std::string table;
+  RETURN_IF_ERROR(in.Bytes(&table));
+  RETURN_IF_ERROR(in.ExpectDone());
+  Status fetched = Status::Ok();
+  if (!fetch.empty() && ctx.memory_nodes().leader) {
+    std::vector<std::string> names;
+    for (uint32_t file : fetch) names.push_back(AgentFileName(manifest->files[file].name));
+    Result<std::shared_ptr<MemoryTier>> attached = ctx.AttachMemoryTier();
+    fetched = attached.ok() ? (*attached)->Fetch(*choice.record, names, ctx.timeout()) : attached.status();
+  }
+  RETURN_IF_ERROR(Agree(ctx.control(), "load (tier, files fetched)", fetched));
+  ASSIGN_OR_RETURN(FileHolders holders,
+                   FileHolders::Decode(table, ctx.world_size(), static_cast<uint32_t>(manifest->files.size())));
+  return std::make_shared<const FileHolders>(std::move(holders));
+}
+
+}  // namespace ckpt::runtime

@@ -1,0 +1,46 @@
+// Where a load reads from (DESIGN.md §8): the memory tier's copy of a checkpoint when the job's node agents hold it,
+// else storage. A copy need not be whole on any node: with a data plane between the ranks, each rank reads from its
+// own node's copy the data files that node holds, and the load's exchange carries the bytes to the ranks that need
+// them, so that restoring after a node was replaced, or across more nodes than replicas, moves each byte once
+// instead of making every node's copy whole.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "collectives/agent_protocol.h"
+#include "common/status.h"
+#include "runtime/context.h"
+#include "runtime/file_holders.h"
+#include "runtime/manifest.h"
+
+namespace ckpt::runtime {
+
+struct CopyChoice {
+  std::string dir;  // the checkpoint directory to read: the storage path, or this node's memory copy
+  bool from_memory = false;
+  // Some node holds only part of the data files: ShareHoldings runs before the load reads.
+  bool partial = false;
+  std::optional<coll::agent::MemoryCheckpoint> record;  // this node's agent's record of its copy (memory only)
+};
+
+// Collective where the job has an identity (the memory tier needs one); without one, storage and no collective.
+// The memory copy is read when every rank's node holds it whole, or, with a data plane between the ranks, when every
+// node holds at least its MANIFEST (a node that holds nothing fetches that from its peers) and the nodes' copies
+// together hold every data file (ShareHoldings checks). Without a data plane, each node's agent makes its copy whole
+// from its peers' first. Otherwise, and whenever that fails, storage: rank 0 warns why.
+Result<CopyChoice> ChooseCopy(Context& ctx, const std::string& path);
+
+// Collective, after a partial CopyChoice, on every rank with the copy's manifest (null where this rank could not open
+// it: `opened` says why). `read_alone` lists the data files (manifest indices) this rank reads by itself, outside
+// the exchange: its object pieces and the common bytes. Each node's agent fetches those of its ranks' that the node
+// lacks, and every rank gets the same table of which nodes hold which data files (LoadPlanOptions::holders). Fails
+// on every rank alike, naming what is missing, where some data file is held by no node.
+Result<std::shared_ptr<const FileHolders>> ShareHoldings(Context& ctx, const CopyChoice& choice,
+                                                         const Manifest* manifest, const Status& opened,
+                                                         const std::vector<uint32_t>& read_alone);
+
+}  // namespace ckpt::runtime
