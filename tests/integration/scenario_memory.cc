@@ -1,10 +1,12 @@
 // The memory tier across real rank processes (tests/integration/memory_tier.sh runs it under ckpt-launch, with
 // CKPT_JOB_ID naming the job and CKPT_AGENT_SHM_ROOT the agents' memory). Modes:
 //   train ROOT STEPS STORAGE_EVERY END   a manager with the memory tier saves steps 1..STEPS ("w" split by rows
-//                                        over the world, "bias" replicated, common "step"; every value depends on
-//                                        the step). END says how the trainers stop: "exit" (context freed),
-//                                        "die" (every rank SIGKILLs itself once the last save is complete), or
-//                                        "die-unwaited" (SIGKILL right after the last ckpt_manager_save returns).
+//                                        over the world, "bias" replicated, common "step" and "schedule", which is
+//                                        large enough to be stored in rank 0's data file rather than inline in the
+//                                        manifest; every value depends on the step). END says how the trainers stop:
+//                                        "exit" (context freed), "die" (every rank SIGKILLs itself once the last save
+//                                        is complete), or "die-unwaited" (SIGKILL right after the last
+//                                        ckpt_manager_save returns).
 //   restore ROOT STEP TIER               load_latest gives STEP, every element of it checked, read from TIER
 //                                        ("memory" or "storage", as the load's INFO line says on every rank).
 //   agent-dies ROOT                      step 1 saved to memory; rank 0 kills the agent (SIGKILL); step 2 fails on
@@ -33,6 +35,13 @@ constexpr uint64_t kRowsPerRank = 64, kCols = 1000;  // 256 KB of "w" per rank
 uint64_t WeightSeed(uint64_t step) { return 100 + step; }
 uint64_t BiasSeed(uint64_t step) { return 200 + step; }
 
+// Common bytes past the manifest's inline limit (64 KiB): every rank reads them from a data file by itself.
+std::string Schedule(uint64_t step) {
+  std::string schedule(80 << 10, '\0');
+  for (size_t i = 0; i < schedule.size(); ++i) schedule[i] = static_cast<char>((i * 131 + step * 7) % 251);
+  return schedule;
+}
+
 // The step's state of this rank; the buffers hold the step's values if `fill`.
 ckpt_state_t* StepState(const Session& s, Buffers& buffers, uint64_t step, uint64_t* step_common, bool fill) {
   ckpt_state_t* state = nullptr;
@@ -48,6 +57,8 @@ ckpt_state_t* StepState(const Session& s, Buffers& buffers, uint64_t step, uint6
   AddShard(s, state, "bias", {kCols}, {kCols}, {0}, bias);
   *step_common = step;
   s.Check(ckpt_state_add_common(state, "step", step_common, sizeof *step_common, s.err), "common step");
+  const std::string schedule = Schedule(step);  // copied now
+  s.Check(ckpt_state_add_common(state, "schedule", schedule.data(), schedule.size(), s.err), "common schedule");
   return state;
 }
 
@@ -137,6 +148,8 @@ int Restore(const char* root, uint64_t expected_step, const std::string& tier) {
   uint64_t size = 0;
   s.Check(ckpt_state_common(state, "step", &data, &size, s.err), "common step");
   if (size != 8 || *static_cast<const uint64_t*>(data) != step) Die(s.rank, "common 'step' is wrong");
+  s.Check(ckpt_state_common(state, "schedule", &data, &size, s.err), "common schedule");
+  if (std::string(static_cast<const char*>(data), size) != Schedule(step)) Die(s.rank, "common 'schedule' is wrong");
   const std::string said = "from " + tier;
   if (log.find(said) == std::string::npos) Die(s.rank, "the load did not read " + said + ": " + log);
   if (s.rank == 0) {
