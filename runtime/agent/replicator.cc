@@ -27,6 +27,8 @@ constexpr ucp_tag_t kControlTag = ucp_tag_t{0xC1} << 56;
 constexpr milliseconds kIdleWait{50};
 // How long the thread's teardown lets cancelled and purged requests complete.
 constexpr milliseconds kTeardownGrace{2000};
+// Rounds of progress with nothing to do, a millisecond apart, after which a closing worker is taken as quiet.
+constexpr int kTeardownIdleRounds = 20;
 
 void OnSendDone(void* request, ucs_status_t status, void* user_data) {
   auto* op = static_cast<Engine::Op*>(user_data);
@@ -151,7 +153,8 @@ bool Replicator::Engine::RunCommands() {
 }
 
 // Endpoints are closed by force (peers may be gone), posted receives cancelled, and UCX given a moment to let go of
-// the mapped files before they are unmapped.
+// the mapped files before they are unmapped, and to finish the connection handshakes peers started: UCX 1.13 aborts
+// the process when it destroys a worker whose endpoint still has a handshake reply queued.
 void Replicator::Engine::Teardown() {
   tearing_down_ = true;
   for (auto& [address, endpoint] : endpoints_) CloseEndpoint(*endpoint);
@@ -161,9 +164,12 @@ void Replicator::Engine::Teardown() {
     }
   }
   const Clock::time_point deadline = Clock::now() + kTeardownGrace;
-  while (!ops_.empty() && Clock::now() < deadline) {
-    ucx_.worker_progress(worker_);
+  int idle_rounds = 0;
+  while (Clock::now() < deadline && (!ops_.empty() || !closing_.empty() || idle_rounds < kTeardownIdleRounds)) {
+    idle_rounds = ucx_.worker_progress(worker_) != 0 ? 0 : idle_rounds + 1;
     HandleCompletions();
+    coll::FreeFinishedRequests(ucx_, closing_);
+    if (idle_rounds > 0) std::this_thread::sleep_for(milliseconds(1));
   }
   for (void* request : closing_) ucx_.request_free(request);
   closing_.clear();
