@@ -109,8 +109,9 @@ Result<std::string> DecideHoldings(const std::vector<std::string>& payloads, con
   const std::vector<uint32_t> unheld = held.Unheld();
   if (!unheld.empty()) {
     std::string named;
-    for (size_t i = 0; i < unheld.size() && i < 4; ++i)
+    for (size_t i = 0; i < unheld.size() && i < 4; ++i) {
       named += (i ? ", '" : "'") + manifest.files[unheld[i]].name + "'";
+    }
     if (unheld.size() > 4) named += " and " + std::to_string(unheld.size() - 4) + " more";
     return NotFound("no node holds " + std::to_string(unheld.size()) + " of the " + std::to_string(file_count) +
                     " data files in memory (" + named + ")");
