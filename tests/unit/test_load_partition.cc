@@ -68,8 +68,9 @@ struct Planned {
   std::vector<std::set<uint32_t>> decoded;  // by rank: the tensors whose chunks it decoded
 };
 
-// Every rank's view, planned as the ranks plan it: requests to owners, owners' plans routed back, parts merged.
-Planned PlanAsTheRanksDo(const Job& job) {
+// Every rank's view, planned as the ranks plan it: requests to owners, owners' plans routed back, parts merged;
+// readers limited to `holders` where set.
+Planned PlanAsTheRanksDo(const Job& job, const FileHolders* holders = nullptr) {
   const int world = static_cast<int>(job.requests.size());
   Manifest stored = job.manifest;
   stored.world_size = static_cast<uint32_t>(world);
@@ -97,7 +98,7 @@ Planned PlanAsTheRanksDo(const Job& job) {
   std::vector<std::vector<std::string>> to_rank(world, std::vector<std::string>(world));
   for (int owner = 0; owner < world; ++owner) {
     Result<std::vector<std::string>> routed =
-        PlanOwnedTensors(to_owner[owner], manifests[owner].manifest, owner, decoder_of(owner));
+        PlanOwnedTensors(to_owner[owner], manifests[owner].manifest, owner, decoder_of(owner), holders);
     EXPECT_TRUE(routed.ok()) << routed.status().message();
     for (int r = 0; r < world; ++r) to_rank[r][owner] = std::move((*routed)[r]);
   }
@@ -145,6 +146,38 @@ TEST(LoadPartitionTest, TheViewsHoldEveryReadAndPieceOfTheWholePlanOnce) {
     }
     EXPECT_EQ(view_reads, whole_reads) << "trial " << trial;
   }
+}
+
+// A memory copy held by the last node only: every read falls to its ranks, whether or not they asked for anything
+// of that tensor, and every rank still gets exactly the pieces the whole plan gives it.
+TEST(LoadPartitionTest, WithFileHoldersOnlyRanksOfHoldingNodesReadAndEveryPieceArrives) {
+  Rng rng(11);
+  bool read_unasked = false;
+  for (int trial = 0; trial < 30; ++trial) {
+    const int world = static_cast<int>(Uniform(rng, 2, 7));
+    const Job job = RandomJob(rng, world);
+    const int holding_node = (world - 1) / 2;  // World(world, 2): two ranks a node
+    FileHolders::Node holding{{}, {0}}, empty;
+    for (int r = 0; r < world; ++r) (r / 2 == holding_node ? holding : empty).ranks.push_back(r);
+    Result<FileHolders> holders = FileHolders::Make({empty, holding}, world, 1);
+    ASSERT_TRUE(holders.ok()) << holders.status().message();
+    LoadPlanOptions options;
+    options.holders = &*holders;
+    Result<LoadPlan> whole = PlanLoad(job.manifest, job.requests, options);
+    ASSERT_TRUE(whole.ok()) << whole.status().message();
+    const std::vector<LoadPlan> views = PlanAsTheRanksDo(job, &*holders).views;
+    for (int rank = 0; rank < world; ++rank) {
+      std::set<uint32_t> asked;
+      for (const RequestedBox& box : job.requests[rank].boxes) asked.insert(box.tensor);
+      for (const ChunkRead& r : views[rank].reads) {
+        if (r.reader != rank) continue;
+        EXPECT_EQ(rank / 2, holding_node) << "trial " << trial << ": rank " << rank << " reads";
+        read_unasked |= asked.count(r.tensor) == 0;
+      }
+      EXPECT_EQ(PiecesOf(views[rank], rank), PiecesOf(*whole, rank)) << "trial " << trial << ", rank " << rank;
+    }
+  }
+  EXPECT_TRUE(read_unasked) << "no trial had a holding rank read a tensor it did not ask for";
 }
 
 TEST(LoadPartitionTest, EveryPairSeesItsTransfersAlikeInEveryRoundWithinItsShares) {
