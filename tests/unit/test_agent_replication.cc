@@ -466,6 +466,26 @@ TEST_F(AgentReplicationTest, AReceiverThatDiesMidTransferFailsThePushNamingIt) {
   EXPECT_FALSE(a.store->Find(kName)->replicated);
 }
 
+// Regression: UCX 1.13 aborted the process when an agent stopped while a peer's connection handshake was under way
+// (ucp_worker_destroy with a handshake reply still queued). Each round, node A offers node B a file and B stops
+// within a few milliseconds, while the two connect.
+TEST_F(AgentReplicationTest, AnAgentThatStopsWhileAPeerConnectsDoesNotAbortTheProcess) {
+  for (int round = 0; round < 16; ++round) {
+    Node& a = AddNode("a-" + std::to_string(round));
+    Node& b = AddNode("b-" + std::to_string(round));
+    ASSERT_TRUE(a.replicator && b.replicator);
+    const std::vector<PeerAgent> peers = {{0, a.name, a.replicator->address()}, {1, b.name, b.replicator->address()}};
+    a.replicator->SetPeers(peers, 0, 1);
+    b.replicator->SetPeers(peers, 1, 1);
+    WriteCheckpoint(a, {{"0-0.bin", Pattern(64 << 10, static_cast<unsigned>(round))}});
+    WriteCheckpoint(b, {});
+    Complete(a, Checkpoint(0, {"0-0.bin"}));
+    a.replicator->Replicate(kName);
+    std::this_thread::sleep_for(std::chrono::microseconds(500 * (round % 8)));
+    b.replicator.reset();
+  }
+}
+
 // The receiver's memory (its tmpfs) fills up although its budget had room: the push fails naming the receiver and
 // the cause, and the receiver keeps no partial file.
 TEST_F(AgentReplicationTest, AReceiverWhoseMemoryFillsUpFailsThePushAndKeepsNoPartialFile) {
