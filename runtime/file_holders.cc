@@ -117,6 +117,11 @@ bool FileHolders::Holds(int rank, uint32_t file) const {
   return std::binary_search(files.begin(), files.end(), file);
 }
 
+const std::vector<uint32_t>& FileHolders::NodesHolding(uint32_t file) const {
+  static const std::vector<uint32_t> kNone;
+  return file < holders_of_file_.size() ? holders_of_file_[file] : kNone;
+}
+
 std::vector<uint32_t> FileHolders::Unheld() const {
   std::vector<uint32_t> unheld;
   for (uint32_t file = 0; file < holders_of_file_.size(); ++file) {

@@ -31,11 +31,11 @@ class FileHolders {
   static Result<FileHolders> Decode(std::string_view bytes, int world_size, uint32_t file_count);
 
   const std::vector<Node>& nodes() const { return nodes_; }
-  // The node of `rank`, or -1 when its node holds nothing.
+  // The node of `rank`, or -1 when the table has no node for it.
   int NodeOf(int rank) const;
   bool Holds(int rank, uint32_t file) const;
-  // The nodes that hold `file`, in order.
-  const std::vector<uint32_t>& NodesHolding(uint32_t file) const { return holders_of_file_[file]; }
+  // The nodes that hold `file`, in order (none for a file index past the table's).
+  const std::vector<uint32_t>& NodesHolding(uint32_t file) const;
   // The file indices that no node holds.
   std::vector<uint32_t> Unheld() const;
   // Identifies the table: plans made for one table are not reused for another.

@@ -31,6 +31,7 @@ TEST(FileHoldersTest, AnswersWhoHoldsWhatAndRoundTripsAsRuns) {
   EXPECT_EQ(holders.NodeOf(5), -1);
   EXPECT_EQ(holders.NodeOf(4), 2);
   EXPECT_EQ(holders.NodesHolding(2), (std::vector<uint32_t>{0, 1}));
+  EXPECT_TRUE(holders.NodesHolding(7).empty()) << "a file index past the table's";
   EXPECT_EQ(holders.Unheld(), (std::vector<uint32_t>{4, 6}));
 
   const std::string encoded = holders.Encode();
