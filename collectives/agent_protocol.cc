@@ -236,7 +236,7 @@ Result<Request> DecodeRequest(std::string_view bytes) {
   Request r;
   uint8_t op = 0, persist = 0;
   RETURN_IF_ERROR(in.U8(&op));
-  if (op < static_cast<uint8_t>(Op::kReserve) || op > static_cast<uint8_t>(Op::kFetch)) {
+  if (op < static_cast<uint8_t>(Op::kReserve) || op > static_cast<uint8_t>(Op::kReassign)) {
     return Corrupt("a request to the agent has the unknown operation " + std::to_string(op));
   }
   r.op = static_cast<Op>(op);

@@ -20,7 +20,7 @@
 
 namespace ckpt::coll::agent {
 
-inline constexpr uint32_t kProtocolVersion = 3;
+inline constexpr uint32_t kProtocolVersion = 4;
 // No message is larger: a List of every memory checkpoint the agent holds stays far below it.
 inline constexpr size_t kMaxMessageBytes = 1 << 20;
 
@@ -48,6 +48,7 @@ enum class Op : uint8_t {
   kDetach = 6,    // this rank leaves cleanly (its context is freed): not a death
   kPeers = 7,     // the job's agents on every node: where to replicate to and fetch from
   kFetch = 8,     // pull the files of memory checkpoint `checkpoint.name` this node lacks from peers (`files`, or all)
+  kReassign = 9,  // a job restored `checkpoint.name`: this node persists `checkpoint.own_files` as its node_index
 };
 
 struct Challenge {
@@ -105,10 +106,12 @@ struct PeerAgent {
 
 struct Request {
   Op op = Op::kList;
-  std::string name;              // kReserve, kRelease: the temporary directory; kComplete, kPersist: the committed one
-  uint64_t bytes = 0;            // kReserve
-  std::string reservation;       // kComplete: the temporary name its bytes were reserved under
-  MemoryCheckpoint checkpoint;   // kComplete: name, storage_path, manager_root, step (bytes and state are the agent's)
+  std::string name;         // kReserve, kRelease: the temporary directory; kComplete, kPersist: the committed one
+  uint64_t bytes = 0;       // kReserve
+  std::string reservation;  // kComplete: the temporary name its bytes were reserved under
+  // kComplete: name, storage_path, manager_root, step (bytes and state are the agent's). kReassign: name, and the
+  // restoring job's layout: node_index, node_count, own_files, save_id.
+  MemoryCheckpoint checkpoint;
   bool persist = false;          // kComplete: also write it to storage, in the background
   std::vector<PeerAgent> peers;  // kPeers: every node's agent, this one's included
   uint32_t node_index = 0;       // kPeers: this agent's node

@@ -413,7 +413,8 @@ Status Load(Context& ctx, State& state, const std::string& path, const LoadSetti
   }
   const std::string tier = copy.from_memory ? "memory" : "storage";
   if (!source.ok()) return LoadReported(ctx, state, nullptr, NothingToDecode, source.status(), path, used, tier);
-  return LoadReported(ctx, state, &*source, ChunkDecoderOf(*source), Status::Ok(), path, used, tier);
+  RETURN_IF_ERROR(LoadReported(ctx, state, &*source, ChunkDecoderOf(*source), Status::Ok(), path, used, tier));
+  return copy.from_memory ? ReassignCopy(ctx, copy, source->manifest, used.holders.get()) : Status::Ok();
 }
 
 Status Load(Context& ctx, State& state, const CheckpointSource& source, const std::string& path,

@@ -6,6 +6,7 @@
 #include "common/bytes.h"
 #include "runtime/agreement.h"
 #include "runtime/memory_tier.h"
+#include "runtime/save_directory.h"
 
 namespace ckpt::runtime {
 namespace {
@@ -208,6 +209,43 @@ Result<std::shared_ptr<const FileHolders>> ShareHoldings(Context& ctx, const Cop
   ASSIGN_OR_RETURN(FileHolders holders,
                    FileHolders::Decode(table, ctx.world_size(), static_cast<uint32_t>(manifest->files.size())));
   return std::make_shared<const FileHolders>(std::move(holders));
+}
+
+Status ReassignCopy(Context& ctx, const CopyChoice& choice, const Manifest& manifest, const FileHolders* holders) {
+  Result<std::shared_ptr<MemoryTier>> attached = ctx.AttachMemoryTier();
+  if (!attached.ok()) {
+    ctx.Log(LogLevel::kWarning, "the memory tier: no agent learns how this job persists '" + choice.dir +
+                                    "': " + attached.status().message());
+    return Status::Ok();
+  }
+  const MemoryNodes& nodes = ctx.memory_nodes();
+  coll::agent::MemoryCheckpoint layout;
+  if (nodes.node_count > 1) {
+    ASSIGN_OR_RETURN(layout.save_id,
+                     DecideAtRoot(ctx.control(), "load (tier, reassign)", Status::Ok(), std::string(),
+                                  [](std::vector<std::string>) { return Result<std::string>(NewSaveId()); }));
+  }
+  const std::optional<coll::agent::MemoryCheckpoint>& record = choice.record;
+  if (!nodes.leader || !record || record->persisted) return Status::Ok();
+  if (nodes.node_count == 1 && record->node_count == 1) return Status::Ok();  // saved on this one node
+  layout.name = record->name;
+  layout.node_index = nodes.node_index;
+  layout.node_count = nodes.node_count;
+  for (uint32_t file = 0; file < manifest.files.size(); ++file) {
+    const uint32_t turn =
+        file % (holders ? static_cast<uint32_t>(holders->NodesHolding(file).size()) : nodes.node_count);
+    const uint32_t owner = holders ? holders->NodesHolding(file)[turn] : turn;
+    if (owner == nodes.node_index) layout.own_files.push_back(AgentFileName(manifest.files[file].name));
+  }
+  const Status reassigned = (*attached)->Reassign(layout);
+  if (!reassigned.ok()) {
+    ctx.Log(LogLevel::kWarning,
+            "the memory tier: this node's agent will not persist '" + record->name +
+                "' for this job, so that the agents cannot commit it to storage should the trainers die before "
+                "they save again: " +
+                reassigned.message());
+  }
+  return Status::Ok();
 }
 
 }  // namespace ckpt::runtime

@@ -43,4 +43,13 @@ Result<std::shared_ptr<const FileHolders>> ShareHoldings(Context& ctx, const Cop
                                                          const Manifest* manifest, const Status& opened,
                                                          const std::vector<uint32_t>& read_alone);
 
+// Collective, after a load of `choice` (from the memory tier) succeeded on every rank. The copy's records name the
+// nodes of the job that saved it, whose agents persist it together when the trainers die; after a node was replaced,
+// or on another number of nodes, some of those are gone and no persist could commit. So each node's agent learns its
+// place in this job and the data files it writes, each file given to one of the nodes that hold it (`holders`, or
+// every node when null: each holds the whole copy), in turn, under a save id rank 0 chooses. An agent that has
+// persisted the checkpoint keeps it as it is. Fails only where the ranks cannot agree; an agent that refuses is a
+// warning.
+Status ReassignCopy(Context& ctx, const CopyChoice& choice, const Manifest& manifest, const FileHolders* holders);
+
 }  // namespace ckpt::runtime

@@ -243,6 +243,13 @@ Status MemoryTier::SetPeers(const std::vector<agent::PeerAgent>& peers, uint32_t
   return Call(request).status();
 }
 
+Status MemoryTier::Reassign(const agent::MemoryCheckpoint& layout) {
+  agent::Request request;
+  request.op = agent::Op::kReassign;
+  request.checkpoint = layout;
+  return Call(request).status();
+}
+
 Status MemoryTier::AwaitReplicas(const std::string& name, bool replicas_asked, std::chrono::milliseconds timeout) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   while (true) {

@@ -67,6 +67,8 @@ class MemoryTier {
   // `timeout`.
   Status Fetch(const coll::agent::MemoryCheckpoint& checkpoint, const std::vector<std::string>& files,
                std::chrono::milliseconds timeout);
+  // Tells the agent that this job restored `layout.name` and how its nodes persist it (MemoryStore::Reassign).
+  Status Reassign(const coll::agent::MemoryCheckpoint& layout);
   // The agent stopped answering (it died, or its connection broke): this attachment is of no further use, and the
   // context attaches afresh (starting a new agent, which adopts the memory checkpoints the dead one completed).
   bool broken() const { return broken_; }

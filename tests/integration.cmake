@@ -48,7 +48,7 @@ foreach(name crash-persists restart-from-memory reshard-from-memory crash-mid-sa
 endforeach()
 
 # The memory tier across hosts (network namespaces, an agent on each): tests/integration/memory_hosts.sh.
-foreach(part crash-persists node-lost reshard lost-without-replicas agent-dies three-hosts)
+foreach(part crash-persists node-lost replaced-then-crash reshard lost-without-replicas agent-dies three-hosts)
   add_test(NAME mp_memory_hosts_${part}
            COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/integration/memory_hosts.sh ${part}
                    $<TARGET_FILE:ckpt_scenario_memory> $<TARGET_FILE:ckpt_cli>

@@ -113,6 +113,8 @@ Reply HandleRequest(MemoryStore& store, Persister& persister, const Replication&
       return Peers(replication, request);
     case Op::kFetch:
       return Fetch(replication, request);
+    case Op::kReassign:
+      return ErrorReply(store.Reassign(request.checkpoint));
   }
   return ErrorReply(Internal("an agent request of unknown operation passed decoding"));
 }

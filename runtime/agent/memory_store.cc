@@ -76,6 +76,12 @@ Status ValidateStoragePaths(const MemoryCheckpoint& checkpoint) {
   return Status::Ok();
 }
 
+// A save id as runtime::NewSaveId makes them; it names a directory on storage, so nothing else passes.
+bool IsSaveId(const std::string& id) {
+  return !id.empty() && id.size() <= 64 &&
+         std::all_of(id.begin(), id.end(), [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
+}
+
 }  // namespace
 
 Status ValidateEntryName(const std::string& name) {
@@ -315,6 +321,42 @@ Status MemoryStore::RegisterFetched(MemoryCheckpoint checkpoint) {
            e.checkpoint.step > checkpoint.step;
   });
   entries_.insert(newer, Entry{std::move(checkpoint)});
+  return Status::Ok();
+}
+
+Status MemoryStore::Reassign(const MemoryCheckpoint& layout) {
+  if (layout.node_index >= layout.node_count) {
+    return InvalidArgument("node index " + std::to_string(layout.node_index) + " is not below the node count " +
+                           std::to_string(layout.node_count));
+  }
+  if (layout.node_count > 1 && !IsSaveId(layout.save_id)) {
+    return InvalidArgument(Quoted(layout.save_id) + " is no save id (hex digits)");
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  Entry* entry = FindLocked(layout.name);
+  if (entry == nullptr) {
+    return NotFound("the agent of node '" + node_ + "' keeps no memory checkpoint " + Quoted(layout.name));
+  }
+  if (entry->checkpoint.persisted) return Status::Ok();
+  const std::string data = io::JoinPath(io::JoinPath(dir_, layout.name), "data");
+  for (const std::string& file : layout.own_files) {
+    RETURN_IF_ERROR(ValidateEntryName(file));
+    struct stat st;
+    if (lstat(io::JoinPath(data, file).c_str(), &st) != 0 || !S_ISREG(st.st_mode)) {
+      return NotFound("the agent of node '" + node_ + "' holds no data file " + Quoted(file) + " of " +
+                      Quoted(layout.name));
+    }
+  }
+  MemoryCheckpoint reassigned = entry->checkpoint;
+  reassigned.node_index = layout.node_index;
+  reassigned.node_count = layout.node_count;
+  reassigned.own_files = layout.own_files;
+  reassigned.save_id = layout.save_id;
+  RETURN_IF_ERROR(WriteSidecar(reassigned));
+  entry->checkpoint = std::move(reassigned);
+  log_("reassigned: memory checkpoint " + Quoted(layout.name) + " is persisted by this node as node " +
+       std::to_string(layout.node_index) + " of " + std::to_string(layout.node_count) + ", writing " +
+       std::to_string(layout.own_files.size()) + " of its data files");
   return Status::Ok();
 }
 

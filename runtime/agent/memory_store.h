@@ -82,6 +82,13 @@ class MemoryStore {
   // nothing is removed for it). A checkpoint kept already is measured again and otherwise unchanged. kNotFound
   // without M/<name>/MANIFEST.
   Status RegisterFetched(MemoryCheckpoint checkpoint);
+  // A job restored checkpoint `layout.name` on nodes other than those that saved it (a node replaced, or another
+  // number of nodes): from now on this node persists it as node `layout.node_index` of `layout.node_count`, writing
+  // `layout.own_files` (data files it holds) into the temporary of save `layout.save_id`, so that the agents of the
+  // restoring job can commit it together without the saving job's. A persist already under way goes on with the
+  // layout it began with; a persisted checkpoint is left as it is. kNotFound for a checkpoint not kept or an own file
+  // not held, kInvalidArgument for a layout that cannot be.
+  Status Reassign(const MemoryCheckpoint& layout);
   // Marks checkpoint `name` for persisting and returns it for the persister; nullopt when it is persisted or
   // queued already. kNotFound when no such checkpoint is kept.
   Result<std::optional<MemoryCheckpoint>> RequestPersist(const std::string& name);

@@ -14,6 +14,11 @@
 #                   1, which holds its own files and host 0's replicas, and the file of rank 0 that holds the common
 #                   bytes its ranks read; host 1's ranks read the rest and the load's exchange carries the fresh
 #                   host's ranks their shards over its link. The fresh host does not hold every data file.
+#   replaced-then-crash
+#                   4 ranks on 2 hosts save steps 1-2 to memory only and exit; host 0 is lost. The restarted job, with
+#                   a fresh host in host 0's place, restores step 2 from memory, and every rank SIGKILLs itself: the
+#                   agents of the fresh host and host 1, told at the restore which files each writes, commit step 2
+#                   to storage together, and `ckpt verify` passes.
 #   reshard         4 ranks on 2 hosts save to memory; 2 ranks (one per host) restore it from memory.
 #   lost-without-replicas
 #                   as node-lost, but with CKPT_MEMORY_REPLICAS=0 and the storage copy kept: host 0's files are
@@ -120,6 +125,23 @@ case "$part" in
     [ "$(data_files_of 2 2)" -lt "$(data_files_of 1 2)" ] || fail "host 2 fetched every data file"
     # Ranks 0 and 1 load 260 kB each, which reached the fresh host over its link (UCX, not shared memory).
     [ $(($(hosts_rx_bytes 2) - rx_before)) -ge 500000 ] || fail "host 2 received too little over its link" ;;
+  replaced-then-crash)
+    job_start train 60 0 "0 0 1 1" "$scenario" train "$root" 2 0 exit
+    job_finish > "$work/train.out" 2>&1 || { cat "$work/train.out"; fail "train: the trainers failed"; }
+    [ ! -e "$(step_dir 2)" ] || fail "step 2 reached storage before the crash"
+    lose_host 0
+    job_start replaced 60 2 "2 2 1 1" "$scenario" restore "$root" 2 memory die
+    job_finish > "$work/replaced.out" 2>&1 || true
+    grep -q "restored step 2 on 4 ranks from memory" "$work/replaced.out" ||
+      { cat "$work/replaced.out"; fail "replaced: the restore failed"; }
+    for h in 1 2; do
+      grep -q "reassigned: memory checkpoint 'step-000000000002" "$(agent_log_of $h)" ||
+        fail "host $h's agent was not told how this job persists step 2"
+    done
+    await_storage 2
+    "$cli" verify "$(step_dir 2)"
+    ! ls "$root" | grep -q "tmp-" || fail "a temporary directory was left on storage"
+    grep -q "persist finished: 'step-000000000002" "$(agent_log_of 2)" || fail "host 2's agent did not commit step 2" ;;
   reshard)
     train_and_die train "0 0 1 1" 2
     await_storage 2

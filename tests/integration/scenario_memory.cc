@@ -7,14 +7,17 @@
 //                                        "exit" (context freed), "die" (every rank SIGKILLs itself once the last save
 //                                        is complete), or "die-unwaited" (SIGKILL right after the last
 //                                        ckpt_manager_save returns).
-//   restore ROOT STEP TIER               load_latest gives STEP, every element of it checked, read from TIER
+//   restore ROOT STEP TIER [END]         load_latest gives STEP, every element of it checked, read from TIER
 //                                        ("memory" or "storage", as the load's INFO line says on every rank).
+//                                        END "die": then, once every rank has restored, every rank SIGKILLs
+//                                        itself.
 //   agent-dies ROOT                      step 1 saved to memory; rank 0 kills the agent (SIGKILL); step 2 fails on
 //                                        every rank naming the agent; step 3 starts a new agent (which adopts step
 //                                        1) and succeeds; then every rank SIGKILLs itself.
 //   over-budget PATH                     a save to memory larger than the agent's budget fails with
 //                                        CKPT_E_NO_SPACE on every rank, naming the budget; nothing reaches PATH.
 #include <signal.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -125,9 +128,20 @@ int AgentDies(const char* root) {
   return 1;
 }
 
+// Returns once every rank has called it with `root`: each leaves a file beside it (never removed, so one such call
+// per ROOT) and waits for the others' (the ranks share a file system in these tests). A rank that died right after
+// its load could otherwise fail another rank still waiting in the load's last collective.
+void AwaitEveryRank(const Session& s, const std::string& root) {
+  const auto marker = [&](int rank) { return root + ".restored-" + std::to_string(rank); };
+  std::fclose(std::fopen(marker(s.rank).c_str(), "w"));
+  for (int rank = 0; rank < s.world; ++rank) {
+    while (access(marker(rank).c_str(), F_OK) != 0) usleep(10000);
+  }
+}
+
 void CollectLog(void* user, int32_t, const char* message) { *static_cast<std::string*>(user) += message; }
 
-int Restore(const char* root, uint64_t expected_step, const std::string& tier) {
+int Restore(const char* root, uint64_t expected_step, const std::string& tier, const std::string& end) {
   std::string log;
   Session s(CollectLog, &log);
   ckpt_manager_t* manager = nullptr;
@@ -156,6 +170,11 @@ int Restore(const char* root, uint64_t expected_step, const std::string& tier) {
     std::fprintf(stderr, "rank 0's log of the load:\n%s", log.c_str());  // the warnings a test may look for
     std::printf("restored step %llu on %d ranks from %s, every element checked\n",
                 static_cast<unsigned long long>(step), s.world, tier.c_str());
+  }
+  std::fflush(stdout);
+  if (end == "die") {
+    AwaitEveryRank(s, root);
+    raise(SIGKILL);
   }
   ckpt_state_free(state);
   ckpt_manager_free(manager);
@@ -186,7 +205,9 @@ int main(int argc, char** argv) {
   if (mode == "train" && argc == 6) {
     return Train(argv[2], std::strtoull(argv[3], nullptr, 0), std::strtoull(argv[4], nullptr, 0), argv[5]);
   }
-  if (mode == "restore" && argc == 5) return Restore(argv[2], std::strtoull(argv[3], nullptr, 0), argv[4]);
+  if (mode == "restore" && (argc == 5 || argc == 6)) {
+    return Restore(argv[2], std::strtoull(argv[3], nullptr, 0), argv[4], argc == 6 ? argv[5] : "");
+  }
   if (mode == "over-budget" && argc == 3) return OverBudget(argv[2]);
   if (mode == "agent-dies" && argc == 3) return AgentDies(argv[2]);
   std::fprintf(stderr, "usage: ckpt_scenario_memory MODE ARGS... (see the comment at the top of scenario_memory.cc)\n");

@@ -211,6 +211,73 @@ TEST_F(AgentMemoryStoreTest, AdoptionKeepsCheckpointsWithSidecarsAndClaimedSaves
   EXPECT_EQ(second->Reserve(1, "b.tmp-3", 1000 - 108 + 1).code(), Code::kNoSpace) << "the adopted bytes count";
 }
 
+// The layout of a restoring job (node 1 of 3, one own file, a save id), for Reassign.
+MemoryCheckpoint Layout(const std::string& name, std::vector<std::string> own_files) {
+  MemoryCheckpoint layout;
+  layout.name = name;
+  layout.node_index = 1;
+  layout.node_count = 3;
+  layout.own_files = std::move(own_files);
+  layout.save_id = "0123456789abcdef";
+  return layout;
+}
+
+TEST_F(AgentMemoryStoreTest, ReassignGivesTheCheckpointTheRestoringJobsLayoutAndAnAgentAfterItKeepsIt) {
+  {
+    auto store = Open(1 << 20);
+    MakeCheckpoint("a", 10);
+    MemoryCheckpoint saved = Checkpoint("a");
+    saved.node_count = 2;
+    saved.save_id = "00000000000000aa";
+    ASSERT_TRUE(store->Complete(1, "", saved, false).ok());
+    ASSERT_TRUE(store->Reassign(Layout("a", {"0-0.bin"})).ok());
+    const MemoryCheckpoint reassigned = store->Find("a").value();
+    EXPECT_EQ(reassigned.node_index, 1u);
+    EXPECT_EQ(reassigned.node_count, 3u);
+    EXPECT_EQ(reassigned.own_files, std::vector<std::string>{"0-0.bin"});
+    EXPECT_EQ(reassigned.save_id, "0123456789abcdef");
+    EXPECT_EQ(reassigned.storage_path, "/storage/a") << "only the layout changes";
+    // A death now persists it with that layout.
+    EXPECT_EQ(store->RequestPersistOfNewest().value().save_id, "0123456789abcdef");
+  }  // the agent dies
+  auto after = Open(1 << 20);
+  const MemoryCheckpoint adopted = after->Find("a").value();
+  EXPECT_EQ(adopted.node_index, 1u);
+  EXPECT_EQ(adopted.node_count, 3u);
+  EXPECT_EQ(adopted.save_id, "0123456789abcdef");
+}
+
+TEST_F(AgentMemoryStoreTest, ReassignRefusesWhatItCannotPersistAndChangesNothing) {
+  auto store = Open(1 << 20);
+  MakeCheckpoint("a", 10);
+  ASSERT_TRUE(store->Complete(1, "", Checkpoint("a"), false).ok());
+  EXPECT_EQ(store->Reassign(Layout("b", {})).code(), Code::kNotFound) << "a checkpoint not kept";
+  Status not_held = store->Reassign(Layout("a", {"0-0.bin", "1-0.bin"}));
+  EXPECT_EQ(not_held.code(), Code::kNotFound);
+  EXPECT_NE(not_held.message().find("holds no data file '1-0.bin'"), std::string::npos) << not_held.message();
+  EXPECT_EQ(store->Reassign(Layout("a", {"../a/MANIFEST"})).code(), Code::kInvalidArgument);
+  MemoryCheckpoint past_the_count = Layout("a", {});
+  past_the_count.node_index = 3;
+  EXPECT_EQ(store->Reassign(past_the_count).code(), Code::kInvalidArgument);
+  MemoryCheckpoint escaping_id = Layout("a", {});
+  escaping_id.save_id = "../../elsewhere";
+  EXPECT_EQ(store->Reassign(escaping_id).code(), Code::kInvalidArgument) << "the save id names a directory";
+  const MemoryCheckpoint unchanged = store->Find("a").value();
+  EXPECT_EQ(unchanged.node_index, 0u);
+  EXPECT_EQ(unchanged.node_count, 1u);
+  EXPECT_EQ(unchanged.own_files, std::vector<std::string>{"0-0.bin"});
+}
+
+TEST_F(AgentMemoryStoreTest, ReassignLeavesAPersistedCheckpointAsItIs) {
+  auto store = Open(1 << 20);
+  MakeCheckpoint("a", 10);
+  ASSERT_TRUE(store->Complete(1, "", Checkpoint("a"), true).ok());
+  store->FinishPersist("a", "", "");
+  ASSERT_TRUE(store->Reassign(Layout("a", {"0-0.bin"})).ok());
+  EXPECT_EQ(store->Find("a")->node_count, 1u);
+  EXPECT_TRUE(store->Find("a")->save_id.empty());
+}
+
 TEST_F(AgentMemoryStoreTest, OpenRefusesALinkAsTheMemoryDirectory) {
   ASSERT_TRUE(io::MakeDirectories(root_ + "/elsewhere").ok());
   ASSERT_EQ(symlink((root_ + "/elsewhere").c_str(), dir_.c_str()), 0);

@@ -220,6 +220,24 @@ TEST(AgentReplicationProtocolTest, NewFieldsSurviveTheRoundTrip) {
   EXPECT_EQ(fetch_back->files, fetch.files);
   EXPECT_EQ(fetch_back->checkpoint.name, c.name);
 
+  coll::agent::Request reassign;
+  reassign.op = coll::agent::Op::kReassign;
+  reassign.checkpoint.name = "step-2";
+  reassign.checkpoint.node_index = 2;
+  reassign.checkpoint.node_count = 3;
+  reassign.checkpoint.own_files = {"0-1.bin", "1-0.bin"};
+  reassign.checkpoint.save_id = "00000000deadbeef";
+  Result<coll::agent::Request> reassign_back = coll::agent::DecodeRequest(coll::agent::EncodeRequest(reassign));
+  ASSERT_TRUE(reassign_back.ok()) << reassign_back.status().message();
+  EXPECT_EQ(reassign_back->op, coll::agent::Op::kReassign);
+  EXPECT_EQ(reassign_back->checkpoint.node_index, 2u);
+  EXPECT_EQ(reassign_back->checkpoint.node_count, 3u);
+  EXPECT_EQ(reassign_back->checkpoint.own_files, reassign.checkpoint.own_files);
+  EXPECT_EQ(reassign_back->checkpoint.save_id, reassign.checkpoint.save_id);
+  std::string unknown = coll::agent::EncodeRequest(reassign);
+  unknown[0] = static_cast<char>(static_cast<uint8_t>(coll::agent::Op::kReassign) + 1);
+  EXPECT_EQ(coll::agent::DecodeRequest(unknown).status().code(), Code::kCorrupt) << "an operation past the last";
+
   coll::agent::Welcome welcome{"/dev/shm/x", 42, std::string("ucx\0address", 11)};
   Result<coll::agent::Welcome> back = coll::agent::DecodeWelcome(coll::agent::EncodeWelcome(welcome));
   ASSERT_TRUE(back.ok()) << back.status().message();
