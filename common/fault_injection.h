@@ -27,6 +27,9 @@ inline constexpr char kExitBeforeExchangeVar[] = "CKPT_FAULT_EXIT_BEFORE_EXCHANG
 // CKPT_FAULT_STOP_BEFORE_EXCHANGE: the rank with this number stops (SIGSTOP) right before a load's data exchange, as
 // a hung peer would: alive, connected, silent.
 inline constexpr char kStopBeforeExchangeVar[] = "CKPT_FAULT_STOP_BEFORE_EXCHANGE";
+// CKPT_FAULT_AGENT_DIES_ON_PUSH_ASK: the ckpt-agent of the node with this name dies (SIGKILL) when a peer asks it to
+// send files for a fetch, as a node lost after it told the fetching peer what it holds.
+inline constexpr char kAgentDiesOnPushAskVar[] = "CKPT_FAULT_AGENT_DIES_ON_PUSH_ASK";
 
 #ifdef CKPT_FAULT_INJECTION
 
@@ -54,6 +57,11 @@ inline bool StopBeforeExchange(int rank) {
   return settings::StringFromEnv(kStopBeforeExchangeVar) == std::to_string(rank);
 }
 
+// Whether the agent of node `node` is the one told to die when asked to push files for a fetch.
+inline bool AgentDiesOnPushAsk(const std::string& node) {
+  return settings::StringFromEnv(kAgentDiesOnPushAskVar) == node;
+}
+
 #else
 
 inline constexpr bool kCompiledIn = false;
@@ -61,6 +69,7 @@ constexpr int InjectedIoError(const std::string&) { return 0; }
 constexpr uint64_t LimitTransfer(uint64_t length) { return length; }
 constexpr bool ExitBeforeExchange(int) { return false; }
 constexpr bool StopBeforeExchange(int) { return false; }
+inline bool AgentDiesOnPushAsk(const std::string&) { return false; }
 
 #endif
 

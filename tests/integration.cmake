@@ -48,13 +48,15 @@ foreach(name crash-persists restart-from-memory reshard-from-memory crash-mid-sa
 endforeach()
 
 # The memory tier across hosts (network namespaces, an agent on each): tests/integration/memory_hosts.sh.
-foreach(part crash-persists node-lost replaced-then-crash reshard lost-without-replicas agent-dies three-hosts)
+foreach(part crash-persists node-lost replaced-then-crash reshard lost-without-replicas agent-dies three-hosts
+        holder-dies-mid-fetch)
   add_test(NAME mp_memory_hosts_${part}
            COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/integration/memory_hosts.sh ${part}
                    $<TARGET_FILE:ckpt_scenario_memory> $<TARGET_FILE:ckpt_cli>
                    ${CMAKE_CURRENT_BINARY_DIR}/scenarios/memory-hosts-${part})
   set_tests_properties(mp_memory_hosts_${part} PROPERTIES TIMEOUT 120 SKIP_RETURN_CODE 77)
 endforeach()
+ckpt_needs_fault_hooks(mp_memory_hosts_holder-dies-mid-fetch)
 
 # A job across two hosts (network namespaces) started with SLURM's variables alone.
 add_test(NAME mp_slurm_two_hosts

@@ -1,5 +1,6 @@
 #include "runtime/agent/replicator.h"
 
+#include <signal.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
@@ -10,6 +11,7 @@
 
 #include "collectives/store_auth.h"
 #include "collectives/ucx_config.h"
+#include "common/fault_injection.h"
 #include "io/file_io.h"
 #include "runtime/agent/replication_engine.h"
 
@@ -285,6 +287,7 @@ void Replicator::Engine::Dispatch(const ReplicationMessage& message) {
     case MessageType::kInventory:
       return OnInventory(message);
     case MessageType::kPushAsk:
+      if (fault::AgentDiesOnPushAsk(options_.node)) raise(SIGKILL);
       return StartPush(
           message.reply_address, message.checkpoint,
           [&] {

@@ -33,6 +33,12 @@
 #                   fetches a file, the one of rank 0's with the common bytes every rank reads. A second job with its
 #                   ranks moved one host on ("2 0 1": rank 0 on host 2, which lacks rank 0's other files) restores it
 #                   too: other hosts read those files and send the pieces.
+#   holder-dies-mid-fetch
+#                   3 ranks on 3 hosts save steps 1-2 to memory and are killed: the agents commit step 2. The
+#                   restarted job reads step 2 from memory: host 2 lacks host 0's file with the common bytes, and its
+#                   agent asks host 0's for it after learning what each holds; host 0's agent dies when asked
+#                   (CKPT_FAULT_AGENT_DIES_ON_PUSH_ASK). The fetch fails naming that node, rank 0 warns, and the job
+#                   restores step 2 from storage, every element checked.
 set -euo pipefail
 part=$1 scenario=$2 cli=$3 work=$4
 rm -rf "$work" && mkdir -p "$work"
@@ -187,6 +193,14 @@ case "$part" in
     for h in 0 1 2; do
       [ "$(data_files_of $h 2)" -lt "$saved_files" ] || fail "host $h holds every one of the $saved_files data files"
     done ;;
+  holder-dies-mid-fetch)
+    JOB_ENV+=(CKPT_FAULT_AGENT_DIES_ON_PUSH_ASK="${HOSTS[0]}" CKPT_LOG_LEVEL=info)
+    train_and_die train "0 1 2" 2
+    await_storage 2
+    restore restart 0 "0 1 2" 2 storage > "$work/restart.out" 2>&1 || { cat "$work/restart.out"; exit 1; }
+    grep -q "from storage: the memory tier: .*node '${HOSTS[0]}'" "$work/restart.out" ||
+      { cat "$work/restart.out"; fail "rank 0 did not warn naming the node whose agent died"; }
+    ! pgrep -f -- "$agent_pattern--node ${HOSTS[0]} " >/dev/null || fail "host 0's agent did not die when asked" ;;
   *) echo "unknown part $part" >&2; exit 2 ;;
 esac
 echo "memory_hosts $part: passed"
