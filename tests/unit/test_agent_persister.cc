@@ -32,7 +32,10 @@ class AgentPersisterTest : public ::testing::Test {
     checkpoint_.name = "ck";
     checkpoint_.storage_path = root_ + "/storage/ck";
   }
-  void TearDown() override { (void)io::RemoveTree(root_); }
+  void TearDown() override {
+    (void)io::RemoveTree(root_);
+    if (!shm_root_.empty()) (void)io::RemoveTree(shm_root_);
+  }
 
   static std::string Read(const std::string& path) {
     std::ifstream in(path);
@@ -47,6 +50,7 @@ class AgentPersisterTest : public ::testing::Test {
   }
 
   std::string root_, memory_;
+  std::string shm_root_;  // a storage directory on tmpfs, where a test makes one
   MemoryCheckpoint checkpoint_;
 };
 
@@ -83,8 +87,8 @@ TEST_F(AgentPersisterTest, CopiesDataFilesOfEverySizeByteForByteOnADiskAndOnTmpf
   }
   char shm_template[] = "/dev/shm/ckpt-agent-persist-XXXXXX";
   ASSERT_NE(mkdtemp(shm_template), nullptr);
-  const std::string shm_root = shm_template;
-  for (const std::string& storage : {root_ + "/storage/ck", shm_root + "/ck"}) {
+  shm_root_ = shm_template;
+  for (const std::string& storage : {root_ + "/storage/ck", shm_root_ + "/ck"}) {
     checkpoint_.storage_path = storage;
     Result<PersistReport> report = PersistCheckpoint(memory_, checkpoint_, kWait);
     ASSERT_TRUE(report.ok()) << storage << ": " << report.status().message();
@@ -93,7 +97,6 @@ TEST_F(AgentPersisterTest, CopiesDataFilesOfEverySizeByteForByteOnADiskAndOnTmpf
           << storage << ", a file of " << sizes[i] << " bytes";
     }
   }
-  (void)io::RemoveTree(shm_root);
 }
 
 TEST_F(AgentPersisterTest, RefusesALinkAmongTheDataFiles) {
