@@ -570,6 +570,11 @@ CKPT_API int32_t ckpt_manager_latest(const ckpt_manager_t* manager, uint64_t* st
  * storage. CKPT_E_NOT_FOUND on every rank if there is no committed step: a fresh start. */
 CKPT_API int32_t ckpt_manager_load_latest(ckpt_manager_t* manager, ckpt_state_t* state, const ckpt_load_options* opts,
                                           uint64_t* step, ckpt_error_t* err);
+/* Collective. The step ckpt_manager_load_latest would load, the same on every rank, without loading it: the latest
+ * on storage (as rank 0 sees it), or the newest step the job's node agents hold in memory when it is at least as
+ * new, which ckpt_manager_latest does not see. CKPT_E_NOT_FOUND on every rank if there is none. For a trainer that
+ * builds its state for the step it resumes from, then loads that step's path. */
+CKPT_API int32_t ckpt_manager_resume_step(ckpt_manager_t* manager, uint64_t* step, ckpt_error_t* err);
 /* Not collective. The committed steps under the root, ascending: writes min(count, capacity) of them to `steps`
  * and their number to `*count`, so that a first call with capacity 0 sizes the array. */
 CKPT_API int32_t ckpt_manager_steps(const ckpt_manager_t* manager, uint64_t* steps, uint64_t capacity, uint64_t* count,

@@ -516,6 +516,14 @@ int32_t ckpt_manager_load_latest(ckpt_manager_t* manager, ckpt_state_t* state, c
   });
 }
 
+int32_t ckpt_manager_resume_step(ckpt_manager_t* manager, uint64_t* step, ckpt_error_t* err) {
+  return Guard(err, [&]() -> Status {
+    if (manager == nullptr || step == nullptr) return NullArgument("manager or step");
+    ASSIGN_OR_RETURN(*step, manager->impl->ResumeStep());
+    return Status::Ok();
+  });
+}
+
 int32_t ckpt_manager_steps(const ckpt_manager_t* manager, uint64_t* steps, uint64_t capacity, uint64_t* count,
                            ckpt_error_t* err) {
   return Guard(err, [&]() -> Status {

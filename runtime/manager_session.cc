@@ -66,7 +66,7 @@ std::optional<uint64_t> ManagerSession::NewestInMemory() {
   return newest;
 }
 
-Result<uint64_t> ManagerSession::LoadLatest(State& state, const LoadSettings& settings) {
+Result<uint64_t> ManagerSession::ResumeStep() {
   // Rank 0 says the latest step on storage; every rank the newest its node's agent holds, since across nodes a
   // replaced node (rank 0's among them) holds none, and the load fetches it from the others.
   Status local;
@@ -99,8 +99,13 @@ Result<uint64_t> ManagerSession::LoadLatest(State& state, const LoadSettings& se
   }
   if (newest_in_memory && (!step || *newest_in_memory >= *step)) step = newest_in_memory;
   if (!step) return NotFound("no committed step under " + manager_->root() + ", on storage or in memory");
-  RETURN_IF_ERROR(Load(ctx_, state, manager_->StepPath(*step), settings));
   return *step;
+}
+
+Result<uint64_t> ManagerSession::LoadLatest(State& state, const LoadSettings& settings) {
+  ASSIGN_OR_RETURN(const uint64_t step, ResumeStep());
+  RETURN_IF_ERROR(Load(ctx_, state, manager_->StepPath(step), settings));
+  return step;
 }
 
 }  // namespace ckpt::runtime

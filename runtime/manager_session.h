@@ -38,15 +38,18 @@ class ManagerSession {
   Result<std::shared_ptr<SaveTicket>> Save(const State& state, uint64_t step, SaveSettings settings);
   Result<std::optional<uint64_t>> Latest() const { return manager_->Latest(); }
   Result<std::vector<uint64_t>> CommittedSteps() const { return manager_->CommittedSteps(); }
-  // Collective: loads the step that rank 0 sees as latest, on storage or in its agent's memory, whichever is newer
-  // (memory when they are the same step); kNotFound on every rank if there is none.
+  // Collective: the step a resume loads, the same on every rank: the latest on storage as rank 0 sees it, or the
+  // newest step any rank's node agent holds in memory when it is at least as new; kNotFound on every rank if there
+  // is none.
+  Result<uint64_t> ResumeStep();
+  // Collective: loads ResumeStep's step (from memory when the agents hold it); kNotFound on every rank if none.
   Result<uint64_t> LoadLatest(State& state, const LoadSettings& settings);
   std::string StepPath(uint64_t step) const { return manager_->StepPath(step); }
 
  private:
   ManagerSession(Context& ctx, std::shared_ptr<CheckpointManager> manager, MemoryPolicy memory)
       : ctx_(ctx), manager_(std::move(manager)), memory_(memory) {}
-  // Rank 0: the newest of this root's steps its agent holds in memory.
+  // The newest of this root's steps this rank's node agent holds in memory.
   std::optional<uint64_t> NewestInMemory();
 
   Context& ctx_;

@@ -151,6 +151,18 @@ func (m *Manager) Steps() ([]uint64, error) {
 	return steps, err
 }
 
+// ResumeStep returns the step LoadLatest would load, the same on every rank, without loading it: the latest on
+// storage (as rank 0 sees it), or the newest step the job's node agents hold in memory when it is at least as new,
+// which Latest does not see. Collective. With no committed step yet, every rank gets an error matching
+// ErrNotFound: a fresh start.
+func (m *Manager) ResumeStep() (uint64, error) {
+	var step C.uint64_t
+	err := m.withHandle(func() error {
+		return call(func(cerr *C.ckpt_error_t) C.int32_t { return C.ckpt_manager_resume_step(m.ptr, &step, cerr) })
+	})
+	return uint64(step), err
+}
+
 // LoadLatest loads the latest step (as rank 0 sees it) into state and returns it. Collective. The newest step the
 // node's agent holds in memory counts too, and is read from memory when it is at least as new as the latest on
 // storage. With no committed step yet, every rank gets an error matching ErrNotFound: a fresh start.

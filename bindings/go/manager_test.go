@@ -22,6 +22,9 @@ func TestManagerLoadLatestOfAnEmptyRootIsNotFound(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer manager.Close()
+	if _, err := manager.ResumeStep(); !errors.Is(err, ErrNotFound) {
+		t.Errorf("ResumeStep of an empty root = %v, expected ErrNotFound", err)
+	}
 	state := newTestState(t)
 	if _, err := manager.LoadLatest(state, nil); !errors.Is(err, ErrNotFound) {
 		t.Errorf("LoadLatest of an empty root = %v, expected ErrNotFound", err)
@@ -199,6 +202,9 @@ func checkResumeFromLatest(ctx *Context, manager *Manager) error {
 	if err := state.AddTensor(TensorShard{Key: "weight", Dtype: DtypeF32,
 		GlobalShape: []uint64{uint64(rows), managedColumns}, Data: weight}); err != nil {
 		return err
+	}
+	if step, err := manager.ResumeStep(); err != nil || step != 3 {
+		return fmt.Errorf("ResumeStep = %d, %v; expected step 3", step, err)
 	}
 	step, err := manager.LoadLatest(state, nil)
 	if err != nil || step != 3 {

@@ -190,6 +190,9 @@ func TestMemoryTierManagerResumesFromMemoryTheStepStorageNeverSaw(t *testing.T) 
 	if latest, err := fresh.Latest(); latest != 2 || err != nil {
 		t.Errorf("Latest = %d, %v; expected storage's latest step, 2", latest, err)
 	}
+	if resume, err := fresh.ResumeStep(); resume != 3 || err != nil {
+		t.Errorf("ResumeStep = %d, %v; expected step 3, held in memory alone", resume, err)
+	}
 }
 
 func waitForFile(t *testing.T, path string) {

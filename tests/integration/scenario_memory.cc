@@ -1,14 +1,16 @@
 // The memory tier across real rank processes (tests/integration/memory_tier.sh runs it under ckpt-launch, with
 // CKPT_JOB_ID naming the job and CKPT_AGENT_SHM_ROOT the agents' memory). Modes:
-//   train ROOT STEPS STORAGE_EVERY END   a manager with the memory tier saves steps 1..STEPS ("w" split by rows
-//                                        over the world, "bias" replicated, common "step" and "schedule", which is
-//                                        large enough to be stored in rank 0's data file rather than inline in the
-//                                        manifest; every value depends on the step). END says how the trainers stop:
+//   train ROOT STEPS STORAGE_EVERY END   a fresh start (no resume step), then a manager with the memory tier
+//                                        saves steps 1..STEPS ("w" split by rows over the world, "bias"
+//                                        replicated, common "step" and "schedule", which is large enough to be
+//                                        stored in rank 0's data file rather than inline in the manifest; every
+//                                        value depends on the step). END says how the trainers stop:
 //                                        "exit" (context freed), "die" (every rank SIGKILLs itself once the last save
 //                                        is complete), or "die-unwaited" (SIGKILL right after the last
 //                                        ckpt_manager_save returns).
-//   restore ROOT STEP TIER [END]         load_latest gives STEP, every element of it checked, read from TIER
-//                                        ("memory" or "storage", as the load's INFO line says on every rank).
+//   restore ROOT STEP TIER [END]         the resume step and load_latest give STEP, every element of it checked,
+//                                        read from TIER ("memory" or "storage", as the load's INFO line says on
+//                                        every rank).
 //                                        END "die": then, once every rank has restored, every rank SIGKILLs
 //                                        itself.
 //   agent-dies ROOT                      step 1 saved to memory; rank 0 kills the agent (SIGKILL); step 2 fails on
@@ -72,6 +74,9 @@ int Train(const char* root, uint64_t steps, uint64_t storage_every, const std::s
   opts.storage_every = storage_every;
   ckpt_manager_t* manager = nullptr;
   s.Check(ckpt_manager_open(s.ctx, root, &opts, &manager, s.err), "manager open");
+  uint64_t resume = 0;
+  ExpectStatus(s, ckpt_manager_resume_step(manager, &resume, s.err), CKPT_E_NOT_FOUND, "a fresh start's resume step",
+               {"no committed step", "in memory"});
   for (uint64_t step = 1; step <= steps; ++step) {
     Buffers buffers;
     uint64_t step_common = 0;
@@ -149,6 +154,11 @@ int Restore(const char* root, uint64_t expected_step, const std::string& tier, c
   Buffers buffers;
   uint64_t step_common = 0;
   ckpt_state_t* state = StepState(s, buffers, 0, &step_common, false);
+  uint64_t resume = 0;
+  s.Check(ckpt_manager_resume_step(manager, &resume, s.err), "resume step");
+  if (resume != expected_step) {
+    Die(s.rank, "the resume step is " + std::to_string(resume) + ", expected " + std::to_string(expected_step));
+  }
   uint64_t step = 0;
   const int32_t loaded = ckpt_manager_load_latest(manager, state, nullptr, &step, s.err);
   if (loaded != CKPT_OK) std::fprintf(stderr, "rank %d's log of the failed load:\n%s", s.rank, log.c_str());

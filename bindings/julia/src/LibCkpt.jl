@@ -423,6 +423,8 @@ ckpt_manager_save(manager, state, step, opts, request, err) =
                                           err::Ptr{Cvoid})::Int32
 ckpt_manager_latest(manager, step, err) =
     @ccall $(ckptsym(:ckpt_manager_latest))(manager::Ptr{Cvoid}, step::Ptr{UInt64}, err::Ptr{Cvoid})::Int32
+ckpt_manager_resume_step(manager, step, err) =
+    @ccall $(ckptsym(:ckpt_manager_resume_step))(manager::Ptr{Cvoid}, step::Ptr{UInt64}, err::Ptr{Cvoid})::Int32
 ckpt_manager_load_latest(manager, state, opts, step, err) =
     @ccall $(ckptsym(:ckpt_manager_load_latest))(manager::Ptr{Cvoid}, state::Ptr{Cvoid},
                                                  opts::Ptr{ckpt_load_options}, step::Ptr{UInt64},

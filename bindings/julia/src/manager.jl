@@ -102,6 +102,21 @@ function steps(manager::Manager)
 end
 
 """
+    Ckpt.resume_step(manager) -> Union{Int,Nothing}
+
+Collective: the step [`load_latest!`](@ref) would load, the same on every rank, without loading it: the latest on
+storage (as rank 0 sees it), or the newest step the job's node agents hold in memory when it is at least as new,
+which [`Ckpt.latest`](@ref) does not see; `nothing` on every rank if there is none (a fresh start).
+"""
+function resume_step(manager::Manager)
+    step = Ref{UInt64}(0)
+    status = checked((CKPT_OK, CKPT_E_NOT_FOUND)) do err
+        LibCkpt.ckpt_manager_resume_step(manager, step, err)
+    end
+    return status == CKPT_OK ? Int(step[]) : nothing
+end
+
+"""
     load_latest!(manager, state; missing_keys=CKPT_STRICT_FAIL, unexpected_keys=CKPT_STRICT_LOG) -> Union{Int,Nothing}
 
 Collective: loads the latest step (as rank 0 sees it) into `state`, as [`load!`](@ref) does, and returns it; returns

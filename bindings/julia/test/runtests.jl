@@ -254,6 +254,7 @@ end
         root = joinpath(dir, "run")
         Manager(ctx, root; keep_last = 2) do manager
             @test Ckpt.latest(manager) === nothing
+            @test Ckpt.resume_step(manager) === nothing
             for step in 1:3
                 state = State()
                 add_tensor!(state, "weight", fill(Float64(step), 3, 2))
@@ -264,6 +265,7 @@ end
                 close(state)
             end
             @test Ckpt.latest(manager) == 3
+            @test Ckpt.resume_step(manager) == 3
             @test Ckpt.steps(manager) == [2, 3]
             @test basename(Ckpt.step_path(manager, 3)) == "step-000000000003"
             @test !ispath(Ckpt.step_path(manager, 1))

@@ -135,6 +135,7 @@ def manager(directory):
         assert mgr.latest_step() == 8
     # A restarted job resumes from the latest step, and may go back to any kept one.
     with ckpt.CheckpointManager(root, keep_last=2, context=ctx) as mgr:
+        assert mgr.resume_step() == 8, mgr.resume_step()
         resumed = mgr.restore(target={"x": np.zeros((2, 3), np.int32), "step": 0})
         assert resumed["step"] == 8 and (resumed["x"] == 8).all(), resumed
         assert mgr.restore(4)["step"] == 4

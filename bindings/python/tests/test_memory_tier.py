@@ -121,6 +121,9 @@ def test_a_manager_resumes_from_memory_the_step_storage_never_saw(tmp_path, job_
                 manager.wait()
             wait_for_file(os.path.join(manager.step_path(2), "MANIFEST"))  # written by the agent
             with ckpt.CheckpointManager(root, memory_tier=True, storage_every=2, context=resumed) as fresh:
+                assert fresh.resume_step() == 3, "the step held in memory alone is the one to resume from"
+                with pytest.raises(ckpt.InvalidArgumentError, match="step 3, the newest .* needs a target"):
+                    fresh.restore()
                 restored = fresh.restore(target=tree_at(0))
                 assert not os.path.exists(fresh.step_path(3)), "step 3 reached storage"
                 assert not os.path.exists(fresh.step_path(1)), "step 1 reached storage"

@@ -237,13 +237,13 @@ def test_reader_lists_reads_and_verifies(saved):
 
 def test_manager_keeps_the_newest_steps_and_resumes(tmp_path):
     with ckpt.CheckpointManager(tmp_path / "run", keep_last=2, save_interval_steps=10) as manager:
-        assert manager.latest_step() is None and manager.all_steps() == []
+        assert manager.latest_step() is None and manager.all_steps() == [] and manager.resume_step() is None
         with pytest.raises(ckpt.NotFoundError):
             manager.restore()
         saved = [s for s in range(0, 45, 5) if manager.save(s, {"x": np.full(2, s), "step": s})]
         assert saved == [0, 10, 20, 30, 40]
         manager.wait()
-        assert manager.all_steps() == [30, 40] and manager.latest_step() == 40
+        assert manager.all_steps() == [30, 40] and manager.latest_step() == 40 and manager.resume_step() == 40
         assert manager.restore()["step"] == 40 and manager.restore(30)["x"].tolist() == [30, 30]
         assert manager.step_path(40).endswith("step-000000000040")
         assert manager.save(41, {"x": np.zeros(2)}, force=True)

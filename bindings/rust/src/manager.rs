@@ -144,6 +144,16 @@ impl<'c> Manager<'c> {
         }
     }
 
+    /// Collective: the step [`Manager::load_latest`] would load, the same on every rank, without loading it: the
+    /// latest on storage (as rank 0 sees it), or the newest step the job's node agents hold in memory when it is
+    /// at least as new, which [`Manager::latest`] does not see. None on every rank if there is none: a fresh start.
+    pub fn resume_step(&self) -> Result<Option<u64>> {
+        let mut step = 0u64;
+        // SAFETY: a live manager used by this thread only, and a valid out pointer.
+        let outcome = call_status(|err| unsafe { sys::ckpt_manager_resume_step(self.raw.as_ptr(), &mut step, err) });
+        step_or_none(outcome, step)
+    }
+
     /// Collective: loads the latest step (as rank 0 sees it) into `state` and returns it, or returns None on every
     /// rank if there is no committed step yet: a fresh start. The newest step the node's agent holds in memory
     /// counts too, and is read from memory when it is at least as new as the latest on storage. On failure the

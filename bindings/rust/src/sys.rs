@@ -551,6 +551,7 @@ extern "C" {
         count: *mut u64,
         err: *mut ckpt_error_t,
     ) -> i32;
+    pub fn ckpt_manager_resume_step(manager: *mut ckpt_manager_t, step: *mut u64, err: *mut ckpt_error_t) -> i32;
     pub fn ckpt_manager_load_latest(
         manager: *mut ckpt_manager_t,
         state: *mut ckpt_state_t,

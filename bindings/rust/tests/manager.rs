@@ -59,6 +59,7 @@ fn save_three_steps_keep_two(ctx: &Context, root: &Path) {
     }
 
     assert_eq!(manager.latest().unwrap(), Some(3));
+    assert_eq!(manager.resume_step().unwrap(), Some(3));
     assert_eq!(manager.steps().unwrap(), vec![2, 3], "keep_last 2 kept the newest two");
     assert_eq!(manager.step_path(3).unwrap().file_name().unwrap(), "step-000000000003");
     assert!(!manager.step_path(1).unwrap().exists(), "retention keeps the last 2 steps: step 1 must be gone");
@@ -86,6 +87,7 @@ fn load_latest_of_an_empty_root_is_a_fresh_start() {
     let temp = TempDir::new();
     let ctx = solo_builder().io_workers(0).create().unwrap();
     let manager = Manager::open(&ctx, temp.checkpoint(), &ManagerOptions::new()).unwrap();
+    assert_eq!(manager.resume_step().unwrap(), None);
     let mut weight = [0f32; 2];
     let mut state = LoadState::new().unwrap();
     state.add_tensor(&Shard::new(WEIGHT, &[2]), &mut weight).unwrap();

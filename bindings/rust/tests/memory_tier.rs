@@ -95,6 +95,7 @@ fn resume_from_memory(root: &Path) {
     // The trainer stays attached while a fresh context resumes: a job that ended cleanly lets its agent go.
     let resumed = solo_builder().create().unwrap();
     let fresh = Manager::open(&resumed, root, &options).unwrap();
+    assert_eq!(fresh.resume_step().unwrap(), Some(3), "the step held in memory alone");
     let mut weight = vec![0f32; LENGTH as usize];
     {
         let mut state = LoadState::new().unwrap();

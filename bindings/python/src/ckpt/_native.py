@@ -285,6 +285,7 @@ _SIGNATURES = [
     ("ckpt_manager_latest", c_i32, [c_void_p, ctypes.POINTER(c_u64), _ERR]),
     ("ckpt_manager_load_latest", c_i32,
      [c_void_p, c_void_p, ctypes.POINTER(LoadOptions), ctypes.POINTER(c_u64), _ERR]),
+    ("ckpt_manager_resume_step", c_i32, [c_void_p, ctypes.POINTER(c_u64), _ERR]),
     ("ckpt_manager_steps", c_i32, [c_void_p, u64_array, c_u64, ctypes.POINTER(c_u64), _ERR]),
     ("ckpt_manager_step_path", c_i32, [c_void_p, c_u64, c_char_p, c_u64, _ERR]),
     ("ckpt_reader_open", c_i32, [c_char_p, ctypes.POINTER(c_void_p), _ERR]),

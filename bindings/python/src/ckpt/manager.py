@@ -18,8 +18,8 @@ class CheckpointManager:
     memory, which outlives the trainers), and the steps divisible by `storage_every` to storage as well (tier
     "both": the agent writes them there in the background and moves `latest`); with `storage_every` None, a step
     reaches storage only when the trainers die. The job then needs an identity: CKPT_JOB_ID (see ckpt.save).
-    restore() with a target resumes from the newest step of either tier, read from memory when it is at least as
-    new as the newest on storage; latest_step() and all_steps() see storage only."""
+    restore() resumes from the newest step of either tier, read from memory when it is at least as new as the
+    newest on storage; resume_step() says which step that is, while latest_step() and all_steps() see storage only."""
 
     def __init__(self, root, *, keep_last=None, keep_every=None, save_interval_steps=1, memory_tier=False,
                  storage_every=None, context=None):
@@ -95,19 +95,23 @@ class CheckpointManager:
         return True
 
     def restore(self, step=None, target=None, *, partial=False, allow_dtype_cast=False, progress=None):
-        """Collective. The tree saved as `step` (None: the latest committed step, as rank 0 sees it), shaped like
-        `target` as ckpt.restore does (`partial`, `allow_dtype_cast` and `progress` too). NotFoundError on every
-        rank when there is no committed step. A step in the memory tier is read from there; without a target, the
-        tree's structure is read from storage, so only a target finds a step held in memory alone."""
+        """Collective. The tree saved as `step` (None: resume_step()'s), shaped like `target` as ckpt.restore does
+        (`partial`, `allow_dtype_cast` and `progress` too). NotFoundError on every rank when there is no committed
+        step. A step in the memory tier is read from there. Without a target the tree's structure is read from
+        storage: a step held in memory alone then needs a target (InvalidArgumentError says so)."""
         options = {"context": self._context, "partial": partial, "allow_dtype_cast": allow_dtype_cast,
                    "progress": progress}
         if step is not None:
             return checkpoint.restore(self.step_path(step), target, **options)
         if target is None:
-            latest = self.latest_step()
-            if latest is None:
-                raise errors.NotFoundError(f"no committed step under {self.directory}")
-            return checkpoint.restore(self.step_path(latest), None, **options)
+            resume = self.resume_step()
+            if resume is None:
+                raise errors.NotFoundError(f"no committed step under {self.directory}, on storage or in memory")
+            if resume not in self.all_steps():
+                raise errors.InvalidArgumentError(
+                    f"step {resume}, the newest under {self.directory}, is held in the memory tier only: restoring it "
+                    "needs a target (without one, the tree's structure is read from storage)")
+            return checkpoint.restore(self.step_path(resume), None, **options)
         with State() as state:
             structure, finishers = checkpoint.register_target(state, target, checkpoint.load_flags(allow_dtype_cast))
             opts, _c_progress = checkpoint._load_options(partial, progress)
@@ -115,6 +119,17 @@ class CheckpointManager:
             self._context.run(lambda: call("ckpt_manager_load_latest", self.handle, state.handle,
                                            ctypes.byref(opts), ctypes.byref(loaded)))
             return checkpoint.finish_restore(state, structure, finishers)
+
+    def resume_step(self):
+        """Collective. The step restore() without a step loads, the same on every process: the latest on storage,
+        or the newest step the job's node agents hold in memory when it is at least as new (which latest_step()
+        does not see). None when there is none: a fresh start."""
+        step = ctypes.c_uint64()
+        try:
+            self._call("ckpt_manager_resume_step", self.handle, ctypes.byref(step))
+        except errors.NotFoundError:
+            return None
+        return step.value
 
     def latest_step(self):
         """The newest committed step that `latest` names (or, if the pointer is stale, the newest committed one);
