@@ -241,8 +241,8 @@ Status ReassignCopy(Context& ctx, const CopyChoice& choice, const Manifest& mani
   if (!reassigned.ok()) {
     ctx.Log(LogLevel::kWarning,
             "the memory tier: this node's agent will not persist '" + record->name +
-                "' for this job, so that the agents cannot commit it to storage should the trainers die before "
-                "they save again: " +
+                "' for this job, so the agents cannot commit it to storage should the trainers die before they save "
+                "again: " +
                 reassigned.message());
   }
   return Status::Ok();
