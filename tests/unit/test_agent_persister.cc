@@ -13,9 +13,12 @@
 #include "io/file_io.h"
 #include "runtime/agent/persister.h"
 #include "runtime/manifest.h"
+#include "tests/unit/test_pattern.h"
 
 namespace ckpt::agent {
 namespace {
+
+using ckpt::testing::Pattern;
 
 constexpr std::chrono::milliseconds kWait{5000};
 
@@ -62,18 +65,6 @@ TEST_F(AgentPersisterTest, CopiesTheCheckpointAndCommitsIt) {
   EXPECT_EQ(Read(checkpoint_.storage_path + "/MANIFEST"), "manifest");
   EXPECT_EQ(Read(checkpoint_.storage_path + "/data/0-0.bin"), std::string(100000, 'd'));
   EXPECT_EQ(io::ListDirectory(root_ + "/storage").value(), std::vector<std::string>{"ck"});
-}
-
-// Bytes that differ from position to position and from file to file, so that a piece written at a wrong offset or
-// twice shows.
-std::string Pattern(size_t size, uint32_t seed) {
-  std::string bytes(size, '\0');
-  uint32_t x = seed * 2654435761u + 1;
-  for (char& c : bytes) {
-    x = x * 1664525u + 1013904223u;
-    c = static_cast<char>(x >> 24);
-  }
-  return bytes;
 }
 
 // The direct copy writes aligned 8 MiB pieces and leaves the unaligned tail to an ordinary write; tmpfs takes no

@@ -20,6 +20,7 @@
 #include "runtime/reader.h"
 #include "runtime/safetensors.h"
 #include "runtime/safetensors_export.h"
+#include "tests/unit/test_pattern.h"
 
 namespace {
 
@@ -41,15 +42,7 @@ struct TestTensor {
   uint64_t column_slabs = 1;  // saved as this many slabs along the last dimension
 };
 
-std::string Pattern(uint64_t size, uint32_t seed) {
-  std::string bytes(size, '\0');
-  uint32_t x = seed * 2654435761u + 1;
-  for (char& c : bytes) {
-    x = x * 1664525u + 1013904223u;
-    c = static_cast<char>(x >> 24);
-  }
-  return bytes;
-}
+using ckpt::testing::Pattern;
 
 class SafetensorsExportTest : public ::testing::Test {
  protected:
