@@ -46,6 +46,10 @@ ckpt_python_test(python_memory_tier_manager_needs_job_id
                  test_memory_tier.py::test_a_memory_tier_manager_without_a_job_identity_names_CKPT_JOB_ID)
 ckpt_python_test(python_memory_tier_resume_from_memory
                  test_memory_tier.py::test_a_manager_resumes_from_memory_the_step_storage_never_saw)
+ckpt_python_test(jax_jit_saver_memory_tier test_memory_tier.py::test_a_jit_saver_saves_each_step_into_the_memory_tier
+                 JAX)
+ckpt_python_test(jax_jit_saver_memory_tier_needs_job_id
+                 test_memory_tier.py::test_a_jit_saver_to_memory_without_a_job_identity_names_CKPT_JOB_ID JAX)
 ckpt_python_test(python_numpy_reshard_1_3_2_ranks test_numpy_multirank.py::test_reshard_1_to_3_to_2_ranks)
 ckpt_python_test(python_numpy_manager_2_ranks test_numpy_multirank.py::test_manager_retention_and_resume_on_2_ranks)
 ckpt_python_test(python_numpy_mismatch_2_ranks test_numpy_multirank.py::test_mismatches_fail_on_every_rank)

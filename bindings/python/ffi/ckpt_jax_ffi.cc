@@ -172,7 +172,7 @@ struct PendingSave {
 // Everything one JitSaver (one ckpt context) has in flight.
 class Saver {
  public:
-  explicit Saver(ckpt_context_t* ctx) : ctx_(ctx) {}
+  Saver(ckpt_context_t* ctx, int32_t tier) : ctx_(ctx), tier_(tier) {}
 
   // Adds one call's blocks; returns the whole pending save when this is the process's last call for `path`.
   std::unique_ptr<PendingSave> Arrive(const std::string& path, int64_t calls, std::string pytree,
@@ -231,8 +231,10 @@ class Saver {
     }
     status = ckpt_state_add_common(state, kPytreeKey, pending.pytree.data(), pending.pytree.size(), err.get());
     if (status != CKPT_OK) return err.ToFfi("ckpt: " + path, status);
+    ckpt_save_options options = CKPT_SAVE_OPTIONS_INIT;
+    options.tier = tier_;
     ckpt_request_t* request = nullptr;
-    status = ckpt_save(ctx_, state, path.c_str(), nullptr, &request, err.get());
+    status = ckpt_save(ctx_, state, path.c_str(), &options, &request, err.get());
     if (status != CKPT_OK) return err.ToFfi("ckpt: saving " + path, status);
     std::lock_guard<std::mutex> requests_lock(mutex_);
     requests_.push_back(request);
@@ -264,6 +266,7 @@ class Saver {
 
  private:
   ckpt_context_t* ctx_;
+  const int32_t tier_;  // CKPT_TIER_*: where every save of this saver goes
   std::mutex mutex_;
   std::map<std::string, std::unique_ptr<PendingSave>> pending_;
   std::vector<ckpt_request_t*> requests_;
@@ -277,9 +280,9 @@ class Savers {
     return *savers;
   }
 
-  int64_t Open(ckpt_context_t* ctx) {
+  int64_t Open(ckpt_context_t* ctx, int32_t tier) {
     std::lock_guard<std::mutex> lock(mutex_);
-    savers_.push_back(std::make_shared<Saver>(ctx));
+    savers_.push_back(std::make_shared<Saver>(ctx, tier));
     return static_cast<int64_t>(savers_.size()) - 1;
   }
 
@@ -498,10 +501,10 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(ckpt_jax_save_cuda, SaveOnCuda,
                               BindSave(ffi::Ffi::Bind().Ctx<ffi::PlatformStream<cudaStream_t>>()));
 #endif
 
-/* Opens a saver that issues its saves through `ctx` (which must outlive it); returns its id for the `saver`
- * attribute, or -1 if ctx is NULL. */
-CKPT_JAX_EXPORT int64_t ckpt_jax_ffi_open(ckpt_context_t* ctx) {
-  return ctx == nullptr ? -1 : Savers::Instance().Open(ctx);
+/* Opens a saver that issues its saves through `ctx` (which must outlive it) to `tier` (CKPT_TIER_*, as
+ * ckpt_save_options.tier); returns its id for the `saver` attribute, or -1 if ctx is NULL. */
+CKPT_JAX_EXPORT int64_t ckpt_jax_ffi_open(ckpt_context_t* ctx, int32_t tier) {
+  return ctx == nullptr ? -1 : Savers::Instance().Open(ctx, tier);
 }
 
 /* Waits for every save the saver issued so far (timeout_ms 0: no limit beyond the context's); returns CKPT_OK, or

@@ -134,3 +134,40 @@ def test_a_manager_resumes_from_memory_the_step_storage_never_saw(tmp_path, job_
     finally:
         resumed.close()
         trainer.close()
+
+
+def test_a_jit_saver_saves_each_step_into_the_memory_tier(tmp_path, job_with_agent):
+    import jax
+    import jax.numpy as jnp
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec
+    import ckpt.jax
+
+    with pytest.raises(ValueError, match="tier must be"):
+        ckpt.jax.JitSaver({"w": NamedSharding(Mesh(np.array(jax.devices()[:1]), ("x",)), PartitionSpec())}, tier="disk")
+    sharding = NamedSharding(Mesh(np.array(jax.devices()[:1]), ("x",)), PartitionSpec("x"))
+    state = {"w": jax.device_put(jnp.arange(32.0, dtype=jnp.float32).reshape(8, 4), sharding)}
+    saver = ckpt.jax.JitSaver({"w": sharding}, tier="memory")
+    step = jax.jit(lambda state, path: (saver(path, state), {"w": state["w"] + 1})[1])
+    for i in (1, 2):
+        state = step(state, ckpt.jax.path_array(tmp_path / f"step-{i}"))
+    jax.block_until_ready(state)
+    assert saver.wait()
+    assert not (tmp_path / "step-2").exists(), "a save to memory reached storage"
+    restored = ckpt.restore(tmp_path / "step-2", {"w": jax.ShapeDtypeStruct((8, 4), jnp.float32, sharding=sharding)})
+    np.testing.assert_array_equal(np.asarray(restored["w"]), np.arange(32.0, dtype=np.float32).reshape(8, 4) + 1)
+    saver.close()
+
+
+def test_a_jit_saver_to_memory_without_a_job_identity_names_CKPT_JOB_ID(tmp_path, anonymous_job):
+    import jax
+    import jax.numpy as jnp
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec
+    import ckpt.jax
+
+    sharding = NamedSharding(Mesh(np.array(jax.devices()[:1]), ("x",)), PartitionSpec())
+    saver = ckpt.jax.JitSaver({"w": sharding}, tier="memory")
+    step = jax.jit(lambda w, path: (saver(path, {"w": w}), w)[1])
+    with pytest.raises(Exception, match="CKPT_JOB_ID"):
+        jax.block_until_ready(step(jax.device_put(jnp.ones(4), sharding), ckpt.jax.path_array(tmp_path / "c")))
+    assert not (tmp_path / "c").exists()
+    saver.close()

@@ -184,7 +184,7 @@ class _FfiLibrary:
                 f"cannot load the XLA FFI handler library {path}: {e}. It is built beside libckpt where python3 "
                 "imports jax (cmake -DPython3_EXECUTABLE=...); set CKPT_JAX_LIB to point at it") from e
         self.handlers.ckpt_jax_ffi_open.restype = ctypes.c_int64
-        self.handlers.ckpt_jax_ffi_open.argtypes = [ctypes.c_void_p]
+        self.handlers.ckpt_jax_ffi_open.argtypes = [ctypes.c_void_p, ctypes.c_int32]
         self.handlers.ckpt_jax_ffi_wait.restype = ctypes.c_int32
         self.handlers.ckpt_jax_ffi_wait.argtypes = [ctypes.c_int64, ctypes.c_uint32, ctypes.c_void_p]
         self.handlers.ckpt_jax_ffi_close.restype = None
@@ -230,10 +230,13 @@ class JitSaver:
     checkpoint is an ordinary one: ckpt.restore reads it into any sharding. A JitSaver issues its saves through its
     own ckpt.Context (made collectively here from jax.distributed, unless `context` is given): a context must not
     carry collectives from two threads at once, and the saves run on XLA's threads while Python may save or restore
-    through the default context."""
+    through the default context. `tier` is ckpt.save's: with "memory" every save goes into the node agent's memory
+    (a save every step, as a crash loses nothing; the job needs CKPT_JOB_ID), with "both" to storage as well, and
+    ckpt.restore reads such a path from memory."""
 
-    def __init__(self, shardings, *, context=None):
-        from . import context as context_module, tree as tree_module
+    def __init__(self, shardings, *, context=None, tier="storage"):
+        from . import checkpoint, context as context_module, tree as tree_module
+        tier_code = checkpoint.tier_code(tier)
         leaves, _ = tree_module.flatten(shardings)
         if not leaves:
             raise ValueError("JitSaver: the shardings tree has no leaf")
@@ -254,7 +257,7 @@ class JitSaver:
         self._library = _FfiLibrary.get()
         self._context = context or context_module.Context.from_jax(_private=True)
         self._context.adopt(self)
-        self._id = self._library.handlers.ckpt_jax_ffi_open(self._context.handle)
+        self._id = self._library.handlers.ckpt_jax_ffi_open(self._context.handle, tier_code)
 
     def __call__(self, path, tree):
         """Inside jax.jit: saves `tree` (the structure of `shardings`) to the path held by the uint8 array `path`
