@@ -1,5 +1,6 @@
-"""The memory tier from Python: ckpt.save's tier and CheckpointManager's memory_tier and storage_every reach the
-library, bad values are refused before any work, and a manager resumes from the node agent's memory."""
+"""The memory tier from Python: ckpt.save's tier, CheckpointManager's memory_tier and storage_every, and
+ckpt.jax.JitSaver's tier reach the library, bad values are refused before any work, and a manager resumes from the
+node agent's memory."""
 
 import os
 import shutil
@@ -142,9 +143,9 @@ def test_a_jit_saver_saves_each_step_into_the_memory_tier(tmp_path, job_with_age
     from jax.sharding import Mesh, NamedSharding, PartitionSpec
     import ckpt.jax
 
-    with pytest.raises(ValueError, match="tier must be"):
-        ckpt.jax.JitSaver({"w": NamedSharding(Mesh(np.array(jax.devices()[:1]), ("x",)), PartitionSpec())}, tier="disk")
     sharding = NamedSharding(Mesh(np.array(jax.devices()[:1]), ("x",)), PartitionSpec("x"))
+    with pytest.raises(ValueError, match="tier must be"):
+        ckpt.jax.JitSaver({"w": sharding}, tier="disk")
     state = {"w": jax.device_put(jnp.arange(32.0, dtype=jnp.float32).reshape(8, 4), sharding)}
     saver = ckpt.jax.JitSaver({"w": sharding}, tier="memory")
     step = jax.jit(lambda state, path: (saver(path, state), {"w": state["w"] + 1})[1])
