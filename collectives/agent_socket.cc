@@ -6,8 +6,10 @@
 
 #include <cerrno>
 #include <cstring>
+#include <thread>
 
 #include "collectives/agent_protocol.h"
+#include "common/fault_injection.h"
 
 namespace ckpt::coll::agent {
 namespace {
@@ -41,6 +43,7 @@ Result<UniqueFd> ListenAbstract(std::string_view name) {
     if (errno == EADDRINUSE) return AlreadyExists("an agent already listens on '@" + std::string(name) + "'");
     return IoError("cannot bind '@" + std::string(name) + "': " + Errno(errno));
   }
+  std::this_thread::sleep_for(fault::ListenDelay());
   if (listen(fd.get(), 256) != 0) return IoError("listen on '@" + std::string(name) + "' failed: " + Errno(errno));
   return fd;
 }

@@ -4,6 +4,7 @@
 // neither the code nor the variables' names, and no environment can make it misbehave on purpose.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <string>
 
@@ -30,6 +31,9 @@ inline constexpr char kStopBeforeExchangeVar[] = "CKPT_FAULT_STOP_BEFORE_EXCHANG
 // CKPT_FAULT_AGENT_DIES_ON_PUSH_ASK: the ckpt-agent of the node with this name dies (SIGKILL) when a peer asks it to
 // send files for a fetch, as a node lost after it told the fetching peer what it holds.
 inline constexpr char kAgentDiesOnPushAskVar[] = "CKPT_FAULT_AGENT_DIES_ON_PUSH_ASK";
+// CKPT_FAULT_LISTEN_DELAY_MS: a socket bound by ListenAbstract (collectives/agent_socket.h) starts listening only
+// this many milliseconds later, as when the ckpt-agent that bound it is preempted there.
+inline constexpr char kListenDelayVar[] = "CKPT_FAULT_LISTEN_DELAY_MS";
 
 #ifdef CKPT_FAULT_INJECTION
 
@@ -62,6 +66,11 @@ inline bool AgentDiesOnPushAsk(const std::string& node) {
   return settings::StringFromEnv(kAgentDiesOnPushAskVar) == node;
 }
 
+// How long to wait between binding a socket and listening on it.
+inline std::chrono::milliseconds ListenDelay() {
+  return std::chrono::milliseconds(settings::PositiveFromEnv(kListenDelayVar, 0));
+}
+
 #else
 
 inline constexpr bool kCompiledIn = false;
@@ -70,6 +79,7 @@ constexpr uint64_t LimitTransfer(uint64_t length) { return length; }
 constexpr bool ExitBeforeExchange(int) { return false; }
 constexpr bool StopBeforeExchange(int) { return false; }
 inline bool AgentDiesOnPushAsk(const std::string&) { return false; }
+constexpr std::chrono::milliseconds ListenDelay() { return std::chrono::milliseconds(0); }
 
 #endif
 

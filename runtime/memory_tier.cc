@@ -35,6 +35,9 @@ constexpr int kSecretFd = 3;
 constexpr std::chrono::seconds kStartTimeout{30};
 // How often a rank asks the agent whether its replication or fetch is done: both take far longer.
 constexpr std::chrono::milliseconds kPollInterval{5};
+// How long a rank that started an agent waits for one to listen on the job's socket: a bound socket listens a
+// moment later.
+constexpr std::chrono::seconds kListenWait{5};
 
 std::string ShmRoot() {
   const char* root = std::getenv(kAgentShmRootVar);
@@ -179,7 +182,16 @@ Result<std::unique_ptr<MemoryTier>> MemoryTier::Attach(const MemoryTierConfig& c
       agent::AgentConnection::Open(config.job_id, config.job_secret, config.rank, config.timeout);
   if (!opened.ok() && opened.status().code() == Code::kNotFound && start) {
     RETURN_IF_ERROR(StartAgent(config));
-    opened = agent::AgentConnection::Open(config.job_id, config.job_secret, config.rank, config.timeout);
+    // The agent that serves may be another rank's, whose socket ours found bound (and so exited at once) before
+    // that one listens on it: it has kListenWait to begin.
+    const auto deadline = std::chrono::steady_clock::now() + kListenWait;
+    while (true) {
+      opened = agent::AgentConnection::Open(config.job_id, config.job_secret, config.rank, config.timeout);
+      if (opened.ok() || opened.status().code() != Code::kNotFound || std::chrono::steady_clock::now() >= deadline) {
+        break;
+      }
+      std::this_thread::sleep_for(kPollInterval);
+    }
   }
   RETURN_IF_ERROR(opened.status());
   return std::unique_ptr<MemoryTier>(new MemoryTier(std::move(opened).value()));

@@ -11,16 +11,20 @@
 #include <atomic>
 #include <chrono>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "ckpt.h"
 #include "collectives/agent_connection.h"
 #include "collectives/agent_socket.h"
+#include "common/fault_injection.h"
 #include "io/file_io.h"
 #include "runtime/manager.h"
+#include "runtime/memory_tier.h"
 
 namespace ckpt::agent {
 namespace {
@@ -394,6 +398,38 @@ TEST_F(AgentProcessTest, ASecondAgentOfTheJobExitsAtOnceSayingOneRuns) {
   EXPECT_NE(ReadFile(LogPath(1)).find("an agent of job " + job_ + " already runs here"), std::string::npos)
       << ReadFile(LogPath(1));
   EXPECT_TRUE(Connect(0).ok()) << "the first agent still serves";
+}
+
+// A rank whose own agent found the job's socket bound, by another rank's agent that does not listen yet, had it
+// exit at once ("already runs"); the rank then waits for that agent to listen instead of failing. The first agent
+// pauses between binding and listening (CKPT_FAULT_LISTEN_DELAY_MS) to hold that moment open.
+TEST_F(AgentProcessTest, ARankWhoseAgentFindsAnotherOneStartingWaitsForItToListen) {
+  if (!fault::kCompiledIn) GTEST_SKIP() << "a build without CKPT_FAULT_INJECTION has no fault hooks";
+  // The variables the agents and MemoryTier::Attach read, set for this test only.
+  const std::vector<std::pair<const char*, std::string>> variables = {
+      {fault::kListenDelayVar, "1500"}, {"CKPT_AGENT_PATH", CKPT_AGENT_PATH}, {"CKPT_AGENT_SHM_ROOT", root_}};
+  std::vector<std::optional<std::string>> before;
+  for (const auto& [name, value] : variables) {
+    const char* old = std::getenv(name);
+    before.push_back(old ? std::optional<std::string>(old) : std::nullopt);
+    ASSERT_EQ(setenv(name, value.c_str(), 1), 0);
+  }
+  Spawn(0, {});
+  std::this_thread::sleep_for(milliseconds(300));  // it has bound the socket, and waits
+  runtime::MemoryTierConfig config;
+  config.job_id = job_;
+  config.node_name = kNode;
+  config.timeout = kCallTimeout;
+  Result<std::unique_ptr<runtime::MemoryTier>> attached = runtime::MemoryTier::Attach(config, true);
+  for (size_t i = 0; i < variables.size(); ++i) {
+    if (before[i]) {
+      setenv(variables[i].first, before[i]->c_str(), 1);
+    } else {
+      unsetenv(variables[i].first);
+    }
+  }
+  ASSERT_TRUE(attached.ok()) << attached.status().message() << "\n" << ReadFile(LogPath(0));
+  EXPECT_EQ((*attached)->memory_dir(), MemoryDir()) << "attached to the first agent";
 }
 
 TEST_F(AgentProcessTest, ADaemonStartReturnsOnceItServesAndHoldsNoneOfTheStartersStreams) {
