@@ -123,15 +123,16 @@ def test_a_manager_resumes_from_memory_the_step_storage_never_saw(tmp_path, job_
             wait_for_file(os.path.join(manager.step_path(2), "MANIFEST"))  # written by the agent
             with ckpt.CheckpointManager(root, memory_tier=True, storage_every=2, context=resumed) as fresh:
                 assert fresh.resume_step() == 3, "the step held in memory alone is the one to resume from"
-                with pytest.raises(ckpt.InvalidArgumentError, match="step 3, the newest .* needs a target"):
-                    fresh.restore()
+                untargeted = fresh.restore()  # the saved pytree says every array's shape and dtype
                 restored = fresh.restore(target=tree_at(0))
                 assert not os.path.exists(fresh.step_path(3)), "step 3 reached storage"
                 assert not os.path.exists(fresh.step_path(1)), "step 1 reached storage"
                 assert fresh.latest_step() == 2
-        assert restored["step"] == 3
-        np.testing.assert_array_equal(restored["w"], tree_at(3)["w"])
-        np.testing.assert_array_equal(restored["bias"], tree_at(3)["bias"])
+        for tree in (restored, untargeted):
+            assert tree["step"] == 3
+            np.testing.assert_array_equal(tree["w"], tree_at(3)["w"])
+            np.testing.assert_array_equal(tree["bias"], tree_at(3)["bias"])
+        assert untargeted["w"].dtype == np.float32 and untargeted["bias"].dtype == np.float64
     finally:
         resumed.close()
         trainer.close()
@@ -156,6 +157,8 @@ def test_a_jit_saver_saves_each_step_into_the_memory_tier(tmp_path, job_with_age
     assert not (tmp_path / "step-2").exists(), "a save to memory reached storage"
     restored = ckpt.restore(tmp_path / "step-2", {"w": jax.ShapeDtypeStruct((8, 4), jnp.float32, sharding=sharding)})
     np.testing.assert_array_equal(np.asarray(restored["w"]), np.arange(32.0, dtype=np.float32).reshape(8, 4) + 1)
+    untargeted = ckpt.restore(tmp_path / "step-2")  # from memory too: the pytree the FFI saved has the shapes
+    np.testing.assert_array_equal(untargeted["w"], np.arange(32.0, dtype=np.float32).reshape(8, 4) + 1)
     saver.close()
 
 

@@ -56,6 +56,30 @@ def test_python_values_are_common_entries_restored_with_their_type(tmp_path):
     assert ckpt.Reader(tmp_path / "c").common["step"] == str(2**70).encode()  # readable from C as well
 
 
+def test_a_checkpoint_whose_pytree_lacks_shapes_or_that_has_none_restores_without_a_target(tmp_path, monkeypatch):
+    tree = {"w": np.arange(6, dtype=np.float32).reshape(2, 3), "step": 7}
+    # As an older ckpt wrote it: a pytree whose arrays have neither shape nor dtype; they are listed from storage.
+    with monkeypatch.context() as patched:
+        patched.setattr(ckpt.checkpoint, "array_description",
+                        lambda key, kind, shape, dtype, **extra: dict(key=key, kind=kind, **extra))
+        ckpt.save(tmp_path / "older", tree).wait()
+    older = ckpt.restore(tmp_path / "older")
+    assert older["step"] == 7 and older["w"].tolist() == tree["w"].tolist()
+
+    # As another language writes it: no pytree, a flat dict of its tensors and common bytes comes back.
+    def register_without_pytree(state, tree):
+        state.add_tensor("w", tree["w"], tree["w"].shape, (0, 0))
+        state.add_common("note", b"from C")
+        return False
+
+    with monkeypatch.context() as patched:
+        patched.setattr(ckpt.checkpoint, "register_tree", register_without_pytree)
+        ckpt.save(tmp_path / "foreign", tree).wait()
+    foreign = ckpt.restore(tmp_path / "foreign")
+    assert sorted(foreign) == ["note", "w"] and foreign["note"] == b"from C"
+    assert foreign["w"].tolist() == tree["w"].tolist()
+
+
 @dataclasses.dataclass
 class Layer:
     kernel: np.ndarray

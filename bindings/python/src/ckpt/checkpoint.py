@@ -203,12 +203,13 @@ def register_tree(state, tree):
         if isinstance(leaf, (Shard, np.ndarray, np.generic)):
             immutable = False
         if isinstance(leaf, Shard):
-            state.add_tensor(key, dtypes.native(np.asarray(leaf.data)), leaf.global_shape, leaf.offset, leaf.replica)
-            descriptions.append({"key": key, "kind": "array"})
+            data = dtypes.native(np.asarray(leaf.data))
+            state.add_tensor(key, data, leaf.global_shape, leaf.offset, leaf.replica)
+            descriptions.append(array_description(key, "array", leaf.global_shape, data.dtype))
         elif isinstance(leaf, (np.ndarray, np.generic)):
             array = dtypes.native(np.asarray(leaf))
             state.add_tensor(key, array, array.shape, (0,) * array.ndim)
-            descriptions.append({"key": key, "kind": "array"})
+            descriptions.append(array_description(key, "array", array.shape, array.dtype))
         elif type(leaf) in _COMMON_KINDS:
             state.add_common(key, _encode_common(leaf))
             descriptions.append({"key": key, "kind": _COMMON_KINDS[type(leaf)]})
@@ -278,7 +279,8 @@ def save(path, tree, *, context=None, metadata=None, progress=None, tier="storag
     memory succeeds once the checkpoint is complete in memory, and restore(path) then reads that copy. It needs the
     job's identity, the same on every rank and across restarts: CKPT_JOB_ID (or SLURM_JOB_ID, TORCHELASTIC_RUN_ID),
     else InvalidArgumentError; NoSpaceError past the agent's budget (CKPT_AGENT_BUDGET_BYTES, default half of the
-    node's memory). So far the memory tier serves jobs whose ranks share one node (UnsupportedError otherwise)."""
+    node's memory). Across nodes, each node's agent copies its files to CKPT_MEMORY_REPLICAS other nodes (default
+    1) before the Request succeeds."""
     ctx = context_module.resolve(context)
     target = os.fsencode(os.fspath(path))
 
@@ -300,9 +302,38 @@ def _load_options(partial, progress):
     return opts, c_progress
 
 
-def _target_from_checkpoint(path):
-    """The target that restores a checkpoint whole, as numpy arrays: its saved pytree, or, for a checkpoint written
-    by another language, a flat dict of its tensors and common entries."""
+def array_description(key, kind, shape, dtype, **extra):
+    """A leaf's description in the saved pytree for a stored tensor of `shape` and `dtype` (for a PRNG key, its key
+    data's): with them, a restore without a target needs nothing but the pytree."""
+    return dict(key=key, kind=kind, shape=[int(n) for n in shape], dtype=dtypes.code_of(dtype), **extra)
+
+
+def _target_from_checkpoint(ctx, source, path):
+    """The target that restores a checkpoint whole, as numpy arrays. Collective: a first load registers nothing and
+    brings back the common entries wherever the checkpoint lies (on storage, or in the memory tier alone), and the
+    saved pytree records every array's shape and dtype. A pytree written before it did, or a checkpoint written by
+    another language (a flat dict of its tensors and common entries), is listed from storage."""
+    with State() as state:
+        opts, _c_progress = _load_options(True, None)
+        ctx.run(lambda: call("ckpt_load", ctx.handle, state.handle, source, ctypes.byref(opts)))
+        text = state.common(tree_module.STRUCTURE_KEY)
+    if text is not None:
+        encoded = tree_module.parse(text.decode())
+        stored = [d for d in tree_module.leaves_of(encoded) if d["kind"] in ("array", "prng_key")]
+        if all("shape" in d and "dtype" in d for d in stored):
+            return tree_module.build(encoded, _described_placeholder)
+    return _target_from_storage(path)
+
+
+def _described_placeholder(description):
+    kind = description["kind"]
+    if kind in ("array", "prng_key"):
+        return np.broadcast_to(np.empty((), dtypes.dtype_of(description["dtype"])), tuple(description["shape"]))
+    return _COMMON_PLACEHOLDER[kind]
+
+
+def _target_from_storage(path):
+    """_target_from_checkpoint's target, from the checkpoint's files on storage."""
     from .reader import Reader
     with Reader(path) as reader:
         tensors = reader.tensors
@@ -403,12 +434,12 @@ def restore(path, target=None, *, context=None, partial=False, allow_dtype_cast=
     "planning", "reading", then "loaded" or "failed", from the context's thread, at most every 100 ms in between.
 
     When the job has an identity (CKPT_JOB_ID) and every rank's node agent holds `path` in memory (a save with
-    tier "memory" or "both"), the restore reads that copy, verified the same way, and touches no storage; a target
-    is then needed, since without one the tree's structure is read from storage."""
+    tier "memory" or "both"), the restore reads that copy, verified the same way, and touches no storage; without a
+    target too, where the Python package saved it (its pytree records each array's shape and dtype)."""
     ctx = context_module.resolve(context)
     source = os.fsencode(os.fspath(path))
     if target is None:
-        target = _target_from_checkpoint(os.fspath(path))
+        target = _target_from_checkpoint(ctx, source, os.fspath(path))
     with State() as state:
         structure, finishers = register_target(state, target, load_flags(allow_dtype_cast))
         opts, _c_progress = _load_options(partial, progress)

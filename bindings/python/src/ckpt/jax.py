@@ -52,14 +52,17 @@ def register_for_save(state, leaves):
     """Registers the addressable shards of each (key, jax.Array) in `leaves`: one box per distinct shard index of
     this process (the lowest replica among its devices), with the global offset from the shard's index. Returns
     [(position, description)] for the pytree structure."""
+    from . import checkpoint
     arrays, descriptions = [], []
     for key, leaf in leaves:
         if isinstance(leaf, jax.ShapeDtypeStruct):
             raise TypeError(f"'{key}': a jax.ShapeDtypeStruct describes an array but holds no values to save")
-        description = {"key": key, "kind": "array"}
         if _is_key(leaf.dtype):
-            description = {"key": key, "kind": "prng_key", "impl": _key_impl(leaf.dtype).name}
+            impl = _key_impl(leaf.dtype).name
             leaf = jax.random.key_data(leaf)
+            description = checkpoint.array_description(key, "prng_key", leaf.shape, leaf.dtype, impl=impl)
+        else:
+            description = checkpoint.array_description(key, "array", leaf.shape, leaf.dtype)
         arrays.append((key, leaf))
         descriptions.append(description)
     jax.block_until_ready([array for _, array in arrays])
@@ -262,20 +265,21 @@ class JitSaver:
     def __call__(self, path, tree):
         """Inside jax.jit: saves `tree` (the structure of `shardings`) to the path held by the uint8 array `path`
         (path_array). Returns an int32 array, one zero per device, that nothing needs to use."""
-        from . import tree as tree_module
+        from . import checkpoint, tree as tree_module
         leaves, structure = tree_module.flatten(tree)
         if [key for key, _ in leaves] != self._keys:
             raise ValueError(f"JitSaver: the tree's keys {[k for k, _ in leaves]} are not those of its shardings "
                              f"{self._keys}")
         values, specs, descriptions = [], [], []
         for (key, leaf), spec in zip(leaves, self._specs):
-            description = {"key": key, "kind": "array"}
+            # array_description refuses a type ckpt cannot store now, not inside the computation.
             if _is_key(leaf.dtype):
                 impl = _key_impl(leaf.dtype)
-                description = {"key": key, "kind": "prng_key", "impl": impl.name}
                 leaf = jax.random.key_data(leaf)
+                description = checkpoint.array_description(key, "prng_key", leaf.shape, leaf.dtype, impl=impl.name)
                 spec = PartitionSpec(*(list(spec) + [None] * (leaf.ndim - len(spec))))
-            dtypes.code_of(leaf.dtype)  # refuses a type ckpt cannot store now, not inside the computation
+            else:
+                description = checkpoint.array_description(key, "array", leaf.shape, leaf.dtype)
             values.append(leaf)
             specs.append(PartitionSpec(*(list(spec) + [None] * (leaf.ndim - len(spec)))))
             descriptions.append(description)

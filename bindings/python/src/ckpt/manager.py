@@ -96,9 +96,8 @@ class CheckpointManager:
 
     def restore(self, step=None, target=None, *, partial=False, allow_dtype_cast=False, progress=None):
         """Collective. The tree saved as `step` (None: resume_step()'s), shaped like `target` as ckpt.restore does
-        (`partial`, `allow_dtype_cast` and `progress` too). NotFoundError on every rank when there is no committed
-        step. A step in the memory tier is read from there. Without a target the tree's structure is read from
-        storage: a step held in memory alone then needs a target (InvalidArgumentError says so)."""
+        (`partial`, `allow_dtype_cast` and `progress` too; without a target, the saved tree of numpy arrays).
+        NotFoundError on every rank when there is no committed step. A step in the memory tier is read from there."""
         options = {"context": self._context, "partial": partial, "allow_dtype_cast": allow_dtype_cast,
                    "progress": progress}
         if step is not None:
@@ -107,10 +106,6 @@ class CheckpointManager:
             resume = self.resume_step()
             if resume is None:
                 raise errors.NotFoundError(f"no committed step under {self.directory}, on storage or in memory")
-            if resume not in self.all_steps():
-                raise errors.InvalidArgumentError(
-                    f"step {resume}, the newest under {self.directory}, is held in the memory tier only: restoring it "
-                    "needs a target (without one, the tree's structure is read from storage)")
             return checkpoint.restore(self.step_path(resume), None, **options)
         with State() as state:
             structure, finishers = checkpoint.register_target(state, target, checkpoint.load_flags(allow_dtype_cast))
