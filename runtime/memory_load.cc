@@ -232,9 +232,12 @@ Status ReassignCopy(Context& ctx, const CopyChoice& choice, const Manifest& mani
   layout.node_index = nodes.node_index;
   layout.node_count = nodes.node_count;
   for (uint32_t file = 0; file < manifest.files.size(); ++file) {
-    const uint32_t turn =
-        file % (holders ? static_cast<uint32_t>(holders->NodesHolding(file).size()) : nodes.node_count);
-    const uint32_t owner = holders ? holders->NodesHolding(file)[turn] : turn;
+    uint32_t owner = file % nodes.node_count;  // every node holds the whole copy
+    if (holders != nullptr) {
+      const std::vector<uint32_t>& holding = holders->NodesHolding(file);
+      if (holding.empty()) continue;  // ShareHoldings refuses such a table: no agent can write the file
+      owner = holding[file % holding.size()];
+    }
     if (owner == nodes.node_index) layout.own_files.push_back(AgentFileName(manifest.files[file].name));
   }
   const Status reassigned = (*attached)->Reassign(layout);

@@ -65,21 +65,23 @@ int64_t ModifiedNanos(const std::string& path) {
   return static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
 }
 
-// The agent runs in "/" and on behalf of ranks elsewhere: a relative path would mean another place to it.
-Status ValidateStoragePaths(const MemoryCheckpoint& checkpoint) {
+// What the persister turns into places on storage. The agent runs in "/" and on behalf of ranks elsewhere: a
+// relative path would mean another place to it. The save id names the temporary directory beside the storage path,
+// so it is hex digits only, as runtime::NewSaveId makes them (or none: a checkpoint of one node).
+Status ValidateStorageNames(const MemoryCheckpoint& checkpoint) {
   for (const std::string* path : {&checkpoint.storage_path, &checkpoint.manager_root}) {
     if (!path->empty() && path->front() != '/') {
       return InvalidArgument("the memory checkpoint " + Quoted(checkpoint.name) + " names the relative path " +
                              Quoted(*path) + "; the agent needs absolute storage paths");
     }
   }
+  const std::string& id = checkpoint.save_id;
+  if (id.size() > 64 ||
+      !std::all_of(id.begin(), id.end(), [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); })) {
+    return InvalidArgument("the memory checkpoint " + Quoted(checkpoint.name) + " names the save " + Quoted(id) +
+                           ", which is no save id (hex digits)");
+  }
   return Status::Ok();
-}
-
-// A save id as runtime::NewSaveId makes them; it names a directory on storage, so nothing else passes.
-bool IsSaveId(const std::string& id) {
-  return !id.empty() && id.size() <= 64 &&
-         std::all_of(id.begin(), id.end(), [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
 }
 
 }  // namespace
@@ -216,7 +218,7 @@ MemoryStore::Entry* MemoryStore::FindLocked(const std::string& name) {
 Result<std::optional<MemoryCheckpoint>> MemoryStore::Complete(SessionId session, const std::string& reservation,
                                                               MemoryCheckpoint checkpoint, bool persist) {
   RETURN_IF_ERROR(ValidateEntryName(checkpoint.name));
-  RETURN_IF_ERROR(ValidateStoragePaths(checkpoint));
+  RETURN_IF_ERROR(ValidateStorageNames(checkpoint));
   std::lock_guard<std::mutex> lock(mu_);
   reserved_.erase({session, reservation});
   if (FindLocked(checkpoint.name) != nullptr) return std::optional<MemoryCheckpoint>();
@@ -295,7 +297,7 @@ Status MemoryStore::MarkReplicated(const std::string& name, const std::string& e
 
 Status MemoryStore::RegisterFetched(MemoryCheckpoint checkpoint) {
   RETURN_IF_ERROR(ValidateEntryName(checkpoint.name));
-  RETURN_IF_ERROR(ValidateStoragePaths(checkpoint));
+  RETURN_IF_ERROR(ValidateStorageNames(checkpoint));
   std::lock_guard<std::mutex> lock(mu_);
   const std::string path = io::JoinPath(dir_, checkpoint.name);
   if (!io::PathExists(io::JoinPath(path, "MANIFEST"))) {
@@ -329,8 +331,10 @@ Status MemoryStore::Reassign(const MemoryCheckpoint& layout) {
     return InvalidArgument("node index " + std::to_string(layout.node_index) + " is not below the node count " +
                            std::to_string(layout.node_count));
   }
-  if (layout.node_count > 1 && !IsSaveId(layout.save_id)) {
-    return InvalidArgument(Quoted(layout.save_id) + " is no save id (hex digits)");
+  RETURN_IF_ERROR(ValidateStorageNames(layout));
+  if (layout.node_count > 1 && layout.save_id.empty()) {
+    return InvalidArgument("the layout of " + Quoted(layout.name) + " spans " + std::to_string(layout.node_count) +
+                           " nodes but names no save");
   }
   std::lock_guard<std::mutex> lock(mu_);
   Entry* entry = FindLocked(layout.name);

@@ -167,6 +167,19 @@ TEST_F(AgentMemoryStoreTest, CompletingTheSameCheckpointAgainChangesNothing) {
   EXPECT_TRUE(store->Reserve(3, "n.tmp-1", 1000 - 18).ok()) << "both ranks' reservations were dropped";
 }
 
+// The persister names a directory on storage after the save id: anything but hex digits is refused.
+TEST_F(AgentMemoryStoreTest, CompleteRefusesASaveIdThatCouldNameAnotherPlace) {
+  auto store = Open(1 << 20);
+  MakeCheckpoint("a", 10);
+  MemoryCheckpoint escaping = Checkpoint("a");
+  escaping.node_count = 2;
+  escaping.save_id = "1/../../elsewhere";
+  Result<std::optional<MemoryCheckpoint>> refused = store->Complete(1, "", escaping, true);
+  ASSERT_EQ(refused.status().code(), Code::kInvalidArgument);
+  EXPECT_NE(refused.status().message().find("no save id"), std::string::npos) << refused.status().message();
+  EXPECT_TRUE(store->List().empty());
+}
+
 TEST_F(AgentMemoryStoreTest, CompleteWithoutAManifestIsNotFound) {
   auto store = Open(1000);
   ASSERT_TRUE(io::MakeDirectories(dir_ + "/a/data").ok());

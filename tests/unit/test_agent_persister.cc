@@ -90,6 +90,28 @@ TEST_F(AgentPersisterTest, CopiesDataFilesOfEverySizeByteForByteOnADiskAndOnTmpf
   }
 }
 
+// Storage that fills up during the direct copy (a small ext4, which takes O_DIRECT writes): the persist fails as
+// kNoSpace naming the data file it could not write (the small one or the large one: they are copied at once), and
+// nothing is left at or beside the storage path.
+TEST_F(AgentPersisterTest, AFullDiskFailsTheDirectCopyAndLeavesNothing) {
+  const std::string image = root_ + "/small.img", disk = root_ + "/disk";
+  ASSERT_TRUE(io::MakeDirectories(disk).ok());
+  const std::string make = "truncate -s 8M " + image + " && mkfs.ext4 -q -F " + image + " >/dev/null 2>&1 && " +
+                           "mount -o loop " + image + " " + disk + " 2>/dev/null";
+  if (std::system(make.c_str()) != 0) GTEST_SKIP() << "cannot make and mount a small ext4 to fill; needs root";
+  struct Unmount {
+    const std::string& path;
+    ~Unmount() { (void)std::system(("umount " + path).c_str()); }
+  } unmount{disk};
+  const std::string data = Pattern(size_t{16} << 20, 5);
+  ASSERT_TRUE(io::WriteFileDurably(memory_ + "/ck/data/1-0.bin", data.data(), data.size()).ok());
+  checkpoint_.storage_path = disk + "/ck";
+  Result<PersistReport> report = PersistCheckpoint(memory_, checkpoint_, kWait);
+  ASSERT_EQ(report.status().code(), Code::kNoSpace) << report.status().message();
+  EXPECT_NE(report.status().message().find(".bin'"), std::string::npos) << report.status().message();
+  EXPECT_EQ(io::ListDirectory(disk).value(), std::vector<std::string>{"lost+found"});
+}
+
 TEST_F(AgentPersisterTest, RefusesALinkAmongTheDataFiles) {
   std::ofstream(root_ + "/secret") << "not the checkpoint's";
   ASSERT_EQ(symlink((root_ + "/secret").c_str(), (memory_ + "/ck/data/1-0.bin").c_str()), 0);

@@ -130,7 +130,7 @@ class AgentReplicationTest : public ::testing::Test {
     MemoryCheckpoint c;
     c.name = kName;
     c.storage_path = "/storage/step-7";
-    c.save_id = "save-1";
+    c.save_id = "00000000000005a1";
     c.node_index = node_index;
     c.node_count = 2;
     c.own_files = std::move(own_files);
