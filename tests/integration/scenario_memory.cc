@@ -6,7 +6,7 @@
 //                                        stored in rank 0's data file rather than inline in the manifest; every
 //                                        value depends on the step). END says how the trainers stop:
 //                                        "exit" (context freed), "die" (every rank SIGKILLs itself once the last save
-//                                        is complete), or "die-unwaited" (SIGKILL right after the last
+//                                        is complete on every rank), or "die-unwaited" (SIGKILL right after the last
 //                                        ckpt_manager_save returns).
 //   restore ROOT STEP TIER [END]         the resume step and load_latest give STEP, every element of it checked,
 //                                        read from TIER ("memory" or "storage", as the load's INFO line says on
@@ -67,6 +67,18 @@ ckpt_state_t* StepState(const Session& s, Buffers& buffers, uint64_t step, uint6
   return state;
 }
 
+// Returns once every rank has called it with `root` and `what`: each leaves a file beside ROOT (never removed, so
+// one such call per ROOT and `what`) and waits for the others' (the ranks share a file system in these tests). A rank
+// that died right after its last save or load could otherwise fail another rank still waiting in that operation's
+// last collective, and so leave the nodes' agents holding different steps.
+void AwaitEveryRank(const Session& s, const std::string& root, const std::string& what) {
+  const auto marker = [&](int rank) { return root + "." + what + "-" + std::to_string(rank); };
+  std::fclose(std::fopen(marker(s.rank).c_str(), "w"));
+  for (int rank = 0; rank < s.world; ++rank) {
+    while (access(marker(rank).c_str(), F_OK) != 0) usleep(10000);
+  }
+}
+
 int Train(const char* root, uint64_t steps, uint64_t storage_every, const std::string& end) {
   Session s;
   ckpt_manager_options opts = CKPT_MANAGER_OPTIONS_INIT;
@@ -90,7 +102,10 @@ int Train(const char* root, uint64_t steps, uint64_t storage_every, const std::s
   }
   if (s.rank == 0) std::printf("trained %llu steps in memory\n", static_cast<unsigned long long>(steps));
   std::fflush(stdout);
-  if (end == "die") raise(SIGKILL);
+  if (end == "die") {
+    AwaitEveryRank(s, root, "trained");
+    raise(SIGKILL);
+  }
   ckpt_manager_free(manager);
   return 0;
 }
@@ -133,17 +148,6 @@ int AgentDies(const char* root) {
   return 1;
 }
 
-// Returns once every rank has called it with `root`: each leaves a file beside it (never removed, so one such call
-// per ROOT) and waits for the others' (the ranks share a file system in these tests). A rank that died right after
-// its load could otherwise fail another rank still waiting in the load's last collective.
-void AwaitEveryRank(const Session& s, const std::string& root) {
-  const auto marker = [&](int rank) { return root + ".restored-" + std::to_string(rank); };
-  std::fclose(std::fopen(marker(s.rank).c_str(), "w"));
-  for (int rank = 0; rank < s.world; ++rank) {
-    while (access(marker(rank).c_str(), F_OK) != 0) usleep(10000);
-  }
-}
-
 void CollectLog(void* user, int32_t, const char* message) { *static_cast<std::string*>(user) += message; }
 
 int Restore(const char* root, uint64_t expected_step, const std::string& tier, const std::string& end) {
@@ -183,7 +187,7 @@ int Restore(const char* root, uint64_t expected_step, const std::string& tier, c
   }
   std::fflush(stdout);
   if (end == "die") {
-    AwaitEveryRank(s, root);
+    AwaitEveryRank(s, root, "restored");
     raise(SIGKILL);
   }
   ckpt_state_free(state);
