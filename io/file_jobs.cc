@@ -44,6 +44,10 @@ Status OpenError(const std::string& action, int err) {
 }
 
 Status ValidateTuning(const IoTuning& tuning) {
+  if (tuning.backend != IoBackendKind::kAuto && tuning.backend != IoBackendKind::kIoUring &&
+      tuning.backend != IoBackendKind::kPwrite) {
+    return InvalidArgument("unknown I/O backend " + std::to_string(static_cast<int32_t>(tuning.backend)));
+  }
   if (tuning.request_bytes < kDirectAlignment || tuning.request_bytes > kMaxRequestBytes ||
       tuning.request_bytes % kDirectAlignment != 0) {
     return InvalidArgument("I/O request size " + std::to_string(tuning.request_bytes) +
@@ -267,6 +271,7 @@ class Executor final : public FileJobExecutor {
   }
 
   Status Read(const ReadJob& job, ReadFailure* failure) override;
+  Status ReadInto(const ReadJob& job, char* memory, uint64_t size, ReadFailure* failure) override;
 
   size_t AbandonFiles(const std::string& directory) override {
     size_t closed = 0;
@@ -294,8 +299,10 @@ class Executor final : public FileJobExecutor {
   Status FinishFile(const std::string& path, uint64_t final_size);
   static Status Preallocate(int fd, const std::string& path, uint64_t size);
   void Forget(const std::string& path);
+  Status ReadAt(const ReadJob& job, char* memory, uint64_t size, ReadFailure* failure);
+  Status RequireArena(const std::string& path) const;
   Status CheckCoverage(const ReadJob& job, const RequestPlan& plan, int fd) const;
-  Status VerifyBlocks(const ReadJob& job, ReadFailure* failure) const;
+  Status VerifyBlocks(const ReadJob& job, const char* memory, ReadFailure* failure) const;
   void NoteOpened(const OpenFile& file) {
     opened_any_ = true;
     last_direct_ = file.direct;
@@ -311,6 +318,7 @@ class Executor final : public FileJobExecutor {
 };
 
 Result<WriteResult> Executor::WriteFile(const WriteJob& job) {
+  RETURN_IF_ERROR(RequireArena(job.path));
   RETURN_IF_ERROR(ValidateSegments(job.path, job.segments, job.block_size, arena_size_));
   ASSIGN_OR_RETURN(const OpenFile file, FileForWrite(job));
   RequestPlan plan = PlanRequests(arena_, job.segments, tuning_.request_bytes, file.direct);
@@ -370,17 +378,41 @@ void Executor::Forget(const std::string& path) {
 }
 
 Status Executor::Read(const ReadJob& job, ReadFailure* failure) {
-  RETURN_IF_ERROR(ValidateSegments(job.path, job.segments, job.block_size, arena_size_));
+  RETURN_IF_ERROR(RequireArena(job.path));
+  return ReadAt(job, arena_, arena_size_, failure);
+}
+
+Status Executor::ReadInto(const ReadJob& job, char* memory, uint64_t size, ReadFailure* failure) {
+  if (memory == nullptr || reinterpret_cast<uintptr_t>(memory) % kDirectAlignment != 0) {
+    return InvalidArgument("read job for " + Quoted(job.path) + ": its memory is not 4096-byte aligned");
+  }
+  for (size_t i = 0; i < job.segments.size(); ++i) {
+    if (job.segments[i].length % kDirectAlignment != 0) {
+      return InvalidArgument("read job for " + Quoted(job.path) + ": segment " + std::to_string(i) + " of " +
+                             std::to_string(job.segments[i].length) +
+                             " bytes would be rounded up past its memory (not a multiple of 4096)");
+    }
+  }
+  return ReadAt(job, memory, size, failure);
+}
+
+Status Executor::ReadAt(const ReadJob& job, char* memory, uint64_t size, ReadFailure* failure) {
+  RETURN_IF_ERROR(ValidateSegments(job.path, job.segments, job.block_size, size));
   RETURN_IF_ERROR(ValidateExpectedChecksums(job));
   ASSIGN_OR_RETURN(const OpenFile file, OpenForReading(job, tuning_.direct));
   NoteOpened(file);
-  RequestPlan plan = PlanRequests(arena_, job.segments, tuning_.request_bytes, file.direct);
+  RequestPlan plan = PlanRequests(memory, job.segments, tuning_.request_bytes, file.direct);
   const IoTarget target{IoDirection::kRead, file.fd, file.direct, &job.path};
   Status status = backend_->Run(target, plan.requests, nullptr);
   if (status.ok()) status = CheckCoverage(job, plan, file.fd);
   close(file.fd);  // read-only: close() has nothing left to report
   RETURN_IF_ERROR(status);
-  return VerifyBlocks(job, failure);
+  return VerifyBlocks(job, memory, failure);
+}
+
+Status Executor::RequireArena(const std::string& path) const {
+  if (arena_ != nullptr) return Status::Ok();
+  return InvalidArgument("I/O job for " + Quoted(path) + ": this executor reads into caller memory only");
 }
 
 Status Executor::CheckCoverage(const ReadJob& job, const RequestPlan& plan, int fd) const {
@@ -396,13 +428,13 @@ Status Executor::CheckCoverage(const ReadJob& job, const RequestPlan& plan, int 
   return Status::Ok();
 }
 
-Status Executor::VerifyBlocks(const ReadJob& job, ReadFailure* failure) const {
+Status Executor::VerifyBlocks(const ReadJob& job, const char* memory, ReadFailure* failure) const {
   for (size_t i = 0; i < job.segments.size(); ++i) {
     const FileSegment& s = job.segments[i];
     for (uint64_t block = 0; block < job.expected_checksums[i].size(); ++block) {
       const uint64_t start = block * job.block_size;
       const uint64_t length = std::min(job.block_size, s.length - start);
-      if (Checksum(arena_ + s.arena_offset + start, length) == job.expected_checksums[i][block]) continue;
+      if (Checksum(memory + s.arena_offset + start, length) == job.expected_checksums[i][block]) continue;
       if (failure != nullptr) *failure = ReadFailure{i, block};
       return Corrupt("checksum mismatch in " + Quoted(job.path) + ": segment " + std::to_string(i) + ", block " +
                      std::to_string(block) + " (file bytes [" + std::to_string(s.file_offset + start) + ", " +
@@ -430,13 +462,15 @@ Result<std::unique_ptr<FileJobExecutor>> FileJobExecutor::Create(char* arena, ui
   if (reinterpret_cast<uintptr_t>(arena) % kDirectAlignment != 0) {
     return InvalidArgument("the staging arena's mapping is not 4096-byte aligned, as direct I/O requires");
   }
-  if (tuning.backend != IoBackendKind::kAuto && tuning.backend != IoBackendKind::kIoUring &&
-      tuning.backend != IoBackendKind::kPwrite) {
-    return InvalidArgument("unknown I/O backend " + std::to_string(static_cast<int32_t>(tuning.backend)));
-  }
   RETURN_IF_ERROR(ValidateTuning(tuning));
   ASSIGN_OR_RETURN(std::unique_ptr<IoBackend> backend, ChooseBackend(tuning, arena, arena_size));
   return std::unique_ptr<FileJobExecutor>(new Executor(arena, arena_size, tuning, std::move(backend)));
+}
+
+Result<std::unique_ptr<FileJobExecutor>> FileJobExecutor::CreateForCallerMemory(const IoTuning& tuning) {
+  RETURN_IF_ERROR(ValidateTuning(tuning));
+  ASSIGN_OR_RETURN(std::unique_ptr<IoBackend> backend, ChooseBackend(tuning, nullptr, 0));
+  return std::unique_ptr<FileJobExecutor>(new Executor(nullptr, 0, tuning, std::move(backend)));
 }
 
 }  // namespace ckpt::io

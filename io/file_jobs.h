@@ -62,6 +62,9 @@ class FileJobExecutor {
  public:
   // `arena` is the caller's mapping of the staging arena. kAuto picks io_uring if the kernel allows it.
   static Result<std::unique_ptr<FileJobExecutor>> Create(char* arena, uint64_t arena_size, const IoTuning& tuning);
+  // An executor for ReadInto alone, in the calling process: a load reading straight into its destinations. Its
+  // Write and Read, having no arena, refuse every job.
+  static Result<std::unique_ptr<FileJobExecutor>> CreateForCallerMemory(const IoTuning& tuning);
   virtual ~FileJobExecutor() = default;
 
   // Writes the segments, retrying short writes, EAGAIN and EINTR; kNoSpace on ENOSPC/EDQUOT, naming the file.
@@ -69,6 +72,10 @@ class FileJobExecutor {
   // Reads the segments into the arena and verifies every block; kCorrupt (with *failure set) on a mismatch,
   // kCorrupt "truncated" if the file ends before a segment does.
   virtual Status Read(const ReadJob& job, ReadFailure* failure) = 0;
+  // The same into `size` bytes of this process's memory at `memory` (4096-byte aligned) instead of the arena: the
+  // segments' arena offsets are offsets into it, and direct-I/O lengths are not rounded up (a segment's length must
+  // then be a multiple of 4096), since the bytes past a segment belong to someone else.
+  virtual Status ReadInto(const ReadJob& job, char* memory, uint64_t size, ReadFailure* failure) = 0;
   // Closes every file inside `directory` that a write job left open for the file's later jobs, without truncating
   // or syncing it: the save writing it has failed, and its files will be removed. Returns how many were closed; an
   // empty `directory` holds none. A later job for such a file opens it again, as after a failed write.

@@ -100,6 +100,70 @@ Status Deliver(const ChunkFetch& f, const Window& w, const char* data, uint64_t*
   return device_copies.Wait();
 }
 
+// Windows read straight into their destinations go on this many threads of the calling process, each with its own
+// ring: one verifies what it read while the other's reads are in flight.
+constexpr size_t kDirectReadThreads = 2;
+
+// A window read by this process straight into its destination: bytes [begin, end) of the chunk land at `dst`.
+struct DirectWindow {
+  Window window;
+  char* dst = nullptr;
+};
+
+// The parts of window `w` that can be read straight into the fetch's only consumer, when that is host memory: the
+// whole checksum blocks (or a chunk's 4096-byte aligned end) inside one of its runs, 4096-byte aligned both in the
+// file and in the destination, as direct I/O needs. A block that only partly lands in a run is not among them: it is
+// read whole, through the arena, to be verified.
+std::vector<DirectWindow> DirectParts(const ChunkFetch& f, const Window& w) {
+  std::vector<DirectWindow> parts;
+  if (f.consumers.size() != 1 || f.consumers[0].device >= 0) return parts;
+  const ChunkConsumer& c = f.consumers[0];
+  const ChunkRecord& chunk = f.tensor->chunks[f.chunk];
+  const StoredBytes& stored = chunk.bytes;
+  const uint64_t granule = stored.block_checksums.empty() ? io::kDirectAlignment : stored.block_size;
+  if (granule % io::kDirectAlignment != 0 || stored.file_offset % io::kDirectAlignment != 0) return parts;
+  ForEachRun(chunk.box, c.dst_box, c.region, DTypeSize(f.tensor->dtype),
+             [&](uint64_t src_off, uint64_t dst_off, uint64_t n) {
+               const uint64_t lo = std::max(src_off, w.begin), hi = std::min(src_off + n, w.end);
+               if (lo >= hi) return;
+               const uint64_t begin = (lo + granule - 1) / granule * granule;
+               uint64_t end = hi / granule * granule;
+               // The chunk's last block is shorter than the others; it can still go straight in when the whole part
+               // stays a multiple of 4096 bytes (direct I/O is not cut short of the chunk's end, nor rounded past it).
+               if (hi == stored.byte_length && (hi - begin) % io::kDirectAlignment == 0) end = hi;
+               if (begin >= end) return;
+               char* dst = c.dst + dst_off + (begin - src_off);
+               if (reinterpret_cast<uintptr_t>(dst) % io::kDirectAlignment != 0) return;
+               parts.push_back(DirectWindow{Window{w.fetch, begin, end}, dst});
+             });
+  return parts;
+}
+
+// Splits each window into the parts read straight into their destination and the rest, read through the arena.
+void SortWindows(const std::vector<ChunkFetch>& fetches, const std::vector<Window>& windows,
+                 std::vector<Window>* staged, std::vector<DirectWindow>* direct) {
+  for (const Window& w : windows) {
+    uint64_t at = w.begin;
+    for (const DirectWindow& part : DirectParts(fetches[w.fetch], w)) {
+      if (at < part.window.begin) staged->push_back(Window{w.fetch, at, part.window.begin});
+      direct->push_back(part);
+      at = part.window.end;
+    }
+    if (at < w.end) staged->push_back(Window{w.fetch, at, w.end});
+  }
+}
+
+// Joins the threads when the scope ends, also by an exception (a joinable thread's destructor ends the process).
+struct JoinAtExit {
+  std::vector<std::thread>& threads;
+  void Join() const {
+    for (std::thread& thread : threads) {
+      if (thread.joinable()) thread.join();
+    }
+  }
+  ~JoinAtExit() { Join(); }
+};
+
 class Fetcher {
  public:
   Fetcher(const FetchEngine& engine, const std::string& dir, const Manifest& manifest,
@@ -109,23 +173,71 @@ class Fetcher {
   Result<uint64_t> Run() {
     const int workers = std::max(1, engine_.workers.size());
     const uint64_t cap = std::min(kMaxWindowBytes, engine_.arena.capacity() / (2 * workers + 2));
+    std::vector<Window> staged;
+    if (engine_.direct_tuning == nullptr) {
+      staged = CutWindows(fetches_, cap);
+    } else {
+      SortWindows(fetches_, CutWindows(fetches_, cap), &staged, &direct_);
+    }
+    std::vector<std::thread> direct_threads;
+    const JoinAtExit join_direct_reads{direct_threads};
+    StartDirectReads(&staged, &direct_threads);
     size_t next_worker = 0;
-    for (const Window& w : CutWindows(fetches_, cap)) {
-      if (!status_.ok()) break;
+    for (const Window& w : staged) {
+      if (Failed()) break;
       const uint64_t lead = Lead(w);
       Result<io::ArenaRegion> region = Allocate(lead + w.end - w.begin);
       if (!region.ok()) {
-        status_ = region.status();
+        Fail(region.status());
         break;
       }
       Submit(w, lead, *region, static_cast<int>(next_worker++ % workers));
     }
     while (!in_flight_.empty()) CompleteOldest();
-    if (!status_.ok()) return status_;
+    join_direct_reads.Join();
+    if (Failed()) return status_;
     return bytes_read_;
   }
 
  private:
+  // Starts the threads that read the direct windows, each with an executor of its own; where none can be made,
+  // those windows join `staged` instead.
+  void StartDirectReads(std::vector<Window>* staged, std::vector<std::thread>* threads) {
+    if (direct_.empty()) return;
+    for (size_t t = 0; t < std::min(kDirectReadThreads, direct_.size()); ++t) {
+      Result<std::unique_ptr<io::FileJobExecutor>> executor =
+          io::FileJobExecutor::CreateForCallerMemory(*engine_.direct_tuning);
+      if (!executor.ok()) break;
+      direct_executors_.push_back(std::move(*executor));
+    }
+    if (direct_executors_.empty()) {
+      for (const DirectWindow& d : direct_) staged->push_back(d.window);
+      direct_.clear();
+      return;
+    }
+    for (const std::unique_ptr<io::FileJobExecutor>& executor : direct_executors_) {
+      threads->emplace_back([this, exec = executor.get()] { ReadDirect(*exec); });
+    }
+  }
+
+  // Takes direct windows until none is left or something failed; an exception fails the load, never the process.
+  void ReadDirect(io::FileJobExecutor& executor) {
+    for (size_t i = next_direct_++; i < direct_.size() && !Failed(); i = next_direct_++) {
+      const DirectWindow& d = direct_[i];
+      Status status;
+      try {
+        status = executor.ReadInto(ReadJobFor(d.window, 0, 0), d.dst, d.window.end - d.window.begin, nullptr);
+      } catch (const std::exception& e) {
+        status = Internal(std::string("reading straight into a destination: ") + e.what());
+      }
+      if (!status.ok()) {
+        Fail(status.WithContext(Describe(fetches_[d.window.fetch])));
+        return;
+      }
+      Delivered(d.window.end - d.window.begin, d.window.end - d.window.begin);
+    }
+  }
+
   // While the arena is full, the oldest reads complete first.
   Result<io::ArenaRegion> Allocate(uint64_t size) {
     return engine_.arena.AllocateOrFinish(size, engine_.timeout, [this] {
@@ -144,14 +256,15 @@ class Fetcher {
     return (stored.file_offset + w.begin) % io::kDirectAlignment;
   }
 
-  void Submit(const Window& w, uint64_t lead, const io::ArenaRegion& region, int worker) {
+  // The job reading window `w` (with `lead` bytes before it) to offset `at` of the memory it goes to.
+  io::ReadJob ReadJobFor(const Window& w, uint64_t lead, uint64_t at) const {
     const ChunkFetch& f = fetches_[w.fetch];
     const StoredBytes& stored = f.tensor->chunks[f.chunk].bytes;
     io::ReadJob job;
     job.root = dir_;
     job.path = io::JoinPath(dir_, manifest_.files[stored.file_index].name);
     job.block_size = stored.block_size;
-    job.segments.push_back(io::FileSegment{stored.file_offset + w.begin - lead, region.offset, lead + w.end - w.begin});
+    job.segments.push_back(io::FileSegment{stored.file_offset + w.begin - lead, at, lead + w.end - w.begin});
     if (stored.block_checksums.empty()) {
       job.expected_checksums.emplace_back();
     } else {
@@ -159,8 +272,13 @@ class Fetcher {
       job.expected_checksums.emplace_back(
           first, first + static_cast<std::ptrdiff_t>(io::BlockCount(w.end - w.begin, stored.block_size)));
     }
+    return job;
+  }
+
+  void Submit(const Window& w, uint64_t lead, const io::ArenaRegion& region, int worker) {
     auto failure = std::make_unique<io::ReadFailure>();
-    std::future<Status> done = engine_.workers.SubmitRead(worker, std::move(job), failure.get());
+    std::future<Status> done =
+        engine_.workers.SubmitRead(worker, ReadJobFor(w, lead, region.offset), failure.get());
     in_flight_.push_back(InFlight{w, region, lead, std::move(failure), std::move(done)});
   }
 
@@ -172,22 +290,42 @@ class Fetcher {
     if (status.ok())
       status = Deliver(fetches_[read.window.fetch], read.window, engine_.arena.data() + read.region.offset + read.lead,
                        &delivered);
-    if (status.ok() && status_.ok()) {
-      bytes_read_ += read.window.end - read.window.begin;
-      if (engine_.delivered) engine_.delivered(delivered);
-    } else if (status_.ok()) {
-      status_ = status.WithContext(Describe(fetches_[read.window.fetch]));
+    if (status.ok()) {
+      Delivered(read.window.end - read.window.begin, delivered);
+    } else {
+      Fail(status.WithContext(Describe(fetches_[read.window.fetch])));
     }
     engine_.arena.Release(read.region);
   }
+
+  // Counts a window read and its bytes delivered; the progress callback hears of them one thread at a time.
+  void Delivered(uint64_t read, uint64_t delivered) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!status_.ok()) return;
+    bytes_read_ += read;
+    if (engine_.delivered) engine_.delivered(delivered);
+  }
+
+  // The first failure wins; the others stop after their current window.
+  void Fail(const Status& status) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (status_.ok()) status_ = status;
+    failed_ = true;
+  }
+  bool Failed() const { return failed_.load(); }
 
   const FetchEngine& engine_;
   const std::string& dir_;
   const Manifest& manifest_;
   const std::vector<ChunkFetch>& fetches_;
   std::deque<InFlight> in_flight_;
+  std::vector<DirectWindow> direct_;
+  std::vector<std::unique_ptr<io::FileJobExecutor>> direct_executors_;
+  std::atomic<size_t> next_direct_{0};
+  std::mutex mutex_;
   Status status_;
-  uint64_t bytes_read_ = 0;
+  std::atomic<bool> failed_{false};
+  uint64_t bytes_read_ = 0;  // guarded by mutex_ while direct reads run
 };
 
 // A checkpoint in memory (a tmpfs: the memory tier's agents hold theirs there) is read without the workers and the

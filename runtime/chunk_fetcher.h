@@ -1,6 +1,8 @@
 // Loads read through the same engine as saves: the blocks of each stored chunk that someone needs are read by the
 // I/O workers into the staging arena (O_DIRECT where possible, checksums verified by the worker), window by window,
-// and each consumer's region is copied out of the window while the next windows are being read.
+// and each consumer's region is copied out of the window while the next windows are being read. A window that lands
+// whole in one host destination, page-aligned there, is instead read by this process straight into it and verified
+// in place: no copy, as a trainer's large tensors allow.
 #pragma once
 
 #include <chrono>
@@ -37,6 +39,8 @@ struct FetchEngine {
   std::chrono::milliseconds timeout;
   // Told the bytes copied into the consumers after each window (a load's progress); empty: nobody is.
   std::function<void(uint64_t)> delivered = {};
+  // How this process reads windows straight into their destinations; null: every window goes through the arena.
+  const io::IoTuning* direct_tuning = nullptr;
 };
 
 // Reads and delivers every fetch from the checkpoint in `dir`; returns the bytes read from storage. A checksum

@@ -300,6 +300,7 @@ Status Context::StartIo(const ContextConfig& config) {
   pool.timeout = timeout_;
   ASSIGN_OR_RETURN(workers_, io::WorkerPool::Start(*arena_, pool));
   io_workers_ = pool.workers;
+  io_tuning_ = pool.tuning;
 
   std::unique_ptr<CommitChannel> channel;
   if (world_size() == 1) {

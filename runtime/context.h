@@ -93,6 +93,8 @@ class Context {
   ContextStats& stats() { return stats_; }
   const ContextStats& stats() const { return stats_; }
   int io_workers() const { return io_workers_; }
+  // How this rank's I/O is done (backend, O_DIRECT, request size), for the reads a load makes in this process.
+  const io::IoTuning& io_tuning() const { return io_tuning_; }
   // The data plane for host memory during loads; null: none.
   coll::Transport* transport() { return transport_.get(); }
   // Whether loads may exchange at all; if not, every rank reads what it needs itself.
@@ -149,6 +151,7 @@ class Context {
   std::chrono::milliseconds timeout_{0};
   LogSink log_;
   int io_workers_ = 0;
+  io::IoTuning io_tuning_;
   std::shared_ptr<coll::TcpStore> store_;  // world size > 1
   std::shared_ptr<coll::ControlPlane> control_;
   coll::TcpStoreConfig store_config_;  // how to open a second connection (world size > 1)

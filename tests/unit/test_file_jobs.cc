@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -99,14 +100,18 @@ class FileJobsTest : public ::testing::TestWithParam<IoBackendKind> {
     if (!dir_.empty()) std::filesystem::remove_all(dir_);
   }
 
-  Result<std::unique_ptr<FileJobExecutor>> MakeExecutor(bool direct = true) {
+  IoTuning Tuning(bool direct = true) const {
     IoTuning tuning;
     tuning.backend = GetParam();
     tuning.direct = direct;
     tuning.request_bytes = kRequestBytes;
     tuning.queue_depth = 4;
     tuning.pwrite_threads = 3;
-    return FileJobExecutor::Create(arena_->data(), arena_->capacity(), tuning);
+    return tuning;
+  }
+
+  Result<std::unique_ptr<FileJobExecutor>> MakeExecutor(bool direct = true) {
+    return FileJobExecutor::Create(arena_->data(), arena_->capacity(), Tuning(direct));
   }
 
   std::string Path(const std::string& name) const { return dir_ + "/" + name; }
@@ -265,6 +270,99 @@ TEST_P(FileJobsTest, ReadOfTruncatedFileIsCorrupt) {
   const Status status = executor_->Read(MakeRead("f", segments, written.value()), &failure);
   EXPECT_EQ(status.code(), Code::kCorrupt);
   EXPECT_NE(status.message().find("truncated"), std::string::npos) << status.message();
+}
+
+// Page-aligned memory of this process, outside the arena, filled with `fill`: where a load reads straight into a
+// trainer's tensor.
+class CallerMemory {
+ public:
+  CallerMemory(uint64_t size, char fill) : data_(static_cast<char*>(std::aligned_alloc(kPage, size))), size_(size) {
+    std::memset(data_, fill, size);
+  }
+  ~CallerMemory() { std::free(data_); }
+  CallerMemory(const CallerMemory&) = delete;
+  CallerMemory& operator=(const CallerMemory&) = delete;
+  char* data() const { return data_; }
+  uint64_t size() const { return size_; }
+
+ private:
+  char* data_;
+  uint64_t size_;
+};
+
+TEST_P(FileJobsTest, ReadIntoCallerMemoryFillsItsSegmentsVerifiedAndNotOneByteMore) {
+  const std::vector<FileSegment> segments = Layout({8 * kPage, 3 * kBlockBytes});
+  const std::vector<std::string> data = StageAll(segments, 21);
+  Result<WriteResult> written = executor_->Write(MakeWrite("f", segments, true, true));
+  ASSERT_TRUE(written.ok()) << written.status().message();
+  Result<std::unique_ptr<FileJobExecutor>> reader = FileJobExecutor::CreateForCallerMemory(Tuning());
+  ASSERT_TRUE(reader.ok()) << reader.status().message();
+
+  // Each segment lands one page apart from the other, with guard pages around them that must stay untouched.
+  CallerMemory memory(kPage + 8 * kPage + kPage + 3 * kBlockBytes + kPage, '\x5c');
+  ReadJob job = MakeRead("f", segments, written.value());
+  job.segments[0].arena_offset = kPage;
+  job.segments[1].arena_offset = kPage + 8 * kPage + kPage;
+  const Status status = (*reader)->ReadInto(job, memory.data(), memory.size(), nullptr);
+  ASSERT_TRUE(status.ok()) << status.message();
+  for (size_t i = 0; i < segments.size(); ++i) {
+    EXPECT_EQ(std::string(memory.data() + job.segments[i].arena_offset, segments[i].length), data[i]) << i;
+  }
+  for (const uint64_t guard : {uint64_t{0}, 9 * kPage, memory.size() - kPage}) {
+    EXPECT_EQ(std::string(memory.data() + guard, kPage), std::string(kPage, '\x5c')) << "guard page at " << guard;
+  }
+  EXPECT_EQ((*reader)->backend_name().rfind(KindName(GetParam()), 0), 0u) << (*reader)->backend_name();
+}
+
+TEST_P(FileJobsTest, ReadIntoCallerMemoryReportsTheBlockOfAFlippedByte) {
+  const std::vector<FileSegment> segments = Layout({4 * kBlockBytes});
+  StageAll(segments, 23);
+  Result<WriteResult> written = executor_->Write(MakeWrite("f", segments, true, true));
+  ASSERT_TRUE(written.ok()) << written.status().message();
+  const int fd = open(Path("f").c_str(), O_RDWR);
+  ASSERT_GE(fd, 0);
+  const char byte = 0x11;
+  ASSERT_EQ(pwrite(fd, &byte, 1, 3 * kBlockBytes + 17), 1);
+  close(fd);
+  Result<std::unique_ptr<FileJobExecutor>> reader = FileJobExecutor::CreateForCallerMemory(Tuning());
+  ASSERT_TRUE(reader.ok()) << reader.status().message();
+  CallerMemory memory(4 * kBlockBytes, 0);
+  ReadJob job = MakeRead("f", segments, written.value());
+  job.segments[0].arena_offset = 0;
+  ReadFailure failure;
+  const Status status = (*reader)->ReadInto(job, memory.data(), memory.size(), &failure);
+  EXPECT_EQ(status.code(), Code::kCorrupt) << status.message();
+  EXPECT_NE(status.message().find(Path("f")), std::string::npos) << status.message();
+  EXPECT_EQ(failure.block, 3u);
+}
+
+// Direct I/O rounds lengths up to 4096 bytes: into caller memory that would overwrite what follows a segment, so a
+// segment whose length is not a multiple of 4096 is refused, as are unaligned memory and anything past its end. An
+// executor for caller memory has no arena: its arena jobs are refused and create no file.
+TEST_P(FileJobsTest, ReadIntoRefusesWhatWouldReachPastItsMemoryAndArenaJobsOfACallerMemoryExecutor) {
+  const std::vector<FileSegment> segments = Layout({3 * kPage});
+  StageAll(segments, 25);
+  Result<WriteResult> written = executor_->Write(MakeWrite("f", segments, true, true));
+  ASSERT_TRUE(written.ok()) << written.status().message();
+  Result<std::unique_ptr<FileJobExecutor>> reader = FileJobExecutor::CreateForCallerMemory(Tuning());
+  ASSERT_TRUE(reader.ok()) << reader.status().message();
+  CallerMemory memory(4 * kPage, 0);
+  ReadJob job = MakeRead("f", segments, written.value());
+  job.segments[0].arena_offset = 0;
+
+  ReadJob ragged = job;
+  ragged.segments[0].length = 3 * kPage - 8;
+  ragged.expected_checksums[0] = {};
+  EXPECT_EQ((*reader)->ReadInto(ragged, memory.data(), memory.size(), nullptr).code(), Code::kInvalidArgument);
+  EXPECT_EQ((*reader)->ReadInto(job, memory.data() + 8, memory.size() - 8, nullptr).code(), Code::kInvalidArgument);
+  ReadJob beyond = job;
+  beyond.segments[0].arena_offset = 2 * kPage;
+  EXPECT_EQ((*reader)->ReadInto(beyond, memory.data(), memory.size(), nullptr).code(), Code::kInvalidArgument);
+  EXPECT_EQ(std::string(memory.data(), memory.size()), std::string(memory.size(), '\0'));
+
+  EXPECT_EQ((*reader)->Read(job, nullptr).code(), Code::kInvalidArgument);
+  EXPECT_EQ((*reader)->Write(MakeWrite("g", segments, true, true)).status().code(), Code::kInvalidArgument);
+  EXPECT_FALSE(std::filesystem::exists(Path("g")));
 }
 
 TEST_P(FileJobsTest, DiskFileSystemUsesDirectIo) {

@@ -1,0 +1,236 @@
+// A load reads the whole checksum blocks that land in one page-aligned run of a host destination straight into it
+// (runtime/chunk_fetcher.cc), in this process, and verifies them there; everything else (the blocks at a run's
+// edges, unaligned or device destinations) goes through the I/O workers and the arena as before. These tests watch
+// which bytes the workers are asked for, and that every byte arrives, verified, either way.
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <future>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ckpt.h"
+#include "io/file_io.h"
+#include "io/staging_arena.h"
+#include "io/worker_pool.h"
+#include "runtime/chunk_fetcher.h"
+#include "runtime/manifest.h"
+
+namespace ckpt::runtime {
+namespace {
+
+constexpr uint64_t kPage = 4096;
+// One row is one page of F64; a checksum block (1 MiB, the default) is 256 rows, and the last of the 600 rows'
+// three blocks is shorter (88 rows).
+constexpr uint64_t kCols = kPage / sizeof(double), kRows = 600, kRowsPerBlock = 256;
+
+// Page-aligned memory, as a trainer's large tensors are.
+class PageAligned {
+ public:
+  explicit PageAligned(uint64_t bytes) : data_(static_cast<char*>(std::aligned_alloc(kPage, bytes + kPage))) {
+    std::memset(data_, 0xee, bytes + kPage);
+  }
+  ~PageAligned() { std::free(data_); }
+  PageAligned(const PageAligned&) = delete;
+  PageAligned& operator=(const PageAligned&) = delete;
+  char* data() const { return data_; }
+
+ private:
+  char* data_;
+};
+
+// Forwards every job to a real pool (in-process threads), counting the bytes it is asked to read; or, with no pool
+// behind it, fails every job: a load that needs the workers then fails.
+class WatchedPool final : public io::WorkerPool {
+ public:
+  explicit WatchedPool(std::unique_ptr<io::WorkerPool> pool) : pool_(std::move(pool)) {}
+
+  std::future<Result<io::WriteResult>> SubmitWrite(int worker, io::WriteJob job) override {
+    return pool_->SubmitWrite(worker, std::move(job));
+  }
+  std::future<Status> SubmitRead(int worker, io::ReadJob job, io::ReadFailure* failure) override {
+    for (const io::FileSegment& segment : job.segments) bytes_asked_ += segment.length;
+    if (pool_ != nullptr) return pool_->SubmitRead(worker, std::move(job), failure);
+    std::promise<Status> refused;
+    refused.set_value(Internal("the I/O workers were asked to read " + job.path));
+    return refused.get_future();
+  }
+  Status AbandonFiles(const std::string& directory) override {
+    return pool_ != nullptr ? pool_->AbandonFiles(directory) : Status::Ok();
+  }
+  int size() const override { return pool_ != nullptr ? pool_->size() : 1; }
+  std::vector<pid_t> pids() const override { return {}; }
+  std::string backend_name() const override { return pool_ != nullptr ? pool_->backend_name() : "none"; }
+
+  uint64_t bytes_asked() const { return bytes_asked_; }
+
+ private:
+  std::unique_ptr<io::WorkerPool> pool_;
+  uint64_t bytes_asked_ = 0;
+};
+
+double ValueAt(uint64_t flat_index) { return 0.5 * static_cast<double>(flat_index) + 1.0; }
+
+class DirectLoadTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char dir_template[] = "/tmp/ckpt-direct-load-XXXXXX";  // a disk, not a tmpfs (those are mapped instead)
+    ASSERT_NE(mkdtemp(dir_template), nullptr);
+    dir_ = dir_template;
+    SaveTensor();
+    Result<Manifest> manifest = ReadManifest(path());
+    ASSERT_TRUE(manifest.ok()) << manifest.status().message();
+    manifest_ = std::move(manifest).value();
+    ASSERT_EQ(manifest_.tensors.size(), 1u);
+    ASSERT_EQ(manifest_.tensors[0].chunks.size(), 1u);
+    ASSERT_EQ(manifest_.tensors[0].chunks[0].bytes.block_size, kRowsPerBlock * kPage);
+    Result<std::unique_ptr<io::StagingArena>> arena = io::StagingArena::Create(io::kMinArenaBytes);
+    ASSERT_TRUE(arena.ok()) << arena.status().message();
+    arena_ = std::move(arena).value();
+  }
+  void TearDown() override { (void)io::RemoveTree(dir_); }
+
+  std::string path() const { return dir_ + "/ck"; }
+
+  void SaveTensor() {
+    ckpt_error_t* err = nullptr;
+    ASSERT_EQ(ckpt_error_create(&err), CKPT_OK);
+    ckpt_context_options opts = CKPT_CONTEXT_OPTIONS_INIT;
+    opts.rank = 0;
+    opts.world_size = 1;
+    opts.io_workers = 0;
+    ckpt_context_t* ctx = nullptr;
+    ASSERT_EQ(ckpt_context_create(&opts, &ctx, err), CKPT_OK) << ckpt_error_message(err);
+    std::vector<double> values(kRows * kCols);
+    for (size_t i = 0; i < values.size(); ++i) values[i] = ValueAt(i);
+    const uint64_t shape[2] = {kRows, kCols}, offset[2] = {0, 0};
+    ckpt_state_t* state = nullptr;
+    ASSERT_EQ(ckpt_state_create(&state, err), CKPT_OK);
+    ckpt_tensor_shard shard = CKPT_TENSOR_SHARD_INIT;
+    shard.key = "x";
+    shard.dtype = CKPT_DTYPE_F64;
+    shard.ndim = 2;
+    shard.global_shape = shape;
+    shard.local_shape = shape;
+    shard.global_offset = offset;
+    shard.data = values.data();
+    shard.data_size = sizeof(double) * values.size();
+    ASSERT_EQ(ckpt_state_add_tensor(state, &shard, err), CKPT_OK) << ckpt_error_message(err);
+    ckpt_request_t* request = nullptr;
+    ASSERT_EQ(ckpt_save(ctx, state, path().c_str(), nullptr, &request, err), CKPT_OK) << ckpt_error_message(err);
+    ASSERT_EQ(ckpt_request_wait(request, 0, err), CKPT_OK) << ckpt_error_message(err);
+    ckpt_request_free(request);
+    ckpt_state_free(state);
+    ckpt_context_free(ctx);
+    ckpt_error_free(err);
+  }
+
+  // A pool of in-process threads behind the watch; `real` false: a pool that fails every job.
+  std::unique_ptr<WatchedPool> Pool(bool real) {
+    if (!real) return std::make_unique<WatchedPool>(nullptr);
+    io::WorkerPoolOptions options;
+    options.workers = 0;
+    Result<std::unique_ptr<io::WorkerPool>> pool = io::WorkerPool::Start(*arena_, options);
+    EXPECT_TRUE(pool.ok()) << pool.status().message();
+    return std::make_unique<WatchedPool>(pool.ok() ? std::move(pool).value() : nullptr);
+  }
+
+  // Fetches rows [row0, row1) of "x" into `dst` through `pool`; returns the bytes read from storage.
+  Result<uint64_t> FetchRows(io::WorkerPool& pool, uint64_t row0, uint64_t row1, char* dst) {
+    const Box rows{{row0, 0}, {row1 - row0, kCols}};
+    const std::vector<ChunkFetch> fetches = {ChunkFetch{&manifest_.tensors[0], 0, {ChunkConsumer{rows, dst, rows}}}};
+    const FetchEngine engine{*arena_, pool, std::chrono::milliseconds(30000), {}, &tuning_};
+    return FetchChunks(engine, path(), manifest_, fetches);
+  }
+
+  // The first element of rows [row0, row1) in `dst` that does not hold its saved value; -1 when all do.
+  static int64_t FirstWrong(const char* dst, uint64_t row0, uint64_t row1) {
+    for (uint64_t i = 0; i < (row1 - row0) * kCols; ++i) {
+      double got;
+      std::memcpy(&got, dst + i * sizeof(double), sizeof got);
+      if (got != ValueAt(row0 * kCols + i)) return static_cast<int64_t>(i);
+    }
+    return -1;
+  }
+
+  std::string dir_;
+  Manifest manifest_;
+  std::unique_ptr<io::StagingArena> arena_;
+  io::IoTuning tuning_;
+};
+
+TEST_F(DirectLoadTest, AWholeTensorInPageAlignedMemoryIsReadStraightIntoItAndNeverByTheWorkers) {
+  PageAligned dst(kRows * kPage);
+  std::unique_ptr<WatchedPool> refusing = Pool(false);
+  Result<uint64_t> read = FetchRows(*refusing, 0, kRows, dst.data());
+  ASSERT_TRUE(read.ok()) << read.status().message();
+  EXPECT_EQ(*read, kRows * kPage);
+  EXPECT_EQ(refusing->bytes_asked(), 0u);
+  EXPECT_EQ(FirstWrong(dst.data(), 0, kRows), -1);
+  EXPECT_EQ(static_cast<unsigned char>(dst.data()[kRows * kPage]), 0xee) << "a byte past the tensor was written";
+}
+
+// Rows [100, 590): block 1 (rows 256-511) lies whole in the destination and goes straight in; blocks 0 and 2 are
+// needed only in part, so the workers read them whole, to verify them, and the rows wanted are copied out.
+TEST_F(DirectLoadTest, BlocksOnlyPartlyInTheDestinationGoThroughTheWorkersAndTheWholeOnesStraightIn) {
+  PageAligned dst((590 - 100) * kPage);
+  std::unique_ptr<WatchedPool> pool = Pool(true);
+  Result<uint64_t> read = FetchRows(*pool, 100, 590, dst.data());
+  ASSERT_TRUE(read.ok()) << read.status().message();
+  EXPECT_EQ(*read, kRows * kPage);
+  EXPECT_EQ(pool->bytes_asked(), kRows * kPage - kRowsPerBlock * kPage);
+  EXPECT_EQ(FirstWrong(dst.data(), 100, 590), -1);
+}
+
+TEST_F(DirectLoadTest, ADestinationThatIsNotPageAlignedIsFilledThroughTheWorkers) {
+  PageAligned memory(kRows * kPage + sizeof(double));
+  char* dst = memory.data() + sizeof(double);
+  std::unique_ptr<WatchedPool> pool = Pool(true);
+  Result<uint64_t> read = FetchRows(*pool, 0, kRows, dst);
+  ASSERT_TRUE(read.ok()) << read.status().message();
+  EXPECT_EQ(pool->bytes_asked(), kRows * kPage);
+  EXPECT_EQ(FirstWrong(dst, 0, kRows), -1);
+}
+
+TEST_F(DirectLoadTest, AFlippedByteInABlockReadStraightInIsCorruptNamingTheTensorAndTheFile) {
+  const std::string data_file = path() + "/data/0-0.bin";
+  {
+    std::fstream file(data_file, std::ios::in | std::ios::out | std::ios::binary);
+    ASSERT_TRUE(file.good()) << data_file;
+    file.seekp(static_cast<std::streamoff>(manifest_.tensors[0].chunks[0].bytes.file_offset +
+                                           kRowsPerBlock * kPage + 12345));  // inside block 1
+    file.put('\x5a');
+  }
+  PageAligned dst(kRows * kPage);
+  std::unique_ptr<WatchedPool> refusing = Pool(false);
+  Result<uint64_t> read = FetchRows(*refusing, 0, kRows, dst.data());
+  ASSERT_FALSE(read.ok());
+  EXPECT_EQ(read.status().code(), Code::kCorrupt) << read.status().message();
+  const std::string message = read.status().message();
+  EXPECT_NE(message.find("checksum mismatch"), std::string::npos) << message;
+  EXPECT_NE(message.find("0-0.bin"), std::string::npos) << message;
+  EXPECT_NE(message.find("tensor 'x'"), std::string::npos) << message;
+  EXPECT_EQ(refusing->bytes_asked(), 0u);
+}
+
+// Without a tuning for this process's own reads (the engine's direct_tuning null), every window goes through the
+// workers, as before.
+TEST_F(DirectLoadTest, AnEngineWithoutDirectTuningReadsEverythingThroughTheWorkers) {
+  PageAligned dst(kRows * kPage);
+  std::unique_ptr<WatchedPool> pool = Pool(true);
+  const Box rows{{0, 0}, {kRows, kCols}};
+  const std::vector<ChunkFetch> fetches = {
+      ChunkFetch{&manifest_.tensors[0], 0, {ChunkConsumer{rows, dst.data(), rows}}}};
+  const FetchEngine engine{*arena_, *pool, std::chrono::milliseconds(30000)};
+  Result<uint64_t> read = FetchChunks(engine, path(), manifest_, fetches);
+  ASSERT_TRUE(read.ok()) << read.status().message();
+  EXPECT_EQ(pool->bytes_asked(), kRows * kPage);
+  EXPECT_EQ(FirstWrong(dst.data(), 0, kRows), -1);
+}
+
+}  // namespace
+}  // namespace ckpt::runtime
