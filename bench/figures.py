@@ -190,6 +190,15 @@ def need(raw, name):
     return raw[name]
 
 
+def need_time_spent(raw, name):
+    """A raw CPU time that may be 0: the I/O workers' share when the rank read everything itself."""
+    if name not in raw:
+        fail("no %s was measured" % name)
+    if raw[name] < 0:
+        fail("%s is %s, not a duration" % (name, raw[name]))
+    return raw[name]
+
+
 def per_rank_count(raw, load):
     count = need(raw, load + "_ranks")
     if count < 1 or count != int(count):
@@ -257,7 +266,7 @@ def cpu_figures(raw, f, state_gib):
         f[phase + "_cpu_s_per_gib"] = need(raw, phase + "_cpu_seconds") / state_gib
         f["fio_%s_cpu_s_per_gib" % direction] = need(raw, "fio_%s_cpu_seconds" % direction) / state_gib
         f[phase + "_cpu_vs_fio"] = f[phase + "_cpu_s_per_gib"] / f["fio_%s_cpu_s_per_gib" % direction]
-        f[phase + "_worker_cpu_share"] = need(raw, phase + "_worker_cpu_seconds") / raw[phase + "_cpu_seconds"]
+        f[phase + "_worker_cpu_share"] = need_time_spent(raw, phase + "_worker_cpu_seconds") / raw[phase + "_cpu_seconds"]
 
 
 def run_figures(raw, state_gib, dedup_gib, reshard_gib):
