@@ -28,11 +28,12 @@ constexpr uint64_t kPage = 4096;
 // three blocks is shorter (88 rows).
 constexpr uint64_t kCols = kPage / sizeof(double), kRows = 600, kRowsPerBlock = 256;
 
-// Page-aligned memory, as a trainer's large tensors are.
+// Page-aligned memory, as a trainer's large tensors are, with at least one spare page after `bytes`.
 class PageAligned {
  public:
-  explicit PageAligned(uint64_t bytes) : data_(static_cast<char*>(std::aligned_alloc(kPage, bytes + kPage))) {
-    std::memset(data_, 0xee, bytes + kPage);
+  explicit PageAligned(uint64_t bytes) : size_((bytes + 2 * kPage - 1) / kPage * kPage) {
+    data_ = static_cast<char*>(std::aligned_alloc(kPage, size_));  // a size that is a multiple of the alignment
+    std::memset(data_, 0xee, size_);
   }
   ~PageAligned() { std::free(data_); }
   PageAligned(const PageAligned&) = delete;
@@ -40,6 +41,7 @@ class PageAligned {
   char* data() const { return data_; }
 
  private:
+  uint64_t size_;
   char* data_;
 };
 
