@@ -41,6 +41,9 @@ inline constexpr char kArenaBytesVar[] = "CKPT_ARENA_BYTES";
 inline constexpr char kIoBackendVar[] = "CKPT_IO_BACKEND";
 // CKPT_IO_DIRECT: "0" turns O_DIRECT off (default on; refused per file where the file system lacks it).
 inline constexpr char kIoDirectVar[] = "CKPT_IO_DIRECT";
+// CKPT_LOAD_DIRECT: "0" sends every block a load reads through the I/O workers and the staging arena (default on:
+// the whole checksum blocks that land in page-aligned host tensors are read by the rank straight into them).
+inline constexpr char kLoadDirectVar[] = "CKPT_LOAD_DIRECT";
 // CKPT_TRANSPORT: "auto" (default), "none", "ucx" or "nccl": how ranks exchange tensor data during a load.
 inline constexpr char kTransportVar[] = "CKPT_TRANSPORT";
 // CKPT_PEER_CONTROL: "0" routes every collective of a job without collectives of its own through rank 0's TCP store

@@ -301,6 +301,7 @@ Status Context::StartIo(const ContextConfig& config) {
   ASSIGN_OR_RETURN(workers_, io::WorkerPool::Start(*arena_, pool));
   io_workers_ = pool.workers;
   io_tuning_ = pool.tuning;
+  direct_loads_ = settings::StringFromEnv(settings::kLoadDirectVar) != "0";
 
   std::unique_ptr<CommitChannel> channel;
   if (world_size() == 1) {

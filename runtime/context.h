@@ -93,8 +93,9 @@ class Context {
   ContextStats& stats() { return stats_; }
   const ContextStats& stats() const { return stats_; }
   int io_workers() const { return io_workers_; }
-  // How this rank's I/O is done (backend, O_DIRECT, request size), for the reads a load makes in this process.
-  const io::IoTuning& io_tuning() const { return io_tuning_; }
+  // How a load reads blocks straight into page-aligned host tensors in this process (backend, O_DIRECT, request
+  // size); null when CKPT_LOAD_DIRECT=0 sends every block through the workers and the arena.
+  const io::IoTuning* direct_load_tuning() const { return direct_loads_ ? &io_tuning_ : nullptr; }
   // The data plane for host memory during loads; null: none.
   coll::Transport* transport() { return transport_.get(); }
   // Whether loads may exchange at all; if not, every rank reads what it needs itself.
@@ -152,6 +153,7 @@ class Context {
   LogSink log_;
   int io_workers_ = 0;
   io::IoTuning io_tuning_;
+  bool direct_loads_ = true;
   std::shared_ptr<coll::TcpStore> store_;  // world size > 1
   std::shared_ptr<coll::ControlPlane> control_;
   coll::TcpStoreConfig store_config_;  // how to open a second connection (world size > 1)

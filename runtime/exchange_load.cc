@@ -199,7 +199,7 @@ class Round {
  private:
   Status Fetch(const std::vector<ChunkFetch>& fetches) {
     if (fetches.empty()) return Status::Ok();
-    const FetchEngine engine{ctx_.arena(), ctx_.workers(), ctx_.timeout(), {}, &ctx_.io_tuning()};
+    const FetchEngine engine{ctx_.arena(), ctx_.workers(), ctx_.timeout(), {}, ctx_.direct_load_tuning()};
     ASSIGN_OR_RETURN(uint64_t read, FetchChunks(engine, path_, manifest_, fetches));
     counters_.bytes_read += read;
     return Status::Ok();

@@ -261,7 +261,7 @@ Status ReadTensors(Context& ctx, const std::string& dir, const Manifest& manifes
     std::vector<uint32_t> tensors;
     for (const LocalPiece& piece : pieces) tensors.push_back(piece.tensor);
     RETURN_IF_ERROR(decode_chunks(tensors));
-    const FetchEngine engine{ctx.arena(), ctx.workers(), ctx.timeout(), on_filled, &ctx.io_tuning()};
+    const FetchEngine engine{ctx.arena(), ctx.workers(), ctx.timeout(), on_filled, ctx.direct_load_tuning()};
     ASSIGN_OR_RETURN(*bytes_read, FetchChunks(engine, dir, manifest, LocalFetches(manifest, pieces)));
     return Status::Ok();
   }

@@ -18,6 +18,7 @@
 #include "io/staging_arena.h"
 #include "io/worker_pool.h"
 #include "runtime/chunk_fetcher.h"
+#include "runtime/context.h"
 #include "runtime/manifest.h"
 
 namespace ckpt::runtime {
@@ -232,6 +233,27 @@ TEST_F(DirectLoadTest, AnEngineWithoutDirectTuningReadsEverythingThroughTheWorke
   ASSERT_TRUE(read.ok()) << read.status().message();
   EXPECT_EQ(pool->bytes_asked(), kRows * kPage);
   EXPECT_EQ(FirstWrong(dst.data(), 0, kRows), -1);
+}
+
+// CKPT_LOAD_DIRECT=0 is the way back to the workers-only path (a storage that prefers it): the context then hands
+// loads no tuning for direct reads; by default it hands its own I/O tuning.
+TEST(DirectLoadSettingTest, LoadDirectZeroLeavesLoadsWithoutDirectReadsAndTheDefaultKeepsThem) {
+  ContextConfig config;
+  config.identity.rank = 0;
+  config.identity.world_size = 1;
+  config.io_workers = 0;
+  config.arena_bytes = io::kMinArenaBytes;
+  {
+    Result<std::unique_ptr<Context>> ctx = Context::Create(config);
+    ASSERT_TRUE(ctx.ok()) << ctx.status().message();
+    ASSERT_NE((*ctx)->direct_load_tuning(), nullptr);
+    EXPECT_TRUE((*ctx)->direct_load_tuning()->direct);
+  }
+  setenv("CKPT_LOAD_DIRECT", "0", 1);
+  Result<std::unique_ptr<Context>> ctx = Context::Create(config);
+  unsetenv("CKPT_LOAD_DIRECT");
+  ASSERT_TRUE(ctx.ok()) << ctx.status().message();
+  EXPECT_EQ((*ctx)->direct_load_tuning(), nullptr);
 }
 
 }  // namespace
