@@ -1,8 +1,8 @@
 // Loads read through the same engine as saves: the blocks of each stored chunk that someone needs are read by the
 // I/O workers into the staging arena (O_DIRECT where possible, checksums verified by the worker), window by window,
-// and each consumer's region is copied out of the window while the next windows are being read. A window that lands
-// whole in one host destination, page-aligned there, is instead read by this process straight into it and verified
-// in place: no copy, as a trainer's large tensors allow.
+// and each consumer's region is copied out of the window while the next windows are being read. The whole checksum
+// blocks that land in one page-aligned run of a host destination are instead read by this process straight into it
+// and verified in place: no copy, as a trainer's large tensors allow.
 #pragma once
 
 #include <chrono>
