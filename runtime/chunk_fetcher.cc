@@ -196,6 +196,7 @@ class Fetcher {
     while (!in_flight_.empty()) CompleteOldest();
     join_direct_reads.Join();
     if (Failed()) return status_;
+    Delivered(0, 0, /*calling_thread=*/true);
     return bytes_read_;
   }
 
@@ -234,7 +235,7 @@ class Fetcher {
         Fail(status.WithContext(Describe(fetches_[d.window.fetch])));
         return;
       }
-      Delivered(d.window.end - d.window.begin, d.window.end - d.window.begin);
+      Delivered(d.window.end - d.window.begin, d.window.end - d.window.begin, /*calling_thread=*/false);
     }
   }
 
@@ -291,19 +292,24 @@ class Fetcher {
       status = Deliver(fetches_[read.window.fetch], read.window, engine_.arena.data() + read.region.offset + read.lead,
                        &delivered);
     if (status.ok()) {
-      Delivered(read.window.end - read.window.begin, delivered);
+      Delivered(read.window.end - read.window.begin, delivered, /*calling_thread=*/true);
     } else {
       Fail(status.WithContext(Describe(fetches_[read.window.fetch])));
     }
     engine_.arena.Release(read.region);
   }
 
-  // Counts a window read and its bytes delivered; the progress callback hears of them one thread at a time.
-  void Delivered(uint64_t read, uint64_t delivered) {
+  // Counts a window read and its bytes delivered. The progress callback runs on the calling thread only, as the C
+  // API promises: bytes the direct threads delivered wait until the calling thread next reports (or the end).
+  void Delivered(uint64_t read, uint64_t delivered, bool calling_thread) {
     std::lock_guard<std::mutex> lock(mutex_);
     if (!status_.ok()) return;
     bytes_read_ += read;
-    if (engine_.delivered) engine_.delivered(delivered);
+    pending_delivered_ += delivered;
+    if (calling_thread && engine_.delivered && pending_delivered_ > 0) {
+      engine_.delivered(pending_delivered_);
+      pending_delivered_ = 0;
+    }
   }
 
   // The first failure wins; the others stop after their current window.
@@ -325,7 +331,8 @@ class Fetcher {
   std::mutex mutex_;
   Status status_;
   std::atomic<bool> failed_{false};
-  uint64_t bytes_read_ = 0;  // guarded by mutex_ while direct reads run
+  uint64_t bytes_read_ = 0;         // guarded by mutex_ while direct reads run
+  uint64_t pending_delivered_ = 0;  // delivered by the direct threads, not yet reported
 };
 
 // A checkpoint in memory (a tmpfs: the memory tier's agents hold theirs there) is read without the workers and the
