@@ -345,13 +345,17 @@ Result<OpenFile> Executor::FileForWrite(const WriteJob& job) {
   return file;
 }
 
-// Reserves the whole file up front, so that direct writes do not allocate extents request by request (fio lays its
-// files out the same way). A file system without fallocate simply allocates as the writes come; a full one fails
-// here, before any byte is written.
+// Reserves the whole file up front (to the 4096-byte multiple its direct writes reach), so that direct writes do not
+// allocate extents request by request (fio lays its files out the same way), and gives it that size at once: a
+// direct write past the end of the file extends it, which ext4 serialises on the inode's lock and io_uring hands to
+// its blocking workers (a 1 GiB save on the RAM disk took 0.39-0.43 s with FALLOC_FL_KEEP_SIZE, 0.34-0.39 without).
+// FinishFile cuts the file to its final size. A file system without fallocate simply allocates as the writes come; a
+// full one fails here, before any byte is written.
 Status Executor::Preallocate(int fd, const std::string& path, uint64_t size) {
-  if (size == 0 || fallocate(fd, FALLOC_FL_KEEP_SIZE, 0, static_cast<off_t>(size)) == 0) return Status::Ok();
+  const uint64_t reserved = RoundUp(size, kDirectAlignment);
+  if (size == 0 || fallocate(fd, 0, 0, static_cast<off_t>(reserved)) == 0) return Status::Ok();
   if (errno == EOPNOTSUPP || errno == ENOSYS) return Status::Ok();
-  return OpenError("cannot reserve " + std::to_string(size) + " bytes for " + Quoted(path), errno);
+  return OpenError("cannot reserve " + std::to_string(reserved) + " bytes for " + Quoted(path), errno);
 }
 
 Status Executor::FinishFile(const std::string& path, uint64_t final_size) {

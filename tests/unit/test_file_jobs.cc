@@ -236,6 +236,26 @@ TEST_P(FileJobsTest, FinishTruncatesToFinalSize) {
   EXPECT_EQ(st.st_size, 4999);
 }
 
+// A direct write past a file's end extends it, which ext4 serialises and io_uring sends to its blocking workers:
+// the create job gives the file every byte its direct writes will reach, and the finish job cuts the padding.
+TEST_P(FileJobsTest, ACreatedFileHasItsWholeSizeBeforeItsFirstWriteSoNoWriteExtendsIt) {
+  const std::vector<FileSegment> segments = Layout({3 * kPage, 12345});
+  StageAll(segments, 5);
+  const uint64_t final_size = segments.back().file_offset + segments.back().length;
+  WriteJob first = MakeWrite("f", {segments[0]}, true, false);
+  first.final_size = final_size;
+  ASSERT_TRUE(executor_->Write(first).ok());
+  struct stat st;
+  ASSERT_EQ(stat(Path("f").c_str(), &st), 0);
+  EXPECT_EQ(static_cast<uint64_t>(st.st_size), RoundUp(final_size)) << "after the create job";
+
+  WriteJob last = MakeWrite("f", {segments[1]}, false, true);
+  last.final_size = final_size;
+  ASSERT_TRUE(executor_->Write(last).ok());
+  ASSERT_EQ(stat(Path("f").c_str(), &st), 0);
+  EXPECT_EQ(static_cast<uint64_t>(st.st_size), final_size) << "after the finish job";
+}
+
 TEST_P(FileJobsTest, ReadReportsTheBlockOfAFlippedByte) {
   const std::vector<FileSegment> segments = Layout({3 * kBlockBytes, 4 * kBlockBytes});
   StageAll(segments, 11);
