@@ -4,9 +4,29 @@
 
 #include <algorithm>
 
-namespace ckpt::io {
+#include "io/checksum_avx2.h"
 
-uint64_t Checksum(const void* data, size_t size) { return XXH3_64bits(data, size); }
+namespace ckpt::io {
+namespace {
+
+using ChecksumFunction = uint64_t (*)(const void* data, size_t size);
+
+uint64_t LibraryChecksum(const void* data, size_t size) { return XXH3_64bits(data, size); }
+
+ChecksumFunction ChooseChecksum() {
+#if defined(__x86_64__)
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx2")) return ChecksumAvx2;
+#endif
+  return LibraryChecksum;
+}
+
+}  // namespace
+
+uint64_t Checksum(const void* data, size_t size) {
+  static const ChecksumFunction checksum = ChooseChecksum();
+  return checksum(data, size);
+}
 
 std::vector<uint64_t> BlockChecksums(const void* data, size_t size, uint64_t block_size) {
   std::vector<uint64_t> sums;

@@ -1,4 +1,5 @@
-// Block checksums of stored data: XXH3-64, fast enough (tens of GB/s) that hashing never bounds a save or load.
+// Block checksums of stored data: XXH3-64, fast enough (tens of GB/s on data in cache) that hashing never bounds a
+// save or load; compiled for AVX2 where the CPU has it (io/checksum_avx2.h), the same values either way.
 #pragma once
 
 #include <cstddef>
