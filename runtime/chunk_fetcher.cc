@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <condition_variable>
 #include <deque>
 #include <future>
 #include <memory>
@@ -181,6 +182,11 @@ class Fetcher {
     }
     std::vector<std::thread> direct_threads;
     const JoinAtExit join_direct_reads{direct_threads};
+    // Before that join, however Run ends (a throwing progress callback included): no direct thread waits for a
+    // report any more.
+    const StopReportingAtExit stop_reporting{*this};
+    // With no window of its own, the calling thread reports the direct threads' deliveries from the start.
+    reporting_ = staged.empty();
     StartDirectReads(&staged, &direct_threads);
     size_t next_worker = 0;
     for (const Window& w : staged) {
@@ -194,6 +200,7 @@ class Fetcher {
       Submit(w, lead, *region, static_cast<int>(next_worker++ % workers));
     }
     while (!in_flight_.empty()) CompleteOldest();
+    ReportDirectReads();
     join_direct_reads.Join();
     if (Failed()) return status_;
     Delivered(0, 0, /*calling_thread=*/true);
@@ -216,8 +223,34 @@ class Fetcher {
       direct_.clear();
       return;
     }
+    direct_running_ = direct_executors_.size();
     for (const std::unique_ptr<io::FileJobExecutor>& executor : direct_executors_) {
-      threads->emplace_back([this, exec = executor.get()] { ReadDirect(*exec); });
+      threads->emplace_back([this, exec = executor.get()] {
+        ReadDirect(*exec);
+        std::lock_guard<std::mutex> lock(mutex_);
+        --direct_running_;
+        direct_changed_.notify_all();
+      });
+    }
+  }
+
+  struct StopReportingAtExit {
+    Fetcher& fetcher;
+    ~StopReportingAtExit() {
+      std::lock_guard<std::mutex> lock(fetcher.mutex_);
+      fetcher.reporting_ = false;
+      fetcher.direct_changed_.notify_all();
+    }
+  };
+
+  // Until the direct threads end, reports what they deliver as they go.
+  void ReportDirectReads() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    reporting_ = true;
+    for (;;) {
+      direct_changed_.wait(lock, [this] { return direct_running_ == 0 || (pending_delivered_ > 0 && status_.ok()); });
+      ReportPending(lock);
+      if (direct_running_ == 0) return;
     }
   }
 
@@ -300,16 +333,31 @@ class Fetcher {
   }
 
   // Counts a window read and its bytes delivered. The progress callback runs on the calling thread only, as the C
-  // API promises: bytes the direct threads delivered wait until the calling thread next reports (or the end).
+  // API promises: the calling thread reports what the direct threads delivered with its own next window or, once it
+  // has none left (ReportDirectReads), as they deliver it; a direct thread then waits for that report before its
+  // next window, so that a load read wholly straight in reports window by window rather than once at its end.
   void Delivered(uint64_t read, uint64_t delivered, bool calling_thread) {
-    std::lock_guard<std::mutex> lock(mutex_);
+    std::unique_lock<std::mutex> lock(mutex_);
     if (!status_.ok()) return;
     bytes_read_ += read;
     pending_delivered_ += delivered;
-    if (calling_thread && engine_.delivered && pending_delivered_ > 0) {
-      engine_.delivered(pending_delivered_);
-      pending_delivered_ = 0;
+    if (calling_thread) {
+      ReportPending(lock);
+    } else if (reporting_ && engine_.delivered) {
+      direct_changed_.notify_all();
+      direct_changed_.wait(lock, [this] { return pending_delivered_ == 0 || !status_.ok() || !reporting_; });
     }
+  }
+
+  // Hands the bytes delivered and not yet reported to the progress callback, outside the lock.
+  void ReportPending(std::unique_lock<std::mutex>& lock) {
+    if (!engine_.delivered || pending_delivered_ == 0 || !status_.ok()) return;
+    const uint64_t bytes = pending_delivered_;
+    pending_delivered_ = 0;
+    direct_changed_.notify_all();
+    lock.unlock();
+    engine_.delivered(bytes);
+    lock.lock();
   }
 
   // The first failure wins; the others stop after their current window.
@@ -317,6 +365,7 @@ class Fetcher {
     std::lock_guard<std::mutex> lock(mutex_);
     if (status_.ok()) status_ = status;
     failed_ = true;
+    direct_changed_.notify_all();
   }
   bool Failed() const { return failed_.load(); }
 
@@ -329,10 +378,14 @@ class Fetcher {
   std::vector<std::unique_ptr<io::FileJobExecutor>> direct_executors_;
   std::atomic<size_t> next_direct_{0};
   std::mutex mutex_;
+  std::condition_variable direct_changed_;  // a delivery, a report, a failure, or a direct thread's end
   Status status_;
   std::atomic<bool> failed_{false};
-  uint64_t bytes_read_ = 0;         // guarded by mutex_ while direct reads run
+  // Guarded by mutex_ while direct reads run:
+  uint64_t bytes_read_ = 0;
   uint64_t pending_delivered_ = 0;  // delivered by the direct threads, not yet reported
+  size_t direct_running_ = 0;       // direct threads not yet ended
+  bool reporting_ = false;          // the calling thread is free to report the direct threads' deliveries
 };
 
 // A checkpoint in memory (a tmpfs: the memory tier's agents hold theirs there) is read without the workers and the

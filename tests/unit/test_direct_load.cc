@@ -8,9 +8,11 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <future>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "ckpt.h"
@@ -91,6 +93,7 @@ class DirectLoadTest : public ::testing::Test {
     ASSERT_EQ(manifest_.tensors.size(), 1u);
     ASSERT_EQ(manifest_.tensors[0].chunks.size(), 1u);
     ASSERT_EQ(manifest_.tensors[0].chunks[0].bytes.block_size, kRowsPerBlock * kPage);
+    ASSERT_EQ(manifest_.tensors[0].chunks[0].bytes.byte_length, rows_ * kPage);
     Result<std::unique_ptr<io::StagingArena>> arena = io::StagingArena::Create(io::kMinArenaBytes);
     ASSERT_TRUE(arena.ok()) << arena.status().message();
     arena_ = std::move(arena).value();
@@ -108,9 +111,9 @@ class DirectLoadTest : public ::testing::Test {
     opts.io_workers = 0;
     ckpt_context_t* ctx = nullptr;
     ASSERT_EQ(ckpt_context_create(&opts, &ctx, err), CKPT_OK) << ckpt_error_message(err);
-    std::vector<double> values(kRows * kCols);
+    std::vector<double> values(rows_ * kCols);
     for (size_t i = 0; i < values.size(); ++i) values[i] = ValueAt(i);
-    const uint64_t shape[2] = {kRows, kCols}, offset[2] = {0, 0};
+    const uint64_t shape[2] = {rows_, kCols}, offset[2] = {0, 0};
     ckpt_state_t* state = nullptr;
     ASSERT_EQ(ckpt_state_create(&state, err), CKPT_OK);
     ckpt_tensor_shard shard = CKPT_TENSOR_SHARD_INIT;
@@ -142,11 +145,13 @@ class DirectLoadTest : public ::testing::Test {
     return std::make_unique<WatchedPool>(pool.ok() ? std::move(pool).value() : nullptr);
   }
 
-  // Fetches rows [row0, row1) of "x" into `dst` through `pool`; returns the bytes read from storage.
-  Result<uint64_t> FetchRows(io::WorkerPool& pool, uint64_t row0, uint64_t row1, char* dst) {
+  // Fetches rows [row0, row1) of "x" into `dst` through `pool`, telling `delivered` (when set) the bytes of each
+  // report of progress; returns the bytes read from storage.
+  Result<uint64_t> FetchRows(io::WorkerPool& pool, uint64_t row0, uint64_t row1, char* dst,
+                             std::function<void(uint64_t)> delivered = {}) {
     const Box rows{{row0, 0}, {row1 - row0, kCols}};
     const std::vector<ChunkFetch> fetches = {ChunkFetch{&manifest_.tensors[0], 0, {ChunkConsumer{rows, dst, rows}}}};
-    const FetchEngine engine{*arena_, pool, std::chrono::milliseconds(30000), {}, &tuning_};
+    const FetchEngine engine{*arena_, pool, std::chrono::milliseconds(30000), std::move(delivered), &tuning_};
     return FetchChunks(engine, path(), manifest_, fetches);
   }
 
@@ -160,6 +165,7 @@ class DirectLoadTest : public ::testing::Test {
     return -1;
   }
 
+  uint64_t rows_ = kRows;  // of the tensor saved
   std::string dir_;
   Manifest manifest_;
   std::unique_ptr<io::StagingArena> arena_;
@@ -218,6 +224,38 @@ TEST_F(DirectLoadTest, AFlippedByteInABlockReadStraightInIsCorruptNamingTheTenso
   EXPECT_NE(message.find("0-0.bin"), std::string::npos) << message;
   EXPECT_NE(message.find("tensor 'x'"), std::string::npos) << message;
   EXPECT_EQ(refusing->bytes_asked(), 0u);
+}
+
+// 64 MiB: with the test's 64 MiB arena and one worker, four windows of 16 MiB, all read straight in.
+class DirectLoadProgressTest : public DirectLoadTest {
+ protected:
+  void SetUp() override {
+    rows_ = 16384;
+    DirectLoadTest::SetUp();
+  }
+};
+
+// The progress callback runs on the calling thread only, and the calling thread reads nothing itself here: it still
+// reports the windows as the direct threads deliver them (each waits for the report of its window before its next,
+// and two threads deliver at most two windows between reports), not the whole load once at its end.
+TEST_F(DirectLoadProgressTest, ALoadReadWhollyStraightInReportsItsProgressAsItGoesOnTheCallingThread) {
+  PageAligned dst(rows_ * kPage);
+  std::unique_ptr<WatchedPool> refusing = Pool(false);
+  std::vector<uint64_t> reports;
+  bool every_report_on_the_calling_thread = true;
+  const std::thread::id caller = std::this_thread::get_id();
+  Result<uint64_t> read = FetchRows(*refusing, 0, rows_, dst.data(), [&](uint64_t bytes) {
+    reports.push_back(bytes);
+    every_report_on_the_calling_thread = every_report_on_the_calling_thread && std::this_thread::get_id() == caller;
+  });
+  ASSERT_TRUE(read.ok()) << read.status().message();
+  EXPECT_EQ(refusing->bytes_asked(), 0u) << "the test expects every window read straight in";
+  EXPECT_EQ(FirstWrong(dst.data(), 0, rows_), -1);
+  EXPECT_TRUE(every_report_on_the_calling_thread);
+  EXPECT_GE(reports.size(), 2u);
+  uint64_t total = 0;
+  for (uint64_t bytes : reports) total += bytes;
+  EXPECT_EQ(total, rows_ * kPage);
 }
 
 // Without a tuning for this process's own reads (the engine's direct_tuning null), every window goes through the
