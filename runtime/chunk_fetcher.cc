@@ -349,12 +349,13 @@ class Fetcher {
     }
   }
 
-  // Hands the bytes delivered and not yet reported to the progress callback, outside the lock.
+  // Hands the bytes delivered and not yet reported to the progress callback (where there is one), outside the lock.
   void ReportPending(std::unique_lock<std::mutex>& lock) {
-    if (!engine_.delivered || pending_delivered_ == 0 || !status_.ok()) return;
+    if (pending_delivered_ == 0 || !status_.ok()) return;
     const uint64_t bytes = pending_delivered_;
     pending_delivered_ = 0;
     direct_changed_.notify_all();
+    if (!engine_.delivered) return;
     lock.unlock();
     engine_.delivered(bytes);
     lock.lock();

@@ -258,6 +258,17 @@ TEST_F(DirectLoadProgressTest, ALoadReadWhollyStraightInReportsItsProgressAsItGo
   EXPECT_EQ(total, rows_ * kPage);
 }
 
+// Without a progress callback (a load's exchange rounds fetch without one), the calling thread still waits for the
+// direct threads, and every window arrives.
+TEST_F(DirectLoadProgressTest, ALoadReadWhollyStraightInWithoutAProgressCallbackEnds) {
+  PageAligned dst(rows_ * kPage);
+  std::unique_ptr<WatchedPool> refusing = Pool(false);
+  Result<uint64_t> read = FetchRows(*refusing, 0, rows_, dst.data());
+  ASSERT_TRUE(read.ok()) << read.status().message();
+  EXPECT_EQ(*read, rows_ * kPage);
+  EXPECT_EQ(FirstWrong(dst.data(), 0, rows_), -1);
+}
+
 // Without a tuning for this process's own reads (the engine's direct_tuning null), every window goes through the
 // workers, as before.
 TEST_F(DirectLoadTest, AnEngineWithoutDirectTuningReadsEverythingThroughTheWorkers) {
