@@ -203,7 +203,6 @@ class Fetcher {
     ReportDirectReads();
     join_direct_reads.Join();
     if (Failed()) return status_;
-    Delivered(0, 0, /*calling_thread=*/true);
     return bytes_read_;
   }
 

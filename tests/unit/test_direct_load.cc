@@ -258,6 +258,26 @@ TEST_F(DirectLoadProgressTest, ALoadReadWhollyStraightInReportsItsProgressAsItGo
   EXPECT_EQ(total, rows_ * kPage);
 }
 
+// A direct thread waiting for the report of its window must not outlive a failure: a flipped byte in the third
+// window fails the load, naming the file, and the load ends.
+TEST_F(DirectLoadProgressTest, AFlippedByteInALoadReportingItsProgressFailsItAndTheLoadEnds) {
+  const std::string data_file = path() + "/data/0-0.bin";
+  {
+    std::fstream file(data_file, std::ios::in | std::ios::out | std::ios::binary);
+    ASSERT_TRUE(file.good()) << data_file;
+    file.seekp(static_cast<std::streamoff>(manifest_.tensors[0].chunks[0].bytes.file_offset + (40ull << 20)));
+    file.put('\x5a');
+  }
+  PageAligned dst(rows_ * kPage);
+  std::unique_ptr<WatchedPool> refusing = Pool(false);
+  uint64_t reported = 0;
+  Result<uint64_t> read = FetchRows(*refusing, 0, rows_, dst.data(), [&](uint64_t bytes) { reported += bytes; });
+  ASSERT_FALSE(read.ok());
+  EXPECT_EQ(read.status().code(), Code::kCorrupt) << read.status().message();
+  EXPECT_NE(read.status().message().find("0-0.bin"), std::string::npos) << read.status().message();
+  EXPECT_LT(reported, rows_ * kPage);
+}
+
 // Without a progress callback (a load's exchange rounds fetch without one), the calling thread still waits for the
 // direct threads, and every window arrives.
 TEST_F(DirectLoadProgressTest, ALoadReadWhollyStraightInWithoutAProgressCallbackEnds) {
