@@ -90,6 +90,9 @@ FIGURES = [
     ("replication_gbps", "GB/s", "%.3f"),
     ("ucx_perftest_tcp_gbps", "GB/s", "%.3f"),
     ("replication_vs_ucx_perftest", "ratio", "%.3f"),
+    # The first step's replica, written into fresh memory rather than the recycled files of the step before.
+    ("replication_fresh_gbps", "GB/s", "%.3f"),
+    ("replication_fresh_vs_ucx_perftest", "ratio", "%.3f"),
 ]
 # The loads measured on several ranks, as prefixed by bench/run.
 RANKED_LOADS = ("reshard_load", "exchange_load", "no_exchange_load")
@@ -324,6 +327,9 @@ def memory_tier_figures(raw, f, state_gib):
         f["replication_gbps"] = need(raw, "replication_gbps")
         f["ucx_perftest_tcp_gbps"] = need(raw, "ucx_perftest_tcp_bps") / 1e9
         f["replication_vs_ucx_perftest"] = f["replication_gbps"] / f["ucx_perftest_tcp_gbps"]
+        if "replication_fresh_gbps" in raw:
+            f["replication_fresh_gbps"] = raw["replication_fresh_gbps"]
+            f["replication_fresh_vs_ucx_perftest"] = f["replication_fresh_gbps"] / f["ucx_perftest_tcp_gbps"]
 
 
 def report(path, state_mib, dedup_mib, reshard_mib):
@@ -354,7 +360,7 @@ def report(path, state_mib, dedup_mib, reshard_mib):
                      "async_block_vs_memcpy", "dedup_save_vs_fio_write", "reshard_load_vs_fio_read",
                      "exchange_vs_ucx_perftest", "d2h_stage_vs_memcpy", "mem_save_block_vs_memcpy",
                      "mem_restore_vs_storage_load", "crash_to_committed_vs_fio_write",
-                     "replication_vs_ucx_perftest"):
+                     "replication_vs_ucx_perftest", "replication_fresh_vs_ucx_perftest"):
             if all(name in f for f in per_run):
                 comments.append("%s per run: %s" % (name, " ".join("%.3f" % f[name] for f in per_run)))
     for comment in comments:

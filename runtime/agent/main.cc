@@ -265,6 +265,7 @@ int main(int argc, char** argv) {
   CLI::App app{"ckpt-agent: keeps a job's checkpoints in this node's memory and writes them to storage"};
   ckpt::agent::ParseFlags(app, flags);
   CLI11_PARSE(app, argc, argv);
+  ckpt::agent::SetReplicationUcxDefaults();
   int status = 1;
   if (std::optional<ckpt::Status> thrown =
           ckpt::ExceptionIn("in ckpt-agent", [&] { status = ckpt::agent::Run(flags); })) {

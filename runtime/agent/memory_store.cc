@@ -1,11 +1,13 @@
 #include "runtime/agent/memory_store.h"
 
 #include <fcntl.h>
+#include <stdio.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <cstring>
 #include <filesystem>
 
 #include "io/claimed_directory.h"
@@ -23,6 +25,10 @@ std::string SidecarName(const std::string& name) { return "." + name + ".meta"; 
 bool IsTemporaryName(const std::string& name) { return name.find(runtime::kTemporaryInfix) != std::string::npos; }
 
 std::string Bytes(uint64_t n) { return std::to_string(n) + " bytes"; }
+
+// Where recycled data files wait (memory_store.h): hidden, so that no checkpoint can be named so and an agent
+// adopting the directory removes it.
+constexpr char kRecycledDir[] = ".recycled";
 
 // The real size of a checkpoint directory: its regular files, links not followed, so that the budget counts what
 // the saves wrote rather than what they claimed.
@@ -143,7 +149,7 @@ uint64_t MemoryStore::UsedBytesLocked() const {
   for (const Entry& entry : entries_) used += entry.checkpoint.bytes;
   for (const auto& [key, bytes] : reserved_) used += bytes;
   for (const auto& [transfer, incoming] : incoming_) used += incoming.second;
-  return used;
+  return used + recycled_bytes_;
 }
 
 std::string MemoryStore::BudgetRefusal(const std::string& name, uint64_t bytes) const {
@@ -160,9 +166,16 @@ std::string MemoryStore::BudgetRefusal(const std::string& name, uint64_t bytes) 
          ", does not fit. Raise CKPT_AGENT_BUDGET_BYTES (the agent's --budget-bytes) or save to storage instead";
 }
 
-Status MemoryStore::FitsBudgetLocked(const std::string& name, uint64_t bytes, const char* what) const {
-  const uint64_t used = UsedBytesLocked();
-  if (used <= budget_bytes_ && bytes <= budget_bytes_ - used) return Status::Ok();
+Status MemoryStore::FitsBudgetLocked(const std::string& name, uint64_t bytes, const char* what) {
+  const auto fits = [&] {
+    const uint64_t used = UsedBytesLocked();
+    return used <= budget_bytes_ && bytes <= budget_bytes_ - used;
+  };
+  if (fits()) return Status::Ok();
+  if (recycled_bytes_ > 0) {
+    DropRecycledLocked();
+    if (fits()) return Status::Ok();
+  }
   const std::string refusal = BudgetRefusal(name, bytes);
   log_(std::string(what) + " refused: " + refusal);
   return NoSpace(refusal);
@@ -273,6 +286,35 @@ Status MemoryStore::ReserveIncoming(uint64_t transfer, const std::string& name, 
   RETURN_IF_ERROR(FitsBudgetLocked(name, bytes, "replica"));
   incoming_[transfer] = {name, bytes};
   return Status::Ok();
+}
+
+bool MemoryStore::TakeRecycled(const std::string& path, uint64_t size) {
+  std::lock_guard<std::mutex> lock(mu_);
+  // The smallest file that holds `size`, else the largest.
+  const auto better = [size](uint64_t candidate, uint64_t current) {
+    const bool holds = candidate >= size;
+    if (holds != (current >= size)) return holds;
+    return holds ? candidate < current : candidate > current;
+  };
+  auto chosen = recycled_.end();
+  for (auto it = recycled_.begin(); it != recycled_.end(); ++it) {
+    if (chosen == recycled_.end() || better(it->second, chosen->second)) chosen = it;
+  }
+  while (chosen != recycled_.end()) {
+    const std::string from = chosen->first;
+    recycled_bytes_ -= chosen->second;
+    recycled_.erase(chosen);
+    if (rename(from.c_str(), path.c_str()) == 0) return true;
+    log_("a recycled file " + Quoted(from) + " could not be moved to " + Quoted(path) + ": " + std::strerror(errno));
+    (void)unlink(from.c_str());
+    chosen = recycled_.begin();  // any other will do
+  }
+  return false;
+}
+
+uint64_t MemoryStore::RecycledBytes() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return recycled_bytes_;
 }
 
 void MemoryStore::ReleaseIncoming(uint64_t transfer) {
@@ -403,7 +445,37 @@ void MemoryStore::ApplyRetentionLocked() {
   }
 }
 
+void MemoryStore::DropRecycledLocked() {
+  for (const auto& [path, bytes] : recycled_) (void)unlink(path.c_str());
+  recycled_.clear();
+  recycled_bytes_ = 0;
+}
+
+// The regular, visible files of M/<name>/data (links are not followed) replace the recycled files: a hidden one is a
+// replica still being received, whose writes must not land in a file handed to another. A file that cannot be moved
+// is removed with the directory, as without recycling.
+void MemoryStore::RecycleDataFilesLocked(const std::string& name) {
+  DropRecycledLocked();
+  const std::string recycled_dir = io::JoinPath(dir_, kRecycledDir);
+  if (mkdir(recycled_dir.c_str(), 0700) != 0 && errno != EEXIST) return;
+  const std::string data = io::JoinPath(io::JoinPath(dir_, name), "data");
+  Result<std::vector<std::string>> files = io::ListDirectory(data);
+  if (!files.ok()) return;
+  for (const std::string& file : *files) {
+    const std::string from = io::JoinPath(data, file);
+    struct stat st;
+    if (!ValidateEntryName(file).ok() || lstat(from.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_size == 0) {
+      continue;
+    }
+    const std::string to = io::JoinPath(recycled_dir, std::to_string(next_recycled_++));
+    if (rename(from.c_str(), to.c_str()) != 0) continue;
+    recycled_[to] = static_cast<uint64_t>(st.st_size);
+    recycled_bytes_ += static_cast<uint64_t>(st.st_size);
+  }
+}
+
 void MemoryStore::RemoveEntryFiles(const std::string& name) {
+  RecycleDataFilesLocked(name);
   Status removed = io::RemoveTree(io::JoinPath(dir_, name));
   if (removed.ok()) removed = io::RemoveTree(io::JoinPath(dir_, SidecarName(name)));
   log_(removed.ok() ? "removed the older memory checkpoint " + Quoted(name) : removed.message());
@@ -429,6 +501,8 @@ Status MemoryStore::RemoveAll() {
   entries_.clear();
   reserved_.clear();
   incoming_.clear();
+  recycled_.clear();
+  recycled_bytes_ = 0;
   return io::RemoveTree(dir_);
 }
 

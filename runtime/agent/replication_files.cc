@@ -19,11 +19,11 @@ Result<io::FileMapping> MapForSending(const std::string& path) {
   return io::FileMapping::Map(fd.get(), path, 0, static_cast<uint64_t>(st.st_size), io::FileMapping::Pages::kOnDemand);
 }
 
-Result<UniqueFd> CreatePartFile(const std::string& path, uint64_t size) {
-  if (unlink(path.c_str()) != 0 && errno != ENOENT) {
+Result<UniqueFd> CreatePartFile(const std::string& path, uint64_t size, bool recycled) {
+  if (!recycled && unlink(path.c_str()) != 0 && errno != ENOENT) {
     return io::ErrnoStatus(errno, "cannot remove the earlier " + Quoted(path));
   }
-  UniqueFd fd(open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+  UniqueFd fd(open(path.c_str(), O_WRONLY | O_NOFOLLOW | O_CLOEXEC | (recycled ? 0 : O_CREAT | O_EXCL), 0600));
   if (!fd.valid()) return io::ErrnoStatus(errno, "cannot create " + Quoted(path));
   if (ftruncate(fd.get(), static_cast<off_t>(size)) != 0) {
     return io::ErrnoStatus(errno, "cannot size " + Quoted(path) + " to " + std::to_string(size) + " bytes");

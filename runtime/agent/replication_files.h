@@ -18,8 +18,9 @@ namespace ckpt::agent {
 // A regular file (links are not followed), mapped whole for sending.
 Result<io::FileMapping> MapForSending(const std::string& path);
 
-// `path` created afresh (an older one is replaced) and sized to `size`, open for writing.
-Result<UniqueFd> CreatePartFile(const std::string& path, uint64_t size);
+// `path` sized to `size` and open for writing: created afresh (an older one is replaced), or, `recycled`, the file
+// MemoryStore::TakeRecycled moved there, whose pages are written over.
+Result<UniqueFd> CreatePartFile(const std::string& path, uint64_t size, bool recycled);
 // Writes `size` bytes of `data` at `offset` of `fd` (the file at `path`, for messages).
 Status WriteFully(int fd, const char* data, uint64_t size, uint64_t offset, const std::string& path);
 

@@ -75,7 +75,9 @@ Status Replicator::Engine::AcceptOffer(const ReplicationMessage& message, Incomi
   RETURN_IF_ERROR(store_.ReserveIncoming(incoming.id, message.checkpoint, bytes));
   RETURN_IF_ERROR(io::MakeDirectories(io::JoinPath(incoming.dir, "data")));
   for (const FileInfo& file : incoming.files) {
-    ASSIGN_OR_RETURN(UniqueFd part, CreatePartFile(PartialFilePath(incoming.dir, file.name), file.size));
+    const std::string path = PartialFilePath(incoming.dir, file.name);
+    const bool recycled = file.name != "MANIFEST" && store_.TakeRecycled(path, file.size);
+    ASSIGN_OR_RETURN(UniqueFd part, CreatePartFile(path, file.size, recycled));
     incoming.parts.push_back(std::move(part));
   }
   return Status::Ok();

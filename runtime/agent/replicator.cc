@@ -1,6 +1,7 @@
 #include "runtime/agent/replicator.h"
 
 #include <signal.h>
+#include <stdlib.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
@@ -52,6 +53,8 @@ Status UcxFailed(const coll::UcxApi& ucx, const std::string& step, ucs_status_t 
 }
 
 }  // namespace
+
+void SetReplicationUcxDefaults() { setenv("UCX_TCP_RX_SEG_SIZE", "1M", /*overwrite=*/0); }
 
 Replicator::Engine::Engine(MemoryStore& store, ReplicatorOptions options, LogFn log, const coll::UcxApi& ucx)
     : store_(store), options_(std::move(options)), log_(std::move(log)), ucx_(ucx) {}

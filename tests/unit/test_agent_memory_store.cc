@@ -2,6 +2,7 @@
 // retention, idempotent completion and the adoption of what an earlier agent left; no socket involved.
 #include <gtest/gtest.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <fstream>
@@ -114,6 +115,62 @@ TEST_F(AgentMemoryStoreTest, OnlyTheNewestCheckpointIsKept) {
   EXPECT_EQ(Names(*store), std::vector<std::string>{"b"});
   EXPECT_FALSE(io::PathExists(dir_ + "/a"));
   EXPECT_FALSE(io::PathExists(dir_ + "/.a.meta"));
+}
+
+TEST_F(AgentMemoryStoreTest, TheRemovedCheckpointsDataFilesAreRecycledSmallestThatHoldsFirst) {
+  auto store = Open(1 << 20);
+  MakeCheckpoint("a", 1000);
+  std::ofstream(dir_ + "/a/data/1-0.bin") << std::string(300, 'y');
+  struct stat larger;
+  ASSERT_EQ(lstat((dir_ + "/a/data/0-0.bin").c_str(), &larger), 0);
+  MakeCheckpoint("b", 10);
+  ASSERT_TRUE(store->Complete(1, "", Checkpoint("a"), false).ok());
+  ASSERT_TRUE(store->Complete(1, "", Checkpoint("b"), false).ok());
+  EXPECT_FALSE(io::PathExists(dir_ + "/a"));
+  EXPECT_EQ(store->RecycledBytes(), 1300u);
+
+  // 500 bytes: the 1000-byte file, moved (the same inode) to where the replica is written.
+  const std::string first = dir_ + "/b/data/.2-0.bin.part";
+  ASSERT_TRUE(store->TakeRecycled(first, 500));
+  struct stat taken;
+  ASSERT_EQ(lstat(first.c_str(), &taken), 0);
+  EXPECT_EQ(taken.st_ino, larger.st_ino);
+  EXPECT_EQ(store->RecycledBytes(), 300u);
+  // More than any holds: the largest left.
+  ASSERT_TRUE(store->TakeRecycled(dir_ + "/b/data/.3-0.bin.part", 5000));
+  EXPECT_EQ(store->RecycledBytes(), 0u);
+  EXPECT_FALSE(store->TakeRecycled(dir_ + "/b/data/.4-0.bin.part", 1));
+
+  // The next removal brings its files (not the hidden ones, replicas being received); an agent adopting the
+  // directory removes them.
+  MakeCheckpoint("c", 10);
+  ASSERT_TRUE(store->Complete(1, "", Checkpoint("c"), false).ok());
+  EXPECT_EQ(store->RecycledBytes(), 10u);
+  EXPECT_TRUE(io::PathExists(dir_ + "/.recycled"));
+  store.reset();
+  auto adopting = Open(1 << 20);
+  EXPECT_FALSE(io::PathExists(dir_ + "/.recycled"));
+  EXPECT_EQ(adopting->RecycledBytes(), 0u);
+}
+
+TEST_F(AgentMemoryStoreTest, RecycledFilesCountAgainstTheBudgetAndGiveWayToAReservation) {
+  auto store = Open(4096);
+  MakeCheckpoint("a", 3000);
+  MakeCheckpoint("b", 10);
+  ASSERT_TRUE(store->Complete(1, "", Checkpoint("a"), false).ok());
+  ASSERT_TRUE(store->Complete(1, "", Checkpoint("b"), false).ok());
+  ASSERT_EQ(store->RecycledBytes(), 3000u);
+  // b holds 18 bytes and the recycled file 3000: 1078 bytes fit beside them, and the file stays.
+  ASSERT_TRUE(store->Reserve(1, "c.tmp-1", 1000).ok());
+  EXPECT_EQ(store->RecycledBytes(), 3000u);
+  // 2000 more fit only once the recycled file is gone.
+  ASSERT_TRUE(store->ReserveIncoming(9, "b", 2000).ok());
+  EXPECT_EQ(store->RecycledBytes(), 0u);
+  Result<std::vector<std::string>> left = io::ListDirectory(dir_ + "/.recycled");
+  ASSERT_TRUE(left.ok());
+  EXPECT_TRUE(left->empty());
+  // What even that cannot make room for is refused.
+  EXPECT_EQ(store->Reserve(1, "d.tmp-1", 1100).code(), Code::kNoSpace);
 }
 
 TEST_F(AgentMemoryStoreTest, AFetchedOlderStepNeverDisplacesANewerOne) {

@@ -119,16 +119,17 @@ class AgentReplicationTest : public ::testing::Test {
 
   // A committed checkpoint directory on `node`: a MANIFEST and `files`.
   static void WriteCheckpoint(Node& node, const std::map<std::string, std::string>& files,
-                              const std::string& manifest = "manifest of step 7") {
-    const std::string dir = node.dir + "/" + kName;
+                              const std::string& manifest = "manifest of step 7", const std::string& name = kName) {
+    const std::string dir = node.dir + "/" + name;
     ASSERT_TRUE(io::MakeDirectories(dir + "/data").ok());
     std::ofstream(dir + "/MANIFEST", std::ios::binary) << manifest;
     for (const auto& [name, content] : files) std::ofstream(dir + "/data/" + name, std::ios::binary) << content;
   }
 
-  static MemoryCheckpoint Checkpoint(uint32_t node_index, std::vector<std::string> own_files) {
+  static MemoryCheckpoint Checkpoint(uint32_t node_index, std::vector<std::string> own_files,
+                                     const std::string& name = kName) {
     MemoryCheckpoint c;
-    c.name = kName;
+    c.name = name;
     c.storage_path = "/storage/step-7";
     c.save_id = "00000000000005a1";
     c.node_index = node_index;
@@ -152,10 +153,11 @@ class AgentReplicationTest : public ::testing::Test {
   }
 
   // The checkpoint's replication outcome once it has one: "" when replicated, else the error.
-  static std::string ReplicationOutcome(Node& node, std::chrono::milliseconds within = 20s) {
+  static std::string ReplicationOutcome(Node& node, std::chrono::milliseconds within = 20s,
+                                        const std::string& name = kName) {
     const auto deadline = std::chrono::steady_clock::now() + within;
     while (std::chrono::steady_clock::now() < deadline) {
-      std::optional<MemoryCheckpoint> c = node.store->Find(kName);
+      std::optional<MemoryCheckpoint> c = node.store->Find(name);
       if (c.has_value() && (c->replicated || !c->replication_error.empty())) return c->replication_error;
       std::this_thread::sleep_for(5ms);
     }
@@ -307,6 +309,38 @@ TEST_F(AgentReplicationTest, APushLandsByteIdenticalAndMarksTheCheckpointReplica
   // The replicas count against the receiver's budget, and no partial file is left.
   EXPECT_EQ(b.store->Find(kName)->bytes, b_bytes_before + files_a.at("0-0.bin").size() + 777);
   EXPECT_FALSE(io::PathExists(b.dir + "/" + kName + "/data/.0-0.bin.part"));
+}
+
+TEST_F(AgentReplicationTest, TheNextStepsReplicaIsWrittenIntoTheRecycledFilesOfTheOneBeforeByteIdentical) {
+  Node& a = AddNode("node-a");
+  Node& b = AddNode("node-b");
+  ASSERT_TRUE(a.replicator && b.replicator);
+  Connect();
+  WriteCheckpoint(a, {{"0-0.bin", Pattern((3 << 20) + 5, 1)}, {"1-0.bin", Pattern(1 << 20, 2)}});
+  WriteCheckpoint(b, {});
+  Complete(b, Checkpoint(1, {}));
+  Complete(a, Checkpoint(0, {"0-0.bin", "1-0.bin"}));
+  a.replicator->Replicate(kName);
+  ASSERT_EQ(ReplicationOutcome(a), "");
+
+  // The next step on node b removes step 7, whose replicas become b's recycled files.
+  const std::string next = "step-8";
+  WriteCheckpoint(b, {}, "manifest of step 8", next);
+  Complete(b, Checkpoint(1, {}, next));
+  EXPECT_EQ(b.store->RecycledBytes(), (4u << 20) + 5);
+  // One replica smaller than the file it is written into (which is cut to its size), one larger.
+  const std::map<std::string, std::string> files = {{"0-0.bin", Pattern(2 << 20, 3)},
+                                                    {"1-0.bin", Pattern((5 << 20) + 7, 4)}};
+  WriteCheckpoint(a, files, "manifest of step 8", next);
+  Complete(a, Checkpoint(0, {"0-0.bin", "1-0.bin"}, next));
+  a.replicator->Replicate(next);
+  ASSERT_EQ(ReplicationOutcome(a, 20s, next), "");
+
+  for (const auto& [name, content] : files) {
+    EXPECT_EQ(ReadAll(b.dir + "/" + next + "/data/" + name), content) << name;
+  }
+  EXPECT_EQ(b.store->RecycledBytes(), 0u) << "both recycled files were written into";
+  EXPECT_EQ(b.store->Find(next)->bytes, std::string("manifest of step 8").size() + (7u << 20) + 7);
 }
 
 TEST_F(AgentReplicationTest, AFetchMakesACheckpointThePullerLacksWholeAndRegistersIt) {
