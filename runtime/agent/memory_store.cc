@@ -451,9 +451,9 @@ void MemoryStore::DropRecycledLocked() {
   recycled_bytes_ = 0;
 }
 
-// The regular, visible files of M/<name>/data (links are not followed) replace the recycled files: a hidden one is a
-// replica still being received, whose writes must not land in a file handed to another. A file that cannot be moved
-// is removed with the directory, as without recycling.
+// The regular, visible files of M/<name>/data replace the recycled files: a hidden one is a replica still being
+// received, whose writes must not land in a file handed to another, and a file with another name (a hard link) would
+// be overwritten there too; links are not followed. A file that is not moved is removed with the directory.
 void MemoryStore::RecycleDataFilesLocked(const std::string& name) {
   DropRecycledLocked();
   const std::string recycled_dir = io::JoinPath(dir_, kRecycledDir);
@@ -464,7 +464,8 @@ void MemoryStore::RecycleDataFilesLocked(const std::string& name) {
   for (const std::string& file : *files) {
     const std::string from = io::JoinPath(data, file);
     struct stat st;
-    if (!ValidateEntryName(file).ok() || lstat(from.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_size == 0) {
+    if (!ValidateEntryName(file).ok() || lstat(from.c_str(), &st) != 0 || !S_ISREG(st.st_mode) ||
+        st.st_nlink != 1 || st.st_size == 0) {
       continue;
     }
     const std::string to = io::JoinPath(recycled_dir, std::to_string(next_recycled_++));

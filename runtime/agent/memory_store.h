@@ -13,7 +13,8 @@
 // as recycled files rather than deleted: filling fresh tmpfs pages costs several times writing over allocated ones
 // (0.7 s against 0.25 s a GiB measured here), and the next step's replicas, about as large, are written into them.
 // Recycled files count against the budget and are deleted first when a reservation needs their room, or when the
-// next removal brings newer ones. Every method is thread-safe: the socket loop, the persister's thread and the replicator's thread share the store.
+// next removal brings newer ones. Every method is thread-safe: the socket loop, the persister's thread and the
+// replicator's thread share the store.
 #pragma once
 
 #include <cstdint>
@@ -128,7 +129,8 @@ class MemoryStore {
   // kNoSpace (logged as `what` refused) unless `bytes` more for `name` fit beside what is kept and reserved;
   // recycled files are deleted first when that makes room.
   Status FitsBudgetLocked(const std::string& name, uint64_t bytes, const char* what);
-  // Deletes the recycled files, or keeps those of checkpoint `name`'s data/ instead (RemoveEntryFiles).
+  // DropRecycledLocked deletes the recycled files; RecycleDataFilesLocked replaces them with the data files of
+  // checkpoint `name` (RemoveEntryFiles).
   void DropRecycledLocked();
   void RecycleDataFilesLocked(const std::string& name);
   Entry* FindLocked(const std::string& name);

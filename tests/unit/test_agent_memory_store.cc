@@ -153,6 +153,19 @@ TEST_F(AgentMemoryStoreTest, TheRemovedCheckpointsDataFilesAreRecycledSmallestTh
   EXPECT_EQ(adopting->RecycledBytes(), 0u);
 }
 
+TEST_F(AgentMemoryStoreTest, ADataFileWithAnotherNameElsewhereIsRemovedNotRecycled) {
+  auto store = Open(1 << 20);
+  MakeCheckpoint("a", 100);
+  std::ofstream(dir_ + "/a/data/1-0.bin") << std::string(50, 'z');
+  ASSERT_EQ(link((dir_ + "/a/data/0-0.bin").c_str(), (root_ + "/elsewhere").c_str()), 0);
+  MakeCheckpoint("b", 10);
+  ASSERT_TRUE(store->Complete(1, "", Checkpoint("a"), false).ok());
+  ASSERT_TRUE(store->Complete(1, "", Checkpoint("b"), false).ok());
+  EXPECT_EQ(store->RecycledBytes(), 50u) << "only the file no other name shares";
+  ASSERT_TRUE(store->TakeRecycled(dir_ + "/b/data/.2-0.bin.part", 100));
+  EXPECT_FALSE(store->TakeRecycled(dir_ + "/b/data/.3-0.bin.part", 100));
+}
+
 TEST_F(AgentMemoryStoreTest, RecycledFilesCountAgainstTheBudgetAndGiveWayToAReservation) {
   auto store = Open(4096);
   MakeCheckpoint("a", 3000);
