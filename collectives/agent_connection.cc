@@ -1,5 +1,6 @@
 #include "collectives/agent_connection.h"
 
+#include <poll.h>
 #include <unistd.h>
 
 #include "collectives/agent_socket.h"
@@ -37,6 +38,11 @@ Result<Reply> AgentConnection::Call(const Request& request) {
   ASSIGN_OR_RETURN(Reply reply, DecodeReply(bytes.value()));
   RETURN_IF_ERROR(ReplyStatus(reply));
   return reply;
+}
+
+bool AgentConnection::Closed() const {
+  pollfd state{fd_.get(), POLLIN | POLLRDHUP, 0};
+  return poll(&state, 1, 0) > 0 && (state.revents & (POLLIN | POLLRDHUP | POLLHUP | POLLERR)) != 0;
 }
 
 }  // namespace ckpt::coll::agent

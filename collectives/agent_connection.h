@@ -22,6 +22,9 @@ class AgentConnection {
   const Welcome& welcome() const { return welcome_; }
   // Sends `request` and waits for its reply; the reply's status when it is an error.
   Result<Reply> Call(const Request& request);
+  // Whether the agent has closed the connection (it died or left), without waiting. The agent sends nothing
+  // unasked, so between calls anything to read means that too. Not while another thread is in Call.
+  bool Closed() const;
 
  private:
   AgentConnection(UniqueFd fd, std::chrono::milliseconds timeout) : fd_(std::move(fd)), timeout_(timeout) {}

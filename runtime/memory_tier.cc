@@ -215,6 +215,11 @@ Result<agent::Reply> MemoryTier::Call(const agent::Request& request) {
   return reply;
 }
 
+void MemoryTier::NoticeClosedConnection() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!broken_ && connection_.Closed()) broken_ = true;
+}
+
 Status MemoryTier::Reserve(const std::string& tmp_name, uint64_t bytes) {
   agent::Request request;
   request.op = agent::Op::kReserve;

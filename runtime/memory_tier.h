@@ -72,6 +72,9 @@ class MemoryTier {
   // The agent stopped answering (it died, or its connection broke): this attachment is of no further use, and the
   // context attaches afresh (starting a new agent, which adopts the memory checkpoints the dead one completed).
   bool broken() const { return broken_; }
+  // Marks the attachment broken when the agent has closed its connection since the last call: a save that failed
+  // on other ranks before this one called the agent says so, so that the next save attaches afresh.
+  void NoticeClosedConnection();
 
  private:
   explicit MemoryTier(coll::agent::AgentConnection connection) : connection_(std::move(connection)) {}

@@ -283,6 +283,9 @@ Result<std::shared_ptr<SaveTicket>> StartSave(Context& ctx, const State& state, 
   if (started.ok()) return ticket;
   // A save that never reached the executor leaves nothing behind: its ranks stop before writing anything.
   if (claimed_here) (void)io::RemoveTree(TemporaryDirectory(path, save_id));
+  // It may have failed because another rank found the node's agent dead before this one asked it anything: this
+  // rank then attaches afresh at its next save too, instead of failing that one on the dead connection.
+  if (memory.agent) memory.agent->NoticeClosedConnection();
   ticket->progress.Enter(Phase::kFailed, 0, 0);
   return started;
 }

@@ -234,6 +234,17 @@ TEST_F(AgentProcessTest, RankReservesCompletesAndLists) {
   EXPECT_TRUE(rank->Call(Named(Op::kDetach, "")).ok());
 }
 
+TEST_F(AgentProcessTest, AConnectionSeesTheAgentsDeathWithoutACall) {
+  const pid_t agent = StartAgent();
+  Result<AgentConnection> rank = Connect(0);
+  ASSERT_TRUE(rank.ok()) << rank.status().message();
+  ASSERT_TRUE(rank->Call(Named(Op::kList, "")).ok());
+  EXPECT_FALSE(rank->Closed()) << "a live agent, nothing unread";
+  kill(agent, SIGKILL);
+  EXPECT_EQ(WaitExit(agent, milliseconds(5000)), 128 + SIGKILL);
+  EXPECT_TRUE(rank->Closed());
+}
+
 TEST_F(AgentProcessTest, ReserveBeyondTheBudgetIsNoSpaceWithTheFigures) {
   StartAgent({"--budget-bytes", "1000"});
   Result<AgentConnection> first = Connect(0), second = Connect(1);
