@@ -300,15 +300,14 @@ bool MemoryStore::TakeRecycled(const std::string& path, uint64_t size) {
   for (auto it = recycled_.begin(); it != recycled_.end(); ++it) {
     if (chosen == recycled_.end() || better(it->second, chosen->second)) chosen = it;
   }
-  while (chosen != recycled_.end()) {
-    const std::string from = chosen->first;
-    recycled_bytes_ -= chosen->second;
-    recycled_.erase(chosen);
-    if (rename(from.c_str(), path.c_str()) == 0) return true;
-    log_("a recycled file " + Quoted(from) + " could not be moved to " + Quoted(path) + ": " + std::strerror(errno));
-    (void)unlink(from.c_str());
-    chosen = recycled_.begin();  // any other will do
-  }
+  if (chosen == recycled_.end()) return false;
+  const std::string from = chosen->first;
+  recycled_bytes_ -= chosen->second;
+  recycled_.erase(chosen);
+  if (rename(from.c_str(), path.c_str()) == 0) return true;
+  // The caller creates a fresh file instead; this one is of no further use.
+  log_("a recycled file " + Quoted(from) + " could not be moved to " + Quoted(path) + ": " + std::strerror(errno));
+  (void)unlink(from.c_str());
   return false;
 }
 

@@ -80,7 +80,8 @@ class MemoryStore {
   // Drops the reservation of `transfer` and measures its checkpoint again, now with the files that arrived.
   void ReleaseIncoming(uint64_t transfer);
   // Moves a recycled file to `path` (replacing what is there) for a replica of `size` bytes to be written into: the
-  // smallest that holds `size`, else the largest. False when none is left; the caller then creates a fresh file.
+  // smallest that holds `size`, else the largest. False when none is left or the move failed (that file is then
+  // deleted); the caller then creates a fresh file.
   // Its bytes leave the budget's count of recycled files: the replica's reservation counts them from now on.
   bool TakeRecycled(const std::string& path, uint64_t size);
   // The bytes of the recycled files held now.

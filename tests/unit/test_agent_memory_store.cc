@@ -166,6 +166,20 @@ TEST_F(AgentMemoryStoreTest, ADataFileWithAnotherNameElsewhereIsRemovedNotRecycl
   EXPECT_FALSE(store->TakeRecycled(dir_ + "/b/data/.3-0.bin.part", 100));
 }
 
+TEST_F(AgentMemoryStoreTest, ARecycledFileThatCannotBeMovedIsDeletedAndNotTaken) {
+  auto store = Open(1 << 20);
+  MakeCheckpoint("a", 100);
+  MakeCheckpoint("b", 10);
+  ASSERT_TRUE(store->Complete(1, "", Checkpoint("a"), false).ok());
+  ASSERT_TRUE(store->Complete(1, "", Checkpoint("b"), false).ok());
+  ASSERT_EQ(store->RecycledBytes(), 100u);
+  EXPECT_FALSE(store->TakeRecycled(dir_ + "/no-such-directory/.0-0.bin.part", 100));
+  EXPECT_EQ(store->RecycledBytes(), 0u);
+  Result<std::vector<std::string>> left = io::ListDirectory(dir_ + "/.recycled");
+  ASSERT_TRUE(left.ok());
+  EXPECT_TRUE(left->empty()) << "the file that could not be moved is deleted, not kept uncounted";
+}
+
 TEST_F(AgentMemoryStoreTest, RecycledFilesCountAgainstTheBudgetAndGiveWayToAReservation) {
   auto store = Open(4096);
   MakeCheckpoint("a", 3000);
