@@ -169,13 +169,14 @@ void Synchronize(ckpt_context_t* ctx, const std::string& dir, ckpt_error_t* err)
   if (ckpt_context_rank(ctx) == 0) std::filesystem::remove_all(dir);
 }
 
-SaveTiming TimedSave(ckpt_context_t* ctx, ckpt_state_t* state, const std::string& dir, ckpt_error_t* err,
-                     uint64_t tier) {
+SaveTiming TimedSave(ckpt_context_t* ctx, ckpt_state_t* state, const std::string& dir, ckpt_error_t* err, uint64_t tier,
+                     uint64_t flags) {
   ckpt_request_t* raw = nullptr;
   ckpt_save_options opts = CKPT_SAVE_OPTIONS_INIT;
   opts.tier = tier;
-  // No options for a save to storage: a library older than the tier field refuses the larger struct.
-  const ckpt_save_options* options = tier == CKPT_TIER_STORAGE ? nullptr : &opts;
+  opts.flags = flags;
+  // No options for a plain save to storage: a library older than these fields refuses the larger struct.
+  const ckpt_save_options* options = tier == CKPT_TIER_STORAGE && flags == 0 ? nullptr : &opts;
   const auto start = Clock::now();
   Check(ckpt_save(ctx, state, dir.c_str(), options, &raw, err), err, "ckpt_save " + dir);
   const double block_s = SecondsSince(start);

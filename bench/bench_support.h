@@ -137,9 +137,10 @@ struct SaveTiming {
   double durable_s;  // until ckpt_request_wait returned: the checkpoint is committed
 };
 
-// Collective: saves `state` to `dir` (through the memory tier for CKPT_TIER_MEMORY) and waits for the commit.
+// Collective: saves `state` to `dir` (through the memory tier for CKPT_TIER_MEMORY; CKPT_SAVE_* `flags`) and waits
+// for the commit.
 SaveTiming TimedSave(ckpt_context_t* ctx, ckpt_state_t* state, const std::string& dir, ckpt_error_t* err,
-                     uint64_t tier = CKPT_TIER_STORAGE);
+                     uint64_t tier = CKPT_TIER_STORAGE, uint64_t flags = 0);
 
 // The baseline of a save's blocking time: one memcpy of the whole state into memory that is already faulted in.
 double MemcpyMilliseconds(const PageBuffer& source);

@@ -39,6 +39,12 @@ FIGURES = [
     ("save_cpu_s_per_gib", "s/GiB", "%.3f"),
     ("fio_write_cpu_s_per_gib", "s/GiB", "%.3f"),
     ("save_cpu_vs_fio", "ratio", "%.2f"),
+    # A save written in place (CKPT_SAVE_IN_PLACE: ckpt_save returns once durable, nothing copied into the arena),
+    # by a fresh context as save_gibps, against the same fio write.
+    ("save_in_place_gibps", "GiB/s", "%.3f"),
+    ("save_in_place_vs_fio_write", "ratio", "%.3f"),
+    ("save_in_place_cpu_s_per_gib", "s/GiB", "%.3f"),
+    ("save_in_place_cpu_vs_fio", "ratio", "%.2f"),
     ("load_gibps", "GiB/s", "%.3f"),
     ("fio_read_gibps", "GiB/s", "%.3f"),
     ("load_vs_fio_read", "ratio", "%.3f"),
@@ -263,7 +269,7 @@ def device_figures(raw, f, state_gib):
 def cpu_figures(raw, f, state_gib):
     """CPU seconds per GiB of the save and the load beside fio's write and read of as many bytes; nothing where
     ckpt_bench did not measure them (an older one)."""
-    for phase, direction in (("save", "write"), ("load", "read")):
+    for phase, direction in (("save", "write"), ("save_in_place", "write"), ("load", "read")):
         if phase + "_cpu_seconds" not in raw:
             continue
         f[phase + "_cpu_s_per_gib"] = need(raw, phase + "_cpu_seconds") / state_gib
@@ -281,6 +287,8 @@ def run_figures(raw, state_gib, dedup_gib, reshard_gib):
     f["save_gibps"] = state_gib / measured("save_seconds")
     f["fio_write_gibps"] = measured("fio_write_bps") / GIB
     f["save_vs_fio_write"] = f["save_gibps"] / f["fio_write_gibps"]
+    f["save_in_place_gibps"] = state_gib / measured("save_in_place_seconds")
+    f["save_in_place_vs_fio_write"] = f["save_in_place_gibps"] / f["fio_write_gibps"]
     f["load_gibps"] = state_gib / measured("load_seconds")
     f["fio_read_gibps"] = measured("fio_read_bps") / GIB
     f["load_vs_fio_read"] = f["load_gibps"] / f["fio_read_gibps"]
@@ -355,7 +363,8 @@ def report(path, state_mib, dedup_mib, reshard_mib):
     comments.extend(parallel_load_comments(ordered, per_run))
     comments.extend(cpu_comments(per_run))
     if len(per_run) > 1:
-        for name in ("save_vs_fio_write", "save_cpu_vs_fio", "load_vs_fio_read", "load_cpu_vs_fio",
+        for name in ("save_vs_fio_write", "save_cpu_vs_fio", "save_in_place_vs_fio_write", "save_in_place_cpu_vs_fio",
+                     "load_vs_fio_read", "load_cpu_vs_fio",
                      "export_vs_fio_write", "export_vs_fio_copy", "safetensors_load_vs_fio_read",
                      "async_block_vs_memcpy", "dedup_save_vs_fio_write", "reshard_load_vs_fio_read",
                      "exchange_vs_ucx_perftest", "d2h_stage_vs_memcpy", "mem_save_block_vs_memcpy",

@@ -241,7 +241,7 @@ typedef struct ckpt_context_stats {
   uint64_t plans_computed;  /* saves that exchanged and validated the full state */
   uint64_t plans_reused;    /* saves that reused the previous plan (unchanged structure on every rank) */
   uint64_t bytes_staged;    /* bytes copied into the arena by saves */
-  uint64_t bytes_written;   /* bytes this rank's workers wrote to data files */
+  uint64_t bytes_written;   /* bytes this rank's workers (or in-place saves) wrote to data files */
   uint64_t bytes_read;      /* bytes this rank read from data files during loads */
   uint64_t bytes_sent;      /* tensor bytes this rank sent to other ranks during loads */
   uint64_t bytes_received;  /* tensor bytes this rank received from other ranks during loads */
@@ -414,6 +414,16 @@ typedef void (*ckpt_progress_fn)(void* user, int32_t phase, uint64_t done, uint6
 #define CKPT_TIER_MEMORY 1  /* the agent's memory only; storage sees it only if the trainers die */
 #define CKPT_TIER_BOTH 2    /* the agent's memory, then `path` on storage, written by the agent in the background */
 
+/* Bits of ckpt_save_options.flags. CKPT_SAVE_IN_PLACE: write this rank's bytes straight from the registered buffers
+ * instead of copying them into the staging arena for the I/O workers. ckpt_save then returns once this rank's bytes
+ * are durable (the buffers must not change until it returns; the request still finishes with the commit, as any
+ * save's), so it suits a save the caller waits for anyway: the last one of a job, or a blocking checkpoint. It saves
+ * the staging copy, its memory traffic and its CPU time. Host buffers are written with direct I/O where they lie
+ * when the file system allows it and the bytes start on a 4096-byte boundary; what cannot be (device memory, a box
+ * that is not one run of its buffer, an unaligned start, a tensor's last part that is not a whole checksum block)
+ * is copied through the arena and written by the rank too. */
+#define CKPT_SAVE_IN_PLACE 1u
+
 typedef struct ckpt_save_options {
   uint32_t struct_size;
   /* User metadata stored in the manifest (readable with ckpt_reader_metadata); taken from rank 0. */
@@ -428,10 +438,12 @@ typedef struct ckpt_save_options {
   /* Where the checkpoint goes: CKPT_TIER_STORAGE (the default), CKPT_TIER_MEMORY or CKPT_TIER_BOTH (above); 64
    * bits wide so that the struct holds no padding. */
   uint64_t tier;
+  /* CKPT_SAVE_* bits (above); 0 by default: an asynchronous save through the staging arena. */
+  uint64_t flags;
 } ckpt_save_options;
 
 #define CKPT_SAVE_OPTIONS_INIT \
-  { (uint32_t)sizeof(ckpt_save_options), 0, NULL, NULL, NULL, NULL, CKPT_TIER_STORAGE }
+  { (uint32_t)sizeof(ckpt_save_options), 0, NULL, NULL, NULL, NULL, CKPT_TIER_STORAGE, 0 }
 CKPT_API int32_t ckpt_save_options_init(ckpt_save_options* opts, uint32_t struct_size);
 
 /* Collective. Saves `state` (the same structure of keys on every rank is not required; each rank registers what
@@ -440,8 +452,9 @@ CKPT_API int32_t ckpt_save_options_init(ckpt_save_options* opts, uint32_t struct
  * global shape everywhere); otherwise every rank gets CKPT_E_MISMATCH naming the key and the ranks. Replicated
  * boxes are written once. CKPT_E_ALREADY_EXISTS if `path` is already a checkpoint.
  *
- * Asynchronous: ckpt_save returns as soon as this rank's bytes are copied into the staging arena; from then on the
- * registered buffers may be modified. The I/O workers write in the background, and the commit (manifest, fsync,
+ * Asynchronous: ckpt_save returns as soon as this rank's bytes are copied into the staging arena (with
+ * CKPT_SAVE_IN_PLACE in the options' flags: written from the buffers and durable); from then on the registered
+ * buffers may be modified. The I/O workers write in the background, and the commit (manifest, fsync,
  * atomic rename) happens once every rank's writes are durable, with no further call needed from the training
  * loop. `*request` reports the outcome (ckpt_request_test / ckpt_request_wait), the same on every rank: `path`
  * exists only if the request succeeds; a failure anywhere (a dead rank or worker, a full disk) leaves no
@@ -469,18 +482,19 @@ CKPT_API void ckpt_request_free(ckpt_request_t* request);
  * another: planning, staging (the two make blocking_ns, what ckpt_save cost its caller), writing, committing;
  * total_ns spans them all. A phase still running counts until now, one not reached counts 0. This rank's save
  * throughput in GB/s is bytes_written / total_ns (bytes per nanosecond); bytes_written / (blocking_ns +
- * writing_ns) leaves out the wait for the other ranks and the commit. */
+ * writing_ns) leaves out the wait for the other ranks and the commit. A save written in place (CKPT_SAVE_IN_PLACE)
+ * writes during its staging phase: bytes_staged counts only what went through the arena, bytes_written all. */
 typedef struct ckpt_request_stats {
   uint32_t struct_size;
   uint32_t committed;       /* 1 once the save committed, else 0 (running or failed) */
   uint64_t state_bytes;     /* tensor and object bytes this rank registered, replicas included */
   uint64_t bytes_to_write;  /* what this rank writes: its share of the unique bytes (rank 0: with large common) */
   uint64_t bytes_staged;    /* copied into the staging arena so far */
-  uint64_t bytes_written;   /* written by the I/O workers so far (all durable once writing ends) */
+  uint64_t bytes_written;   /* written by the I/O workers (or in place) so far (all durable once writing ends) */
   uint64_t bytes_committed; /* bytes_written once committed, else 0 */
   uint64_t files_written;   /* data files this rank finished: written, synced and closed */
   uint64_t planning_ns;     /* from the ckpt_save call until the ranks agreed on the plan */
-  uint64_t staging_ns;      /* copying into the arena (waiting for room in it included) */
+  uint64_t staging_ns;      /* copying into the arena (waiting for room in it included), or writing in place */
   uint64_t blocking_ns;     /* the ckpt_save call */
   uint64_t writing_ns;      /* from ckpt_save's return until this rank's data is durable */
   uint64_t committing_ns;   /* from then until the request finished: every rank's reports, manifest, rename */

@@ -197,14 +197,25 @@ struct RequestPlan {
   std::vector<uint64_t> needed;  // bytes of the request inside its segment, before rounding
 };
 
-RequestPlan PlanRequests(char* arena, const std::vector<FileSegment>& segments, uint64_t request_bytes, bool direct) {
+// Where each segment's bytes are: at its offset in `memory`.
+std::vector<const char*> SegmentStarts(const char* memory, const std::vector<FileSegment>& segments) {
+  std::vector<const char*> starts;
+  starts.reserve(segments.size());
+  for (const FileSegment& s : segments) starts.push_back(memory + s.arena_offset);
+  return starts;
+}
+
+// `starts[i]`: where segment i's bytes are (or go, for reads).
+RequestPlan PlanRequests(const std::vector<const char*>& starts, const std::vector<FileSegment>& segments,
+                         uint64_t request_bytes, bool direct) {
   RequestPlan plan;
   for (size_t i = 0; i < segments.size(); ++i) {
     const FileSegment& s = segments[i];
     for (uint64_t done = 0; done < s.length; done += request_bytes) {
       const uint64_t piece = std::min(request_bytes, s.length - done);
       IoRequest request;
-      request.buffer = arena + s.arena_offset + done;
+      // A read's memory is writable; the backends take one pointer type for both directions.
+      request.buffer = const_cast<char*>(starts[i]) + done;
       request.length = direct ? RoundUp(piece, kDirectAlignment) : piece;
       request.file_offset = s.file_offset + done;
       plan.requests.push_back(request);
@@ -218,8 +229,8 @@ RequestPlan PlanRequests(char* arena, const std::vector<FileSegment>& segments, 
 // Hashes a write job's blocks one at a time, so that a backend can interleave the hashing with its I/O.
 class BlockHasher {
  public:
-  BlockHasher(const char* arena, const std::vector<FileSegment>& segments, uint64_t block_size)
-      : arena_(arena), segments_(segments), block_size_(block_size) {
+  BlockHasher(const std::vector<const char*>& starts, const std::vector<FileSegment>& segments, uint64_t block_size)
+      : starts_(starts), segments_(segments), block_size_(block_size) {
     result_.checksums.resize(segments.size());
     for (size_t i = 0; i < segments.size(); ++i) {
       result_.checksums[i].reserve(BlockCount(segments[i].length, block_size));
@@ -235,7 +246,7 @@ class BlockHasher {
     if (segment_ == segments_.size()) return false;
     const FileSegment& s = segments_[segment_];
     const uint64_t length = std::min(block_size_, s.length - offset_);
-    result_.checksums[segment_].push_back(Checksum(arena_ + s.arena_offset + offset_, length));
+    result_.checksums[segment_].push_back(Checksum(starts_[segment_] + offset_, length));
     offset_ += length;
     return true;
   }
@@ -247,7 +258,7 @@ class BlockHasher {
   }
 
  private:
-  const char* arena_;
+  const std::vector<const char*>& starts_;
   const std::vector<FileSegment>& segments_;
   uint64_t block_size_;
   size_t segment_ = 0;
@@ -265,9 +276,14 @@ class Executor final : public FileJobExecutor {
   }
 
   Result<WriteResult> Write(const WriteJob& job) override {
-    Result<WriteResult> result = WriteFile(job);
-    if (!result.ok()) Forget(job.path);
-    return result;
+    Status valid = RequireArena(job.path);
+    if (valid.ok()) valid = ValidateSegments(job.path, job.segments, job.block_size, arena_size_);
+    return ForgetOnFailure(job, valid.ok() ? WriteFile(job, SegmentStarts(arena_, job.segments)) : valid);
+  }
+
+  Result<WriteResult> WriteFrom(const WriteJob& job, const std::vector<const char*>& sources) override {
+    const Status valid = ValidateSources(job, sources);
+    return ForgetOnFailure(job, valid.ok() ? WriteFile(job, sources) : valid);
   }
 
   Status Read(const ReadJob& job, ReadFailure* failure) override;
@@ -294,11 +310,17 @@ class Executor final : public FileJobExecutor {
   }
 
  private:
-  Result<WriteResult> WriteFile(const WriteJob& job);
+  Result<WriteResult> WriteFile(const WriteJob& job, const std::vector<const char*>& starts);
+  static Status ValidateSources(const WriteJob& job, const std::vector<const char*>& sources);
   Result<OpenFile> FileForWrite(const WriteJob& job);
   Status FinishFile(const std::string& path, uint64_t final_size);
   static Status Preallocate(int fd, const std::string& path, uint64_t size);
   void Forget(const std::string& path);
+  // A failed job's file is closed: its next job opens it again.
+  Result<WriteResult> ForgetOnFailure(const WriteJob& job, Result<WriteResult> result) {
+    if (!result.ok()) Forget(job.path);
+    return result;
+  }
   Status ReadAt(const ReadJob& job, char* memory, uint64_t size, ReadFailure* failure);
   Status RequireArena(const std::string& path) const;
   Status CheckCoverage(const ReadJob& job, const RequestPlan& plan, int fd) const;
@@ -317,16 +339,30 @@ class Executor final : public FileJobExecutor {
   bool last_direct_ = false;
 };
 
-Result<WriteResult> Executor::WriteFile(const WriteJob& job) {
-  RETURN_IF_ERROR(RequireArena(job.path));
-  RETURN_IF_ERROR(ValidateSegments(job.path, job.segments, job.block_size, arena_size_));
+// `starts[i]`: segment i's bytes, checked by the caller (inside the arena, or aligned caller memory).
+Result<WriteResult> Executor::WriteFile(const WriteJob& job, const std::vector<const char*>& starts) {
   ASSIGN_OR_RETURN(const OpenFile file, FileForWrite(job));
-  RequestPlan plan = PlanRequests(arena_, job.segments, tuning_.request_bytes, file.direct);
-  BlockHasher hasher(arena_, job.segments, job.block_size);
+  RequestPlan plan = PlanRequests(starts, job.segments, tuning_.request_bytes, file.direct);
+  BlockHasher hasher(starts, job.segments, job.block_size);
   const IoTarget target{IoDirection::kWrite, file.fd, file.direct, &job.path};
   RETURN_IF_ERROR(backend_->Run(target, plan.requests, [&hasher] { return hasher.HashNext(); }));
   if (job.finish) RETURN_IF_ERROR(FinishFile(job.path, job.final_size));
   return hasher.Take();
+}
+
+// The segments as Write checks them, but against no arena: their memory is the caller's, one aligned source each.
+Status Executor::ValidateSources(const WriteJob& job, const std::vector<const char*>& sources) {
+  if (sources.size() != job.segments.size()) {
+    return InvalidArgument("write job for " + Quoted(job.path) + " has " + std::to_string(job.segments.size()) +
+                           " segments but " + std::to_string(sources.size()) + " sources");
+  }
+  for (size_t i = 0; i < sources.size(); ++i) {
+    if (sources[i] == nullptr || reinterpret_cast<uintptr_t>(sources[i]) % kDirectAlignment != 0) {
+      return InvalidArgument("write job for " + Quoted(job.path) + ": the memory of segment " + std::to_string(i) +
+                             " is not 4096-byte aligned");
+    }
+  }
+  return ValidateSegments(job.path, job.segments, job.block_size, UINT64_MAX);
 }
 
 Result<OpenFile> Executor::FileForWrite(const WriteJob& job) {
@@ -405,7 +441,8 @@ Status Executor::ReadAt(const ReadJob& job, char* memory, uint64_t size, ReadFai
   RETURN_IF_ERROR(ValidateExpectedChecksums(job));
   ASSIGN_OR_RETURN(const OpenFile file, OpenForReading(job, tuning_.direct));
   NoteOpened(file);
-  RequestPlan plan = PlanRequests(memory, job.segments, tuning_.request_bytes, file.direct);
+  RequestPlan plan =
+      PlanRequests(SegmentStarts(memory, job.segments), job.segments, tuning_.request_bytes, file.direct);
   const IoTarget target{IoDirection::kRead, file.fd, file.direct, &job.path};
   Status status = backend_->Run(target, plan.requests, nullptr);
   if (status.ok()) status = CheckCoverage(job, plan, file.fd);

@@ -37,7 +37,7 @@ struct ReadJob {
   std::string root;  // the checkpoint directory: the file is opened beneath it only (io/confined_open.h)
   std::string path;  // root + "/" + the file's name in the checkpoint
   uint64_t block_size = 1ull << 20;
-  std::vector<FileSegment> segments;                      // file offsets 4 KiB-aligned; length may end anywhere
+  std::vector<FileSegment> segments;  // file offsets 4 KiB-aligned; length may end anywhere
   // Per segment, per block; verified before returning. An empty list reads the segment unverified (safetensors).
   std::vector<std::vector<uint64_t>> expected_checksums;
 };
@@ -62,13 +62,18 @@ class FileJobExecutor {
  public:
   // `arena` is the caller's mapping of the staging arena. kAuto picks io_uring if the kernel allows it.
   static Result<std::unique_ptr<FileJobExecutor>> Create(char* arena, uint64_t arena_size, const IoTuning& tuning);
-  // An executor for ReadInto alone, in the calling process: a load reading straight into its destinations. Its
-  // Write and Read, having no arena, refuse every job.
+  // An executor for ReadInto and WriteFrom alone, in the calling process: a load reading straight into its
+  // destinations, a save writing straight from its sources. Its Write and Read, having no arena, refuse every job.
   static Result<std::unique_ptr<FileJobExecutor>> CreateForCallerMemory(const IoTuning& tuning);
   virtual ~FileJobExecutor() = default;
 
   // Writes the segments, retrying short writes, EAGAIN and EINTR; kNoSpace on ENOSPC/EDQUOT, naming the file.
   virtual Result<WriteResult> Write(const WriteJob& job) = 0;
+  // The same from this process's memory instead of the arena: segment i's bytes are at sources[i] (4096-byte
+  // aligned), whatever the segments' arena offsets say. Direct writes round a segment's length up to 4096 bytes, so
+  // the rest of its last page must be readable and is what the file holds there (its padding): pass a segment
+  // whose length is not a multiple of 4096 only from memory whose padding is zeros. Runs in any executor.
+  virtual Result<WriteResult> WriteFrom(const WriteJob& job, const std::vector<const char*>& sources) = 0;
   // Reads the segments into the arena and verifies every block; kCorrupt (with *failure set) on a mismatch,
   // kCorrupt "truncated" if the file ends before a segment does.
   virtual Status Read(const ReadJob& job, ReadFailure* failure) = 0;

@@ -127,6 +127,11 @@ Status ToSaveSettings(const ckpt_save_options* user_opts, rt::SaveSettings* sett
                                  " is none of CKPT_TIER_STORAGE, CKPT_TIER_MEMORY and CKPT_TIER_BOTH");
   }
   settings->tier = static_cast<rt::Tier>(opts.tier);
+  if ((opts.flags & ~uint64_t{CKPT_SAVE_IN_PLACE}) != 0) {
+    return ckpt::InvalidArgument("save flags " + std::to_string(opts.flags) +
+                                 " hold bits other than CKPT_SAVE_IN_PLACE");
+  }
+  settings->in_place = (opts.flags & CKPT_SAVE_IN_PLACE) != 0;
   return Status::Ok();
 }
 

@@ -96,6 +96,8 @@ class Context {
   // How a load reads blocks straight into page-aligned host tensors in this process (backend, O_DIRECT, request
   // size); null when CKPT_LOAD_DIRECT=0 sends every block through the workers and the arena.
   const io::IoTuning* direct_load_tuning() const { return direct_loads_ ? &io_tuning_ : nullptr; }
+  // How the I/O workers, and a rank writing a save in place, do their I/O.
+  const io::IoTuning& io_tuning() const { return io_tuning_; }
   // The data plane for host memory during loads; null: none.
   coll::Transport* transport() { return transport_.get(); }
   // Whether loads may exchange at all; if not, every rank reads what it needs itself.

@@ -219,6 +219,7 @@ Status BeginSave(Context& ctx, const State& state, const std::string& path, cons
   staging.block_size = settings.block_size;
   staging.inline_common_max = settings.inline_common_max;
   staging.timeout = ctx.timeout();
+  if (settings.in_place) staging.in_place = &ctx.io_tuning();
   if (memory.agent != nullptr) {
     commit.memory_tier = memory.agent;
     commit.memory_reservation = commit.tmp_dir.substr(commit.tmp_dir.rfind('/') + 1);

@@ -27,6 +27,9 @@ struct SaveSettings {
   // kMemory: the checkpoint goes into the node's agent's memory (runtime/memory_tier.h), standing for `path`;
   // kBoth: there, and the agent then writes it to `path` too, without the trainers.
   Tier tier = Tier::kStorage;
+  // CKPT_SAVE_IN_PLACE: this rank writes its bytes from the state's buffers itself, and StartSave returns once they
+  // are durable (runtime/save_stager.h).
+  bool in_place = false;
   // A manager's step (memory tiers): the agent publishes it as the root's latest once it is on storage.
   std::string manager_root;
   uint64_t step = 0;

@@ -25,11 +25,15 @@ struct StagingSettings {
   // Called with this rank's byte count before anything is written: a memory-tier save reserves them with the
   // node's agent, and writes nothing when refused. Empty: none.
   std::function<Status(uint64_t bytes)> reserve;
+  // CKPT_SAVE_IN_PLACE: this rank writes its files itself, from the state's buffers where they allow it (the
+  // rest through the arena), with executors of this tuning; null: the I/O workers write windows staged in the arena.
+  const io::IoTuning* in_place = nullptr;
 };
 
 // Stages the plan's items that `settings.rank` writes (and, on rank 0, the common entries too large to inline)
 // into files under `ticket.commit.tmp_dir`, filling ticket.report and ticket.pending. Returns once every byte is
-// in the arena or written: the caller's buffers may change afterwards.
+// in the arena or written (in place: written and durable, nothing pending): the caller's buffers may change
+// afterwards.
 Status StageSave(const State& state, const SavePlan& plan, const StagingSettings& settings, io::StagingArena& arena,
                  io::WorkerPool& workers, SaveTicket& ticket);
 

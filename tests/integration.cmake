@@ -21,7 +21,7 @@ foreach(transport ucx nccl)
   set_tests_properties(mp_cuda_reshard_over_${transport} PROPERTIES TIMEOUT 120 SKIP_RETURN_CODE 77
                        ENVIRONMENT "CKPT_WORKER_PATH=$<TARGET_FILE:ckpt-io-worker>;CKPT_TRANSPORT=${transport}")
 endforeach()
-foreach(name reshard dedup invalid-overlap invalid-gap invalid-dtype invalid-shape exists corrupt-byte
+foreach(name reshard reshard-in-place dedup invalid-overlap invalid-gap invalid-dtype invalid-shape exists corrupt-byte
              truncated-file missing-manifest foreign-manifest corrupt-manifest manifest-bad-chunk newer-version strictness
              shape-mismatch dtype-cast dead-rank async plan-cache worker-killed big-state full-disk read-once
              reshard-no-exchange peer-dies-in-exchange worker-missing without-ucx io-error short-transfers
@@ -38,8 +38,8 @@ ckpt_needs_fault_hooks(mp_peer-dies-in-exchange mp_peer-stops-in-exchange mp_io-
 # The memory tier: real ranks and a real ckpt-agent (tests/integration/memory_tier.sh).
 add_executable(ckpt_scenario_memory integration/scenario_memory.cc)
 target_link_libraries(ckpt_scenario_memory PRIVATE ckpt_scenario_common ckpt)
-foreach(name crash-persists restart-from-memory reshard-from-memory crash-mid-save storage-every over-budget
-             agent-dies)
+foreach(name crash-persists in-place-persists restart-from-memory reshard-from-memory crash-mid-save storage-every
+             over-budget agent-dies)
   add_test(NAME mp_memory_${name}
            COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/integration/memory_tier.sh ${name} $<TARGET_FILE:ckpt-launch>
                    $<TARGET_FILE:ckpt_scenario_memory> $<TARGET_FILE:ckpt_cli>

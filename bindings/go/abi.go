@@ -110,6 +110,7 @@ func cStructs() []cStruct {
 			{"progress", unsafe.Offsetof(saveOptions.progress), unsafe.Sizeof(saveOptions.progress)},
 			{"progress_user", unsafe.Offsetof(saveOptions.progress_user), unsafe.Sizeof(saveOptions.progress_user)},
 			{"tier", unsafe.Offsetof(saveOptions.tier), unsafe.Sizeof(saveOptions.tier)},
+			{"flags", unsafe.Offsetof(saveOptions.flags), unsafe.Sizeof(saveOptions.flags)},
 		}},
 		{"ckpt_request_stats", unsafe.Sizeof(requestStats), unsafe.Alignof(requestStats), []cField{
 			{"struct_size", unsafe.Offsetof(requestStats.struct_size), unsafe.Sizeof(requestStats.struct_size)},
@@ -258,6 +259,7 @@ func cConstants() map[string]int64 {
 		"CKPT_TIER_STORAGE":               C.CKPT_TIER_STORAGE,
 		"CKPT_TIER_MEMORY":                C.CKPT_TIER_MEMORY,
 		"CKPT_TIER_BOTH":                  C.CKPT_TIER_BOTH,
+		"CKPT_SAVE_IN_PLACE":              C.CKPT_SAVE_IN_PLACE,
 		"CKPT_STRICT_FAIL":                C.CKPT_STRICT_FAIL,
 		"CKPT_STRICT_LOG":                 C.CKPT_STRICT_LOG,
 		"CKPT_STRICT_IGNORE":              C.CKPT_STRICT_IGNORE,

@@ -1,6 +1,7 @@
 package ckpt
 
 import (
+	"bytes"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -91,6 +92,65 @@ func TestRequestStatsOfAFinishedSaveAddUpAndOutliveClose(t *testing.T) {
 	request.Close()
 	if after, err := request.Stats(); err != nil || after != stats {
 		t.Errorf("after Close: %+v, %v; expected the final %+v", after, err, stats)
+	}
+}
+
+func TestInPlaceSaveIsDurableWhenSaveReturns(t *testing.T) {
+	ctx := singleRankContext(t)
+	dir := filepath.Join(t.TempDir(), "c")
+	// x: F32 [1000], y: I64 [3, 7], z: F64 [5].
+	fill := func(x, y, z *Buffer) {
+		xs, ys, zs := x.Float32s(), y.Int64s(), z.Float64s()
+		for i := range xs {
+			xs[i] = float32(i)*0.5 - 3
+		}
+		for i := range ys {
+			ys[i] = int64(i*i) - 40
+		}
+		for i := range zs {
+			zs[i] = float64(i) * 1.25
+		}
+	}
+	register := func(x, y, z *Buffer) *State {
+		state := newTestState(t)
+		for _, shard := range []TensorShard{
+			{Key: "x", Dtype: DtypeF32, GlobalShape: []uint64{1000}, Data: x},
+			{Key: "y", Dtype: DtypeI64, GlobalShape: []uint64{3, 7}, Data: y},
+			{Key: "z", Dtype: DtypeF64, GlobalShape: []uint64{5}, Data: z},
+		} {
+			shard.LocalShape, shard.GlobalOffset = shard.GlobalShape, make([]uint64, len(shard.GlobalShape))
+			if err := state.AddTensor(shard); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return state
+	}
+	x, y, z := newTestBuffer(t, DtypeF32, 1000), newTestBuffer(t, DtypeI64, 21), newTestBuffer(t, DtypeF64, 5)
+	fill(x, y, z)
+	request, err := ctx.Save(register(x, y, z), dir, &SaveOptions{InPlace: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer request.Close()
+	stats, err := request.Stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if stats.BytesToWrite == 0 || stats.BytesWritten != stats.BytesToWrite {
+		t.Errorf("an in-place save when Save returned: %+v", stats)
+	}
+	if err := request.Wait(0); err != nil {
+		t.Fatal(err)
+	}
+
+	x2, y2, z2 := newTestBuffer(t, DtypeF32, 1000), newTestBuffer(t, DtypeI64, 21), newTestBuffer(t, DtypeF64, 5)
+	if err := ctx.Load(register(x2, y2, z2), dir, nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, pair := range [][2]*Buffer{{x, x2}, {y, y2}, {z, z2}} {
+		if !bytes.Equal(pair[0].Bytes(), pair[1].Bytes()) {
+			t.Errorf("loaded %v, saved %v", pair[1].Bytes(), pair[0].Bytes())
+		}
 	}
 }
 

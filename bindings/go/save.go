@@ -54,6 +54,10 @@ type SaveOptions struct {
 	// Tier is where the checkpoint goes (TierStorage by default). Through a Manager, TierMemory and TierBoth
 	// override its memory tier policy for this step, and TierStorage follows it.
 	Tier Tier
+	// InPlace writes this rank's bytes straight from the state's Buffers, with no staging copy: Save then returns
+	// only once they are durable, and the Buffers must not change until it returns; the request still finishes
+	// with the commit. It suits a save that is waited for anyway: the last one of a job, or a blocking checkpoint.
+	InPlace bool
 }
 
 // SaveRequest tracks a save. Its State's buffers may be modified as soon as Save returns; Wait tells when the
@@ -105,10 +109,10 @@ func (h *requestHandle) stats() (RequestStats, error) {
 // the key and ranks otherwise); replicated boxes are written once. ErrAlreadyExists if path is already a
 // checkpoint.
 //
-// Save returns as soon as this rank's bytes are copied into the staging arena: the state's Buffers may then be
-// modified, while worker processes write them and the checkpoint is committed in the background. path appears only
-// when the checkpoint is complete and durable; the request's Wait or Test reports the outcome, the same on every
-// rank.
+// Save returns as soon as this rank's bytes are copied into the staging arena (with SaveOptions.InPlace: written
+// from the Buffers and durable): the state's Buffers may then be modified, while worker processes write them and
+// the checkpoint is committed in the background. path appears only when the checkpoint is complete and durable; the
+// request's Wait or Test reports the outcome, the same on every rank.
 func (c *Context) Save(state *State, path string, opts *SaveOptions) (*SaveRequest, error) {
 	var allocs cAllocs
 	defer allocs.free()
@@ -177,6 +181,9 @@ func (o *SaveOptions) toC(allocs *cAllocs) (C.ckpt_save_options, error) {
 	copts := C.ckpt_go_save_options()
 	if o == nil {
 		return copts, nil
+	}
+	if o.InPlace {
+		copts.flags |= C.CKPT_SAVE_IN_PLACE
 	}
 	var err error
 	if copts.tier, err = o.Tier.toC(); err != nil || len(o.Metadata) == 0 {

@@ -42,6 +42,12 @@ case "$name" in
     for s in 1 2; do [ ! -e "$(step_dir "$s")" ] || { echo "step $s reached storage" >&2; exit 1; }; done
     ls "$root" | grep -q "tmp-" && { echo "a temporary directory was left on storage" >&2; exit 1; }
     run 4 restore "$root" 3 memory ;;
+  in-place-persists)  # saves written in place into the agent's memory; the trainers' death persists the last one
+    run_dying 3 train "$root" 2 0 die-in-place
+    await_storage 2
+    "$cli" verify "$(step_dir 2)"
+    rm -rf "$(step_dir 2)"
+    run 2 restore "$root" 2 memory ;;
   restart-from-memory)  # the restarted job reads nothing from storage: its copy there is removed first
     run_dying 2 train "$root" 2 0 die
     await_storage 2

@@ -16,6 +16,10 @@ case "$name" in
     for m in 1 2 3 4 5; do run "$m" "$core" load "$ck"; done
     run 2 "$core" save "$ck-2" && run 4 "$core" load "$ck-2"
     run 3 "$core" save "$ck-3" && run 5 "$core" load "$ck-3" ;;
+  reshard-in-place)   # saved in place (CKPT_SAVE_IN_PLACE) on 4 and 3 ranks, loaded on other counts
+    run 4 "$core" save-in-place "$ck"
+    for m in 1 3 5; do run "$m" "$core" load "$ck"; done
+    run 3 "$core" save-in-place "$ck-3" && run 2 "$core" load "$ck-3" ;;
   reshard-no-exchange)  # the same without a transport: every rank reads what it needs itself
     export CKPT_TRANSPORT=none
     run 4 "$core" save "$ck"

@@ -3,6 +3,7 @@
 // saying why, if a behaviour is broken. Usage: ckpt_scenario_core MODE ARGS...
 //
 //   save DIR                    tensors (sharded, replicated, flattened), objects, common entries
+//   save-in-place DIR           the same with CKPT_SAVE_IN_PLACE: durable on return, buffers overwritten then
 //   load DIR                    loads the same data with this world's layout and checks every element
 //   save-replicated DIR         one large tensor replicated on every rank, plus small replicated ones
 //   check-dedup DIR             (1 rank) every unique byte stored once, writers balanced
@@ -35,7 +36,8 @@
 namespace scenario {
 namespace {
 
-int Save(const char* dir, int32_t expected) {
+// With CKPT_SAVE_IN_PLACE in `flags`, every byte of this rank's must be durable when ckpt_save returns.
+int Save(const char* dir, int32_t expected, uint64_t flags) {
   Session s;
   ckpt_state_t* state = nullptr;
   s.Check(ckpt_state_create(&state, s.err), "state");
@@ -50,8 +52,20 @@ int Save(const char* dir, int32_t expected) {
   for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<char>('a' + i % 26);
   s.Check(ckpt_state_add_common(state, "config", big.data(), big.size(), s.err), "common config");
   ckpt_request_t* request = nullptr;
-  const int32_t status = ckpt_save(s.ctx, state, dir, nullptr, &request, s.err);
+  ckpt_save_options opts = CKPT_SAVE_OPTIONS_INIT;
+  opts.flags = flags;
+  const int32_t status = ckpt_save(s.ctx, state, dir, &opts, &request, s.err);
   ExpectStatus(s, status, expected, "save", {});
+  if (status == CKPT_OK && (flags & CKPT_SAVE_IN_PLACE) != 0) {
+    ckpt_request_stats stats = CKPT_REQUEST_STATS_INIT;
+    s.Check(ckpt_request_stats_get(request, &stats, s.err), "request stats");
+    if (stats.bytes_written != stats.bytes_to_write || stats.bytes_to_write == 0) {
+      Die(s.rank, "ckpt_save in place returned with " + std::to_string(stats.bytes_written) + " of " +
+                      std::to_string(stats.bytes_to_write) + " bytes written");
+    }
+    // The buffers may change once the call returns: what was saved must not.
+    for (std::vector<float>& floats : buffers.floats) std::fill(floats.begin(), floats.end(), -1.0f);
+  }
   if (status == CKPT_OK) s.Check(ckpt_request_wait(request, 0, s.err), "wait");
   ckpt_request_free(request);
   ckpt_state_free(state);
@@ -434,8 +448,9 @@ int main(int argc, char** argv) {
     return 2;
   }
   const std::string mode = argv[1];
-  if (mode == "save") return Save(argv[2], CKPT_OK);
-  if (mode == "save-exists") return Save(argv[2], CKPT_E_ALREADY_EXISTS);
+  if (mode == "save") return Save(argv[2], CKPT_OK, 0);
+  if (mode == "save-in-place") return Save(argv[2], CKPT_OK, CKPT_SAVE_IN_PLACE);
+  if (mode == "save-exists") return Save(argv[2], CKPT_E_ALREADY_EXISTS, 0);
   if (mode == "load") return Load(argv[2]);
   if (mode == "save-replicated") return SaveReplicated(argv[2]);
   if (mode == "check-dedup") return CheckDedup(argv[2]);

@@ -7,7 +7,8 @@
 //                                        value depends on the step). END says how the trainers stop:
 //                                        "exit" (context freed), "die" (every rank SIGKILLs itself once the last save
 //                                        is complete on every rank), or "die-unwaited" (SIGKILL right after the last
-//                                        ckpt_manager_save returns).
+//                                        ckpt_manager_save returns). END "die-in-place": as "die", each save
+//                                        written in place (CKPT_SAVE_IN_PLACE: complete in memory when it returns).
 //   restore ROOT STEP TIER [END]         the resume step and load_latest give STEP, every element of it checked,
 //                                        read from TIER ("memory" or "storage", as the load's INFO line says on
 //                                        every rank).
@@ -94,7 +95,9 @@ int Train(const char* root, uint64_t steps, uint64_t storage_every, const std::s
     uint64_t step_common = 0;
     ckpt_state_t* state = StepState(s, buffers, step, &step_common, true);
     ckpt_request_t* request = nullptr;
-    s.Check(ckpt_manager_save(manager, state, step, nullptr, &request, s.err), "manager save");
+    ckpt_save_options save_opts = CKPT_SAVE_OPTIONS_INIT;
+    save_opts.flags = end == "die-in-place" ? CKPT_SAVE_IN_PLACE : 0;
+    s.Check(ckpt_manager_save(manager, state, step, &save_opts, &request, s.err), "manager save");
     if (step == steps && end == "die-unwaited") raise(SIGKILL);
     s.Check(ckpt_request_wait(request, 0, s.err), "save in memory");
     ckpt_request_free(request);
@@ -102,7 +105,7 @@ int Train(const char* root, uint64_t steps, uint64_t storage_every, const std::s
   }
   if (s.rank == 0) std::printf("trained %llu steps in memory\n", static_cast<unsigned long long>(steps));
   std::fflush(stdout);
-  if (end == "die") {
+  if (end == "die" || end == "die-in-place") {
     AwaitEveryRank(s, root, "trained");
     raise(SIGKILL);
   }
@@ -186,7 +189,7 @@ int Restore(const char* root, uint64_t expected_step, const std::string& tier, c
                 static_cast<unsigned long long>(step), s.world, tier.c_str());
   }
   std::fflush(stdout);
-  if (end == "die") {
+  if (end == "die" || end == "die-in-place") {
     AwaitEveryRank(s, root, "restored");
     raise(SIGKILL);
   }

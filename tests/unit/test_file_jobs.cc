@@ -385,6 +385,58 @@ TEST_P(FileJobsTest, ReadIntoRefusesWhatWouldReachPastItsMemoryAndArenaJobsOfACa
   EXPECT_FALSE(std::filesystem::exists(Path("g")));
 }
 
+// A save written in place: each segment from a buffer of its own, in this process, with the same checksums and file
+// bytes as from the arena; a segment whose length is not a multiple of 4096 comes from memory padded with zeros,
+// and the file is cut to its final size.
+TEST_P(FileJobsTest, WriteFromCallerMemoryWritesEachSegmentFromItsOwnBufferWithItsChecksums) {
+  const std::vector<FileSegment> segments = Layout({8 * kPage, 3 * kBlockBytes, 5000});
+  const std::vector<std::string> data = StageAll(segments, 31);
+  std::vector<std::unique_ptr<CallerMemory>> buffers;
+  std::vector<const char*> sources;
+  for (size_t i = 0; i < segments.size(); ++i) {
+    buffers.push_back(std::make_unique<CallerMemory>(RoundUp(segments[i].length), '\0'));
+    std::memcpy(buffers.back()->data(), data[i].data(), data[i].size());
+    sources.push_back(buffers.back()->data());
+  }
+  Result<std::unique_ptr<FileJobExecutor>> writer = FileJobExecutor::CreateForCallerMemory(Tuning());
+  ASSERT_TRUE(writer.ok()) << writer.status().message();
+  WriteJob job = MakeWrite("f", segments, true, true);
+  for (FileSegment& segment : job.segments) segment.arena_offset = 7 * kPage;  // not used: the sources say
+  Result<WriteResult> written = (*writer)->WriteFrom(job, sources);
+  ASSERT_TRUE(written.ok()) << written.status().message();
+
+  ASSERT_EQ(written->checksums.size(), segments.size());
+  const std::string file = ReadWhole(Path("f"));
+  ASSERT_EQ(file.size(), segments.back().file_offset + segments.back().length);
+  for (size_t i = 0; i < segments.size(); ++i) {
+    EXPECT_EQ(written->checksums[i], BlockChecksums(data[i].data(), data[i].size(), kBlockBytes)) << "segment " << i;
+    EXPECT_EQ(file.substr(segments[i].file_offset, segments[i].length), data[i]) << "segment " << i;
+  }
+  const Status read = executor_->Read(MakeRead("f", segments, written.value()), nullptr);
+  EXPECT_TRUE(read.ok()) << read.message();
+}
+
+// Direct I/O needs aligned memory, and every segment needs its source: anything else is refused before the file
+// is created.
+TEST_P(FileJobsTest, WriteFromRefusesUnalignedOrMissingSourcesAndCreatesNothing) {
+  const std::vector<FileSegment> segments = Layout({2 * kPage, 2 * kPage});
+  CallerMemory memory(5 * kPage, 'x');
+  Result<std::unique_ptr<FileJobExecutor>> writer = FileJobExecutor::CreateForCallerMemory(Tuning());
+  ASSERT_TRUE(writer.ok()) << writer.status().message();
+  const WriteJob job = MakeWrite("f", segments, true, true);
+
+  const Result<WriteResult> unaligned = (*writer)->WriteFrom(job, {memory.data(), memory.data() + 2 * kPage + 8});
+  EXPECT_EQ(unaligned.status().code(), Code::kInvalidArgument);
+  EXPECT_NE(unaligned.status().message().find("segment 1"), std::string::npos) << unaligned.status().message();
+  const Result<WriteResult> missing = (*writer)->WriteFrom(job, {memory.data()});
+  EXPECT_EQ(missing.status().code(), Code::kInvalidArgument);
+  EXPECT_NE(missing.status().message().find("2 segments but 1 sources"), std::string::npos)
+      << missing.status().message();
+  EXPECT_FALSE(std::filesystem::exists(Path("f")));
+  // The same job from aligned sources goes through.
+  EXPECT_TRUE((*writer)->WriteFrom(job, {memory.data(), memory.data() + 2 * kPage}).ok());
+}
+
 TEST_P(FileJobsTest, DiskFileSystemUsesDirectIo) {
   if (IsTmpfs(dir_)) GTEST_SKIP() << dir_ << " is on tmpfs, which has no direct I/O";
   const std::vector<FileSegment> segments = Layout({kPage});

@@ -144,6 +144,8 @@ const CKPT_TIER_STORAGE = UInt64(0)
 const CKPT_TIER_MEMORY = UInt64(1)
 const CKPT_TIER_BOTH = UInt64(2)
 
+const CKPT_SAVE_IN_PLACE = UInt64(0x1)
+
 const CKPT_STRICT_FAIL = Int32(0)
 const CKPT_STRICT_LOG = Int32(1)
 const CKPT_STRICT_IGNORE = Int32(2)
@@ -245,9 +247,10 @@ struct ckpt_save_options
     progress::Ptr{Cvoid}
     progress_user::Ptr{Cvoid}
     tier::UInt64
+    flags::UInt64
 end
 ckpt_save_options() = ckpt_save_options(sizeof(ckpt_save_options), 0, Ptr{Ptr{Cchar}}(C_NULL), Ptr{Ptr{Cchar}}(C_NULL),
-                                        C_NULL, C_NULL, CKPT_TIER_STORAGE)
+                                        C_NULL, C_NULL, CKPT_TIER_STORAGE, 0)
 
 struct ckpt_request_stats
     struct_size::UInt32

@@ -53,15 +53,17 @@ end
 release(manager::Manager) = LibCkpt.ckpt_manager_free(manager.handle)
 
 """
-    Ckpt.save(manager, state, step; metadata=(), tier=CKPT_TIER_STORAGE) -> SaveRequest
+    Ckpt.save(manager, state, step; metadata=(), tier=CKPT_TIER_STORAGE, in_place=false) -> SaveRequest
 
 Collective: saves `state` as step `step`, as `Ckpt.save(ctx, state, path)` does: returns once the arrays are
 staged. The step becomes the latest only if the request succeeds; a failed save leaves the latest pointer and the
 kept steps untouched. `tier` overrides the manager's memory tier policy for this step when it is
-`CKPT_TIER_MEMORY` or `CKPT_TIER_BOTH`; `CKPT_TIER_STORAGE` follows it.
+`CKPT_TIER_MEMORY` or `CKPT_TIER_BOTH`; `CKPT_TIER_STORAGE` follows it. `in_place` is as for a save to a path:
+the arrays are written with no staging copy, and `save` returns once they are durable.
 """
-function save(manager::Manager, state::State, step::Integer; metadata = (), tier::Integer = CKPT_TIER_STORAGE)
-    return start_save(manager.context, state, metadata, tier) do options, out, err
+function save(manager::Manager, state::State, step::Integer; metadata = (), tier::Integer = CKPT_TIER_STORAGE,
+              in_place::Bool = false)
+    return start_save(manager.context, state, metadata, tier, in_place) do options, out, err
         LibCkpt.ckpt_manager_save(manager, state, step, options, out, err)
     end
 end

@@ -15,7 +15,7 @@ end
 release(request::SaveRequest) = LibCkpt.ckpt_request_free(request.handle)
 
 """
-    Ckpt.save(ctx, state, path; metadata=(), tier=CKPT_TIER_STORAGE) -> SaveRequest
+    Ckpt.save(ctx, state, path; metadata=(), tier=CKPT_TIER_STORAGE, in_place=false) -> SaveRequest
 
 Collective: saves `state` as the checkpoint directory `path`, with `metadata` (pairs of strings, taken from rank 0)
 in its manifest. Returns as soon as this rank's arrays are copied into the staging arena: they may be modified from
@@ -30,19 +30,25 @@ receives it only if they die) or `CKPT_TIER_BOTH` (memory, then `path`, written 
 save to memory succeeds once the checkpoint is complete in memory, and [`load!`](@ref) of `path` then reads that
 copy. It needs the job's identity, the same on every rank and across restarts: `CKPT_JOB_ID` (or `SLURM_JOB_ID`,
 `TORCHELASTIC_RUN_ID`), else CKPT_E_INVALID_ARGUMENT; CKPT_E_NO_SPACE past the agent's budget.
+
+With `in_place = true` (`CKPT_SAVE_IN_PLACE`) this rank's bytes are written straight from its arrays, with no
+staging copy: `save` then returns only once they are durable, and the arrays must not change until it returns; the
+request still finishes with the commit. It suits a save that is waited for anyway: the last one of a job, or a
+blocking checkpoint.
 """
-function save(ctx::Context, state::State, path::AbstractString; metadata = (), tier::Integer = CKPT_TIER_STORAGE)
+function save(ctx::Context, state::State, path::AbstractString; metadata = (), tier::Integer = CKPT_TIER_STORAGE,
+              in_place::Bool = false)
     target = c_string(path)
-    return start_save(ctx, state, metadata, tier) do options, out, err
+    return start_save(ctx, state, metadata, tier, in_place) do options, out, err
         LibCkpt.ckpt_save(ctx, state, target, options, out, err)
     end
 end
 
 """
-Calls `start(options, out, err)`, a C call that starts a save of `state`, with the save options holding `metadata`
-and `tier`, and returns the request it stored in `out`.
+Calls `start(options, out, err)`, a C call that starts a save of `state`, with the save options holding `metadata`,
+`tier` and the `in_place` flag, and returns the request it stored in `out`.
 """
-function start_save(start, ctx::Context, state::State, metadata, tier::Integer)
+function start_save(start, ctx::Context, state::State, metadata, tier::Integer, in_place::Bool)
     metadata_keys = String[c_string(k) for (k, _) in metadata]
     metadata_values = String[c_string(v) for (_, v) in metadata]
     key_pointers = Ptr{Cchar}[chars(k) for k in metadata_keys]
@@ -50,7 +56,7 @@ function start_save(start, ctx::Context, state::State, metadata, tier::Integer)
     handle = GC.@preserve metadata_keys metadata_values key_pointers value_pointers state begin
         options = Ref(LibCkpt.ckpt_save_options(sizeof(LibCkpt.ckpt_save_options), length(metadata_keys),
                                                 pointer(key_pointers), pointer(value_pointers), C_NULL, C_NULL,
-                                                tier))
+                                                tier, in_place ? LibCkpt.CKPT_SAVE_IN_PLACE : 0))
         create_handle() do out, err
             start(options, out, err)
         end

@@ -248,6 +248,36 @@ end
     end
 end
 
+@testset "an in-place save is durable when save returns" begin
+    mktempdir() do dir
+        ctx = Context(rank = 0, world_size = 1, arena_bytes = TEST_ARENA_BYTES)
+        weight = reshape(Float32.(1:1024), 32, 32)
+        steps = Int64[10, -20, 30, 7]
+        scale = Float64[0.5, 1.25, -3.0]
+        state = State()
+        add_tensor!(state, "weight", weight)
+        add_tensor!(state, "steps", steps)
+        add_tensor!(state, "scale", scale)
+        request = Ckpt.save(ctx, state, joinpath(dir, "c"); in_place = true)
+        s = Ckpt.stats(request)
+        @test s.bytes_to_write > 0
+        @test s.bytes_written == s.bytes_to_write
+        @test wait(request)
+        close(request)
+        close(state)
+
+        loaded = (zeros(Float32, 32, 32), zeros(Int64, 4), zeros(Float64, 3))
+        state = State()
+        for (key, array) in zip(("weight", "steps", "scale"), loaded)
+            add_tensor!(state, key, array)
+        end
+        load!(ctx, state, joinpath(dir, "c"))
+        @test loaded == (weight, steps, scale)
+        close(state)
+        close(ctx)
+    end
+end
+
 @testset "manager keeps the last two steps and resumes from the latest" begin
     mktempdir() do dir
         ctx = Context(rank = 0, world_size = 1)

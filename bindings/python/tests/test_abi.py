@@ -56,6 +56,7 @@ def test_every_constant_has_the_tables_value():
                      CKPT_SHARD_ALLOW_SHAPE_MISMATCH=_native.SHARD_ALLOW_SHAPE_MISMATCH,
                      CKPT_SHARD_ALLOW_DTYPE_CAST=_native.SHARD_ALLOW_DTYPE_CAST,
                      CKPT_MAX_NDIM=_native.MAX_NDIM, CKPT_VERSION_MAJOR=_native.ABI_MAJOR,
+                     CKPT_SAVE_IN_PLACE=_native.SAVE_IN_PLACE,
                      CKPT_E_IN_PROGRESS=errors.IN_PROGRESS)
     constants.update({f"CKPT_PHASE_{name.upper()}": value for value, name in _native.PHASES.items()})
     constants.update({f"CKPT_TIER_{name.upper()}": value for name, value in _native.TIERS.items()})

@@ -82,6 +82,29 @@ def test_stats_while_the_save_runs_show_it_uncommitted(tmp_path):
     assert request.stats().committed and request.stats().total_ns >= running.total_ns
 
 
+def test_an_in_place_save_is_durable_when_save_returns(tmp_path):
+    tree = {"w": np.arange(1 << 20, dtype=np.float32), "b": np.linspace(-1, 1, 7), "ids": np.arange(60).reshape(3, 20)}
+    request = ckpt.save(tmp_path / "c", tree, in_place=True)
+    stats = request.stats()
+    assert stats.bytes_to_write > 0 and stats.bytes_written == stats.bytes_to_write, stats
+    assert request.wait(timeout=60)
+    fresh = {key: np.zeros_like(value) for key, value in tree.items()}
+    restored = ckpt.restore(tmp_path / "c", fresh)
+    for key, value in tree.items():
+        np.testing.assert_array_equal(restored[key], value)
+
+
+def test_in_place_must_be_true_or_false(tmp_path):
+    with ckpt.CheckpointManager(tmp_path / "run") as manager:
+        for in_place in ("yes", None, 2):
+            with pytest.raises(ValueError, match="in_place must be True or False"):
+                ckpt.save(tmp_path / "c", {"x": np.ones(4)}, in_place=in_place)
+            with pytest.raises(ValueError, match="in_place must be True or False"):
+                manager.save(1, {"x": np.ones(4)}, in_place=in_place)
+        assert manager.latest_step() is None
+    assert not (tmp_path / "c").exists()
+
+
 def test_save_progress_runs_through_every_phase_to_committed(tmp_path):
     recorder = Recorder()
     tree = big_tree()

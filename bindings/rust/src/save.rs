@@ -51,6 +51,7 @@ pub struct SaveOptions {
     metadata: Vec<(String, String)>,
     progress: Option<ProgressFn>,
     tier: Tier,
+    in_place: bool,
 }
 
 impl std::fmt::Debug for SaveOptions {
@@ -59,6 +60,7 @@ impl std::fmt::Debug for SaveOptions {
             .field("metadata", &self.metadata)
             .field("progress", &self.progress.is_some())
             .field("tier", &self.tier)
+            .field("in_place", &self.in_place)
             .finish()
     }
 }
@@ -92,6 +94,15 @@ impl SaveOptions {
     /// follows it.
     pub fn tier(mut self, tier: Tier) -> Self {
         self.tier = tier;
+        self
+    }
+
+    /// Writes this rank's bytes straight from the registered buffers, with no staging copy
+    /// (`sys::CKPT_SAVE_IN_PLACE`; off by default). The save call then returns only once they are durable, and the
+    /// buffers must not change until it returns; the request still finishes with the commit. It suits a save that
+    /// is waited for anyway: the last one of a job, or a blocking checkpoint.
+    pub fn in_place(mut self, in_place: bool) -> Self {
+        self.in_place = in_place;
         self
     }
 }
@@ -135,6 +146,9 @@ where
     let metadata = RawMetadata::new(&options.metadata)?;
     let mut opts = sys::ckpt_save_options::init();
     opts.tier = options.tier.to_c();
+    if options.in_place {
+        opts.flags |= sys::CKPT_SAVE_IN_PLACE;
+    }
     opts.metadata_count =
         u32::try_from(metadata.keys.len()).map_err(|_| Error::invalid_argument("too many metadata entries"))?;
     opts.metadata_keys = metadata.keys.as_ptr();
@@ -151,9 +165,10 @@ where
 
 impl Context {
     /// Collective: saves `state` as the checkpoint directory `path`, which appears only once the checkpoint is
-    /// complete and durable. Returns as soon as this rank's registered buffers are copied into the staging arena:
-    /// from then on they may be modified and `state` dropped, while the library writes and commits in the
-    /// background. The returned request reports the outcome, the same on every rank.
+    /// complete and durable. Returns as soon as this rank's registered buffers are copied into the staging arena
+    /// (with [`SaveOptions::in_place`]: written from the buffers and durable): from then on they may be modified
+    /// and `state` dropped, while the library writes and commits in the background. The returned request reports
+    /// the outcome, the same on every rank.
     pub fn save(
         &self,
         state: &mut SaveState<'_>,

@@ -224,6 +224,8 @@ pub const CKPT_TIER_STORAGE: u64 = 0;
 pub const CKPT_TIER_MEMORY: u64 = 1;
 pub const CKPT_TIER_BOTH: u64 = 2;
 
+pub const CKPT_SAVE_IN_PLACE: u64 = 1;
+
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
 pub struct ckpt_save_options {
@@ -234,6 +236,7 @@ pub struct ckpt_save_options {
     pub progress: ckpt_progress_fn,
     pub progress_user: *mut c_void,
     pub tier: u64,
+    pub flags: u64,
 }
 
 #[repr(C)]
@@ -686,7 +689,7 @@ mod tests {
         assert_eq!(opts.metadata_count, 0);
         assert!(opts.metadata_keys.is_null() && opts.metadata_values.is_null());
         assert!(opts.progress.is_none() && opts.progress_user.is_null());
-        assert_eq!(opts.tier, CKPT_TIER_STORAGE);
+        assert_eq!((opts.tier, opts.flags), (CKPT_TIER_STORAGE, 0));
     }
 
     #[test]

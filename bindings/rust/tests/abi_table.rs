@@ -131,6 +131,7 @@ fn rust_layouts() -> BTreeMap<String, Layout> {
             progress,
             progress_user,
             tier,
+            flags,
         }),
         layout!(ckpt_request_stats {
             struct_size,
@@ -248,6 +249,7 @@ fn rust_constants() -> BTreeMap<String, i64> {
         CKPT_TIER_STORAGE,
         CKPT_TIER_MEMORY,
         CKPT_TIER_BOTH,
+        CKPT_SAVE_IN_PLACE,
         CKPT_STRICT_FAIL,
         CKPT_STRICT_LOG,
         CKPT_STRICT_IGNORE,

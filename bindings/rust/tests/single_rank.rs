@@ -111,6 +111,32 @@ fn request_reports_a_finished_save() {
 }
 
 #[test]
+fn in_place_save_is_durable_when_the_call_returns() {
+    let (ctx, temp) = (solo_context(), TempDir::new());
+    let weight = weight_box(0..WEIGHT_SHAPE[0], 0..WEIGHT_SHAPE[1]);
+    let (bias, ids) = (bias(), (0..1000i32).map(|i| i * 7 - 3).collect::<Vec<_>>());
+    let mut state = SaveState::new().unwrap();
+    state.add_tensor(&Shard::new(WEIGHT, &WEIGHT_SHAPE), &weight).unwrap();
+    state.add_tensor(&Shard::new(BIAS, &[BIAS_LEN]), &bias).unwrap();
+    state.add_tensor(&Shard::new("ids", &[1000]), &ids).unwrap();
+    let mut request = ctx.save(&mut state, temp.checkpoint(), &SaveOptions::new().in_place(true)).unwrap();
+    let stats = request.stats().unwrap();
+    assert!(stats.bytes_to_write > 0, "{:?}", stats);
+    assert_eq!(stats.bytes_written, stats.bytes_to_write, "not all written when the save returned: {:?}", stats);
+    request.wait().unwrap();
+    drop(state);
+
+    let (mut weight_back, mut bias_back, mut ids_back) = (vec![0f32; 24], vec![0f64; 5], vec![0i32; 1000]);
+    let mut state = LoadState::new().unwrap();
+    state.add_tensor(&Shard::new(WEIGHT, &WEIGHT_SHAPE), &mut weight_back).unwrap();
+    state.add_tensor(&Shard::new(BIAS, &[BIAS_LEN]), &mut bias_back).unwrap();
+    state.add_tensor(&Shard::new("ids", &[1000]), &mut ids_back).unwrap();
+    ctx.load(&mut state, temp.checkpoint(), &LoadOptions::new()).unwrap();
+    drop(state);
+    assert_eq!((weight_back, bias_back, ids_back), (weight, bias, ids));
+}
+
+#[test]
 fn stats_count_committed_saves_bytes_and_reused_plans() {
     let (ctx, temp) = (solo_context(), TempDir::new());
     save_test_checkpoint(&ctx, &temp);

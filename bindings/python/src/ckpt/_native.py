@@ -57,6 +57,9 @@ MEMORY_HOST = 0
 # CKPT_TIER_*, by the names ckpt.save's and CheckpointManager.save's `tier` takes.
 TIERS = {"storage": 0, "memory": 1, "both": 2}
 
+# CKPT_SAVE_* bits of ckpt_save_options.flags: ckpt.save's and CheckpointManager.save's `in_place`.
+SAVE_IN_PLACE = 0x1
+
 
 class Collectives(ctypes.Structure):
     """The job's own collectives (ckpt_collectives), which ckpt.Context(collectives=...) fills."""
@@ -142,6 +145,7 @@ class SaveOptions(ctypes.Structure):
         ("progress", PROGRESS_FN),
         ("progress_user", c_void_p),
         ("tier", c_u64),
+        ("flags", c_u64),
     ]
 
 

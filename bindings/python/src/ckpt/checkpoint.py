@@ -168,12 +168,19 @@ def tier_code(tier):
         raise ValueError(f"tier must be 'storage', 'memory' or 'both', not {tier!r}") from None
 
 
-class _SaveOptions:
-    """ckpt_save_options for user metadata (a str -> str mapping), a progress callable and a tier, with the C arrays
-    and the C callback they point at."""
+def save_flags(in_place):
+    """The CKPT_SAVE_* bits of an `in_place` argument: True or False."""
+    if in_place not in (True, False):
+        raise ValueError(f"in_place must be True or False, not {in_place!r}")
+    return _native.SAVE_IN_PLACE if in_place else 0
 
-    def __init__(self, metadata, progress, tier):
-        self.struct = _native.new(_native.SaveOptions, tier=tier_code(tier))
+
+class _SaveOptions:
+    """ckpt_save_options for user metadata (a str -> str mapping), a progress callable, a tier and the in_place
+    flag, with the C arrays and the C callback they point at."""
+
+    def __init__(self, metadata, progress, tier, in_place=False):
+        self.struct = _native.new(_native.SaveOptions, tier=tier_code(tier), flags=save_flags(in_place))
         self._progress = progress_module.callback(progress)
         if self._progress is not None:
             self.struct.progress = self._progress
@@ -227,11 +234,12 @@ def register_tree(state, tree):
     return immutable
 
 
-def start_save(ctx, tree, path, metadata, submit, progress=None, tier="storage"):
+def start_save(ctx, tree, path, metadata, submit, progress=None, tier="storage", in_place=False):
     """Registers `tree`, then has the context's thread call submit(state, options) -> request handle: at once when
-    the tree holds numpy buffers (the caller may change them as soon as this returns), else in the background.
-    Returns a Request, tracked by the context."""
-    options = _SaveOptions(metadata, progress, tier)
+    the tree holds numpy buffers (the caller may change them as soon as this returns) or the save is in place (it
+    returns once this rank's bytes are durable), else in the background. Returns a Request, tracked by the
+    context."""
+    options = _SaveOptions(metadata, progress, tier, in_place)
     state = State()
     try:
         immutable = register_tree(state, tree)
@@ -246,7 +254,7 @@ def start_save(ctx, tree, path, metadata, submit, progress=None, tier="storage")
             state.close()
 
     started = ctx.submit_staging(stage)
-    if not immutable:
+    if not immutable or in_place:
         concurrent.futures.wait([started])
         if started.exception() is not None:
             raise started.exception()
@@ -255,7 +263,7 @@ def start_save(ctx, tree, path, metadata, submit, progress=None, tier="storage")
     return request
 
 
-def save(path, tree, *, context=None, metadata=None, progress=None, tier="storage"):
+def save(path, tree, *, context=None, metadata=None, progress=None, tier="storage", in_place=False):
     """Collective: every rank calls it with its part of the tree. Saves `tree` as the checkpoint directory `path`
     and returns a Request as soon as this rank's arrays may change; the checkpoint is written and committed in the
     background, and exists only once the Request succeeds.
@@ -280,7 +288,11 @@ def save(path, tree, *, context=None, metadata=None, progress=None, tier="storag
     job's identity, the same on every rank and across restarts: CKPT_JOB_ID (or SLURM_JOB_ID, TORCHELASTIC_RUN_ID),
     else InvalidArgumentError; NoSpaceError past the agent's budget (CKPT_AGENT_BUDGET_BYTES, default half of the
     node's memory). Across nodes, each node's agent copies its files to CKPT_MEMORY_REPLICAS other nodes (default
-    1) before the Request succeeds."""
+    1) before the Request succeeds.
+
+    `in_place=True` writes this rank's bytes straight from its arrays, with no staging copy: save() then returns
+    only once they are durable (the Request still finishes with the commit), and the arrays must not change until
+    it returns. It suits a save that is waited for anyway: the last one of a job, or a blocking checkpoint."""
     ctx = context_module.resolve(context)
     target = os.fsencode(os.fspath(path))
 
@@ -289,7 +301,7 @@ def save(path, tree, *, context=None, metadata=None, progress=None, tier="storag
         call("ckpt_save", ctx.handle, state.handle, target, opts, ctypes.byref(handle))
         return handle
 
-    return start_save(ctx, tree, os.fspath(path), metadata, submit, progress, tier)
+    return start_save(ctx, tree, os.fspath(path), metadata, submit, progress, tier, in_place)
 
 
 def _load_options(partial, progress):

@@ -67,14 +67,16 @@ class CheckpointManager:
         self._call("ckpt_manager_step_path", self.handle, int(step), buffer, len(buffer))
         return os.fsdecode(buffer.value)
 
-    def save(self, step, tree, *, metadata=None, force=False, progress=None, tier=None):
+    def save(self, step, tree, *, metadata=None, force=False, progress=None, tier=None, in_place=False):
         """Collective. Saves `tree` as `step` when should_save(step) or `force`, and returns whether it did. Returns
         once this rank's buffers are staged; the step commits in the background (wait() waits for it). `progress`
         is called as ckpt.save's is; last_request holds the step's Request (its stats()).
 
         `tier` overrides the manager's choice for this step: "memory" or "both", as ckpt.save's. None follows the
         manager: storage, or with memory_tier its policy. "storage" is refused with memory_tier, since the library
-        applies the manager's policy to every save that asks for storage."""
+        applies the manager's policy to every save that asks for storage. `in_place` is ckpt.save's: no staging
+        copy, and save() returns once this rank's bytes are durable."""
+        checkpoint.save_flags(in_place)
         if tier is not None:
             checkpoint.tier_code(tier)
             if tier == "storage" and self.memory_tier:
@@ -89,7 +91,7 @@ class CheckpointManager:
             return handle
 
         request = checkpoint.start_save(self._context, tree, self.step_path(step), metadata, submit, progress,
-                                        "storage" if tier is None else tier)
+                                        "storage" if tier is None else tier, in_place)
         self._requests = [r for r in self._requests if not r._finished] + [request]
         self.last_request = request
         return True
