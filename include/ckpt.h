@@ -418,10 +418,11 @@ typedef void (*ckpt_progress_fn)(void* user, int32_t phase, uint64_t done, uint6
  * instead of copying them into the staging arena for the I/O workers. ckpt_save then returns once this rank's bytes
  * are durable (the buffers must not change until it returns; the request still finishes with the commit, as any
  * save's), so it suits a save the caller waits for anyway: the last one of a job, or a blocking checkpoint. It saves
- * the staging copy, its memory traffic and its CPU time. Host buffers are written with direct I/O where they lie
- * when the file system allows it and the bytes start on a 4096-byte boundary; what cannot be (device memory, a box
- * that is not one run of its buffer, an unaligned start, a tensor's last part that is not a whole checksum block)
- * is copied through the arena and written by the rank too. */
+ * the staging copy, its memory traffic and its CPU time. Host buffers are written from where they lie when the file
+ * system allows it: buffered file systems always; with direct I/O when the bytes start as the device's alignment asks
+ * (statx's dio_mem_align: often 4 bytes on NVMe drives) and for whole pages. What cannot be (device memory, a box that
+ * is not one run of its buffer, an unaligned start, a tensor's last bytes short of a page) is copied through the arena
+ * and written by the rank too. */
 #define CKPT_SAVE_IN_PLACE 1u
 
 typedef struct ckpt_save_options {

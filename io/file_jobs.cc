@@ -111,14 +111,18 @@ Status ValidateExpectedChecksums(const ReadJob& job) {
 // Whether O_DIRECT on this descriptor bypasses the page cache at our 4096-byte alignment. tmpfs accepts O_DIRECT
 // since Linux 6.6 but has no device below it; statx reports no direct-I/O alignment there. Kernels before 6.1 report
 // no alignment for any file system, so then only tmpfs is ruled out.
-bool DirectIoWorks(int fd) {
+// Sets *memory_alignment to the alignment direct I/O needs of memory where the kernel says (else 4096).
+bool DirectIoWorks(int fd, uint64_t* memory_alignment) {
+  *memory_alignment = kDirectAlignment;
 #ifdef STATX_DIOALIGN
   struct statx info;
   std::memset(&info, 0, sizeof info);
   if (statx(fd, "", AT_EMPTY_PATH, STATX_DIOALIGN, &info) == 0 && (info.stx_mask & STATX_DIOALIGN) != 0) {
     const uint32_t memory = info.stx_dio_mem_align;
     const uint32_t offset = info.stx_dio_offset_align;
-    return memory != 0 && offset != 0 && kDirectAlignment % memory == 0 && kDirectAlignment % offset == 0;
+    if (memory == 0 || offset == 0 || kDirectAlignment % memory != 0 || kDirectAlignment % offset != 0) return false;
+    *memory_alignment = memory;
+    return true;
   }
 #endif
   struct statfs fs;
@@ -128,11 +132,13 @@ bool DirectIoWorks(int fd) {
 struct OpenFile {
   int fd = -1;
   bool direct = false;
+  uint64_t memory_alignment = 1;  // of the memory a transfer uses: the device's for direct I/O, none for buffered
 };
 
 // `fd`, opened with O_DIRECT if `direct`, with O_DIRECT cleared where the file system does not really do it.
 Result<OpenFile> KeepDirectWhereItWorks(int fd, bool direct, const std::string& action) {
-  if (direct && !DirectIoWorks(fd)) {
+  uint64_t memory_alignment = kDirectAlignment;
+  if (direct && !DirectIoWorks(fd, &memory_alignment)) {
     if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_DIRECT) != 0) {
       const int err = errno;
       close(fd);
@@ -140,7 +146,7 @@ Result<OpenFile> KeepDirectWhereItWorks(int fd, bool direct, const std::string& 
     }
     direct = false;
   }
-  return OpenFile{fd, direct};
+  return OpenFile{fd, direct, direct ? memory_alignment : 1};
 }
 
 // Opens `path` with `flags`, adding O_DIRECT when wanted and the file system does direct I/O, else buffered.
@@ -282,8 +288,19 @@ class Executor final : public FileJobExecutor {
   }
 
   Result<WriteResult> WriteFrom(const WriteJob& job, const std::vector<const char*>& sources) override {
-    const Status valid = ValidateSources(job, sources);
+    const auto prepared = job.create ? open_.end() : open_.find(job.path);
+    const SourceRules rules = prepared == open_.end() ? SourceRules{} : RulesFor(prepared->second);
+    const Status valid = ValidateSources(job, sources, rules);
     return ForgetOnFailure(job, valid.ok() ? WriteFile(job, sources) : valid);
+  }
+
+  Result<SourceRules> PrepareWrite(const WriteJob& job) override {
+    Result<OpenFile> file = FileForWrite(job);
+    if (!file.ok()) {
+      Forget(job.path);
+      return file.status();
+    }
+    return RulesFor(*file);
   }
 
   Status Read(const ReadJob& job, ReadFailure* failure) override;
@@ -311,7 +328,8 @@ class Executor final : public FileJobExecutor {
 
  private:
   Result<WriteResult> WriteFile(const WriteJob& job, const std::vector<const char*>& starts);
-  static Status ValidateSources(const WriteJob& job, const std::vector<const char*>& sources);
+  static Status ValidateSources(const WriteJob& job, const std::vector<const char*>& sources, const SourceRules& rules);
+  static SourceRules RulesFor(const OpenFile& file) { return SourceRules{file.memory_alignment, file.direct}; }
   Result<OpenFile> FileForWrite(const WriteJob& job);
   Status FinishFile(const std::string& path, uint64_t final_size);
   static Status Preallocate(int fd, const std::string& path, uint64_t size);
@@ -350,16 +368,18 @@ Result<WriteResult> Executor::WriteFile(const WriteJob& job, const std::vector<c
   return hasher.Take();
 }
 
-// The segments as Write checks them, but against no arena: their memory is the caller's, one aligned source each.
-Status Executor::ValidateSources(const WriteJob& job, const std::vector<const char*>& sources) {
+// The segments as Write checks them, but against no arena: their memory is the caller's, one source each, aligned
+// as `rules` say.
+Status Executor::ValidateSources(const WriteJob& job, const std::vector<const char*>& sources,
+                                 const SourceRules& rules) {
   if (sources.size() != job.segments.size()) {
     return InvalidArgument("write job for " + Quoted(job.path) + " has " + std::to_string(job.segments.size()) +
                            " segments but " + std::to_string(sources.size()) + " sources");
   }
   for (size_t i = 0; i < sources.size(); ++i) {
-    if (sources[i] == nullptr || reinterpret_cast<uintptr_t>(sources[i]) % kDirectAlignment != 0) {
+    if (sources[i] == nullptr || reinterpret_cast<uintptr_t>(sources[i]) % rules.alignment != 0) {
       return InvalidArgument("write job for " + Quoted(job.path) + ": the memory of segment " + std::to_string(i) +
-                             " is not 4096-byte aligned");
+                             " is not " + std::to_string(rules.alignment) + "-byte aligned");
     }
   }
   return ValidateSegments(job.path, job.segments, job.block_size, UINT64_MAX);

@@ -48,6 +48,13 @@ struct ReadFailure {
   uint64_t block = 0;
 };
 
+// What WriteFrom needs of the memory it writes one file from.
+struct SourceRules {
+  uint64_t alignment = 4096;  // every source's address is a multiple of this (the device's, for direct I/O)
+  bool whole_pages = true;    // direct I/O: lengths are rounded up to 4096, so a segment of another length needs
+                              // zeros after it; buffered files write exactly the segment's bytes
+};
+
 enum class IoBackendKind : int32_t { kAuto = 0, kIoUring = 1, kPwrite = 2 };
 
 struct IoTuning {
@@ -69,11 +76,15 @@ class FileJobExecutor {
 
   // Writes the segments, retrying short writes, EAGAIN and EINTR; kNoSpace on ENOSPC/EDQUOT, naming the file.
   virtual Result<WriteResult> Write(const WriteJob& job) = 0;
-  // The same from this process's memory instead of the arena: segment i's bytes are at sources[i] (4096-byte
-  // aligned), whatever the segments' arena offsets say. Direct writes round a segment's length up to 4096 bytes, so
-  // the rest of its last page must be readable and is what the file holds there (its padding): pass a segment
-  // whose length is not a multiple of 4096 only from memory whose padding is zeros. Runs in any executor.
+  // The same from this process's memory instead of the arena: segment i's bytes are at sources[i], whatever the
+  // segments' arena offsets say, aligned as PrepareWrite said for the file (4096 bytes for a file not prepared).
+  // Direct writes round a segment's length up to 4096 bytes, so the rest of its last page must be readable and is
+  // what the file holds there (its padding): pass a segment whose length is not a multiple of 4096 only from memory
+  // whose padding is zeros, unless the rules say the file is buffered. Runs in any executor.
   virtual Result<WriteResult> WriteFrom(const WriteJob& job, const std::vector<const char*>& sources) = 0;
+  // Opens the job's file as its Write would (creating and reserving it for a create job), writes nothing, and says
+  // what WriteFrom needs of its sources for that file; the file's jobs that follow are not create jobs.
+  virtual Result<SourceRules> PrepareWrite(const WriteJob& job) = 0;
   // Reads the segments into the arena and verifies every block; kCorrupt (with *failure set) on a mismatch,
   // kCorrupt "truncated" if the file ends before a segment does.
   virtual Status Read(const ReadJob& job, ReadFailure* failure) = 0;

@@ -275,11 +275,12 @@ struct InPlacePart {
   bool bounce = false;
 };
 
-// Cuts a window's pieces into those written from where they lie (host memory, one run, starting on a 4096-byte
-// boundary, whole pages: direct I/O writes whole pages) and those copied through the arena. A piece that could go
-// in place but for its end (a tensor's last bytes) is cut after its last whole checksum block, so that the checksums
-// of the two parts concatenate into the piece's. Sets *bounce_bytes to the arena room the copied parts need.
-std::vector<InPlacePart> PlanInPlace(const Window& w, uint64_t block_size, uint64_t* bounce_bytes) {
+// Cuts a window's pieces into those written from where they lie (host memory, one run, aligned as the file's
+// `rules` say and, for direct I/O, whole pages) and those copied through the arena. A piece that could go in place
+// but for its end (a tensor's last bytes, short of a page) is cut after its last whole checksum block, so that the
+// checksums of the two parts concatenate into the piece's. Sets *bounce_bytes to the arena room the copies need.
+std::vector<InPlacePart> PlanInPlace(const Window& w, uint64_t block_size, const io::SourceRules& rules,
+                                     uint64_t* bounce_bytes) {
   std::vector<InPlacePart> parts;
   *bounce_bytes = 0;
   auto add = [&](uint64_t file_offset, StagedPiece piece, const Source* source, bool bounce) {
@@ -296,8 +297,8 @@ std::vector<InPlacePart> PlanInPlace(const Window& w, uint64_t block_size, uint6
     const uint64_t at = w.segments[k].file_offset;
     uint64_t in_place = 0;
     if (source.device < 0 && source.contiguous &&
-        reinterpret_cast<uintptr_t>(source.base + piece.item_offset) % kChunkAlignment == 0) {
-      const bool whole_pages = piece.length % kChunkAlignment == 0;
+        reinterpret_cast<uintptr_t>(source.base + piece.item_offset) % rules.alignment == 0) {
+      const bool whole_pages = !rules.whole_pages || piece.length % kChunkAlignment == 0;
       const bool whole_page_blocks = block_size % kChunkAlignment == 0;
       in_place = whole_pages ? piece.length : whole_page_blocks ? piece.length / block_size * block_size : 0;
     }
@@ -348,25 +349,32 @@ class InPlaceWriter {
   }
 
  private:
+  // Creates the file first, to learn how its memory must be aligned (the device's alignment for direct I/O, none
+  // for buffered files: a tensor's unaligned start, or its last bytes, then go in place too).
   Status WriteFile(io::FileJobExecutor& executor, std::vector<Window>& windows, const std::string& path,
                    uint64_t final_size, bool reports_progress) {
+    io::WriteJob create;
+    create.path = path;
+    create.create = true;
+    create.final_size = final_size;
+    create.block_size = settings_.block_size;
+    ASSIGN_OR_RETURN(const io::SourceRules rules, executor.PrepareWrite(create));
     for (size_t i = 0; i < windows.size() && !failed_; ++i) {
       io::WriteJob job;
       job.path = path;
-      job.create = i == 0;
       job.finish = i + 1 == windows.size();
       job.final_size = final_size;
       job.block_size = settings_.block_size;
-      RETURN_IF_ERROR(WriteWindow(executor, windows[i], job));
+      RETURN_IF_ERROR(WriteWindow(executor, windows[i], rules, job));
       if (job.finish) ++ticket_.files_written;
       if (reports_progress) ticket_.progress.Update(ticket_.bytes_written);
     }
     return Status::Ok();
   }
 
-  Status WriteWindow(io::FileJobExecutor& executor, const Window& w, io::WriteJob& job) {
+  Status WriteWindow(io::FileJobExecutor& executor, const Window& w, const io::SourceRules& rules, io::WriteJob& job) {
     uint64_t bounce_bytes = 0;
-    const std::vector<InPlacePart> parts = PlanInPlace(w, settings_.block_size, &bounce_bytes);
+    const std::vector<InPlacePart> parts = PlanInPlace(w, settings_.block_size, rules, &bounce_bytes);
     io::ArenaRegion region;
     if (bounce_bytes > 0) {
       ASSIGN_OR_RETURN(region, arena_.Allocate(bounce_bytes, settings_.timeout));

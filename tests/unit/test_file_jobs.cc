@@ -416,6 +416,54 @@ TEST_P(FileJobsTest, WriteFromCallerMemoryWritesEachSegmentFromItsOwnBufferWithI
   EXPECT_TRUE(read.ok()) << read.message();
 }
 
+// The alignment statx reports for direct I/O on `path`'s memory, or 0 where it says none.
+uint64_t StatxMemoryAlignment(const std::string& path) {
+#ifdef STATX_DIOALIGN
+  struct statx info;
+  std::memset(&info, 0, sizeof info);
+  if (statx(AT_FDCWD, path.c_str(), 0, STATX_DIOALIGN, &info) == 0 && (info.stx_mask & STATX_DIOALIGN) != 0) {
+    return info.stx_dio_mem_align;
+  }
+#endif
+  return 0;
+}
+
+// A prepared file says what its sources need: with direct I/O, the memory alignment the kernel reports for it and
+// whole pages; buffered (tmpfs), nothing. A prepared file then takes sources aligned that way, and its last bytes
+// straight from memory when buffered.
+TEST_P(FileJobsTest, PrepareWriteSaysWhatAFileTakesFromMemoryAndWriteFromHoldsToIt) {
+  for (const std::string& dir : {dir_, MakeTempDir("/dev/shm")}) {
+    ASSERT_FALSE(dir.empty());
+    Result<std::unique_ptr<FileJobExecutor>> writer = FileJobExecutor::CreateForCallerMemory(Tuning());
+    ASSERT_TRUE(writer.ok()) << writer.status().message();
+    WriteJob job = MakeWrite("f", Layout({2 * kPage + 100}), true, false);
+    job.path = dir + "/f";
+    Result<SourceRules> rules = (*writer)->PrepareWrite(job);
+    ASSERT_TRUE(rules.ok()) << rules.status().message();
+    if (IsTmpfs(dir)) {
+      EXPECT_EQ(rules->alignment, 1u) << dir;
+      EXPECT_FALSE(rules->whole_pages) << dir;
+    } else {
+      const uint64_t reported = StatxMemoryAlignment(job.path);
+      EXPECT_EQ(rules->alignment, reported != 0 ? reported : kPage) << dir;
+      EXPECT_TRUE(rules->whole_pages) << dir;
+    }
+    // A source at the first address the rules allow past a page boundary; buffered, its last bytes from memory too.
+    CallerMemory memory(4 * kPage, '\0');
+    const uint64_t offset = rules->alignment < kPage ? rules->alignment : 0;
+    std::string data(job.segments[0].length, '\0');
+    for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<char>(i * 13 + 1);
+    std::memcpy(memory.data() + offset, data.data(), data.size());
+    job.create = false;
+    job.finish = true;
+    if (rules->whole_pages) job.segments[0].length = job.final_size = 2 * kPage;  // direct: whole pages only
+    Result<WriteResult> written = (*writer)->WriteFrom(job, {memory.data() + offset});
+    ASSERT_TRUE(written.ok()) << written.status().message();
+    EXPECT_TRUE(ReadWhole(job.path) == data.substr(0, job.segments[0].length)) << dir;
+    if (dir != dir_) std::filesystem::remove_all(dir);
+  }
+}
+
 // Direct I/O needs aligned memory, and every segment needs its source: anything else is refused before the file
 // is created.
 TEST_P(FileJobsTest, WriteFromRefusesUnalignedOrMissingSourcesAndCreatesNothing) {
