@@ -4,6 +4,7 @@
 #include <atomic>
 #include <cstring>
 #include <functional>
+#include <system_error>
 #include <thread>
 
 #include "io/file_io.h"
@@ -341,8 +342,16 @@ class InPlaceWriter {
       if (!results[i].ok()) failed_ = true;
     };
     std::vector<std::thread> threads;
-    for (size_t i = 1; i < used.size(); ++i) threads.emplace_back(write_file, i);
+    std::vector<size_t> unthreaded;  // files whose thread the system refused: the calling thread writes them after
+    for (size_t i = 1; i < used.size(); ++i) {
+      try {
+        threads.emplace_back(write_file, i);
+      } catch (const std::system_error&) {
+        unthreaded.push_back(i);
+      }
+    }
     write_file(0);
+    for (size_t i : unthreaded) write_file(i);
     for (std::thread& t : threads) t.join();
     for (const Status& status : results) RETURN_IF_ERROR(status);
     return Status::Ok();

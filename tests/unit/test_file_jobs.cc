@@ -172,6 +172,19 @@ class FileJobsTest : public ::testing::TestWithParam<IoBackendKind> {
     return job;
   }
 
+  // File `name` is as long as its last segment reaches and holds each segment's data, and the write returned each
+  // segment's block checksums.
+  void ExpectFileHolds(const std::string& name, const std::vector<FileSegment>& segments,
+                       const std::vector<std::string>& data, const WriteResult& written) const {
+    ASSERT_EQ(written.checksums.size(), segments.size());
+    const std::string file = ReadWhole(Path(name));
+    ASSERT_EQ(file.size(), segments.back().file_offset + segments.back().length);
+    for (size_t i = 0; i < segments.size(); ++i) {
+      EXPECT_EQ(written.checksums[i], BlockChecksums(data[i].data(), data[i].size(), kBlockBytes)) << "segment " << i;
+      EXPECT_EQ(file.substr(segments[i].file_offset, segments[i].length), data[i]) << "segment " << i;
+    }
+  }
+
   std::string ArenaBytes(uint64_t offset, uint64_t length) const {
     return std::string(arena_->data() + offset, length);
   }
@@ -191,13 +204,7 @@ TEST_P(FileJobsTest, WriteThenReadRoundTripsSegmentsWithTheirChecksums) {
   Result<WriteResult> written = executor_->Write(MakeWrite("f", segments, true, true));
   ASSERT_TRUE(written.ok()) << written.status().message();
 
-  ASSERT_EQ(written->checksums.size(), segments.size());
-  const std::string file = ReadWhole(Path("f"));
-  ASSERT_EQ(file.size(), segments.back().file_offset + segments.back().length);
-  for (size_t i = 0; i < segments.size(); ++i) {
-    EXPECT_EQ(written->checksums[i], BlockChecksums(data[i].data(), data[i].size(), kBlockBytes)) << "segment " << i;
-    EXPECT_EQ(file.substr(segments[i].file_offset, segments[i].length), data[i]) << "segment " << i;
-  }
+  ExpectFileHolds("f", segments, data, written.value());
 
   ReadFailure failure;
   const ReadJob read = MakeRead("f", segments, written.value());
@@ -405,13 +412,7 @@ TEST_P(FileJobsTest, WriteFromCallerMemoryWritesEachSegmentFromItsOwnBufferWithI
   Result<WriteResult> written = (*writer)->WriteFrom(job, sources);
   ASSERT_TRUE(written.ok()) << written.status().message();
 
-  ASSERT_EQ(written->checksums.size(), segments.size());
-  const std::string file = ReadWhole(Path("f"));
-  ASSERT_EQ(file.size(), segments.back().file_offset + segments.back().length);
-  for (size_t i = 0; i < segments.size(); ++i) {
-    EXPECT_EQ(written->checksums[i], BlockChecksums(data[i].data(), data[i].size(), kBlockBytes)) << "segment " << i;
-    EXPECT_EQ(file.substr(segments[i].file_offset, segments[i].length), data[i]) << "segment " << i;
-  }
+  ExpectFileHolds("f", segments, data, written.value());
   const Status read = executor_->Read(MakeRead("f", segments, written.value()), nullptr);
   EXPECT_TRUE(read.ok()) << read.message();
 }
