@@ -3,6 +3,8 @@
 // the rest through the arena, and what the checkpoint holds is what the buffers held during the call, verified on
 // load.
 #include <gtest/gtest.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
 
 #include <cstdlib>
 #include <cstring>
@@ -235,6 +237,41 @@ TEST_F(SaveInPlaceTest, AWriteErrorFailsTheSaveNamingTheFileAndLeavesTheCheckpoi
   for (const auto& entry : std::filesystem::directory_iterator(dir_)) {
     EXPECT_EQ(entry.path().filename(), "step-1") << "left behind: " << entry.path();
   }
+  ExpectHolds(tensors, "step-1");
+}
+
+// A full disk fails an in-place save on every count the others do: CKPT_E_NO_SPACE naming the file, nothing left.
+TEST_F(SaveInPlaceTest, AFullDiskFailsTheSaveAsNoSpaceNamingTheFileAndLeavesNothing) {
+  const std::string small = Path("small");
+  ASSERT_EQ(mkdir(small.c_str(), 0700), 0);
+  if (mount("tmpfs", small.c_str(), "tmpfs", 0, "size=1m") != 0) {
+    GTEST_SKIP() << "cannot mount a 1 MiB tmpfs: " << std::strerror(errno);
+  }
+  std::vector<std::unique_ptr<Bytes>> buffers;
+  ckpt_state_t* state = MakeState({{"a", 2 * kMiB, 0}}, 1, &buffers);
+  ckpt_save_options opts = CKPT_SAVE_OPTIONS_INIT;
+  opts.flags = CKPT_SAVE_IN_PLACE;
+  ckpt_request_t* request = nullptr;
+  const int32_t started = ckpt_save(ctx_, state, (small + "/step-1").c_str(), &opts, &request, err_);
+  const int32_t finished = started == CKPT_OK ? ckpt_request_wait(request, 0, err_) : started;
+  const std::string failure = message();
+  ckpt_request_free(request);
+  ckpt_state_free(state);
+  const bool empty = std::filesystem::is_empty(small);
+  umount2(small.c_str(), MNT_DETACH);
+  EXPECT_EQ(finished, CKPT_E_NO_SPACE) << failure;
+  EXPECT_NE(failure.find("data/0-0.bin"), std::string::npos) << failure;
+  EXPECT_TRUE(empty) << "the failed save left files on the full disk";
+}
+
+// Writes that the kernel completes short are resumed until whole, as the I/O workers' are.
+TEST_F(SaveInPlaceTest, WritesCutShortAreResumedAndTheCheckpointIsWhole) {
+  if (!ckpt::fault::kCompiledIn) GTEST_SKIP() << "a build without CKPT_FAULT_INJECTION has no fault hooks";
+  const std::vector<Tensor> tensors = {{"a", 2 * kMiB, 0}, {"b", kMiB + 1000, 0}};
+  setenv(ckpt::fault::kShortTransferVar, "4096", 1);
+  const ckpt_request_stats stats = SaveInPlace(tensors, "step-1");
+  unsetenv(ckpt::fault::kShortTransferVar);
+  EXPECT_EQ(stats.bytes_written, stats.bytes_to_write);
   ExpectHolds(tensors, "step-1");
 }
 
