@@ -244,22 +244,22 @@ class BlockHasher {
     }
   }
 
-  // Hashes the next block; returns whether any remain.
-  bool HashNext() {
+  // Hashes the next block, if any remains.
+  SpareStep HashNext() {
     while (segment_ < segments_.size() && offset_ >= segments_[segment_].length) {
       ++segment_;
       offset_ = 0;
     }
-    if (segment_ == segments_.size()) return false;
+    if (segment_ == segments_.size()) return SpareStep::kDone;
     const FileSegment& s = segments_[segment_];
     const uint64_t length = std::min(block_size_, s.length - offset_);
     result_.checksums[segment_].push_back(Checksum(starts_[segment_] + offset_, length));
     offset_ += length;
-    return true;
+    return SpareStep::kMore;
   }
 
   WriteResult Take() {
-    while (HashNext()) {
+    while (HashNext() == SpareStep::kMore) {
     }
     return std::move(result_);
   }
@@ -271,6 +271,67 @@ class BlockHasher {
   size_t segment_ = 0;
   uint64_t offset_ = 0;
   WriteResult result_;
+};
+
+// Checks a read job's blocks against their checksums in file order, each as soon as the requests bringing it have
+// completed, so that it is hashed while its bytes are still in the CPU's caches: hashing a job's blocks after all
+// of it had arrived read them back from memory at ~0.10 s/GiB, as much CPU as the reads themselves.
+class BlockVerifier {
+ public:
+  BlockVerifier(const ReadJob& job, const char* memory, const RequestPlan& plan)
+      : job_(job), memory_(memory), plan_(plan) {}
+
+  // Verifies the next block if all its bytes are in; after a mismatch, nothing.
+  SpareStep VerifyNext() {
+    if (!mismatch_.ok()) return SpareStep::kDone;
+    while (segment_ < job_.segments.size() && block_ >= job_.expected_checksums[segment_].size()) {
+      ++segment_;
+      block_ = 0;
+    }
+    if (segment_ == job_.segments.size()) return SpareStep::kDone;
+    const FileSegment& s = job_.segments[segment_];
+    const uint64_t start = block_ * job_.block_size;
+    const uint64_t length = std::min(job_.block_size, s.length - start);
+    if (!Arrived(start + length)) return SpareStep::kWaitForIo;
+    if (Checksum(memory_ + s.arena_offset + start, length) != job_.expected_checksums[segment_][block_]) {
+      where_ = ReadFailure{segment_, block_};
+      mismatch_ = Corrupt("checksum mismatch in " + Quoted(job_.path) + ": segment " + std::to_string(segment_) +
+                          ", block " + std::to_string(block_) + " (file bytes [" +
+                          std::to_string(s.file_offset + start) + ", " + std::to_string(s.file_offset + start + length) +
+                          "))");
+      return SpareStep::kDone;
+    }
+    ++block_;
+    return SpareStep::kMore;
+  }
+
+  // Once every request is done and the file covered the job: the blocks left, then the first mismatch, if any.
+  Status Finish(ReadFailure* failure) {
+    while (VerifyNext() == SpareStep::kMore) {
+    }
+    if (!mismatch_.ok() && failure != nullptr) *failure = where_;
+    return mismatch_;
+  }
+
+ private:
+  // Whether every request holding bytes of the current segment before `end` has brought all its bytes. Requests run
+  // in the plan's order, segment after segment; complete_ moves past the completed ones at the front.
+  bool Arrived(uint64_t end) {
+    const std::vector<IoRequest>& requests = plan_.requests;
+    while (complete_ < requests.size() && requests[complete_].transferred >= plan_.needed[complete_]) ++complete_;
+    if (complete_ == requests.size() || plan_.segment[complete_] > segment_) return true;
+    if (plan_.segment[complete_] < segment_) return false;
+    return requests[complete_].file_offset - job_.segments[segment_].file_offset >= end;
+  }
+
+  const ReadJob& job_;
+  const char* memory_;
+  const RequestPlan& plan_;
+  size_t segment_ = 0;
+  uint64_t block_ = 0;
+  size_t complete_ = 0;  // requests before it have brought all their bytes
+  Status mismatch_;
+  ReadFailure where_;
 };
 
 class Executor final : public FileJobExecutor {
@@ -343,7 +404,6 @@ class Executor final : public FileJobExecutor {
   Status ReadAt(const ReadJob& job, char* memory, uint64_t size, ReadFailure* failure);
   Status RequireArena(const std::string& path) const;
   Status CheckCoverage(const ReadJob& job, const RequestPlan& plan, int fd) const;
-  Status VerifyBlocks(const ReadJob& job, const char* memory, ReadFailure* failure) const;
   void NoteOpened(const OpenFile& file) {
     opened_any_ = true;
     last_direct_ = file.direct;
@@ -465,11 +525,12 @@ Status Executor::ReadAt(const ReadJob& job, char* memory, uint64_t size, ReadFai
   RequestPlan plan =
       PlanRequests(SegmentStarts(memory, job.segments), job.segments, tuning_.request_bytes, file.direct);
   const IoTarget target{IoDirection::kRead, file.fd, file.direct, &job.path};
-  Status status = backend_->Run(target, plan.requests, nullptr);
+  BlockVerifier verifier(job, memory, plan);
+  Status status = backend_->Run(target, plan.requests, [&verifier] { return verifier.VerifyNext(); });
   if (status.ok()) status = CheckCoverage(job, plan, file.fd);
   close(file.fd);  // read-only: close() has nothing left to report
   RETURN_IF_ERROR(status);
-  return VerifyBlocks(job, memory, failure);
+  return verifier.Finish(failure);
 }
 
 Status Executor::RequireArena(const std::string& path) const {
@@ -486,22 +547,6 @@ Status Executor::CheckCoverage(const ReadJob& job, const RequestPlan& plan, int 
     return Corrupt(Quoted(job.path) + " is truncated: segment " + std::to_string(plan.segment[i]) + " needs bytes [" +
                    std::to_string(s.file_offset) + ", " + std::to_string(s.file_offset + s.length) +
                    ") but the file has " + file_size + " bytes");
-  }
-  return Status::Ok();
-}
-
-Status Executor::VerifyBlocks(const ReadJob& job, const char* memory, ReadFailure* failure) const {
-  for (size_t i = 0; i < job.segments.size(); ++i) {
-    const FileSegment& s = job.segments[i];
-    for (uint64_t block = 0; block < job.expected_checksums[i].size(); ++block) {
-      const uint64_t start = block * job.block_size;
-      const uint64_t length = std::min(job.block_size, s.length - start);
-      if (Checksum(memory + s.arena_offset + start, length) == job.expected_checksums[i][block]) continue;
-      if (failure != nullptr) *failure = ReadFailure{i, block};
-      return Corrupt("checksum mismatch in " + Quoted(job.path) + ": segment " + std::to_string(i) + ", block " +
-                     std::to_string(block) + " (file bytes [" + std::to_string(s.file_offset + start) + ", " +
-                     std::to_string(s.file_offset + start + length) + "))");
-    }
   }
   return Status::Ok();
 }

@@ -33,15 +33,20 @@ struct IoTarget {
   const std::string* path = nullptr;
 };
 
-// Work the submitting thread does while requests are in flight (checksumming). Each call does one bounded piece
-// and returns whether more remains.
-using SpareWork = std::function<bool()>;
+// What spare work has left after a piece: more to do now, more that needs requests still in flight (reads it
+// checks), or nothing.
+enum class SpareStep { kMore, kWaitForIo, kDone };
+// Work the submitting thread does between completions (checksumming what is written or was read), one bounded piece
+// a call. Work that looks at the requests (kWaitForIo) needs their state to be this thread's: the pwrite backend,
+// whose own threads move the bytes, runs a read's spare work only once they are done.
+using SpareWork = std::function<SpareStep()>;
 
 class IoBackend {
  public:
   virtual ~IoBackend() = default;
   // Runs every request to completion: writes transfer all their bytes, reads until their length or the end of the
-  // file. Runs spare_work (when set) until it reports no more, overlapping it with the I/O. On the first failure,
+  // file. Runs spare_work (when set) until it reports kDone, overlapping it with the I/O; after kWaitForIo, calls it
+  // again only once another request has completed, and not at all once none is left. On the first failure,
   // starts no new request, waits for those in flight, and returns the failure naming the file and offset.
   virtual Status Run(const IoTarget& target, std::vector<IoRequest>& requests, const SpareWork& spare_work) = 0;
   virtual const char* name() const = 0;

@@ -126,9 +126,10 @@ Status PwriteBackend::Run(const IoTarget& target, std::vector<IoRequest>& reques
     ++generation_;
   }
   work_ready_.notify_all();
-  if (spare_work) {
-    while (!batch.failed.load(std::memory_order_relaxed) && spare_work()) {
-    }
+  SpareStep spare = spare_work ? SpareStep::kMore : SpareStep::kDone;
+  // A read's spare work looks at what the requests brought, which the pool's threads are still changing.
+  if (target.direction == IoDirection::kWrite) {
+    while (!batch.failed.load(std::memory_order_relaxed) && spare == SpareStep::kMore) spare = spare_work();
   }
   {
     // The pool's threads hold no lock while in pread/pwrite; this waits for the last of them to return.
@@ -136,6 +137,7 @@ Status PwriteBackend::Run(const IoTarget& target, std::vector<IoRequest>& reques
     work_done_.wait(lock, [&] { return busy_ == 0; });
     batch_ = nullptr;
   }
+  while (!batch.failed.load(std::memory_order_relaxed) && spare == SpareStep::kMore) spare = spare_work();
   std::lock_guard<std::mutex> lock(batch.failure_mutex);
   return batch.failure;
 }

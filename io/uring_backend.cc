@@ -33,6 +33,7 @@ struct Batch {
   std::deque<size_t> resubmit;  // started, stopped short: their rest goes first
   size_t next_new = 0;
   uint32_t in_flight = 0;  // SQEs prepared whose completion has not been reaped
+  uint64_t completions = 0;  // reaped so far: spare work waiting for I/O goes on after the next
   Status failure;
 
   bool HasWork() const { return failure.ok() && (!resubmit.empty() || next_new < requests.size()); }
@@ -160,6 +161,7 @@ Status UringBackend::Submit(Batch& batch) {
 
 void UringBackend::Complete(Batch& batch, const io_uring_cqe& cqe) {
   --batch.in_flight;
+  ++batch.completions;
   const size_t index = io_uring_cqe_get_data64(&cqe);
   IoRequest& request = batch.requests[index];
   int error = 0;
@@ -214,13 +216,16 @@ Status UringBackend::Run(const IoTarget& target, std::vector<IoRequest>& request
 
 Status UringBackend::RunBatch(const IoTarget& target, std::vector<IoRequest>& requests, const SpareWork& spare_work) {
   Batch batch(target, requests);
-  bool spare_left = static_cast<bool>(spare_work);
+  SpareStep spare = spare_work ? SpareStep::kMore : SpareStep::kDone;
+  uint64_t completions_seen = 0;
   for (;;) {
     Prepare(batch);
     Status ring_status = Submit(batch);
     if (ring_status.ok() && batch.in_flight == 0 && !batch.HasWork()) break;
-    if (ring_status.ok() && spare_left && batch.failure.ok()) {
-      spare_left = spare_work();
+    if (spare == SpareStep::kWaitForIo && batch.completions != completions_seen) spare = SpareStep::kMore;
+    if (ring_status.ok() && spare == SpareStep::kMore && batch.failure.ok()) {
+      completions_seen = batch.completions;
+      spare = spare_work();
       ReapAvailable(batch);
       continue;
     }
@@ -232,7 +237,8 @@ Status UringBackend::RunBatch(const IoTarget& target, std::vector<IoRequest>& re
       return ring_status;
     }
   }
-  while (batch.failure.ok() && spare_left) spare_left = spare_work();
+  if (spare == SpareStep::kWaitForIo) spare = SpareStep::kMore;  // every request is done now
+  while (batch.failure.ok() && spare == SpareStep::kMore) spare = spare_work();
   return batch.failure;
 }
 
