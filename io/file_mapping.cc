@@ -10,12 +10,11 @@
 
 namespace ckpt::io {
 
-Result<FileMapping> FileMapping::Map(int fd, const std::string& path, uint64_t offset, uint64_t length, Pages pages) {
+Result<FileMapping> FileMapping::Map(int fd, const std::string& path, uint64_t offset, uint64_t length) {
   FileMapping mapping;
   if (length == 0) return mapping;  // mmap refuses an empty length
   const uint64_t lead = offset % static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
-  const int flags = MAP_SHARED | (pages == Pages::kPopulated ? MAP_POPULATE : 0);
-  void* base = mmap(nullptr, lead + length, PROT_READ, flags, fd, static_cast<off_t>(offset - lead));
+  void* base = mmap(nullptr, lead + length, PROT_READ, MAP_SHARED, fd, static_cast<off_t>(offset - lead));
   if (base == MAP_FAILED) return ErrnoStatus(errno, "cannot map " + Quoted(path));
   mapping.base_ = base;
   mapping.mapped_ = lead + length;

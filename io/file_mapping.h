@@ -1,5 +1,5 @@
-// A read-only shared mapping of a range of a file, for reading a file's bytes where they lie in the page cache (a
-// checkpoint in shared memory, above all) instead of copying them out with read calls.
+// A read-only shared mapping of a range of a file, for handing a file's bytes where they lie in the page cache to
+// something that reads them in its own time (the memory tier's replication sends from its files' mappings).
 #pragma once
 
 #include <cstddef>
@@ -12,14 +12,10 @@ namespace ckpt::io {
 
 class FileMapping {
  public:
-  // kPopulated fills the mapping's page tables at once (MAP_POPULATE): far cheaper than a fault every few pages
-  // when every byte is read next; kOnDemand maps pages as they are touched.
-  enum class Pages { kOnDemand, kPopulated };
-
   FileMapping() = default;
   // Bytes [offset, offset + length) of the open file `fd` (`path` names it in errors), mapped from the page that
-  // holds the first; an empty range maps nothing.
-  static Result<FileMapping> Map(int fd, const std::string& path, uint64_t offset, uint64_t length, Pages pages);
+  // holds the first, its pages mapped as they are touched; an empty range maps nothing.
+  static Result<FileMapping> Map(int fd, const std::string& path, uint64_t offset, uint64_t length);
   ~FileMapping();
   FileMapping(FileMapping&& other) noexcept;
   FileMapping& operator=(FileMapping&& other) noexcept;

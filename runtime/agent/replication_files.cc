@@ -16,7 +16,7 @@ Result<io::FileMapping> MapForSending(const std::string& path) {
   struct stat st;
   if (fstat(fd.get(), &st) != 0) return io::ErrnoStatus(errno, "cannot stat " + Quoted(path));
   if (!S_ISREG(st.st_mode)) return InvalidArgument(Quoted(path) + " is no regular file; it is not replicated");
-  return io::FileMapping::Map(fd.get(), path, 0, static_cast<uint64_t>(st.st_size), io::FileMapping::Pages::kOnDemand);
+  return io::FileMapping::Map(fd.get(), path, 0, static_cast<uint64_t>(st.st_size));
 }
 
 Result<UniqueFd> CreatePartFile(const std::string& path, uint64_t size, bool recycled) {

@@ -1,6 +1,7 @@
-// A checkpoint in memory (a tmpfs, as the memory tier's agents hold theirs) is loaded from its mapped files rather
-// than through the workers and the arena (runtime/chunk_fetcher.cc): every block is still checked against its
-// checksum, and any region of any chunk arrives where it belongs.
+// A checkpoint in memory (a tmpfs, as the memory tier's agents hold theirs) is read by the loading process itself
+// rather than through the workers and the arena (runtime/chunk_fetcher.cc): straight into the destination where a
+// piece lands there whole, else through a buffer; every block is still checked against its checksum, and any region
+// of any chunk arrives where it belongs and nowhere else.
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
@@ -14,12 +15,12 @@
 
 namespace {
 
-class MappedLoadTest : public ::testing::Test {
+class TmpfsLoadTest : public ::testing::Test {
  protected:
   static constexpr uint64_t kRows = 300, kCols = 1000;  // 2.4 MB of f64: several 1 MiB blocks
 
   void SetUp() override {
-    char dir_template[] = "/dev/shm/ckpt-mapped-load-XXXXXX";
+    char dir_template[] = "/dev/shm/ckpt-tmpfs-load-XXXXXX";
     ASSERT_NE(mkdtemp(dir_template), nullptr);
     dir_ = dir_template;
     ASSERT_EQ(ckpt_error_create(&err_), CKPT_OK);
@@ -71,7 +72,7 @@ class MappedLoadTest : public ::testing::Test {
   std::vector<std::vector<uint64_t>> shapes_, offsets_;
 };
 
-TEST_F(MappedLoadTest, LoadsARegionAcrossBlocksFromTheMappedFiles) {
+TEST_F(TmpfsLoadTest, LoadsARegionAcrossBlocksThroughTheBuffer) {
   const uint64_t rows = 150, row0 = 100, cols = 400, col0 = 300;
   std::vector<double> got(rows * cols, -1);
   ckpt_state_t* state = StateOver(got.data(), {rows, cols}, {row0, col0});
@@ -84,7 +85,25 @@ TEST_F(MappedLoadTest, LoadsARegionAcrossBlocksFromTheMappedFiles) {
   ckpt_state_free(state);
 }
 
-TEST_F(MappedLoadTest, AFlippedByteIsACorruptBlockNamingTheFile) {
+// Rows [37, 290) of every column: one run of the destination, which holds the middle pieces whole (read straight
+// into it) but only parts of the first and last (read through the buffer); nothing outside it is written.
+TEST_F(TmpfsLoadTest, LoadsARowBlockPartlyStraightIntoItsBufferAndNothingAroundIt) {
+  const uint64_t rows = 253, row0 = 37, guard = 4096;
+  const double fill = -7.0;
+  std::vector<double> got(guard + rows * kCols + guard, fill);
+  ckpt_state_t* state = StateOver(got.data() + guard, {rows, kCols}, {row0, 0});
+  ASSERT_EQ(ckpt_load(ctx_, state, path().c_str(), nullptr, err_), CKPT_OK) << ckpt_error_message(err_);
+  for (uint64_t i = 0; i < rows * kCols; ++i) {
+    ASSERT_EQ(got[guard + i], values_[row0 * kCols + i]) << "element " << i;
+  }
+  for (uint64_t i = 0; i < guard; ++i) {
+    ASSERT_EQ(got[i], fill) << "before the destination, element " << i;
+    ASSERT_EQ(got[guard + rows * kCols + i], fill) << "after the destination, element " << i;
+  }
+  ckpt_state_free(state);
+}
+
+TEST_F(TmpfsLoadTest, AFlippedByteIsACorruptBlockNamingTheFile) {
   const std::string data_file = path() + "/data/0-0.bin";
   std::fstream file(data_file, std::ios::in | std::ios::out | std::ios::binary);
   ASSERT_TRUE(file.good()) << data_file;
@@ -100,9 +119,9 @@ TEST_F(MappedLoadTest, AFlippedByteIsACorruptBlockNamingTheFile) {
   ckpt_state_free(state);
 }
 
-// Safetensors weights on a tmpfs are mapped too; their tensors start at any multiple of 8 bytes, so the mapping of
-// a window starts on the page that holds its first byte.
-TEST_F(MappedLoadTest, LoadsSafetensorsWhoseTensorsStartInsideAPage) {
+// Safetensors weights on a tmpfs are read the same way; their tensors start at any multiple of 8 bytes, not on a
+// page.
+TEST_F(TmpfsLoadTest, LoadsSafetensorsWhoseTensorsStartInsideAPage) {
   const std::string small = R"("a":{"dtype":"F64","shape":[3],"data_offsets":[0,24]})";
   const uint64_t b_bytes = sizeof(double) * kRows * kCols;
   std::string header = "{" + small + R"(,"b":{"dtype":"F64","shape":[)" + std::to_string(kRows) + "," +
