@@ -273,9 +273,9 @@ class BlockHasher {
   WriteResult result_;
 };
 
-// Checks a read job's blocks against their checksums in file order, each as soon as the requests bringing it have
-// completed, so that it is hashed while its bytes are still in the CPU's caches: hashing a job's blocks after all
-// of it had arrived read them back from memory at ~0.10 s/GiB, as much CPU as the reads themselves.
+// Checks a read job's blocks against their checksums in the plan's order, each as soon as the requests bringing it
+// have completed, so that hashing overlaps the reads instead of following them: on the RAM disk a 1 GiB load took
+// 0.17-0.18 CPU seconds instead of 0.19-0.23, and 0.25-0.29 s instead of 0.28-0.34.
 class BlockVerifier {
  public:
   BlockVerifier(const ReadJob& job, const char* memory, const RequestPlan& plan)
