@@ -99,6 +99,10 @@ FIGURES = [
     # The first step's replica, written into fresh memory rather than the recycled files of the step before.
     ("replication_fresh_gbps", "GB/s", "%.3f"),
     ("replication_fresh_vs_ucx_perftest", "ratio", "%.3f"),
+    # ucx_perftest with endpoints that handle a peer's failure, as replication's do: UCX then moves large messages
+    # over TCP as copied segments, not zero-copy.
+    ("ucx_perftest_tcp_peer_errors_gbps", "GB/s", "%.3f"),
+    ("replication_vs_ucx_perftest_peer_errors", "ratio", "%.3f"),
 ]
 # The loads measured on several ranks, as prefixed by bench/run.
 RANKED_LOADS = ("reshard_load", "exchange_load", "no_exchange_load")
@@ -338,6 +342,10 @@ def memory_tier_figures(raw, f, state_gib):
         if "replication_fresh_gbps" in raw:
             f["replication_fresh_gbps"] = raw["replication_fresh_gbps"]
             f["replication_fresh_vs_ucx_perftest"] = f["replication_fresh_gbps"] / f["ucx_perftest_tcp_gbps"]
+        if "ucx_perftest_tcp_peer_errors_bps" in raw:
+            f["ucx_perftest_tcp_peer_errors_gbps"] = raw["ucx_perftest_tcp_peer_errors_bps"] / 1e9
+            f["replication_vs_ucx_perftest_peer_errors"] = (f["replication_gbps"] /
+                                                            f["ucx_perftest_tcp_peer_errors_gbps"])
 
 
 def report(path, state_mib, dedup_mib, reshard_mib):
@@ -369,7 +377,8 @@ def report(path, state_mib, dedup_mib, reshard_mib):
                      "async_block_vs_memcpy", "dedup_save_vs_fio_write", "reshard_load_vs_fio_read",
                      "exchange_vs_ucx_perftest", "d2h_stage_vs_memcpy", "mem_save_block_vs_memcpy",
                      "mem_restore_vs_storage_load", "crash_to_committed_vs_fio_write",
-                     "replication_vs_ucx_perftest", "replication_fresh_vs_ucx_perftest"):
+                     "replication_vs_ucx_perftest", "replication_fresh_vs_ucx_perftest",
+                     "replication_vs_ucx_perftest_peer_errors"):
             if all(name in f for f in per_run):
                 comments.append("%s per run: %s" % (name, " ".join("%.3f" % f[name] for f in per_run)))
     for comment in comments:
