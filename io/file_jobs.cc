@@ -295,10 +295,10 @@ class BlockVerifier {
     if (!Arrived(start + length)) return SpareStep::kWaitForIo;
     if (Checksum(memory_ + s.arena_offset + start, length) != job_.expected_checksums[segment_][block_]) {
       where_ = ReadFailure{segment_, block_};
-      mismatch_ = Corrupt("checksum mismatch in " + Quoted(job_.path) + ": segment " + std::to_string(segment_) +
-                          ", block " + std::to_string(block_) + " (file bytes [" +
-                          std::to_string(s.file_offset + start) + ", " + std::to_string(s.file_offset + start + length) +
-                          "))");
+      mismatch_ =
+          Corrupt("checksum mismatch in " + Quoted(job_.path) + ": segment " + std::to_string(segment_) + ", block " +
+                  std::to_string(block_) + " (file bytes [" + std::to_string(s.file_offset + start) + ", " +
+                  std::to_string(s.file_offset + start + length) + "))");
       return SpareStep::kDone;
     }
     ++block_;

@@ -32,7 +32,7 @@ struct Batch {
   std::vector<IoRequest>& requests;
   std::deque<size_t> resubmit;  // started, stopped short: their rest goes first
   size_t next_new = 0;
-  uint32_t in_flight = 0;  // SQEs prepared whose completion has not been reaped
+  uint32_t in_flight = 0;    // SQEs prepared whose completion has not been reaped
   uint64_t completions = 0;  // reaped so far: spare work waiting for I/O goes on after the next
   Status failure;
 

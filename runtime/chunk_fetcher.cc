@@ -429,11 +429,12 @@ class TmpfsFetcher {
   }
 
   void Work() {
+    std::vector<char> bounce;
     for (size_t i = next_++; i < windows_.size(); i = next_++) {
       const Window& w = windows_[i];
       const ChunkFetch& f = fetches_[w.fetch];
       uint64_t delivered = 0;
-      const Status status = VerifyAndDeliver(f, w, &delivered).WithContext(Describe(f));
+      const Status status = VerifyAndDeliver(f, w, bounce, &delivered).WithContext(Describe(f));
       if (!status.ok()) {
         std::lock_guard<std::mutex> lock(mutex_);
         if (status_.ok()) status_ = status;
@@ -448,30 +449,37 @@ class TmpfsFetcher {
     }
   }
 
-  Status VerifyAndDeliver(const ChunkFetch& f, const Window& w, uint64_t* delivered) const {
+  // `bounce`: the calling thread's buffer for pieces that do not land whole in one destination.
+  Status VerifyAndDeliver(const ChunkFetch& f, const Window& w, std::vector<char>& bounce, uint64_t* delivered) const {
     const StoredBytes& stored = f.tensor->chunks[f.chunk].bytes;
     const OpenFile& file = files_open_[stored.file_index];
     // CheckpointFiles::Open checked the file against the manifest's size, which covers every chunk in it.
     if (stored.file_offset + w.end > file.size) {
       return Corrupt(Quoted(files_.name(stored.file_index)) + " ends before the chunk does");
     }
-    thread_local std::vector<char> bounce;
     const uint64_t step = std::max<uint64_t>(1, kVerifiedPieceBytes / stored.block_size) * stored.block_size;
     for (uint64_t begin = w.begin; begin < w.end; begin += step) {
       const Window piece{w.fetch, begin, std::min(w.end, begin + step)};
+      const uint64_t length = piece.end - piece.begin;
       char* straight = OnlyDestination(f, piece);
-      if (straight == nullptr && bounce.size() < step) bounce.resize(step);
+      if (straight == nullptr && length > kMaxWindowBytes) {
+        // Only a forged manifest has such blocks (ckpt writes 1 MiB ones): refused rather than buffered whole.
+        return Corrupt("block size " + std::to_string(stored.block_size) + " of the chunk in " +
+                       Quoted(files_.name(stored.file_index)) + " exceeds the " + std::to_string(kMaxWindowBytes) +
+                       " bytes a load verifies at once");
+      }
+      if (straight == nullptr && bounce.size() < length) bounce.resize(length);
       char* data = straight != nullptr ? straight : bounce.data();
-      RETURN_IF_ERROR(file.file->ReadAt(data, piece.end - piece.begin, stored.file_offset + piece.begin));
+      RETURN_IF_ERROR(file.file->ReadAt(data, length, stored.file_offset + piece.begin));
       for (uint64_t at = piece.begin; !stored.block_checksums.empty() && at < piece.end; at += stored.block_size) {
-        const uint64_t length = std::min(stored.block_size, piece.end - at);
-        if (io::Checksum(data + (at - piece.begin), length) != stored.block_checksums[at / stored.block_size]) {
+        const uint64_t block = std::min(stored.block_size, piece.end - at);
+        if (io::Checksum(data + (at - piece.begin), block) != stored.block_checksums[at / stored.block_size]) {
           return Corrupt("checksum mismatch in " + Quoted(files_.name(stored.file_index)) + ", block " +
                          std::to_string(at / stored.block_size) + " of the chunk");
         }
       }
       if (straight != nullptr) {
-        *delivered += piece.end - piece.begin;
+        *delivered += length;
       } else {
         RETURN_IF_ERROR(Deliver(f, piece, data, delivered));
       }
@@ -488,7 +496,8 @@ class TmpfsFetcher {
     char* found = nullptr;
     ForEachRun(chunk.box, c.dst_box, c.region, DTypeSize(f.tensor->dtype),
                [&](uint64_t src_off, uint64_t dst_off, uint64_t n) {
-                 if (src_off <= piece.begin && piece.end <= src_off + n) found = c.dst + dst_off + (piece.begin - src_off);
+                 if (src_off <= piece.begin && piece.end <= src_off + n)
+                   found = c.dst + dst_off + (piece.begin - src_off);
                });
     return found;
   }

@@ -12,6 +12,7 @@
 
 #include "ckpt.h"
 #include "io/file_io.h"
+#include "runtime/manifest.h"
 
 namespace {
 
@@ -116,6 +117,55 @@ TEST_F(TmpfsLoadTest, AFlippedByteIsACorruptBlockNamingTheFile) {
   const std::string message = ckpt_error_message(err_);
   EXPECT_NE(message.find("checksum mismatch"), std::string::npos) << message;
   EXPECT_NE(message.find("0-0.bin"), std::string::npos) << message;
+  ckpt_state_free(state);
+}
+
+// A forged manifest whose one block is larger than a load verifies at once (ckpt writes 1 MiB blocks) is refused by
+// name, never buffered whole: half of an 80 MiB tensor is asked for, so its block cannot be read into the
+// destination either.
+TEST_F(TmpfsLoadTest, AForgedBlockTooLargeToVerifyIsRefusedByName) {
+  const uint64_t elements = 10u << 20;  // 80 MiB of f64
+  std::vector<double> big(elements, 1.5);
+  ckpt_state_t* state = nullptr;
+  ASSERT_EQ(ckpt_state_create(&state, err_), CKPT_OK);
+  const uint64_t shape[1] = {elements}, zero[1] = {0};
+  ckpt_tensor_shard shard = CKPT_TENSOR_SHARD_INIT;
+  shard.key = "big";
+  shard.dtype = CKPT_DTYPE_F64;
+  shard.ndim = 1;
+  shard.global_shape = shape;
+  shard.local_shape = shape;
+  shard.global_offset = zero;
+  shard.data = big.data();
+  shard.data_size = elements * sizeof(double);
+  ASSERT_EQ(ckpt_state_add_tensor(state, &shard, err_), CKPT_OK) << ckpt_error_message(err_);
+  const std::string forged = dir_ + "/forged";
+  ckpt_request_t* request = nullptr;
+  ASSERT_EQ(ckpt_save(ctx_, state, forged.c_str(), nullptr, &request, err_), CKPT_OK) << ckpt_error_message(err_);
+  ASSERT_EQ(ckpt_request_wait(request, 0, err_), CKPT_OK) << ckpt_error_message(err_);
+  ckpt_request_free(request);
+  ckpt_state_free(state);
+
+  ckpt::Result<ckpt::runtime::Manifest> manifest = ckpt::runtime::ReadManifest(forged);
+  ASSERT_TRUE(manifest.ok()) << manifest.status().message();
+  ASSERT_EQ(manifest->tensors.size(), 1u);
+  for (ckpt::runtime::ChunkRecord& chunk : manifest->tensors[0].chunks) {
+    chunk.bytes.block_size = 128ull << 20;
+    chunk.bytes.block_checksums = {0};
+  }
+  ASSERT_EQ(std::remove((forged + "/MANIFEST").c_str()), 0);
+  ASSERT_TRUE(ckpt::runtime::WriteManifest(forged, *manifest).ok());
+
+  const uint64_t half[1] = {elements / 2};
+  std::vector<double> got(elements / 2);
+  ASSERT_EQ(ckpt_state_create(&state, err_), CKPT_OK);
+  shard.local_shape = half;
+  shard.data = got.data();
+  shard.data_size = got.size() * sizeof(double);
+  ASSERT_EQ(ckpt_state_add_tensor(state, &shard, err_), CKPT_OK) << ckpt_error_message(err_);
+  EXPECT_EQ(ckpt_load(ctx_, state, forged.c_str(), nullptr, err_), CKPT_E_CORRUPT);
+  const std::string message = ckpt_error_message(err_);
+  EXPECT_NE(message.find("block size 134217728"), std::string::npos) << message;
   ckpt_state_free(state);
 }
 
