@@ -48,20 +48,26 @@ class TmpfsLoadTest : public ::testing::Test {
   std::string path() const { return dir_ + "/ck"; }
   // A state asking for rows [row0, row0 + shape[0]) of "x" into `data`.
   ckpt_state_t* StateOver(double* data, std::vector<uint64_t> shape, std::vector<uint64_t> offset) {
-    static const uint64_t global[2] = {kRows, kCols};
-    shapes_.push_back(shape);
-    offsets_.push_back(offset);
+    return StateOf("x", {kRows, kCols}, data, std::move(shape), std::move(offset));
+  }
+  // A state asking for the box (`offset`, `shape`) of the F64 tensor `key` of shape `global` into `data`.
+  ckpt_state_t* StateOf(const char* key, std::vector<uint64_t> global, double* data, std::vector<uint64_t> shape,
+                        std::vector<uint64_t> offset) {
+    globals_.push_back(std::move(global));
+    shapes_.push_back(std::move(shape));
+    offsets_.push_back(std::move(offset));
     ckpt_state_t* state = nullptr;
     EXPECT_EQ(ckpt_state_create(&state, err_), CKPT_OK);
     ckpt_tensor_shard shard = CKPT_TENSOR_SHARD_INIT;
-    shard.key = "x";
+    shard.key = key;
     shard.dtype = CKPT_DTYPE_F64;
-    shard.ndim = 2;
-    shard.global_shape = global;
+    shard.ndim = static_cast<uint32_t>(globals_.back().size());
+    shard.global_shape = globals_.back().data();
     shard.local_shape = shapes_.back().data();
     shard.global_offset = offsets_.back().data();
     shard.data = data;
-    shard.data_size = sizeof(double) * shape[0] * shape[1];
+    shard.data_size = sizeof(double);
+    for (uint64_t extent : shapes_.back()) shard.data_size *= extent;
     EXPECT_EQ(ckpt_state_add_tensor(state, &shard, err_), CKPT_OK) << ckpt_error_message(err_);
     return state;
   }
@@ -70,7 +76,7 @@ class TmpfsLoadTest : public ::testing::Test {
   ckpt_error_t* err_ = nullptr;
   ckpt_context_t* ctx_ = nullptr;
   std::vector<double> values_;
-  std::vector<std::vector<uint64_t>> shapes_, offsets_;
+  std::vector<std::vector<uint64_t>> globals_, shapes_, offsets_;
 };
 
 TEST_F(TmpfsLoadTest, LoadsARegionAcrossBlocksThroughTheBuffer) {
@@ -126,19 +132,7 @@ TEST_F(TmpfsLoadTest, AFlippedByteIsACorruptBlockNamingTheFile) {
 TEST_F(TmpfsLoadTest, AForgedBlockTooLargeToVerifyIsRefusedByName) {
   const uint64_t elements = 10u << 20;  // 80 MiB of f64
   std::vector<double> big(elements, 1.5);
-  ckpt_state_t* state = nullptr;
-  ASSERT_EQ(ckpt_state_create(&state, err_), CKPT_OK);
-  const uint64_t shape[1] = {elements}, zero[1] = {0};
-  ckpt_tensor_shard shard = CKPT_TENSOR_SHARD_INIT;
-  shard.key = "big";
-  shard.dtype = CKPT_DTYPE_F64;
-  shard.ndim = 1;
-  shard.global_shape = shape;
-  shard.local_shape = shape;
-  shard.global_offset = zero;
-  shard.data = big.data();
-  shard.data_size = elements * sizeof(double);
-  ASSERT_EQ(ckpt_state_add_tensor(state, &shard, err_), CKPT_OK) << ckpt_error_message(err_);
+  ckpt_state_t* state = StateOf("big", {elements}, big.data(), {elements}, {0});
   const std::string forged = dir_ + "/forged";
   ckpt_request_t* request = nullptr;
   ASSERT_EQ(ckpt_save(ctx_, state, forged.c_str(), nullptr, &request, err_), CKPT_OK) << ckpt_error_message(err_);
@@ -156,13 +150,8 @@ TEST_F(TmpfsLoadTest, AForgedBlockTooLargeToVerifyIsRefusedByName) {
   ASSERT_EQ(std::remove((forged + "/MANIFEST").c_str()), 0);
   ASSERT_TRUE(ckpt::runtime::WriteManifest(forged, *manifest).ok());
 
-  const uint64_t half[1] = {elements / 2};
   std::vector<double> got(elements / 2);
-  ASSERT_EQ(ckpt_state_create(&state, err_), CKPT_OK);
-  shard.local_shape = half;
-  shard.data = got.data();
-  shard.data_size = got.size() * sizeof(double);
-  ASSERT_EQ(ckpt_state_add_tensor(state, &shard, err_), CKPT_OK) << ckpt_error_message(err_);
+  state = StateOf("big", {elements}, got.data(), {elements / 2}, {0});
   EXPECT_EQ(ckpt_load(ctx_, state, forged.c_str(), nullptr, err_), CKPT_E_CORRUPT);
   const std::string message = ckpt_error_message(err_);
   EXPECT_NE(message.find("block size 134217728"), std::string::npos) << message;
