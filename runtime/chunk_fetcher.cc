@@ -401,6 +401,7 @@ class TmpfsFetcher {
   Result<uint64_t> Run(size_t threads) {
     RETURN_IF_ERROR(OpenFiles());
     windows_ = CutWindows(fetches_, kMaxWindowBytes);
+    for (const ChunkFetch& f : fetches_) single_runs_.push_back(SingleRun(f));
     std::vector<std::thread> helpers;
     const size_t count = std::min(threads, windows_.size());
     for (size_t t = 1; t < count; ++t) helpers.emplace_back([this] { Work(); });
@@ -461,7 +462,7 @@ class TmpfsFetcher {
     for (uint64_t begin = w.begin; begin < w.end; begin += step) {
       const Window piece{w.fetch, begin, std::min(w.end, begin + step)};
       const uint64_t length = piece.end - piece.begin;
-      char* straight = OnlyDestination(f, piece);
+      char* straight = OnlyDestination(piece);
       if (straight == nullptr && length > kMaxWindowBytes) {
         // Only a forged manifest has such blocks (ckpt writes 1 MiB ones): refused rather than buffered whole.
         return Corrupt("block size " + std::to_string(stored.block_size) + " of the chunk in " +
@@ -487,19 +488,33 @@ class TmpfsFetcher {
     return Status::Ok();
   }
 
-  // Where the piece goes when all of it lands in one run of the fetch's only consumer, in host memory: read there
-  // and verified in place, it takes one copy; else null, and it goes through a buffer of this thread's.
-  static char* OnlyDestination(const ChunkFetch& f, const Window& piece) {
-    if (f.consumers.size() != 1 || f.consumers[0].device >= 0) return nullptr;
+  // Chunk bytes [src_off, src_off + n) land at dst; n == 0: none such.
+  struct DestinationRun {
+    uint64_t src_off = 0;
+    uint64_t n = 0;
+    char* dst = nullptr;
+  };
+
+  // The fetch's region when it is one run of its only consumer, in host memory (a whole tensor, a block of rows):
+  // found once per fetch, since a column slice has a run per row.
+  static DestinationRun SingleRun(const ChunkFetch& f) {
+    if (f.consumers.size() != 1 || f.consumers[0].device >= 0) return DestinationRun{};
     const ChunkConsumer& c = f.consumers[0];
-    const ChunkRecord& chunk = f.tensor->chunks[f.chunk];
-    char* found = nullptr;
-    ForEachRun(chunk.box, c.dst_box, c.region, DTypeSize(f.tensor->dtype),
+    DestinationRun run;
+    size_t runs = 0;
+    ForEachRun(f.tensor->chunks[f.chunk].box, c.dst_box, c.region, DTypeSize(f.tensor->dtype),
                [&](uint64_t src_off, uint64_t dst_off, uint64_t n) {
-                 if (src_off <= piece.begin && piece.end <= src_off + n)
-                   found = c.dst + dst_off + (piece.begin - src_off);
+                 if (runs++ == 0) run = DestinationRun{src_off, n, c.dst + dst_off};
                });
-    return found;
+    return runs == 1 ? run : DestinationRun{};
+  }
+
+  // Where the piece goes when all of it lies in the fetch's single run: read there and verified in place, it takes
+  // one copy; else null, and it goes through a buffer of this thread's.
+  char* OnlyDestination(const Window& piece) const {
+    const DestinationRun& run = single_runs_[piece.fetch];
+    if (run.n == 0 || piece.begin < run.src_off || piece.end > run.src_off + run.n) return nullptr;
+    return run.dst + (piece.begin - run.src_off);
   }
 
   const FetchEngine& engine_;
@@ -507,6 +522,7 @@ class TmpfsFetcher {
   const std::vector<ChunkFetch>& fetches_;
   std::vector<OpenFile> files_open_;
   std::vector<Window> windows_;
+  std::vector<DestinationRun> single_runs_;  // per fetch
   std::atomic<size_t> next_{0};
   std::atomic<uint64_t> bytes_read_{0};
   std::mutex mutex_;
