@@ -217,7 +217,8 @@ class Round {
 
   // Lays out the buffers, then reads the chunks that feed this rank's sends, into send buffers (packed per peer, or
   // one buffer per large region whatever the number of peers it goes to) and, where this rank needs them too, its
-  // destinations. The reads only this rank needs are kept for FetchKept.
+  // destinations; a large region this rank keeps whole in one run of its own is sent from there (KeptDestination).
+  // The reads only this rank needs are kept for FetchKept.
   Status Prepare() {
     SlotLayout layout;
     std::vector<ChunkFetch> fetches;
@@ -232,40 +233,51 @@ class Round {
     };
     for (const Transfer& copy : plan_.local_copies) {
       if (plan_.reads[copy.read].reader != ctx_.rank()) continue;
+      kept_regions_.emplace(copy.read, &copy.region);
       ForEachDestination(
           pieces_, plan_.reads[copy.read].tensor, copy.region, [&](const LocalPiece& piece, const Box& part) {
             fetch_for(copy.read).consumers.push_back(ChunkConsumer{part, piece.dst, piece.box, piece.device});
           });
     }
     std::vector<std::pair<size_t, uint64_t>> packed_fills;  // (transfer, offset of its bytes)
-    std::map<std::pair<size_t, Box>, uint64_t> shared_sends;
+    std::set<size_t> feeds_sends;                           // the reads whose bytes this rank sends
+    struct SendSource {
+      const char* kept = nullptr;  // this rank's own destination, or null: the round's memory at `offset`
+      uint64_t offset = 0;
+    };
+    std::map<std::pair<size_t, Box>, SendSource> shared_sends;
     for (const PeerBatch& batch : OutgoingBatches(plan_, ctx_.rank())) {
       if (batch.packed_bytes > 0) {
         const uint64_t base = layout.Add(batch.packed_bytes);
         for (size_t j = 0; j < batch.packed.size(); ++j)
           packed_fills.emplace_back(batch.packed[j], base + batch.offsets[j]);
-        AddSend(batch.peer, base, batch.packed_bytes);
+        AddSend(batch.peer, nullptr, base, batch.packed_bytes);
         ZeroGapsLater(batch, base);
       }
       for (size_t index : batch.separate) {
         const Transfer& t = plan_.transfers[index];
-        auto [it, added] = shared_sends.emplace(std::make_pair(size_t{t.read}, t.region), 0);
+        auto [it, added] = shared_sends.emplace(std::make_pair(size_t{t.read}, t.region), SendSource{});
         if (added) {
-          it->second = layout.Add(t.bytes);
-          packed_fills.emplace_back(index, it->second);
+          it->second.kept = KeptDestination(t);
+          if (it->second.kept == nullptr) {
+            it->second.offset = layout.Add(t.bytes);
+            packed_fills.emplace_back(index, it->second.offset);
+          }
+          feeds_sends.insert(t.read);
         }
-        AddSend(batch.peer, it->second, t.bytes);
+        AddSend(batch.peer, it->second.kept, it->second.offset, t.bytes);
       }
     }
     for (const PeerBatch& batch : IncomingBatches(plan_, ctx_.rank())) PlanReceives(batch, layout);
 
     ASSIGN_OR_RETURN(char* base, memory_.Reserve(layout.total()));
-    for (size_t i = 0; i < sends_.size(); ++i) sends_[i].data = base + send_offsets_[i];
+    for (size_t i = 0; i < sends_.size(); ++i) {
+      if (sends_[i].data == nullptr) sends_[i].data = base + send_offsets_[i];
+    }
     for (size_t i = 0; i < recvs_.size(); ++i) {
       if (recvs_[i].data == nullptr) recvs_[i].data = base + receive_offsets_[i];
     }
     for (const auto& [begin, end] : gaps_) std::memset(base + begin, 0, end - begin);
-    std::set<size_t> feeds_sends;
     for (const auto& [index, offset] : packed_fills) {
       const Transfer& t = plan_.transfers[index];
       fetch_for(t.read).consumers.push_back(ChunkConsumer{t.region, base + offset, t.region, exchange_.device});
@@ -279,8 +291,9 @@ class Round {
   }
 
   // Sends and receives are laid out before the round's memory is reserved: their buffers are offsets until then.
-  void AddSend(int peer, uint64_t offset, uint64_t bytes) {
-    sends_.push_back(coll::TransferSend{peer, nullptr, bytes, tag_});
+  // `kept`: the bytes are sent from this rank's own destination, where its reads put them before the exchange.
+  void AddSend(int peer, const char* kept, uint64_t offset, uint64_t bytes) {
+    sends_.push_back(coll::TransferSend{peer, kept, bytes, tag_});
     send_offsets_.push_back(offset);
     counters_.bytes_sent += bytes;
   }
@@ -319,6 +332,18 @@ class Round {
     recvs_.push_back(coll::TransferRecv{peer, in_place, bytes, tag_});
     receive_offsets_.push_back(offset);
     counters_.bytes_received += bytes;
+  }
+
+  // Where a transfer this rank sends can be sent from: its own destination, when a local copy of the same read fills
+  // the whole region there (before the exchange, as reads that feed sends run first) in one contiguous run of memory
+  // the plane moves. The read then needs no send buffer, and with its destination as its only consumer it can be
+  // read straight there (a replicated tensor's share: one copy less, and none through the staging arena).
+  const char* KeptDestination(const Transfer& t) const {
+    const auto [first, last] = kept_regions_.equal_range(t.read);
+    for (auto it = first; it != last; ++it) {
+      if (Contains(*it->second, t.region)) return InPlaceDestination(t);
+    }
+    return nullptr;
   }
 
   // Where a transfer can be received in place: its region lies in one registered piece only, whole and in one
@@ -392,7 +417,8 @@ class Round {
   std::vector<coll::TransferRecv> recvs_;
   std::vector<uint64_t> receive_offsets_;
   std::vector<Arrival> arrivals_;
-  std::vector<ChunkFetch> kept_fetches_;  // reads whose bytes go to this rank alone, run during the exchange
+  std::multimap<size_t, const Box*> kept_regions_;  // read -> the regions its local copies fill on this rank
+  std::vector<ChunkFetch> kept_fetches_;            // reads whose bytes go to this rank alone, run during the exchange
 };
 
 // The bytes of this rank's destinations that a round fills: the regions it keeps or receives, where they overlap
