@@ -222,6 +222,7 @@ class Round {
   Status Prepare() {
     SlotLayout layout;
     std::vector<ChunkFetch> fetches;
+    std::multimap<size_t, const Box*> kept_regions;  // read -> the regions its local copies fill on this rank
     std::map<size_t, size_t> fetch_of_read;
     auto fetch_for = [&](size_t read) -> ChunkFetch& {
       auto [it, added] = fetch_of_read.emplace(read, fetches.size());
@@ -233,7 +234,7 @@ class Round {
     };
     for (const Transfer& copy : plan_.local_copies) {
       if (plan_.reads[copy.read].reader != ctx_.rank()) continue;
-      kept_regions_.emplace(copy.read, &copy.region);
+      kept_regions.emplace(copy.read, &copy.region);
       ForEachDestination(
           pieces_, plan_.reads[copy.read].tensor, copy.region, [&](const LocalPiece& piece, const Box& part) {
             fetch_for(copy.read).consumers.push_back(ChunkConsumer{part, piece.dst, piece.box, piece.device});
@@ -258,12 +259,13 @@ class Round {
         const Transfer& t = plan_.transfers[index];
         auto [it, added] = shared_sends.emplace(std::make_pair(size_t{t.read}, t.region), SendSource{});
         if (added) {
-          it->second.kept = KeptDestination(t);
+          it->second.kept = KeptDestination(t, kept_regions);
           if (it->second.kept == nullptr) {
             it->second.offset = layout.Add(t.bytes);
             packed_fills.emplace_back(index, it->second.offset);
+          } else {
+            feeds_sends.insert(t.read);  // the reads of packed_fills are added below
           }
-          feeds_sends.insert(t.read);
         }
         AddSend(batch.peer, it->second.kept, it->second.offset, t.bytes);
       }
@@ -336,10 +338,11 @@ class Round {
 
   // Where a transfer this rank sends can be sent from: its own destination, when a local copy of the same read fills
   // the whole region there (before the exchange, as reads that feed sends run first) in one contiguous run of memory
-  // the plane moves. The read then needs no send buffer, and with its destination as its only consumer it can be
-  // read straight there (a replicated tensor's share: one copy less, and none through the staging arena).
-  const char* KeptDestination(const Transfer& t) const {
-    const auto [first, last] = kept_regions_.equal_range(t.read);
+  // the plane moves (`kept_regions`: read -> the regions its local copies fill). The read then needs no send buffer,
+  // and with its destination as its only consumer it can be read straight there (a replicated tensor's share: one copy
+  // less, and none through the staging arena).
+  const char* KeptDestination(const Transfer& t, const std::multimap<size_t, const Box*>& kept_regions) const {
+    const auto [first, last] = kept_regions.equal_range(t.read);
     for (auto it = first; it != last; ++it) {
       if (Contains(*it->second, t.region)) return InPlaceDestination(t);
     }
@@ -417,8 +420,7 @@ class Round {
   std::vector<coll::TransferRecv> recvs_;
   std::vector<uint64_t> receive_offsets_;
   std::vector<Arrival> arrivals_;
-  std::multimap<size_t, const Box*> kept_regions_;  // read -> the regions its local copies fill on this rank
-  std::vector<ChunkFetch> kept_fetches_;            // reads whose bytes go to this rank alone, run during the exchange
+  std::vector<ChunkFetch> kept_fetches_;  // reads whose bytes go to this rank alone, run during the exchange
 };
 
 // The bytes of this rank's destinations that a round fills: the regions it keeps or receives, where they overlap

@@ -27,7 +27,7 @@ foreach(name reshard reshard-in-place dedup invalid-overlap invalid-gap invalid-
              reshard-no-exchange peer-dies-in-exchange worker-missing without-ucx io-error short-transfers
              mismatched-collectives rank0-dies-mid-save manager-rank0-dies stopped-peer launchers-store-port
              launchers-mpich launchers-slurm peer-stops-in-exchange request-stats read-once-3to5-columns
-             read-once-4to3-rows read-once-2to7-rows kept-read-corrupt)
+             read-once-4to3-rows read-once-2to7-rows kept-read-corrupt sent-read-corrupt)
   add_test(NAME mp_${name}
            COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/integration/run.sh ${name} $<TARGET_FILE:ckpt-launch>
                    $<TARGET_FILE_DIR:ckpt_scenario_core> ${CMAKE_CURRENT_BINARY_DIR}/scenarios/${name})

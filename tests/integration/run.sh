@@ -119,6 +119,11 @@ case "$name" in
     run 4 "$exchange" save-layout "$ck"
     file=$("$core" corrupt-chunk "$ck" v)
     run 3 "$exchange" load-layout-expect rows "$ck" 5 "'v'" "$file" checksum ;;
+  sent-read-corrupt)  # a corrupt block of "big", which the even ranks keep whole and its readers send from their own
+    # tensor: every rank fails naming the tensor and the file, the receivers too (nothing is sent)
+    run 4 "$core" save-replicated "$ck"
+    file=$("$core" corrupt-chunk "$ck" big)
+    run 4 "$exchange" load-replicated-expect "$ck" 5 "'big'" "$file" checksum ;;
   read-once-3to5-columns|read-once-4to3-rows|read-once-2to7-rows)
     # Saved on N ranks in uneven row blocks, loaded on M in other uneven parts (pieces smaller than a checksum block,
     # pieces meeting inside one): over UCX, the ranks together read exactly the bytes stored of the tensors (read

@@ -5,6 +5,7 @@
 //   load-replicated DIR         every rank loads save-replicated's state (ckpt_scenario_core): even ranks all of
 //                               "big" (received in place), odd ranks its left column half (received into a
 //                               buffer, then scattered into rows); prints bytes read
+//   load-replicated-expect DIR CODE TEXT..   the same load must fail with CODE on every rank, naming each TEXT
 //   load-replicated-expect-failure DIR   the same with a rank dying (CKPT_FAULT_EXIT_BEFORE_EXCHANGE) or stopping
 //                               (CKPT_FAULT_STOP_BEFORE_EXCHANGE): every other rank must fail with
 //                               CKPT_E_PEER_FAILED or CKPT_E_TIMEOUT, within 1.5 x CKPT_TIMEOUT_MS + 2 s
@@ -130,8 +131,9 @@ int StoredBytes(const char* dir) {
   return 0;
 }
 
-// Every rank asks for everything save-replicated stored, checks it, and prints what it read and exchanged.
-int LoadReplicated(const char* dir, bool expect_failure) {
+// Every rank asks for everything save-replicated stored, checks it, and prints what it read and exchanged; or, with
+// `expect_peer_failure`, fails as a dead or stopped peer makes it fail; or, with `expected`, as that says.
+int LoadReplicated(const char* dir, bool expect_peer_failure, const ExpectedFailure* expected) {
   Session s;
   ckpt_state_t* state = nullptr;
   s.Check(ckpt_state_create(&state, s.err), "state");
@@ -153,7 +155,12 @@ int LoadReplicated(const char* dir, bool expect_failure) {
   const auto start = std::chrono::steady_clock::now();
   const int32_t status = ckpt_load(s.ctx, state, dir, nullptr, s.err);
   const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  if (expect_failure) {
+  if (expected != nullptr) {
+    ExpectStatus(s, status, expected->code, "load", expected->texts);
+    ckpt_state_free(state);
+    return 0;
+  }
+  if (expect_peer_failure) {
     if (status != CKPT_E_PEER_FAILED && status != CKPT_E_TIMEOUT) {
       Die(s.rank,
           std::string("expected a peer failure, got ") + ckpt_status_string(status) + ": " + ckpt_error_message(s.err));
@@ -214,8 +221,12 @@ int main(int argc, char** argv) {
     return 2;
   }
   const std::string mode = argv[1];
-  if (mode == "load-replicated") return LoadReplicated(argv[2], false);
-  if (mode == "load-replicated-expect-failure") return LoadReplicated(argv[2], true);
+  if (mode == "load-replicated") return LoadReplicated(argv[2], false, nullptr);
+  if (mode == "load-replicated-expect-failure") return LoadReplicated(argv[2], true, nullptr);
+  if (mode == "load-replicated-expect" && argc >= 4) {
+    const ExpectedFailure expected{std::atoi(argv[3]), std::vector<std::string>(argv + 4, argv + argc)};
+    return LoadReplicated(argv[2], false, &expected);
+  }
   if (mode == "context-fails" && argc == 4) return ContextFails(std::atoi(argv[2]), argv[3]);
   if (mode == "save-layout") return SaveLayout(argv[2]);
   if (mode == "load-layout" && argc == 4) return LoadLayout(argv[2], argv[3], nullptr);
