@@ -10,6 +10,7 @@
 
 #ifdef CKPT_FAULT_INJECTION
 #include <cerrno>
+#include <thread>
 
 #include "common/settings.h"
 #endif
@@ -34,6 +35,9 @@ inline constexpr char kAgentDiesOnPushAskVar[] = "CKPT_FAULT_AGENT_DIES_ON_PUSH_
 // CKPT_FAULT_LISTEN_DELAY_MS: a socket bound by ListenAbstract (collectives/agent_socket.h) starts listening only
 // this many milliseconds later, as when the ckpt-agent that bound it is preempted there.
 inline constexpr char kListenDelayVar[] = "CKPT_FAULT_LISTEN_DELAY_MS";
+// CKPT_FAULT_STAGING_PAUSE_MS: a save's staging pauses this many milliseconds before each window it copies, as a
+// slow copy would, so that a test can see what the I/O workers do meanwhile.
+inline constexpr char kStagingPauseVar[] = "CKPT_FAULT_STAGING_PAUSE_MS";
 
 #ifdef CKPT_FAULT_INJECTION
 
@@ -71,6 +75,10 @@ inline std::chrono::milliseconds ListenDelay() {
   return std::chrono::milliseconds(settings::PositiveFromEnv(kListenDelayVar, 0));
 }
 
+inline void PauseBeforeStagingWindow() {
+  std::this_thread::sleep_for(std::chrono::milliseconds(settings::PositiveFromEnv(kStagingPauseVar, 0)));
+}
+
 #else
 
 inline constexpr bool kCompiledIn = false;
@@ -80,6 +88,7 @@ constexpr bool ExitBeforeExchange(int) { return false; }
 constexpr bool StopBeforeExchange(int) { return false; }
 inline bool AgentDiesOnPushAsk(const std::string&) { return false; }
 constexpr std::chrono::milliseconds ListenDelay() { return std::chrono::milliseconds(0); }
+inline void PauseBeforeStagingWindow() {}
 
 #endif
 

@@ -401,7 +401,8 @@ typedef void (*ckpt_progress_fn)(void* user, int32_t phase, uint64_t done, uint6
 /* The tiers a save can go to. The memory tier is the node's ckpt-agent: a process of this user and job (started by
  * the first save to memory on the node when none runs, detached so that it outlives the trainers) that keeps the
  * newest complete in-memory checkpoint in shared memory, plus the one being written. A memory save blocks for the
- * same staging copy as any save and completes once the checkpoint is committed in memory; the agent writes it to
+ * same staging copy as any save (the I/O workers copy into the agent's memory after it, not while it runs, so as not
+ * to slow it) and completes once the checkpoint is committed in memory; the agent writes it to
  * its storage path (and commits it there atomically) for CKPT_TIER_BOTH, and for the newest one that is not on
  * storage yet when a trainer dies. Across nodes each node's agent holds its ranks' files and copies them to
  * CKPT_MEMORY_REPLICAS other nodes (default 1) before the save completes, and the agents persist together, node

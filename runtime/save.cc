@@ -230,6 +230,7 @@ Status BeginSave(Context& ctx, const State& state, const std::string& path, cons
       commit.announce = Announcement(memory, commit, settings);
     }
     if (across_nodes) commit.await_replicas = ReplicaWait(ctx, memory, commit);
+    staging.writes_after_staging = true;
     staging.reserve = [agent = memory.agent, name = commit.memory_reservation](uint64_t bytes) {
       return agent->Reserve(name, bytes);
     };

@@ -7,6 +7,7 @@
 #include <system_error>
 #include <thread>
 
+#include "common/fault_injection.h"
 #include "io/file_io.h"
 #include "io/streaming_copy.h"
 #include "runtime/device_copy.h"
@@ -428,6 +429,23 @@ class InPlaceWriter {
   std::atomic<bool> failed_{false};  // a file's writer failed: the others stop at their next window
 };
 
+// A staged window's write job before it is handed to its worker (and becomes a PendingWrite).
+struct HeldWrite {
+  int worker = 0;
+  io::WriteJob job;
+  io::ArenaRegion region;
+  std::vector<StagedPiece> pieces;
+  bool finishes_file = false;
+};
+
+struct ReleaseHeldAtExit {
+  io::StagingArena& arena;
+  const std::vector<HeldWrite>& held;
+  ~ReleaseHeldAtExit() {
+    for (const HeldWrite& h : held) arena.Release(h.region);
+  }
+};
+
 }  // namespace
 
 void AbsorbOldest(io::StagingArena& arena, SaveTicket& ticket) {
@@ -489,7 +507,18 @@ Status StageSave(const State& state, const SavePlan& plan, const StagingSettings
     }
     return InPlaceWriter(settings, arena, ticket).Write(windows, paths, sizes);
   }
-  // Windows go out round-robin over the files, so every worker has work from the start.
+  // Windows go out round-robin over the files, so every worker has work from the start (unless held back until
+  // staging ends: settings.writes_after_staging).
+  std::vector<HeldWrite> held;
+  // A save that fails while staging hands nothing more out: what it held goes back to the arena.
+  const ReleaseHeldAtExit release_held{arena, held};
+  auto hand_out_held = [&] {
+    for (HeldWrite& h : held) {
+      ticket.pending.push_back(PendingWrite{workers.SubmitWrite(h.worker, std::move(h.job)), h.region,
+                                            std::move(h.pieces), h.finishes_file});
+    }
+    held.clear();
+  };
   size_t most = 0;
   for (const auto& w : windows) most = std::max(most, w.size());
   for (size_t i = 0; i < most; ++i) {
@@ -499,10 +528,12 @@ Status StageSave(const State& state, const SavePlan& plan, const StagingSettings
       const uint64_t span = AlignUp(w.file_end - w.file_begin, kChunkAlignment);
       ASSIGN_OR_RETURN(io::ArenaRegion region,
                        arena.AllocateOrFinish(std::max(span, kChunkAlignment), settings.timeout, [&] {
+                         hand_out_held();  // room comes only from written windows
                          if (ticket.pending.empty()) return false;
                          AbsorbOldest(arena, ticket);
                          return true;
                        }));
+      fault::PauseBeforeStagingWindow();
       const Status filled = FillWindow(w, arena.data() + region.offset);
       if (!filled.ok()) {
         arena.Release(region);
@@ -518,11 +549,12 @@ Status StageSave(const State& state, const SavePlan& plan, const StagingSettings
       for (io::FileSegment& seg : job.segments) seg.arena_offset += region.offset;
       for (const StagedPiece& piece : w.pieces) ticket.bytes_staged += piece.length;
       const bool finishes_file = job.finish;
-      ticket.pending.push_back(
-          PendingWrite{workers.SubmitWrite(f, std::move(job)), region, std::move(w.pieces), finishes_file});
+      held.push_back(HeldWrite{f, std::move(job), region, std::move(w.pieces), finishes_file});
+      if (!settings.writes_after_staging) hand_out_held();
       ticket.progress.Update(ticket.bytes_staged);
     }
   }
+  hand_out_held();
   return Status::Ok();
 }
 

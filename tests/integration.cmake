@@ -39,7 +39,7 @@ ckpt_needs_fault_hooks(mp_peer-dies-in-exchange mp_peer-stops-in-exchange mp_io-
 add_executable(ckpt_scenario_memory integration/scenario_memory.cc)
 target_link_libraries(ckpt_scenario_memory PRIVATE ckpt_scenario_common ckpt)
 foreach(name crash-persists in-place-persists restart-from-memory reshard-from-memory crash-mid-save storage-every
-             over-budget agent-dies)
+             over-budget agent-dies writes-after-staging larger-than-arena)
   add_test(NAME mp_memory_${name}
            COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/integration/memory_tier.sh ${name} $<TARGET_FILE:ckpt-launch>
                    $<TARGET_FILE:ckpt_scenario_memory> $<TARGET_FILE:ckpt_cli>
@@ -56,7 +56,7 @@ foreach(part crash-persists node-lost replaced-then-crash reshard lost-without-r
                    ${CMAKE_CURRENT_BINARY_DIR}/scenarios/memory-hosts-${part})
   set_tests_properties(mp_memory_hosts_${part} PROPERTIES TIMEOUT 120 SKIP_RETURN_CODE 77)
 endforeach()
-ckpt_needs_fault_hooks(mp_memory_hosts_holder-dies-mid-fetch)
+ckpt_needs_fault_hooks(mp_memory_hosts_holder-dies-mid-fetch mp_memory_writes-after-staging)
 
 # A job across two hosts (network namespaces) started with SLURM's variables alone.
 add_test(NAME mp_slurm_two_hosts

@@ -94,6 +94,15 @@ case "$name" in
     "$cli" verify "$(step_dir 3)"
     [ ! -e "$(step_dir 2)" ] || { echo "the failed step 2 reached storage" >&2; exit 1; }
     run 2 restore "$root" 3 memory ;;
+  writes-after-staging)  # a memory save's copies into the agent start once staging ends; the save stays whole
+    out=$(CKPT_FAULT_STAGING_PAUSE_MS=300 run_dying 2 writes-after-staging "$root" 2>&1)
+    echo "$out"
+    grep -q "memory saves write after staging" <<<"$out" || { echo "the save was not checked" >&2; exit 1; }
+    await_storage 1
+    rm -rf "$(step_dir 1)"
+    run 2 restore "$root" 1 memory ;;
+  larger-than-arena)  # a memory save the staging arena cannot hold at once streams through it, and reads back whole
+    CKPT_ARENA_BYTES=$((64 << 20)) run 2 larger-than-arena "$root" ;;
   over-budget)  # a save past the agent's budget fails on every rank and leaves nothing anywhere
     export CKPT_AGENT_BUDGET_BYTES=65536
     run 2 over-budget "$work/ck"

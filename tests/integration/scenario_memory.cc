@@ -19,6 +19,16 @@
 //                                        1) and succeeds; then every rank SIGKILLs itself.
 //   over-budget PATH                     a save to memory larger than the agent's budget fails with
 //                                        CKPT_E_NO_SPACE on every rank, naming the budget; nothing reaches PATH.
+//   writes-after-staging ROOT            step 1 saved to memory with a progress callback; staging is slowed
+//                                        (CKPT_FAULT_STAGING_PAUSE_MS), and while it runs no data file of this
+//                                        rank may exist in the agent's memory (CKPT_AGENT_SHM_ROOT): the workers'
+//                                        copies wait for staging to end. Once the save is complete they must
+//                                        exist; then every rank SIGKILLs itself.
+//   larger-than-arena ROOT               a save to memory of 96 MiB per rank, more than the staging arena
+//                                        (CKPT_ARENA_BYTES) holds, so that staging must have windows written to
+//                                        make room; then loaded back from memory, every element checked.
+#include <fnmatch.h>
+#include <ftw.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -215,6 +225,103 @@ int OverBudget(const char* path) {
   return 0;
 }
 
+// This rank's data files ("data/<rank>-<file>.bin") anywhere under the agents' memory root.
+int RankDataFiles(int rank) {
+  static std::string pattern;
+  static int found;
+  pattern = "*/data/" + std::to_string(rank) + "-*.bin";
+  found = 0;
+  const char* root = std::getenv("CKPT_AGENT_SHM_ROOT");
+  if (root == nullptr) return -1;
+  nftw(
+      root,
+      [](const char* path, const struct stat*, int type, struct FTW*) {
+        if (type == FTW_F && fnmatch(pattern.c_str(), path, 0) == 0) ++found;
+        return 0;
+      },
+      16, FTW_PHYS);
+  return found;
+}
+
+struct StagingWatch {
+  int rank = 0;
+  int reports = 0;     // STAGING reports with some bytes staged
+  int files_seen = 0;  // this rank's data files found at those reports
+};
+
+void WatchStaging(void* user, int32_t phase, uint64_t done, uint64_t) {
+  auto* watch = static_cast<StagingWatch*>(user);
+  if (phase != CKPT_PHASE_STAGING || done == 0) return;
+  ++watch->reports;
+  watch->files_seen += RankDataFiles(watch->rank);
+}
+
+int WritesAfterStaging(const char* root) {
+  Session s;
+  ckpt_manager_options opts = CKPT_MANAGER_OPTIONS_INIT;
+  opts.memory_tier = 1;
+  ckpt_manager_t* manager = nullptr;
+  s.Check(ckpt_manager_open(s.ctx, root, &opts, &manager, s.err), "manager open");
+  Buffers buffers;
+  uint64_t step_common = 0;
+  ckpt_state_t* state = StepState(s, buffers, 1, &step_common, true);
+  StagingWatch watch;
+  watch.rank = s.rank;
+  ckpt_save_options save_opts = CKPT_SAVE_OPTIONS_INIT;
+  save_opts.progress = WatchStaging;
+  save_opts.progress_user = &watch;
+  ckpt_request_t* request = nullptr;
+  s.Check(ckpt_manager_save(manager, state, 1, &save_opts, &request, s.err), "manager save");
+  s.Check(ckpt_request_wait(request, 0, s.err), "save in memory");
+  ckpt_request_free(request);
+  ckpt_state_free(state);
+  if (watch.reports == 0) Die(s.rank, "staging was never reported with bytes staged: no CKPT_FAULT_STAGING_PAUSE_MS?");
+  if (watch.files_seen != 0) Die(s.rank, "a data file reached the agent's memory while staging still ran");
+  if (RankDataFiles(s.rank) <= 0) Die(s.rank, "no data file of this rank in the agent's memory after the save");
+  if (s.rank == 0) std::printf("memory saves write after staging: %d report(s) checked\n", watch.reports);
+  std::fflush(stdout);
+  AwaitEveryRank(s, root, "saved");
+  raise(SIGKILL);
+  return 1;
+}
+
+int LargerThanArena(const char* root) {
+  std::string log;
+  Session s(CollectLog, &log);
+  ckpt_manager_options opts = CKPT_MANAGER_OPTIONS_INIT;
+  opts.memory_tier = 1;
+  ckpt_manager_t* manager = nullptr;
+  s.Check(ckpt_manager_open(s.ctx, root, &opts, &manager, s.err), "manager open");
+  constexpr uint64_t kBigCols = 4096, kBigRowsPerRank = (96ull << 20) / (kBigCols * sizeof(float));
+  const uint64_t rows = kBigRowsPerRank * s.world;
+  const uint64_t r0 = kBigRowsPerRank * s.rank;
+  Buffers saved, loaded;
+  ckpt_state_t* state = nullptr;
+  s.Check(ckpt_state_create(&state, s.err), "state");
+  auto& big = saved.New(0);
+  big = RowSlab(WeightSeed(1), kBigCols, r0, r0 + kBigRowsPerRank);
+  AddShard(s, state, "big", {rows, kBigCols}, {kBigRowsPerRank, kBigCols}, {r0, 0}, big);
+  ckpt_request_t* request = nullptr;
+  s.Check(ckpt_manager_save(manager, state, 1, nullptr, &request, s.err), "manager save");
+  s.Check(ckpt_request_wait(request, 0, s.err), "save in memory");
+  ckpt_request_free(request);
+  ckpt_state_free(state);
+
+  s.Check(ckpt_state_create(&state, s.err), "state");
+  auto& back = loaded.New(kBigRowsPerRank * kBigCols);
+  AddShard(s, state, "big", {rows, kBigCols}, {kBigRowsPerRank, kBigCols}, {r0, 0}, back);
+  uint64_t step = 0;
+  s.Check(ckpt_manager_load_latest(manager, state, nullptr, &step, s.err), "load latest");
+  if (log.find("from the memory tier") == std::string::npos) Die(s.rank, "the load did not read memory: " + log);
+  CheckRows(s, "big", WeightSeed(1), back, r0 * kBigCols);
+  ckpt_state_free(state);
+  ckpt_manager_free(manager);
+  if (s.rank == 0)
+    std::printf("restored %llu MiB per rank from memory, every element checked\n",
+                static_cast<unsigned long long>(kBigRowsPerRank * kBigCols * sizeof(float) >> 20));
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -227,6 +334,8 @@ int main(int argc, char** argv) {
   }
   if (mode == "over-budget" && argc == 3) return OverBudget(argv[2]);
   if (mode == "agent-dies" && argc == 3) return AgentDies(argv[2]);
+  if (mode == "writes-after-staging" && argc == 3) return WritesAfterStaging(argv[2]);
+  if (mode == "larger-than-arena" && argc == 3) return LargerThanArena(argv[2]);
   std::fprintf(stderr, "usage: ckpt_scenario_memory MODE ARGS... (see the comment at the top of scenario_memory.cc)\n");
   return 2;
 }
