@@ -136,12 +136,18 @@ int32_t SaveStep(const Session& s, ckpt_manager_t* manager, uint64_t step) {
   return status;
 }
 
-int AgentDies(const char* root) {
-  Session s;
+// A manager of `root` whose saves go to the memory tier.
+ckpt_manager_t* OpenMemoryManager(const Session& s, const char* root) {
   ckpt_manager_options opts = CKPT_MANAGER_OPTIONS_INIT;
   opts.memory_tier = 1;
   ckpt_manager_t* manager = nullptr;
   s.Check(ckpt_manager_open(s.ctx, root, &opts, &manager, s.err), "manager open");
+  return manager;
+}
+
+int AgentDies(const char* root) {
+  Session s;
+  ckpt_manager_t* manager = OpenMemoryManager(s, root);
   s.Check(SaveStep(s, manager, 1), "step 1");
   // Rank 0 kills the agent before it enters step 2; every rank's first use of the agent in step 2 (after the
   // planning, which waits for rank 0) finds it dead.
@@ -258,10 +264,7 @@ void WatchStaging(void* user, int32_t phase, uint64_t done, uint64_t) {
 
 int WritesAfterStaging(const char* root) {
   Session s;
-  ckpt_manager_options opts = CKPT_MANAGER_OPTIONS_INIT;
-  opts.memory_tier = 1;
-  ckpt_manager_t* manager = nullptr;
-  s.Check(ckpt_manager_open(s.ctx, root, &opts, &manager, s.err), "manager open");
+  ckpt_manager_t* manager = OpenMemoryManager(s, root);
   Buffers buffers;
   uint64_t step_common = 0;
   ckpt_state_t* state = StepState(s, buffers, 1, &step_common, true);
@@ -288,10 +291,7 @@ int WritesAfterStaging(const char* root) {
 int LargerThanArena(const char* root) {
   std::string log;
   Session s(CollectLog, &log);
-  ckpt_manager_options opts = CKPT_MANAGER_OPTIONS_INIT;
-  opts.memory_tier = 1;
-  ckpt_manager_t* manager = nullptr;
-  s.Check(ckpt_manager_open(s.ctx, root, &opts, &manager, s.err), "manager open");
+  ckpt_manager_t* manager = OpenMemoryManager(s, root);
   constexpr uint64_t kBigCols = 4096, kBigRowsPerRank = (96ull << 20) / (kBigCols * sizeof(float));
   const uint64_t rows = kBigRowsPerRank * s.world;
   const uint64_t r0 = kBigRowsPerRank * s.rank;
