@@ -24,6 +24,9 @@ inline constexpr char kAgentSecretVar[] = "CKPT_AGENT_SECRET";
 inline constexpr char kAgentBudgetVar[] = "CKPT_AGENT_BUDGET_BYTES";
 // CKPT_AGENT_IDLE_S: how long an agent whose trainers died keeps their checkpoints for a restart (default 600 s).
 inline constexpr char kAgentIdleVar[] = "CKPT_AGENT_IDLE_S";
+// CKPT_AGENT_LINGER_S: how long an agent whose job ended cleanly waits for a new one before it removes its memory
+// (default 2 s).
+inline constexpr char kAgentLingerVar[] = "CKPT_AGENT_LINGER_S";
 // CKPT_AGENT_PERSIST_WAIT_S: how long the agents persisting a checkpoint that spans nodes wait for one another
 // (default 300 s); past it nothing is committed.
 inline constexpr char kAgentPersistWaitVar[] = "CKPT_AGENT_PERSIST_WAIT_S";

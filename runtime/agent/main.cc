@@ -28,6 +28,7 @@ namespace ckpt::agent {
 namespace {
 
 constexpr uint64_t kDefaultIdleSeconds = 600;
+constexpr uint64_t kDefaultLingerSeconds = 2;
 
 struct Flags {
   std::string job_id;
@@ -35,7 +36,7 @@ struct Flags {
   std::string shm_root = "/dev/shm";
   uint64_t budget_bytes = 0;
   double idle_timeout_s = 0;
-  double linger_s = 2;
+  double linger_s = 0;
   int secret_fd = -1;
   std::string log_path;
   bool foreground = false;
@@ -93,8 +94,10 @@ void ParseFlags(CLI::App& app, Flags& flags) {
   app.add_option("--idle-timeout-s", flags.idle_timeout_s,
                  "seconds the checkpoints are kept for a restart after the trainers died (default: $CKPT_AGENT_IDLE_S, "
                  "else 600)");
-  app.add_option("--linger-s", flags.linger_s, "seconds to wait for a new session after the job ended cleanly")
-      ->capture_default_str();
+  flags.linger_s = static_cast<double>(settings::CountFromEnv(settings::kAgentLingerVar, kDefaultLingerSeconds));
+  app.add_option("--linger-s", flags.linger_s,
+                 "seconds to wait for a new session after the job ended cleanly (default: $CKPT_AGENT_LINGER_S, else " +
+                     std::to_string(kDefaultLingerSeconds) + ")");
   app.add_option("--secret-fd", flags.secret_fd, "read the job's secret from this descriptor to its end");
   app.add_option("--log", flags.log_path, "append the log to this file (default: standard error)");
   app.add_flag("--foreground", flags.foreground, "do not become a daemon");

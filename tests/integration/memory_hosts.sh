@@ -70,8 +70,10 @@ if ! hosts_switch "ckptmh-$$"; then
   exit 77
 fi
 hosts_create "ckptmh-$$" 3 "10.233.$(($$ % 200 + 20))"
-JOB_ENV=(CKPT_JOB_ID="$job_id" CKPT_AGENT_SHM_ROOT="$shm_root" CKPT_AGENT_IDLE_S=60 CKPT_AGENT_PERSIST_WAIT_S=30
-  CKPT_TRANSPORT=ucx)
+# The agents wait for the next job of a part however long starting it takes on a loaded machine (the default 2 s
+# after a clean end was once too short for "replaced-then-crash" and "three-hosts").
+JOB_ENV=(CKPT_JOB_ID="$job_id" CKPT_AGENT_SHM_ROOT="$shm_root" CKPT_AGENT_IDLE_S=60 CKPT_AGENT_LINGER_S=60
+  CKPT_AGENT_PERSIST_WAIT_S=30 CKPT_TRANSPORT=ucx)
 
 step_dir() { printf '%s/step-%012d' "$root" "$1"; }
 agent_logs() { for log in "$shm_root"/*.log; do echo "== $log"; cat "$log"; done 2>/dev/null || true; }

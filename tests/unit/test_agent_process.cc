@@ -390,6 +390,17 @@ TEST_F(AgentProcessTest, ACleanEndExitsAfterTheLingerAndRemovesTheMemory) {
   EXPECT_FALSE(io::PathExists(MemoryDir()));
 }
 
+TEST_F(AgentProcessTest, WithoutTheFlagTheLingerComesFromTheEnvironment) {
+  setenv("CKPT_AGENT_LINGER_S", "0", 1);
+  const pid_t agent = StartAgent({"--idle-timeout-s", "60"});
+  unsetenv("CKPT_AGENT_LINGER_S");
+  Result<AgentConnection> rank = Connect(0);
+  ASSERT_TRUE(rank.ok());
+  ASSERT_TRUE(rank->Call(Named(Op::kDetach, "")).ok());
+  EXPECT_EQ(WaitExit(agent, milliseconds(1000)), 0)
+      << "gone at once, not after the default 2 s: " << ReadFile(LogPath(0));
+}
+
 TEST_F(AgentProcessTest, AfterADeathTheAgentStaysForTheIdleTimeoutThenLeaves) {
   const pid_t agent = StartAgent({"--linger-s", "0.2", "--idle-timeout-s", "1.5"});
   {
