@@ -87,6 +87,9 @@ FIGURES = [
     ("mem_save_block_ms", "ms", "%.1f"),
     ("mem_memcpy_ms", "ms", "%.1f"),
     ("mem_save_block_vs_memcpy", "ratio", "%.2f"),
+    ("mem_save_complete_ms", "ms", "%.1f"),
+    ("mem_save_fresh_complete_ms", "ms", "%.1f"),
+    ("mem_save_complete_vs_fresh", "ratio", "%.2f"),
     ("mem_restore_gibps", "GiB/s", "%.3f"),
     ("mem_restore_vs_storage_load", "ratio", "%.2f"),
     ("crash_to_committed_ms", "ms", "%.1f"),
@@ -330,6 +333,10 @@ def memory_tier_figures(raw, f, state_gib):
     f["mem_save_block_ms"] = need(raw, "mem_save_block_ms")
     f["mem_memcpy_ms"] = need(raw, "mem_memcpy_ms")
     f["mem_save_block_vs_memcpy"] = f["mem_save_block_ms"] / max(f["mem_memcpy_ms"], 1e-6)
+    if "mem_save_fresh_seconds" in raw:
+        f["mem_save_complete_ms"] = need(raw, "mem_save_seconds") * 1e3
+        f["mem_save_fresh_complete_ms"] = need(raw, "mem_save_fresh_seconds") * 1e3
+        f["mem_save_complete_vs_fresh"] = f["mem_save_complete_ms"] / f["mem_save_fresh_complete_ms"]
     f["mem_restore_gibps"] = state_gib / need(raw, "mem_restore_seconds")
     f["mem_restore_vs_storage_load"] = f["mem_restore_gibps"] / f["load_gibps"]
     f["crash_to_committed_ms"] = need(raw, "crash_to_committed_ms")
@@ -376,6 +383,7 @@ def report(path, state_mib, dedup_mib, reshard_mib):
                      "export_vs_fio_write", "export_vs_fio_copy", "safetensors_load_vs_fio_read",
                      "async_block_vs_memcpy", "dedup_save_vs_fio_write", "reshard_load_vs_fio_read",
                      "exchange_vs_ucx_perftest", "d2h_stage_vs_memcpy", "mem_save_block_vs_memcpy",
+                     "mem_save_complete_vs_fresh",
                      "mem_restore_vs_storage_load", "crash_to_committed_vs_fio_write",
                      "replication_vs_ucx_perftest", "replication_fresh_vs_ucx_perftest",
                      "replication_vs_ucx_perftest_peer_errors"):

@@ -228,6 +228,8 @@ std::string EncodeRequest(const Request& r) {
   out.U32(r.node_index);
   out.U32(r.replicas);
   PutNames(out, r.files);
+  out.U32(static_cast<uint32_t>(r.file_sizes.size()));
+  for (uint64_t size : r.file_sizes) out.U64(size);
   return out.Take();
 }
 
@@ -249,6 +251,10 @@ Result<Request> DecodeRequest(std::string_view bytes) {
   RETURN_IF_ERROR(in.U32(&r.node_index));
   RETURN_IF_ERROR(in.U32(&r.replicas));
   RETURN_IF_ERROR(GetNames(in, &r.files));
+  uint32_t sizes = 0;
+  RETURN_IF_ERROR(in.Count(&sizes, kMaxFiles, sizeof(uint64_t)));
+  r.file_sizes.resize(sizes);
+  for (uint64_t& size : r.file_sizes) RETURN_IF_ERROR(in.U64(&size));
   RETURN_IF_ERROR(in.ExpectDone());
   r.persist = persist != 0;
   return r;

@@ -20,7 +20,7 @@
 
 namespace ckpt::coll::agent {
 
-inline constexpr uint32_t kProtocolVersion = 4;
+inline constexpr uint32_t kProtocolVersion = 5;
 // No message is larger: a List of every memory checkpoint the agent holds stays far below it.
 inline constexpr size_t kMaxMessageBytes = 1 << 20;
 
@@ -117,8 +117,11 @@ struct Request {
   uint32_t node_index = 0;       // kPeers: this agent's node
   uint32_t replicas = 0;         // kPeers: how many other nodes hold a copy of each node's files
   // kFetch: the files wanted (names inside the checkpoint's data/ directory; the MANIFEST always comes), where the
-  // node is to hold only part of the checkpoint; empty: every file, so that the node holds it whole.
+  // node is to hold only part of the checkpoint; empty: every file, so that the node holds it whole. kReserve: the
+  // data files the save will write (names inside the temporary's data/ directory), of file_sizes bytes, which the
+  // agent may fill with recycled files for the save's workers to write over.
   std::vector<std::string> files;
+  std::vector<uint64_t> file_sizes;  // kReserve
 };
 
 struct Reply {

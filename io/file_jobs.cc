@@ -453,7 +453,7 @@ Result<OpenFile> Executor::FileForWrite(const WriteJob& job) {
   }
   // A create job for a file still open starts it over; O_EXCL then refuses, since the file exists.
   Forget(job.path);
-  const int flags = O_WRONLY | (job.create ? O_CREAT | O_EXCL : 0);
+  const int flags = O_WRONLY | (job.create ? (job.overwrite_existing ? O_CREAT | O_NOFOLLOW : O_CREAT | O_EXCL) : 0);
   const std::string action = (job.create ? "cannot create " : "cannot open for writing ") + Quoted(job.path);
   ASSIGN_OR_RETURN(const OpenFile file, OpenData(job.path, flags, tuning_.direct, action));
   NoteOpened(file);

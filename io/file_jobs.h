@@ -22,7 +22,10 @@ struct FileSegment {
 
 struct WriteJob {
   std::string path;
-  bool create = false;  // the file's first job: create it (fails if it exists)
+  bool create = false;  // the file's first job: create it (fails if it exists, unless overwrite_existing)
+  // create: a file already there is written over in place, its pages reused (a memory-tier save into a file the
+  // agent recycled); never for storage, where an existing file is a collision to refuse.
+  bool overwrite_existing = false;
   bool finish = false;  // the file's last job: truncate to final_size, fdatasync, close
   uint64_t final_size = 0;
   uint64_t block_size = 1ull << 20;   // checksum granularity, from the start of each segment

@@ -323,6 +323,7 @@ std::string EncodeWriteRequest(uint64_t job_id, const WriteJob& job) {
   ByteWriter w = StartBody(MessageType::kWrite, job_id);
   w.Bytes(job.path);
   w.U8(job.create ? 1 : 0);
+  w.U8(job.overwrite_existing ? 1 : 0);
   w.U8(job.finish ? 1 : 0);
   w.U64(job.final_size);
   w.U64(job.block_size);
@@ -395,6 +396,7 @@ Result<WorkerRequest> DecodeRequest(std::string_view body) {
     WriteJob& job = request.write;
     RETURN_IF_ERROR(r.Bytes(&job.path));
     RETURN_IF_ERROR(GetBool(&r, &job.create));
+    RETURN_IF_ERROR(GetBool(&r, &job.overwrite_existing));
     RETURN_IF_ERROR(GetBool(&r, &job.finish));
     RETURN_IF_ERROR(r.U64(&job.final_size));
     RETURN_IF_ERROR(r.U64(&job.block_size));

@@ -220,11 +220,14 @@ void MemoryTier::NoticeClosedConnection() {
   if (!broken_ && connection_.Closed()) broken_ = true;
 }
 
-Status MemoryTier::Reserve(const std::string& tmp_name, uint64_t bytes) {
+Status MemoryTier::Reserve(const std::string& tmp_name, uint64_t bytes, const std::vector<std::string>& files,
+                           const std::vector<uint64_t>& file_sizes) {
   agent::Request request;
   request.op = agent::Op::kReserve;
   request.name = tmp_name;
   request.bytes = bytes;
+  request.files = files;
+  request.file_sizes = file_sizes;
   return Call(request).status();
 }
 

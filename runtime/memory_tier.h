@@ -49,8 +49,10 @@ class MemoryTier {
   static std::string NameFor(const std::string& storage_path);
   std::string PathFor(const std::string& storage_path) const { return memory_dir() + "/" + NameFor(storage_path); }
 
-  // A save is about to write `bytes` into the temporary directory `tmp_name`; kNoSpace past the agent's budget.
-  Status Reserve(const std::string& tmp_name, uint64_t bytes);
+  // A save is about to write `bytes` into the temporary directory `tmp_name`, as the data files `files` (names in its
+  // data/ directory) of `file_sizes`, which the agent may fill with recycled files; kNoSpace past its budget.
+  Status Reserve(const std::string& tmp_name, uint64_t bytes, const std::vector<std::string>& files,
+                 const std::vector<uint64_t>& file_sizes);
   Status Release(const std::string& tmp_name);
   // The memory checkpoint `checkpoint.name` is committed; `persist`: the agent writes it to storage too.
   Status Complete(const std::string& reservation, const coll::agent::MemoryCheckpoint& checkpoint, bool persist);

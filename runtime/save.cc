@@ -231,8 +231,10 @@ Status BeginSave(Context& ctx, const State& state, const std::string& path, cons
     }
     if (across_nodes) commit.await_replicas = ReplicaWait(ctx, memory, commit);
     staging.writes_after_staging = true;
-    staging.reserve = [agent = memory.agent, name = commit.memory_reservation](uint64_t bytes) {
-      return agent->Reserve(name, bytes);
+    staging.overwrite_existing_files = true;
+    staging.reserve = [agent = memory.agent, name = commit.memory_reservation](
+                          uint64_t bytes, const std::vector<std::string>& files, const std::vector<uint64_t>& sizes) {
+      return agent->Reserve(name, bytes, files, sizes);
     };
   }
   const Status staged = StageSave(state, cache.plan, staging, ctx.arena(), ctx.workers(), *ticket);

@@ -366,6 +366,7 @@ class InPlaceWriter {
     io::WriteJob create;
     create.path = path;
     create.create = true;
+    create.overwrite_existing = settings_.overwrite_existing_files;
     create.final_size = final_size;
     create.block_size = settings_.block_size;
     ASSIGN_OR_RETURN(const io::SourceRules rules, executor.PrepareWrite(create));
@@ -470,8 +471,7 @@ Status StageSave(const State& state, const SavePlan& plan, const StagingSettings
   ASSIGN_OR_RETURN(std::vector<Unit> units, CollectUnits(state, plan, settings, ticket));
   for (const Unit& u : units) ticket.bytes_to_write += u.bytes;
   ticket.progress.Enter(Phase::kStaging, 0, ticket.bytes_to_write);
-  if (settings.reserve) RETURN_IF_ERROR(settings.reserve(ticket.bytes_to_write));
-  if (units.empty()) return Status::Ok();
+  if (units.empty()) return settings.reserve ? settings.reserve(0, {}, {}) : Status::Ok();
   RETURN_IF_ERROR(io::MakeDirectories(io::JoinPath(ticket.commit.tmp_dir, kDataDirName)));
 
   const int file_count = std::max(1, workers.size());
@@ -494,6 +494,15 @@ Status StageSave(const State& state, const SavePlan& plan, const StagingSettings
     stored.file_index = report_index[u.file];
     stored.file_offset = u.file_offset;
     stored.byte_length = u.bytes;
+  }
+  if (settings.reserve) {
+    std::vector<std::string> names;
+    std::vector<uint64_t> sizes;
+    for (const DataFileRecord& file : ticket.report.files) {
+      names.push_back(file.name.substr(file.name.rfind('/') + 1));
+      sizes.push_back(file.size);
+    }
+    RETURN_IF_ERROR(settings.reserve(ticket.bytes_to_write, names, sizes));
   }
 
   if (settings.in_place != nullptr) {
@@ -542,6 +551,7 @@ Status StageSave(const State& state, const SavePlan& plan, const StagingSettings
       io::WriteJob job;
       job.path = io::JoinPath(ticket.commit.tmp_dir, ticket.report.files[report_index[f]].name);
       job.create = i == 0;
+      job.overwrite_existing = settings.overwrite_existing_files;
       job.finish = i + 1 == windows[f].size();
       job.final_size = ticket.report.files[report_index[f]].size;
       job.block_size = settings.block_size;

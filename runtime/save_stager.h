@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "common/status.h"
 #include "io/staging_arena.h"
@@ -22,9 +23,11 @@ struct StagingSettings {
   uint64_t block_size = 1ull << 20;
   uint64_t inline_common_max = 64 << 10;
   std::chrono::milliseconds timeout{300000};
-  // Called with this rank's byte count before anything is written: a memory-tier save reserves them with the
-  // node's agent, and writes nothing when refused. Empty: none.
-  std::function<Status(uint64_t bytes)> reserve;
+  // Called with this rank's byte count and data files (names inside the save's data/ directory, which exists by
+  // then, and sizes) before anything is written: a memory-tier save reserves them with the node's agent, and writes
+  // nothing when refused. Empty: none.
+  std::function<Status(uint64_t bytes, const std::vector<std::string>& files, const std::vector<uint64_t>& sizes)>
+      reserve;
   // CKPT_SAVE_IN_PLACE: this rank writes its files itself, from the state's buffers where they allow it (the
   // rest through the arena), with executors of this tuning; null: the I/O workers write windows staged in the arena.
   const io::IoTuning* in_place = nullptr;
@@ -33,6 +36,9 @@ struct StagingSettings {
   // busy meanwhile: started at once, they only take cores and memory bandwidth from the copy the caller waits for
   // (1 GiB on two cores: ckpt_save blocked 122-185 ms instead of 94-122).
   bool writes_after_staging = false;
+  // A memory-tier save: a data file already at its path (one the agent recycled when reserving) is written over,
+  // its pages reused, instead of refused.
+  bool overwrite_existing_files = false;
 };
 
 // Stages the plan's items that `settings.rank` writes (and, on rank 0, the common entries too large to inline)

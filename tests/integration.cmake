@@ -39,7 +39,8 @@ ckpt_needs_fault_hooks(mp_peer-dies-in-exchange mp_peer-stops-in-exchange mp_io-
 add_executable(ckpt_scenario_memory integration/scenario_memory.cc)
 target_link_libraries(ckpt_scenario_memory PRIVATE ckpt_scenario_common ckpt)
 foreach(name crash-persists in-place-persists restart-from-memory reshard-from-memory crash-mid-save storage-every
-             over-budget agent-dies writes-after-staging larger-than-arena)
+             over-budget agent-dies writes-after-staging larger-than-arena
+             recycles)
   add_test(NAME mp_memory_${name}
            COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/integration/memory_tier.sh ${name} $<TARGET_FILE:ckpt-launch>
                    $<TARGET_FILE:ckpt_scenario_memory> $<TARGET_FILE:ckpt_cli>

@@ -96,8 +96,15 @@ Status Authenticate(const AgentIdentity& identity, uid_t peer_uid, const std::st
 Reply HandleRequest(MemoryStore& store, Persister& persister, const Replication& replication, SessionId session,
                     const Request& request) {
   switch (request.op) {
-    case Op::kReserve:
-      return ErrorReply(store.Reserve(session, request.name, request.bytes));
+    case Op::kReserve: {
+      if (request.file_sizes.size() != request.files.size()) {
+        return ErrorReply(InvalidArgument("a reservation names " + std::to_string(request.files.size()) +
+                                          " files but gives " + std::to_string(request.file_sizes.size()) + " sizes"));
+      }
+      std::vector<PlannedFile> files;
+      for (size_t i = 0; i < request.files.size(); ++i) files.push_back({request.files[i], request.file_sizes[i]});
+      return ErrorReply(store.Reserve(session, request.name, request.bytes, files));
+    }
     case Op::kRelease:
       store.Release(session, request.name);
       return Reply{};

@@ -181,9 +181,19 @@ Status MemoryStore::FitsBudgetLocked(const std::string& name, uint64_t bytes, co
   return NoSpace(refusal);
 }
 
-Status MemoryStore::Reserve(SessionId session, const std::string& name, uint64_t bytes) {
+Status MemoryStore::Reserve(SessionId session, const std::string& name, uint64_t bytes,
+                            const std::vector<PlannedFile>& files) {
   RETURN_IF_ERROR(ValidateEntryName(name));
+  if (!files.empty() && !IsTemporaryName(name)) {
+    return InvalidArgument("files are placed only in a save's temporary directory, not in " + Quoted(name));
+  }
+  for (const PlannedFile& file : files) RETURN_IF_ERROR(ValidateEntryName(file.name));
   std::lock_guard<std::mutex> lock(mu_);
+  // Taken before the budget is checked, which would otherwise delete them to make room for the very same bytes.
+  const std::string data_dir = io::JoinPath(io::JoinPath(dir_, name), "data");
+  for (const PlannedFile& file : files) {
+    if (file.size > 0) (void)TakeRecycledLocked(io::JoinPath(data_dir, file.name), file.size, false);
+  }
   RETURN_IF_ERROR(FitsBudgetLocked(name, bytes, "reserve"));
   reserved_[{session, name}] += bytes;
   return Status::Ok();
@@ -290,6 +300,10 @@ Status MemoryStore::ReserveIncoming(uint64_t transfer, const std::string& name, 
 
 bool MemoryStore::TakeRecycled(const std::string& path, uint64_t size) {
   std::lock_guard<std::mutex> lock(mu_);
+  return TakeRecycledLocked(path, size, true);
+}
+
+bool MemoryStore::TakeRecycledLocked(const std::string& path, uint64_t size, bool replace) {
   // The smallest file that holds `size`, else the largest.
   const auto better = [size](uint64_t candidate, uint64_t current) {
     const bool holds = candidate >= size;
@@ -302,11 +316,16 @@ bool MemoryStore::TakeRecycled(const std::string& path, uint64_t size) {
   }
   if (chosen == recycled_.end()) return false;
   const std::string from = chosen->first;
+  const int moved = replace ? rename(from.c_str(), path.c_str())
+                            : renameat2(AT_FDCWD, from.c_str(), AT_FDCWD, path.c_str(), RENAME_NOREPLACE);
+  const int error = errno;
+  // Not replacing, a file already there (or no directory for it) leaves the recycled one for another.
+  if (moved != 0 && !replace) return false;
   recycled_bytes_ -= chosen->second;
   recycled_.erase(chosen);
-  if (rename(from.c_str(), path.c_str()) == 0) return true;
+  if (moved == 0) return true;
   // The caller creates a fresh file instead; this one is of no further use.
-  log_("a recycled file " + Quoted(from) + " could not be moved to " + Quoted(path) + ": " + std::strerror(errno));
+  log_("a recycled file " + Quoted(from) + " could not be moved to " + Quoted(path) + ": " + std::strerror(error));
   (void)unlink(from.c_str());
   return false;
 }

@@ -6,12 +6,13 @@
 //   M/<name>/                 a complete memory checkpoint (MANIFEST and data/*.bin, the on-disk format)
 //   M/.<name>.meta            its sidecar: the encoded MemoryCheckpoint, so that a restarted agent can adopt it
 //   M/<name>.tmp-<save id>/   a save in flight, claimed by its rank 0 (runtime/save_directory.h)
-//   M/.recycled/<n>           data files of the checkpoint retention removed last, for replicas to be written into
+//   M/.recycled/<n>           data files of the checkpoint retention removed last, for saves and replicas to write over
 //
 // Retention: the newest complete checkpoint is kept, and an older one only while it waits to be persisted; removing a
 // checkpoint removes the replicas of other nodes' files it holds (they live in its data/). Its data files are kept
 // as recycled files rather than deleted: filling fresh tmpfs pages costs several times writing over allocated ones
-// (0.7 s against 0.25 s a GiB measured here), and the next step's replicas, about as large, are written into them.
+// (0.7 s against 0.25 s a GiB measured here), and the next step's data files (the ranks' own, placed when their
+// save reserves its bytes, and the replicas), about as large, are written into them.
 // Recycled files count against the budget and are deleted first when a reservation needs their room, or when the
 // next removal brings newer ones. Every method is thread-safe: the socket loop, the persister's thread and the
 // replicator's thread share the store.
@@ -38,6 +39,12 @@ using LogFn = std::function<void(const std::string&)>;
 // A connection, as the owner of its reservations.
 using SessionId = uint64_t;
 
+// A data file a save is about to write: its name inside the save's data/ directory, and its size.
+struct PlannedFile {
+  std::string name;
+  uint64_t size = 0;
+};
+
 // kInvalidArgument unless `name` can be a directory entry of the memory directory: not empty, no '/', not "." or
 // "..", and not hidden (a leading '.' is the sidecars' namespace).
 Status ValidateEntryName(const std::string& name);
@@ -54,7 +61,10 @@ class MemoryStore {
 
   // Reserves `bytes` more for the temporary directory `name` written by `session`. kNoSpace when the kept
   // checkpoints and every reservation leave less than that: the message says what holds the budget and what to do.
-  Status Reserve(SessionId session, const std::string& name, uint64_t bytes);
+  // Each of `files` that is not empty nor there yet gets a recycled file, as TakeRecycled chooses, for the save's
+  // workers to write over (M/<name>/data/ must exist): filling allocated pages costs a fraction of fresh ones.
+  Status Reserve(SessionId session, const std::string& name, uint64_t bytes,
+                 const std::vector<PlannedFile>& files = {});
   // Forgets `session`'s reservation of `name` (none is fine) and removes M/<name> when no other session reserves
   // it and no live save claims it.
   void Release(SessionId session, const std::string& name);
@@ -133,6 +143,8 @@ class MemoryStore {
   // DropRecycledLocked deletes the recycled files; RecycleDataFilesLocked replaces them with the data files of
   // checkpoint `name` (RemoveEntryFiles).
   void DropRecycledLocked();
+  // TakeRecycled's work; with `replace` false a file already at `path` stays and the recycled one is kept.
+  bool TakeRecycledLocked(const std::string& path, uint64_t size, bool replace);
   void RecycleDataFilesLocked(const std::string& name);
   Entry* FindLocked(const std::string& name);
   std::optional<MemoryCheckpoint> QueueLocked(Entry& entry);

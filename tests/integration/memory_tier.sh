@@ -101,6 +101,13 @@ case "$name" in
     await_storage 1
     rm -rf "$(step_dir 1)"
     run 2 restore "$root" 1 memory ;;
+  recycles)  # a memory save writes over the files of the step before last instead of filling fresh memory
+    out=$(run_dying 2 recycles "$root" 2>&1)
+    echo "$out"
+    grep -q "step 3 was written into the files of step 1" <<<"$out" || { echo "the files were not checked" >&2; exit 1; }
+    await_storage 3
+    rm -rf "$(step_dir 3)"
+    run 2 restore "$root" 3 memory ;;
   larger-than-arena)  # a memory save the staging arena cannot hold at once streams through it, and reads back whole
     CKPT_ARENA_BYTES=$((64 << 20)) run 2 larger-than-arena "$root" ;;
   over-budget)  # a save past the agent's budget fails on every rank and leaves nothing anywhere

@@ -24,6 +24,9 @@
 //                                        rank may exist in the agent's memory (CKPT_AGENT_SHM_ROOT): the workers'
 //                                        copies wait for staging to end. Once the save is complete they must
 //                                        exist; then every rank SIGKILLs itself.
+//   recycles ROOT                        steps 1, 2 and 3 saved to memory: step 3's data files must be step 1's
+//                                        (the same inodes), which retention recycled when step 2 completed and the
+//                                        agent handed to step 3's save; then every rank SIGKILLs itself.
 //   larger-than-arena ROOT               a save to memory of 96 MiB per rank, more than the staging arena
 //                                        (CKPT_ARENA_BYTES) holds, so that staging must have windows written to
 //                                        make room; then loaded back from memory, every element checked.
@@ -35,6 +38,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -231,22 +235,27 @@ int OverBudget(const char* path) {
   return 0;
 }
 
-// This rank's data files ("data/<rank>-<file>.bin") anywhere under the agents' memory root.
-int RankDataFiles(int rank) {
-  static std::string pattern;
-  static int found;
-  pattern = "*/data/" + std::to_string(rank) + "-*.bin";
-  found = 0;
+// The inode numbers of the files under the agents' memory root (CKPT_AGENT_SHM_ROOT) whose paths match `pattern`.
+std::set<ino_t> MemoryFiles(const std::string& pattern) {
+  static std::string wanted;
+  static std::set<ino_t> found;
+  wanted = pattern;
+  found.clear();
   const char* root = std::getenv("CKPT_AGENT_SHM_ROOT");
-  if (root == nullptr) return -1;
+  if (root == nullptr) return found;
   nftw(
       root,
-      [](const char* path, const struct stat*, int type, struct FTW*) {
-        if (type == FTW_F && fnmatch(pattern.c_str(), path, 0) == 0) ++found;
+      [](const char* path, const struct stat* st, int type, struct FTW*) {
+        if (type == FTW_F && fnmatch(wanted.c_str(), path, 0) == 0) found.insert(st->st_ino);
         return 0;
       },
       16, FTW_PHYS);
   return found;
+}
+
+// This rank's data files ("data/<rank>-<file>.bin") anywhere under the agents' memory root.
+int RankDataFiles(int rank) {
+  return static_cast<int>(MemoryFiles("*/data/" + std::to_string(rank) + "-*.bin").size());
 }
 
 struct StagingWatch {
@@ -284,6 +293,30 @@ int WritesAfterStaging(const char* root) {
   if (s.rank == 0) std::printf("memory saves write after staging: %d report(s) checked\n", watch.reports);
   std::fflush(stdout);
   AwaitEveryRank(s, root, "saved");
+  raise(SIGKILL);
+  return 1;
+}
+
+int Recycles(const char* root) {
+  Session s;
+  ckpt_manager_t* manager = OpenMemoryManager(s, root);
+  std::set<ino_t> step_1_files, step_3_files;
+  for (uint64_t step = 1; step <= 3; ++step) {
+    s.Check(SaveStep(s, manager, step), ("step " + std::to_string(step)).c_str());
+    char name[32];
+    std::snprintf(name, sizeof name, "step-%012llu", static_cast<unsigned long long>(step));
+    // Every rank's files once the save is complete on every rank, this rank's own later.
+    if (step == 1) step_1_files = MemoryFiles(std::string("*/") + name + "-*/data/*.bin");
+    if (step == 3)
+      step_3_files = MemoryFiles(std::string("*/") + name + "-*/data/" + std::to_string(s.rank) + "-*.bin");
+  }
+  if (step_1_files.empty() || step_3_files.empty()) Die(s.rank, "no data files of steps 1 and 3 in the memory root");
+  for (ino_t file : step_3_files) {
+    if (step_1_files.count(file) == 0) Die(s.rank, "a data file of step 3 is a fresh file, not one of step 1's");
+  }
+  if (s.rank == 0) std::printf("step 3 was written into the files of step 1\n");
+  std::fflush(stdout);
+  AwaitEveryRank(s, root, "recycled");
   raise(SIGKILL);
   return 1;
 }
@@ -336,6 +369,7 @@ int main(int argc, char** argv) {
   if (mode == "agent-dies" && argc == 3) return AgentDies(argv[2]);
   if (mode == "writes-after-staging" && argc == 3) return WritesAfterStaging(argv[2]);
   if (mode == "larger-than-arena" && argc == 3) return LargerThanArena(argv[2]);
+  if (mode == "recycles" && argc == 3) return Recycles(argv[2]);
   std::fprintf(stderr, "usage: ckpt_scenario_memory MODE ARGS... (see the comment at the top of scenario_memory.cc)\n");
   return 2;
 }

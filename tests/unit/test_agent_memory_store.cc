@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -198,6 +199,35 @@ TEST_F(AgentMemoryStoreTest, RecycledFilesCountAgainstTheBudgetAndGiveWayToARese
   EXPECT_TRUE(left->empty());
   // What even that cannot make room for is refused.
   EXPECT_EQ(store->Reserve(1, "d.tmp-1", 1100).code(), Code::kNoSpace);
+}
+
+TEST_F(AgentMemoryStoreTest, AReservationGetsRecycledFilesForTheDataFilesItNamesButNotOverItsOwn) {
+  auto store = Open(1 << 20);
+  MakeCheckpoint("a", 1000);
+  std::ofstream(dir_ + "/a/data/1-0.bin") << std::string(300, 'y');
+  struct stat recycled;
+  ASSERT_EQ(lstat((dir_ + "/a/data/0-0.bin").c_str(), &recycled), 0);
+  MakeCheckpoint("b", 10);
+  ASSERT_TRUE(store->Complete(1, "", Checkpoint("a"), false).ok());
+  ASSERT_TRUE(store->Complete(1, "", Checkpoint("b"), false).ok());
+  ASSERT_EQ(store->RecycledBytes(), 1300u);
+
+  // The save writes 0-0.bin (900 bytes) and 0-1.bin (200), and already has a file of its own at 0-1.bin.
+  const std::string data = dir_ + "/c.tmp-1/data";
+  ASSERT_TRUE(io::MakeDirectories(data).ok());
+  std::ofstream(data + "/0-1.bin") << "its own";
+  ASSERT_TRUE(store->Reserve(1, "c.tmp-1", 1100, {{"0-0.bin", 900}, {"0-1.bin", 200}}).ok());
+  struct stat placed;
+  ASSERT_EQ(lstat((data + "/0-0.bin").c_str(), &placed), 0);
+  EXPECT_EQ(placed.st_ino, recycled.st_ino) << "the smallest recycled file that holds 900 bytes";
+  std::ifstream own(data + "/0-1.bin");
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(own), {}), "its own") << "a file there is never replaced";
+  EXPECT_EQ(store->RecycledBytes(), 300u) << "the file left stays recycled";
+
+  // Only a save's temporary gets files, and only plain names inside its data/ directory.
+  EXPECT_EQ(store->Reserve(1, "b", 10, {{"0-0.bin", 10}}).code(), Code::kInvalidArgument);
+  EXPECT_EQ(store->Reserve(1, "d.tmp-1", 10, {{"../0-0.bin", 10}}).code(), Code::kInvalidArgument);
+  EXPECT_EQ(store->RecycledBytes(), 300u);
 }
 
 TEST_F(AgentMemoryStoreTest, AFetchedOlderStepNeverDisplacesANewerOne) {

@@ -222,6 +222,17 @@ TEST(AgentReplicationProtocolTest, NewFieldsSurviveTheRoundTrip) {
   EXPECT_EQ(fetch_back->files, fetch.files);
   EXPECT_EQ(fetch_back->checkpoint.name, c.name);
 
+  coll::agent::Request reserve;
+  reserve.op = coll::agent::Op::kReserve;
+  reserve.name = "step-3.tmp-00000000deadbeef";
+  reserve.bytes = 1 << 20;
+  reserve.files = {"1-0.bin", "1-1.bin"};
+  reserve.file_sizes = {700000, 348576};
+  Result<coll::agent::Request> reserve_back = coll::agent::DecodeRequest(coll::agent::EncodeRequest(reserve));
+  ASSERT_TRUE(reserve_back.ok()) << reserve_back.status().message();
+  EXPECT_EQ(reserve_back->files, reserve.files);
+  EXPECT_EQ(reserve_back->file_sizes, reserve.file_sizes);
+
   coll::agent::Request reassign;
   reassign.op = coll::agent::Op::kReassign;
   reassign.checkpoint.name = "step-2";

@@ -546,6 +546,35 @@ TEST_P(FileJobsTest, CreateOfExistingFileFails) {
   EXPECT_EQ(ReadWhole(Path("f")), "already here");
 }
 
+// A memory-tier save writes over a file the agent recycled: the same inode (its pages reused), longer than the new
+// contents before, and exactly them after.
+TEST_P(FileJobsTest, CreateThatMayOverwriteWritesOverAnExistingFileAndCutsItToItsSize) {
+  std::ofstream(Path("f")) << std::string(3 * kPage + 100, 'r');
+  struct stat before;
+  ASSERT_EQ(stat(Path("f").c_str(), &before), 0);
+  const std::vector<FileSegment> segments = Layout({5000, 3000});
+  const std::vector<std::string> data = StageAll(segments, 21);
+  WriteJob job = MakeWrite("f", segments, true, true);
+  job.overwrite_existing = true;
+  Result<WriteResult> written = executor_->Write(job);
+  ASSERT_TRUE(written.ok()) << written.status().message();
+  ExpectFileHolds("f", segments, data, *written);
+  struct stat after;
+  ASSERT_EQ(stat(Path("f").c_str(), &after), 0);
+  EXPECT_EQ(after.st_ino, before.st_ino);
+}
+
+TEST_P(FileJobsTest, CreateThatMayOverwriteStillRefusesALink) {
+  std::ofstream(Path("target")) << "elsewhere";
+  ASSERT_EQ(symlink(Path("target").c_str(), Path("f").c_str()), 0);
+  const std::vector<FileSegment> segments = Layout({kPage});
+  StageAll(segments, 22);
+  WriteJob job = MakeWrite("f", segments, true, true);
+  job.overwrite_existing = true;
+  EXPECT_FALSE(executor_->Write(job).ok());
+  EXPECT_EQ(ReadWhole(Path("target")), "elsewhere");
+}
+
 TEST_P(FileJobsTest, LaterJobForAFileNeverCreatedIsNotFound) {
   const std::vector<FileSegment> segments = Layout({kPage});
   StageAll(segments, 8);

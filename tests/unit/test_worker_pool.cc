@@ -79,6 +79,7 @@ WriteJob SampleWrite() {
   WriteJob job;
   job.path = "/ckpt/data/0-1.bin";
   job.create = true;
+  job.overwrite_existing = true;
   job.finish = true;
   job.final_size = 12345;
   job.block_size = 4096;
@@ -131,6 +132,7 @@ TEST(WorkerProtocolTest, WriteRequestRoundTrips) {
   EXPECT_EQ(decoded->job_id, 77u);
   EXPECT_EQ(decoded->write.path, job.path);
   EXPECT_TRUE(decoded->write.create);
+  EXPECT_TRUE(decoded->write.overwrite_existing);
   EXPECT_TRUE(decoded->write.finish);
   EXPECT_EQ(decoded->write.final_size, 12345u);
   ASSERT_EQ(decoded->write.segments.size(), 2u);
