@@ -191,10 +191,17 @@ Status MemoryStore::Reserve(SessionId session, const std::string& name, uint64_t
   std::lock_guard<std::mutex> lock(mu_);
   // Taken before the budget is checked, which would otherwise delete them to make room for the very same bytes.
   const std::string data_dir = io::JoinPath(io::JoinPath(dir_, name), "data");
+  std::vector<std::string> placed;
   for (const PlannedFile& file : files) {
-    if (file.size > 0) (void)TakeRecycledLocked(io::JoinPath(data_dir, file.name), file.size, false);
+    const std::string path = io::JoinPath(data_dir, file.name);
+    if (file.size > 0 && TakeRecycledLocked(path, file.size, false)) placed.push_back(path);
   }
-  RETURN_IF_ERROR(FitsBudgetLocked(name, bytes, "reserve"));
+  const Status fits = FitsBudgetLocked(name, bytes, "reserve");
+  if (!fits.ok()) {
+    // Counted nowhere now (neither recycled nor reserved): deleted, so that no memory escapes the budget.
+    for (const std::string& path : placed) (void)unlink(path.c_str());
+    return fits;
+  }
   reserved_[{session, name}] += bytes;
   return Status::Ok();
 }
@@ -482,8 +489,8 @@ void MemoryStore::RecycleDataFilesLocked(const std::string& name) {
   for (const std::string& file : *files) {
     const std::string from = io::JoinPath(data, file);
     struct stat st;
-    if (!ValidateEntryName(file).ok() || lstat(from.c_str(), &st) != 0 || !S_ISREG(st.st_mode) ||
-        st.st_nlink != 1 || st.st_size == 0) {
+    if (!ValidateEntryName(file).ok() || lstat(from.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_nlink != 1 ||
+        st.st_size == 0) {
       continue;
     }
     const std::string to = io::JoinPath(recycled_dir, std::to_string(next_recycled_++));

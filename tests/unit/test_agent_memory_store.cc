@@ -230,6 +230,20 @@ TEST_F(AgentMemoryStoreTest, AReservationGetsRecycledFilesForTheDataFilesItNames
   EXPECT_EQ(store->RecycledBytes(), 300u);
 }
 
+TEST_F(AgentMemoryStoreTest, ARefusedReservationLeavesNoRecycledFileInItsTemporary) {
+  auto store = Open(4096);
+  MakeCheckpoint("a", 3000);
+  MakeCheckpoint("b", 10);
+  ASSERT_TRUE(store->Complete(1, "", Checkpoint("a"), false).ok());
+  ASSERT_TRUE(store->Complete(1, "", Checkpoint("b"), false).ok());
+  ASSERT_EQ(store->RecycledBytes(), 3000u);
+  const std::string data = dir_ + "/c.tmp-1/data";
+  ASSERT_TRUE(io::MakeDirectories(data).ok());
+  EXPECT_EQ(store->Reserve(1, "c.tmp-1", 5000, {{"0-0.bin", 3000}}).code(), Code::kNoSpace);
+  EXPECT_FALSE(io::PathExists(data + "/0-0.bin")) << "memory counted neither as recycled nor as reserved";
+  EXPECT_EQ(store->RecycledBytes(), 0u);
+}
+
 TEST_F(AgentMemoryStoreTest, AFetchedOlderStepNeverDisplacesANewerOne) {
   auto store = Open(1 << 20);
   MakeCheckpoint("step-5", 10);
