@@ -196,16 +196,21 @@ case "$name" in
     [ "$rc" = 137 ] || { echo "expected the stopped rank to be killed (137), got $rc" >&2; exit 1; }
     [ "$(echo "$out" | grep -c "timed out after")" = 2 ] || { echo "not every rank reported the timeout" >&2; exit 1; } ;;
   launchers-store-port)  # torchrun's store holds MASTER_PORT: ckpt's store takes the next port, beside it
-    # The holder listens on a port whose successor is free, and prints it.
-    python3 -c 'import socket, sys, time
+    # The holder listens on a port whose successor is free, and prints it. Both lie below the kernel's ephemeral
+    # range, as the launcher's own do: a successor in that range can be given to another test's connection before
+    # the store binds it.
+    python3 -c 'import random, socket, time
+first_ephemeral = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
 while True:
     held, after = socket.socket(), socket.socket()
-    held.bind(("127.0.0.1", 0))
+    port = random.randrange(10000, first_ephemeral - 1)
     try:
-        after.bind(("127.0.0.1", held.getsockname()[1] + 1))
+        held.bind(("127.0.0.1", port))
+        after.bind(("127.0.0.1", port + 1))
     except OSError:
+        held.close(); after.close()
         continue
-    after.close(); held.listen(); print(held.getsockname()[1], flush=True); time.sleep(60)' > "$work/port" &
+    after.close(); held.listen(); print(port, flush=True); time.sleep(60)' > "$work/port" &
     holder=$!
     trap 'kill $holder 2>/dev/null' EXIT
     until [ -s "$work/port" ]; do sleep 0.1; done
