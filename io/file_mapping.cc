@@ -18,8 +18,21 @@ Result<FileMapping> FileMapping::Map(int fd, const std::string& path, uint64_t o
   if (base == MAP_FAILED) return ErrnoStatus(errno, "cannot map " + Quoted(path));
   mapping.base_ = base;
   mapping.mapped_ = lead + length;
-  mapping.data_ = static_cast<const char*>(base) + lead;
+  mapping.data_ = static_cast<char*>(base) + lead;
   mapping.size_ = length;
+  return mapping;
+}
+
+Result<FileMapping> FileMapping::MapForFilling(int fd, const std::string& path, uint64_t length) {
+  FileMapping mapping;
+  if (length == 0) return mapping;
+  void* base = mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
+  if (base == MAP_FAILED) return ErrnoStatus(errno, "cannot map " + Quoted(path) + " for writing");
+  mapping.base_ = base;
+  mapping.mapped_ = length;
+  mapping.data_ = static_cast<char*>(base);
+  mapping.size_ = length;
+  mapping.writable_ = true;
   return mapping;
 }
 
@@ -29,7 +42,8 @@ FileMapping::FileMapping(FileMapping&& other) noexcept
     : base_(std::exchange(other.base_, nullptr)),
       mapped_(std::exchange(other.mapped_, 0)),
       data_(std::exchange(other.data_, nullptr)),
-      size_(std::exchange(other.size_, 0)) {}
+      size_(std::exchange(other.size_, 0)),
+      writable_(std::exchange(other.writable_, false)) {}
 
 FileMapping& FileMapping::operator=(FileMapping&& other) noexcept {
   if (this != &other) {
@@ -38,6 +52,7 @@ FileMapping& FileMapping::operator=(FileMapping&& other) noexcept {
     mapped_ = std::exchange(other.mapped_, 0);
     data_ = std::exchange(other.data_, nullptr);
     size_ = std::exchange(other.size_, 0);
+    writable_ = std::exchange(other.writable_, false);
   }
   return *this;
 }

@@ -76,7 +76,7 @@ class Replicator::Engine {
     bool done = false;
     ucs_status_t status = UCS_OK;
     uint64_t received = 0;
-    Buffer bounce;  // a chunk receive's buffer, written to its file once the chunk is in
+    Buffer bounce;  // a chunk receive's buffer, written to its file once the chunk is in; none if received into it
   };
   struct Endpoint {
     Engine* engine = nullptr;
@@ -117,6 +117,9 @@ class Replicator::Engine {
     uint64_t fetch_id = 0;  // the fetch it answers; 0 for a replica
     std::vector<FileInfo> files;
     std::vector<UniqueFd> parts;  // the hidden files being filled
+    // By file: the mapping its chunks are received into (MapIfAllocated); empty where they go through a buffer and
+    // the writer.
+    std::vector<io::FileMapping> targets;
     std::vector<Chunk> chunks;
     size_t next = 0;
     size_t received = 0;

@@ -23,12 +23,19 @@ Result<UniqueFd> CreatePartFile(const std::string& path, uint64_t size, bool rec
   if (!recycled && unlink(path.c_str()) != 0 && errno != ENOENT) {
     return io::ErrnoStatus(errno, "cannot remove the earlier " + Quoted(path));
   }
-  UniqueFd fd(open(path.c_str(), O_WRONLY | O_NOFOLLOW | O_CLOEXEC | (recycled ? 0 : O_CREAT | O_EXCL), 0600));
+  UniqueFd fd(open(path.c_str(), O_RDWR | O_NOFOLLOW | O_CLOEXEC | (recycled ? 0 : O_CREAT | O_EXCL), 0600));
   if (!fd.valid()) return io::ErrnoStatus(errno, "cannot create " + Quoted(path));
   if (ftruncate(fd.get(), static_cast<off_t>(size)) != 0) {
     return io::ErrnoStatus(errno, "cannot size " + Quoted(path) + " to " + std::to_string(size) + " bytes");
   }
   return fd;
+}
+
+Result<io::FileMapping> MapIfAllocated(int fd, const std::string& path, uint64_t size) {
+  struct stat st;
+  if (fstat(fd, &st) != 0) return io::ErrnoStatus(errno, "cannot stat " + Quoted(path));
+  if (static_cast<uint64_t>(st.st_blocks) * 512 < size) return io::FileMapping();  // st_blocks: the pages it holds
+  return io::FileMapping::MapForFilling(fd, path, size);
 }
 
 Status WriteFully(int fd, const char* data, uint64_t size, uint64_t offset, const std::string& path) {

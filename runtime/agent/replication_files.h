@@ -18,9 +18,14 @@ namespace ckpt::agent {
 // A regular file (links are not followed), mapped whole for sending.
 Result<io::FileMapping> MapForSending(const std::string& path);
 
-// `path` sized to `size` and open for writing: created afresh (an older one is replaced), or, `recycled`, the file
-// MemoryStore::TakeRecycled moved there, whose pages are written over.
+// `path` sized to `size` and open for reading and writing (so that it can be mapped for filling): created afresh (an
+// older one is replaced), or, `recycled`, the file MemoryStore::TakeRecycled moved there, whose pages are written over.
 Result<UniqueFd> CreatePartFile(const std::string& path, uint64_t size, bool recycled);
+// The part file `fd` (at `path`), already sized to `size`, mapped for receiving into where every page of it exists
+// (a recycled file no smaller than the replica, without holes); otherwise an empty mapping, and the file is filled
+// through writes: a mapping's missing pages are allocated one fault at a time, on the receiving thread, and a fault
+// that finds memory full raises SIGBUS where a write returns ENOSPC.
+Result<io::FileMapping> MapIfAllocated(int fd, const std::string& path, uint64_t size);
 // Writes `size` bytes of `data` at `offset` of `fd` (the file at `path`, for messages).
 Status WriteFully(int fd, const char* data, uint64_t size, uint64_t offset, const std::string& path);
 

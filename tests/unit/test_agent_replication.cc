@@ -575,6 +575,52 @@ TEST_F(AgentReplicationTest, AReceiverWhoseMemoryFillsUpFailsThePushAndKeepsNoPa
   EXPECT_FALSE(io::PathExists(b.dir + "/" + kName + "/data/0-0.bin"));
 }
 
+// A replica larger than the recycled file it is received into: the file must grow, in memory that is full. The push
+// must fail, naming the lack of room, instead of the receiver filling a mapping whose missing pages raise SIGBUS.
+TEST_F(AgentReplicationTest, AReceiverWithoutRoomToGrowARecycledFileFailsThePushAndLives) {
+  if (geteuid() != 0) GTEST_SKIP() << "mounting a small tmpfs needs root";
+  const std::string b_dir = root_ + "/node-b";
+  ASSERT_EQ(mkdir(b_dir.c_str(), 0700), 0) << std::strerror(errno);
+  ASSERT_EQ(mount("ckpt-test-full", b_dir.c_str(), "tmpfs", 0, "size=6m"), 0) << std::strerror(errno);
+  struct Unmount {
+    std::string dir;
+    ~Unmount() { umount2(dir.c_str(), MNT_DETACH); }
+  } unmount{b_dir};
+  Node& a = AddNode("node-a");
+  Node& b = AddNode("node-b");
+  ASSERT_TRUE(a.replicator && b.replicator);
+  Connect();
+  WriteCheckpoint(a, {{"0-0.bin", Pattern(1 << 20, 13)}});
+  WriteCheckpoint(b, {});
+  Complete(b, Checkpoint(1, {}));
+  Complete(a, Checkpoint(0, {"0-0.bin"}));
+  a.replicator->Replicate(kName);
+  ASSERT_EQ(ReplicationOutcome(a), "");
+  const std::string next = "step-8";
+  WriteCheckpoint(b, {}, "manifest of step 8", next);
+  Complete(b, Checkpoint(1, {}, next));
+  ASSERT_EQ(b.store->RecycledBytes(), 1u << 20) << "step 7's replica is not b's recycled file";
+
+  WriteCheckpoint(a, {{"0-0.bin", Pattern(8 << 20, 14)}}, "manifest of step 8", next);
+  Complete(a, Checkpoint(0, {"0-0.bin"}, next));
+  a.replicator->Replicate(next);
+  const std::string error = ReplicationOutcome(a, 20s, next);
+  EXPECT_NE(error.find("node 'node-b'"), std::string::npos) << error;
+  EXPECT_NE(error.find(std::strerror(ENOSPC)), std::string::npos) << error;
+  EXPECT_FALSE(io::PathExists(b.dir + "/" + next + "/data/0-0.bin"));
+
+  // And b still receives: the next step's replica, which fits, lands whole.
+  const std::string last = "step-9";
+  const std::string fits = Pattern(512 << 10, 15);
+  WriteCheckpoint(b, {}, "manifest of step 9", last);
+  Complete(b, Checkpoint(1, {}, last));
+  WriteCheckpoint(a, {{"0-0.bin", fits}}, "manifest of step 9", last);
+  Complete(a, Checkpoint(0, {"0-0.bin"}, last));
+  a.replicator->Replicate(last);
+  ASSERT_EQ(ReplicationOutcome(a, 20s, last), "");
+  EXPECT_EQ(ReadAll(b.dir + "/" + last + "/data/0-0.bin"), fits);
+}
+
 TEST_F(AgentReplicationTest, ASingleNodeSaveIsReplicatedAtCompletion) {
   Node& a = AddNode("node-a");
   WriteCheckpoint(a, {{"0-0.bin", "x"}});
