@@ -2,8 +2,9 @@
 //
 // After a multi-node save, each node's agent pushes its own files (and the MANIFEST) to the `replicas` nodes after
 // it in the ring; a node that lacks a checkpoint's files (a replaced node) fetches them from the peers that hold
-// them. The messages are in replication_wire.h; the file bytes travel in chunks, sent from a mapping of the source
-// and received into buffers that a writer thread writes into the destination file, several in flight.
+// them. The messages are in replication_wire.h; the file bytes travel in chunks, several in flight, sent from a
+// mapping of the source and received straight into a mapping of the destination where it is a recycled file whose
+// pages all exist, else into buffers that a writer thread writes into the destination file.
 //
 // One thread owns the UCX worker: it progresses it, sleeping on the worker's event fd and an eventfd that the
 // agent's calls wake it with, so the agent's socket loop never waits on the network. Nothing waits forever: an
