@@ -74,12 +74,22 @@ class AgentReplicationTest : public ::testing::Test {
   }
   void TearDown() override {
     for (auto& node : nodes_) node->replicator.reset();
+    for (const std::string& dir : mounts_) umount2(dir.c_str(), MNT_DETACH);
     if (had_tls_) {
       setenv("UCX_TLS", saved_tls_.c_str(), 1);
     } else {
       unsetenv("UCX_TLS");
     }
     (void)io::RemoveTree(root_);
+  }
+
+  // Makes node `name`'s memory directory a tmpfs of `options` ("size=4m"): its memory fills up before its budget.
+  // Needs root.
+  void MountSmallMemory(const std::string& name, const char* options) {
+    const std::string dir = root_ + "/" + name;
+    ASSERT_EQ(mkdir(dir.c_str(), 0700), 0) << std::strerror(errno);
+    ASSERT_EQ(mount("ckpt-test-full", dir.c_str(), "tmpfs", 0, options), 0) << std::strerror(errno);
+    mounts_.push_back(dir);
   }
 
   Node& AddNode(const std::string& name, uint64_t budget = 1ull << 30, std::string job = kJob, std::string secret = "",
@@ -176,6 +186,7 @@ class AgentReplicationTest : public ::testing::Test {
   }
 
   std::string root_;
+  std::vector<std::string> mounts_;  // tmpfs mounted under root_, unmounted when the test ends
   std::string saved_tls_;
   bool had_tls_ = false;
   std::vector<std::unique_ptr<Node>> nodes_;
@@ -553,13 +564,7 @@ TEST_F(AgentReplicationTest, AnAgentThatStopsWhileAPeerConnectsDoesNotAbortThePr
 // the cause, and the receiver keeps no partial file.
 TEST_F(AgentReplicationTest, AReceiverWhoseMemoryFillsUpFailsThePushAndKeepsNoPartialFile) {
   if (geteuid() != 0) GTEST_SKIP() << "mounting a small tmpfs needs root";
-  const std::string b_dir = root_ + "/node-b";
-  ASSERT_EQ(mkdir(b_dir.c_str(), 0700), 0) << std::strerror(errno);
-  ASSERT_EQ(mount("ckpt-test-full", b_dir.c_str(), "tmpfs", 0, "size=4m"), 0) << std::strerror(errno);
-  struct Unmount {
-    std::string dir;
-    ~Unmount() { umount2(dir.c_str(), MNT_DETACH); }
-  } unmount{b_dir};
+  ASSERT_NO_FATAL_FAILURE(MountSmallMemory("node-b", "size=4m"));
   Node& a = AddNode("node-a");
   Node& b = AddNode("node-b");
   ASSERT_TRUE(a.replicator && b.replicator);
@@ -579,13 +584,7 @@ TEST_F(AgentReplicationTest, AReceiverWhoseMemoryFillsUpFailsThePushAndKeepsNoPa
 // must fail, naming the lack of room, instead of the receiver filling a mapping whose missing pages raise SIGBUS.
 TEST_F(AgentReplicationTest, AReceiverWithoutRoomToGrowARecycledFileFailsThePushAndLives) {
   if (geteuid() != 0) GTEST_SKIP() << "mounting a small tmpfs needs root";
-  const std::string b_dir = root_ + "/node-b";
-  ASSERT_EQ(mkdir(b_dir.c_str(), 0700), 0) << std::strerror(errno);
-  ASSERT_EQ(mount("ckpt-test-full", b_dir.c_str(), "tmpfs", 0, "size=6m"), 0) << std::strerror(errno);
-  struct Unmount {
-    std::string dir;
-    ~Unmount() { umount2(dir.c_str(), MNT_DETACH); }
-  } unmount{b_dir};
+  ASSERT_NO_FATAL_FAILURE(MountSmallMemory("node-b", "size=6m"));
   Node& a = AddNode("node-a");
   Node& b = AddNode("node-b");
   ASSERT_TRUE(a.replicator && b.replicator);
