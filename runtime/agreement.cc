@@ -184,4 +184,13 @@ Status Agree(coll::ControlPlane& control, std::string_view step, const Status& l
       .status();
 }
 
+std::vector<std::string> WithStatus(std::string_view step, const Status& local, std::vector<std::string> outgoing,
+                                    int world_size) {
+  outgoing.resize(static_cast<size_t>(world_size));
+  for (std::string& payload : outgoing) payload = EncodeContribution(step, local, payload);
+  return outgoing;
+}
+
+Result<std::vector<std::string>> JudgeExchange(const std::vector<std::string>& received) { return Judge(received); }
+
 }  // namespace ckpt::runtime

@@ -37,4 +37,14 @@ Result<std::string> DecideAtRoot(coll::ControlPlane& control, std::string_view s
 // Every rank's status, agreed through rank 0 (DecideAtRoot): Ok on every rank, or the same error on every rank.
 Status Agree(coll::ControlPlane& control, std::string_view step, const Status& local);
 
+// An all-to-all exchange that carries an agreement with it, in one collective where an Agree before the exchange
+// takes three (gather, broadcast, exchange): each rank sends every rank its status with the payload meant for that
+// rank, and every rank judges the statuses it received as AgreeAndGather does.
+// WithStatus: what this rank sends, by rank (`outgoing` has world_size payloads, or none where `local` failed).
+std::vector<std::string> WithStatus(std::string_view step, const Status& local, std::vector<std::string> outgoing,
+                                    int world_size);
+// What each rank sent this one, by rank, or the error every rank judges alike. A malformed contribution fails only
+// the rank that received it, so an agreement must follow before anything is written.
+Result<std::vector<std::string>> JudgeExchange(const std::vector<std::string>& received);
+
 }  // namespace ckpt::runtime

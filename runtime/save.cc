@@ -120,15 +120,23 @@ Status Replan(Context& ctx, const RankDescriptor& mine, uint64_t structure, cons
                    control.AllToAllV(PartitionDescriptor(mine, ctx.world_size()), control.timeout()));
   Result<std::vector<RankDescriptor>> owned = DecodeOwnedDescriptors(incoming, ctx.rank());
   incoming = {};
-  RETURN_IF_ERROR(
-      Agree(control, "save (coverage)", owned.ok() ? ValidateCoverage(owned.value(), ctx.rank()) : owned.status()));
-  SavePlanOptions owner_options = options;
-  owner_options.rotation = ctx.rank();
-  const SavePlan owned_plan = PlanSave(owned.value(), owner_options);
-  ASSIGN_OR_RETURN(std::vector<std::string> routed,
-                   control.AllToAllV(RouteWriteItems(owned_plan, owned.value(), ctx.rank()), control.timeout()));
+  const Status coverage = owned.ok() ? ValidateCoverage(owned.value(), ctx.rank()) : owned.status();
+  std::vector<std::string> routes;
+  if (coverage.ok()) {
+    SavePlanOptions owner_options = options;
+    owner_options.rotation = ctx.rank();
+    routes = RouteWriteItems(PlanSave(owned.value(), owner_options), owned.value(), ctx.rank());
+  }
+  // Every owner's coverage check travels with its routed items, which spares a first save the two rounds of
+  // agreeing on the checks before routing. A failed check reaches every rank alike and goes on into the plan's
+  // agreement, which also settles a rank's own failure to read what it received, before anything is staged.
+  ASSIGN_OR_RETURN(const std::vector<std::string> received,
+                   control.AllToAllV(WithStatus("save (coverage)", coverage, std::move(routes), ctx.world_size()),
+                                     control.timeout()));
+  const Result<std::vector<std::string>> routed = JudgeExchange(received);
   auto skeleton = ctx.rank() == 0 ? std::make_shared<ManifestSkeleton>() : nullptr;
-  Result<SavePlan> plan = MergeWriteItems(routed, ctx.rank(), skeleton.get());
+  Result<SavePlan> plan =
+      routed.ok() ? MergeWriteItems(routed.value(), ctx.rank(), skeleton.get()) : Result<SavePlan>(routed.status());
   RETURN_IF_ERROR(Agree(control, "save (plan)", plan.status()));
   cache.plan = std::move(plan).value();
   cache.skeleton = std::move(skeleton);

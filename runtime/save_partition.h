@@ -2,7 +2,8 @@
 //   1. each rank sends the shards of each key only to the key's owner (KeyChecker), in one all-to-all;
 //   2. each owner checks the coverage of its keys (ValidateCoverage), deduplicates them and chooses their writers
 //      (PlanSave), and in a second all-to-all sends each writer its own write items, and rank 0 the records the
-//      manifest needs (every key's dtype and global shape, or grid);
+//      manifest needs (every key's dtype and global shape, or grid); the check's outcome travels with them
+//      (WithStatus, agreement.h), so a failed check is every rank's error without a round of its own;
 //   3. each rank merges what the owners sent into its plan: its own items only.
 // Rank 0 also learns every rank's node (each rank sends it a message in step 1, empty of shards if need be), so the
 // manifest can count nodes. What a rank sends and receives grows with its own shards and keys, not with the job.

@@ -1,5 +1,6 @@
 // AgreeAndGather and Agree: every rank gets every payload (or the verdict), or the same error naming the failing
-// ranks and what they said, decided at rank 0.
+// ranks and what they said, decided at rank 0. WithStatus and JudgeExchange: the same judgement, made by every rank
+// over an all-to-all exchange.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -162,6 +163,49 @@ TEST(AgreementTest, ADecisionThatFailsIsEveryRanksErrorAndAFailedRankSkipsTheDec
   EXPECT_FALSE(decided) << "rank 0 decides only when every rank succeeded";
   EXPECT_EQ(failed.status().code(), Code::kNotFound);
   EXPECT_NE(failed.status().message().find("rank 1: no such file"), std::string::npos) << failed.status().message();
+}
+
+// What rank `to` receives in an exchange where rank r sends WithStatus(kStep, statuses[r], {"r->0", "r->1", ...}).
+std::vector<std::string> ReceivedBy(int to, const std::vector<Status>& statuses) {
+  const int world = static_cast<int>(statuses.size());
+  std::vector<std::string> received;
+  for (int from = 0; from < world; ++from) {
+    std::vector<std::string> outgoing;
+    for (int r = 0; r < world; ++r) outgoing.push_back(std::to_string(from) + "->" + std::to_string(r));
+    received.push_back(WithStatus(kStep, statuses[from], std::move(outgoing), world)[to]);
+  }
+  return received;
+}
+
+TEST(AgreementTest, AnExchangeWithStatusesGivesEachRankWhatEveryRankSentIt) {
+  const std::vector<Status> fine(3, Status::Ok());
+  Result<std::vector<std::string>> got = JudgeExchange(ReceivedBy(1, fine));
+  ASSERT_TRUE(got.ok()) << got.status().message();
+  EXPECT_EQ(*got, (std::vector<std::string>{"0->1", "1->1", "2->1"}));
+}
+
+TEST(AgreementTest, AFailureCarriedByAnExchangeIsTheSameErrorOnEveryRank) {
+  const std::vector<Status> statuses = {Status::Ok(), Mismatch("tensor 'w': rows [6, 8) held by nobody"), Status::Ok(),
+                                        Mismatch("tensor 'w': rows [6, 8) held by nobody")};
+  for (int rank = 0; rank < 4; ++rank) {
+    Result<std::vector<std::string>> got = JudgeExchange(ReceivedBy(rank, statuses));
+    EXPECT_EQ(got.status().code(), Code::kMismatch) << "rank " << rank;
+    EXPECT_EQ(got.status().message(), "ranks 1, 3: tensor 'w': rows [6, 8) held by nobody") << "rank " << rank;
+  }
+}
+
+TEST(AgreementTest, ARankThatFailedSendsItsStatusWithoutPayloads) {
+  const std::vector<std::string> sent = WithStatus(kStep, NoSpace("disk full"), {}, 3);
+  ASSERT_EQ(sent.size(), 3u) << "every rank hears of the failure";
+  for (const std::string& contribution : sent) EXPECT_EQ(contribution, Contribution(NoSpace("disk full")));
+}
+
+TEST(AgreementTest, RanksInDifferentStepsOfAnExchangeGetMismatch) {
+  std::vector<std::string> received = ReceivedBy(0, {Status::Ok(), Status::Ok()});
+  received[1] = Contribution(Status::Ok(), "request", "load (requests)");
+  const Status got = JudgeExchange(received).status();
+  EXPECT_EQ(got.code(), Code::kMismatch);
+  EXPECT_NE(got.message().find("rank 1: called load (requests)"), std::string::npos) << got.message();
 }
 
 }  // namespace
