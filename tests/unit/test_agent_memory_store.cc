@@ -41,6 +41,16 @@ class AgentMemoryStoreTest : public ::testing::Test {
     std::ofstream(dir_ + "/" + name + "/data/0-0.bin") << std::string(data_bytes, 'x');
   }
 
+  // Checkpoint "a" with one data file of `data_bytes`, then "b" after it: completing b removes a, whose data file
+  // becomes the store's one recycled file.
+  void RecycleOneFile(MemoryStore& store, size_t data_bytes) {
+    MakeCheckpoint("a", data_bytes);
+    MakeCheckpoint("b", 10);
+    ASSERT_TRUE(store.Complete(1, "", Checkpoint("a"), false).ok());
+    ASSERT_TRUE(store.Complete(1, "", Checkpoint("b"), false).ok());
+    ASSERT_EQ(store.RecycledBytes(), data_bytes);
+  }
+
   static MemoryCheckpoint Checkpoint(const std::string& name) {
     MemoryCheckpoint c;
     c.name = name;
@@ -169,11 +179,7 @@ TEST_F(AgentMemoryStoreTest, ADataFileWithAnotherNameElsewhereIsRemovedNotRecycl
 
 TEST_F(AgentMemoryStoreTest, ARecycledFileThatCannotBeMovedIsDeletedAndNotTaken) {
   auto store = Open(1 << 20);
-  MakeCheckpoint("a", 100);
-  MakeCheckpoint("b", 10);
-  ASSERT_TRUE(store->Complete(1, "", Checkpoint("a"), false).ok());
-  ASSERT_TRUE(store->Complete(1, "", Checkpoint("b"), false).ok());
-  ASSERT_EQ(store->RecycledBytes(), 100u);
+  ASSERT_NO_FATAL_FAILURE(RecycleOneFile(*store, 100));
   EXPECT_FALSE(store->TakeRecycled(dir_ + "/no-such-directory/.0-0.bin.part", 100));
   EXPECT_EQ(store->RecycledBytes(), 0u);
   Result<std::vector<std::string>> left = io::ListDirectory(dir_ + "/.recycled");
@@ -183,11 +189,7 @@ TEST_F(AgentMemoryStoreTest, ARecycledFileThatCannotBeMovedIsDeletedAndNotTaken)
 
 TEST_F(AgentMemoryStoreTest, RecycledFilesCountAgainstTheBudgetAndGiveWayToAReservation) {
   auto store = Open(4096);
-  MakeCheckpoint("a", 3000);
-  MakeCheckpoint("b", 10);
-  ASSERT_TRUE(store->Complete(1, "", Checkpoint("a"), false).ok());
-  ASSERT_TRUE(store->Complete(1, "", Checkpoint("b"), false).ok());
-  ASSERT_EQ(store->RecycledBytes(), 3000u);
+  ASSERT_NO_FATAL_FAILURE(RecycleOneFile(*store, 3000));
   // b holds 18 bytes and the recycled file 3000: 1078 bytes fit beside them, and the file stays.
   ASSERT_TRUE(store->Reserve(1, "c.tmp-1", 1000).ok());
   EXPECT_EQ(store->RecycledBytes(), 3000u);
@@ -232,11 +234,7 @@ TEST_F(AgentMemoryStoreTest, AReservationGetsRecycledFilesForTheDataFilesItNames
 
 TEST_F(AgentMemoryStoreTest, ARefusedReservationLeavesNoRecycledFileInItsTemporary) {
   auto store = Open(4096);
-  MakeCheckpoint("a", 3000);
-  MakeCheckpoint("b", 10);
-  ASSERT_TRUE(store->Complete(1, "", Checkpoint("a"), false).ok());
-  ASSERT_TRUE(store->Complete(1, "", Checkpoint("b"), false).ok());
-  ASSERT_EQ(store->RecycledBytes(), 3000u);
+  ASSERT_NO_FATAL_FAILURE(RecycleOneFile(*store, 3000));
   const std::string data = dir_ + "/c.tmp-1/data";
   ASSERT_TRUE(io::MakeDirectories(data).ok());
   EXPECT_EQ(store->Reserve(1, "c.tmp-1", 5000, {{"0-0.bin", 3000}}).code(), Code::kNoSpace);
