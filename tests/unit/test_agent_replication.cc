@@ -526,6 +526,39 @@ TEST_F(AgentReplicationTest, ASenderThatDiesMidTransferLeavesNoPartialFileAndFre
   b.store->ReleaseIncoming(99);
 }
 
+// The same while the replica is received straight into the mapping of a recycled file: the receives still posted
+// into it are cancelled before it is unmapped, and the file and the reservation go.
+TEST_F(AgentReplicationTest, ASenderThatDiesWhileARecycledFileIsFilledLeavesNoPartialFile) {
+  Node& a = AddNode("node-a");
+  Node& b = AddNode("node-b", 3 * kLargeFileBytes, kJob, "", 1500ms);
+  ASSERT_TRUE(a.replicator && b.replicator);
+  Connect();
+  const std::string before = "step-6";
+  WriteCheckpoint(a, {{"0-0.bin", Pattern(kLargeFileBytes, 9)}}, "manifest of step 6", before);
+  WriteCheckpoint(b, {}, "manifest of step 6", before);
+  Complete(b, Checkpoint(1, {}, before));
+  Complete(a, Checkpoint(0, {"0-0.bin"}, before));
+  a.replicator->Replicate(before);
+  ASSERT_EQ(ReplicationOutcome(a, 20s, before), "");
+  // b's next step removes step 6, whose replica becomes the recycled file that step 7's is received into.
+  WriteCheckpoint(b, {});
+  Complete(b, Checkpoint(1, {}));
+  ASSERT_EQ(b.store->RecycledBytes(), kLargeFileBytes);
+  WriteCheckpoint(a, {{"0-0.bin", Pattern(kLargeFileBytes, 10)}});
+  Complete(a, Checkpoint(0, {"0-0.bin"}));
+  a.replicator->Replicate(kName);
+  ASSERT_TRUE(AwaitPartFile(b)) << "node-b never accepted the push";
+  EXPECT_EQ(b.store->RecycledBytes(), 0u) << "the replica is not received into the recycled file";
+  a.replicator.reset();
+
+  EXPECT_TRUE(Logged(b, "receiving files of '" + std::string(kName) + "' failed", 10s));
+  const bool freed = Eventually(
+      [&] { return !io::PathExists(PartFileOf(b)) && b.store->ReserveIncoming(99, kName, kLargeFileBytes).ok(); }, 10s);
+  EXPECT_TRUE(freed) << "the hidden file or the failed transfer's reservation is left";
+  EXPECT_FALSE(io::PathExists(b.dir + "/" + kName + "/data/0-0.bin"));
+  b.store->ReleaseIncoming(99);
+}
+
 TEST_F(AgentReplicationTest, AReceiverThatDiesMidTransferFailsThePushNamingIt) {
   Node& a = AddNode("node-a", 1ull << 30, kJob, "", 1500ms);
   Node& b = AddNode("node-b");
