@@ -12,8 +12,9 @@
 VALUES_FILE holds `run name value` lines: ckpt_bench's raw output (save_seconds, load_seconds, save_cpu_seconds,
 load_cpu_seconds, ...; the multi-rank loads report per rank, as <load>_<counter>.rank<r>, with <load>_ranks), the
 fio bandwidths and CPU times (fio_write_bps, fio_read_bps, fio_copy_bps, fio_write_cpu_seconds,
-fio_read_cpu_seconds), ucx_perftest_bps and, where a CUDA device exists, the device staging and its cudaMemcpy
-baseline (d2h_stage_seconds, cuda_memcpy_pinned_seconds) of the same run. The staging arena's size comes from the
+fio_read_cpu_seconds; dedup_fio_write_bps and reshard_fio_read_bps of the dedup and reshard sizes),
+ucx_perftest_bps and, where a CUDA device exists, the device staging and its cudaMemcpy baseline
+(d2h_stage_seconds, cuda_memcpy_pinned_seconds) of the same run. The staging arena's size comes from the
 library where it reports it, else from CKPT_ARENA_BYTES, else it is printed as 0 with a comment. Every figure is
 computed within its run (a ratio compares numbers taken on the same directory minutes apart), then the median over
 the runs is printed.
@@ -61,6 +62,7 @@ FIGURES = [
     ("async_block_ms", "ms", "%.1f"),
     ("memcpy_ms", "ms", "%.1f"),
     ("async_block_vs_memcpy", "ratio", "%.2f"),
+    # The dedup save beside fio writing as many bytes right before it.
     ("dedup_save_ms", "ms", "%.1f"),
     ("dedup_fio_write_ms", "ms", "%.1f"),
     ("dedup_save_vs_fio_write", "ratio", "%.3f"),
@@ -73,6 +75,7 @@ FIGURES = [
     # The parallel load: resharding, reading each stored byte once, and the exchange between ranks. A figure whose
     # inputs were not measured (no ucx_perftest, no transport) is left out, and a comment says why.
     ("reshard_load_gibps", "GiB/s", "%.3f"),
+    ("reshard_fio_read_gibps", "GiB/s", "%.3f"),  # fio reading as many bytes right before the load
     ("reshard_load_vs_fio_read", "ratio", "%.3f"),
     ("read_amplification", "ratio", "%.2f"),
     ("read_amplification_no_exchange", "ratio", "%.2f"),
@@ -244,7 +247,8 @@ def parallel_load_figures(raw, f, reshard_gib, dedup_gib):
     and without exchange; the exchange's speed against ucx_perftest's."""
     reshard_s = max(per_rank(raw, "reshard_load", "seconds"))
     f["reshard_load_gibps"] = reshard_gib / reshard_s
-    f["reshard_load_vs_fio_read"] = reshard_gib / f["fio_read_gibps"] / reshard_s
+    f["reshard_fio_read_gibps"] = need(raw, "reshard_fio_read_bps") / GIB
+    f["reshard_load_vs_fio_read"] = f["reshard_load_gibps"] / f["reshard_fio_read_gibps"]
     f["reshard_read_amplification"] = sum(per_rank(raw, "reshard_load", "bytes_read")) / (reshard_gib * GIB)
     distinct_bytes = dedup_gib * GIB
     f["read_amplification"] = sum(per_rank(raw, "exchange_load", "bytes_read")) / distinct_bytes
@@ -311,7 +315,7 @@ def run_figures(raw, state_gib, dedup_gib, reshard_gib):
     f["memcpy_ms"] = measured("memcpy_ms")
     f["async_block_vs_memcpy"] = f["async_block_ms"] / max(f["memcpy_ms"], 1e-6)
     f["dedup_save_ms"] = measured("dedup_save_seconds") * 1e3
-    f["dedup_fio_write_ms"] = dedup_gib / f["fio_write_gibps"] * 1e3
+    f["dedup_fio_write_ms"] = dedup_gib * GIB / measured("dedup_fio_write_bps") * 1e3
     f["dedup_save_vs_fio_write"] = f["dedup_fio_write_ms"] / f["dedup_save_ms"]
     f["save_peak_rss_mib"] = measured("save_peak_rss_mib")
     f["pre_save_rss_mib"] = measured("pre_save_rss_mib")
