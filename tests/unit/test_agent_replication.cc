@@ -507,6 +507,22 @@ bool Logged(Node& node, const std::string& text, std::chrono::milliseconds withi
       within);
 }
 
+// After a sender died mid-push: the receiver logs the failed receive and, once the receives still posted are
+// cancelled, its hidden file and the transfer's reservation are gone (another transfer of the same size fits in the
+// budget again), and no file of the replica is in place.
+void ExpectTheFailedReceiveLeftNothing(Node& receiver) {
+  EXPECT_TRUE(Logged(receiver, "receiving files of '" + std::string(kName) + "' failed", 10s));
+  const bool freed = Eventually(
+      [&] {
+        return !io::PathExists(PartFileOf(receiver)) &&
+               receiver.store->ReserveIncoming(99, kName, kLargeFileBytes).ok();
+      },
+      10s);
+  EXPECT_TRUE(freed) << "the hidden file or the failed transfer's reservation is left";
+  EXPECT_FALSE(io::PathExists(receiver.dir + "/" + kName + "/data/0-0.bin"));
+  receiver.store->ReleaseIncoming(99);
+}
+
 TEST_F(AgentReplicationTest, ASenderThatDiesMidTransferLeavesNoPartialFileAndFreesTheReceiversBudget) {
   Node& a = AddNode("node-a");
   Node& b = AddNode("node-b", kLargeFileBytes + (kLargeFileBytes / 2), kJob, "", 1500ms);
@@ -516,14 +532,7 @@ TEST_F(AgentReplicationTest, ASenderThatDiesMidTransferLeavesNoPartialFileAndFre
   ASSERT_TRUE(AwaitPartFile(b)) << "node-b never accepted the push";
   a.replicator.reset();
 
-  EXPECT_TRUE(Logged(b, "receiving files of '" + std::string(kName) + "' failed", 10s));
-  // Once the receives still posted are cancelled, the hidden file and the transfer's reservation are gone: another
-  // transfer of the same size fits in the budget again.
-  const bool freed = Eventually(
-      [&] { return !io::PathExists(PartFileOf(b)) && b.store->ReserveIncoming(99, kName, kLargeFileBytes).ok(); }, 10s);
-  EXPECT_TRUE(freed) << "the hidden file or the failed transfer's reservation is left";
-  EXPECT_FALSE(io::PathExists(b.dir + "/" + kName + "/data/0-0.bin"));
-  b.store->ReleaseIncoming(99);
+  ExpectTheFailedReceiveLeftNothing(b);
 }
 
 // The same while the replica is received straight into the mapping of a recycled file: the receives still posted
@@ -551,12 +560,7 @@ TEST_F(AgentReplicationTest, ASenderThatDiesWhileARecycledFileIsFilledLeavesNoPa
   EXPECT_EQ(b.store->RecycledBytes(), 0u) << "the replica is not received into the recycled file";
   a.replicator.reset();
 
-  EXPECT_TRUE(Logged(b, "receiving files of '" + std::string(kName) + "' failed", 10s));
-  const bool freed = Eventually(
-      [&] { return !io::PathExists(PartFileOf(b)) && b.store->ReserveIncoming(99, kName, kLargeFileBytes).ok(); }, 10s);
-  EXPECT_TRUE(freed) << "the hidden file or the failed transfer's reservation is left";
-  EXPECT_FALSE(io::PathExists(b.dir + "/" + kName + "/data/0-0.bin"));
-  b.store->ReleaseIncoming(99);
+  ExpectTheFailedReceiveLeftNothing(b);
 }
 
 TEST_F(AgentReplicationTest, AReceiverThatDiesMidTransferFailsThePushNamingIt) {
