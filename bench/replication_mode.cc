@@ -1,6 +1,7 @@
 // ckpt_bench_replication replication --size-mib N: the memory tier's replication between two node agents
-// (runtime/agent/replicator.h), measured in one process over UCX's TCP transport on loopback, so that bench/run can
-// print it beside ucx_perftest's tag_bw with UCX_TLS=tcp. It links the agent's internals, not the public API.
+// (runtime/agent/replicator.h), each in a process of its own as on two nodes, over UCX's TCP transport on loopback,
+// so that bench/run can print it beside ucx_perftest's tag_bw with UCX_TLS=tcp between two processes. It links the
+// agent's internals, not the public API.
 //
 // Checkpoints of N MiB in four data files are pushed from one agent's memory directory (under /dev/shm) to the
 // other's, one per step as a job saving to memory every step does; each push's time runs from its start to the
@@ -9,7 +10,15 @@
 // files of the replica its retention removed (MemoryStore's recycled files), as in a job's steady state. Prints
 // `replication_fresh_gbps` (the first) and `replication_gbps` (the steps after it, their bytes over their time), in
 // GB/s (1e9).
+//
+// The receiving agent runs in a child process that the sender's drives over a socket pair: it answers with its
+// replication address, then completes each step's (empty) checkpoint directory when asked, before the push of it.
+// Apart, the two agents share no address space, as on two nodes: neither's mapping of a 1 GiB file waits on the
+// other's.
 #include <stdlib.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
@@ -18,6 +27,7 @@
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "io/file_io.h"
 #include "runtime/agent/memory_store.h"
@@ -87,28 +97,130 @@ double TimedPush(Agent& from, const std::string& name) {
   throw std::runtime_error("the push did not finish within 120 s");
 }
 
+// The sender's end of the socket pair to the receiving agent's process: lines, one per request and answer.
+class ReceiverProcess {
+ public:
+  ReceiverProcess(pid_t pid, int fd) : pid_(pid), fd_(fd) {}
+  ~ReceiverProcess() {
+    if (fd_ >= 0) close(fd_);  // the child exits on end of input
+    if (pid_ > 0) (void)waitpid(pid_, nullptr, 0);
+  }
+  ReceiverProcess(const ReceiverProcess&) = delete;
+  ReceiverProcess& operator=(const ReceiverProcess&) = delete;
+
+  // Sends `request` and returns the answer's line; the child's failure (a line "error: ...") is thrown.
+  std::string Ask(const std::string& request) {
+    SendLine(fd_, request);
+    std::string answer = ReadLine(fd_);
+    if (answer.rfind("error: ", 0) == 0) throw std::runtime_error("the receiving agent: " + answer.substr(7));
+    return answer;
+  }
+
+  static void SendLine(int fd, const std::string& line) {
+    const std::string framed = line + "\n";
+    if (write(fd, framed.data(), framed.size()) != static_cast<ssize_t>(framed.size())) {
+      throw std::runtime_error("cannot write to the other agent's process");
+    }
+  }
+  // Lines hold a UCX worker address: bytes, hex-encoded by the caller, never a newline.
+  static std::string ReadLine(int fd) {
+    std::string line;
+    char c;
+    while (true) {
+      const ssize_t got = read(fd, &c, 1);
+      if (got != 1) throw std::runtime_error("the other agent's process closed its end");
+      if (c == '\n') return line;
+      line.push_back(c);
+    }
+  }
+
+ private:
+  pid_t pid_;
+  int fd_;
+};
+
+std::string Hex(const std::string& bytes) {
+  static const char kDigits[] = "0123456789abcdef";
+  std::string hex;
+  for (unsigned char c : bytes) {
+    hex.push_back(kDigits[c >> 4]);
+    hex.push_back(kDigits[c & 15]);
+  }
+  return hex;
+}
+
+std::string Unhex(const std::string& hex) {
+  std::string bytes;
+  for (size_t i = 0; i + 1 < hex.size(); i += 2) {
+    bytes.push_back(static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16)));
+  }
+  return bytes;
+}
+
+std::vector<coll::agent::PeerAgent> Peers(const std::string& sender, const std::string& receiver) {
+  return {{0, "bench-a", sender}, {1, "bench-b", receiver}};
+}
+
+// The receiving agent's process: it sends its address, learns the sender's, then completes the empty checkpoint
+// named by each "save NAME" line, answering "ok" (or "error: ..."), until its input ends.
+int RunReceiver(const std::string& dir, uint64_t budget, int fd) {
+  try {
+    Agent receiver = StartAgent(dir, "bench-b", budget);
+    ReceiverProcess::SendLine(fd, Hex(receiver.replicator->address()));
+    const std::string sender = Unhex(ReceiverProcess::ReadLine(fd));
+    receiver.replicator->SetPeers(Peers(sender, receiver.replicator->address()), 1, 1);
+    while (true) {
+      std::string request;
+      try {
+        request = ReceiverProcess::ReadLine(fd);
+      } catch (const std::runtime_error&) {
+        return 0;  // the sender is done
+      }
+      try {
+        SaveCheckpoint(receiver, request.substr(std::strlen("save ")), 1, 0, 0);
+        ReceiverProcess::SendLine(fd, "ok");
+      } catch (const std::exception& error) {
+        ReceiverProcess::SendLine(fd, std::string("error: ") + error.what());
+      }
+    }
+  } catch (const std::exception& error) {
+    std::fprintf(stderr, "ckpt_bench_replication (receiving agent): %s\n", error.what());
+    return 1;
+  }
+}
+
 void Run(uint64_t size_mib) {
   setenv("UCX_TLS", "tcp,self", 0);  // across TCP, as between nodes, unless the caller chose
-  SetReplicationUcxDefaults();        // as ckpt-agent runs
+  SetReplicationUcxDefaults();       // as ckpt-agent runs
   char root_template[] = "/dev/shm/ckpt-bench-replication-XXXXXX";
   if (mkdtemp(root_template) == nullptr) throw std::runtime_error("mkdtemp under /dev/shm failed");
   const std::string root = root_template;
   const uint64_t bytes = size_mib << 20;
+  // Each holds its newest checkpoint, the next one and the recycled files of the one before.
+  const uint64_t budget = 4 * bytes + (64 << 20);
   try {
-    // Each holds its newest checkpoint, the next one and the recycled files of the one before.
-    Agent sender = StartAgent(root + "/a", "bench-a", 4 * bytes + (64 << 20));
-    Agent receiver = StartAgent(root + "/b", "bench-b", 4 * bytes + (64 << 20));
-    const std::vector<coll::agent::PeerAgent> peers = {{0, "bench-a", sender.replicator->address()},
-                                                       {1, "bench-b", receiver.replicator->address()}};
-    sender.replicator->SetPeers(peers, 0, 1);
-    receiver.replicator->SetPeers(peers, 1, 1);
-    SaveCheckpoint(receiver, "warmup", 1, 0, 0);
+    int fds[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0) throw std::runtime_error("socketpair failed");
+    // Forked before any thread starts: the child runs the receiving agent and nothing of this process's.
+    const pid_t pid = fork();
+    if (pid < 0) throw std::runtime_error("fork failed");
+    if (pid == 0) {
+      close(fds[0]);
+      _exit(RunReceiver(root + "/b", budget, fds[1]));
+    }
+    close(fds[1]);
+    ReceiverProcess child(pid, fds[0]);
+    Agent sender = StartAgent(root + "/a", "bench-a", budget);
+    const std::string receiver_address = Unhex(ReceiverProcess::ReadLine(fds[0]));
+    ReceiverProcess::SendLine(fds[0], Hex(sender.replicator->address()));
+    sender.replicator->SetPeers(Peers(sender.replicator->address(), receiver_address), 0, 1);
+    child.Ask("save warmup");
     SaveCheckpoint(sender, "warmup", 0, 1 << 20, kFiles);
     TimedPush(sender, "warmup");
     double steady_seconds = 0;
     for (int step = 1; step <= kSteps; ++step) {
       const std::string name = "step-" + std::to_string(step);
-      SaveCheckpoint(receiver, name, 1, 0, 0);
+      child.Ask("save " + name);
       SaveCheckpoint(sender, name, 0, bytes, kFiles);
       const double seconds = TimedPush(sender, name);
       if (step == 1) {

@@ -249,14 +249,16 @@ class Replicator::Engine {
     Status written;
   };
   void QueueWrite(std::shared_ptr<ChunkWrite> write);
+  // Runs `task` on the writer's thread, after the tasks queued before it.
+  void QueueFileTask(std::function<void()> task);
   void WriterLoop();
   void OnChunkWritten(const std::shared_ptr<ChunkWrite>& write);
   // The writes run on a thread of their own: filling fresh tmpfs pages costs as much as receiving the bytes, and the
-  // engine's thread keeps receiving meanwhile.
+  // engine's thread keeps receiving meanwhile. So does the unmapping of placed files.
   std::thread writer_;
   std::mutex writer_mu_;  // guards the members up to the end
   std::condition_variable writer_wake_;
-  std::deque<std::shared_ptr<ChunkWrite>> writes_;
+  std::deque<std::function<void()>> file_tasks_;
   bool writer_stopping_ = false;
 };
 

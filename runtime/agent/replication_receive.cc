@@ -158,9 +158,16 @@ void Replicator::Engine::OnChunkReceived(Op& op) {
 }
 
 void Replicator::Engine::QueueWrite(std::shared_ptr<ChunkWrite> write) {
+  QueueFileTask([this, write = std::move(write)] {
+    write->written = WriteFully(write->fd, write->buffer.data.get(), write->length, write->offset, write->path);
+    Post([this, write] { OnChunkWritten(write); });
+  });
+}
+
+void Replicator::Engine::QueueFileTask(std::function<void()> task) {
   {
     std::lock_guard<std::mutex> lock(writer_mu_);
-    writes_.push_back(std::move(write));
+    file_tasks_.push_back(std::move(task));
   }
   writer_wake_.notify_one();
 }
@@ -168,13 +175,13 @@ void Replicator::Engine::QueueWrite(std::shared_ptr<ChunkWrite> write) {
 void Replicator::Engine::WriterLoop() {
   std::unique_lock<std::mutex> lock(writer_mu_);
   while (true) {
-    writer_wake_.wait(lock, [this] { return writer_stopping_ || !writes_.empty(); });
-    if (writes_.empty()) return;  // stopping, with nothing left to write
-    std::shared_ptr<ChunkWrite> write = std::move(writes_.front());
-    writes_.pop_front();
+    writer_wake_.wait(lock, [this] { return writer_stopping_ || !file_tasks_.empty(); });
+    if (file_tasks_.empty()) return;  // stopping, with nothing left to do
+    std::function<void()> task = std::move(file_tasks_.front());
+    file_tasks_.pop_front();
     lock.unlock();
-    write->written = WriteFully(write->fd, write->buffer.data.get(), write->length, write->offset, write->path);
-    Post([this, write] { OnChunkWritten(write); });
+    task();
+    task = nullptr;  // what it held goes here, off the engine's thread
     lock.lock();
   }
 }
@@ -215,8 +222,6 @@ void Replicator::Engine::OnChunkWritten(const std::shared_ptr<ChunkWrite>& write
 void Replicator::Engine::PlaceFiles(uint32_t id) {
   Incoming& incoming = incoming_.at(id);
   for (size_t i = 0; i < incoming.files.size(); ++i) {
-    incoming.targets[i] = io::FileMapping();
-    incoming.parts[i].Reset();
     const std::string part = PartialFilePath(incoming.dir, incoming.files[i].name);
     const std::string final_path = ReplicatedFilePath(incoming.dir, incoming.files[i].name);
     const Status placed = incoming.files[i].name == "MANIFEST" && io::PathExists(final_path)
@@ -231,6 +236,14 @@ void Replicator::Engine::PlaceFiles(uint32_t id) {
   done.checkpoint = incoming.checkpoint;
   done.id = incoming.offer_id;
   SendControl(incoming.address, std::move(done));
+  // The files are in place: their mappings and descriptors go on the writer's thread, after the sender was told,
+  // since unmapping a replica of 1 GiB takes tens of milliseconds.
+  auto held = std::make_shared<std::pair<std::vector<io::FileMapping>, std::vector<UniqueFd>>>(
+      std::move(incoming.targets), std::move(incoming.parts));
+  QueueFileTask([held] {
+    held->first.clear();
+    held->second.clear();
+  });
   const uint64_t fetch_id = incoming.fetch_id;
   const std::vector<FileInfo> files = std::move(incoming.files);
   incoming_.erase(id);
