@@ -105,6 +105,10 @@ FIGURES = [
     # The first step's replica, written into fresh memory rather than the recycled files of the step before.
     ("replication_fresh_gbps", "GB/s", "%.3f"),
     ("replication_fresh_vs_ucx_perftest", "ratio", "%.3f"),
+    # The second step's, the first written into recycled files, which the receiver maps then (later steps find them
+    # mapped).
+    ("replication_first_recycled_gbps", "GB/s", "%.3f"),
+    ("replication_first_recycled_vs_ucx_perftest", "ratio", "%.3f"),
     # ucx_perftest with endpoints that handle a peer's failure, as replication's do: UCX then moves large messages
     # over TCP as copied segments, not zero-copy.
     ("ucx_perftest_tcp_peer_errors_gbps", "GB/s", "%.3f"),
@@ -353,6 +357,10 @@ def memory_tier_figures(raw, f, state_gib):
         if "replication_fresh_gbps" in raw:
             f["replication_fresh_gbps"] = raw["replication_fresh_gbps"]
             f["replication_fresh_vs_ucx_perftest"] = f["replication_fresh_gbps"] / f["ucx_perftest_tcp_gbps"]
+        if "replication_first_recycled_gbps" in raw:
+            f["replication_first_recycled_gbps"] = raw["replication_first_recycled_gbps"]
+            f["replication_first_recycled_vs_ucx_perftest"] = (f["replication_first_recycled_gbps"] /
+                                                               f["ucx_perftest_tcp_gbps"])
         if "ucx_perftest_tcp_peer_errors_bps" in raw:
             f["ucx_perftest_tcp_peer_errors_gbps"] = raw["ucx_perftest_tcp_peer_errors_bps"] / 1e9
             f["replication_vs_ucx_perftest_peer_errors"] = (f["replication_gbps"] /
@@ -390,7 +398,7 @@ def report(path, state_mib, dedup_mib, reshard_mib):
                      "mem_save_complete_vs_fresh",
                      "mem_restore_vs_storage_load", "crash_to_committed_vs_fio_write",
                      "replication_vs_ucx_perftest", "replication_fresh_vs_ucx_perftest",
-                     "replication_vs_ucx_perftest_peer_errors"):
+                     "replication_first_recycled_vs_ucx_perftest", "replication_vs_ucx_perftest_peer_errors"):
             if all(name in f for f in per_run):
                 comments.append("%s per run: %s" % (name, " ".join("%.3f" % f[name] for f in per_run)))
     for comment in comments:

@@ -7,9 +7,10 @@
 // other's, one per step as a job saving to memory every step does; each push's time runs from its start to the
 // sender marking it replicated (every file received, renamed into place and acknowledged). A small push first sets up
 // the connection. The first full push writes into fresh memory; from the second on, the receiver writes into the
-// files of the replica its retention removed (MemoryStore's recycled files), as in a job's steady state. Prints
-// `replication_fresh_gbps` (the first) and `replication_gbps` (the steps after it, their bytes over their time), in
-// GB/s (1e9).
+// files of the replica its retention removed (MemoryStore's recycled files). The second maps those files; from the
+// third on, the receiver finds them mapped already (it keeps the mappings of the files replicas were received into),
+// as in a job's steady state. Prints `replication_fresh_gbps` (the first), `replication_first_recycled_gbps` (the
+// second) and `replication_gbps` (the steps after those, their bytes over their time), in GB/s (1e9).
 //
 // The receiving agent runs in a child process that the sender's drives over a socket pair: it answers with its
 // replication address, then completes each step's (empty) checkpoint directory when asked, before the push of it.
@@ -40,7 +41,7 @@ using namespace ckpt::agent;
 using Clock = std::chrono::steady_clock;
 
 constexpr int kFiles = 4;
-constexpr int kSteps = 4;  // the first into fresh memory, the others into recycled files
+constexpr int kSteps = 6;  // the first into fresh memory, the others into recycled files
 constexpr auto kLongestWait = std::chrono::seconds(120);
 
 template <typename T>
@@ -225,11 +226,13 @@ void Run(uint64_t size_mib) {
       const double seconds = TimedPush(sender, name);
       if (step == 1) {
         std::printf("replication_fresh_gbps %.3f\n", bytes / seconds / 1e9);
+      } else if (step == 2) {
+        std::printf("replication_first_recycled_gbps %.3f\n", bytes / seconds / 1e9);
       } else {
         steady_seconds += seconds;
       }
     }
-    std::printf("replication_gbps %.3f\n", (kSteps - 1) * bytes / steady_seconds / 1e9);
+    std::printf("replication_gbps %.3f\n", (kSteps - 2) * bytes / steady_seconds / 1e9);
   } catch (...) {
     (void)io::RemoveTree(root);
     throw;

@@ -200,6 +200,7 @@ Status MemoryStore::Reserve(SessionId session, const std::string& name, uint64_t
   if (!fits.ok()) {
     // Counted nowhere now (neither recycled nor reserved): deleted, so that no memory escapes the budget.
     for (const std::string& path : placed) (void)unlink(path.c_str());
+    if (!placed.empty()) FilesDeletedLocked();
     return fits;
   }
   reserved_[{session, name}] += bytes;
@@ -235,6 +236,7 @@ void MemoryStore::RemoveIfAbandonedLocked(const std::string& name) {
   const std::string path = io::JoinPath(dir_, name);
   if (!io::PathExists(path) || io::IsClaimed(path)) return;
   Status removed = io::RemoveTree(path);
+  FilesDeletedLocked();
   log_(removed.ok() ? "removed the abandoned save " + Quoted(name) : removed.message());
 }
 
@@ -334,6 +336,7 @@ bool MemoryStore::TakeRecycledLocked(const std::string& path, uint64_t size, boo
   // The caller creates a fresh file instead; this one is of no further use.
   log_("a recycled file " + Quoted(from) + " could not be moved to " + Quoted(path) + ": " + std::strerror(error));
   (void)unlink(from.c_str());
+  FilesDeletedLocked();
   return false;
 }
 
@@ -471,9 +474,11 @@ void MemoryStore::ApplyRetentionLocked() {
 }
 
 void MemoryStore::DropRecycledLocked() {
+  if (recycled_.empty()) return;
   for (const auto& [path, bytes] : recycled_) (void)unlink(path.c_str());
   recycled_.clear();
   recycled_bytes_ = 0;
+  FilesDeletedLocked();
 }
 
 // The regular, visible files of M/<name>/data replace the recycled files: a hidden one is a replica still being
@@ -504,6 +509,7 @@ void MemoryStore::RemoveEntryFiles(const std::string& name) {
   RecycleDataFilesLocked(name);
   Status removed = io::RemoveTree(io::JoinPath(dir_, name));
   if (removed.ok()) removed = io::RemoveTree(io::JoinPath(dir_, SidecarName(name)));
+  FilesDeletedLocked();
   log_(removed.ok() ? "removed the older memory checkpoint " + Quoted(name) : removed.message());
 }
 
@@ -529,7 +535,18 @@ Status MemoryStore::RemoveAll() {
   incoming_.clear();
   recycled_.clear();
   recycled_bytes_ = 0;
-  return io::RemoveTree(dir_);
+  const Status removed = io::RemoveTree(dir_);
+  FilesDeletedLocked();
+  return removed;
+}
+
+void MemoryStore::SetFilesDeletedHook(std::function<void()> hook) {
+  std::lock_guard<std::mutex> lock(mu_);
+  files_deleted_ = std::move(hook);
+}
+
+void MemoryStore::FilesDeletedLocked() const {
+  if (files_deleted_) files_deleted_();
 }
 
 }  // namespace ckpt::agent

@@ -124,6 +124,11 @@ class MemoryStore {
   // Removes the memory directory and everything in it: the agent is leaving.
   Status RemoveAll();
 
+  // `hook` runs, with the store's lock held, after the store deleted files of the memory directory: a mapping of a
+  // deleted file would hold its memory beyond the budget's count, so whoever keeps files mapped (the replicator)
+  // unmaps those deleted now. It must not call the store. An empty hook (the default) removes it.
+  void SetFilesDeletedHook(std::function<void()> hook);
+
  private:
   struct Entry {
     MemoryCheckpoint checkpoint;
@@ -152,6 +157,7 @@ class MemoryStore {
   void ApplyRetentionLocked();
   void RemoveEntryFiles(const std::string& name);
   Status WriteSidecar(const MemoryCheckpoint& checkpoint) const;
+  void FilesDeletedLocked() const;
 
   const std::string dir_;
   const std::string node_;
@@ -164,6 +170,7 @@ class MemoryStore {
   std::map<std::string, uint64_t> recycled_;                        // path under M/.recycled -> bytes
   uint64_t recycled_bytes_ = 0;
   uint64_t next_recycled_ = 0;  // names the next recycled file
+  std::function<void()> files_deleted_;
 };
 
 }  // namespace ckpt::agent

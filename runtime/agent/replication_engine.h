@@ -4,6 +4,7 @@
 #pragma once
 
 #include <poll.h>
+#include <sys/types.h>
 
 #include <chrono>
 #include <condition_variable>
@@ -33,6 +34,9 @@ inline ucp_tag_t DataTag(uint32_t transfer, uint64_t chunk) {
 }
 // Chunk indexes have 24 bits.
 inline constexpr uint64_t kMaxChunks = uint64_t{1} << 24;
+// Kept mappings (Engine::KeptMapping) beyond this many are unmapped, oldest first: a step's replicas are a file per
+// rank of a peer node, or a few times that.
+inline constexpr size_t kMaxKeptMappings = 256;
 
 class Replicator::Engine {
  public:
@@ -248,6 +252,27 @@ class Replicator::Engine {
     std::string path;
     Status written;
   };
+  // The mappings of the recycled files that placed replicas were received into, kept while the files live: when the
+  // store hands such a file back as a recycled file for a later replica, its pages are mapped already (mapping
+  // 1 GiB took about 70 ms, which the sender waited for). A kept file that is deleted is unmapped at once
+  // (ReleaseDeletedMappings, the store's hook), so that its memory does not outlive the budget's count of it.
+  struct KeptMapping {
+    dev_t device = 0;
+    ino_t inode = 0;
+    UniqueFd fd;  // the file, open: fstat tells when it is deleted, and its inode number stays its own
+    io::FileMapping mapping;
+  };
+  void KeepMapping(UniqueFd fd, io::FileMapping mapping);
+  // The kept mapping of the file open as `fd`, where it covers `size` bytes whose pages all exist; else empty.
+  io::FileMapping TakeKeptMapping(int fd, uint64_t size);
+  // Unmaps the kept mappings of deleted files; any thread.
+  void ReleaseDeletedMappings();
+  // Unmaps on the writer's thread: unmapping 1 GiB takes tens of milliseconds.
+  void ReleaseLater(std::vector<KeptMapping> kept);
+  std::mutex kept_mu_;                     // guards kept_mappings_
+  std::deque<KeptMapping> kept_mappings_;  // oldest first
+  Clock::time_point next_kept_check_;      // when Run looks for deleted kept files next
+
   void QueueWrite(std::shared_ptr<ChunkWrite> write);
   // Runs `task` on the writer's thread, after the tasks queued before it.
   void QueueFileTask(std::function<void()> task);

@@ -163,7 +163,10 @@ void Replicator::Engine::FailFetch(uint64_t id, const std::string& error) {
   for (const auto& [transfer, incoming] : incoming_) {
     if (incoming.fetch_id == id) receiving.push_back(transfer);
   }
-  if (fetch.temporary) (void)io::RemoveTree(fetch.dir);
+  if (fetch.temporary) {
+    (void)io::RemoveTree(fetch.dir);
+    ReleaseDeletedMappings();  // of files placed in it
+  }
   EndFetch(fetch, PeerFailed("fetching memory checkpoint " + Quoted(fetch.checkpoint.name) + " failed: " + error));
   for (uint32_t transfer : receiving) FailIncoming(transfer, error);
 }

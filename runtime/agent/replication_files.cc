@@ -32,10 +32,13 @@ Result<UniqueFd> CreatePartFile(const std::string& path, uint64_t size, bool rec
 }
 
 Result<io::FileMapping> MapIfAllocated(int fd, const std::string& path, uint64_t size) {
-  struct stat st;
-  if (fstat(fd, &st) != 0) return io::ErrnoStatus(errno, "cannot stat " + Quoted(path));
-  if (static_cast<uint64_t>(st.st_blocks) * 512 < size) return io::FileMapping();  // st_blocks: the pages it holds
+  if (!HoldsAllPages(fd, size)) return io::FileMapping();
   return io::FileMapping::MapForFilling(fd, path, size);
+}
+
+bool HoldsAllPages(int fd, uint64_t size) {
+  struct stat st;
+  return fstat(fd, &st) == 0 && static_cast<uint64_t>(st.st_blocks) * 512 >= size;  // st_blocks: the pages it holds
 }
 
 Status WriteFully(int fd, const char* data, uint64_t size, uint64_t offset, const std::string& path) {

@@ -26,6 +26,8 @@ Result<UniqueFd> CreatePartFile(const std::string& path, uint64_t size, bool rec
 // through writes: a mapping's missing pages are allocated one fault at a time, on the receiving thread, and a fault
 // that finds memory full raises SIGBUS where a write returns ENOSPC.
 Result<io::FileMapping> MapIfAllocated(int fd, const std::string& path, uint64_t size);
+// Whether the pages of the first `size` bytes of the file open as `fd` all exist, as MapIfAllocated asks.
+bool HoldsAllPages(int fd, uint64_t size);
 // Writes `size` bytes of `data` at `offset` of `fd` (the file at `path`, for messages).
 Status WriteFully(int fd, const char* data, uint64_t size, uint64_t offset, const std::string& path);
 

@@ -1,6 +1,7 @@
 // The receiving side of replication (replication_engine.h): files a peer offers, received chunk by chunk, written
 // into hidden ".part" files by the writer thread, and renamed into place once every chunk is in.
 #include <stdio.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -79,7 +80,8 @@ Status Replicator::Engine::AcceptOffer(const ReplicationMessage& message, Incomi
     const bool recycled = file.name != "MANIFEST" && store_.TakeRecycled(path, file.size);
     ASSIGN_OR_RETURN(UniqueFd part, CreatePartFile(path, file.size, recycled));
     io::FileMapping target;
-    if (recycled) {
+    if (recycled) target = TakeKeptMapping(part.get(), file.size);
+    if (recycled && target.writable_data() == nullptr) {
       ASSIGN_OR_RETURN(target, MapIfAllocated(part.get(), path, file.size));
     }
     incoming.parts.push_back(std::move(part));
@@ -236,14 +238,18 @@ void Replicator::Engine::PlaceFiles(uint32_t id) {
   done.checkpoint = incoming.checkpoint;
   done.id = incoming.offer_id;
   SendControl(incoming.address, std::move(done));
-  // The files are in place: their mappings and descriptors go on the writer's thread, after the sender was told,
-  // since unmapping a replica of 1 GiB takes tens of milliseconds.
-  auto held = std::make_shared<std::pair<std::vector<io::FileMapping>, std::vector<UniqueFd>>>(
-      std::move(incoming.targets), std::move(incoming.parts));
-  QueueFileTask([held] {
-    held->first.clear();
-    held->second.clear();
-  });
+  // The files are in place: the mappings of recycled files are kept for the next replica into them, and the other
+  // descriptors closed on the writer's thread, after the sender was told.
+  auto closed = std::make_shared<std::vector<UniqueFd>>();
+  for (size_t i = 0; i < incoming.files.size(); ++i) {
+    if (incoming.targets[i].writable_data() != nullptr) {
+      KeepMapping(std::move(incoming.parts[i]), std::move(incoming.targets[i]));
+    } else {
+      closed->push_back(std::move(incoming.parts[i]));
+    }
+  }
+  QueueFileTask([closed] { closed->clear(); });
+  ReleaseDeletedMappings();  // a file placed over a kept one
   const uint64_t fetch_id = incoming.fetch_id;
   const std::vector<FileInfo> files = std::move(incoming.files);
   incoming_.erase(id);
@@ -276,6 +282,53 @@ void Replicator::Engine::FailIncoming(uint32_t id, const std::string& error) {
   }
   SendControl(address, std::move(done));
   if (fetch_id != 0) FailFetch(fetch_id, error);
+}
+
+void Replicator::Engine::KeepMapping(UniqueFd fd, io::FileMapping mapping) {
+  struct stat st;
+  std::vector<KeptMapping> evicted(1);
+  if (fstat(fd.get(), &st) == 0) {
+    std::lock_guard<std::mutex> lock(kept_mu_);
+    kept_mappings_.push_back(KeptMapping{st.st_dev, st.st_ino, std::move(fd), std::move(mapping)});
+    if (kept_mappings_.size() <= kMaxKeptMappings) return;
+    evicted[0] = std::move(kept_mappings_.front());
+    kept_mappings_.pop_front();
+  } else {
+    evicted[0].mapping = std::move(mapping);
+  }
+  ReleaseLater(std::move(evicted));
+}
+
+io::FileMapping Replicator::Engine::TakeKeptMapping(int fd, uint64_t size) {
+  struct stat st;
+  if (fstat(fd, &st) != 0) return io::FileMapping();
+  std::vector<KeptMapping> found;
+  {
+    std::lock_guard<std::mutex> lock(kept_mu_);
+    auto it = std::find_if(kept_mappings_.begin(), kept_mappings_.end(), [&](const KeptMapping& kept) {
+      return kept.device == st.st_dev && kept.inode == st.st_ino;
+    });
+    if (it == kept_mappings_.end()) return io::FileMapping();
+    found.push_back(std::move(*it));
+    kept_mappings_.erase(it);
+  }
+  // The file was cut to `size` (CreatePartFile): a larger mapping is written only below that.
+  if (found[0].mapping.size() >= size && HoldsAllPages(fd, size)) return std::move(found[0].mapping);
+  ReleaseLater(std::move(found));
+  return io::FileMapping();
+}
+
+void Replicator::Engine::ReleaseDeletedMappings() {
+  std::lock_guard<std::mutex> lock(kept_mu_);
+  for (auto it = kept_mappings_.begin(); it != kept_mappings_.end();) {
+    struct stat st;
+    it = fstat(it->fd.get(), &st) != 0 || st.st_nlink == 0 ? kept_mappings_.erase(it) : it + 1;
+  }
+}
+
+void Replicator::Engine::ReleaseLater(std::vector<KeptMapping> kept) {
+  auto held = std::make_shared<std::vector<KeptMapping>>(std::move(kept));
+  QueueFileTask([held] { held->clear(); });
 }
 
 // What a failed receive leaves: its open files, its hidden files and its share of the budget.

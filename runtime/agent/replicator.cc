@@ -28,6 +28,8 @@ constexpr ucp_tag_t kControlTag = ucp_tag_t{0xC1} << 56;
 // The longest sleep on the event fds: UCX's keepalive, which notices dead peers, runs only inside progress, and the
 // idle timeouts are checked between sleeps.
 constexpr milliseconds kIdleWait{50};
+// How often the thread looks for kept mappings of deleted files (Engine::KeptMapping).
+constexpr milliseconds kKeptMappingCheck{200};
 // How long the thread's teardown lets cancelled and purged requests complete.
 constexpr milliseconds kTeardownGrace{2000};
 // Rounds of progress with nothing to do, a millisecond apart, after which a closing worker is taken as quiet.
@@ -87,12 +89,14 @@ Status Replicator::Engine::Open() {
   ucx_.worker_release_address(worker_, address);
   wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (wake_fd_ < 0) return Internal(std::string("eventfd for the replicator failed: ") + strerror(errno));
+  store_.SetFilesDeletedHook([this] { ReleaseDeletedMappings(); });
   thread_ = std::thread([this] { Run(); });
   writer_ = std::thread([this] { WriterLoop(); });
   return Status::Ok();
 }
 
 Replicator::Engine::~Engine() {
+  store_.SetFilesDeletedHook(nullptr);
   if (thread_.joinable()) {
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -134,6 +138,11 @@ void Replicator::Engine::Run() noexcept {
       busy |= HandleCompletions();
       HandleEndpointErrors();
       CheckTimeouts();
+      // Files deleted other than by the store (by hand, or a fetch's temporary directory) are let go of soon too.
+      if (Clock::now() >= next_kept_check_) {
+        ReleaseDeletedMappings();
+        next_kept_check_ = Clock::now() + kKeptMappingCheck;
+      }
       if (busy || ucx_.worker_arm(worker_) == UCS_ERR_BUSY) continue;
       pollfd fds[2] = {{event_fd_, POLLIN, 0}, {wake_fd_, POLLIN, 0}};
       poll(fds, 2, static_cast<int>(kIdleWait.count()));

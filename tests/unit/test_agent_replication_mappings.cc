@@ -1,0 +1,126 @@
+// The receiving agent keeps the mappings of the recycled files that replicas were received into, so that a later
+// replica into the same file finds its pages mapped (replication_engine.h, Engine::KeptMapping); a kept file that is
+// deleted must be let go of, or its memory would outlive the store's count of it. What this process maps is read
+// from /proc/self/maps.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "tests/unit/agent_replication_testing.h"
+
+namespace ckpt::agent {
+namespace {
+
+using namespace std::chrono_literals;
+using namespace replication_testing;
+
+// The files under `dir` this process maps, once per mapping, as /proc/self/maps names them: a deleted file's name
+// ends with " (deleted)".
+std::vector<std::string> MappedFilesUnder(const std::string& dir) {
+  std::ifstream maps("/proc/self/maps");
+  std::vector<std::string> files;
+  std::string line;
+  while (std::getline(maps, line)) {
+    const size_t path = line.find(dir + "/");
+    if (path != std::string::npos) files.push_back(line.substr(path));
+  }
+  return files;
+}
+
+size_t TimesMapped(const std::string& dir, const std::string& file) {
+  const std::vector<std::string> files = MappedFilesUnder(dir);
+  return static_cast<size_t>(std::count(files.begin(), files.end(), file));
+}
+
+class AgentReplicationMappingTest : public AgentReplicationTest {
+ protected:
+  // Node a saves step `name` with `files`, node b's directory of it is empty, and a's files are pushed to b, whose
+  // retention removes its step before (its files become b's recycled files).
+  static void ReplicateStep(Node& a, Node& b, const std::string& name,
+                            const std::map<std::string, std::string>& files) {
+    const std::string manifest = "manifest of " + name;
+    WriteCheckpoint(b, {}, manifest, name);
+    Complete(b, Checkpoint(1, {}, name));
+    WriteCheckpoint(a, files, manifest, name);
+    std::vector<std::string> own;
+    for (const auto& [file, content] : files) own.push_back(file);
+    Complete(a, Checkpoint(0, own, name));
+    a.replicator->Replicate(name);
+    ASSERT_EQ(ReplicationOutcome(a, 20s, name), "") << name;
+    for (const auto& [file, content] : files) {
+      EXPECT_EQ(ReadAll(b.dir + "/" + name + "/data/" + file), content) << name << ": " << file;
+    }
+  }
+};
+
+// Step 7's replica goes into fresh files (written, not mapped); step 8's into step 7's recycled file, mapped and kept;
+// step 9's, smaller, into step 8's through the mapping kept (the file is mapped once, not twice); step 10's, larger
+// than that file, through writes again, and the mapping too small for it is let go of.
+TEST_F(AgentReplicationMappingTest, LaterStepsReplicasAreWrittenThroughTheMappingsKeptFromEarlierOnesByteIdentical) {
+  Node& a = AddNode("node-a");
+  Node& b = AddNode("node-b");
+  ASSERT_TRUE(a.replicator && b.replicator);
+  Connect();
+  ReplicateStep(a, b, "step-7", {{"0-0.bin", Pattern((3 << 20) + 5, 1)}});
+  EXPECT_TRUE(MappedFilesUnder(b.dir).empty()) << "a replica written into fresh files is not mapped";
+
+  ReplicateStep(a, b, "step-8", {{"0-0.bin", Pattern((3 << 20) + 5, 2)}});
+  const std::string step8 = b.dir + "/step-8/data/0-0.bin";
+  EXPECT_TRUE(Eventually([&] { return TimesMapped(b.dir, step8) == 1; }, 5s)) << "the mapping is not kept";
+
+  ReplicateStep(a, b, "step-9", {{"0-0.bin", Pattern(2 << 20, 3)}});
+  const std::string step9 = b.dir + "/step-9/data/0-0.bin";
+  EXPECT_TRUE(Eventually([&] { return TimesMapped(b.dir, step9) == 1; }, 5s));
+  EXPECT_EQ(MappedFilesUnder(b.dir), std::vector<std::string>{step9}) << "the kept mapping was not the one used";
+
+  ReplicateStep(a, b, "step-10", {{"0-0.bin", Pattern((4 << 20) + 3, 4)}});
+  EXPECT_TRUE(Eventually([&] { return MappedFilesUnder(b.dir).empty(); }, 5s))
+      << "a kept mapping smaller than the file now is still mapped";
+}
+
+// The store deletes b's recycled files (a transfer needs their room) while b keeps a mapping of one: the mapping goes
+// before the store's call returns, so that no deleted file holds memory.
+TEST_F(AgentReplicationMappingTest, AKeptMappingIsLetGoOfWhenTheStoreDeletesItsFile) {
+  Node& a = AddNode("node-a");
+  Node& b = AddNode("node-b");
+  ASSERT_TRUE(a.replicator && b.replicator);
+  Connect();
+  ReplicateStep(a, b, "step-7", {{"0-0.bin", Pattern(2 << 20, 5)}});
+  ReplicateStep(a, b, "step-8", {{"0-0.bin", Pattern(2 << 20, 6)}});
+  ASSERT_TRUE(Eventually([&] { return MappedFilesUnder(b.dir).size() == 1; }, 5s));
+  // Step 9 on b removes step 8, whose replica becomes a recycled file, still mapped.
+  WriteCheckpoint(b, {}, "manifest of step 9", "step-9");
+  Complete(b, Checkpoint(1, {}, "step-9"));
+  ASSERT_EQ(b.store->RecycledBytes(), 2u << 20);
+  ASSERT_EQ(MappedFilesUnder(b.dir).size(), 1u);
+
+  (void)b.store->ReserveIncoming(99, "step-9", b.store->budget_bytes());  // deletes the recycled files for room
+  EXPECT_EQ(b.store->RecycledBytes(), 0u);
+  EXPECT_EQ(MappedFilesUnder(b.dir), std::vector<std::string>{});
+  b.store->ReleaseIncoming(99);
+}
+
+// A kept file deleted other than by the store (by hand) is let go of soon too.
+TEST_F(AgentReplicationMappingTest, AKeptMappingOfAFileDeletedByHandIsLetGoOfWithinASecond) {
+  Node& a = AddNode("node-a");
+  Node& b = AddNode("node-b");
+  ASSERT_TRUE(a.replicator && b.replicator);
+  Connect();
+  ReplicateStep(a, b, "step-7", {{"0-0.bin", Pattern(2 << 20, 7)}});
+  ReplicateStep(a, b, "step-8", {{"0-0.bin", Pattern(2 << 20, 8)}});
+  const std::string step8 = b.dir + "/step-8/data/0-0.bin";
+  ASSERT_TRUE(Eventually([&] { return TimesMapped(b.dir, step8) == 1; }, 5s));
+
+  ASSERT_EQ(unlink(step8.c_str()), 0);
+  EXPECT_TRUE(Eventually([&] { return MappedFilesUnder(b.dir).empty(); }, 1s))
+      << "still mapped: " << (MappedFilesUnder(b.dir).empty() ? "" : MappedFilesUnder(b.dir).front());
+}
+
+}  // namespace
+}  // namespace ckpt::agent
