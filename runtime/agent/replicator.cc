@@ -56,7 +56,10 @@ Status UcxFailed(const coll::UcxApi& ucx, const std::string& step, ucs_status_t 
 
 }  // namespace
 
-void SetReplicationUcxDefaults() { setenv("UCX_TCP_RX_SEG_SIZE", "1M", /*overwrite=*/0); }
+void SetReplicationUcxDefaults() {
+  setenv("UCX_TCP_RX_SEG_SIZE", "1M", /*overwrite=*/0);
+  setenv("UCX_TCP_TX_SEG_SIZE", "1M", /*overwrite=*/0);
+}
 
 Replicator::Engine::Engine(MemoryStore& store, ReplicatorOptions options, LogFn log, const coll::UcxApi& ucx)
     : store_(store), options_(std::move(options)), log_(std::move(log)), ucx_(ucx) {}
