@@ -105,8 +105,8 @@ FIGURES = [
     # The first step's replica, written into fresh memory rather than the recycled files of the step before.
     ("replication_fresh_gbps", "GB/s", "%.3f"),
     ("replication_fresh_vs_ucx_perftest", "ratio", "%.3f"),
-    # The second step's, the first written into recycled files, which the receiver maps then (later steps find them
-    # mapped).
+    # The second step's, the first written into recycled files, which the receiver maps then (later steps find the
+    # files they are sent from and written into mapped).
     ("replication_first_recycled_gbps", "GB/s", "%.3f"),
     ("replication_first_recycled_vs_ucx_perftest", "ratio", "%.3f"),
     # ucx_perftest with endpoints that handle a peer's failure, as replication's do: UCX then moves large messages

@@ -7,15 +7,17 @@
 // other's, one per step as a job saving to memory every step does; each push's time runs from its start to the
 // sender marking it replicated (every file received, renamed into place and acknowledged). A small push first sets up
 // the connection. The first full push writes into fresh memory; from the second on, the receiver writes into the
-// files of the replica its retention removed (MemoryStore's recycled files). The second maps those files; from the
-// third on, the receiver finds them mapped already (it keeps the mappings of the files replicas were received into),
-// as in a job's steady state. Prints `replication_fresh_gbps` (the first), `replication_first_recycled_gbps` (the
+// files of the replica its retention removed (MemoryStore's recycled files), and from the third on the sender's save
+// writes over the files of its step before last. The second maps those files; from the third on, both agents find
+// their files mapped already (each keeps the mappings of the files it sent or received into), as in a job's steady
+// state. Prints `replication_fresh_gbps` (the first), `replication_first_recycled_gbps` (the
 // second) and `replication_gbps` (the steps after those, their bytes over their time), in GB/s (1e9).
 //
 // The receiving agent runs in a child process that the sender's drives over a socket pair: it answers with its
 // replication address, then completes each step's (empty) checkpoint directory when asked, before the push of it.
 // Apart, the two agents share no address space, as on two nodes: neither's mapping of a 1 GiB file waits on the
 // other's.
+#include <fcntl.h>
 #include <stdlib.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -33,6 +35,7 @@
 #include "io/file_io.h"
 #include "runtime/agent/memory_store.h"
 #include "runtime/agent/replicator.h"
+#include "runtime/save_directory.h"
 
 namespace {
 
@@ -41,6 +44,7 @@ using namespace ckpt::agent;
 using Clock = std::chrono::steady_clock;
 
 constexpr int kFiles = 4;
+constexpr SessionId kSession = 1;  // the saving rank's connection, to the store
 constexpr int kSteps = 6;  // the first into fresh memory, the others into recycled files
 constexpr auto kLongestWait = std::chrono::seconds(120);
 
@@ -67,22 +71,38 @@ Agent StartAgent(const std::string& dir, const std::string& node, uint64_t budge
   return agent;
 }
 
-// Writes M/<name> with a MANIFEST and `files` data files of `bytes` in all, and completes it as node `index` of 2.
+// Saves M/<name> with a MANIFEST and `files` data files of `bytes` in all as a memory-tier save does, and completes it
+// as node `index` of 2: its bytes are reserved for a temporary directory, where the store places recycled files (the
+// data files of the checkpoint its retention removed) for the data files to be written over; the temporary is then
+// renamed into place.
 void SaveCheckpoint(Agent& agent, const std::string& name, uint32_t index, uint64_t bytes, int files) {
-  const std::string dir = io::JoinPath(agent.store->directory(), name);
-  Check(io::MakeDirectories(dir + "/data"), "creating a checkpoint directory");
-  std::ofstream(dir + "/MANIFEST") << "bench manifest";
+  const std::string temporary = name + std::string(runtime::kTemporaryInfix) + "bench";
+  const std::string temporary_dir = io::JoinPath(agent.store->directory(), temporary);
+  Check(io::MakeDirectories(temporary_dir + "/data"), "creating a checkpoint directory");
   MemoryCheckpoint checkpoint;
   checkpoint.name = name;
   checkpoint.node_index = index;
   checkpoint.node_count = 2;
+  std::vector<PlannedFile> planned;
   for (int f = 0; f < files; ++f) {
-    const std::string file = std::to_string(index) + "-" + std::to_string(f) + ".bin";
-    const std::string data(bytes / files, static_cast<char>('a' + f));
-    Check(io::WriteFileDurably(dir + "/data/" + file, data.data(), data.size()), "writing a data file");
-    checkpoint.own_files.push_back(file);
+    checkpoint.own_files.push_back(std::to_string(index) + "-" + std::to_string(f) + ".bin");
+    planned.push_back(PlannedFile{checkpoint.own_files.back(), bytes / files});
   }
-  Check(agent.store->Complete(1, "", checkpoint, false), "completing a checkpoint");
+  Check(agent.store->Reserve(kSession, temporary, bytes, planned), "reserving memory for a save");
+  for (const PlannedFile& file : planned) {
+    const std::string data(file.size, static_cast<char>('a' + (&file - planned.data())));
+    const std::string path = temporary_dir + "/data/" + file.name;
+    const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0600);  // over a placed file's pages, if any
+    if (fd < 0) throw std::runtime_error("cannot open " + path);
+    const bool written = pwrite(fd, data.data(), data.size(), 0) == static_cast<ssize_t>(data.size()) &&
+                         ftruncate(fd, static_cast<off_t>(data.size())) == 0;
+    close(fd);
+    if (!written) throw std::runtime_error("cannot write " + path);
+  }
+  std::ofstream(temporary_dir + "/MANIFEST") << "bench manifest";
+  const std::string dir = io::JoinPath(agent.store->directory(), name);
+  if (rename(temporary_dir.c_str(), dir.c_str()) != 0) throw std::runtime_error("cannot rename " + temporary_dir);
+  Check(agent.store->Complete(kSession, temporary, checkpoint, false), "completing a checkpoint");
 }
 
 // Pushes `name` from `from` to its peer and returns the seconds until it is replicated.

@@ -102,6 +102,7 @@ class Replicator::Engine {
     uint64_t fetch_id = 0;  // the peer's fetch, with for_fetch
     std::vector<FileInfo> files;
     std::vector<io::FileMapping> sources;  // by files' index
+    std::vector<UniqueFd> source_files;    // the files mapped, open
     bool accepted = false;
     uint32_t transfer = 0;
     std::vector<Chunk> chunks;
@@ -185,6 +186,7 @@ class Replicator::Engine {
   void PumpPush(Push& push);
   void OnChunkSent(Op& op);
   void FinishPush(uint64_t id, const std::string& error);
+  void DropPush(std::map<uint64_t, Push>::iterator it);
   void ReportPush(const Push& push);
 
   // Receiving (replication_receive.cc).
@@ -252,19 +254,22 @@ class Replicator::Engine {
     std::string path;
     Status written;
   };
-  // The mappings of the recycled files that placed replicas were received into, kept while the files live: when the
-  // store hands such a file back as a recycled file for a later replica, its pages are mapped already (mapping
-  // 1 GiB took about 70 ms, which the sender waited for). A kept file that is deleted is unmapped at once
-  // (ReleaseDeletedMappings, the store's hook), so that its memory does not outlive the budget's count of it.
+  // The mappings of the recycled files that placed replicas were received into, and of the data files pushes sent,
+  // kept while the files live: when the store hands such a file back as a recycled file for a later replica, or a
+  // save writes over it and it is pushed again, its pages are mapped already (mapping 1 GiB for a replica took about
+  // 70 ms, which the sender waited for). A kept file that is deleted is unmapped at once (ReleaseDeletedMappings, the
+  // store's hook), so that its memory does not outlive the budget's count of it.
   struct KeptMapping {
     dev_t device = 0;
     ino_t inode = 0;
     UniqueFd fd;  // the file, open: fstat tells when it is deleted, and its inode number stays its own
     io::FileMapping mapping;
   };
+  // Keeps `mapping` of the file open as `fd`, in place of any kept mapping of the same file.
   void KeepMapping(UniqueFd fd, io::FileMapping mapping);
-  // The kept mapping of the file open as `fd`, where it covers `size` bytes whose pages all exist; else empty.
-  io::FileMapping TakeKeptMapping(int fd, uint64_t size);
+  // The kept mapping of the file open as `fd` where it covers `size` bytes, and, `for_writing`, is mapped for
+  // filling and every page of those bytes exists; else an empty one.
+  io::FileMapping TakeKeptMapping(int fd, uint64_t size, bool for_writing);
   // Unmaps the kept mappings of deleted files; any thread.
   void ReleaseDeletedMappings();
   // Unmaps on the writer's thread: unmapping 1 GiB takes tens of milliseconds.

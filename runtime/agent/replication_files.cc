@@ -10,13 +10,14 @@
 
 namespace ckpt::agent {
 
-Result<io::FileMapping> MapForSending(const std::string& path) {
+Result<UniqueFd> OpenForSending(const std::string& path, uint64_t* size) {
   UniqueFd fd(open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
   if (!fd.valid()) return io::ErrnoStatus(errno, "cannot open " + Quoted(path) + " to replicate it");
   struct stat st;
   if (fstat(fd.get(), &st) != 0) return io::ErrnoStatus(errno, "cannot stat " + Quoted(path));
   if (!S_ISREG(st.st_mode)) return InvalidArgument(Quoted(path) + " is no regular file; it is not replicated");
-  return io::FileMapping::Map(fd.get(), path, 0, static_cast<uint64_t>(st.st_size));
+  *size = static_cast<uint64_t>(st.st_size);
+  return fd;
 }
 
 Result<UniqueFd> CreatePartFile(const std::string& path, uint64_t size, bool recycled) {

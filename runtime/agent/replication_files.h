@@ -15,8 +15,8 @@
 
 namespace ckpt::agent {
 
-// A regular file (links are not followed), mapped whole for sending.
-Result<io::FileMapping> MapForSending(const std::string& path);
+// A regular file (links are not followed), open for sending; `*size` is its size.
+Result<UniqueFd> OpenForSending(const std::string& path, uint64_t* size);
 
 // `path` sized to `size` and open for reading and writing (so that it can be mapped for filling): created afresh (an
 // older one is replaced), or, `recycled`, the file MemoryStore::TakeRecycled moved there, whose pages are written over.

@@ -73,13 +73,20 @@ void Replicator::Engine::StartPush(const std::string& address, const std::string
   push.last_progress = Clock::now();
   const std::string dir = CheckpointDir(checkpoint);
   for (const std::string& file : files) {
-    Result<io::FileMapping> source =
-        ValidateReplicatedFileName(file).ok()
-            ? MapForSending(ReplicatedFilePath(dir, file))
-            : Result<io::FileMapping>(InvalidArgument(Quoted(file) + " is no replicated file"));
-    if (!source.ok()) return FinishPush(id, "node '" + options_.node + "' cannot send: " + source.status().message());
-    push.files.push_back(FileInfo{file, source->size()});
-    push.sources.push_back(std::move(*source));
+    const std::string path = ReplicatedFilePath(dir, file);
+    uint64_t size = 0;
+    Result<UniqueFd> fd = ValidateReplicatedFileName(file).ok()
+                              ? OpenForSending(path, &size)
+                              : Result<UniqueFd>(InvalidArgument(Quoted(file) + " is no replicated file"));
+    // A file sent before (a recycled file the node's save wrote over) has its pages mapped already.
+    io::FileMapping source = fd.ok() ? TakeKeptMapping(fd->get(), size, false) : io::FileMapping();
+    Result<io::FileMapping> mapped = !fd.ok()                   ? Result<io::FileMapping>(fd.status())
+                                     : source.data() != nullptr ? Result<io::FileMapping>(std::move(source))
+                                                                : io::FileMapping::Map(fd->get(), path, 0, size);
+    if (!mapped.ok()) return FinishPush(id, "node '" + options_.node + "' cannot send: " + mapped.status().message());
+    push.files.push_back(FileInfo{file, size});
+    push.sources.push_back(std::move(*mapped));
+    push.source_files.push_back(std::move(*fd));
   }
   ReplicationMessage offer;
   offer.type = MessageType::kOffer;
@@ -98,6 +105,7 @@ void Replicator::Engine::OnAccept(const ReplicationMessage& message) {
   // The receiver may want fewer files (a MANIFEST it has): the sources are narrowed to those, in its order.
   std::vector<FileInfo> files;
   std::vector<io::FileMapping> sources;
+  std::vector<UniqueFd> source_files;
   for (const FileInfo& wanted : message.files) {
     auto offered = std::find_if(push.files.begin(), push.files.end(),
                                 [&](const FileInfo& file) { return file.name == wanted.name; });
@@ -105,11 +113,14 @@ void Replicator::Engine::OnAccept(const ReplicationMessage& message) {
       return FinishPush(push.id,
                         PeerName(push.address) + " accepted " + Quoted(wanted.name) + ", which was not offered");
     }
+    const size_t index = static_cast<size_t>(offered - push.files.begin());
     files.push_back(*offered);
-    sources.push_back(std::move(push.sources[static_cast<size_t>(offered - push.files.begin())]));
+    sources.push_back(std::move(push.sources[index]));
+    source_files.push_back(std::move(push.source_files[index]));
   }
   push.files = std::move(files);
   push.sources = std::move(sources);
+  push.source_files = std::move(source_files);
   push.accepted = true;
   push.transfer = message.transfer;
   push.chunks = PlanChunks(push.files, options_.chunk_bytes);
@@ -144,7 +155,7 @@ void Replicator::Engine::OnChunkSent(Op& op) {
   Push& push = it->second;
   --push.in_flight;
   if (push.finished) {
-    if (push.in_flight == 0) pushes_.erase(it);
+    if (push.in_flight == 0) DropPush(it);
     return;
   }
   if (op.status != UCS_OK) {
@@ -173,7 +184,19 @@ void Replicator::Engine::FinishPush(uint64_t id, const std::string& error) {
   }
   ReportPush(push);
   it = pushes_.find(id);  // SendControl may have failed pushes to that peer
-  if (it != pushes_.end() && it->second.in_flight == 0) pushes_.erase(it);
+  if (it != pushes_.end() && it->second.in_flight == 0) DropPush(it);
+}
+
+// The mappings of the data files it sent are kept (KeepMapping): the node's next save writes over these files once
+// its retention recycles them, and the next push of them finds their pages mapped.
+void Replicator::Engine::DropPush(std::map<uint64_t, Push>::iterator it) {
+  Push& push = it->second;
+  for (size_t i = 0; i < push.sources.size() && i < push.source_files.size(); ++i) {
+    if (push.files[i].name != "MANIFEST" && push.sources[i].data() != nullptr) {
+      KeepMapping(std::move(push.source_files[i]), std::move(push.sources[i]));
+    }
+  }
+  pushes_.erase(it);
 }
 
 // A replica's outcome counts towards its checkpoint's: replicated once every replica is in place.

@@ -80,7 +80,7 @@ Status Replicator::Engine::AcceptOffer(const ReplicationMessage& message, Incomi
     const bool recycled = file.name != "MANIFEST" && store_.TakeRecycled(path, file.size);
     ASSIGN_OR_RETURN(UniqueFd part, CreatePartFile(path, file.size, recycled));
     io::FileMapping target;
-    if (recycled) target = TakeKeptMapping(part.get(), file.size);
+    if (recycled) target = TakeKeptMapping(part.get(), file.size, true);
     if (recycled && target.writable_data() == nullptr) {
       ASSIGN_OR_RETURN(target, MapIfAllocated(part.get(), path, file.size));
     }
@@ -286,20 +286,28 @@ void Replicator::Engine::FailIncoming(uint32_t id, const std::string& error) {
 
 void Replicator::Engine::KeepMapping(UniqueFd fd, io::FileMapping mapping) {
   struct stat st;
-  std::vector<KeptMapping> evicted(1);
+  std::vector<KeptMapping> evicted;
   if (fstat(fd.get(), &st) == 0) {
     std::lock_guard<std::mutex> lock(kept_mu_);
+    for (auto it = kept_mappings_.begin(); it != kept_mappings_.end(); ++it) {
+      if (it->device == st.st_dev && it->inode == st.st_ino) {
+        evicted.push_back(std::move(*it));
+        kept_mappings_.erase(it);
+        break;
+      }
+    }
     kept_mappings_.push_back(KeptMapping{st.st_dev, st.st_ino, std::move(fd), std::move(mapping)});
-    if (kept_mappings_.size() <= kMaxKeptMappings) return;
-    evicted[0] = std::move(kept_mappings_.front());
-    kept_mappings_.pop_front();
+    if (kept_mappings_.size() > kMaxKeptMappings) {
+      evicted.push_back(std::move(kept_mappings_.front()));
+      kept_mappings_.pop_front();
+    }
   } else {
-    evicted[0].mapping = std::move(mapping);
+    evicted.push_back(KeptMapping{0, 0, std::move(fd), std::move(mapping)});
   }
-  ReleaseLater(std::move(evicted));
+  if (!evicted.empty()) ReleaseLater(std::move(evicted));
 }
 
-io::FileMapping Replicator::Engine::TakeKeptMapping(int fd, uint64_t size) {
+io::FileMapping Replicator::Engine::TakeKeptMapping(int fd, uint64_t size, bool for_writing) {
   struct stat st;
   if (fstat(fd, &st) != 0) return io::FileMapping();
   std::vector<KeptMapping> found;
@@ -312,8 +320,9 @@ io::FileMapping Replicator::Engine::TakeKeptMapping(int fd, uint64_t size) {
     found.push_back(std::move(*it));
     kept_mappings_.erase(it);
   }
-  // The file was cut to `size` (CreatePartFile): a larger mapping is written only below that.
-  if (found[0].mapping.size() >= size && HoldsAllPages(fd, size)) return std::move(found[0].mapping);
+  // A mapping larger than the file now (cut to `size`) is used only below that.
+  const bool fits = for_writing ? found[0].mapping.writable_data() != nullptr && HoldsAllPages(fd, size) : true;
+  if (found[0].mapping.size() >= size && fits) return std::move(found[0].mapping);
   ReleaseLater(std::move(found));
   return io::FileMapping();
 }

@@ -2,6 +2,7 @@
 // replica into the same file finds its pages mapped (replication_engine.h, Engine::KeptMapping); a kept file that is
 // deleted must be let go of, or its memory would outlive the store's count of it. What this process maps is read
 // from /proc/self/maps.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -33,6 +34,18 @@ std::vector<std::string> MappedFilesUnder(const std::string& dir) {
   return files;
 }
 
+// The address ranges at which this process maps files whose names (as /proc/self/maps gives them now) contain
+// `text`.
+std::vector<std::string> MappingsOf(const std::string& text) {
+  std::ifstream maps("/proc/self/maps");
+  std::vector<std::string> ranges;
+  std::string line;
+  while (std::getline(maps, line)) {
+    if (line.find(text) != std::string::npos) ranges.push_back(line.substr(0, line.find(' ')));
+  }
+  return ranges;
+}
+
 size_t TimesMapped(const std::string& dir, const std::string& file) {
   const std::vector<std::string> files = MappedFilesUnder(dir);
   return static_cast<size_t>(std::count(files.begin(), files.end(), file));
@@ -56,6 +69,29 @@ class AgentReplicationMappingTest : public AgentReplicationTest {
     for (const auto& [file, content] : files) {
       EXPECT_EQ(ReadAll(b.dir + "/" + name + "/data/" + file), content) << name << ": " << file;
     }
+  }
+
+  // As ReplicateStep, but node a saves as a memory-tier save does: it reserves the bytes for a temporary directory,
+  // where its store places its recycled file, writes "0-0.bin" over it, and renames the directory into place.
+  static void ReplicateSavedStep(Node& a, Node& b, const std::string& name, const std::string& content) {
+    const std::string temporary = name + ".tmp-test";
+    const std::string temporary_dir = a.dir + "/" + temporary;
+    ASSERT_TRUE(io::MakeDirectories(temporary_dir + "/data").ok());
+    ASSERT_TRUE(a.store->Reserve(1, temporary, content.size(), {{"0-0.bin", content.size()}}).ok());
+    const std::string path = temporary_dir + "/data/0-0.bin";
+    const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(pwrite(fd, content.data(), content.size(), 0), static_cast<ssize_t>(content.size()));
+    ASSERT_EQ(ftruncate(fd, static_cast<off_t>(content.size())), 0);
+    close(fd);
+    std::ofstream(temporary_dir + "/MANIFEST", std::ios::binary) << "manifest of " << name;
+    ASSERT_EQ(rename(temporary_dir.c_str(), (a.dir + "/" + name).c_str()), 0);
+    ASSERT_TRUE(a.store->Complete(1, temporary, Checkpoint(0, {"0-0.bin"}, name), false).ok());
+    WriteCheckpoint(b, {}, "manifest of " + name, name);
+    Complete(b, Checkpoint(1, {}, name));
+    a.replicator->Replicate(name);
+    ASSERT_EQ(ReplicationOutcome(a, 20s, name), "") << name;
+    EXPECT_EQ(ReadAll(b.dir + "/" + name + "/data/0-0.bin"), content) << name;
   }
 };
 
@@ -120,6 +156,23 @@ TEST_F(AgentReplicationMappingTest, AKeptMappingOfAFileDeletedByHandIsLetGoOfWit
   ASSERT_EQ(unlink(step8.c_str()), 0);
   EXPECT_TRUE(Eventually([&] { return MappedFilesUnder(b.dir).empty(); }, 1s))
       << "still mapped: " << (MappedFilesUnder(b.dir).empty() ? "" : MappedFilesUnder(b.dir).front());
+}
+
+// The sender keeps the mapping of a data file it pushed: its next save writes over that file once retention recycles
+// it, and the push of that save sends the new bytes from the same mapping, not from a second one.
+TEST_F(AgentReplicationMappingTest, APushOfAFileASaveWroteOverSendsItsNewBytesThroughTheMappingKept) {
+  Node& a = AddNode("node-a");
+  Node& b = AddNode("node-b");
+  ASSERT_TRUE(a.replicator && b.replicator);
+  Connect();
+  ReplicateSavedStep(a, b, "step-7", Pattern((2 << 20) + 9, 11));
+  ReplicateSavedStep(a, b, "step-8", Pattern((2 << 20) + 9, 12));
+  // Step 8's retention recycled step 7's file: the mapping its push used is still there.
+  const std::vector<std::string> kept = MappingsOf(a.dir + "/.recycled/");
+  ASSERT_EQ(kept.size(), 1u) << "the sent file's mapping is not kept";
+  // Step 9's save writes over that file.
+  ReplicateSavedStep(a, b, "step-9", Pattern(2 << 20, 13));
+  EXPECT_EQ(MappingsOf(a.dir + "/step-9/data/0-0.bin"), kept) << "step 9 was not sent through step 7's mapping";
 }
 
 }  // namespace
