@@ -75,17 +75,20 @@ void Replicator::Engine::StartPush(const std::string& address, const std::string
   for (const std::string& file : files) {
     const std::string path = ReplicatedFilePath(dir, file);
     uint64_t size = 0;
+    const std::string cannot_send = "node '" + options_.node + "' cannot send: ";
     Result<UniqueFd> fd = ValidateReplicatedFileName(file).ok()
                               ? OpenForSending(path, &size)
                               : Result<UniqueFd>(InvalidArgument(Quoted(file) + " is no replicated file"));
+    if (!fd.ok()) return FinishPush(id, cannot_send + fd.status().message());
     // A file sent before (a recycled file the node's save wrote over) has its pages mapped already.
-    io::FileMapping source = fd.ok() ? TakeKeptMapping(fd->get(), size, false) : io::FileMapping();
-    Result<io::FileMapping> mapped = !fd.ok()                   ? Result<io::FileMapping>(fd.status())
-                                     : source.data() != nullptr ? Result<io::FileMapping>(std::move(source))
-                                                                : io::FileMapping::Map(fd->get(), path, 0, size);
-    if (!mapped.ok()) return FinishPush(id, "node '" + options_.node + "' cannot send: " + mapped.status().message());
+    io::FileMapping source = TakeKeptMapping(fd->get(), size, false);
+    if (source.data() == nullptr) {
+      Result<io::FileMapping> mapped = io::FileMapping::Map(fd->get(), path, 0, size);
+      if (!mapped.ok()) return FinishPush(id, cannot_send + mapped.status().message());
+      source = std::move(*mapped);
+    }
     push.files.push_back(FileInfo{file, size});
-    push.sources.push_back(std::move(*mapped));
+    push.sources.push_back(std::move(source));
     push.source_files.push_back(std::move(*fd));
   }
   ReplicationMessage offer;
@@ -191,7 +194,7 @@ void Replicator::Engine::FinishPush(uint64_t id, const std::string& error) {
 // its retention recycles them, and the next push of them finds their pages mapped.
 void Replicator::Engine::DropPush(std::map<uint64_t, Push>::iterator it) {
   Push& push = it->second;
-  for (size_t i = 0; i < push.sources.size() && i < push.source_files.size(); ++i) {
+  for (size_t i = 0; i < push.sources.size(); ++i) {
     if (push.files[i].name != "MANIFEST" && push.sources[i].data() != nullptr) {
       KeepMapping(std::move(push.source_files[i]), std::move(push.sources[i]));
     }

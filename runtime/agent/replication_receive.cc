@@ -321,7 +321,7 @@ io::FileMapping Replicator::Engine::TakeKeptMapping(int fd, uint64_t size, bool 
     kept_mappings_.erase(it);
   }
   // A mapping larger than the file now (cut to `size`) is used only below that.
-  const bool fits = for_writing ? found[0].mapping.writable_data() != nullptr && HoldsAllPages(fd, size) : true;
+  const bool fits = !for_writing || (found[0].mapping.writable_data() != nullptr && HoldsAllPages(fd, size));
   if (found[0].mapping.size() >= size && fits) return std::move(found[0].mapping);
   ReleaseLater(std::move(found));
   return io::FileMapping();

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/agent/replication_files.h"
 #include "tests/unit/agent_replication_testing.h"
 
 namespace ckpt::agent {
@@ -173,6 +174,32 @@ TEST_F(AgentReplicationMappingTest, APushOfAFileASaveWroteOverSendsItsNewBytesTh
   // Step 9's save writes over that file.
   ReplicateSavedStep(a, b, "step-9", Pattern(2 << 20, 13));
   EXPECT_EQ(MappingsOf(a.dir + "/step-9/data/0-0.bin"), kept) << "step 9 was not sent through step 7's mapping";
+}
+
+// A sender that dies while a replica fills a kept mapping: the receive fails, its hidden file goes, and nothing of
+// the file stays mapped (a mapping of the unlinked file would hold its memory).
+TEST_F(AgentReplicationMappingTest, ASenderThatDiesWhileAKeptMappingIsFilledLeavesNoMappingOfTheFile) {
+  constexpr size_t kBytes = 128u << 20;  // the rest of the transfer takes tens of milliseconds at least
+  Node& a = AddNode("node-a");
+  Node& b = AddNode("node-b", 1ull << 30, kJob, "", 1500ms);
+  ASSERT_TRUE(a.replicator && b.replicator);
+  Connect();
+  ReplicateStep(a, b, "step-7", {{"0-0.bin", Pattern(kBytes, 21)}});
+  ReplicateStep(a, b, "step-8", {{"0-0.bin", Pattern(kBytes, 22)}});
+  ASSERT_TRUE(Eventually([&] { return MappedFilesUnder(b.dir).size() == 1; }, 5s));
+  // Step 9's replica goes into step 8's file, through the mapping kept.
+  WriteCheckpoint(b, {}, "manifest of step-9", "step-9");
+  Complete(b, Checkpoint(1, {}, "step-9"));
+  WriteCheckpoint(a, {{"0-0.bin", Pattern(kBytes, 23)}}, "manifest of step-9", "step-9");
+  Complete(a, Checkpoint(0, {"0-0.bin"}, "step-9"));
+  a.replicator->Replicate("step-9");
+  const std::string part = PartialFilePath(b.dir + "/step-9", "0-0.bin");
+  ASSERT_TRUE(Eventually([&] { return io::PathExists(part); }, 10s, 200us)) << "node-b never accepted the push";
+  a.replicator.reset();
+
+  EXPECT_TRUE(Eventually([&] { return !io::PathExists(part) && MappedFilesUnder(b.dir).empty(); }, 10s))
+      << (MappedFilesUnder(b.dir).empty() ? "the hidden file is left" : MappedFilesUnder(b.dir).front());
+  EXPECT_FALSE(io::PathExists(b.dir + "/step-9/data/0-0.bin"));
 }
 
 }  // namespace
