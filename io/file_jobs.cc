@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <optional>
 
 #include "io/checksum.h"
 #include "io/confined_open.h"
@@ -422,11 +423,13 @@ class Executor final : public FileJobExecutor {
 Result<WriteResult> Executor::WriteFile(const WriteJob& job, const std::vector<const char*>& starts) {
   ASSIGN_OR_RETURN(const OpenFile file, FileForWrite(job));
   RequestPlan plan = PlanRequests(starts, job.segments, tuning_.request_bytes, file.direct);
-  BlockHasher hasher(starts, job.segments, job.block_size);
   const IoTarget target{IoDirection::kWrite, file.fd, file.direct, &job.path};
-  RETURN_IF_ERROR(backend_->Run(target, plan.requests, [&hasher] { return hasher.HashNext(); }));
+  std::optional<BlockHasher> hasher;
+  if (job.compute_checksums) hasher.emplace(starts, job.segments, job.block_size);
+  RETURN_IF_ERROR(
+      backend_->Run(target, plan.requests, [&hasher] { return hasher ? hasher->HashNext() : SpareStep::kDone; }));
   if (job.finish) RETURN_IF_ERROR(FinishFile(job.path, job.final_size));
-  return hasher.Take();
+  return hasher ? hasher->Take() : WriteResult{};
 }
 
 // The segments as Write checks them, but against no arena: their memory is the caller's, one source each, aligned

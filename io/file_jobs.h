@@ -30,10 +30,13 @@ struct WriteJob {
   uint64_t final_size = 0;
   uint64_t block_size = 1ull << 20;   // checksum granularity, from the start of each segment
   std::vector<FileSegment> segments;  // increasing file offsets; the arena holds zeros up to each 4 KiB boundary
+  // false: the caller checksummed the segments as it staged them, and the result carries no checksums.
+  bool compute_checksums = true;
 };
 
 struct WriteResult {
-  std::vector<std::vector<uint64_t>> checksums;  // per segment: XXH3-64 of each block_size block
+  // Per segment: XXH3-64 of each block_size block; none where the job did not compute them.
+  std::vector<std::vector<uint64_t>> checksums;
 };
 
 struct ReadJob {

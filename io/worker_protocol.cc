@@ -327,6 +327,7 @@ std::string EncodeWriteRequest(uint64_t job_id, const WriteJob& job) {
   w.U8(job.finish ? 1 : 0);
   w.U64(job.final_size);
   w.U64(job.block_size);
+  w.U8(job.compute_checksums ? 1 : 0);
   PutSegments(&w, job.segments);
   return Frame(w.data());
 }
@@ -400,6 +401,7 @@ Result<WorkerRequest> DecodeRequest(std::string_view body) {
     RETURN_IF_ERROR(GetBool(&r, &job.finish));
     RETURN_IF_ERROR(r.U64(&job.final_size));
     RETURN_IF_ERROR(r.U64(&job.block_size));
+    RETURN_IF_ERROR(GetBool(&r, &job.compute_checksums));
     RETURN_IF_ERROR(GetSegments(&r, &job.segments));
   } else {
     ReadJob& job = request.read;

@@ -90,17 +90,21 @@ Result<Source> ObjectSource(const State& state, const WriteItem& item) {
 }
 
 // Copies bytes [begin, begin + length) of the unit's row-major bytes to `out`: from host memory past the cache
-// (io::StreamingCopy; a worker reads the arena next, windows later), or queued on `device_copies` from device
-// memory (the caller waits for those).
-Status CopyUnitRange(const Source& s, uint64_t begin, uint64_t length, char* out, DeviceCopier& device_copies) {
+// (io::StreamingCopy; a worker reads the arena next, windows later), fed to `checksummer` as they are copied where
+// one is given, or queued on `device_copies` from device memory (the caller waits for those; never checksummed).
+Status CopyUnitRange(const Source& s, uint64_t begin, uint64_t length, char* out, DeviceCopier& device_copies,
+                     io::BlockChecksummer* checksummer = nullptr) {
   auto copy = [&](char* dst, const char* src, uint64_t n) -> Status {
-    if (s.device < 0) {
+    if (s.device >= 0) return device_copies.ToHost(s.device, dst, src, n);
+    if (checksummer != nullptr) {
+      io::StreamingCopyChecksummed(dst, src, n, *checksummer);
+    } else {
       io::StreamingCopy(dst, src, n);
-      return Status::Ok();
     }
-    return device_copies.ToHost(s.device, dst, src, n);
+    return Status::Ok();
   };
   if (s.contiguous) return copy(out, s.base + begin, length);
+  // The runs come in the order of the unit's bytes, as the checksummer needs them.
   const uint64_t end = begin + length;
   Status status;
   ForEachRun(s.src_box, s.box, s.box, s.element_size, [&](uint64_t src_off, uint64_t dst_off, uint64_t n) {
@@ -201,65 +205,96 @@ std::vector<Window> CutWindows(const std::vector<Unit*>& file, uint64_t cap, uin
   return windows;
 }
 
-// Copies a window's pieces into its arena region and zeroes the padding between and after them.
-// One copy of a window's fill: `length` bytes of a unit, from `unit_offset`, to `dst`.
+// One copy of a window's fill: `length` bytes of a unit, from `unit_offset`, to `dst`; the start of a block of the
+// window's segment `segment`.
 struct CopyTask {
   const Source* source;
+  size_t segment;
   uint64_t unit_offset;
   uint64_t length;
   char* dst;
 };
 
-// Cuts the tasks into `parts` runs of about equal bytes, splitting a task where a cut falls inside it.
-std::vector<std::vector<CopyTask>> SplitTasks(const std::vector<CopyTask>& tasks, uint64_t total, size_t parts) {
+// Cuts the tasks into `parts` runs of about equal bytes, splitting a task at a block boundary near where a cut
+// falls inside it, so that every task checksums whole blocks of its segment (but for the segment's last).
+std::vector<std::vector<CopyTask>> SplitTasks(const std::vector<CopyTask>& tasks, uint64_t total, size_t parts,
+                                              uint64_t block_size) {
   std::vector<std::vector<CopyTask>> out(parts);
   const uint64_t share = (total + parts - 1) / parts;
   size_t part = 0;
   uint64_t room = share;
   for (CopyTask task : tasks) {
     while (task.length > 0) {
-      const uint64_t take = std::min(task.length, room);
-      out[part].push_back(CopyTask{task.source, task.unit_offset, take, task.dst});
-      task.unit_offset += take, task.dst += take, task.length -= take, room -= take;
-      if (room == 0 && part + 1 < parts) ++part, room = share;
+      const bool last_part = part + 1 == parts;
+      const uint64_t take = last_part ? task.length : std::min(task.length, AlignUp(room, block_size));
+      out[part].push_back(CopyTask{task.source, task.segment, task.unit_offset, take, task.dst});
+      task.unit_offset += take, task.dst += take, task.length -= take, room -= std::min(room, take);
+      if (room == 0 && !last_part) ++part, room = share;
     }
   }
   return out;
 }
 
-// Host sources only: device sources are copied by the calling thread, on a stream.
-void RunHostCopies(const std::vector<CopyTask>& tasks) {
+// Copies host sources, each task's bytes checksummed as they are copied (sums[k]: task k's block checksums), or
+// not checksummed where `sums` is null.
+void RunHostCopies(const std::vector<CopyTask>& tasks, uint64_t block_size, std::vector<std::vector<uint64_t>>* sums) {
   DeviceCopier unused;
-  for (const CopyTask& t : tasks) (void)CopyUnitRange(*t.source, t.unit_offset, t.length, t.dst, unused);
+  for (const CopyTask& t : tasks) {
+    if (sums == nullptr) {
+      (void)CopyUnitRange(*t.source, t.unit_offset, t.length, t.dst, unused);
+      continue;
+    }
+    io::BlockChecksummer checksummer(block_size);
+    (void)CopyUnitRange(*t.source, t.unit_offset, t.length, t.dst, unused, &checksummer);
+    sums->push_back(checksummer.Finish());
+  }
 }
 
 // Copies a window's pieces into its arena region and zeroes the padding between and after them. The training
-// thread is blocked until staging ends, so large windows from host memory are copied by several threads at once;
-// pieces in device memory are copied device-to-host on a side stream, waited for before the window goes out.
-Status FillWindow(Window& w, char* region) {
+// thread is blocked until staging ends, so large windows from host memory are copied by several threads at once,
+// and their sources cannot change: each piece is checksummed as it is copied, and *checksums gets every segment's
+// block checksums. Pieces in device memory are copied device-to-host on a side stream, waited for before the window
+// goes out; a window holding one is not checksummed here (*checksums is left empty): its worker hashes it.
+Status FillWindow(Window& w, char* region, uint64_t block_size, std::vector<std::vector<uint64_t>>* checksums) {
   std::vector<CopyTask> host_tasks;
   DeviceCopier device_copies;
   uint64_t filled = 0, host_total = 0;
+  bool from_device = false;
   for (size_t i = 0; i < w.segments.size(); ++i) {
     const io::FileSegment& seg = w.segments[i];
     std::memset(region + filled, 0, seg.arena_offset - filled);
     const Source& source = w.sources[i]->source;
     if (source.device >= 0) {
+      from_device = true;
       RETURN_IF_ERROR(
           CopyUnitRange(source, w.pieces[i].item_offset, seg.length, region + seg.arena_offset, device_copies));
     } else {
-      host_tasks.push_back(CopyTask{&source, w.pieces[i].item_offset, seg.length, region + seg.arena_offset});
+      host_tasks.push_back(CopyTask{&source, i, w.pieces[i].item_offset, seg.length, region + seg.arena_offset});
       host_total += seg.length;
     }
     filled = seg.arena_offset + seg.length;
   }
   std::memset(region + filled, 0, AlignUp(filled, kChunkAlignment) - filled);
   const size_t threads = host_total < kParallelCopyBytes ? 1 : kStagingCopyThreads;
-  std::vector<std::vector<CopyTask>> parts = SplitTasks(host_tasks, host_total, threads);
+  const std::vector<std::vector<CopyTask>> parts = SplitTasks(host_tasks, host_total, threads, block_size);
+  std::vector<std::vector<std::vector<uint64_t>>> part_sums(parts.size());
+  auto sums_of = [&](size_t p) { return from_device ? nullptr : &part_sums[p]; };
   std::vector<std::thread> helpers;
-  for (size_t p = 1; p < parts.size(); ++p) helpers.emplace_back(RunHostCopies, std::cref(parts[p]));
-  RunHostCopies(parts[0]);
+  for (size_t p = 1; p < parts.size(); ++p) {
+    helpers.emplace_back(RunHostCopies, std::cref(parts[p]), block_size, sums_of(p));
+  }
+  RunHostCopies(parts[0], block_size, sums_of(0));
   for (std::thread& t : helpers) t.join();
+  checksums->clear();
+  if (!from_device) {
+    checksums->resize(w.segments.size());
+    for (size_t p = 0; p < parts.size(); ++p) {
+      for (size_t k = 0; k < parts[p].size(); ++k) {
+        std::vector<uint64_t>& sums = (*checksums)[parts[p][k].segment];
+        sums.insert(sums.end(), part_sums[p][k].begin(), part_sums[p][k].end());
+      }
+    }
+  }
   return device_copies.Wait();
 }
 
@@ -437,6 +472,7 @@ struct HeldWrite {
   io::ArenaRegion region;
   std::vector<StagedPiece> pieces;
   bool finishes_file = false;
+  std::vector<std::vector<uint64_t>> checksums;  // per segment, from the staging copy; empty: the worker hashes
 };
 
 struct ReleaseHeldAtExit {
@@ -458,9 +494,11 @@ void AbsorbOldest(io::StagingArena& arena, SaveTicket& ticket) {
     if (ticket.failure.ok()) ticket.failure = result.status();
     return;
   }
-  for (size_t i = 0; i < write.pieces.size() && i < result->checksums.size(); ++i) {
+  const std::vector<std::vector<uint64_t>>& checksums =
+      write.staged_checksums.empty() ? result->checksums : write.staged_checksums;
+  for (size_t i = 0; i < write.pieces.size() && i < checksums.size(); ++i) {
     auto& sums = Target(ticket, write.pieces[i].item).block_checksums;
-    sums.insert(sums.end(), result->checksums[i].begin(), result->checksums[i].end());
+    sums.insert(sums.end(), checksums[i].begin(), checksums[i].end());
     ticket.bytes_written += write.pieces[i].length;
   }
   if (write.finishes_file) ++ticket.files_written;
@@ -524,7 +562,7 @@ Status StageSave(const State& state, const SavePlan& plan, const StagingSettings
   auto hand_out_held = [&] {
     for (HeldWrite& h : held) {
       ticket.pending.push_back(PendingWrite{workers.SubmitWrite(h.worker, std::move(h.job)), h.region,
-                                            std::move(h.pieces), h.finishes_file});
+                                            std::move(h.pieces), h.finishes_file, std::move(h.checksums)});
     }
     held.clear();
   };
@@ -543,7 +581,8 @@ Status StageSave(const State& state, const SavePlan& plan, const StagingSettings
                          return true;
                        }));
       fault::PauseBeforeStagingWindow();
-      const Status filled = FillWindow(w, arena.data() + region.offset);
+      std::vector<std::vector<uint64_t>> checksums;
+      const Status filled = FillWindow(w, arena.data() + region.offset, settings.block_size, &checksums);
       if (!filled.ok()) {
         arena.Release(region);
         return filled;
@@ -555,11 +594,12 @@ Status StageSave(const State& state, const SavePlan& plan, const StagingSettings
       job.finish = i + 1 == windows[f].size();
       job.final_size = ticket.report.files[report_index[f]].size;
       job.block_size = settings.block_size;
+      job.compute_checksums = checksums.empty();
       job.segments = std::move(w.segments);
       for (io::FileSegment& seg : job.segments) seg.arena_offset += region.offset;
       for (const StagedPiece& piece : w.pieces) ticket.bytes_staged += piece.length;
       const bool finishes_file = job.finish;
-      held.push_back(HeldWrite{f, std::move(job), region, std::move(w.pieces), finishes_file});
+      held.push_back(HeldWrite{f, std::move(job), region, std::move(w.pieces), finishes_file, std::move(checksums)});
       if (!settings.writes_after_staging) hand_out_held();
       ticket.progress.Update(ticket.bytes_staged);
     }

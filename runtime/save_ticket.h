@@ -39,6 +39,8 @@ struct PendingWrite {
   io::ArenaRegion region;
   std::vector<StagedPiece> pieces;
   bool finishes_file = false;  // the file's last job: answered once the whole file is durable
+  // Per piece, the block checksums computed while staging it; empty: the worker's result carries them.
+  std::vector<std::vector<uint64_t>> staged_checksums;
 };
 
 // Everything the commit needs that the state may no longer hold once ckpt_save has returned.

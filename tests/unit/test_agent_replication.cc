@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -449,6 +450,12 @@ TEST_F(AgentReplicationTest, AReceiverWhoseMemoryFillsUpFailsThePushAndKeepsNoPa
   EXPECT_FALSE(io::PathExists(b.dir + "/" + kName + "/data/0-0.bin"));
 }
 
+// The bytes the file system holding `path` has free.
+uint64_t FreeBytes(const std::string& path) {
+  struct statvfs fs;
+  return statvfs(path.c_str(), &fs) == 0 ? static_cast<uint64_t>(fs.f_bavail) * fs.f_frsize : 0;
+}
+
 // A replica larger than the recycled file it is received into: the file must grow, in memory that is full. The push
 // must fail, naming the lack of room, instead of the receiver filling a mapping whose missing pages raise SIGBUS.
 TEST_F(AgentReplicationTest, AReceiverWithoutRoomToGrowARecycledFileFailsThePushAndLives) {
@@ -476,6 +483,11 @@ TEST_F(AgentReplicationTest, AReceiverWithoutRoomToGrowARecycledFileFailsThePush
   EXPECT_NE(error.find("node 'node-b'"), std::string::npos) << error;
   EXPECT_NE(error.find(std::strerror(ENOSPC)), std::string::npos) << error;
   EXPECT_FALSE(io::PathExists(b.dir + "/" + next + "/data/0-0.bin"));
+  // The receiver removes its hidden file once the failure is sent, and its writer thread then lets go of the
+  // recycled file's mapping, which holds the file's pages until then: b's memory comes back soon, not at once.
+  const std::string hidden = PartialFilePath(b.dir + "/" + next, "0-0.bin");
+  EXPECT_TRUE(Eventually([&] { return !io::PathExists(hidden); }, 10s)) << hidden << " stays";
+  EXPECT_TRUE(Eventually([&] { return FreeBytes(b.dir) >= (1u << 20); }, 10s)) << FreeBytes(b.dir) << " bytes free";
 
   // And b still receives: the next step's replica, which fits, lands whole.
   const std::string last = "step-9";

@@ -215,6 +215,22 @@ TEST_P(FileJobsTest, WriteThenReadRoundTripsSegmentsWithTheirChecksums) {
   }
 }
 
+// A job whose segments the caller checksummed while staging them (compute_checksums false) writes them all the same
+// and returns no checksums.
+TEST_P(FileJobsTest, AJobNotAskedForChecksumsWritesItsSegmentsAndReturnsNone) {
+  const std::vector<FileSegment> segments = Layout({100000, 5 * kPage});
+  const std::vector<std::string> data = StageAll(segments, 3);
+  WriteJob job = MakeWrite("f", segments, true, true);
+  job.compute_checksums = false;
+  Result<WriteResult> written = executor_->Write(job);
+  ASSERT_TRUE(written.ok()) << written.status().message();
+  EXPECT_TRUE(written->checksums.empty());
+  const std::string file = ReadWhole(Path("f"));
+  for (size_t i = 0; i < segments.size(); ++i) {
+    EXPECT_EQ(file.substr(segments[i].file_offset, segments[i].length), data[i]) << "segment " << i;
+  }
+}
+
 TEST_P(FileJobsTest, FileWrittenByCreateMiddleAndFinishJobsHoldsEverySegment) {
   const std::vector<FileSegment> segments = Layout({70000, 8 * kPage, 12345});
   const std::vector<std::string> data = StageAll(segments, 7);

@@ -2,9 +2,12 @@
 // byte outside the destination touched.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
+#include "io/checksum.h"
 #include "io/streaming_copy.h"
 
 namespace ckpt::io {
@@ -43,6 +46,31 @@ TEST(StreamingCopyTest, CopiesEveryByteWhateverTheAlignmentAndLength) {
 
 TEST(StreamingCopyTest, ShortAndEmptyCopiesAreExact) {
   for (size_t size : {0, 1, 15, 64, 1000}) ExpectExactCopy(3, 5, size);
+}
+
+// StreamingCopyChecksummed: memcpy's result, and the block checksums of the bytes, whether they come in one call or
+// in pieces that cut blocks anywhere, from aligned and unaligned memory (the one-pass copy of whole blocks and the
+// copy-then-hash of pieces both).
+TEST(StreamingCopyTest, ChecksummedCopyGivesTheBytesAndTheirBlockChecksums) {
+  constexpr uint64_t kBlock = 1 << 17;
+  const std::vector<uint8_t> source = Pattern(5 * kBlock + 1000 + 64);
+  for (size_t to : {0, 64, 9}) {
+    for (size_t piece : {size_t{5 * kBlock + 1000}, size_t{3 * kBlock}, size_t{70000}, size_t{999}}) {
+      const size_t size = 5 * kBlock + 1000;
+      std::vector<uint8_t> buffer(size + to + 128, 0xee);
+      // A 64-byte aligned destination: `to` bytes past the first such address in the buffer.
+      uint8_t* const aligned = buffer.data() + (64 - reinterpret_cast<uintptr_t>(buffer.data()) % 64) % 64;
+      uint8_t* const destination = aligned + to;
+      BlockChecksummer checksummer(kBlock);
+      for (size_t at = 0; at < size; at += piece) {
+        StreamingCopyChecksummed(destination + at, source.data() + 3 + at, std::min(piece, size - at), checksummer);
+      }
+      ASSERT_EQ(std::memcmp(destination, source.data() + 3, size), 0) << "to " << to << ", pieces of " << piece;
+      ASSERT_EQ(destination[size], 0xee) << "to " << to << ", pieces of " << piece;
+      EXPECT_EQ(checksummer.Finish(), BlockChecksums(source.data() + 3, size, kBlock))
+          << "to " << to << ", pieces of " << piece;
+    }
+  }
 }
 
 }  // namespace

@@ -84,6 +84,7 @@ WriteJob SampleWrite() {
   job.final_size = 12345;
   job.block_size = 4096;
   job.segments = {{0, 8192, 4096}, {4096, 0, 8249}};
+  job.compute_checksums = false;
   return job;
 }
 
@@ -135,6 +136,7 @@ TEST(WorkerProtocolTest, WriteRequestRoundTrips) {
   EXPECT_TRUE(decoded->write.overwrite_existing);
   EXPECT_TRUE(decoded->write.finish);
   EXPECT_EQ(decoded->write.final_size, 12345u);
+  EXPECT_FALSE(decoded->write.compute_checksums);
   ASSERT_EQ(decoded->write.segments.size(), 2u);
   EXPECT_EQ(decoded->write.segments[1].arena_offset, 0u);
   EXPECT_EQ(decoded->write.segments[1].length, 8249u);
