@@ -10,7 +10,8 @@
 namespace ckpt::io {
 
 // XXH3's long-input loop (xxhash.h's XXH3_hashLong_internal_loop with the default secret) run over each stripe as it
-// is copied: 64 bytes loaded once, stored past the cache and accumulated while the next ones are on their way.
+// is copied: 64 bytes read from memory once, stored past the cache and accumulated (from the first-level cache)
+// while the next ones are on their way.
 uint64_t CopyAndChecksumAvx512(void* dst, const void* src, size_t size) {
   if (size <= XXH3_MIDSIZE_MAX) {  // XXH3 hashes short inputs another way
     std::memcpy(dst, src, size);

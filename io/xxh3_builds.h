@@ -26,7 +26,7 @@ const Xxh3Build& Xxh3Avx2();    // io/xxh3_avx2.cc: for CPUs with AVX2
 const Xxh3Build& Xxh3Avx512();  // io/xxh3_avx512.cc: for CPUs with AVX512F, VL, BW, DQ and BMI2 (x86-64-v4)
 
 // Copies `size` bytes through non-temporal stores and returns their XXH3-64, in one pass: each 64-byte stripe is
-// loaded once, then stored and hashed. `dst` is 64-byte aligned; the CPU runs Xxh3Avx512.
+// read from memory once, then stored and hashed. `dst` is 64-byte aligned; the CPU runs Xxh3Avx512.
 uint64_t CopyAndChecksumAvx512(void* dst, const void* src, size_t size);
 #endif
 
