@@ -12,7 +12,7 @@
 namespace ckpt::coll {
 
 // Callers' tags must fit in this many low bits; transports may use the bits above for their own routing.
-inline constexpr int kTransferTagBits = 48;
+inline constexpr int kTransferTagBits = 46;
 inline constexpr uint64_t kMaxTransferTag = (uint64_t{1} << kTransferTagBits) - 1;
 
 struct TransferSend {

@@ -34,6 +34,10 @@ ucp_request_param_t CallbackParam(Transfer& transfer) {
 }
 
 std::string DescribeTransfer(const Transfer& transfer) {
+  if (transfer.pull_ack && transfer.kind == Kind::kReceive) {
+    return "send to " + RankName(transfer.peer) + " with tag " + std::to_string(transfer.tag) +
+           " (waiting for the peer to read it)";
+  }
   return std::string(transfer.kind == Kind::kSend ? "send to " : "receive from ") + RankName(transfer.peer) +
          " with tag " + std::to_string(transfer.tag);
 }
@@ -86,6 +90,7 @@ Status Verdict(const Batch& batch) {
     return PeerFailed(message);
   }
   if (!batch.timeout_detail.empty()) return Timeout(batch.timeout_detail);
+  if (!batch.mismatch_detail.empty()) return Mismatch(batch.mismatch_detail);
   for (const Transfer& transfer : batch.transfers) {
     if (transfer.status == UCS_ERR_MESSAGE_TRUNCATED) {
       return Mismatch(DescribeTransfer(transfer) + ": the message is larger than the " + std::to_string(transfer.size) +

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "collectives/same_host_pull.h"
 #include "collectives/ucx_library.h"
 #include "common/status.h"
 
@@ -28,9 +29,21 @@ struct Transfer {
   bool done = false;
   ucs_status_t status = UCS_OK;
   uint64_t received = 0;
+  // The acknowledgement of a same-host pull: received, it completes the caller's send; sent, it follows a receive.
+  bool pull_ack = false;
 };
 
-// Everything one Exchange call posted. Transfers are UCX callback arguments, so the vector never reallocates.
+// A receive served by same-host pull: its descriptor's receive, and where the pulled bytes go.
+struct PendingPull {
+  const Transfer* descriptor_receive;
+  const PullDescriptor* descriptor;
+  void* dst;
+  uint64_t size;
+  bool served = false;
+};
+
+// Everything one Exchange call posted. Transfers, descriptors and words are UCX buffers or callback arguments: the
+// vectors are reserved up front and never reallocate.
 struct Batch {
   explicit Batch(const UcxApi& api) : ucx(api) {}
   const UcxApi& ucx;  // for the completion callbacks, which get only a Transfer
@@ -38,6 +51,12 @@ struct Batch {
   size_t in_flight = 0;
   std::map<int, std::string> failed_peers;
   std::string timeout_detail;
+  std::string mismatch_detail;  // a pulled receive whose sender announced another size
+
+  std::vector<PullDescriptor> descriptors;  // sent for pulled sends, received for pulled receives
+  std::vector<PendingPull> pulls;
+  std::vector<uint64_t> check_words;  // one per pulled send: its check value while the send stands, then 0
+  std::vector<uint64_t> ack_words;    // the payloads of acknowledgements sent and received
 
   bool HasPendingWith(int peer) const;
 };
@@ -59,7 +78,8 @@ void Track(Transfer& transfer, ucs_status_ptr_t posted);
 // Marks the transfer complete with `status`, out of flight.
 void Finish(Transfer* transfer, ucs_status_t status, uint64_t received);
 
-// The one error an Exchange reports: failed peers first, then a timeout, then the first failed transfer.
+// The one error an Exchange reports: failed peers first, then a timeout, then a pulled receive whose size the sender
+// contradicted, then the first failed transfer.
 Status Verdict(const Batch& batch);
 
 }  // namespace ckpt::coll::ucx

@@ -12,12 +12,14 @@
 #include <exception>
 #include <map>
 #include <mutex>
+#include <sstream>
 #include <string>
 #include <system_error>
 #include <thread>
 #include <utility>
 #include <vector>
 
+#include "collectives/same_host_pull.h"
 #include "collectives/ucx_batch.h"
 #include "collectives/ucx_config.h"
 #include "collectives/ucx_library.h"
@@ -32,10 +34,18 @@ using ucx::Transfer;
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
-// The UCX tag carries the sender's rank above the caller's tag, so equal tags from different peers never match.
-constexpr int kRankBits = 64 - kTransferTagBits;
+// The UCX tag carries the sender's rank and a channel above the caller's tag, so that equal tags from different
+// peers, and a same-host pull's descriptor and acknowledgement, never match one another or the data.
+constexpr int kChannelBits = 2;
+constexpr int kRankShift = kTransferTagBits + kChannelBits;
+constexpr int kRankBits = 64 - kRankShift;
 constexpr int kMaxRanks = 1 << kRankBits;
 constexpr uint64_t kExactTagMask = ~uint64_t{0};
+enum class Channel : uint64_t { kData = 0, kPullDescriptor = 1, kPullAck = 2 };
+
+// Transfers this large or larger between two processes of a host go by same-host pull (same_host_pull.h): below
+// it, the descriptor and acknowledgement would cost more than the copy they save.
+constexpr uint64_t kPullThreshold = 64 << 10;
 
 // The longest sleep on the worker's event fd during an exchange: UCX's keepalive, which notices dead peers, runs
 // only inside ucp_worker_progress, so a wait must come back to it regularly.
@@ -50,8 +60,9 @@ constexpr milliseconds kLongestClose{10000};
 // Keeps now() + timeout from overflowing.
 constexpr milliseconds kLongestTimeout = std::chrono::hours(24 * 365);
 
-uint64_t UcxTag(int source_rank, uint64_t tag) {
-  return (static_cast<uint64_t>(source_rank) << kTransferTagBits) | tag;
+uint64_t UcxTag(int source_rank, Channel channel, uint64_t tag) {
+  return (static_cast<uint64_t>(source_rank) << kRankShift) | (static_cast<uint64_t>(channel) << kTransferTagBits) |
+         tag;
 }
 
 // The ranks whose allgather contribution was empty, as "1, 3".
@@ -94,11 +105,12 @@ void OnEndpointError(void* arg, ucp_ep_h /*ep*/, ucs_status_t status) {
 // transfers completed, and the caller may then block elsewhere for long (in a control-plane collective).
 class UcxTransport : public Transport {
  public:
-  UcxTransport(const UcxApi& ucx, int rank, int world_size, milliseconds close_timeout)
+  UcxTransport(const UcxApi& ucx, int rank, int world_size, milliseconds close_timeout, PullableProcess pullable)
       : ucx_(ucx),
         rank_(rank),
         peers_(world_size),
-        close_timeout_(std::clamp(close_timeout, milliseconds(0), kLongestClose)) {
+        close_timeout_(std::clamp(close_timeout, milliseconds(0), kLongestClose)),
+        pullable_(std::move(pullable)) {
     for (int r = 0; r < world_size; ++r) {
       peers_[r].rank = r;
       peers_[r].errors_reported = &errors_reported_;
@@ -114,16 +126,25 @@ class UcxTransport : public Transport {
 
   // Creates the context, the worker and its event fd, with `net_devices` as UCX's network devices (empty: all).
   Status Open(const std::string& net_devices);
-  Result<std::string> WorkerAddress() const;
-  // Creates an endpoint to every rank from its worker address.
-  Status Connect(const std::vector<std::string>& addresses);
+  // What this rank contributes to the connection: how same-host peers pull from it, and its worker address.
+  Result<std::string> ConnectionInfo() const;
+  // Creates an endpoint to every rank from its ConnectionInfo, and finds the peers this rank can pull from.
+  Status Connect(const std::vector<std::string>& infos);
   Status StartBackgroundProgress();
+  // The peers this rank pulls from, as " 1 3" (ProbePullSource succeeded on them).
+  std::string PullSources() const;
+  // Records which peers pull from this rank, from every rank's connection verdict.
+  void LearnPullers(const std::vector<std::string>& verdicts);
 
  private:
   Status CheckTransfer(const char* direction, int peer, bool has_buffer, uint64_t size, uint64_t tag) const;
   Status Validate(const std::vector<TransferSend>& sends, const std::vector<TransferRecv>& recvs) const;
+  bool PullsFrom(int peer, uint64_t size) const { return size >= kPullThreshold && pull_sources_[peer] != 0; }
+  bool PulledBy(int peer, uint64_t size) const { return size >= kPullThreshold && pullers_[peer]; }
   void PostReceive(Batch& batch, const TransferRecv& recv);
   void PostSend(Batch& batch, const TransferSend& send);
+  // Pulls what arrived descriptors announce, and acknowledges each so that its sender may finish.
+  void ServePulls(Batch& batch);
   // Progresses until the batch completes or the deadline passes; the peer check's failure if it reports one.
   Status Progress(Batch& batch, Clock::time_point deadline);
   void ProgressOrWait(Clock::time_point deadline);
@@ -145,7 +166,10 @@ class UcxTransport : public Transport {
   ucp_context_h context_ = nullptr;
   ucp_worker_h worker_ = nullptr;
   int event_fd_ = -1;  // the worker's, owned by UCX
-  int wake_fd_ = -1;   // wakes the background thread for shutdown
+  PullableProcess pullable_;
+  std::vector<pid_t> pull_sources_;  // by rank: the pid to pull from, 0 where this rank does not pull
+  std::vector<bool> pullers_;        // by rank: whether it pulls what this rank sends it
+  int wake_fd_ = -1;                 // wakes the background thread for shutdown
 
   std::atomic<int> exchanges_waiting_{0};  // keeps the background thread from re-taking mutex_ before them
   std::mutex mutex_;                       // serialises every use of the worker and of the members below
@@ -208,22 +232,33 @@ Status UcxTransport::Open(const std::string& net_devices) {
   return Status::Ok();
 }
 
-Result<std::string> UcxTransport::WorkerAddress() const {
+// The pull description, a newline (descriptions hold none), then the worker address's bytes.
+Result<std::string> UcxTransport::ConnectionInfo() const {
   ucp_address_t* address = nullptr;
   size_t length = 0;
   const ucs_status_t status = ucx_.worker_get_address(worker_, &address, &length);
   if (status != UCS_OK) return UcxUnavailable(ucx_, "ucp_worker_get_address", status);
-  std::string bytes(reinterpret_cast<const char*>(address), length);
+  std::string info = pullable_.description() + "\n";
+  info.append(reinterpret_cast<const char*>(address), length);
   ucx_.worker_release_address(worker_, address);
-  return bytes;
+  return info;
 }
 
-Status UcxTransport::Connect(const std::vector<std::string>& addresses) {
+Status UcxTransport::Connect(const std::vector<std::string>& infos) {
+  pull_sources_.assign(peers_.size(), 0);
+  pullers_.assign(peers_.size(), false);
   for (Peer& peer : peers_) {
+    const std::string& info = infos[peer.rank];
+    const size_t newline = info.find('\n');
+    if (newline == std::string::npos || newline + 1 == info.size()) {
+      return PeerFailed(RankName(peer.rank) + " sent a malformed UCX connection record (" +
+                        std::to_string(info.size()) + " bytes)");
+    }
+    if (peer.rank != rank_) pull_sources_[peer.rank] = ProbePullSource(std::string_view(info).substr(0, newline));
     ucp_ep_params_t params = {};
     params.field_mask =
         UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER;
-    params.address = reinterpret_cast<const ucp_address_t*>(addresses[peer.rank].data());
+    params.address = reinterpret_cast<const ucp_address_t*>(info.data() + newline + 1);
     params.err_mode = UCP_ERR_HANDLING_MODE_PEER;
     params.err_handler.cb = OnEndpointError;
     params.err_handler.arg = &peer;
@@ -234,6 +269,25 @@ Status UcxTransport::Connect(const std::vector<std::string>& addresses) {
     }
   }
   return Status::Ok();
+}
+
+std::string UcxTransport::PullSources() const {
+  std::string sources;
+  for (size_t r = 0; r < pull_sources_.size(); ++r) {
+    if (pull_sources_[r] != 0) sources += " " + std::to_string(r);
+  }
+  return sources;
+}
+
+// Each verdict is "ok" followed by that rank's PullSources.
+void UcxTransport::LearnPullers(const std::vector<std::string>& verdicts) {
+  for (size_t r = 0; r < verdicts.size() && r < pullers_.size(); ++r) {
+    std::istringstream sources(verdicts[r].substr(std::min<size_t>(2, verdicts[r].size())));
+    long long source = 0;
+    while (sources >> source) {
+      if (source == rank_) pullers_[r] = true;
+    }
+  }
 }
 
 Status UcxTransport::StartBackgroundProgress() {
@@ -311,22 +365,81 @@ Status UcxTransport::Validate(const std::vector<TransferSend>& sends, const std:
   return Status::Ok();
 }
 
+// A pulled receive waits for its descriptor; ServePulls then copies the bytes.
 void UcxTransport::PostReceive(Batch& batch, const TransferRecv& recv) {
-  Transfer& transfer = ucx::Begin(batch, Kind::kReceive, recv.peer, recv.tag, recv.size);
+  void* buffer = recv.data;
+  uint64_t size = recv.size;
+  Channel channel = Channel::kData;
+  if (PullsFrom(recv.peer, recv.size)) {
+    PullDescriptor& descriptor = batch.descriptors.emplace_back();
+    buffer = &descriptor;
+    size = sizeof descriptor;
+    channel = Channel::kPullDescriptor;
+  }
+  Transfer& transfer = ucx::Begin(batch, Kind::kReceive, recv.peer, recv.tag, size);
+  if (channel == Channel::kPullDescriptor) {
+    batch.pulls.push_back(ucx::PendingPull{&transfer, &batch.descriptors.back(), recv.data, recv.size});
+  }
   const ucp_request_param_t param = ucx::ReceiveParam(transfer);
-  const uint64_t tag = UcxTag(recv.peer, recv.tag);
-  ucx::Track(transfer, ucx_.tag_recv_nbx(worker_, recv.data, recv.size, tag, kExactTagMask, &param));
+  const uint64_t tag = UcxTag(recv.peer, channel, recv.tag);
+  ucx::Track(transfer, ucx_.tag_recv_nbx(worker_, buffer, size, tag, kExactTagMask, &param));
 }
 
+// A pulled send announces where its bytes lie, and completes when the receiver acknowledges having read them.
 void UcxTransport::PostSend(Batch& batch, const TransferSend& send) {
-  Transfer& transfer = ucx::Begin(batch, Kind::kSend, send.peer, send.tag, send.size);
+  const void* buffer = send.data;
+  uint64_t size = send.size;
+  Channel channel = Channel::kData;
+  if (PulledBy(send.peer, send.size)) {
+    uint64_t& check = batch.check_words.emplace_back(pullable_.NextCheckValue());
+    batch.descriptors.push_back(
+        PullDescriptor{reinterpret_cast<uintptr_t>(send.data), send.size, reinterpret_cast<uintptr_t>(&check), check});
+    buffer = &batch.descriptors.back();
+    size = sizeof(PullDescriptor);
+    channel = Channel::kPullDescriptor;
+    Transfer& ack = ucx::Begin(batch, Kind::kReceive, send.peer, send.tag, sizeof(uint64_t));
+    ack.pull_ack = true;
+    const ucp_request_param_t ack_param = ucx::ReceiveParam(ack);
+    ucx::Track(ack, ucx_.tag_recv_nbx(worker_, &batch.ack_words.emplace_back(), sizeof(uint64_t),
+                                      UcxTag(send.peer, Channel::kPullAck, send.tag), kExactTagMask, &ack_param));
+  }
+  Transfer& transfer = ucx::Begin(batch, Kind::kSend, send.peer, send.tag, size);
   const ucp_request_param_t param = ucx::SendParam(transfer);
-  ucx::Track(transfer, ucx_.tag_send_nbx(peers_[send.peer].ep, send.data, send.size, UcxTag(rank_, send.tag), &param));
+  ucx::Track(transfer, ucx_.tag_send_nbx(peers_[send.peer].ep, buffer, size, UcxTag(rank_, channel, send.tag), &param));
+}
+
+void UcxTransport::ServePulls(Batch& batch) {
+  for (ucx::PendingPull& pull : batch.pulls) {
+    const Transfer& received = *pull.descriptor_receive;
+    if (pull.served || !received.done) continue;
+    pull.served = true;
+    // Anything else is the receive's own failure, which the verdict reports; no sender waits on an acknowledgement.
+    if (received.status != UCS_OK || received.received != sizeof(PullDescriptor)) continue;
+    const int peer = received.peer;
+    const std::string transfer = "receive from " + RankName(peer) + " with tag " + std::to_string(received.tag);
+    if (pull.descriptor->size != pull.size) {
+      if (batch.mismatch_detail.empty()) {
+        batch.mismatch_detail = transfer + ": the peer sent " + std::to_string(pull.descriptor->size) +
+                                " bytes, expected " + std::to_string(pull.size);
+      }
+    } else {
+      const Status pulled = PullFrom(pull_sources_[peer], *pull.descriptor, pull.dst, RankName(peer));
+      if (!pulled.ok()) batch.failed_peers.emplace(peer, pulled.message() + " (" + transfer + ")");
+    }
+    if (peers_[peer].ep == nullptr) continue;
+    Transfer& ack = ucx::Begin(batch, Kind::kSend, peer, received.tag, sizeof(uint64_t));
+    ack.pull_ack = true;
+    const ucp_request_param_t param = ucx::SendParam(ack);
+    ucx::Track(ack, ucx_.tag_send_nbx(peers_[peer].ep, &batch.ack_words.emplace_back(), sizeof(uint64_t),
+                                      UcxTag(rank_, Channel::kPullAck, received.tag), &param));
+  }
 }
 
 Status UcxTransport::Progress(Batch& batch, Clock::time_point deadline) {
   Clock::time_point next_check = Clock::now() + kPeerCheckInterval;
-  while (batch.in_flight > 0) {
+  while (true) {
+    ServePulls(batch);  // before the test: the descriptor that just arrived may be all that was in flight
+    if (batch.in_flight == 0) break;
     HandleEndpointErrors(&batch);
     if (batch.in_flight == 0 || Clock::now() >= deadline) break;
     if (Clock::now() >= next_check) {
@@ -405,7 +518,8 @@ void UcxTransport::Abandon(Batch& batch, milliseconds timeout) {
   for (const Transfer& transfer : batch.transfers) {
     if (transfer.done) continue;
     std::pair<int, int>& counts = pending[transfer.peer];
-    ++(transfer.kind == Kind::kReceive ? counts.first : counts.second);
+    // A pulled send's acknowledgement stands for the send, which the caller posted.
+    ++(transfer.kind == Kind::kReceive && !transfer.pull_ack ? counts.first : counts.second);
   }
   batch.timeout_detail = "timed out after " + std::to_string(timeout.count()) + " ms waiting for ";
   const char* separator = "";
@@ -456,13 +570,24 @@ Status UcxTransport::Exchange(const std::vector<TransferSend>& sends, const std:
   timeout = std::clamp(timeout, milliseconds(0), kLongestTimeout);
   const Clock::time_point deadline = Clock::now() + timeout;
   Batch batch(ucx_);
-  batch.transfers.reserve(sends.size() + recvs.size());
+  const size_t pulled_sends = std::count_if(sends.begin(), sends.end(),
+                                            [&](const TransferSend& send) { return PulledBy(send.peer, send.size); });
+  const size_t pulled_receives = std::count_if(
+      recvs.begin(), recvs.end(), [&](const TransferRecv& recv) { return PullsFrom(recv.peer, recv.size); });
+  // Each pulled transfer adds an acknowledgement, received by its sender and sent by its receiver.
+  batch.transfers.reserve(sends.size() + recvs.size() + pulled_sends + pulled_receives);
+  batch.descriptors.reserve(pulled_sends + pulled_receives);
+  batch.pulls.reserve(pulled_receives);
+  batch.check_words.reserve(pulled_sends);
+  batch.ack_words.reserve(pulled_sends + pulled_receives);
   // Receives first, so that sends to this rank itself find them posted.
   for (const TransferRecv& recv : recvs) PostReceive(batch, recv);
   for (const TransferSend& send : sends) PostSend(batch, send);
   CancelReceivesFromDisconnected(batch);
   const Status peers = Progress(batch, deadline);
   if (batch.in_flight > 0) Abandon(batch, timeout);
+  // A receiver still pulling a send this call gave up on must find its check word changed, not the old bytes.
+  for (uint64_t& check : batch.check_words) static_cast<volatile uint64_t&>(check) = 0;
   ReapClosedEndpoints(Clock::now());
   return peers.ok() ? ucx::Verdict(batch) : peers;
 }
@@ -483,14 +608,6 @@ Result<std::string> AgreeOnNetDevices(ControlPlane& control, const std::string& 
   return NetDevicesFor(reaching.value().name);
 }
 
-// Every rank learns whether every other rank got this far, so that a failure on one rank fails all of them alike.
-Status AgreeOnSuccess(ControlPlane& control, const Status& mine, const std::string& what) {
-  ASSIGN_OR_RETURN(std::vector<std::string> verdicts, control.AllGather(mine.ok() ? "ok" : ""));
-  RETURN_IF_ERROR(mine);
-  const std::string failed = RanksThatSentNothing(verdicts);
-  return failed.empty() ? Status::Ok() : Unsupported(what + " failed on rank " + failed);
-}
-
 }  // namespace
 
 Result<std::unique_ptr<Transport>> MakeUcxTransport(ControlPlane& control, const UcxTransportOptions& options) {
@@ -500,22 +617,29 @@ Result<std::unique_ptr<Transport>> MakeUcxTransport(ControlPlane& control, const
   }
   ASSIGN_OR_RETURN(const std::string net_devices, AgreeOnNetDevices(control, options.job_host));
   const Result<const UcxApi*> ucx = options.ucx != nullptr ? Result<const UcxApi*>(options.ucx) : LoadUcx();
+  Result<PullableProcess> pullable = PullableProcess::Create();
   std::unique_ptr<UcxTransport> transport;
-  Status opened = ucx.status();
-  if (ucx.ok()) {
-    transport =
-        std::make_unique<UcxTransport>(*ucx.value(), control.rank(), control.world_size(), options.close_timeout);
+  Status opened = ucx.ok() ? pullable.status() : ucx.status();
+  if (opened.ok()) {
+    transport = std::make_unique<UcxTransport>(*ucx.value(), control.rank(), control.world_size(),
+                                               options.close_timeout, std::move(pullable.value()));
     opened = transport->Open(net_devices);
   }
-  Result<std::string> address = opened.ok() ? transport->WorkerAddress() : Result<std::string>(opened);
+  Result<std::string> info = opened.ok() ? transport->ConnectionInfo() : Result<std::string>(opened);
   // An empty contribution tells the others that this rank has no worker.
-  ASSIGN_OR_RETURN(std::vector<std::string> addresses, control.AllGather(address.ok() ? address.value() : ""));
-  if (!address.ok()) return address.status();
-  const std::string unavailable = RanksThatSentNothing(addresses);
+  ASSIGN_OR_RETURN(std::vector<std::string> infos, control.AllGather(info.ok() ? info.value() : ""));
+  if (!info.ok()) return info.status();
+  const std::string unavailable = RanksThatSentNothing(infos);
   if (!unavailable.empty()) return Unsupported("UCX is unavailable on rank " + unavailable);
-  Status connected = transport->Connect(addresses);
+  Status connected = transport->Connect(infos);
   if (connected.ok()) connected = transport->StartBackgroundProgress();
-  RETURN_IF_ERROR(AgreeOnSuccess(control, connected, "connecting UCX endpoints"));
+  // The verdict carries the peers this rank pulls from: a sender announces instead of sending only to a puller.
+  ASSIGN_OR_RETURN(std::vector<std::string> verdicts,
+                   control.AllGather(connected.ok() ? "ok" + transport->PullSources() : ""));
+  RETURN_IF_ERROR(connected);
+  const std::string failed = RanksThatSentNothing(verdicts);
+  if (!failed.empty()) return Unsupported("connecting UCX endpoints failed on rank " + failed);
+  transport->LearnPullers(verdicts);
   return std::unique_ptr<Transport>(std::move(transport));
 }
 

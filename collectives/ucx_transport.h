@@ -1,5 +1,7 @@
-// Host-memory transport over UCX tag matching: shared memory between ranks of a node, TCP between nodes. (CMA,
-// UCX's zero-copy path within a node, does not support peer error handling in UCX 1.13, so it is not used.)
+// Host-memory transport over UCX tag matching: shared memory between ranks of a node, TCP between nodes. Large
+// transfers between processes of a node are instead pulled by the receiver from the sender's memory
+// (same_host_pull.h), UCX carrying only their descriptors and acknowledgements: UCX 1.13's own zero-copy path
+// within a node (CMA) does not support peer error handling, so UCX alone would copy them twice.
 #pragma once
 
 #include <chrono>
@@ -26,7 +28,8 @@ struct UcxTransportOptions {
 };
 
 // Collective. Creates a UCX context and worker, exchanges worker addresses with control.AllGather, and creates an
-// endpoint to every rank (itself included) with peer error handling, keeping shared memory usable. kUnsupported
+// endpoint to every rank (itself included) with peer error handling, keeping shared memory usable; learns which
+// peers can read this rank's memory and which this rank can read (same host, permitted by the kernel). kUnsupported
 // with UCX's message if UCX cannot be loaded or cannot start on some rank (every rank fails alike), naming the
 // missing library where it is absent; kInvalidArgument beyond 65536 ranks.
 //

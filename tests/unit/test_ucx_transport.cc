@@ -266,12 +266,12 @@ TEST(UcxTransportValidationTest, UnusableUcxIsUnsupportedOnEveryRank) {
   for (std::thread& thread : threads) thread.join();
 }
 
-TEST(UcxTransportValidationTest, TagWiderThan48BitsIsInvalidArgument) {
+TEST(UcxTransportValidationTest, TagWiderThan46BitsIsInvalidArgument) {
   RunRanks(1, [](Transport& transport, TcpStore&) {
     uint8_t byte = 0;
     const Status status = transport.Exchange({{0, &byte, 1, kMaxTransferTag + 1}}, {}, kExchangeTimeout);
     EXPECT_EQ(status.code(), Code::kInvalidArgument) << status.message();
-    EXPECT_TRUE(Contains(status, "48 bits")) << status.message();
+    EXPECT_TRUE(Contains(status, "46 bits")) << status.message();
   });
 }
 
@@ -318,6 +318,33 @@ TEST_P(UcxTransportTest, StalledRendezvousSendTimesOutAndReleasesTheBuffer) {
     }
     ASSERT_TRUE(store.Barrier().ok());
   });
+}
+
+// Ranks of one host pull large transfers from the sender's memory. A receive posted only after its sender gave up
+// must fail, naming the sender, rather than deliver bytes the sender no longer vouches for.
+TEST_P(UcxTransportTest, ReceiveOfAPulledSendTheSenderGaveUpOnFailsNamingIt) {
+  RunRanks(2, [](Transport& transport, TcpStore& store) {
+    const std::vector<uint8_t> payload(8 << 20, 'p');
+    if (store.rank() == 0) {
+      const Status status = transport.Exchange({{1, payload.data(), payload.size(), 3}}, {}, milliseconds(300));
+      EXPECT_EQ(status.code(), Code::kTimeout) << status.message();
+      EXPECT_TRUE(Contains(status, "rank 1 (0 receives, 1 sends)")) << status.message();
+    }
+    ASSERT_TRUE(store.Barrier().ok());
+    if (store.rank() == 1) {
+      std::vector<uint8_t> buffer(payload.size());
+      const Status status = transport.Exchange({}, {{0, buffer.data(), buffer.size(), 3}}, milliseconds(2000));
+      EXPECT_EQ(status.code(), Code::kPeerFailed) << status.message();
+      EXPECT_TRUE(Contains(status, "rank 0 withdrew its 8388608 bytes")) << status.message();
+    }
+    ASSERT_TRUE(store.Barrier().ok());
+  });
+}
+
+TEST_P(UcxTransportTest, SmallerPulledMessageThanExpectedIsMismatchNamingTheSizes) {
+  const Status status = ExchangeMismatchedSizes(1 << 20, 4 << 20);
+  EXPECT_EQ(status.code(), Code::kMismatch) << status.message();
+  EXPECT_TRUE(Contains(status, "rank 1 with tag 5: the peer sent 1048576 bytes, expected 4194304")) << status.message();
 }
 
 TEST_P(UcxTransportTest, PeerThatTimedOutFailsLaterExchanges) {
