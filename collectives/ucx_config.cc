@@ -97,6 +97,17 @@ Result<sockaddr_storage> LocalAddressReaching(const std::string& host) {
 
 }  // namespace
 
+bool CrossMemoryAllowed() {
+  const char* tls = std::getenv("UCX_TLS");
+  if (tls == nullptr) return true;
+  const bool excluding = tls[0] == '^';
+  const std::string list = std::string(",") + (excluding ? tls + 1 : tls) + ",";
+  const bool named = list.find(",cma,") != std::string::npos;
+  if (excluding) return !named;
+  return named || list.find(",all,") != std::string::npos || list.find(",sm,") != std::string::npos ||
+         list.find(",shm,") != std::string::npos;
+}
+
 Result<NetworkInterface> InterfaceReaching(const std::string& host) {
   ASSIGN_OR_RETURN(const sockaddr_storage local, LocalAddressReaching(host));
   ifaddrs* list = nullptr;
@@ -136,7 +147,8 @@ Result<ucp_config_t*> ReadUcxConfig(const UcxApi& ucx, const std::string& net_de
   ucp_config_t* config = nullptr;
   ucs_status_t status = ucx.config_read(nullptr, nullptr, &config);
   if (status != UCS_OK) {
-    return Unsupported(std::string("UCX is unavailable: reading its configuration failed: ") + ucx.status_string(status));
+    return Unsupported(std::string("UCX is unavailable: reading its configuration failed: ") +
+                       ucx.status_string(status));
   }
   for (const auto& [name, value] : settings) {
     status = ucx.config_modify(config, name.c_str(), value.c_str());

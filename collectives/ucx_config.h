@@ -15,6 +15,11 @@ namespace ckpt::coll {
 // configuration with ucx.config_release. kUnsupported when UCX refuses it.
 Result<ucp_config_t*> ReadUcxConfig(const UcxApi& ucx, const std::string& net_devices);
 
+// Whether UCX_TLS lets ranks of a host read one another's memory, as UCX's cross-memory transport (cma) would: unset,
+// naming cma, all, sm or shm, or an exclusion list without cma. The transport's same-host pull obeys it, so that
+// `UCX_TLS=tcp,self` still sends everything over TCP and `UCX_TLS=^cma` turns pulling off.
+bool CrossMemoryAllowed();
+
 struct NetworkInterface {
   std::string name;  // as UCX names it: "eth0", "lo"
   bool loopback = false;

@@ -110,7 +110,8 @@ class UcxTransport : public Transport {
         rank_(rank),
         peers_(world_size),
         close_timeout_(std::clamp(close_timeout, milliseconds(0), kLongestClose)),
-        pullable_(std::move(pullable)) {
+        pullable_(std::move(pullable)),
+        pulling_allowed_(CrossMemoryAllowed()) {
     for (int r = 0; r < world_size; ++r) {
       peers_[r].rank = r;
       peers_[r].errors_reported = &errors_reported_;
@@ -167,6 +168,7 @@ class UcxTransport : public Transport {
   ucp_worker_h worker_ = nullptr;
   int event_fd_ = -1;  // the worker's, owned by UCX
   PullableProcess pullable_;
+  const bool pulling_allowed_;
   std::vector<pid_t> pull_sources_;  // by rank: the pid to pull from, 0 where this rank does not pull
   std::vector<bool> pullers_;        // by rank: whether it pulls what this rank sends it
   int wake_fd_ = -1;                 // wakes the background thread for shutdown
@@ -238,7 +240,7 @@ Result<std::string> UcxTransport::ConnectionInfo() const {
   size_t length = 0;
   const ucs_status_t status = ucx_.worker_get_address(worker_, &address, &length);
   if (status != UCS_OK) return UcxUnavailable(ucx_, "ucp_worker_get_address", status);
-  std::string info = pullable_.description() + "\n";
+  std::string info = (pulling_allowed_ ? pullable_.description() : "") + "\n";
   info.append(reinterpret_cast<const char*>(address), length);
   ucx_.worker_release_address(worker_, address);
   return info;
@@ -254,7 +256,9 @@ Status UcxTransport::Connect(const std::vector<std::string>& infos) {
       return PeerFailed(RankName(peer.rank) + " sent a malformed UCX connection record (" +
                         std::to_string(info.size()) + " bytes)");
     }
-    if (peer.rank != rank_) pull_sources_[peer.rank] = ProbePullSource(std::string_view(info).substr(0, newline));
+    if (pulling_allowed_ && peer.rank != rank_) {
+      pull_sources_[peer.rank] = ProbePullSource(std::string_view(info).substr(0, newline));
+    }
     ucp_ep_params_t params = {};
     params.field_mask =
         UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER;

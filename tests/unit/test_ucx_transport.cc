@@ -135,13 +135,17 @@ std::vector<int> OtherRanks(int rank, int world_size) {
   return others;
 }
 
-// Sets an environment variable (UCX reads its own when each transport is created) and restores it. Only while no
-// other thread runs.
+// Sets (given null: unsets) an environment variable, which UCX reads when each transport is created, and restores
+// it. Only while no other thread runs.
 class ScopedEnv {
  public:
   ScopedEnv(const char* name, const char* value) : name_(name) {
     if (const char* saved = std::getenv(name)) saved_ = saved;
-    if (value != nullptr) setenv(name, value, /*overwrite=*/1);
+    if (value != nullptr) {
+      setenv(name, value, /*overwrite=*/1);
+    } else {
+      unsetenv(name);
+    }
   }
   ~ScopedEnv() {
     if (saved_) {
@@ -322,7 +326,8 @@ TEST_P(UcxTransportTest, StalledRendezvousSendTimesOutAndReleasesTheBuffer) {
 
 // Ranks of one host pull large transfers from the sender's memory. A receive posted only after its sender gave up
 // must fail, naming the sender, rather than deliver bytes the sender no longer vouches for.
-TEST_P(UcxTransportTest, ReceiveOfAPulledSendTheSenderGaveUpOnFailsNamingIt) {
+TEST(UcxTransportPullTest, ReceiveOfAPulledSendTheSenderGaveUpOnFailsNamingIt) {
+  ScopedEnv transports("UCX_TLS", nullptr);
   RunRanks(2, [](Transport& transport, TcpStore& store) {
     const std::vector<uint8_t> payload(8 << 20, 'p');
     if (store.rank() == 0) {
@@ -341,7 +346,8 @@ TEST_P(UcxTransportTest, ReceiveOfAPulledSendTheSenderGaveUpOnFailsNamingIt) {
   });
 }
 
-TEST_P(UcxTransportTest, SmallerPulledMessageThanExpectedIsMismatchNamingTheSizes) {
+TEST(UcxTransportPullTest, SmallerPulledMessageThanExpectedIsMismatchNamingTheSizes) {
+  ScopedEnv transports("UCX_TLS", nullptr);
   const Status status = ExchangeMismatchedSizes(1 << 20, 4 << 20);
   EXPECT_EQ(status.code(), Code::kMismatch) << status.message();
   EXPECT_TRUE(Contains(status, "rank 1 with tag 5: the peer sent 1048576 bytes, expected 4194304")) << status.message();
@@ -450,6 +456,16 @@ std::vector<std::string> SortedEnvironment() {
 
 // The environment is the user's program's, shared with its other libraries and threads: UCX's settings go into
 // UCX's own configuration objects instead.
+TEST(UcxTransportSetupTest, UcxTlsDecidesWhetherRanksOfAHostReadEachOthersMemory) {
+  const std::vector<std::pair<const char*, bool>> cases = {
+      {nullptr, true},     {"cma,tcp,self", true}, {"sm,self", true}, {"all", true},      {"^tcp", true},
+      {"tcp,self", false}, {"posix,self", false},  {"^cma", false},   {"^tcp,cma", false}};
+  for (const auto& [tls, allowed] : cases) {
+    ScopedEnv transports("UCX_TLS", tls);
+    EXPECT_EQ(CrossMemoryAllowed(), allowed) << (tls == nullptr ? "unset" : tls);
+  }
+}
+
 TEST(UcxTransportSetupTest, CreatingTransportsLeavesTheEnvironmentUnchanged) {
   const std::vector<std::string> before = SortedEnvironment();
   RunRanks(2, [](Transport& transport, TcpStore& store) {
