@@ -14,16 +14,19 @@
 namespace ckpt::coll {
 namespace {
 
-// The machine (its boot id) and this process's pid namespace: pids mean the same process only where both agree.
-// Empty where either is unknown, which turns pulling off.
-std::string HostAndPidNamespace() {
+// The machine (its boot id), this process's pid namespace, where pids mean the same process, and its network
+// namespace, so that ranks which see different networks (separate containers, hosts simulated with network
+// namespaces) keep to the network as ranks of different machines do. Empty where any is unknown: no pulling.
+std::string HostIdentity() {
   std::ifstream boot_id_file("/proc/sys/kernel/random/boot_id");
   std::string boot_id;
-  struct stat pid_namespace = {};
-  if (!std::getline(boot_id_file, boot_id) || boot_id.empty() || stat("/proc/self/ns/pid", &pid_namespace) != 0) {
+  struct stat pid_namespace = {}, net_namespace = {};
+  if (!std::getline(boot_id_file, boot_id) || boot_id.empty() || stat("/proc/self/ns/pid", &pid_namespace) != 0 ||
+      stat("/proc/self/ns/net", &net_namespace) != 0) {
     return "";
   }
-  return boot_id + "/" + std::to_string(pid_namespace.st_dev) + ":" + std::to_string(pid_namespace.st_ino);
+  return boot_id + "/" + std::to_string(pid_namespace.st_dev) + ":" + std::to_string(pid_namespace.st_ino) + "/" +
+         std::to_string(net_namespace.st_dev) + ":" + std::to_string(net_namespace.st_ino);
 }
 
 // Reads `size` bytes at `address` in `pid` into `dst`; 0 or the errno that stopped it (EIO: the read came up short).
@@ -50,7 +53,7 @@ Result<PullableProcess> PullableProcess::Create() {
   uint64_t check_base = 0;
   std::memcpy(probe.get(), random.data(), sizeof(uint64_t));
   std::memcpy(&check_base, random.data() + sizeof(uint64_t), sizeof(uint64_t));
-  const std::string host = HostAndPidNamespace();
+  const std::string host = HostIdentity();
   std::string description;
   if (!host.empty()) {
     description = host + " " + std::to_string(getpid()) + " " +
@@ -66,7 +69,7 @@ uint64_t PullableProcess::NextCheckValue() {
 }
 
 pid_t ProbePullSource(std::string_view description) {
-  const std::string host = HostAndPidNamespace();
+  const std::string host = HostIdentity();
   std::istringstream fields{std::string(description)};
   std::string their_host;
   long long pid = 0;

@@ -34,7 +34,8 @@ class PullableProcess {
   // Fails only if the kernel gives no random bytes.
   static Result<PullableProcess> Create();
 
-  // "<host> <pid> <address> <value>", which ProbePullSource reads; <host> names the machine and pid namespace.
+  // "<host> <pid> <address> <value>", which ProbePullSource reads; <host> names the machine and the pid and network
+  // namespaces. Empty where they are unknown.
   const std::string& description() const { return description_; }
 
   // A new value for a send's check word: never 0 (a withdrawn send's word), never the same twice in this process's
@@ -52,9 +53,9 @@ class PullableProcess {
 };
 
 // The pid of the process `description` (PullableProcess::description) names, if this process can read its memory
-// (this process itself included):
-// same host and pid namespace, and the published value read back at the published address. 0 otherwise (another
-// host, a refusal such as Yama's ptrace scope, or a malformed description).
+// (this process itself included): same machine and namespaces, and the published value read back at the published
+// address. 0 otherwise (another host or namespace, a refusal such as Yama's ptrace scope, or a malformed
+// description).
 pid_t ProbePullSource(std::string_view description);
 
 // Copies `descriptor.size` bytes at `descriptor.address` in process `pid` into `dst`, then reads back the check

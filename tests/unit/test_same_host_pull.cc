@@ -1,6 +1,7 @@
 // Same-host pull (collectives/same_host_pull.h): a process is found by its description only where its published
 // value reads back, and a pull hands over the peer's bytes only while the peer's check word still vouches for them.
 #include <gtest/gtest.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -20,20 +21,20 @@ namespace {
 // check word lie where the parent's copies do (fork): the test pulls from it, and makes it zero its check word.
 class PullableChild {
  public:
-  PullableChild() {
+  // `own_network`: the child moves to a network namespace of its own before it describes itself.
+  explicit PullableChild(bool own_network = false) {
     int to_child[2], from_child[2];
     if (pipe(to_child) != 0 || pipe(from_child) != 0) throw std::runtime_error("pipe failed");
-    Result<PullableProcess> process = PullableProcess::Create();
-    if (!process.ok()) throw std::runtime_error(process.status().message());
     bytes_.assign(1 << 20, 0);
     for (size_t i = 0; i < bytes_.size(); ++i) bytes_[i] = static_cast<char>(i * 131 + 7);
-    check_ = process.value().NextCheckValue();
+    check_ = 0x5eed5eed5eed5eedULL;
     pid_ = fork();
     if (pid_ == 0) {
       close(to_child[1]);
       close(from_child[0]);
-      // The description names the parent's pid: the child publishes its own.
-      const std::string mine = DescriptionWithPid(process.value(), getpid());
+      Result<PullableProcess> process =
+          own_network && unshare(CLONE_NEWNET) != 0 ? Internal("unshare failed") : PullableProcess::Create();
+      const std::string mine = process.ok() ? process.value().description() : "";
       (void)!write(from_child[1], mine.data(), mine.size());
       char command = 0;
       while (read(to_child[0], &command, 1) == 1) {
@@ -46,7 +47,7 @@ class PullableChild {
     close(from_child[1]);
     to_child_ = to_child[1];
     from_child_ = from_child[0];
-    char buffer[512];  // one write of less than PIPE_BUF arrives whole
+    char buffer[512];  // one write of less than PIPE_BUF arrives whole; none at all if the child failed
     const ssize_t got = read(from_child_, buffer, sizeof buffer);
     child_description_ = got > 0 ? std::string(buffer, static_cast<size_t>(got)) : "";
   }
@@ -78,13 +79,6 @@ class PullableChild {
   const std::vector<char>& bytes() const { return bytes_; }
 
  private:
-  static std::string DescriptionWithPid(const PullableProcess& process, pid_t pid) {
-    // "<host> <pid> <address> <value>": the fields around the pid are the parent's, which the child shares.
-    const std::string& text = process.description();
-    const size_t first = text.find(' '), second = text.find(' ', first + 1);
-    return text.substr(0, first) + " " + std::to_string(pid) + text.substr(second);
-  }
-
   std::string child_description_;
   std::vector<char> bytes_;
   uint64_t check_ = 0;
@@ -116,6 +110,14 @@ TEST(SameHostPullTest, AWrongValueAnotherHostOrGarbageFindsNothing) {
   EXPECT_EQ(ProbePullSource(""), 0);
   EXPECT_EQ(ProbePullSource("host"), 0);
   EXPECT_EQ(ProbePullSource(text.substr(0, text.find(' ')) + " -5 0 0"), 0);
+}
+
+// Ranks that see different networks keep to the network, as ranks of different machines do: that is what hosts
+// simulated with network namespaces test.
+TEST(SameHostPullTest, AProcessInAnotherNetworkNamespaceIsNotPulledFrom) {
+  PullableChild child(/*own_network=*/true);
+  ASSERT_FALSE(child.description().empty()) << "the child could not enter a network namespace of its own (root?)";
+  EXPECT_EQ(ProbePullSource(child.description()), 0);
 }
 
 TEST(SameHostPullTest, APullCopiesThePeersBytes) {
