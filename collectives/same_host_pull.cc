@@ -84,8 +84,9 @@ pid_t ProbePullSource(std::string_view description) {
 
 Status PullFrom(pid_t pid, const PullDescriptor& descriptor, void* dst, const std::string& peer) {
   const int err = ReadRemote(pid, descriptor.address, dst, descriptor.size);
-  if (err == ESRCH)
+  if (err == ESRCH) {
     return PeerFailed(peer + " exited before its " + std::to_string(descriptor.size) + " bytes were read");
+  }
   if (err != 0) {
     return PeerFailed("reading " + std::to_string(descriptor.size) + " bytes from " + peer +
                       "'s memory failed: " + std::strerror(err));
