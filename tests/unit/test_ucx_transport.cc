@@ -454,8 +454,6 @@ std::vector<std::string> SortedEnvironment() {
   return variables;
 }
 
-// The environment is the user's program's, shared with its other libraries and threads: UCX's settings go into
-// UCX's own configuration objects instead.
 TEST(UcxTransportSetupTest, UcxTlsDecidesWhetherRanksOfAHostReadEachOthersMemory) {
   const std::vector<std::pair<const char*, bool>> cases = {
       {nullptr, true},     {"cma,tcp,self", true}, {"sm,self", true}, {"all", true},      {"^tcp", true},
@@ -466,6 +464,8 @@ TEST(UcxTransportSetupTest, UcxTlsDecidesWhetherRanksOfAHostReadEachOthersMemory
   }
 }
 
+// The environment is the user's program's, shared with its other libraries and threads: UCX's settings go into
+// UCX's own configuration objects instead.
 TEST(UcxTransportSetupTest, CreatingTransportsLeavesTheEnvironmentUnchanged) {
   const std::vector<std::string> before = SortedEnvironment();
   RunRanks(2, [](Transport& transport, TcpStore& store) {
