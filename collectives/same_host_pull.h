@@ -15,6 +15,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "common/status.h"
 
@@ -38,8 +39,8 @@ class PullableProcess {
   // namespaces. Empty where they are unknown.
   const std::string& description() const { return description_; }
 
-  // A new value for a send's check word: never 0 (a withdrawn send's word), never the same twice in this process's
-  // life, and random, so that memory reused after a send was withdrawn is unlikely to hold it by chance.
+  // A new value for a send's check word: never 0 (a withdrawn send's word), never the same twice from one
+  // PullableProcess, and from a random start, so that memory reused after a send was withdrawn is unlikely to hold it.
   uint64_t NextCheckValue();
 
  private:
