@@ -59,7 +59,7 @@ Result<PullableProcess> PullableProcess::Create() {
     description = host + " " + std::to_string(getpid()) + " " +
                   std::to_string(reinterpret_cast<uintptr_t>(probe.get())) + " " + std::to_string(*probe);
   }
-  return PullableProcess(std::move(probe), std::move(description), check_base);
+  return PullableProcess(std::move(probe), host, std::move(description), check_base);
 }
 
 uint64_t PullableProcess::NextCheckValue() {
@@ -68,13 +68,12 @@ uint64_t PullableProcess::NextCheckValue() {
   return value;
 }
 
-pid_t ProbePullSource(std::string_view description) {
-  const std::string host = HostIdentity();
+pid_t PullableProcess::Probe(std::string_view description) const {
   std::istringstream fields{std::string(description)};
   std::string their_host;
   long long pid = 0;
   uint64_t address = 0, value = 0;
-  if (host.empty() || !(fields >> their_host >> pid >> address >> value) || their_host != host || pid <= 0) {
+  if (host_.empty() || !(fields >> their_host >> pid >> address >> value) || their_host != host_ || pid <= 0) {
     return 0;
   }
   uint64_t read_back = 0;

@@ -35,29 +35,33 @@ class PullableProcess {
   // Fails only if the kernel gives no random bytes.
   static Result<PullableProcess> Create();
 
-  // "<host> <pid> <address> <value>", which ProbePullSource reads; <host> names the machine and the pid and network
+  // "<host> <pid> <address> <value>", which Probe reads; <host> names the machine and the pid and network
   // namespaces. Empty where they are unknown.
   const std::string& description() const { return description_; }
+
+  // The pid of the process `description` (a PullableProcess's description) names, if this process can read its
+  // memory (this process itself included): same machine and namespaces, and the published value read back at the
+  // published address. 0 otherwise (another host or namespace, a refusal such as Yama's ptrace scope, a malformed
+  // description, or this process's own host unknown).
+  pid_t Probe(std::string_view description) const;
 
   // A new value for a send's check word: never 0 (a withdrawn send's word), never the same twice from one
   // PullableProcess, and from a random start, so that memory reused after a send was withdrawn is unlikely to hold it.
   uint64_t NextCheckValue();
 
  private:
-  PullableProcess(std::unique_ptr<uint64_t> probe, std::string description, uint64_t check_base)
-      : probe_(std::move(probe)), description_(std::move(description)), check_base_(check_base) {}
+  PullableProcess(std::unique_ptr<uint64_t> probe, std::string host, std::string description, uint64_t check_base)
+      : probe_(std::move(probe)),
+        host_(std::move(host)),
+        description_(std::move(description)),
+        check_base_(check_base) {}
 
   std::unique_ptr<uint64_t> probe_;  // a heap cell, so its address outlives moves of this object
+  std::string host_;                 // read once: a probe per peer compares against it
   std::string description_;
   uint64_t check_base_;
   uint64_t checks_issued_ = 0;
 };
-
-// The pid of the process `description` (PullableProcess::description) names, if this process can read its memory
-// (this process itself included): same machine and namespaces, and the published value read back at the published
-// address. 0 otherwise (another host or namespace, a refusal such as Yama's ptrace scope, or a malformed
-// description).
-pid_t ProbePullSource(std::string_view description);
 
 // Copies `descriptor.size` bytes at `descriptor.address` in process `pid` into `dst`, then reads back the check
 // word: kPeerFailed naming `peer` if the process is gone, refuses, or no longer vouches for the bytes.

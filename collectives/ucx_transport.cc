@@ -132,7 +132,7 @@ class UcxTransport : public Transport {
   // Creates an endpoint to every rank from its ConnectionInfo, and finds the peers this rank can pull from.
   Status Connect(const std::vector<std::string>& infos);
   Status StartBackgroundProgress();
-  // The peers this rank pulls from, as " 1 3" (ProbePullSource succeeded on them).
+  // The peers this rank pulls from, as " 1 3" (PullableProcess::Probe succeeded on them).
   std::string PullSources() const;
   // Records which peers pull from this rank, from every rank's connection verdict.
   void LearnPullers(const std::vector<std::string>& verdicts);
@@ -257,7 +257,7 @@ Status UcxTransport::Connect(const std::vector<std::string>& infos) {
                         std::to_string(info.size()) + " bytes)");
     }
     if (pulling_allowed_ && peer.rank != rank_) {
-      pull_sources_[peer.rank] = ProbePullSource(std::string_view(info).substr(0, newline));
+      pull_sources_[peer.rank] = pullable_.Probe(std::string_view(info).substr(0, newline));
     }
     ucp_ep_params_t params = {};
     params.field_mask =

@@ -10,12 +10,26 @@
 #include <cstring>
 #include <stdexcept>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "collectives/same_host_pull.h"
 
 namespace ckpt::coll {
 namespace {
+
+// This test process as a prober; its host and namespaces never change while the tests run.
+const PullableProcess& Self() {
+  static const PullableProcess self = [] {
+    Result<PullableProcess> process = PullableProcess::Create();
+    if (!process.ok()) throw std::runtime_error(process.status().message());
+    return std::move(process).value();
+  }();
+  return self;
+}
+
+pid_t ProbePullSource(std::string_view description) { return Self().Probe(description); }
 
 // A child process that publishes its description, then serves commands until the test lets it go. Its buffer and
 // check word lie where the parent's copies do (fork): the test pulls from it, and makes it zero its check word.
@@ -96,7 +110,7 @@ TEST(SameHostPullTest, AProcessOnThisHostIsFoundByItsDescription) {
 TEST(SameHostPullTest, ThisProcessIsFoundByItsOwnDescription) {
   Result<PullableProcess> process = PullableProcess::Create();
   ASSERT_TRUE(process.ok()) << process.status().message();
-  EXPECT_EQ(ProbePullSource(process.value().description()), getpid());
+  EXPECT_EQ(process.value().Probe(process.value().description()), getpid());
 }
 
 TEST(SameHostPullTest, AWrongValueAnotherHostOrGarbageFindsNothing) {
