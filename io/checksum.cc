@@ -39,7 +39,7 @@ const Xxh3Build& TheXxh3() {
 }  // namespace
 
 const Xxh3Build& Xxh3Library() {
-  static const Xxh3Build build{LibraryChecksum, LibraryReset, LibraryUpdate, LibraryDigest};
+  static const Xxh3Build build{LibraryChecksum, LibraryReset, LibraryUpdate, LibraryDigest, nullptr};
   return build;
 }
 
@@ -77,18 +77,14 @@ void BlockChecksummer::Update(const void* data, size_t size) {
 }
 
 size_t BlockChecksummer::CopyWholeBlocks(void* dst, const void* src, size_t size) {
-#if defined(__x86_64__)
-  if (&TheXxh3() != &Xxh3Avx512() || in_block_ != 0 || reinterpret_cast<uintptr_t>(dst) % 64 != 0) return 0;
+  const auto copy_and_checksum = TheXxh3().copy_and_checksum;
+  if (copy_and_checksum == nullptr || in_block_ != 0 || reinterpret_cast<uintptr_t>(dst) % 64 != 0) return 0;
   const size_t whole = size / block_size_ * block_size_;
   for (size_t done = 0; done < whole; done += block_size_) {
     sums_.push_back(
-        CopyAndChecksumAvx512(static_cast<char*>(dst) + done, static_cast<const char*>(src) + done, block_size_));
+        copy_and_checksum(static_cast<char*>(dst) + done, static_cast<const char*>(src) + done, block_size_));
   }
   return whole;
-#else
-  (void)dst, (void)src, (void)size;
-  return 0;
-#endif
 }
 
 std::vector<uint64_t> BlockChecksummer::Finish() {

@@ -16,6 +16,9 @@ struct Xxh3Build {
   void (*reset)(void* state);
   void (*update)(void* state, const void* data, size_t size);
   uint64_t (*digest)(const void* state);
+  // Copies `size` bytes through non-temporal stores and returns their XXH3-64, in one pass: each 64-byte stripe is
+  // read from memory once, then stored and hashed. `dst` is 64-byte aligned. Null where a build has no such copy.
+  uint64_t (*copy_and_checksum)(void* dst, const void* src, size_t size);
 };
 
 const Xxh3Build& Xxh3Library();  // Debian's libxxhash: any CPU
@@ -24,10 +27,6 @@ const Xxh3Build& Xxh3Library();  // Debian's libxxhash: any CPU
 bool CpuRunsXxh3Avx512();       // what Xxh3Avx512 needs of the CPU
 const Xxh3Build& Xxh3Avx2();    // io/xxh3_avx2.cc: for CPUs with AVX2
 const Xxh3Build& Xxh3Avx512();  // io/xxh3_avx512.cc: for CPUs with AVX512F, VL, BW, DQ and BMI2 (x86-64-v4)
-
-// Copies `size` bytes through non-temporal stores and returns their XXH3-64, in one pass: each 64-byte stripe is
-// read from memory once, then stored and hashed. `dst` is 64-byte aligned; the CPU runs Xxh3Avx512.
-uint64_t CopyAndChecksumAvx512(void* dst, const void* src, size_t size);
 #endif
 
 }  // namespace ckpt::io
