@@ -220,3 +220,152 @@ code=$?
 cat "$dir/err"
 test "$code" -eq 1 && grep -q "NO_SPACE" "$dir/err" && test -z "$(ls -A "$dir/small/hf")"
 ]=])
+
+# Import reads its source as a load does (tools/cli_convert.cc): checksums checked, files opened beneath the source
+# without following links, never a FIFO. A failure names the tensor and the file, and the save never starts: no
+# checkpoint, not even a temporary directory, is left where the import would have saved.
+ckpt_tool_test(ckpt_import_of_a_checkpoint_keeps_its_tensors [=[
+work="$1/$3"
+rm -rf "$work" && mkdir -p "$work" || exit 1
+"$0" import "$1/tensors" "$work/copy" >/dev/null || exit 1
+"$0" verify "$work/copy" && "$0" diff "$1/tensors" "$work/copy" | tail -n 1 | grep -qx "the tensors are equal" &&
+test "$("$0" meta "$work/copy" layout)" = tensors || exit 1
+rm -rf "$work"
+]=])
+
+ckpt_tool_test(ckpt_import_refuses_a_flipped_data_bit [=[
+work="$1/$3"
+rm -rf "$work" && mkdir -p "$work/out" && cp -r "$1/tensors" "$work/source" || exit 1
+"$2" - "$0" "$work/source" <<'EOF' || exit 1
+import json, subprocess, sys
+tool, source = sys.argv[1], sys.argv[2]
+listing = json.loads(subprocess.run([tool, "ls", "--json", "--chunks", source], check=True, capture_output=True).stdout)
+chunk = [t for t in listing["tensors"] if t["key"] == "weights"][0]["chunks"][0]
+with open(f"{source}/{chunk['file']}", "r+b") as data:
+    data.seek(chunk["file_offset"] + 5)
+    byte = data.read(1)[0]
+    data.seek(chunk["file_offset"] + 5)
+    data.write(bytes([byte ^ 0x10]))
+EOF
+"$0" import "$work/source" "$work/out/copy" 2>"$work/err"
+code=$?
+cat "$work/err"
+test $code -eq 1 && grep -q "tensor 'weights'.*CKPT_E_CORRUPT.*checksum mismatch in file data/" "$work/err" &&
+test -z "$(ls -A "$work/out")" || exit 1
+rm -rf "$work"
+]=])
+
+ckpt_tool_test(ckpt_import_refuses_a_data_directory_linked_outside [=[
+work="$1/$3"
+rm -rf "$work" && mkdir -p "$work/out" && cp -r "$1/tensors" "$work/source" || exit 1
+mv "$work/source/data" "$work/outside" && ln -s ../outside "$work/source/data" || exit 1
+"$0" import "$work/source" "$work/out/copy" 2>"$work/err"
+code=$?
+cat "$work/err"
+test $code -eq 1 && grep -q "CKPT_E_CORRUPT.*symbolic link" "$work/err" && test -z "$(ls -A "$work/out")" || exit 1
+rm -rf "$work"
+]=])
+
+ckpt_tool_test(ckpt_import_refuses_a_fifo_data_file_at_once [=[
+work="$1/$3"
+rm -rf "$work" && mkdir -p "$work/out" && cp -r "$1/tensors" "$work/source" || exit 1
+for file in "$work"/source/data/*; do rm "$file" && mkfifo "$file" || exit 1; done
+timeout 20 "$0" import "$work/source" "$work/out/copy" 2>"$work/err"
+code=$?
+cat "$work/err"
+test $code -eq 1 && grep -q "CKPT_E_CORRUPT.*not a regular file" "$work/err" && test -z "$(ls -A "$work/out")" ||
+  { echo "exit $code, expected 1 (124: it hung)"; exit 1; }
+rm -rf "$work"
+]=])
+
+# `ls` reads a manager root's `latest` itself, as the manager does: a FIFO (or a link) there is no pointer, and the
+# listing neither hangs on it nor follows it.
+ckpt_tool_test(ckpt_ls_of_a_root_whose_latest_is_a_fifo_does_not_hang [=[
+root="$1/$3"
+rm -rf "$root" && cp -r "$1/root" "$root" && rm "$root/latest" && mkfifo "$root/latest" || exit 1
+out=$(timeout 20 "$0" ls "$root")
+code=$?
+echo "$out"
+test $code -eq 0 && echo "$out" | grep -q "latest -> step 20 (the .latest. pointer is missing or unreadable" ||
+  { echo "exit $code, expected 0 (124: it hung)"; exit 1; }
+rm -rf "$root"
+]=])
+
+# cat --npy writes a new file as export does, under a temporary name renamed into place without replacing: a link
+# planted at OUT is refused and its target untouched, as is an existing file, and no temporary is left.
+ckpt_tool_test(ckpt_cat_npy_refuses_a_link_at_the_output [=[
+work="$1/$3"
+rm -rf "$work" && mkdir -p "$work" && echo precious > "$work/target" && ln -s target "$work/out.npy" || exit 1
+"$0" cat --npy "$work/out.npy" "$1/rows" weights 2>"$work/err"
+code=$?
+cat "$work/err"
+test $code -eq 1 && grep -q "out.npy exists" "$work/err" && test "$(cat "$work/target")" = precious || exit 1
+"$0" cat --npy "$work/target" "$1/rows" weights 2>/dev/null
+test $? -eq 1 && test "$(cat "$work/target")" = precious || exit 1
+test "$(ls -A "$work" | tr '\n' ' ')" = "err out.npy target " || { ls -A "$work"; exit 1; }
+"$0" cat --npy "$work/new.npy" "$1/rows" weights && test -f "$work/new.npy" && test ! -L "$work/new.npy" || exit 1
+rm -rf "$work"
+]=])
+
+# Text output escapes what a checkpoint names (tests/cli/make_checkpoints.c's DIR/hostile: escape sequences, line
+# breaks, C1 controls, DEL, a backslash): no control byte but each line's own newline reaches the terminal. --json
+# gives back every string exactly, and refuses one that is not UTF-8 (here a path) instead of altering it.
+ckpt_tool_test(ckpt_text_output_escapes_control_characters [=[
+root="$1/$3"
+rm -rf "$root" && cp -r "$1/root" "$root" && mkdir "$root/step-000000000030.tmp-$(printf '\033[2J\377')" || exit 1
+"$2" - "$0" "$1/hostile" "$root" <<'EOF' || exit 1
+import re, subprocess, sys
+tool, hostile, root = sys.argv[1], sys.argv[2], sys.argv[3]
+keys = ["esc\x1b[31mred\x1b[0m", "line\n  fake  F32  [1]  1  4", "c1\x85nel\x9b2J", "del\x7f back\\slash tab\t cr\r"]
+shown = [r"esc\x1b[31mred\x1b[0m", r"line\n  fake  F32  [1]  1  4", r"c1\u0085nel\u009b2J",
+         r"del\x7f back\\slash tab\t cr\r"]
+def run(*args, code=0):
+    done = subprocess.run([tool, *args], capture_output=True)
+    assert done.returncode == code, (args, done.returncode, done.stderr)
+    for stream in (done.stdout, done.stderr):
+        text = stream.decode("utf-8")  # escaped output is always valid UTF-8
+        raw = [c for c in text if (c < " " and c != "\n") or "\x7f" <= c <= "\x9f"]
+        assert not raw, (args, raw, text)
+    return done.stdout.decode(), done.stderr.decode()
+listing = run("ls", hostile)[0].splitlines()
+tensor_rows = listing[listing.index("tensors") + 2:listing.index("common")]
+assert len(tensor_rows) == 4 and all(any(r.startswith(f"  {s}  ") for r in tensor_rows) for s in shown), tensor_rows
+common = listing[listing.index("common") + 1:listing.index("common") + 3]
+assert re.fullmatch("  " + re.escape(shown[0]) + " +4 B  0x1b5b324a", common[0]), common
+assert re.fullmatch("  screen +10 B  0x636c6561720dc29b324a", common[1]), common
+assert listing[-4:] == ["  " + s for s in shown], listing
+assert run("meta", hostile, *keys)[0] == "\\x1b]0;title\\x07\ntwo\\nlines\n\\u009b31m\nplain\n"
+diff = run("diff", hostile, hostile)[0].splitlines()
+assert sorted(diff[2:6]) == sorted(s + ": equal" for s in shown), diff
+assert run("cat", hostile, "screen")[0] == "636c6561720dc29b324a\n"  # not plain text: hex
+assert "'no\\x1bkey'" in run("cat", hostile, "no\x1bkey", code=1)[1]
+assert "no\\x1bkey" in run("meta", hostile, "no\x1bkey", code=1)[1]
+leftover = [line for line in run("ls", root)[0].splitlines() if ".tmp-" in line]
+assert leftover[0].split()[0] == r"step-000000000030.tmp-\x1b[2J\xff", leftover
+EOF
+rm -rf "$root"
+]=])
+
+ckpt_tool_test(ckpt_json_output_gives_back_hostile_keys_exactly [=[
+exec "$2" - "$0" "$1/hostile" <<'EOF'
+import json, os, re, subprocess, sys
+tool, hostile = sys.argv[1], sys.argv[2]
+keys = ["esc\x1b[31mred\x1b[0m", "line\n  fake  F32  [1]  1  4", "c1\x85nel\x9b2J", "del\x7f back\\slash tab\t cr\r"]
+values = ["\x1b]0;title\x07", "two\nlines", "\x9b31m", "plain"]
+def run(*args, code=0):
+    done = subprocess.run([tool, *args], capture_output=True)
+    assert done.returncode == code, (args, done.returncode, done.stderr)
+    assert all(byte < 0x7f for byte in done.stdout), done.stdout  # ASCII: every other character escaped
+    return done
+listing = json.loads(run("ls", "--json", hostile).stdout)
+assert sorted(t["key"] for t in listing["tensors"]) == sorted(keys), listing["tensors"]
+assert listing["metadata"] == keys and listing["common"][0]["key"] == keys[0], listing
+assert json.loads(run("meta", "--json", hostile, *keys).stdout) == dict(zip(keys, values))
+diff = json.loads(run("diff", "--json", hostile, hostile).stdout)
+assert sorted(t["key"] for t in diff["tensors"]) == sorted(keys), diff
+# A path that is not UTF-8: no JSON rather than a U+FFFD in place of its byte.
+bad = os.fsencode(hostile) + b"-\xff"
+done = run("verify", "--json", bad, code=1)
+assert done.stdout == b"" and re.search(rb"the string at /(path|error) is not valid UTF-8", done.stderr), done
+EOF
+]=])

@@ -21,6 +21,14 @@ constexpr const char* kExitStatus =
     "Exit status: 0 on success; 1 if a checkpoint cannot be read or fails verification, or (diff) if the tensors\n"
     "differ; 2 on usage errors. `ckpt VERB --help` describes a verb.";
 
+constexpr const char* kEscaping =
+    "Text output shows what a checkpoint names escaped where it could drive a terminal: control characters\n"
+    "as \\n, \\t, \\r, \\x1b or \\u0085, bytes that are not UTF-8 as \\xff, a backslash as \\\\.\n"
+    "--json keeps every string exact.";
+
+constexpr const char* kJsonHelp =
+    "print one JSON object instead of text (ASCII, strings exact; refused if a string is not UTF-8)";
+
 constexpr const char* kDirHelp = "a checkpoint directory, or safetensors weights (a file, a directory, an index)";
 
 // The function an option runs on its value, as CLI11 takes it; `parse` throws CLI::ValidationError on a bad value.
@@ -41,7 +49,7 @@ CLI::App* AddList(CLI::App& app, ListOptions& options) {
                          "entries and metadata keys; or a manager root's committed steps (bytes, which one `latest`\n"
                          "names) and the directories of saves that did not commit. Changes nothing.");
   ls->add_flag("--chunks", options.chunks, "also list each tensor's stored chunks (box, file @ offset, bytes)");
-  ls->add_flag("--json", options.json, "print one JSON object instead of text");
+  ls->add_flag("--json", options.json, kJsonHelp);
   ls->add_option("DIR", options.dir, std::string(kDirHelp) + ", or a manager's root of step-N directories")->required();
   return ls;
 }
@@ -61,8 +69,8 @@ CLI::App* AddCat(CLI::App& app, CatOptions& options) {
                           "else in hex), or writes them with --raw.");
   CLI::Option* raw = cat->add_flag("--raw", options.raw, "write the row-major bytes to standard output instead");
   cat->add_option("--npy", options.npy,
-                  "write the box to a .npy file (numpy format 1.0); refused for dtypes numpy lacks (BF16, float8, "
-                  "float4, sub-byte integers)")
+                  "write the box to a new .npy file (numpy format 1.0; never over a file nor through a link); refused "
+                  "for dtypes numpy lacks (BF16, float8, float4, sub-byte integers)")
       ->type_name("OUT.npy")
       ->excludes(raw);
   cat->add_option("DIR", options.dir, kDirHelp)->required();
@@ -155,10 +163,12 @@ CLI::App* AddExport(CLI::App& app, ExportOptions& options) {
 
 CLI::App* AddImport(CLI::App& app, ImportOptions& options) {
   CLI::App* command =
-      AddVerb(app, "import", "save safetensors weights as a checkpoint",
-              "Saves safetensors weights (a .safetensors file, a Hugging Face directory or its index) as\n"
-              "a ckpt checkpoint, with checksums.");
-  command->add_option("SOURCE", options.source, "the safetensors weights")->required();
+      AddVerb(app, "import", "save safetensors weights (or a checkpoint) as a checkpoint",
+              "Saves safetensors weights (a .safetensors file, a Hugging Face directory or its index), or a\n"
+              "ckpt checkpoint, as a ckpt checkpoint with checksums. Reads every tensor as a load does (files\n"
+              "opened beneath SOURCE, never through a link; a checkpoint's checksums checked) before the save\n"
+              "starts, so it holds the whole model in memory: about its size in RAM.");
+  command->add_option("SOURCE", options.source, "the safetensors weights, or a checkpoint directory")->required();
   command->add_option("DIR", options.dir, "the checkpoint to create")->required();
   return command;
 }
@@ -167,7 +177,7 @@ CLI::App* AddImport(CLI::App& app, ImportOptions& options) {
 
 int main(int argc, char** argv) {
   CLI::App app("ckpt: inspect, verify, compare and convert checkpoints.", "ckpt");
-  app.footer(kExitStatus);
+  app.footer(std::string(kEscaping) + "\n\n" + kExitStatus);
   app.require_subcommand(1);
   app.set_version_flag("--version", std::string("ckpt ") + ckpt_version_string(), "print the library's version");
   app.failure_message([](const CLI::App*, const CLI::Error& error) {

@@ -4,9 +4,129 @@
 #include <cstdio>
 
 namespace ckpt_cli {
+namespace {
+
+// The length of the well-formed UTF-8 sequence that `text` starts with (no overlong form, no surrogate, nothing past
+// U+10FFFF), with its code point in `*code_point`; 0 if it starts with none.
+size_t DecodeUtf8(std::string_view text, char32_t* code_point) {
+  const auto byte = [&](size_t i) { return static_cast<unsigned char>(text[i]); };
+  static const struct {
+    unsigned char lead_mask, lead_bits;
+    size_t length;
+    char32_t smallest;
+  } kForms[] = {{0x80, 0x00, 1, 0}, {0xe0, 0xc0, 2, 0x80}, {0xf0, 0xe0, 3, 0x800}, {0xf8, 0xf0, 4, 0x10000}};
+  for (const auto& form : kForms) {
+    if ((byte(0) & form.lead_mask) != form.lead_bits) continue;
+    if (text.size() < form.length) return 0;
+    char32_t value = byte(0) & static_cast<unsigned char>(~form.lead_mask);
+    for (size_t i = 1; i < form.length; ++i) {
+      if ((byte(i) & 0xc0) != 0x80) return 0;
+      value = (value << 6) | (byte(i) & 0x3f);
+    }
+    const bool surrogate = value >= 0xd800 && value <= 0xdfff;
+    if (value < form.smallest || value > 0x10ffff || surrogate) return 0;
+    *code_point = value;
+    return form.length;
+  }
+  return 0;
+}
+
+bool IsControl(char32_t code_point) { return code_point < 0x20 || (code_point >= 0x7f && code_point <= 0x9f); }
+
+std::string HexEscape(const char* prefix, unsigned value, int digits) {
+  char text[16];
+  std::snprintf(text, sizeof(text), "%s%0*x", prefix, digits, value);
+  return text;
+}
+
+// The escape of one code point that Escaped does not pass through, or nothing if it passes.
+std::optional<std::string> EscapeOf(char32_t code_point, bool escape_backslash) {
+  switch (code_point) {
+    case '\\':
+      return escape_backslash ? std::optional<std::string>("\\\\") : std::nullopt;
+    case '\n':
+      return "\\n";
+    case '\t':
+      return "\\t";
+    case '\r':
+      return "\\r";
+    default:
+      if (!IsControl(code_point)) return std::nullopt;
+      return code_point < 0x80 ? HexEscape("\\x", code_point, 2) : HexEscape("\\u", code_point, 4);
+  }
+}
+
+// `key` as a reference token of a JSON pointer (RFC 6901): '~' as "~0", '/' as "~1".
+std::string PointerToken(const std::string& key) {
+  std::string token;
+  for (const char c : key) token += c == '~' ? "~0" : c == '/' ? "~1" : std::string(1, c);
+  return token;
+}
+
+// The JSON pointer (RFC 6901) of the first string in `value`, key or value, that is not valid UTF-8.
+std::optional<std::string> FirstNonUtf8String(const nlohmann::json& value, const std::string& pointer) {
+  const auto valid = [](const std::string& text) {
+    char32_t ignored = 0;
+    for (size_t at = 0, length = 0; at < text.size(); at += length) {
+      if ((length = DecodeUtf8(std::string_view(text).substr(at), &ignored)) == 0) return false;
+    }
+    return true;
+  };
+  if (value.is_string()) return valid(value.get<std::string>()) ? std::nullopt : std::optional<std::string>(pointer);
+  if (value.is_array()) {
+    for (size_t i = 0; i < value.size(); ++i) {
+      if (auto found = FirstNonUtf8String(value[i], pointer + "/" + std::to_string(i))) return found;
+    }
+  }
+  if (value.is_object()) {
+    for (const auto& [key, member] : value.items()) {
+      if (!valid(key)) return pointer + "/" + PointerToken(key);
+      if (auto found = FirstNonUtf8String(member, pointer + "/" + PointerToken(key))) return found;
+    }
+  }
+  return std::nullopt;
+}
+
+// Escaped, or ControlsEscaped without `escape_backslash`.
+std::string EscapeText(std::string_view text, bool escape_backslash) {
+  std::string out;
+  out.reserve(text.size());
+  for (size_t at = 0; at < text.size();) {
+    char32_t code_point = 0;
+    const size_t length = DecodeUtf8(text.substr(at), &code_point);
+    if (length == 0) {
+      out += HexEscape("\\x", static_cast<unsigned char>(text[at++]), 2);
+      continue;
+    }
+    const std::optional<std::string> escape = EscapeOf(code_point, escape_backslash);
+    if (escape) {
+      out += *escape;
+    } else {
+      out.append(text.substr(at, length));
+    }
+    at += length;
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string Escaped(std::string_view text) { return EscapeText(text, /*escape_backslash=*/true); }
+
+std::string ControlsEscaped(std::string_view message) { return EscapeText(message, /*escape_backslash=*/false); }
+
+bool IsPlainText(std::string_view text) {
+  for (size_t at = 0; at < text.size();) {
+    char32_t code_point = 0;
+    const size_t length = DecodeUtf8(text.substr(at), &code_point);
+    if (length == 0 || (IsControl(code_point) && code_point != '\n' && code_point != '\t')) return false;
+    at += length;
+  }
+  return true;
+}
 
 int UsageError(const std::string& message) {
-  std::fprintf(stderr, "ckpt: %s\nRun with --help for more information.\n", message.c_str());
+  std::fprintf(stderr, "ckpt: %s\nRun with --help for more information.\n", Escaped(message).c_str());
   return kExitUsage;
 }
 
@@ -15,8 +135,8 @@ int Report(const std::string& what, int32_t status, const ckpt_error_t* err) {
 }
 
 int Report(const Failure& failure) {
-  std::fprintf(stderr, "ckpt: %s: %s%s%s\n", failure.what.c_str(), ckpt_status_string(failure.status),
-               failure.message.empty() ? "" : ": ", failure.message.c_str());
+  std::fprintf(stderr, "ckpt: %s: %s%s%s\n", Escaped(failure.what).c_str(), ckpt_status_string(failure.status),
+               failure.message.empty() ? "" : ": ", ControlsEscaped(failure.message).c_str());
   return kExitFailed;
 }
 
@@ -119,9 +239,16 @@ nlohmann::json ShapeJson(uint32_t ndim, const uint64_t* shape) {
   return array;
 }
 
-void PrintJson(const nlohmann::json& value) {
-  // Keys and values are bytes from the checkpoint: invalid UTF-8 is replaced rather than thrown on.
-  std::printf("%s\n", value.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+int PrintJson(const nlohmann::json& value) {
+  if (const auto pointer = FirstNonUtf8String(value, "")) {
+    std::fprintf(stderr,
+                 "ckpt: cannot write JSON: the string at %s is not valid UTF-8, which JSON cannot hold exactly (the "
+                 "text output shows its bytes escaped)\n",
+                 Escaped(*pointer).c_str());
+    return kExitFailed;
+  }
+  std::printf("%s\n", value.dump(2, ' ', /*ensure_ascii=*/true).c_str());
+  return kExitOk;
 }
 
 }  // namespace ckpt_cli

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace ckpt_cli {
@@ -38,10 +39,22 @@ struct Failure {
   std::string message;
 };
 
+// `text` (bytes from a checkpoint, a path, a library message) as it may reach a terminal, unambiguously: valid
+// printable UTF-8 as it is; a backslash as `\\`; newline, tab and carriage return as `\n`, `\t`, `\r`; other C0
+// controls and DEL as `\x1b`, `\x7f`; C1 controls (U+0080 to U+009F) as `\u0085`; each byte that is not part of
+// valid UTF-8 as `\xff`. A hostile key can then neither send escape sequences nor fake a line of the listing. Every
+// text output of every verb passes what it did not write itself through it.
+std::string Escaped(std::string_view text);
+// The same for text that escapes the names it quotes already (the library's messages: 'a\x1bb'): control characters
+// and bytes that are not UTF-8 escaped, backslashes kept, so that an escape is not shown doubled.
+std::string ControlsEscaped(std::string_view message);
+// Whether `text` is valid UTF-8 with no control character but newline and tab: text that `cat` may print as it is.
+bool IsPlainText(std::string_view text);
+
 // Prints "ckpt: MESSAGE" and a pointer to --help; returns kExitUsage. For what only the verb can check (a box
 // against the tensor's rank); the parser reports the rest.
 int UsageError(const std::string& message);
-// Prints why a call failed and returns kExitFailed.
+// Prints why a call failed and returns kExitFailed: `what` escaped, the library's message with ControlsEscaped.
 int Report(const std::string& what, int32_t status, const ckpt_error_t* err);
 int Report(const Failure& failure);
 // Opens `dir` (a checkpoint or safetensors weights), or says why it cannot in `failure`.
@@ -64,7 +77,11 @@ std::string FormatBytes(uint64_t bytes);
 // "1 tensor", "2 tensors".
 std::string Count(uint64_t count, const char* singular, const char* plural);
 nlohmann::json ShapeJson(uint32_t ndim, const uint64_t* shape);
-// Writes `value` to standard output, indented, with a final newline.
-void PrintJson(const nlohmann::json& value);
+// Writes `value` to standard output, indented, with a final newline, and returns kExitOk. The output is ASCII: strings
+// escaped as RFC 8259 asks, and every character past U+007E (DEL, C1 controls, all non-ASCII text) as \uXXXX, so
+// that the parsed strings are exactly the checkpoint's and no control byte reaches a terminal. JSON strings are
+// Unicode and cannot carry bytes that are not UTF-8: rather than replace them (U+FFFD) unnoticed, prints nothing,
+// names the string that holds them, and returns kExitFailed (the text output shows them escaped).
+int PrintJson(const nlohmann::json& value);
 
 }  // namespace ckpt_cli

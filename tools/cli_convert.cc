@@ -1,16 +1,13 @@
 // `ckpt export` and `ckpt import`: between ckpt checkpoints and safetensors (tools/cli_verbs.h).
-#include <fcntl.h>
 #include <strings.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
-#include <map>
 
 #include "tools/cli_common.h"
 #include "tools/cli_verbs.h"
@@ -66,60 +63,40 @@ int Export(const ExportOptions& options) {
     return Report("exporting " + options.dir + " to " + options.out, status, err);
   }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-  std::printf("exported %s to %s in %.2f s\n", options.dir.c_str(), options.out.c_str(), seconds);
+  std::printf("exported %s to %s in %.2f s\n", Escaped(options.dir).c_str(), Escaped(options.out).c_str(), seconds);
   return kExitOk;
 }
 
 namespace {
 
-// A file of the import's source, mapped read-only for the save to stage from: the page cache holds the bytes, not
-// a copy of the whole model.
-class MappedFile {
+// The bytes of one stored chunk, read through the reader for the save to stage from. Anonymous memory that the
+// kernel commits page by page as the read fills it: a size the source's index claims costs only address space
+// until the bytes arrive, so a claim larger than the file fails in the read, not by exhausting memory.
+class ChunkBuffer {
  public:
-  MappedFile(const MappedFile&) = delete;
-  MappedFile& operator=(const MappedFile&) = delete;
-  ~MappedFile() {
-    if (base_ != MAP_FAILED && size_ > 0) munmap(base_, size_);
+  ChunkBuffer(const ChunkBuffer&) = delete;
+  ChunkBuffer& operator=(const ChunkBuffer&) = delete;
+  ~ChunkBuffer() {
+    if (data_ != MAP_FAILED) munmap(data_, size_);
   }
 
-  // Maps `path` (a regular file, not reached through a link), or says why it cannot.
-  static std::unique_ptr<MappedFile> Map(const std::string& path, std::string* why) {
-    const int fd = open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-    if (fd < 0) {
-      *why = "cannot open " + path + ": " + std::strerror(errno);
-      return nullptr;
-    }
-    struct stat st;
-    std::unique_ptr<MappedFile> file(new MappedFile());
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-      *why = path + " is not a regular file";
-    } else if (st.st_size > 0) {
-      file->size_ = static_cast<size_t>(st.st_size);
-      file->base_ = mmap(nullptr, file->size_, PROT_READ, MAP_PRIVATE, fd, 0);
-      if (file->base_ == MAP_FAILED) *why = "cannot map " + path + ": " + std::strerror(errno);
-    }
-    close(fd);
-    return why->empty() ? std::move(file) : nullptr;
+  // A buffer of `size` bytes (at least one page is mapped, so that an empty chunk has an address too), or nothing
+  // with errno set.
+  static std::unique_ptr<ChunkBuffer> Allocate(uint64_t size) {
+    std::unique_ptr<ChunkBuffer> buffer(new ChunkBuffer());
+    buffer->size_ = std::max<uint64_t>(size, 1);
+    buffer->data_ =
+        mmap(nullptr, buffer->size_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    return buffer->data_ == MAP_FAILED ? nullptr : std::move(buffer);
   }
 
-  // The `length` bytes at `offset`, or nothing if the file is shorter.
-  void* At(uint64_t offset, uint64_t length) const {
-    if (offset > size_ || length > size_ - offset) return nullptr;
-    return length == 0 ? nullptr : static_cast<char*>(base_) + offset;
-  }
+  void* data() const { return data_; }
 
  private:
-  MappedFile() = default;
-  void* base_ = MAP_FAILED;
+  ChunkBuffer() = default;
+  void* data_ = MAP_FAILED;
   size_t size_ = 0;
 };
-
-std::string SourceDirectory(const std::string& source) {
-  struct stat st;
-  if (stat(source.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) return source;
-  const size_t slash = source.find_last_of('/');
-  return slash == std::string::npos ? "." : slash == 0 ? "/" : source.substr(0, slash);
-}
 
 struct ContextFree {
   void operator()(ckpt_context_t* ctx) const { ckpt_context_free(ctx); }
@@ -130,109 +107,112 @@ struct StateFree {
 struct RequestFree {
   void operator()(ckpt_request_t* request) const { ckpt_request_free(request); }
 };
+using StatePtr = std::unique_ptr<ckpt_state_t, StateFree>;
 
-}  // namespace
+// What the import saves: the source's tensors, read and verified, its common entries and its metadata.
+struct Imported {
+  StatePtr state;
+  std::vector<std::unique_ptr<ChunkBuffer>> buffers;  // the tensors' bytes, read by the save until it returns
+  std::vector<const char*> metadata_keys;             // owned by the source's reader
+  std::vector<const char*> metadata_values;
+};
 
-int Import(const ImportOptions& options) {
-  const std::string& source = options.source;
-  const std::string& dir = options.dir;
-  auto checkpoint = Open(source);
-  if (!checkpoint) return kExitFailed;
-  ckpt_reader_t* reader = checkpoint->reader.get();
-  ckpt_error_t* err = checkpoint->err.get();
-  ckpt_checkpoint_info info = CKPT_CHECKPOINT_INFO_INIT;
-  if (const int32_t status = ckpt_reader_info(reader, &info, err); status != CKPT_OK) {
-    return Report("reading " + source, status, err);
-  }
-  if (info.object_count != 0) {
-    std::fprintf(stderr, "ckpt: import copies tensors, common entries and metadata; %s also holds %llu objects\n",
-                 source.c_str(), static_cast<unsigned long long>(info.object_count));
+// Reads one stored chunk of `tensor` as the loader would (files opened beneath the source without following links,
+// never a FIFO, every block's checksum checked) and registers it as a shard of the same box.
+int ImportChunk(Checkpoint& source, const ckpt_tensor_info& tensor, const ckpt_chunk_info& chunk, Imported* out) {
+  const std::string box = FormatBox(tensor.ndim, chunk.offset, chunk.shape);
+  const std::string what = "reading tensor '" + std::string(tensor.key) + "' " + box + " of " + source.dir;
+  std::unique_ptr<ChunkBuffer> buffer = ChunkBuffer::Allocate(chunk.byte_length);
+  if (!buffer) {
+    std::fprintf(stderr, "ckpt: %s: cannot allocate %s (import holds every tensor in memory): %s\n",
+                 Escaped(what).c_str(), FormatBytes(chunk.byte_length).c_str(), std::strerror(errno));
     return kExitFailed;
   }
-  ckpt_context_options context_options = CKPT_CONTEXT_OPTIONS_INIT;
-  context_options.rank = 0;
-  context_options.world_size = 1;
-  context_options.io_workers = 0;  // I/O threads: this tool may be installed without the worker executable
-  // The tool shows every line the library logs, the save's INFO line with its size and speed included.
-  context_options.log = [](void*, int32_t, const char* message) { std::fprintf(stderr, "ckpt: %s\n", message); };
-  ckpt_context_t* raw_ctx = nullptr;
-  if (const int32_t status = ckpt_context_create(&context_options, &raw_ctx, err); status != CKPT_OK) {
-    return Report("creating a context", status, err);
+  if (const int32_t status = ckpt_reader_read(source.reader.get(), tensor.key, tensor.ndim, chunk.offset, chunk.shape,
+                                              buffer->data(), chunk.byte_length, source.err.get());
+      status != CKPT_OK) {
+    return Report(what, status, source.err.get());
   }
-  const std::unique_ptr<ckpt_context_t, ContextFree> ctx(raw_ctx);
-  ckpt_state_t* raw_state = nullptr;
-  if (const int32_t status = ckpt_state_create(&raw_state, err); status != CKPT_OK) {
-    return Report("creating a state", status, err);
+  ckpt_tensor_shard shard = CKPT_TENSOR_SHARD_INIT;
+  shard.key = tensor.key;
+  shard.dtype = tensor.dtype;
+  shard.ndim = tensor.ndim;
+  shard.global_shape = tensor.shape;
+  shard.local_shape = chunk.shape;
+  shard.global_offset = chunk.offset;
+  shard.data = buffer->data();
+  shard.data_size = chunk.byte_length;
+  if (const int32_t status = ckpt_state_add_tensor(out->state.get(), &shard, source.err.get()); status != CKPT_OK) {
+    return Report("adding tensor '" + std::string(tensor.key) + "' " + box, status, source.err.get());
   }
-  const std::unique_ptr<ckpt_state_t, StateFree> state(raw_state);
+  out->buffers.push_back(std::move(buffer));
+  return kExitOk;
+}
 
-  // Every stored chunk becomes a shard whose data is the mapped source: the save checksums what it copies.
-  const std::string root = SourceDirectory(source);
-  std::map<std::string, std::unique_ptr<MappedFile>> files;
+// Every tensor, chunk by chunk: the saved checkpoint keeps the source's layout.
+int ImportTensors(Checkpoint& source, const ckpt_checkpoint_info& info, Imported* out) {
   for (uint64_t t = 0; t < info.tensor_count; ++t) {
     ckpt_tensor_info tensor = CKPT_TENSOR_INFO_INIT;
-    if (const int32_t status = ckpt_reader_tensor(reader, t, &tensor, err); status != CKPT_OK) {
-      return Report("reading " + source, status, err);
+    if (const int32_t status = ckpt_reader_tensor(source.reader.get(), t, &tensor, source.err.get());
+        status != CKPT_OK) {
+      return Report("reading " + source.dir, status, source.err.get());
     }
     for (uint64_t c = 0; c < tensor.chunk_count; ++c) {
       ckpt_chunk_info chunk = CKPT_CHUNK_INFO_INIT;
-      if (const int32_t status = ckpt_reader_chunk(reader, t, c, &chunk, err); status != CKPT_OK) {
-        return Report("reading " + source, status, err);
+      if (const int32_t status = ckpt_reader_chunk(source.reader.get(), t, c, &chunk, source.err.get());
+          status != CKPT_OK) {
+        return Report("reading " + source.dir, status, source.err.get());
       }
-      std::unique_ptr<MappedFile>& file = files[chunk.file];
-      if (!file) {
-        std::string why;
-        file = MappedFile::Map(root + "/" + chunk.file, &why);
-        if (!file) {
-          std::fprintf(stderr, "ckpt: %s\n", why.c_str());
-          return kExitFailed;
-        }
-      }
-      void* data = file->At(chunk.file_offset, chunk.byte_length);
-      if (data == nullptr && chunk.byte_length != 0) {
-        std::fprintf(stderr, "ckpt: %s is shorter than tensor '%s' needs\n", chunk.file, tensor.key);
-        return kExitFailed;
-      }
-      ckpt_tensor_shard shard = CKPT_TENSOR_SHARD_INIT;
-      shard.key = tensor.key;
-      shard.dtype = tensor.dtype;
-      shard.ndim = tensor.ndim;
-      shard.global_shape = tensor.shape;
-      shard.local_shape = chunk.shape;
-      shard.global_offset = chunk.offset;
-      shard.data = data;
-      shard.data_size = chunk.byte_length;
-      if (const int32_t status = ckpt_state_add_tensor(state.get(), &shard, err); status != CKPT_OK) {
-        return Report(std::string("adding tensor '") + tensor.key + "'", status, err);
-      }
+      if (const int code = ImportChunk(source, tensor, chunk, out); code != kExitOk) return code;
     }
   }
+  return kExitOk;
+}
+
+int ImportCommonAndMetadata(Checkpoint& source, const ckpt_checkpoint_info& info, Imported* out) {
+  ckpt_reader_t* reader = source.reader.get();
+  ckpt_error_t* err = source.err.get();
   for (uint64_t i = 0; i < info.common_count; ++i) {
     const char* key = nullptr;
     const void* data = nullptr;
     uint64_t size = 0;
     int32_t status = ckpt_reader_common_at(reader, i, &key, &data, &size, err);
-    if (status == CKPT_OK) status = ckpt_state_add_common(state.get(), key, data, size, err);
-    if (status != CKPT_OK) return Report("copying the common entries of " + source, status, err);
+    if (status == CKPT_OK) status = ckpt_state_add_common(out->state.get(), key, data, size, err);
+    if (status != CKPT_OK) return Report("copying the common entries of " + source.dir, status, err);
   }
-  std::vector<const char*> keys, values;
   for (uint64_t i = 0; i < info.metadata_count; ++i) {
     const char* key = nullptr;
     const char* value = nullptr;
     if (const int32_t status = ckpt_reader_metadata_at(reader, i, &key, &value, err); status != CKPT_OK) {
-      return Report("reading the metadata of " + source, status, err);
+      return Report("reading the metadata of " + source.dir, status, err);
     }
-    keys.push_back(key);
-    values.push_back(value);
+    out->metadata_keys.push_back(key);
+    out->metadata_values.push_back(value);
   }
-  ckpt_save_options save_options = CKPT_SAVE_OPTIONS_INIT;
-  save_options.metadata_count = static_cast<uint32_t>(keys.size());
-  save_options.metadata_keys = keys.data();
-  save_options.metadata_values = values.data();
+  return kExitOk;
+}
 
-  const auto started = std::chrono::steady_clock::now();
+// Saves what was imported as the checkpoint `dir` on one rank; `err` is the source's error object.
+int SaveImported(Imported& imported, const std::string& dir, ckpt_error_t* err) {
+  ckpt_context_options context_options = CKPT_CONTEXT_OPTIONS_INIT;
+  context_options.rank = 0;
+  context_options.world_size = 1;
+  context_options.io_workers = 0;  // I/O threads: this tool may be installed without the worker executable
+  // The tool shows every line the library logs, the save's INFO line with its size and speed included.
+  context_options.log = [](void*, int32_t, const char* message) {
+    std::fprintf(stderr, "ckpt: %s\n", ControlsEscaped(message).c_str());
+  };
+  ckpt_context_t* raw_ctx = nullptr;
+  if (const int32_t status = ckpt_context_create(&context_options, &raw_ctx, err); status != CKPT_OK) {
+    return Report("creating a context", status, err);
+  }
+  const std::unique_ptr<ckpt_context_t, ContextFree> ctx(raw_ctx);
+  ckpt_save_options save_options = CKPT_SAVE_OPTIONS_INIT;
+  save_options.metadata_count = static_cast<uint32_t>(imported.metadata_keys.size());
+  save_options.metadata_keys = imported.metadata_keys.data();
+  save_options.metadata_values = imported.metadata_values.data();
   ckpt_request_t* raw_request = nullptr;
-  if (const int32_t status = ckpt_save(ctx.get(), state.get(), dir.c_str(), &save_options, &raw_request, err);
+  if (const int32_t status = ckpt_save(ctx.get(), imported.state.get(), dir.c_str(), &save_options, &raw_request, err);
       status != CKPT_OK) {
     return Report("saving " + dir, status, err);
   }
@@ -240,9 +220,36 @@ int Import(const ImportOptions& options) {
   if (const int32_t status = ckpt_request_wait(request.get(), 0, err); status != CKPT_OK) {
     return Report("saving " + dir, status, err);
   }
+  return kExitOk;
+}
+
+}  // namespace
+
+int Import(const ImportOptions& options) {
+  auto source = Open(options.source);
+  if (!source) return kExitFailed;
+  Failure failure;
+  const auto info = Info(*source, &failure);
+  if (!info) return Report(failure);
+  if (info->object_count != 0) {
+    std::fprintf(stderr, "ckpt: import copies tensors, common entries and metadata; %s also holds %llu objects\n",
+                 Escaped(options.source).c_str(), static_cast<unsigned long long>(info->object_count));
+    return kExitFailed;
+  }
+  const auto started = std::chrono::steady_clock::now();
+  Imported imported;
+  ckpt_state_t* raw_state = nullptr;
+  if (const int32_t status = ckpt_state_create(&raw_state, source->err.get()); status != CKPT_OK) {
+    return Report("creating a state", status, source->err.get());
+  }
+  imported.state.reset(raw_state);
+  // Everything is read and checked before the save starts: damaged bytes never become a checkpoint.
+  if (const int code = ImportTensors(*source, *info, &imported); code != kExitOk) return code;
+  if (const int code = ImportCommonAndMetadata(*source, *info, &imported); code != kExitOk) return code;
+  if (const int code = SaveImported(imported, options.dir, source->err.get()); code != kExitOk) return code;
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-  std::printf("imported %s into %s: %llu tensors in %.2f s\n", source.c_str(), dir.c_str(),
-              static_cast<unsigned long long>(info.tensor_count), seconds);
+  std::printf("imported %s into %s: %llu tensors in %.2f s\n", Escaped(options.source).c_str(),
+              Escaped(options.dir).c_str(), static_cast<unsigned long long>(info->tensor_count), seconds);
   return kExitOk;
 }
 

@@ -214,15 +214,17 @@ int Diff(const DiffOptions& options) {
   }
 
   if (options.json) {
-    PrintJson({{"a", options.a},
-               {"b", options.b},
-               {"equal", equal},
-               {"only_in_a", std::move(only_in_a)},
-               {"only_in_b", std::move(only_in_b)},
-               {"tensors", std::move(compared)}});
+    const int printed = PrintJson({{"a", options.a},
+                                   {"b", options.b},
+                                   {"equal", equal},
+                                   {"only_in_a", std::move(only_in_a)},
+                                   {"only_in_b", std::move(only_in_b)},
+                                   {"tensors", std::move(compared)}});
+    if (printed != kExitOk) return printed;
   } else {
-    std::printf("A: %s\nB: %s\n", options.a.c_str(), options.b.c_str());
-    for (const std::string& line : lines) std::printf("%s\n", line.c_str());
+    std::printf("A: %s\nB: %s\n", Escaped(options.a).c_str(), Escaped(options.b).c_str());
+    // The lines quote the checkpoints' keys.
+    for (const std::string& line : lines) std::printf("%s\n", Escaped(line).c_str());
     std::printf("%s\n", equal ? "the tensors are equal" : "the tensors differ");
   }
   return equal ? kExitOk : kExitFailed;

@@ -7,6 +7,7 @@
 
 #include "tools/cli_common.h"
 #include "tools/cli_dtype.h"
+#include "tools/cli_output_file.h"
 #include "tools/cli_verbs.h"
 #include "tools/cli_windows.h"
 
@@ -117,27 +118,29 @@ int CatNpy(Checkpoint& checkpoint, const ckpt_tensor_info& tensor, const uint64_
     return UsageError(std::string("numpy has no dtype for ") + ckpt_dtype_name(tensor.dtype) + " ('" + tensor.key +
                       "'): write the bytes with --raw, or convert with: ckpt export --dtype=f32");
   }
-  std::FILE* out = std::fopen(path.c_str(), "wb");
-  if (out == nullptr) {
-    std::fprintf(stderr, "ckpt: cannot write %s: %s\n", path.c_str(), std::strerror(errno));
+  std::string why;
+  const std::unique_ptr<OutputFile> out = OutputFile::Create(path, &why);
+  if (!out) {
+    std::fprintf(stderr, "ckpt: %s\n", Escaped(why).c_str());
     return kExitFailed;
   }
   const std::string header = NpyHeader(*descr, tensor.ndim, shape);
-  bool write_failed = !WriteAll(out, header.data(), header.size());
-  int code = write_failed
-                 ? kExitFailed
-                 : StreamBox(checkpoint, tensor, offset, shape, [&](const unsigned char* data, uint64_t bytes) {
-                     write_failed = !WriteAll(out, data, bytes);
-                     return !write_failed;
-                   });
-  write_failed = std::fclose(out) != 0 || write_failed;
-  if (write_failed) {
-    std::fprintf(stderr, "ckpt: writing %s failed: %s\n", path.c_str(), std::strerror(errno));
-    code = kExitFailed;
+  if (!WriteAll(out->stream(), header.data(), header.size())) {
+    std::fprintf(stderr, "ckpt: writing %s failed: %s\n", Escaped(path).c_str(), std::strerror(errno));
+    return kExitFailed;
   }
-  // A partial file would read back as a wrong array.
-  if (code != kExitOk) std::remove(path.c_str());
-  return code;
+  const int code = StreamBox(checkpoint, tensor, offset, shape, [&](const unsigned char* data, uint64_t bytes) {
+    if (WriteAll(out->stream(), data, bytes)) return true;
+    std::fprintf(stderr, "ckpt: writing %s failed: %s\n", Escaped(path).c_str(), std::strerror(errno));
+    return false;
+  });
+  // Only a complete file gets its name: a partial one would read back as a wrong array.
+  if (code != kExitOk) return code;
+  if (!out->Publish(&why)) {
+    std::fprintf(stderr, "ckpt: %s\n", Escaped(why).c_str());
+    return kExitFailed;
+  }
+  return kExitOk;
 }
 
 int CatTensor(Checkpoint& checkpoint, const ckpt_tensor_info& tensor, const CatOptions& options) {
@@ -162,13 +165,10 @@ int CatTensor(Checkpoint& checkpoint, const ckpt_tensor_info& tensor, const CatO
   return StreamBox(checkpoint, tensor, offset, shape, ElementPrinter(tensor.dtype, tensor.ndim, shape));
 }
 
-// Common bytes as text when they are text (UTF-8 passes through), else as hex, 32 bytes a line.
+// Common bytes as text when they are plain text (UTF-8, no control character but newline and tab), else as hex,
+// 32 bytes a line: a terminal never receives a control sequence from them.
 void PrintCommon(const unsigned char* bytes, uint64_t size) {
-  bool text = true;
-  for (uint64_t i = 0; text && i < size; ++i) {
-    text = bytes[i] >= 0x20 ? bytes[i] != 0x7f : bytes[i] == '\n' || bytes[i] == '\t' || bytes[i] == '\r';
-  }
-  if (text) {
+  if (IsPlainText(std::string_view(reinterpret_cast<const char*>(bytes), size))) {
     WriteAll(stdout, bytes, size);
     if (size > 0 && bytes[size - 1] != '\n') std::printf("\n");
     return;
@@ -208,11 +208,11 @@ int Verify(const VerifyOptions& options) {
       result["status"] = status.substr(0, status.find(':'));
       result["error"] = failure.message;
     }
-    PrintJson(result);
-    return ok ? kExitOk : kExitFailed;
+    const int printed = PrintJson(result);
+    return ok ? printed : kExitFailed;
   }
   if (!ok) return Report(failure);
-  std::printf("OK %s\n", options.dir.c_str());
+  std::printf("OK %s\n", Escaped(options.dir).c_str());
   return kExitOk;
 }
 
@@ -230,11 +230,10 @@ int Meta(const MetaOptions& options) {
     if (options.json) {
       values[key] = value ? value : "";
     } else {
-      std::printf("%s\n", value ? value : "");
+      std::printf("%s\n", Escaped(value ? value : "").c_str());
     }
   }
-  if (options.json) PrintJson(values);
-  return kExitOk;
+  return options.json ? PrintJson(values) : kExitOk;
 }
 
 int Cat(const CatOptions& options) {
@@ -250,7 +249,7 @@ int Cat(const CatOptions& options) {
     return Report("reading common entry '" + options.key + "'", status, checkpoint->err.get());
   }
   std::fprintf(stderr, "ckpt: %s has no tensor or common entry '%s' (list them with: ckpt ls %s)\n",
-               options.dir.c_str(), options.key.c_str(), options.dir.c_str());
+               Escaped(options.dir).c_str(), Escaped(options.key).c_str(), Escaped(options.dir).c_str());
   return kExitFailed;
 }
 

@@ -1,10 +1,13 @@
 // `ckpt ls`: what a checkpoint holds, or which steps a manager's root holds (tools/cli_verbs.h). Both are gathered
 // as JSON first, so that --json and the text show the same facts.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cinttypes>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <system_error>
 
 #include "tools/cli_common.h"
@@ -119,7 +122,8 @@ std::optional<json> CheckpointJson(Checkpoint& checkpoint, const ckpt_checkpoint
               {"metadata", std::move(metadata)}};
 }
 
-std::string Text(const json& value) { return value.is_string() ? value.get<std::string>() : value.dump(); }
+// A cell of the text output: strings (keys, file and directory names, paths) escaped, other values as JSON writes them.
+std::string Text(const json& value) { return value.is_string() ? Escaped(value.get<std::string>()) : value.dump(); }
 
 std::string ShapeText(const json& shape) {
   std::string text = "[";
@@ -170,7 +174,7 @@ void PrintTensors(const json& tensors) {
 }
 
 void PrintCheckpoint(const json& listing, const ckpt_checkpoint_info& info) {
-  std::printf("checkpoint %s\n", listing["path"].get<std::string>().c_str());
+  std::printf("checkpoint %s\n", Text(listing["path"]).c_str());
   std::printf("  format %u.%u, saved by %s on %s\n", info.format_major, info.format_minor,
               Count(info.world_size, "rank", "ranks").c_str(), Count(info.node_count, "node", "nodes").c_str());
   std::printf("  %s, %s, %s, %s, %s of data\n", Count(info.tensor_count, "tensor", "tensors").c_str(),
@@ -193,7 +197,7 @@ void PrintCheckpoint(const json& listing, const ckpt_checkpoint_info& info) {
     for (const std::string& line : Columns(rows, {false, true, false})) std::printf("%s\n", line.c_str());
   }
   if (!listing["metadata"].empty()) {
-    std::printf("metadata (print a value with: ckpt meta %s KEY)\n", listing["path"].get<std::string>().c_str());
+    std::printf("metadata (print a value with: ckpt meta %s KEY)\n", Text(listing["path"]).c_str());
     for (const json& key : listing["metadata"]) std::printf("  %s\n", Text(key).c_str());
   }
 }
@@ -247,14 +251,27 @@ bool IsManagerRoot(const std::string& dir) {
   return false;
 }
 
+// The bytes of the regular file `path` if it has at most `max_bytes`, read as the manager reads `latest`: not
+// through a link, and without waiting (opening a FIFO would block until a writer came).
+std::optional<std::string> ReadSmallRegularFile(const fs::path& path, size_t max_bytes) {
+  const int fd = open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return std::nullopt;
+  struct stat st;
+  std::optional<std::string> contents;
+  if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && static_cast<uint64_t>(st.st_size) <= max_bytes) {
+    std::string bytes(static_cast<size_t>(st.st_size), '\0');
+    if (pread(fd, bytes.data(), bytes.size(), 0) == st.st_size) contents = std::move(bytes);
+  }
+  close(fd);
+  return contents;
+}
+
 // The step `latest` names, if it holds one step directory name and a newline (as the manager writes it).
 std::optional<uint64_t> ReadLatestPointer(const fs::path& root) {
-  std::ifstream file(root / kLatestName);
-  std::string line;
-  if (!file || !std::getline(file, line) || file.eof()) return std::nullopt;
-  std::string rest;
-  if (std::getline(file, rest) || !rest.empty()) return std::nullopt;
-  return ParseStepName(line);
+  constexpr size_t kMaxPointerBytes = 64;
+  const std::optional<std::string> text = ReadSmallRegularFile(root / kLatestName, kMaxPointerBytes);
+  if (!text || text->empty() || text->back() != '\n') return std::nullopt;
+  return ParseStepName(text->substr(0, text->size() - 1));
 }
 
 json RootJson(const std::string& dir) {
@@ -331,7 +348,8 @@ void PrintRoot(const json& listing) {
 int List(const ListOptions& options) {
   if (IsManagerRoot(options.dir)) {
     const json listing = RootJson(options.dir);
-    options.json ? PrintJson(listing) : PrintRoot(listing);
+    if (options.json) return PrintJson(listing);
+    PrintRoot(listing);
     return kExitOk;
   }
   auto checkpoint = Open(options.dir);
@@ -341,7 +359,8 @@ int List(const ListOptions& options) {
   if (!info) return Report(failure);
   const auto listing = CheckpointJson(*checkpoint, *info, options.chunks);
   if (!listing) return kExitFailed;
-  options.json ? PrintJson(*listing) : PrintCheckpoint(*listing, *info);
+  if (options.json) return PrintJson(*listing);
+  PrintCheckpoint(*listing, *info);
   return kExitOk;
 }
 

@@ -5,8 +5,11 @@
  *
  * DIR/rows and DIR/columns hold the same values, each 1-D and 2-D tensor saved as two shards cut along a different
  * dimension (or at a different point); DIR/flipped is DIR/rows with weights[3][7] raised by 0.25. Each also holds
- * two objects, two common entries and two metadata entries. DIR/root is a manager's root with steps 10 and 20.
- * DIR must not exist yet.
+ * two objects, two common entries and two metadata entries. DIR/tensors holds the tensors of DIR/rows alone (what
+ * import copies). DIR/hostile holds keys and metadata that would drive a terminal if printed as they are: escape
+ * sequences, line breaks, C1 controls (U+0085, U+009B), DEL, a tab, a carriage return and a backslash; its
+ * common entry "screen" holds such bytes too.
+ * DIR/root is a manager's root with steps 10 and 20. DIR must not exist yet.
  */
 #include <ckpt.h>
 #include <stdio.h>
@@ -142,14 +145,15 @@ static void add_rest(ckpt_state_t* state, ckpt_error_t* err) {
   check(ckpt_state_add_common(state, "seed", seed, sizeof seed, err), err, "seed");
 }
 
-static void save(ckpt_context_t* ctx, const char* path, const char* layout, int by_rows, int flip, ckpt_error_t* err) {
+static void save(ckpt_context_t* ctx, const char* path, const char* layout, int by_rows, int flip, int with_rest,
+                 ckpt_error_t* err) {
   tensor tensors[32];
   const int count = make_tensors(tensors, flip);
   ckpt_state_t* state = NULL;
   check(ckpt_state_create(&state, err), err, "creating a state");
   buffers kept = {{0}, 0};
   for (int t = 0; t < count; ++t) add_split(state, &tensors[t], by_rows, &kept, err);
-  add_rest(state, err);
+  if (with_rest) add_rest(state, err);
   const char* keys[] = {"run", "layout"};
   const char* values[] = {"cli-test", layout};
   ckpt_save_options opts = CKPT_SAVE_OPTIONS_INIT;
@@ -162,6 +166,42 @@ static void save(ckpt_context_t* ctx, const char* path, const char* layout, int 
   ckpt_request_free(request);
   ckpt_state_free(state);
   for (int i = 0; i < kept.count; ++i) free(kept.data[i]);
+}
+
+/* The keys of DIR/hostile: each is a tensor's and a metadata key, the first also a common entry's. The C1 controls
+ * are written in octal (\302\205 is U+0085), which, unlike \x, stops after three digits. */
+static const char* const hostile_keys[] = {"esc\x1b[31mred\x1b[0m", "line\n  fake  F32  [1]  1  4",
+                                           "c1\302\205nel\302\2332J", "del\x7f back\\slash tab\t cr\r"};
+static const char* const hostile_values[] = {"\x1b]0;title\x07", "two\nlines", "\302\23331m", "plain"};
+
+static void save_hostile(ckpt_context_t* ctx, const char* path, ckpt_error_t* err) {
+  static float values[4] = {1, 2, 3, 4};
+  static const uint64_t shape[1] = {1}, offset[1] = {0};
+  ckpt_state_t* state = NULL;
+  check(ckpt_state_create(&state, err), err, "creating a state");
+  for (int i = 0; i < 4; ++i) {
+    ckpt_tensor_shard shard = CKPT_TENSOR_SHARD_INIT;
+    shard.key = hostile_keys[i];
+    shard.dtype = CKPT_DTYPE_F32;
+    shard.ndim = 1;
+    shard.global_shape = shape;
+    shard.local_shape = shape;
+    shard.global_offset = offset;
+    shard.data = &values[i];
+    shard.data_size = sizeof values[i];
+    check(ckpt_state_add_tensor(state, &shard, err), err, "a hostile key");
+  }
+  check(ckpt_state_add_common(state, hostile_keys[0], "\x1b[2J", 4, err), err, "a hostile common entry");
+  check(ckpt_state_add_common(state, "screen", "clear\r\302\2332J", 10, err), err, "a hostile common entry");
+  ckpt_save_options opts = CKPT_SAVE_OPTIONS_INIT;
+  opts.metadata_count = 4;
+  opts.metadata_keys = hostile_keys;
+  opts.metadata_values = hostile_values;
+  ckpt_request_t* request = NULL;
+  check(ckpt_save(ctx, state, path, &opts, &request, err), err, path);
+  check(ckpt_request_wait(request, 0, err), err, path);
+  ckpt_request_free(request);
+  ckpt_state_free(state);
 }
 
 static void save_steps(ckpt_context_t* ctx, const char* root, ckpt_error_t* err) {
@@ -196,12 +236,14 @@ int main(int argc, char** argv) {
   char path[4096];
   const struct {
     const char* name;
-    int by_rows, flip;
-  } layouts[] = {{"rows", 1, 0}, {"columns", 0, 0}, {"flipped", 1, 1}};
+    int by_rows, flip, with_rest;
+  } layouts[] = {{"rows", 1, 0, 1}, {"columns", 0, 0, 1}, {"flipped", 1, 1, 1}, {"tensors", 1, 0, 0}};
   for (size_t l = 0; l < sizeof layouts / sizeof layouts[0]; ++l) {
     snprintf(path, sizeof path, "%s/%s", argv[1], layouts[l].name);
-    save(ctx, path, layouts[l].name, layouts[l].by_rows, layouts[l].flip, err);
+    save(ctx, path, layouts[l].name, layouts[l].by_rows, layouts[l].flip, layouts[l].with_rest, err);
   }
+  snprintf(path, sizeof path, "%s/hostile", argv[1]);
+  save_hostile(ctx, path, err);
   snprintf(path, sizeof path, "%s/root", argv[1]);
   save_steps(ctx, path, err);
   ckpt_context_free(ctx);
