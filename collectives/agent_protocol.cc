@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "collectives/store_auth.h"
 #include "common/bytes.h"
 
 namespace ckpt::coll::agent {
@@ -15,6 +16,8 @@ constexpr uint32_t kMaxCheckpoints = 4096;
 // Bounds on what a message may claim to hold, checked before anything is allocated for it.
 constexpr uint32_t kMaxFiles = 1u << 20;
 constexpr uint32_t kMaxPeers = 1u << 16;
+// Names the agent's proof, so that no other proof made with the job's secret is ever taken for one.
+constexpr std::string_view kWelcomeProofLabel = "ckpt agent welcome v1";
 
 // The first 16 hex digits of SHA-256 over `parts` (each length-prefixed, so that no two lists collide).
 std::string Digest(const std::vector<std::string_view>& parts) {
@@ -138,8 +141,8 @@ Result<std::string> JobIdFromEnvironment() {
       "(SLURM_JOB_ID and TORCHELASTIC_RUN_ID are taken too), the same on every rank and across restarts");
 }
 
-std::string SocketName(uint32_t uid, std::string_view job_id) {
-  return "ckpt-agent-" + std::to_string(uid) + "-" + Digest({job_id});
+std::string SocketName(std::string_view job_id, std::string_view node_name) {
+  return "agent-" + Digest({job_id, node_name}) + ".sock";
 }
 
 std::string MemoryDirectory(std::string_view shm_root, uint32_t uid, std::string_view job_id,
@@ -154,6 +157,17 @@ std::string HelloProofFields(const Hello& hello) {
   out.I32(hello.rank);
   out.U32(hello.pid);
   return out.Take();
+}
+
+std::string WelcomeProof(std::string_view secret, std::string_view challenge_nonce, std::string_view hello_nonce,
+                         const Welcome& welcome) {
+  Welcome fields = welcome;
+  fields.proof.clear();
+  ByteWriter out;
+  out.Bytes(challenge_nonce);
+  out.Bytes(hello_nonce);
+  out.Bytes(EncodeWelcome(fields));
+  return store_auth::MessageProof(secret, kWelcomeProofLabel, out.Take());
 }
 
 std::string EncodeChallenge(const Challenge& c) {
@@ -203,6 +217,7 @@ std::string EncodeWelcome(const Welcome& w) {
   out.Bytes(w.memory_dir);
   out.U64(w.budget_bytes);
   out.Bytes(w.replication_address);
+  out.Bytes(w.proof);
   return out.Take();
 }
 
@@ -212,6 +227,7 @@ Result<Welcome> DecodeWelcome(std::string_view bytes) {
   RETURN_IF_ERROR(in.Bytes(&w.memory_dir));
   RETURN_IF_ERROR(in.U64(&w.budget_bytes));
   RETURN_IF_ERROR(in.Bytes(&w.replication_address));
+  RETURN_IF_ERROR(in.Bytes(&w.proof));
   RETURN_IF_ERROR(in.ExpectDone());
   return w;
 }

@@ -1,14 +1,16 @@
 // The conversation between a rank and its node's ckpt-agent (DESIGN.md §8, memory tier), and the names both sides
 // derive from the job's identity.
 //
-// The agent listens on an abstract unix socket (SOCK_SEQPACKET: one message per send) whose name carries the user
-// and the job, so that every network namespace — every node, in the multi-host tests — has an agent of its own.
-// Abstract names have no file permissions: the agent checks every connection's credentials (SO_PEERCRED) and serves
-// its own user only, and the agent secret where the job has one (CKPT_AGENT_SECRET, the same for every run).
+// The agent listens on a unix socket (SOCK_SEQPACKET: one message per send) in a directory only its user can enter
+// (collectives/agent_socket.h), named after the job and the node, so that every node (every network namespace, in
+// the multi-host tests, which share one file system) has an agent of its own. Neither side trusts the other before
+// it has proven itself: each checks the other's credentials (SO_PEERCRED: the same user), and where the job has a
+// secret (CKPT_AGENT_SECRET, the same for every run) each proves it to the other.
 //
-// A connection: the agent sends a Challenge; the rank answers with a Hello; the agent replies (the memory
-// directory on success). Then each request gets one Reply, in order. A connection that closes without Detach is a
-// trainer that died.
+// A connection: the agent sends a Challenge; the rank answers with a Hello (proving the secret over the agent's
+// nonce); the agent replies (on success a Welcome, proving the secret over the rank's nonce and the Welcome's
+// fields). The rank checks the memory directory the Welcome names before it writes anything there. Then each
+// request gets one Reply, in order. A connection that closes without Detach is a trainer that died.
 #pragma once
 
 #include <cstdint>
@@ -20,7 +22,7 @@
 
 namespace ckpt::coll::agent {
 
-inline constexpr uint32_t kProtocolVersion = 5;
+inline constexpr uint32_t kProtocolVersion = 6;
 // No message is larger: a List of every memory checkpoint the agent holds stays far below it.
 inline constexpr size_t kMaxMessageBytes = 1 << 20;
 
@@ -31,8 +33,9 @@ Result<std::string> JobIdFromEnvironment();
 // Job ids travel in names: printable ASCII without '/' and at most 128 bytes. kInvalidArgument otherwise.
 Status ValidateJobId(std::string_view job_id);
 
-// The abstract socket name (without its leading NUL) of the agent of (`uid`, `job_id`).
-std::string SocketName(uint32_t uid, std::string_view job_id);
+// The file name of the socket of the agent of `job_id` on node `node_name`, inside its user's socket directory:
+// "agent-<digest of job and node>.sock".
+std::string SocketName(std::string_view job_id, std::string_view node_name);
 // The directory the agent of (`uid`, `job_id`) on node `node_name` owns under `shm_root` (normally /dev/shm):
 // "<shm_root>/ckpt-<uid>-<digest of job and node>". The node is part of the name because namespaces that stand
 // for nodes in tests share one /dev/shm.
@@ -74,7 +77,13 @@ struct Welcome {
   // The agent's UCX worker address, which peer agents connect to; empty when UCX cannot run here (the agent then
   // neither replicates nor fetches).
   std::string replication_address;
+  std::string proof;  // WelcomeProof; empty when the job has no secret
 };
+// The agent's proof of the job's `secret`, answering the rank's `hello_nonce` on the connection it challenged with
+// `challenge_nonce`, over the Welcome's fields (not its proof), so that nobody who relays a real agent's answer can
+// swap the memory directory in it.
+std::string WelcomeProof(std::string_view secret, std::string_view challenge_nonce, std::string_view hello_nonce,
+                         const Welcome& welcome);
 
 // One memory checkpoint the agent holds.
 struct MemoryCheckpoint {

@@ -1,30 +1,40 @@
 #include "collectives/agent_socket.h"
 
+#include <fcntl.h>
 #include <poll.h>
-#include <sys/socket.h>
+#include <sys/file.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <thread>
 
 #include "collectives/agent_protocol.h"
+#include "collectives/private_directory.h"
 #include "common/fault_injection.h"
 
 namespace ckpt::coll::agent {
 namespace {
 
+// Overrides where the agents' sockets live; tests keep their runs apart with it.
+constexpr char kSocketDirVar[] = "CKPT_AGENT_SOCKET_DIR";
+constexpr char kSocketDirWhat[] = "the ckpt-agent socket directory";
+
 std::string Errno(int err) { return std::strerror(err); }
 
-// An abstract address: sun_path starts with a NUL and the length counts only the name's bytes.
-Result<socklen_t> AbstractAddress(std::string_view name, sockaddr_un* address) {
+// The address of the socket file `path`; kInvalidArgument when the path is too long for one.
+Result<socklen_t> FileAddress(const std::string& path, sockaddr_un* address) {
   std::memset(address, 0, sizeof *address);
   address->sun_family = AF_UNIX;
-  if (name.empty() || name.size() + 1 > sizeof address->sun_path) {
-    return InvalidArgument("the agent's socket name '" + std::string(name) + "' does not fit a unix address");
+  if (path.size() + 1 > sizeof address->sun_path) {
+    return InvalidArgument("the agent's socket path " + Quoted(path) + " is longer than a unix address allows (" +
+                           std::to_string(sizeof address->sun_path - 1) + " bytes): set " + kSocketDirVar +
+                           " to a shorter directory");
   }
-  std::memcpy(address->sun_path + 1, name.data(), name.size());
-  return static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size());
+  std::memcpy(address->sun_path, path.data(), path.size());
+  return static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + path.size() + 1);
 }
 
 Result<UniqueFd> NewSocket() {
@@ -33,43 +43,109 @@ Result<UniqueFd> NewSocket() {
   return fd;
 }
 
-}  // namespace
+// The lock file beside the socket file `socket_name`.
+std::string LockName(const std::string& socket_name) { return socket_name + ".lock"; }
 
-Result<UniqueFd> ListenAbstract(std::string_view name) {
-  sockaddr_un address;
-  ASSIGN_OR_RETURN(socklen_t length, AbstractAddress(name, &address));
-  ASSIGN_OR_RETURN(UniqueFd fd, NewSocket());
-  if (bind(fd.get(), reinterpret_cast<sockaddr*>(&address), length) != 0) {
-    if (errno == EADDRINUSE) return AlreadyExists("an agent already listens on '@" + std::string(name) + "'");
-    return IoError("cannot bind '@" + std::string(name) + "': " + Errno(errno));
+// Takes the lock file `name` in `dir_fd` for as long as the returned descriptor lives. A lock file that the agent
+// holding it removed as it left, between this open and this lock, is no lock any more: taken afresh.
+Result<UniqueFd> TakeLock(int dir_fd, const std::string& name, const std::string& shown) {
+  while (true) {
+    UniqueFd fd(openat(dir_fd, name.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600));
+    if (!fd.valid()) return IoError("cannot open the agent's lock file " + Quoted(shown) + ": " + Errno(errno));
+    if (flock(fd.get(), LOCK_EX | LOCK_NB) != 0) {
+      if (errno == EWOULDBLOCK) return AlreadyExists("an agent holds " + Quoted(shown));
+      return IoError("cannot lock " + Quoted(shown) + ": " + Errno(errno));
+    }
+    struct stat held = {}, named = {};
+    if (fstat(fd.get(), &held) != 0) return IoError("cannot stat " + Quoted(shown) + ": " + Errno(errno));
+    if (fstatat(dir_fd, name.c_str(), &named, AT_SYMLINK_NOFOLLOW) == 0 && named.st_dev == held.st_dev &&
+        named.st_ino == held.st_ino) {
+      return fd;
+    }
   }
-  std::this_thread::sleep_for(fault::ListenDelay());
-  if (listen(fd.get(), 256) != 0) return IoError("listen on '@" + std::string(name) + "' failed: " + Errno(errno));
-  return fd;
 }
 
-Result<UniqueFd> ConnectAbstract(std::string_view name) {
+}  // namespace
+
+std::string DefaultSocketDirectory() {
+  const char* chosen = std::getenv(kSocketDirVar);
+  if (chosen != nullptr && *chosen != '\0') return chosen;
+  const char* runtime = std::getenv("XDG_RUNTIME_DIR");
+  if (runtime != nullptr && runtime[0] == '/' && OpenPrivateDirectory(runtime, "XDG_RUNTIME_DIR").ok()) {
+    return std::string(runtime) + "/ckpt";
+  }
+  return "/tmp/ckpt-" + std::to_string(geteuid());
+}
+
+AgentListener::AgentListener(UniqueFd socket, UniqueFd lock, std::string socket_path, std::string lock_path)
+    : socket_(std::move(socket)),
+      lock_(std::move(lock)),
+      socket_path_(std::move(socket_path)),
+      lock_path_(std::move(lock_path)) {}
+
+Result<AgentListener> AgentListener::Open(const std::string& dir, const std::string& name) {
+  ASSIGN_OR_RETURN(UniqueFd dir_fd, MakePrivateDirectory(dir, kSocketDirWhat));
+  const std::string path = dir + "/" + name, lock_path = dir + "/" + LockName(name);
   sockaddr_un address;
-  ASSIGN_OR_RETURN(socklen_t length, AbstractAddress(name, &address));
+  ASSIGN_OR_RETURN(socklen_t length, FileAddress(path, &address));
+  ASSIGN_OR_RETURN(UniqueFd lock, TakeLock(dir_fd.get(), LockName(name), lock_path));
+  // Holding the lock, whatever is at the socket's name is what an agent that died left.
+  if (unlinkat(dir_fd.get(), name.c_str(), 0) != 0 && errno != ENOENT) {
+    return IoError("cannot remove the stale agent socket " + Quoted(path) + ": " + Errno(errno));
+  }
+  ASSIGN_OR_RETURN(UniqueFd fd, NewSocket());
+  if (bind(fd.get(), reinterpret_cast<sockaddr*>(&address), length) != 0) {
+    return IoError("cannot bind " + Quoted(path) + ": " + Errno(errno));
+  }
+  if (fchmodat(dir_fd.get(), name.c_str(), 0600, 0) != 0) {
+    return IoError("cannot restrict " + Quoted(path) + " to mode 0600: " + Errno(errno));
+  }
+  std::this_thread::sleep_for(fault::ListenDelay());
+  if (listen(fd.get(), 256) != 0) return IoError("listen on " + Quoted(path) + " failed: " + Errno(errno));
+  return AgentListener(std::move(fd), std::move(lock), path, lock_path);
+}
+
+void AgentListener::Remove() {
+  if (!lock_.valid()) return;
+  (void)unlink(socket_path_.c_str());
+  // Unlinked while still held: an agent starting now finds the lock it waited for gone, and takes a new one.
+  (void)unlink(lock_path_.c_str());
+  socket_.Reset();
+  lock_.Reset();
+}
+
+Result<UniqueFd> ConnectToAgent(const std::string& dir, const std::string& name) {
+  Result<UniqueFd> dir_fd = OpenPrivateDirectory(dir, kSocketDirWhat);
+  if (dir_fd.status().code() == Code::kNotFound) return NotFound("no agent listens in " + Quoted(dir) + " yet");
+  RETURN_IF_ERROR(dir_fd.status());
+  const std::string path = dir + "/" + name;
+  sockaddr_un address;
+  ASSIGN_OR_RETURN(socklen_t length, FileAddress(path, &address));
   ASSIGN_OR_RETURN(UniqueFd fd, NewSocket());
   int rc;
   do {
     rc = connect(fd.get(), reinterpret_cast<sockaddr*>(&address), length);
   } while (rc != 0 && errno == EINTR);
   if (rc != 0) {
-    if (errno == ECONNREFUSED || errno == ENOENT) return NotFound("no agent listens on '@" + std::string(name) + "'");
-    return IoError("cannot connect to the agent at '@" + std::string(name) + "': " + Errno(errno));
+    if (errno == ECONNREFUSED || errno == ENOENT) return NotFound("no agent listens on " + Quoted(path));
+    return IoError("cannot connect to the agent at " + Quoted(path) + ": " + Errno(errno));
+  }
+  ASSIGN_OR_RETURN(ucred peer, PeerCredentials(fd.get()));
+  if (peer.uid != geteuid()) {
+    return Mismatch("the process listening on " + Quoted(path) + " (pid " + std::to_string(peer.pid) + ", uid " +
+                    std::to_string(peer.uid) + ") is not this user's (uid " + std::to_string(geteuid()) +
+                    "): another user is posing as the job's ckpt-agent; nothing was sent to it");
   }
   return fd;
 }
 
-Result<uid_t> PeerUid(int fd) {
+Result<ucred> PeerCredentials(int fd) {
   ucred credentials{};
   socklen_t length = sizeof credentials;
   if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &credentials, &length) != 0) {
     return IoError("SO_PEERCRED failed: " + Errno(errno));
   }
-  return credentials.uid;
+  return credentials;
 }
 
 Status SendMessage(int fd, std::string_view message) {

@@ -32,7 +32,7 @@ inline constexpr char kStopBeforeExchangeVar[] = "CKPT_FAULT_STOP_BEFORE_EXCHANG
 // CKPT_FAULT_AGENT_DIES_ON_PUSH_ASK: the ckpt-agent of the node with this name dies (SIGKILL) when a peer asks it to
 // send files for a fetch, as a node lost after it told the fetching peer what it holds.
 inline constexpr char kAgentDiesOnPushAskVar[] = "CKPT_FAULT_AGENT_DIES_ON_PUSH_ASK";
-// CKPT_FAULT_LISTEN_DELAY_MS: a socket bound by ListenAbstract (collectives/agent_socket.h) starts listening only
+// CKPT_FAULT_LISTEN_DELAY_MS: a socket bound by AgentListener (collectives/agent_socket.h) starts listening only
 // this many milliseconds later, as when the ckpt-agent that bound it is preempted there.
 inline constexpr char kListenDelayVar[] = "CKPT_FAULT_LISTEN_DELAY_MS";
 // CKPT_FAULT_STAGING_PAUSE_MS: a save's staging pauses this many milliseconds before each window it copies, as a

@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "collectives/agent_protocol.h"
+#include "collectives/agent_socket.h"
 #include "io/checksum.h"
 #include "io/helper_executable.h"
 
@@ -39,9 +40,14 @@ constexpr std::chrono::milliseconds kPollInterval{5};
 // moment later.
 constexpr std::chrono::seconds kListenWait{5};
 
+// Absolute, as the agent (which runs in "/") makes it, so that the rank finds the memory directory beneath it.
 std::string ShmRoot() {
   const char* root = std::getenv(kAgentShmRootVar);
-  return root != nullptr && *root != '\0' ? root : kDefaultShmRoot;
+  return AbsoluteStoragePath(root != nullptr && *root != '\0' ? root : kDefaultShmRoot);
+}
+
+agent::AgentEndpoint EndpointOf(const MemoryTierConfig& config) {
+  return {agent::DefaultSocketDirectory(), config.job_id, config.node_name, ShmRoot(), config.job_secret};
 }
 
 class Pipe {
@@ -84,8 +90,10 @@ std::vector<std::string> AgentArguments(const std::string& path, const MemoryTie
   const std::string shm_root = ShmRoot();
   const std::string memory_dir =
       agent::MemoryDirectory(shm_root, static_cast<uint32_t>(geteuid()), config.job_id, config.node_name);
-  std::vector<std::string> args = {path,         "--job-id", config.job_id, "--node",           config.node_name,
-                                   "--shm-root", shm_root,   "--log",       memory_dir + ".log"};
+  std::vector<std::string> args = {path,     "--job-id",         config.job_id,
+                                   "--node", config.node_name,   "--shm-root",
+                                   shm_root, "--socket-dir",     agent::DefaultSocketDirectory(),
+                                   "--log",  memory_dir + ".log"};
   if (with_secret) {
     args.push_back("--secret-fd");
     args.push_back(std::to_string(kSecretFd));
@@ -178,15 +186,15 @@ std::string MemoryTier::NameFor(const std::string& storage_path) {
 
 Result<std::unique_ptr<MemoryTier>> MemoryTier::Attach(const MemoryTierConfig& config, bool start) {
   RETURN_IF_ERROR(agent::ValidateJobId(config.job_id));
-  Result<agent::AgentConnection> opened =
-      agent::AgentConnection::Open(config.job_id, config.job_secret, config.rank, config.timeout);
+  const agent::AgentEndpoint endpoint = EndpointOf(config);
+  Result<agent::AgentConnection> opened = agent::AgentConnection::Open(endpoint, config.rank, config.timeout);
   if (!opened.ok() && opened.status().code() == Code::kNotFound && start) {
     RETURN_IF_ERROR(StartAgent(config));
     // The agent that serves may be another rank's, whose socket ours found bound (and so exited at once) before
     // that one listens on it: it has kListenWait to begin.
     const auto deadline = std::chrono::steady_clock::now() + kListenWait;
     while (true) {
-      opened = agent::AgentConnection::Open(config.job_id, config.job_secret, config.rank, config.timeout);
+      opened = agent::AgentConnection::Open(endpoint, config.rank, config.timeout);
       if (opened.ok() || opened.status().code() != Code::kNotFound || std::chrono::steady_clock::now() >= deadline) {
         break;
       }

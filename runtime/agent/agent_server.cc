@@ -4,6 +4,7 @@
 #include <poll.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -27,9 +28,9 @@ std::string ErrnoText(int err) { return std::strerror(err); }
 
 }  // namespace
 
-AgentServer::AgentServer(UniqueFd listener, int signal_fd, AgentIdentity identity, AgentTimes times, MemoryStore& store,
+AgentServer::AgentServer(int listener_fd, int signal_fd, AgentIdentity identity, AgentTimes times, MemoryStore& store,
                          Persister& persister, Replication replication, LogFn log)
-    : listener_(std::move(listener)),
+    : listener_fd_(listener_fd),
       signal_fd_(signal_fd),
       identity_(std::move(identity)),
       times_(times),
@@ -38,24 +39,23 @@ AgentServer::AgentServer(UniqueFd listener, int signal_fd, AgentIdentity identit
       replication_(std::move(replication)),
       log_(std::move(log)) {
   // Accepting drains the backlog until it would block, so a connection withdrawn meanwhile cannot stall the loop.
-  fcntl(listener_.get(), F_SETFL, fcntl(listener_.get(), F_GETFL) | O_NONBLOCK);
+  fcntl(listener_fd_, F_SETFL, fcntl(listener_fd_, F_GETFL) | O_NONBLOCK);
 }
 
 Status AgentServer::Run() {
   alone_since_ = Clock::now();
-  bool signalled = false;
-  while (!signalled) {
+  while (!signalled_) {
     const Clock::time_point now = Clock::now();
     const std::optional<Clock::time_point> leave_at = LeaveAt();
     if (leave_at.has_value() && now >= *leave_at && !persister_.Busy()) break;
-    std::vector<pollfd> fds = {{listener_.get(), POLLIN, 0}, {signal_fd_, POLLIN, 0}};
+    std::vector<pollfd> fds = {{listener_fd_, POLLIN, 0}, {signal_fd_, POLLIN, 0}};
     for (const Session& session : sessions_) fds.push_back({session.fd.get(), POLLIN, 0});
     const int ready = poll(fds.data(), fds.size(), PollTimeoutMs(now));
     if (ready < 0 && errno != EINTR) {
       log_("poll failed, leaving: " + ErrnoText(errno));
       break;
     }
-    if (ready > 0 && fds[1].revents != 0) signalled = ReadSignal();
+    if (ready > 0 && fds[1].revents != 0) signalled_ = ReadSignal();
     // The sessions polled are the first ones: Accept appends after them.
     for (size_t i = 0; ready > 0 && i + 2 < fds.size(); ++i) {
       if (fds[i + 2].revents != 0) Serve(sessions_[i]);
@@ -104,7 +104,7 @@ bool AgentServer::ReadSignal() {
 
 void AgentServer::Accept() {
   while (true) {
-    UniqueFd fd(accept4(listener_.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
+    UniqueFd fd(accept4(listener_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
     if (!fd.valid()) {
       if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR && errno != ECONNABORTED) {
         log_("accept failed: " + ErrnoText(errno));
@@ -170,16 +170,21 @@ void AgentServer::Join(Session& session, const std::string& message) {
   }
   session.rank = hello->rank;
   session.pid = hello->pid;
-  Result<uid_t> peer = coll::agent::PeerUid(session.fd.get());
-  Status allowed = peer.ok() ? Authenticate(identity_, *peer, session.challenge_nonce, *hello) : peer.status();
+  Result<ucred> peer = coll::agent::PeerCredentials(session.fd.get());
+  // The kernel's pid, not the one the hello claims, names a stranger.
+  if (peer.ok() && peer->uid != geteuid()) session.pid = static_cast<uint32_t>(peer->pid);
+  Status allowed = peer.ok() ? Authenticate(identity_, peer->uid, session.challenge_nonce, *hello) : peer.status();
   if (!allowed.ok()) {
     log_("refused " + Describe(session) + ": " + allowed.message());
     (void)coll::agent::SendMessage(session.fd.get(),
                                    coll::agent::EncodeReply(Reply{allowed.code(), allowed.message(), ""}));
     return;
   }
-  const coll::agent::Welcome welcome{store_.directory(), store_.budget_bytes(),
-                                     replication_.replicator != nullptr ? replication_.replicator->address() : ""};
+  coll::agent::Welcome welcome{store_.directory(), store_.budget_bytes(),
+                               replication_.replicator != nullptr ? replication_.replicator->address() : "", ""};
+  if (!identity_.secret.empty()) {
+    welcome.proof = coll::agent::WelcomeProof(identity_.secret, session.challenge_nonce, hello->nonce, welcome);
+  }
   if (!coll::agent::SendMessage(session.fd.get(), coll::agent::EncodeReply({Code::kOk, "", EncodeWelcome(welcome)}))
            .ok()) {
     return;

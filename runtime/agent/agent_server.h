@@ -23,13 +23,17 @@ struct AgentTimes {
 
 class AgentServer {
  public:
-  // `listener`: the bound agent socket; `signal_fd`: a signalfd for SIGTERM and SIGINT.
-  AgentServer(UniqueFd listener, int signal_fd, AgentIdentity identity, AgentTimes times, MemoryStore& store,
+  // `listener_fd`: the agent's listening socket (coll::agent::AgentListener); `signal_fd`: a signalfd for SIGTERM
+  // and SIGINT. The server owns neither.
+  AgentServer(int listener_fd, int signal_fd, AgentIdentity identity, AgentTimes times, MemoryStore& store,
               Persister& persister, Replication replication, LogFn log);
 
   // Serves until the job's work is over (its queued persists included) or a signal arrives. The memory directory
   // is then removed; the returned status is the removal's.
   Status Run();
+  // After Run: whether the job ended cleanly (a rank attached, and every rank of the last run detached) and no
+  // signal ended the agent; otherwise its log is kept for a user to read.
+  bool EndedCleanly() const { return ever_joined_ && !died_ && !signalled_; }
 
  private:
   struct Session {
@@ -54,7 +58,7 @@ class AgentServer {
   int PollTimeoutMs(Clock::time_point now) const;
   bool ReadSignal();
 
-  UniqueFd listener_;
+  const int listener_fd_;
   const int signal_fd_;
   const AgentIdentity identity_;
   const AgentTimes times_;
@@ -67,6 +71,7 @@ class AgentServer {
   int joined_ = 0;  // sessions attached now
   bool ever_joined_ = false;
   bool died_ = false;              // a session of the current run of the job closed without detaching
+  bool signalled_ = false;         // a signal ended the agent
   Clock::time_point alone_since_;  // when the last session left (or the agent started)
 };
 

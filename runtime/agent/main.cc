@@ -3,11 +3,16 @@
 // complete checkpoint there past the trainers' death, writes checkpoints to storage when asked and when the
 // trainers die, and removes the directory when the job no longer needs it.
 //
+// Its log (--log) stays after anything a user may want to read about: a trainer that died, a failed persist, a
+// signal, a failure to start or to leave, a crash of the agent itself. It is removed when the agent leaves after a
+// clean end of the job (every rank detached) with none of those.
+//
 // Exit status: 0 when the agent is ready (as a daemon: once the daemon serves), when an agent of the job already
 // runs here, or when it left after its work; 1 when it could not start; CLI11's own for bad flags.
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/signalfd.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -34,6 +39,7 @@ struct Flags {
   std::string job_id;
   std::string node;
   std::string shm_root = "/dev/shm";
+  std::string socket_dir = coll::agent::DefaultSocketDirectory();
   uint64_t budget_bytes = 0;
   double idle_timeout_s = 0;
   double linger_s = 0;
@@ -89,6 +95,10 @@ void ParseFlags(CLI::App& app, Flags& flags) {
   app.add_option("--job-id", flags.job_id, "the job served (CKPT_JOB_ID of its ranks)")->required();
   app.add_option("--node", flags.node, "this node's name, as the ranks know it (default: the host name)");
   app.add_option("--shm-root", flags.shm_root, "where the memory directory is made")->capture_default_str();
+  app.add_option("--socket-dir", flags.socket_dir,
+                 "the directory, private to this user, where the agent listens (default: $CKPT_AGENT_SOCKET_DIR, "
+                 "else $XDG_RUNTIME_DIR/ckpt, else /tmp/ckpt-<uid>)")
+      ->capture_default_str();
   app.add_option("--budget-bytes", flags.budget_bytes,
                  "bytes of memory checkpoints held at most (default: $CKPT_AGENT_BUDGET_BYTES, else half the memory)");
   app.add_option("--idle-timeout-s", flags.idle_timeout_s,
@@ -186,8 +196,9 @@ int Fail(const Status& status) {
 }
 
 // The agent proper, in the daemon (or the foreground process). `ready`, when valid, tells the starter it serves.
-int Serve(const Flags& flags, std::string secret, UniqueFd listener, MemoryStore& store, const LogFn& log,
-          UniqueFd ready) {
+// `log_needed` says whether the agent met anything its log should be kept for (see the top of this file).
+int Serve(const Flags& flags, std::string secret, int listener_fd, MemoryStore& store, const LogFn& log, UniqueFd ready,
+          bool* log_needed) {
   Result<UniqueFd> signals = SignalDescriptor();
   if (!signals.ok()) {
     log(signals.status().message());
@@ -205,7 +216,7 @@ int Serve(const Flags& flags, std::string secret, UniqueFd listener, MemoryStore
     replication.unavailable = replicator.status().message();
     log("no replication to peer nodes: " + replication.unavailable);
   }
-  AgentServer server(std::move(listener), signals->get(), AgentIdentity{flags.job_id, flags.node, std::move(secret)},
+  AgentServer server(listener_fd, signals->get(), AgentIdentity{flags.job_id, flags.node, std::move(secret)},
                      AgentTimes{Millis(flags.linger_s), Millis(flags.idle_timeout_s)}, store, persister,
                      std::move(replication), log);
   if (ready.valid()) {
@@ -215,11 +226,34 @@ int Serve(const Flags& flags, std::string secret, UniqueFd listener, MemoryStore
   }
   Status removed = server.Run();
   log(removed.ok() ? "exit: the memory directory is removed" : "exit: " + removed.message());
+  *log_needed = !removed.ok() || !server.EndedCleanly() || persister.AnyFailed();
   return removed.ok() ? 0 : 1;
 }
 
-// The socket is bound first, in the process the rank started: it is the job's lock on this node, so that of two
-// agents started at once one serves and the other says so and leaves.
+// The log, for appending: a regular file of this user, never reached through a link (nor a FIFO that would block
+// the open), as it lies beside the memory directory in a root that other users may write to (/dev/shm).
+Result<UniqueFd> OpenLog(const std::string& path) {
+  UniqueFd fd(open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOCTTY | O_NOFOLLOW | O_NONBLOCK, 0600));
+  if (!fd.valid()) return IoError("cannot open the log " + Quoted(path) + ": " + strerror(errno));
+  struct stat st = {};
+  if (fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid()) {
+    return InvalidArgument("the log " + Quoted(path) + " is no regular file of uid " + std::to_string(geteuid()) +
+                           ": another user may have put it there; remove it");
+  }
+  return fd;
+}
+
+// Removes the log at `path` if it is still the file the agent wrote (`fd`).
+void RemoveLog(const std::string& path, int fd) {
+  struct stat held = {}, named = {};
+  if (fstat(fd, &held) == 0 && lstat(path.c_str(), &named) == 0 && held.st_dev == named.st_dev &&
+      held.st_ino == named.st_ino) {
+    (void)unlink(path.c_str());
+  }
+}
+
+// The socket is bound first, in the process the rank started: its lock is the job's lock on this node, so that of
+// two agents started at once one serves and the other says so and leaves.
 int Run(Flags& flags) {
   if (Status checked = CompleteFlags(flags); !checked.ok()) return Fail(checked);
   std::string secret;
@@ -230,8 +264,8 @@ int Run(Flags& flags) {
   }
   signal(SIGHUP, SIG_IGN);
   signal(SIGPIPE, SIG_IGN);
-  const uint32_t uid = static_cast<uint32_t>(geteuid());
-  Result<UniqueFd> listener = coll::agent::ListenAbstract(coll::agent::SocketName(uid, flags.job_id));
+  Result<coll::agent::AgentListener> listener =
+      coll::agent::AgentListener::Open(flags.socket_dir, coll::agent::SocketName(flags.job_id, flags.node));
   if (listener.status().code() == Code::kAlreadyExists) {
     std::fprintf(stderr, "ckpt-agent: an agent of job %s already runs here\n", flags.job_id.c_str());
     return 0;
@@ -239,14 +273,15 @@ int Run(Flags& flags) {
   if (!listener.ok()) return Fail(listener.status());
   UniqueFd log_file;
   if (!flags.log_path.empty()) {
-    log_file = UniqueFd(open(flags.log_path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOCTTY, 0600));
-    if (!log_file.valid())
-      return Fail(IoError("cannot open the log " + Quoted(flags.log_path) + ": " + strerror(errno)));
+    Result<UniqueFd> opened = OpenLog(flags.log_path);
+    if (!opened.ok()) return Fail(opened.status());
+    log_file = std::move(*opened);
   }
   const int log_fd = log_file.valid() ? log_file.get() : STDERR_FILENO;
   const LogFn log = MakeLog(log_fd);
   Result<std::unique_ptr<MemoryStore>> store = MemoryStore::Open(
-      coll::agent::MemoryDirectory(flags.shm_root, uid, flags.job_id, flags.node), flags.node, flags.budget_bytes, log);
+      coll::agent::MemoryDirectory(flags.shm_root, static_cast<uint32_t>(geteuid()), flags.job_id, flags.node),
+      flags.node, flags.budget_bytes, log);
   if (!store.ok()) return Fail(store.status());
   UniqueFd ready;
   if (!flags.foreground) {
@@ -257,7 +292,11 @@ int Run(Flags& flags) {
     }
     ready = std::move(*daemon);
   }
-  return Serve(flags, std::move(secret), std::move(*listener), **store, log, std::move(ready));
+  bool log_needed = true;
+  const int status = Serve(flags, std::move(secret), listener->fd(), **store, log, std::move(ready), &log_needed);
+  listener->Remove();
+  if (!log_needed && log_file.valid()) RemoveLog(flags.log_path, log_file.get());
+  return status;
 }
 
 }  // namespace

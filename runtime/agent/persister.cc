@@ -367,6 +367,11 @@ bool Persister::Busy() const {
   return running_one_ || !queue_.empty();
 }
 
+bool Persister::AnyFailed() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return any_failed_;
+}
+
 void Persister::Stop() {
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -403,6 +408,10 @@ void Persister::RunOne(const MemoryCheckpoint& checkpoint) {
     report = *thrown;
   }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (!report.ok() || !report->publish_error.empty()) {
+    std::lock_guard<std::mutex> lock(mu_);
+    any_failed_ = true;
+  }
   if (!report.ok()) {
     log_("persist failed: " + what + ": " + report.status().message());
     store_.FinishPersist(checkpoint.name, report.status().message(), "");

@@ -44,6 +44,8 @@ class Persister {
   void Enqueue(MemoryCheckpoint checkpoint);
   // Whether a persist is queued or running.
   bool Busy() const;
+  // Whether any persist failed since the agent started (its log is then kept).
+  bool AnyFailed() const;
   // Finishes the persist in progress, drops the queued ones and ends the thread.
   void Stop();
 
@@ -58,6 +60,7 @@ class Persister {
   std::condition_variable wake_;
   std::deque<MemoryCheckpoint> queue_;
   bool running_one_ = false;
+  bool any_failed_ = false;
   bool stopping_ = false;
   std::thread thread_;
 };

@@ -114,5 +114,42 @@ case "$name" in
     export CKPT_AGENT_BUDGET_BYTES=65536
     run 2 over-budget "$work/ck"
     [ ! -e "$work/ck" ] || { echo "the refused save reached storage" >&2; exit 1; } ;;
+  impostor-directory|impostor-listens)  # another user holds the agent's address before the job's first save to
+    # memory: in a socket directory it made first, or listening where the agent would. The 2-rank job fails naming
+    # it, the impostor receives no byte, and nothing is written into the memory directory it would have named.
+    [ "$(id -u)" = 0 ] || { echo "SKIP: needs root to pose as another user"; exit 77; }
+    export CKPT_NODE_NAME=impostor-node
+    public=$(mktemp -d /tmp/ckpt-impostor-XXXXXX)
+    chmod 1777 "$public"
+    theirs="$CKPT_AGENT_SHM_ROOT/theirs"
+    mkdir -m 777 "$theirs"
+    if [ "$name" = impostor-directory ]; then
+      export CKPT_AGENT_SOCKET_DIR="$public/sockets" expected="belongs to uid 65534"
+      python3 "$(dirname "$0")/agent_impostor.py" directory "$CKPT_AGENT_SOCKET_DIR" "$CKPT_JOB_ID" \
+        "$CKPT_NODE_NAME" "$public/record" &
+    else
+      export CKPT_AGENT_SOCKET_DIR="$CKPT_AGENT_SHM_ROOT/sockets"
+      mkdir -m 700 "$CKPT_AGENT_SOCKET_DIR"
+      python3 "$(dirname "$0")/agent_impostor.py" listens "$CKPT_AGENT_SOCKET_DIR" "$CKPT_JOB_ID" \
+        "$CKPT_NODE_NAME" "$public/record" &
+      expected="(pid $!, uid 65534) is not this user's"
+    fi
+    impostor=$!
+    trap 'kill $impostor 2>/dev/null || true; rm -rf "$public"; stop_agent' EXIT
+    for _ in $(seq 100); do [ -s "$public/record" ] && break; sleep 0.1; done
+    [ -s "$public/record" ] || { echo "the impostor did not start" >&2; exit 1; }
+    if out=$(run 2 train "$root" 1 0 exit 2>&1); then
+      echo "$out"; echo "the job ran with an impostor as its agent" >&2; exit 1
+    fi
+    echo "$out"
+    [ "$(grep -cF -- "$expected" <<<"$out")" -ge 2 ] || { echo "not every rank named the impostor" >&2; exit 1; }
+    read -r _ connections _ bytes < "$public/record"
+    echo "the impostor: $connections connections, $bytes bytes"
+    [ "$bytes" = 0 ] || { echo "the impostor received $bytes bytes" >&2; exit 1; }
+    if [ "$name" = impostor-listens ] && [ "$connections" = 0 ]; then
+      echo "no rank reached the impostor: the test proves nothing" >&2; exit 1
+    fi
+    [ -z "$(ls -A "$theirs")" ] || { echo "something was written into the impostor's directory" >&2; exit 1; }
+    ! ls "$root" 2>/dev/null | grep -q step- || { echo "the failed save reached storage" >&2; exit 1; } ;;
   *) echo "unknown memory tier test '$name'" >&2; exit 2 ;;
 esac

@@ -1,10 +1,14 @@
 // The built ckpt-agent as ranks meet it (runtime/agent/): started with --foreground (or as a daemon), each test
-// with a job id and a memory root of its own, short timeouts, and the agent killed at the end whatever happened.
+// with a job id, a memory root and a socket directory of its own, short timeouts, and the agent killed at the end
+// whatever happened.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -92,6 +96,18 @@ std::string ReadFile(const std::string& path) {
   return text.str();
 }
 
+// A connection to the unix socket `path` that checks nothing: a stranger's.
+Result<UniqueFd> RawConnect(const std::string& path) {
+  UniqueFd fd(socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0));
+  sockaddr_un address = {};
+  address.sun_family = AF_UNIX;
+  std::snprintf(address.sun_path, sizeof address.sun_path, "%s", path.c_str());
+  if (!fd.valid() || connect(fd.get(), reinterpret_cast<sockaddr*>(&address), sizeof address) != 0) {
+    return IoError("cannot connect to " + path);
+  }
+  return fd;
+}
+
 template <typename Predicate>
 bool WaitUntil(milliseconds limit, Predicate done) {
   const Clock::time_point end = Clock::now() + limit;
@@ -111,6 +127,7 @@ class AgentProcessTest : public ::testing::Test {
     ASSERT_NE(mkdtemp(storage_template), nullptr);
     root_ = root_template;
     storage_ = storage_template;
+    socket_dir_ = root_ + "/sockets";
     static std::atomic<int> counter{0};
     job_ = "agent-test-" + std::to_string(getpid()) + "-" + std::to_string(counter++);
   }
@@ -129,11 +146,13 @@ class AgentProcessTest : public ::testing::Test {
     return coll::agent::MemoryDirectory(root_, static_cast<uint32_t>(geteuid()), job_, kNode);
   }
   std::string LogPath(int n) const { return root_ + "/agent-" + std::to_string(n) + ".log"; }
+  std::string SocketPath() const { return socket_dir_ + "/" + coll::agent::SocketName(job_, kNode); }
 
   // Runs ckpt-agent for this test's job with `extra` flags; its output goes to LogPath(n). `secret_fd`, when set,
   // becomes its descriptor 3. `foreground` processes are reaped in TearDown.
   pid_t Spawn(int n, std::vector<std::string> extra, int secret_fd = -1, bool foreground = true) {
-    std::vector<std::string> args = {CKPT_AGENT_PATH, "--job-id", job_, "--node", kNode, "--shm-root", root_};
+    std::vector<std::string> args = {CKPT_AGENT_PATH, "--job-id", job_,           "--node",   kNode,
+                                     "--shm-root",    root_,      "--socket-dir", socket_dir_};
     if (foreground) args.push_back("--foreground");
     args.insert(args.end(), extra.begin(), extra.end());
     std::vector<char*> argv;
@@ -154,7 +173,7 @@ class AgentProcessTest : public ::testing::Test {
   }
 
   Result<AgentConnection> Connect(int rank, const std::string& secret = "") {
-    return AgentConnection::Open(job_, secret, rank, kCallTimeout);
+    return AgentConnection::Open({socket_dir_, job_, kNode, root_, secret}, rank, kCallTimeout);
   }
 
   // Starts a foreground agent and waits until it answers.
@@ -212,7 +231,7 @@ class AgentProcessTest : public ::testing::Test {
     return found;
   }
 
-  std::string root_, storage_, job_;
+  std::string root_, storage_, socket_dir_, job_;
   std::vector<pid_t> started_, daemons_;
 };
 
@@ -261,11 +280,15 @@ TEST_F(AgentProcessTest, ReserveBeyondTheBudgetIsNoSpaceWithTheFigures) {
 TEST_F(AgentProcessTest, AnotherUserIsRefused) {
   if (geteuid() != 0) GTEST_SKIP() << "needs root to become another user (uid 65534)";
   StartAgent();
+  // Opened to the stranger here only, as if it had found a way in: the agent must not rely on the directory alone.
+  ASSERT_EQ(chmod(root_.c_str(), 0711), 0);
+  ASSERT_EQ(chmod(socket_dir_.c_str(), 0711), 0);
+  ASSERT_EQ(chmod(SocketPath().c_str(), 0666), 0);
   const pid_t child = fork();
   if (child == 0) {
     if (setresgid(65534, 65534, 65534) != 0 || setresuid(65534, 65534, 65534) != 0) _exit(2);
-    // The stranger's own socket name would differ: it dials the agent of root's job directly.
-    Result<UniqueFd> fd = coll::agent::ConnectAbstract(coll::agent::SocketName(0, job_));
+    // The stranger's own socket directory would differ: it dials the agent of root's job directly.
+    Result<UniqueFd> fd = RawConnect(SocketPath());
     if (!fd.ok()) _exit(3);
     Result<std::string> challenge = coll::agent::ReceiveMessage(fd->get(), kCallTimeout);
     coll::agent::Hello hello;
@@ -282,6 +305,7 @@ TEST_F(AgentProcessTest, AnotherUserIsRefused) {
   int status = 0;
   ASSERT_EQ(waitpid(child, &status, 0), child);
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "child status " << status;
+  ASSERT_EQ(chmod(socket_dir_.c_str(), 0700), 0);
   EXPECT_TRUE(Connect(0).ok()) << "the agent still serves its own user";
 }
 
@@ -306,8 +330,8 @@ TEST_F(AgentProcessTest, AProofWithoutTheAgentHavingASecretIsMismatch) {
 
 // Sends `bytes` instead of a hello on a connection of its own and expects at most a refusal (garbage may read as
 // another protocol version), then the end of that connection.
-void ExpectHelloRefusedAndClosed(const std::string& job_id, const std::string& bytes) {
-  Result<UniqueFd> raw = coll::agent::ConnectAbstract(coll::agent::SocketName(geteuid(), job_id));
+void ExpectHelloRefusedAndClosed(const std::string& socket_dir, const std::string& job_id, const std::string& bytes) {
+  Result<UniqueFd> raw = coll::agent::ConnectToAgent(socket_dir, coll::agent::SocketName(job_id, kNode));
   ASSERT_TRUE(raw.ok());
   ASSERT_TRUE(coll::agent::ReceiveMessage(raw->get(), kCallTimeout).ok());
   ASSERT_TRUE(coll::agent::SendMessage(raw->get(), bytes).ok());
@@ -325,8 +349,8 @@ TEST_F(AgentProcessTest, GarbageInsteadOfAHelloClosesOnlyThatConnection) {
   StartAgent();
   coll::agent::Hello hello;
   hello.job_id = job_;
-  ExpectHelloRefusedAndClosed(job_, "garbage, no hello");
-  ExpectHelloRefusedAndClosed(job_, coll::agent::EncodeHello(hello).substr(0, 7));  // a hello cut short
+  ExpectHelloRefusedAndClosed(socket_dir_, job_, "garbage, no hello");
+  ExpectHelloRefusedAndClosed(socket_dir_, job_, coll::agent::EncodeHello(hello).substr(0, 7));  // cut short
   Result<AgentConnection> rank = Connect(0);
   ASSERT_TRUE(rank.ok()) << rank.status().message();
   EXPECT_TRUE(List(*rank).empty());
@@ -335,7 +359,7 @@ TEST_F(AgentProcessTest, GarbageInsteadOfAHelloClosesOnlyThatConnection) {
 
 TEST_F(AgentProcessTest, ASilentConnectionIsClosedAfterTheHelloTimeoutAndStallsNoOne) {
   StartAgent();
-  Result<UniqueFd> silent = coll::agent::ConnectAbstract(coll::agent::SocketName(geteuid(), job_));
+  Result<UniqueFd> silent = coll::agent::ConnectToAgent(socket_dir_, coll::agent::SocketName(job_, kNode));
   ASSERT_TRUE(silent.ok());
   ASSERT_TRUE(coll::agent::ReceiveMessage(silent->get(), kCallTimeout).ok());
   Result<AgentConnection> rank = Connect(0);
@@ -413,6 +437,39 @@ TEST_F(AgentProcessTest, AfterADeathTheAgentStaysForTheIdleTimeoutThenLeaves) {
   EXPECT_FALSE(io::PathExists(MemoryDir()));
 }
 
+TEST_F(AgentProcessTest, ACleanEndRemovesTheAgentsLogSocketAndLock) {
+  const std::string log = root_ + "/agent.log";
+  const pid_t agent = StartAgent({"--linger-s", "0", "--idle-timeout-s", "60", "--log", log});
+  Result<AgentConnection> rank = Connect(0);
+  ASSERT_TRUE(rank.ok());
+  ASSERT_TRUE(io::PathExists(log));
+  ASSERT_TRUE(rank->Call(Named(Op::kDetach, "")).ok());
+  EXPECT_EQ(WaitExit(agent, milliseconds(3000)), 0) << ReadFile(log);
+  EXPECT_FALSE(io::PathExists(log)) << ReadFile(log);
+  EXPECT_EQ(io::ListDirectory(socket_dir_).value(), std::vector<std::string>{}) << "socket or lock left";
+}
+
+TEST_F(AgentProcessTest, AfterATrainerDiedTheAgentsLogStaysToReadWhy) {
+  const std::string log = root_ + "/agent.log";
+  const pid_t agent = StartAgent({"--linger-s", "0", "--idle-timeout-s", "1", "--log", log});
+  {
+    Result<AgentConnection> rank = Connect(0);
+    ASSERT_TRUE(rank.ok());
+  }  // closed without detaching: a death
+  EXPECT_EQ(WaitExit(agent, milliseconds(3000)), 0);
+  EXPECT_NE(ReadFile(log).find("session died"), std::string::npos) << ReadFile(log);
+}
+
+TEST_F(AgentProcessTest, AnAgentTakesOverTheSocketAKilledOneLeft) {
+  const pid_t first = StartAgent();
+  kill(first, SIGKILL);
+  EXPECT_EQ(WaitExit(first, milliseconds(3000)), 128 + SIGKILL);
+  ASSERT_TRUE(io::PathExists(SocketPath())) << "a killed agent leaves its socket file";
+  EXPECT_EQ(Connect(0).status().code(), Code::kNotFound) << "nobody listens there";
+  StartAgent();
+  EXPECT_TRUE(Connect(0).ok());
+}
+
 TEST_F(AgentProcessTest, ASecondAgentOfTheJobExitsAtOnceSayingOneRuns) {
   StartAgent();
   const pid_t second = Spawn(1, {});
@@ -428,8 +485,10 @@ TEST_F(AgentProcessTest, ASecondAgentOfTheJobExitsAtOnceSayingOneRuns) {
 TEST_F(AgentProcessTest, ARankWhoseAgentFindsAnotherOneStartingWaitsForItToListen) {
   if (!fault::kCompiledIn) GTEST_SKIP() << "a build without CKPT_FAULT_INJECTION has no fault hooks";
   // The variables the agents and MemoryTier::Attach read, set for this test only.
-  const std::vector<std::pair<const char*, std::string>> variables = {
-      {fault::kListenDelayVar, "1500"}, {"CKPT_AGENT_PATH", CKPT_AGENT_PATH}, {"CKPT_AGENT_SHM_ROOT", root_}};
+  const std::vector<std::pair<const char*, std::string>> variables = {{fault::kListenDelayVar, "1500"},
+                                                                      {"CKPT_AGENT_PATH", CKPT_AGENT_PATH},
+                                                                      {"CKPT_AGENT_SHM_ROOT", root_},
+                                                                      {"CKPT_AGENT_SOCKET_DIR", socket_dir_}};
   std::vector<std::optional<std::string>> before;
   for (const auto& [name, value] : variables) {
     const char* old = std::getenv(name);
@@ -459,7 +518,8 @@ TEST_F(AgentProcessTest, ADaemonStartReturnsOnceItServesAndHoldsNoneOfTheStarter
   ASSERT_EQ(pipe2(out, O_CLOEXEC), 0);
   const std::string log = root_ + "/daemon.log";
   std::vector<std::string> args = {CKPT_AGENT_PATH, "--job-id", job_, "--node",           kNode, "--shm-root",
-                                   root_,           "--log",    log,  "--idle-timeout-s", "30"};
+                                   root_,           "--log",    log,  "--idle-timeout-s", "30",  "--socket-dir",
+                                   socket_dir_};
   std::vector<char*> argv;
   for (std::string& arg : args) argv.push_back(arg.data());
   argv.push_back(nullptr);

@@ -40,13 +40,14 @@ TEST(MemoryTierNames, NamesArePlainDirectoryNamesWhateverThePath) {
   }
 }
 
-TEST(MemoryTierNames, TheMemoryDirectoryDependsOnUserJobAndNode) {
+TEST(MemoryTierNames, TheMemoryDirectoryAndTheSocketDependOnUserJobAndNode) {
   const std::string base = coll::agent::MemoryDirectory("/dev/shm", 1000, "job-1", "node-a");
   EXPECT_EQ(base.rfind("/dev/shm/ckpt-1000-", 0), 0u);
   EXPECT_NE(base, coll::agent::MemoryDirectory("/dev/shm", 1001, "job-1", "node-a"));
   EXPECT_NE(base, coll::agent::MemoryDirectory("/dev/shm", 1000, "job-2", "node-a"));
   EXPECT_NE(base, coll::agent::MemoryDirectory("/dev/shm", 1000, "job-1", "node-b"));
-  EXPECT_NE(coll::agent::SocketName(1000, "job-1"), coll::agent::SocketName(1000, "job-2"));
+  EXPECT_NE(coll::agent::SocketName("job-1", "node-a"), coll::agent::SocketName("job-2", "node-a"));
+  EXPECT_NE(coll::agent::SocketName("job-1", "node-a"), coll::agent::SocketName("job-1", "node-b"));
 }
 
 TEST(MemoryTierNames, JobIdsThatCannotTravelInNamesAreRefused) {
