@@ -9,6 +9,7 @@
 
 #include "collectives/store_auth.h"
 #include "collectives/store_handshake.h"
+#include "collectives/store_strangers.h"
 #include "collectives/tcp_store_wire.h"
 #include "common/bytes.h"
 
@@ -18,10 +19,9 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using store_wire::MessageType;
 
-// A stranger that has not said hello by then is dropped: it would otherwise hold a descriptor for nothing.
-constexpr std::chrono::milliseconds kHelloTimeout{10000};
-// How often the loop wakes to drop strangers past their hello timeout, when nothing else wakes it.
-constexpr int kSweepIntervalMs = 500;
+// How often the loop wakes to drop strangers past their hello timeout (kStrangerHelloTimeout), when nothing else
+// wakes it.
+constexpr std::chrono::milliseconds kSweepInterval{500};
 // Reads per connection per wakeup, so that one rank streaming megabytes does not starve the others.
 constexpr int kReadsPerWakeup = 16;
 
@@ -29,7 +29,8 @@ constexpr int kReadsPerWakeup = 16;
 
 struct PeerInbox::Connection {
   UniqueFd fd;
-  int rank = -1;  // -1 until its hello proves it knows the secret
+  int rank = -1;                  // -1 until its hello proves it knows the secret
+  StrangerGate::Id stranger = 0;  // its slot among the strangers until then
   std::string server_nonce;
   Clock::time_point hello_deadline;
   char header[store_wire::kHeaderBytes] = {};
@@ -112,44 +113,73 @@ bool PeerInbox::LinkClosed(int rank) const {
 
 void PeerInbox::Loop() {
   while (!stopping_) {
-    std::vector<pollfd> fds = {{wake_.get(), POLLIN, 0}, {listener_.get(), POLLIN, 0}};
+    Clock::time_point now = Clock::now();
+    // The listener is left out while the gate is closed: connections then wait in the listen queue.
+    std::vector<pollfd> fds = {{wake_.get(), POLLIN, 0}, {strangers_.Open(now) ? listener_.get() : -1, POLLIN, 0}};
     for (const auto& c : connections_) {
       fds.push_back({c->fd.get(), static_cast<short>(c->hang_up_when_sent ? 0 : POLLIN), 0});
       if (!c->out.empty()) fds.back().events |= POLLOUT;
     }
-    if (poll(fds.data(), fds.size(), kSweepIntervalMs) < 0 && errno != EINTR) return;
-    if (fds[1].revents != 0) AcceptAll();
+    const Clock::time_point wake_by =
+        std::min(now + kSweepInterval, strangers_.ReopensAt(now).value_or(now + kSweepInterval));
+    if (poll(fds.data(), fds.size(), store_wire::PollTimeoutMs(wake_by)) < 0 && errno != EINTR) return;
     for (size_t i = 2; i < fds.size(); ++i) {
       Connection& c = *connections_[i - 2];
       if (fds[i].revents & POLLOUT) Flush(c);
       if (fds[i].revents & (POLLIN | POLLHUP | POLLERR)) ReadFrom(c);
     }
-    const Clock::time_point now = Clock::now();
+    now = Clock::now();
     for (auto& c : connections_) {
       if (c->rank < 0 && !c->closed && now > c->hello_deadline) Close(*c);
     }
     connections_.erase(
         std::remove_if(connections_.begin(), connections_.end(), [](const auto& c) { return c->closed; }),
         connections_.end());
+    // Only now, so that the gate counts just the strangers still there.
+    if (fds[1].revents != 0) AcceptAll();
   }
 }
 
+// Takes connections from the listen queue while the gate lets them in (collectives/store_strangers.h).
 void PeerInbox::AcceptAll() {
-  for (;;) {
-    UniqueFd fd(accept4(listener_.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC));
-    if (!fd.valid()) {
-      if (errno == EINTR || errno == ECONNABORTED) continue;
-      return;  // EAGAIN, or out of descriptors: the next wakeup tries again
+  while (std::optional<StrangerGate::Arrival> arrival = strangers_.Accept(listener_.get(), Clock::now())) {
+    if (!MakeRoomFor(arrival->source)) {
+      TurnAway(arrival->fd.get(), BusyText(arrival->source));
+      continue;
     }
     Result<std::string> nonce = store_auth::RandomBytes(store_auth::kNonceBytes);
-    if (!store_wire::ConfigureSocket(fd.get()).ok() || !nonce.ok()) continue;
+    if (!store_wire::ConfigureSocket(arrival->fd.get()).ok() || !nonce.ok()) continue;
     auto c = std::make_unique<Connection>();
-    c->fd = std::move(fd);
+    c->fd = std::move(arrival->fd);
     c->server_nonce = std::move(nonce).value();
-    c->hello_deadline = Clock::now() + kHelloTimeout;
+    c->hello_deadline = Clock::now() + kStrangerHelloTimeout;
+    c->stranger = strangers_.Admit(std::move(arrival->source), Clock::now());
     Queue(*c, MessageType::kChallenge, store_handshake::EncodeChallenge(c->server_nonce));
     connections_.push_back(std::move(c));
   }
+}
+
+// Closes strangers that have had their fair chance until one more from `source` fits; false if none may go.
+bool PeerInbox::MakeRoomFor(const std::string& source) {
+  while (!strangers_.HasRoomFor(source)) {
+    const std::optional<StrangerGate::Id> victim = strangers_.VictimFor(source, Clock::now());
+    if (!victim) return false;
+    for (const auto& c : connections_) {
+      if (c->stranger != *victim || c->closed) continue;
+      ReadFrom(*c);  // a hello already received is answered first: its sender may be a rank, only slow
+      if (c->rank < 0 && !c->closed) {
+        c->hang_up_when_sent = true;
+        Queue(*c, MessageType::kBusy, BusyText(source));
+        Close(*c);
+      }
+    }
+    strangers_.Forget(*victim);
+  }
+  return true;
+}
+
+std::string PeerInbox::BusyText(const std::string& source) const {
+  return "the peer links of rank " + std::to_string(rank_) + " are busy: " + BusyReason(source);
 }
 
 void PeerInbox::ReadFrom(Connection& c) {
@@ -218,6 +248,7 @@ void PeerInbox::OnHello(Connection& c) {
     return Queue(c, MessageType::kError, store_wire::EncodeError(admitted));
   }
   c.rank = hello->rank;
+  strangers_.Forget(c.stranger);
   {
     std::lock_guard<std::mutex> lock(mu_);
     ++open_links_[c.rank];
@@ -291,13 +322,12 @@ void PeerInbox::Close(Connection& c) {
   if (c.closed) return;
   c.closed = true;
   c.fd.Reset();
-  if (c.rank >= 0) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      --open_links_[c.rank];
-    }
-    queued_.notify_all();
+  if (c.rank < 0) return strangers_.Forget(c.stranger);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    --open_links_[c.rank];
   }
+  queued_.notify_all();
 }
 
 }  // namespace ckpt::coll

@@ -1,6 +1,7 @@
 // The receiving half of the peer links (collectives/peer_links.h): a listening socket and a background thread that
-// accepts other ranks' connections, authenticates each with the job's secret as the store does, reads their
-// messages into a queue keyed by (collective sequence number, sender) and acknowledges each once it is queued.
+// accepts other ranks' connections (strangers as collectives/store_strangers.h lets them in), authenticates each
+// with the job's secret as the store does, reads their messages into a queue keyed by (collective sequence number,
+// sender) and acknowledges each once it is queued.
 // A connection that breaks the protocol (a malformed or oversized frame, a frame for a collective already over, a
 // sender other than the rank it authenticated as) is dropped, and the failure waits for the rank's next collective.
 #pragma once
@@ -19,6 +20,7 @@
 #include <utility>
 #include <vector>
 
+#include "collectives/store_strangers.h"
 #include "collectives/tcp_store_wire.h"
 #include "common/status.h"
 #include "common/unique_fd.h"
@@ -62,6 +64,8 @@ class PeerInbox {
   PeerInbox(int rank, int world_size, std::string secret, UniqueFd listener, int port, UniqueFd wake);
   void Loop();
   void AcceptAll();
+  bool MakeRoomFor(const std::string& source);
+  std::string BusyText(const std::string& source) const;
   void ReadFrom(Connection& c);
   bool StartPayload(Connection& c);
   void OnFrame(Connection& c);
@@ -80,6 +84,7 @@ class PeerInbox {
   const UniqueFd wake_;  // an eventfd: written to stop the loop
   std::atomic<bool> stopping_{false};
   std::vector<std::unique_ptr<Connection>> connections_;  // the loop's own
+  StrangerGate strangers_;                                // the loop's own
 
   mutable std::mutex mu_;
   std::condition_variable queued_;

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <thread>
 
 #include "collectives/store_auth.h"
 #include "collectives/store_handshake.h"
@@ -20,6 +21,9 @@ using store_wire::MessageType;
 // soon after a death, rarely enough that thousands of waiting ranks do not make rank 0's store the hot spot.
 constexpr std::chrono::milliseconds kPeerCheckInterval{250};
 constexpr uint64_t kAckBytes = sizeof(uint64_t);
+// A peer whose inbox turns a connection away (too many strangers) is tried again, backing off between these bounds.
+constexpr std::chrono::milliseconds kFirstRetryDelay{10};
+constexpr std::chrono::milliseconds kMaxRetryDelay{500};
 
 // Names the first few ranks only: a message listing thousands helps nobody.
 std::string RankList(const std::vector<int>& ranks) {
@@ -93,7 +97,8 @@ Result<std::map<int, std::string>> PeerLinks::TakeAll(uint64_t sequence) {
   return inbox_->TakeAll(sequence);
 }
 
-// The peer's address comes from the store, published when its links opened.
+// The peer's address comes from the store, published when its links opened. An inbox flooded with strangers turns
+// connections away before reading their hello: tried again, with backoff, until the deadline.
 Status PeerLinks::Connect(int to, Clock::time_point deadline) {
   ASSIGN_OR_RETURN(std::string published, store_.Wait(PeerLinkAddressKey(to), Remaining(deadline)));
   ByteReader reader(published, "the peer link address of rank " + std::to_string(to));
@@ -102,6 +107,19 @@ Status PeerLinks::Connect(int to, Clock::time_point deadline) {
   RETURN_IF_ERROR(reader.Bytes(&host));
   RETURN_IF_ERROR(reader.I32(&port));
   RETURN_IF_ERROR(reader.ExpectDone());
+  std::chrono::milliseconds delay = kFirstRetryDelay;
+  for (;;) {
+    bool turned_away = false;
+    Status linked = Link(to, host, port, deadline, &turned_away);
+    if (!turned_away) return linked;
+    if (Clock::now() + delay >= deadline) return Timeout(LinkTo(to) + ": " + linked.message());
+    std::this_thread::sleep_for(delay);
+    delay = std::min(delay * 2, kMaxRetryDelay);
+  }
+}
+
+// One attempt at opening the link to `to`; *turned_away when its inbox refused it for pressure (safe to retry).
+Status PeerLinks::Link(int to, const std::string& host, int port, Clock::time_point deadline, bool* turned_away) {
   Result<UniqueFd> fd = store_wire::ConnectOnce(host, port, deadline);
   if (!fd.ok()) {
     const std::string why = "cannot connect to " + store_wire::FormatAddress(host, port) + ": " + fd.status().message();
@@ -109,12 +127,15 @@ Status PeerLinks::Connect(int to, Clock::time_point deadline) {
   }
   RETURN_IF_ERROR(store_wire::ConfigureSocket(fd->get()));
   links_[to] = std::move(fd).value();
-  return Handshake(to, deadline);
+  return Handshake(to, deadline, turned_away);
 }
 
 // The connecting end of the store's handshake: the peer plays the server, so each side proves it knows the secret.
-Status PeerLinks::Handshake(int to, Clock::time_point deadline) {
+Status PeerLinks::Handshake(int to, Clock::time_point deadline, bool* turned_away) {
   ASSIGN_OR_RETURN(auto challenge, ReadFrame(to, store_wire::kMaxHandshakeBytes, deadline));
+  if (challenge.first == static_cast<uint32_t>(MessageType::kBusy)) {
+    return TurnedAway(to, challenge.second, turned_away);
+  }
   if (challenge.first != static_cast<uint32_t>(MessageType::kChallenge)) {
     return Failed(to, Corrupt(LinkTo(to) + " opened with frame type " + std::to_string(challenge.first)));
   }
@@ -127,6 +148,7 @@ Status PeerLinks::Handshake(int to, Clock::time_point deadline) {
   const std::string request = store_handshake::EncodeHello(hello, secret_, server_nonce);
   RETURN_IF_ERROR(SendAll(to, store_wire::EncodeFrame(MessageType::kHello, request), deadline));
   ASSIGN_OR_RETURN(auto welcome, ReadFrame(to, store_wire::kMaxHandshakeBytes, deadline));
+  if (welcome.first == static_cast<uint32_t>(MessageType::kBusy)) return TurnedAway(to, welcome.second, turned_away);
   if (welcome.first == static_cast<uint32_t>(MessageType::kError)) {
     return Failed(to, store_wire::DecodeError(welcome.second).WithContext(LinkTo(to)));
   }
@@ -254,6 +276,11 @@ Status PeerLinks::WaitReady(int peer, short events, Clock::time_point deadline) 
     }
     if (Status alive = store_.CheckPeers(); !alive.ok()) return Failed(peer, alive);
   }
+}
+
+Status PeerLinks::TurnedAway(int peer, const std::string& reason, bool* turned_away) {
+  *turned_away = true;
+  return Failed(peer, PeerFailed(reason));
 }
 
 // A link that failed mid-frame cannot be trusted to be at a frame's start again: it goes, and the next send to

@@ -53,7 +53,9 @@ class PeerLinks {
  private:
   PeerLinks(TcpStore& store, std::string secret, std::unique_ptr<PeerInbox> inbox);
   Status Connect(int to, Clock::time_point deadline);
-  Status Handshake(int to, Clock::time_point deadline);
+  Status Link(int to, const std::string& host, int port, Clock::time_point deadline, bool* turned_away);
+  Status Handshake(int to, Clock::time_point deadline, bool* turned_away);
+  Status TurnedAway(int peer, const std::string& reason, bool* turned_away);
   Status Send(int to, uint64_t sequence, std::string_view message, Clock::time_point deadline);
   Status AwaitAcks(uint64_t sequence, std::vector<int> waiting, Clock::time_point deadline);
   Status ReadAck(int from, uint64_t sequence, Clock::time_point deadline);

@@ -89,22 +89,21 @@ class TcpStore::Impl {
       address_ = store_wire::FormatAddress(config_.host, config_.port);
     }
     std::lock_guard<std::mutex> lock(mu_);
-    RETURN_IF_ERROR(ConnectSocket(deadline));
-    ASSIGN_OR_RETURN(std::string server_nonce, ReadChallenge(deadline));
-    // Read only now: rank 0 publishes its secret before its server answers anyone, so a secret read before the
-    // challenge could be a previous job's.
-    if (config_.secret.empty()) {
-      ASSIGN_OR_RETURN(config_.secret, ReadPublishedSecret(config_.port));
+    // A store flooded with strangers turns connections away before reading their hello (kBusy): tried again, with
+    // backoff, until the deadline.
+    std::chrono::milliseconds delay = kFirstRetryDelay;
+    for (;;) {
+      bool turned_away = false;
+      Status joined = Join(deadline, &turned_away);
+      if (!turned_away) return broken_ = joined;
+      fd_.Reset();
+      if (Clock::now() + delay >= deadline) {
+        return broken_ = Timeout("the store on rank 0 (" + address_ + ") kept turning this rank away for " +
+                                 std::to_string(config_.timeout.count()) + " ms: " + joined.message());
+      }
+      std::this_thread::sleep_for(delay);
+      delay = std::min(delay * 2, kMaxRetryDelay);
     }
-    store_handshake::Hello hello;
-    hello.rank = config_.rank;
-    hello.world_size = config_.world_size;
-    hello.timeout_ms = RemainingMs(deadline);
-    hello.auxiliary = config_.auxiliary;
-    ASSIGN_OR_RETURN(hello.client_nonce, store_auth::RandomBytes(store_auth::kNonceBytes));
-    const std::string request = store_handshake::EncodeHello(hello, config_.secret, server_nonce);
-    ASSIGN_OR_RETURN(std::string welcome, Call(MessageType::kHello, request, deadline + kReplyGrace));
-    return broken_ = store_handshake::CheckWelcome(welcome, config_.secret, server_nonce, hello.client_nonce, address_);
   }
 
   const TcpStoreConfig& config() const { return config_; }
@@ -237,8 +236,6 @@ class TcpStore::Impl {
   ControlPlaneCounters counters() const { return {sent_bytes_.load(), received_bytes_.load(), collectives_.load()}; }
 
  private:
-  Clock::time_point ServerAnsweredDeadline() const { return Clock::now() + config_.timeout + kReplyGrace; }
-
   // Rank 0's server: the configured secret, or a new one published for the ranks on this node.
   Result<std::string> ServerSecret(int bound_port) {
     if (config_.secret.empty()) {
@@ -249,22 +246,51 @@ class TcpStore::Impl {
     return config_.secret;
   }
 
+  // One attempt at the handshake on a new connection: the challenge, the hello, the welcome. Sets *turned_away
+  // when the store refused the connection for pressure before reading a hello from it: then trying again is safe.
+  Status Join(Clock::time_point deadline, bool* turned_away) {
+    RETURN_IF_ERROR(ConnectSocket(deadline));
+    ASSIGN_OR_RETURN(std::string server_nonce, ReadChallenge(deadline, turned_away));
+    // Read only now: rank 0 publishes its secret before its server answers anyone, so a secret read before the
+    // challenge could be a previous job's.
+    if (config_.secret.empty()) {
+      ASSIGN_OR_RETURN(config_.secret, ReadPublishedSecret(config_.port));
+    }
+    store_handshake::Hello hello;
+    hello.rank = config_.rank;
+    hello.world_size = config_.world_size;
+    hello.timeout_ms = RemainingMs(deadline);
+    hello.auxiliary = config_.auxiliary;
+    ASSIGN_OR_RETURN(hello.client_nonce, store_auth::RandomBytes(store_auth::kNonceBytes));
+    const std::string request = store_handshake::EncodeHello(hello, config_.secret, server_nonce);
+    RETURN_IF_ERROR(SendAll(store_wire::EncodeFrame(MessageType::kHello, request), deadline));
+    uint32_t type = 0;
+    std::string reply;
+    RETURN_IF_ERROR(ReadFrame(deadline + kReplyGrace, store_wire::kMaxMessageBytes, &type, &reply));
+    if (type == static_cast<uint32_t>(MessageType::kBusy)) return TurnedAway(reply, turned_away);
+    if (type == static_cast<uint32_t>(MessageType::kError)) return store_wire::DecodeError(reply);
+    if (type != static_cast<uint32_t>(MessageType::kOk)) return InvalidReply(type, reply.size());
+    return store_handshake::CheckWelcome(reply, config_.secret, server_nonce, hello.client_nonce, address_);
+  }
+
   // The server's opening frame: its nonce. Anything else is not a ckpt store of this version.
-  Result<std::string> ReadChallenge(Clock::time_point deadline) {
-    char header_bytes[store_wire::kHeaderBytes];
-    RETURN_IF_ERROR(broken_ = RecvAll(header_bytes, sizeof header_bytes, deadline));
-    const store_wire::FrameHeader header =
-        store_wire::DecodeHeader(std::string_view(header_bytes, sizeof header_bytes));
-    if (header.type != static_cast<uint32_t>(MessageType::kChallenge) ||
+  Result<std::string> ReadChallenge(Clock::time_point deadline, bool* turned_away) {
+    ASSIGN_OR_RETURN(const store_wire::FrameHeader header, ReadHeader(deadline));
+    const bool busy = header.type == static_cast<uint32_t>(MessageType::kBusy);
+    if ((!busy && header.type != static_cast<uint32_t>(MessageType::kChallenge)) ||
         header.length > store_wire::kMaxHandshakeBytes) {
-      return broken_ = InvalidArgument("the server at " + address_ + " is not a ckpt store (it opened with type " +
-                                       std::to_string(header.type) + ", " + std::to_string(header.length) + " bytes)");
+      return InvalidArgument("the server at " + address_ + " is not a ckpt store (it opened with type " +
+                             std::to_string(header.type) + ", " + std::to_string(header.length) + " bytes)");
     }
     std::string payload(header.length, '\0');
-    RETURN_IF_ERROR(broken_ = RecvAll(payload.data(), payload.size(), deadline));
-    Result<std::string> nonce = store_handshake::DecodeChallenge(payload, address_);
-    if (!nonce.ok()) broken_ = nonce.status();
-    return nonce;
+    RETURN_IF_ERROR(RecvAll(payload.data(), payload.size(), deadline));
+    if (busy) return TurnedAway(payload, turned_away);
+    return store_handshake::DecodeChallenge(payload, address_);
+  }
+
+  Status TurnedAway(std::string_view reason, bool* turned_away) const {
+    *turned_away = true;
+    return PeerFailed(std::string(reason));
   }
 
   Result<std::vector<std::string>> DecodePerRank(std::string_view reply, const std::string& what) const {
@@ -313,18 +339,31 @@ class TcpStore::Impl {
   }
 
   Status ReadReply(Clock::time_point deadline, bool* is_error, std::string* payload) {
-    char header_bytes[store_wire::kHeaderBytes];
-    RETURN_IF_ERROR(RecvAll(header_bytes, sizeof header_bytes, deadline));
-    const store_wire::FrameHeader header =
-        store_wire::DecodeHeader(std::string_view(header_bytes, sizeof header_bytes));
-    *is_error = header.type == static_cast<uint32_t>(MessageType::kError);
-    const bool known = *is_error || header.type == static_cast<uint32_t>(MessageType::kOk);
-    if (!known || header.length > store_wire::kMaxMessageBytes) {
-      return Corrupt("the store at " + address_ + " sent an invalid reply (type " + std::to_string(header.type) + ", " +
-                     std::to_string(header.length) + " bytes)");
-    }
+    uint32_t type = 0;
+    RETURN_IF_ERROR(ReadFrame(deadline, store_wire::kMaxMessageBytes, &type, payload));
+    *is_error = type == static_cast<uint32_t>(MessageType::kError);
+    if (!*is_error && type != static_cast<uint32_t>(MessageType::kOk)) return InvalidReply(type, payload->size());
+    return Status::Ok();
+  }
+
+  // One frame from the server, its length checked against `limit` before anything is read for it.
+  Status ReadFrame(Clock::time_point deadline, uint64_t limit, uint32_t* type, std::string* payload) {
+    ASSIGN_OR_RETURN(const store_wire::FrameHeader header, ReadHeader(deadline));
+    if (header.length > limit) return InvalidReply(header.type, header.length);
+    *type = header.type;
     payload->assign(header.length, '\0');
     return RecvAll(payload->data(), payload->size(), deadline);
+  }
+
+  Result<store_wire::FrameHeader> ReadHeader(Clock::time_point deadline) {
+    char header_bytes[store_wire::kHeaderBytes];
+    RETURN_IF_ERROR(RecvAll(header_bytes, sizeof header_bytes, deadline));
+    return store_wire::DecodeHeader(std::string_view(header_bytes, sizeof header_bytes));
+  }
+
+  Status InvalidReply(uint32_t type, uint64_t length) const {
+    return Corrupt("the store at " + address_ + " sent an invalid reply (type " + std::to_string(type) + ", " +
+                   std::to_string(length) + " bytes)");
   }
 
   Status SendAll(std::string_view data, Clock::time_point deadline) {

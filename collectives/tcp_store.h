@@ -45,7 +45,8 @@ struct TcpStoreConfig {
 class TcpStore : public ControlPlane {
  public:
   // Rank 0 starts the server (a background thread) and connects to it; the others connect, retrying until the
-  // timeout. Returns once every rank has connected (kTimeout naming the ranks that never did).
+  // timeout (also while a store flooded with strangers turns them away). Returns once every rank has connected
+  // (kTimeout naming the ranks that never did).
   static Result<std::unique_ptr<TcpStore>> Connect(const TcpStoreConfig& config);
   ~TcpStore() override;
 

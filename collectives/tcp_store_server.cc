@@ -17,6 +17,7 @@
 
 #include "collectives/store_auth.h"
 #include "collectives/store_handshake.h"
+#include "collectives/store_strangers.h"
 #include "collectives/tcp_store_wire.h"
 #include "common/bytes.h"
 
@@ -27,14 +28,11 @@ using Clock = std::chrono::steady_clock;
 using ckpt::UniqueFd;
 using store_wire::MessageType;
 
-// A stranger that connects and never says hello is dropped after this long.
-constexpr std::chrono::seconds kHelloTimeout{30};
-// Connections not yet authenticated, at most: beyond it the oldest is closed, so that a flood of strangers cannot
-// make the server hold their buffers (each at most a read budget plus a handshake frame).
-constexpr size_t kMaxStrangers = 256;
 // How much one connection may read per wakeup, so that a busy sender cannot starve the others.
 constexpr size_t kReadChunkBytes = 64 * 1024;
 constexpr int kReadChunksPerWakeup = 16;
+// What a connection turned away for pressure is told, before the gate's reason.
+constexpr char kBusyPrefix[] = "the store on rank 0 is busy: ";
 // Rank lists in error messages stop after this many.
 constexpr size_t kMaxRanksNamed = 16;
 
@@ -44,13 +42,14 @@ struct Connection {
   UniqueFd fd;
   std::string in;  // received bytes not yet parsed
   std::deque<std::shared_ptr<const std::string>> out;
-  size_t out_offset = 0;     // bytes of out.front() already sent
-  int rank = -1;             // -1 until the handshake
-  std::string server_nonce;  // this connection's challenge
-  std::string welcome;       // the reply to its hello, with the server's proof
-  bool auxiliary = false;    // a rank's second connection: key-value requests only; its loss kills nobody
-  bool closed = false;       // removed at the end of the loop iteration
-  bool hung_up = false;      // a send failed: handled as a disconnect outside the sender's call chain
+  size_t out_offset = 0;          // bytes of out.front() already sent
+  int rank = -1;                  // -1 until the handshake
+  StrangerGate::Id stranger = 0;  // its slot among the strangers until the handshake
+  std::string server_nonce;       // this connection's challenge
+  std::string welcome;            // the reply to its hello, with the server's proof
+  bool auxiliary = false;         // a rank's second connection: key-value requests only; its loss kills nobody
+  bool closed = false;            // removed at the end of the loop iteration
+  bool hung_up = false;           // a send failed: handled as a disconnect outside the sender's call chain
   Pending pending = Pending::kNone;
   Clock::time_point deadline;
   std::chrono::milliseconds timeout{0};
@@ -138,21 +137,24 @@ class StoreServer::Loop {
     for (;;) {
       const Clock::time_point now = Clock::now();
       if (stop_requested_.load() && (OpenRankConnections() == 0 || now >= StopDeadline())) return;
-      BuildPollSet(&fds);
+      BuildPollSet(&fds, now);
       const int ready = poll(fds.data(), fds.size(), PollTimeoutMs(now));
       if (ready < 0 && errno != EINTR) return;
       if (ready > 0) HandleEvents(fds);
       ExpireDeadlines(Clock::now());
       SweepHungUp();
       RemoveClosed();
+      // Only now, so that the gate counts just the strangers still there.
+      if (ready > 0 && (fds[1].revents & POLLIN)) AcceptAll();
     }
   }
 
-  // Slot 0 is the wake pipe, slot 1 the listener, then one per connection in the order of conns_.
-  void BuildPollSet(std::vector<pollfd>* fds) const {
+  // Slot 0 is the wake pipe, slot 1 the listener (left out while the gate is closed), then one per connection in
+  // the order of conns_.
+  void BuildPollSet(std::vector<pollfd>* fds, Clock::time_point now) const {
     fds->clear();
     fds->push_back({wake_read_.get(), POLLIN, 0});
-    fds->push_back({listener_.get(), POLLIN, 0});
+    fds->push_back({strangers_.Open(now) ? listener_.get() : -1, POLLIN, 0});
     for (const auto& c : conns_) {
       // A connection with a reply still unsent is not read from until the reply is out (hang-ups still show).
       const short events = static_cast<short>(c->out.empty() ? POLLIN : POLLOUT);
@@ -163,6 +165,7 @@ class StoreServer::Loop {
   int PollTimeoutMs(Clock::time_point now) const {
     std::optional<Clock::time_point> next;
     if (stop_requested_.load()) next = StopDeadline();
+    if (const auto reopens = strangers_.ReopensAt(now); reopens && (!next || *reopens < *next)) next = reopens;
     for (const auto& c : conns_) {
       if (c->closed || c->pending == Pending::kNone) continue;
       if (!next || c->deadline < *next) next = c->deadline;
@@ -187,7 +190,6 @@ class StoreServer::Loop {
       if (revents & (POLLIN | POLLHUP | POLLERR)) ReadFrom(c);
     }
     if (fds[0].revents & POLLIN) DrainWakePipe();
-    if (fds[1].revents & POLLIN) AcceptAll();
   }
 
   void DrainWakePipe() {
@@ -196,25 +198,42 @@ class StoreServer::Loop {
     }
   }
 
+  // Takes connections from the listen queue while the gate lets them in (collectives/store_strangers.h).
   void AcceptAll() {
-    for (;;) {
-      const int fd = accept4(listener_.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
-      if (fd < 0) {
-        if (errno == EINTR || errno == ECONNABORTED) continue;
-        return;  // EAGAIN, or out of descriptors: the next wakeup tries again
+    while (std::optional<StrangerGate::Arrival> arrival = strangers_.Accept(listener_.get(), Clock::now())) {
+      if (!MakeRoomFor(arrival->source)) {
+        TurnAway(arrival->fd.get(), kBusyPrefix + BusyReason(arrival->source));
+        continue;
       }
-      auto c = std::make_unique<Connection>();
-      c->fd = UniqueFd(fd);
-      if (!store_wire::ConfigureSocket(fd).ok()) continue;
-      if (Strangers() >= kMaxStrangers) HangUpOnOldestStranger();
       Result<std::string> nonce = store_auth::RandomBytes(store_auth::kNonceBytes);
-      if (!nonce.ok()) continue;
+      if (!store_wire::ConfigureSocket(arrival->fd.get()).ok() || !nonce.ok()) continue;
+      auto c = std::make_unique<Connection>();
+      c->fd = std::move(arrival->fd);
       c->server_nonce = std::move(nonce).value();
       c->pending = Pending::kHandshake;
-      c->deadline = Clock::now() + kHelloTimeout;
+      c->deadline = Clock::now() + kStrangerHelloTimeout;
+      c->stranger = strangers_.Admit(std::move(arrival->source), Clock::now());
       Send(*c, Frame(MessageType::kChallenge, store_handshake::EncodeChallenge(c->server_nonce)));
       conns_.push_back(std::move(c));
     }
+  }
+
+  // Closes strangers that have had their fair chance until one more from `source` fits; false if none may go.
+  bool MakeRoomFor(const std::string& source) {
+    while (!strangers_.HasRoomFor(source)) {
+      const std::optional<StrangerGate::Id> victim = strangers_.VictimFor(source, Clock::now());
+      if (!victim) return false;
+      for (const auto& c : conns_) {
+        if (c->stranger != *victim || c->closed) continue;
+        ReadFrom(*c);  // a hello already received is answered first: its sender may be a rank, only slow
+        if (c->rank < 0 && !c->closed) {
+          Send(*c, Frame(MessageType::kBusy, kBusyPrefix + BusyReason(source)));
+          c->closed = true;
+        }
+      }
+      strangers_.Forget(*victim);
+    }
+    return true;
   }
 
   void ReadFrom(Connection& c) {
@@ -232,21 +251,6 @@ class StoreServer::Loop {
         Disconnect(c);
       }
     }
-  }
-
-  // The stranger that has had the longest to say hello goes: a flood of idle connections then cannot lock out a
-  // rank that connects after it.
-  void HangUpOnOldestStranger() {
-    for (const auto& c : conns_) {
-      if (c->rank < 0 && !c->closed) {
-        c->closed = true;
-        return;
-      }
-    }
-  }
-
-  size_t Strangers() const {
-    return std::count_if(conns_.begin(), conns_.end(), [](const auto& c) { return c->rank < 0 && !c->closed; });
   }
 
   void ParseFrames(Connection& c) {
@@ -307,6 +311,7 @@ class StoreServer::Loop {
     if (hello->auxiliary) return OnAuxiliaryHello(c, *hello);
     if (Status admitted = Admit(hello->rank, hello->world_size); !admitted.ok()) return Refuse(c, admitted);
     c.rank = hello->rank;
+    strangers_.Forget(c.stranger);
     ranks_[c.rank] = RankState::kConnected;
     connect_.arrived[c.rank] = true;
     ++connect_.count;
@@ -347,6 +352,7 @@ class StoreServer::Loop {
                                        " needs that rank connected to the store first"));
     }
     c.rank = hello.rank;
+    strangers_.Forget(c.stranger);
     c.auxiliary = true;
     c.pending = Pending::kNone;
     Send(c, Frame(MessageType::kOk, c.welcome));
@@ -611,6 +617,9 @@ class StoreServer::Loop {
   }
 
   void RemoveClosed() {
+    for (const auto& c : conns_) {
+      if (c->closed) strangers_.Forget(c->stranger);
+    }
     conns_.erase(std::remove_if(conns_.begin(), conns_.end(), [](const auto& c) { return c->closed; }), conns_.end());
   }
 
@@ -703,6 +712,7 @@ class StoreServer::Loop {
   std::vector<std::pair<int, std::string>> empty_row_;  // the messages of an all-to-all in which nobody sent any
   std::unordered_map<std::string, std::string> kv_;
   std::vector<std::unique_ptr<Connection>> conns_;
+  StrangerGate strangers_;
   std::atomic<bool> stop_requested_{false};
   std::atomic<Clock::rep> stop_deadline_ticks_{0};
 };

@@ -4,6 +4,9 @@
 //
 // The server opens every connection (collectives/store_auth.h):
 //   kChallenge  u32 magic, u32 version, bytes server nonce
+// or, while too many connections have not yet proven themselves (collectives/store_strangers.h), turns it away:
+//   kBusy       the reason, as text (the whole payload); the server has read no hello from it and hangs up. A server
+//               may also send it in place of the reply to a hello it has not read. The client may try again.
 // Requests (client to server) and their payloads:
 //   kHello      u32 magic, u32 version, i32 rank, i32 world size, u64 timeout ms, u8 auxiliary, bytes client nonce,
 //               bytes proof (HMAC of everything before it)    -> kOk: bytes the server's proof, once every rank has
@@ -66,6 +69,7 @@ enum class MessageType : uint32_t {
   kPeerAck = 12,
   kOk = 64,
   kError = 65,
+  kBusy = 66,
 };
 
 struct FrameHeader {

@@ -17,10 +17,12 @@
 #include "collectives/peer_links.h"
 #include "collectives/store_auth.h"
 #include "collectives/store_handshake.h"
+#include "collectives/store_strangers.h"
 #include "collectives/tcp_store.h"
 #include "collectives/tcp_store_wire.h"
 #include "common/bytes.h"
 #include "tests/unit/free_port.h"
+#include "tests/unit/stranger_flood.h"
 
 namespace ckpt::coll {
 namespace {
@@ -358,6 +360,31 @@ TEST(PeerControlPlaneTest, AMessageSignedByAnotherRankIsRefusedWithCorrupt) {
 
 TEST(PeerControlPlaneTest, AMessageForACollectiveAlreadyOverIsRefusedWithCorrupt) {
   ExpectRefusedAsCorrupt(MessageFrame(0, 1, "late"), 1);
+}
+
+TEST(PeerControlPlaneTest, ALinkTurnedAwayByAFloodedInboxTriesAgainAndDelivers) {
+  RunAllRanks(2, [](Rank& rank) {
+    const int me = rank.plane->rank();
+    std::vector<int> flood;
+    if (me == 0) {
+      // Rank 1's inbox holds its share of strangers from this address, all within their fair chance: the link that
+      // rank 0 opens next is turned away until they have had it.
+      Result<std::string> published = rank.store->Wait(PeerLinkAddressKey(1));
+      ASSERT_TRUE(published.ok()) << published.status().message();
+      ByteReader reader(*published, "address");
+      std::string host;
+      int32_t port = 0;
+      ASSERT_TRUE(reader.Bytes(&host).ok() && reader.I32(&port).ok());
+      for (size_t i = 0; i < kMaxStrangersPerSource; ++i) {
+        flood.push_back(ckpt::testing::ConnectFrom(host.c_str(), port));
+      }
+    }
+    std::vector<std::string> outgoing = {"to 0 from " + std::to_string(me), "to 1 from " + std::to_string(me)};
+    Result<std::vector<std::string>> incoming = rank.plane->AllToAllV(outgoing, milliseconds(10000));
+    ASSERT_TRUE(incoming.ok()) << incoming.status().message();
+    EXPECT_EQ((*incoming)[1 - me], "to " + std::to_string(me) + " from " + std::to_string(1 - me));
+    for (const int fd : flood) close(fd);
+  });
 }
 
 }  // namespace

@@ -3,7 +3,6 @@
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
-#include <poll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -296,29 +295,6 @@ TEST(StoreAuthTest, AClientThatDoesNotReadItsRepliesCannotMakeTheServerQueueThem
   ASSERT_EQ(ReadFrame(fd).first, static_cast<uint32_t>(MessageType::kOk));
   close(fd);
   EXPECT_TRUE((*store)->Barrier().ok());
-}
-
-TEST(StoreAuthTest, TheOldestStrangersBeyondABoundAreHungUpOnAndRanksStillConnect) {
-  const int port = PickFreePort();
-  Result<std::unique_ptr<TcpStore>> store = TcpStore::Connect(ConfigFor(0, 1, port));
-  ASSERT_TRUE(store.ok()) << store.status().message();
-  std::vector<int> strangers;
-  for (int i = 0; i < 300; ++i) strangers.push_back(ConnectRaw(port));
-  // Each stranger got its challenge; by the time the last did, the first ones had been hung up on.
-  for (const int fd : strangers) EXPECT_EQ(ReadFrame(fd).first, static_cast<uint32_t>(MessageType::kChallenge));
-  std::this_thread::sleep_for(milliseconds(200));
-  int hung_up = 0;
-  for (const int fd : strangers) {
-    pollfd pfd = {fd, POLLIN, 0};
-    char byte = 0;
-    if (poll(&pfd, 1, 0) == 1 && recv(fd, &byte, 1, MSG_DONTWAIT) == 0) ++hung_up;
-  }
-  EXPECT_EQ(hung_up, 300 - 256);
-  // A connection made after the flood is the newest stranger: it has its time to say hello.
-  Result<std::unique_ptr<TcpStore>> auxiliary = TcpStore::Connect((*store)->AuxiliaryConfig());
-  ASSERT_TRUE(auxiliary.ok()) << auxiliary.status().message();
-  EXPECT_TRUE((*auxiliary)->Set("k", "v").ok());
-  for (const int fd : strangers) close(fd);
 }
 
 }  // namespace
