@@ -10,6 +10,7 @@
 #include <system_error>
 
 #include "io/claimed_directory.h"
+#include "io/claimed_file.h"
 #include "io/file_io.h"
 #include "runtime/manifest.h"
 #include "runtime/save_directory.h"
@@ -23,6 +24,17 @@ constexpr std::string_view kStepPrefix = "step-";
 constexpr char kDeletingSuffix[] = "deleting";
 // A pointer is one short line; anything longer is not one, and must not be read whole.
 constexpr uint64_t kMaxPointerBytes = 64;
+
+// Creates `root` (and its parents) if missing.
+Status CreateRoot(const std::string& root) {
+  if (root.empty()) return InvalidArgument("the checkpoint root directory path is empty");
+  const std::string context = "opening checkpoint root " + Quoted(root);
+  const bool existed = io::PathExists(root);
+  RETURN_IF_ERROR(io::MakeDirectories(root).WithContext(context));
+  // Saves sync the root after committing a step; a new root must itself survive a crash for that to matter.
+  if (!existed) RETURN_IF_ERROR(io::SyncDirectory(io::ParentDirectory(root)).WithContext(context));
+  return Status::Ok();
+}
 
 }  // namespace
 
@@ -44,13 +56,36 @@ std::optional<uint64_t> ParseStepDirectoryName(std::string_view name) {
 }
 
 Result<std::unique_ptr<CheckpointManager>> CheckpointManager::Open(std::string root, RetentionPolicy policy) {
-  if (root.empty()) return InvalidArgument("the checkpoint root directory path is empty");
-  const std::string context = "opening checkpoint root " + Quoted(root);
-  const bool existed = io::PathExists(root);
-  RETURN_IF_ERROR(io::MakeDirectories(root).WithContext(context));
-  // Saves sync the root after committing a step; a new root must itself survive a crash for that to matter.
-  if (!existed) RETURN_IF_ERROR(io::SyncDirectory(io::ParentDirectory(root)).WithContext(context));
+  RETURN_IF_ERROR(CreateRoot(root));
   return std::unique_ptr<CheckpointManager>(new CheckpointManager(std::move(root), policy));
+}
+
+Result<std::unique_ptr<CheckpointManager>> CheckpointManager::Claim(std::string root, RetentionPolicy policy,
+                                                                    std::string_view holder, std::string* warning) {
+  RETURN_IF_ERROR(CreateRoot(root));
+  Result<UniqueFd> claim = io::ClaimFile(io::JoinPath(root, kClaimFileName), holder);
+  if (claim.status().code() == Code::kAlreadyExists) {
+    return AlreadyExists("the checkpoint root " + Quoted(root) +
+                         " belongs to another job, whose steps this one would remove or overwrite: " +
+                         claim.status().message() + "; give each job its own root, or stop the other job first");
+  }
+  RETURN_IF_ERROR(claim.status().WithContext("claiming checkpoint root " + Quoted(root)));
+  if (!claim->valid()) {
+    *warning = "the file system of " + Quoted(root) +
+               " cannot lock files or is read-only, so the root is not claimed: a second job started on it would go unnoticed";
+  }
+  // Claimed before the steps are listed: every step listed now was committed by an earlier holder, never by a job
+  // that shares the root with this one.
+  return Claimed(std::move(root), policy, std::move(claim).value());
+}
+
+Result<std::unique_ptr<CheckpointManager>> CheckpointManager::Claimed(std::string root, RetentionPolicy policy,
+                                                                      UniqueFd claim) {
+  std::unique_ptr<CheckpointManager> manager(new CheckpointManager(std::move(root), policy));
+  manager->claim_ = std::move(claim);
+  ASSIGN_OR_RETURN(std::vector<uint64_t> committed, manager->CommittedSteps());
+  manager->removable_.insert(committed.begin(), committed.end());
+  return manager;
 }
 
 std::string CheckpointManager::StepPath(uint64_t step) const { return io::JoinPath(root_, StepDirectoryName(step)); }
@@ -94,10 +129,16 @@ Status CheckpointManager::PublishLatest(uint64_t step, bool allow_older) {
   return WritePointer(step).WithContext(context);
 }
 
+void CheckpointManager::AdoptStep(uint64_t step) {
+  std::lock_guard<std::mutex> lock(retention_mutex_);
+  removable_.insert(step);
+}
+
 Result<std::vector<uint64_t>> CheckpointManager::ApplyRetention() {
+  std::lock_guard<std::mutex> lock(retention_mutex_);
   ASSIGN_OR_RETURN(std::vector<uint64_t> committed, CommittedSteps());
   ASSIGN_OR_RETURN(std::optional<uint64_t> latest, Latest());
-  std::vector<uint64_t> doomed = StepsToRemove(committed, latest);
+  std::vector<uint64_t> doomed = StepsToRemove(Removable(committed), latest);
   RETURN_IF_ERROR(RemoveSteps(doomed).WithContext("applying retention under " + Quoted(root_)));
   return doomed;
 }
@@ -147,6 +188,14 @@ Status CheckpointManager::WritePointer(uint64_t step) {
   return io::SyncDirectory(root_);
 }
 
+std::vector<uint64_t> CheckpointManager::Removable(const std::vector<uint64_t>& committed) const {
+  std::vector<uint64_t> removable;
+  for (const uint64_t step : committed) {
+    if (removable_.count(step) != 0) removable.push_back(step);
+  }
+  return removable;
+}
+
 std::vector<uint64_t> CheckpointManager::StepsToRemove(const std::vector<uint64_t>& committed,
                                                        std::optional<uint64_t> latest) const {
   if (policy_.keep_last == 0 || committed.size() <= policy_.keep_last) return {};
@@ -189,7 +238,11 @@ bool CheckpointManager::IsDebris(const std::string& name) const {
   if (infix == std::string::npos) return false;
   const std::string_view stem = std::string_view(name).substr(0, infix);
   if (stem != kLatestPointerName && !ParseStepDirectoryName(stem).has_value()) return false;
-  // A save in flight holds a claim on its temporary directory; only a dead one's is debris.
+  // A save in flight holds a claim on its temporary directory; only a dead one's is debris. That includes a step
+  // renamed to ".tmp-deleting", which no one claims: only the holder of the root removes steps, and the holder
+  // cleaning up is this manager, so such a step was left by an earlier holder that died or failed mid-removal. Its
+  // rename was durable before any of its files went, so it was already out of the committed steps and is removed
+  // whole here, never resumed from.
   return !io::IsClaimed(io::JoinPath(root_, name));
 }
 

@@ -1,6 +1,9 @@
 #include "runtime/manager_session.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <ctime>
 
 #include "collectives/agent_protocol.h"
 #include "common/bytes.h"
@@ -9,19 +12,43 @@
 
 namespace ckpt::runtime {
 
+namespace {
+
+// Who claims a root, as a job that finds it claimed reads it: "host n1, pid 4242, job 77, rank 0 of 8, since
+// 2026-12-02 05:10:00 UTC".
+std::string HolderNote(const Context& ctx) {
+  Result<std::string> job = coll::agent::JobIdFromEnvironment();
+  char since[32] = "";
+  const std::time_t now = std::time(nullptr);
+  std::tm utc{};
+  if (gmtime_r(&now, &utc) != nullptr) std::strftime(since, sizeof since, "%Y-%m-%d %H:%M:%S UTC", &utc);
+  return "host " + ctx.node_name() + ", pid " + std::to_string(getpid()) + ", job " +
+         (job.ok() ? *job : std::string("without an id (CKPT_JOB_ID unset)")) + ", rank " + std::to_string(ctx.rank()) +
+         " of " + std::to_string(ctx.world_size()) + ", since " + since;
+}
+
+// Rank 0 claims the root and clears a crashed run's debris; the other ranks open it to read.
+Result<std::unique_ptr<CheckpointManager>> OpenOnThisRank(Context& ctx, std::string root, RetentionPolicy policy) {
+  if (ctx.rank() != 0) return CheckpointManager::Open(std::move(root), policy);
+  std::string warning;
+  ASSIGN_OR_RETURN(std::unique_ptr<CheckpointManager> manager,
+                   CheckpointManager::Claim(std::move(root), policy, HolderNote(ctx), &warning));
+  if (!warning.empty()) ctx.Log(LogLevel::kWarning, warning);
+  ASSIGN_OR_RETURN(std::vector<std::string> removed, manager->CleanupUncommitted());
+  if (!removed.empty()) {
+    ctx.Log(LogLevel::kInfo,
+            "removed " + std::to_string(removed.size()) + " uncommitted entries under " + manager->root());
+  }
+  return manager;
+}
+
+}  // namespace
+
 Result<std::unique_ptr<ManagerSession>> ManagerSession::Open(Context& ctx, std::string root, RetentionPolicy policy,
                                                              MemoryPolicy memory) {
-  Result<std::unique_ptr<CheckpointManager>> opened = CheckpointManager::Open(std::move(root), policy);
-  Status local = opened.status();
-  if (local.ok() && ctx.rank() == 0) {
-    Result<std::vector<std::string>> removed = opened.value()->CleanupUncommitted();
-    local = removed.status();
-    if (removed.ok() && !removed->empty()) {
-      ctx.Log(LogLevel::kInfo,
-              "removed " + std::to_string(removed->size()) + " uncommitted entries under " + opened.value()->root());
-    }
-  }
-  RETURN_IF_ERROR(Agree(ctx.control(), "manager open", local));
+  Result<std::unique_ptr<CheckpointManager>> opened = OpenOnThisRank(ctx, std::move(root), policy);
+  // Every rank returns rank 0's refusal (a root claimed by another job), none waits for a manager that never opens.
+  RETURN_IF_ERROR(Agree(ctx.control(), "manager open", opened.status()));
   std::shared_ptr<CheckpointManager> manager = std::move(opened).value();
   return std::unique_ptr<ManagerSession>(new ManagerSession(ctx, std::move(manager), memory));
 }
@@ -42,7 +69,11 @@ Result<std::shared_ptr<SaveTicket>> ManagerSession::Save(const State& state, uin
   }
   if (ctx_.rank() == 0) {
     // A step saved to memory reaches storage through the agent, which publishes it there; retention still runs.
-    settings.after_commit = [manager = manager_, step, in_memory, &ctx = ctx_] {
+    // Weak: a request the caller keeps must not keep the manager, and with it the root's claim, alive.
+    settings.after_commit = [weak = std::weak_ptr<CheckpointManager>(manager_), step, in_memory, &ctx = ctx_] {
+      const std::shared_ptr<CheckpointManager> manager = weak.lock();
+      if (manager == nullptr) return;
+      manager->AdoptStep(step);
       const Status published = in_memory ? Status::Ok() : manager->PublishLatest(step);
       if (!published.ok()) ctx.Log(LogLevel::kWarning, "step " + std::to_string(step) + ": " + published.message());
       Result<std::vector<uint64_t>> removed = manager->ApplyRetention();

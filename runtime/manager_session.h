@@ -1,5 +1,6 @@
-// The manager as ranks use it together: a collective open that clears a crashed run's debris, saves whose commit
-// moves the latest pointer and applies retention (on rank 0, in the background), and a collective resume.
+// The manager as ranks use it together: a collective open that claims the root for the job and clears a crashed
+// run's debris, saves whose commit moves the latest pointer and applies retention (on rank 0, in the background),
+// and a collective resume.
 #pragma once
 
 #include <cstdint>
@@ -27,7 +28,9 @@ struct MemoryPolicy {
 
 class ManagerSession {
  public:
-  // Collective: opens `root` on every rank; rank 0 removes uncommitted debris first.
+  // Collective: opens `root` on every rank. Rank 0 claims it for the session's lifetime (CheckpointManager::Claim)
+  // and removes uncommitted debris; a root another job holds fails the open on every rank with kAlreadyExists
+  // naming the holder.
   static Result<std::unique_ptr<ManagerSession>> Open(Context& ctx, std::string root, RetentionPolicy policy,
                                                       MemoryPolicy memory = {});
   // Waits for this manager's saves in flight, so that none finishes against a freed manager.

@@ -1,7 +1,10 @@
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdint>
@@ -31,17 +34,28 @@ class ManagerTest : public ::testing::Test {
     ASSERT_NE(mkdtemp(pattern), nullptr) << std::strerror(errno);
     dir_ = pattern;
     root_ = io::JoinPath(dir_, "run");
-    manager_ = OpenManager(RetentionPolicy{});
+    Reopen(RetentionPolicy{});
   }
   void TearDown() override {
     chmod(root_.c_str(), 0755);
     std::filesystem::remove_all(dir_);
   }
 
+  Result<std::unique_ptr<CheckpointManager>> Claim(RetentionPolicy policy, const std::string& holder) {
+    std::string warning;
+    Result<std::unique_ptr<CheckpointManager>> claimed = CheckpointManager::Claim(root_, policy, holder, &warning);
+    EXPECT_EQ(warning, "");
+    return claimed;
+  }
   std::unique_ptr<CheckpointManager> OpenManager(RetentionPolicy policy) {
-    Result<std::unique_ptr<CheckpointManager>> opened = CheckpointManager::Open(root_, policy);
+    Result<std::unique_ptr<CheckpointManager>> opened = Claim(policy, "the test's manager");
     EXPECT_TRUE(opened.ok()) << opened.status().message();
     return opened.ok() ? std::move(opened).value() : nullptr;
+  }
+  // Releases the root's claim before the new manager takes it.
+  void Reopen(RetentionPolicy policy) {
+    manager_.reset();
+    manager_ = OpenManager(policy);
   }
 
   std::string Path(const std::string& name) const { return io::JoinPath(root_, name); }
@@ -50,6 +64,11 @@ class ManagerTest : public ::testing::Test {
   void Commit(uint64_t step) {
     MakeUncommitted(step);
     WriteFile(io::JoinPath(StepDirectoryName(step), kManifestName), "");
+  }
+  // A step this manager's job saved: committed, then adopted, as the session does after a commit.
+  void SaveStep(uint64_t step) {
+    Commit(step);
+    manager_->AdoptStep(step);
   }
   void MakeUncommitted(uint64_t step) { MakeDirectory(StepDirectoryName(step)); }
   void MakeDirectory(const std::string& name) { ASSERT_TRUE(io::MakeDirectories(Path(name)).ok()) << name; }
@@ -64,7 +83,9 @@ class ManagerTest : public ::testing::Test {
 
   Names RootEntries() const {
     std::set<std::string> names;
-    for (const auto& entry : std::filesystem::directory_iterator(root_)) names.insert(entry.path().filename());
+    for (const auto& entry : std::filesystem::directory_iterator(root_)) {
+      if (entry.path().filename() != kClaimFileName) names.insert(entry.path().filename());
+    }
     return Names(names.begin(), names.end());
   }
   Steps Committed() const {
@@ -121,6 +142,8 @@ TEST_F(ManagerTest, OpenCreatesTheRootAndItsParents) {
   root_ = io::JoinPath(dir_, "a/b/run");
   ASSERT_NE(OpenManager(RetentionPolicy{}), nullptr);
   EXPECT_TRUE(io::IsDirectory(root_));
+  EXPECT_TRUE(CheckpointManager::Open(io::JoinPath(dir_, "c/d/run"), RetentionPolicy{}).ok());
+  EXPECT_TRUE(io::IsDirectory(io::JoinPath(dir_, "c/d/run")));
 }
 
 TEST_F(ManagerTest, OpenRefusesAnEmptyRoot) {
@@ -285,24 +308,24 @@ TEST_F(ManagerTest, ReadersAlwaysSeeACompletePointer) {
 }
 
 TEST_F(ManagerTest, RetentionKeepsTheNewestSteps) {
-  manager_ = OpenManager(RetentionPolicy{2, 0});
-  for (uint64_t step = 1; step <= 5; ++step) Commit(step);
+  Reopen(RetentionPolicy{2, 0});
+  for (uint64_t step = 1; step <= 5; ++step) SaveStep(step);
   Publish(5);
   EXPECT_EQ(Retain(), (Steps{1, 2, 3}));
   EXPECT_EQ(Committed(), (Steps{4, 5}));
 }
 
 TEST_F(ManagerTest, RetentionAlsoKeepsStepsOnTheInterval) {
-  manager_ = OpenManager(RetentionPolicy{2, 10});
-  for (uint64_t step = 5; step <= 35; step += 5) Commit(step);
+  Reopen(RetentionPolicy{2, 10});
+  for (uint64_t step = 5; step <= 35; step += 5) SaveStep(step);
   Publish(35);
   EXPECT_EQ(Retain(), (Steps{5, 15, 25}));
   EXPECT_EQ(Committed(), (Steps{10, 20, 30, 35}));
 }
 
 TEST_F(ManagerTest, RetentionNeverRemovesTheLatestStep) {
-  manager_ = OpenManager(RetentionPolicy{1, 0});
-  for (uint64_t step = 1; step <= 3; ++step) Commit(step);
+  Reopen(RetentionPolicy{1, 0});
+  for (uint64_t step = 1; step <= 3; ++step) SaveStep(step);
   Publish(3);
   Publish(1, /*allow_older=*/true);
   EXPECT_EQ(Retain(), Steps{2});
@@ -310,28 +333,28 @@ TEST_F(ManagerTest, RetentionNeverRemovesTheLatestStep) {
 }
 
 TEST_F(ManagerTest, RetentionKeepsEveryStepWhenKeepLastIsZero) {
-  manager_ = OpenManager(RetentionPolicy{0, 10});
-  for (uint64_t step = 1; step <= 3; ++step) Commit(step);
+  Reopen(RetentionPolicy{0, 10});
+  for (uint64_t step = 1; step <= 3; ++step) SaveStep(step);
   EXPECT_EQ(Retain(), Steps{});
   EXPECT_EQ(Committed(), (Steps{1, 2, 3}));
 }
 
 TEST_F(ManagerTest, RetentionLeavesNoDebrisAndNoUncommittedStepTouched) {
-  manager_ = OpenManager(RetentionPolicy{1, 0});
-  Commit(1);
+  Reopen(RetentionPolicy{1, 0});
+  SaveStep(1);
   WriteFile("step-000000000001/data.bin", "bytes");
-  Commit(2);
+  SaveStep(2);
   MakeDirectory("step-000000000000.tmp-inflight");
   EXPECT_EQ(Retain(), Steps{1});
   EXPECT_EQ(RootEntries(), (Names{"step-000000000000.tmp-inflight", "step-000000000002"}));
 }
 
 TEST_F(ManagerTest, RetentionReplacesDebrisOfAnEarlierRemoval) {
-  manager_ = OpenManager(RetentionPolicy{1, 0});
+  Reopen(RetentionPolicy{1, 0});
   MakeDirectory("step-000000000001.tmp-deleting");
   WriteFile("step-000000000001.tmp-deleting/leftover", "x");
-  Commit(1);
-  Commit(2);
+  SaveStep(1);
+  SaveStep(2);
   EXPECT_EQ(Retain(), Steps{1});
   EXPECT_EQ(RootEntries(), Names{"step-000000000002"});
 }
@@ -362,6 +385,84 @@ TEST_F(ManagerTest, CleanupKeepsCommittedStepsThePointerAndForeignEntries) {
   EXPECT_EQ(*removed, Names{});
   EXPECT_EQ(RootEntries(), before);
   EXPECT_EQ(Latest(), 4u);
+}
+
+TEST_F(ManagerTest, ClaimRefusesASecondManagerNamingTheHolderAndLeavesTheFirstsStepsIntact) {
+  Reopen(RetentionPolicy{1, 0});
+  SaveStep(1);
+  SaveStep(2);
+  Result<std::unique_ptr<CheckpointManager>> second = Claim(RetentionPolicy{1, 0}, "the second job");
+  ASSERT_EQ(second.status().code(), Code::kAlreadyExists);
+  EXPECT_NE(second.status().message().find("the test's manager"), std::string::npos) << second.status().message();
+  EXPECT_NE(second.status().message().find(root_), std::string::npos) << second.status().message();
+  EXPECT_EQ(ReadFile(kClaimFileName), "the test's manager\n");
+  EXPECT_EQ(Committed(), (Steps{1, 2}));
+  EXPECT_EQ(Retain(), Steps{1});  // the holder still applies its policy
+}
+
+TEST_F(ManagerTest, ClaimIsReleasedWithItsManager) {
+  manager_.reset();
+  Result<std::unique_ptr<CheckpointManager>> next = Claim(RetentionPolicy{}, "the next job");
+  ASSERT_TRUE(next.ok()) << next.status().message();
+  EXPECT_EQ(ReadFile(kClaimFileName), "the next job\n");
+}
+
+TEST_F(ManagerTest, ClaimDiesWithItsHolderProcess) {
+  manager_.reset();
+  int ready[2];
+  ASSERT_EQ(pipe(ready), 0) << std::strerror(errno);
+  const pid_t child = fork();
+  if (child == 0) {
+    std::string warning;
+    const Result<std::unique_ptr<CheckpointManager>> held =
+        CheckpointManager::Claim(root_, RetentionPolicy{}, "the child job", &warning);
+    const char byte = held.ok() ? 1 : 0;
+    (void)!write(ready[1], &byte, 1);
+    pause();  // until killed, holding the claim
+    _exit(0);
+  }
+  char byte = 0;
+  ASSERT_EQ(read(ready[0], &byte, 1), 1);
+  ASSERT_EQ(byte, 1);
+  Result<std::unique_ptr<CheckpointManager>> refused = Claim(RetentionPolicy{}, "the parent job");
+  EXPECT_EQ(refused.status().code(), Code::kAlreadyExists);
+  EXPECT_NE(refused.status().message().find("the child job"), std::string::npos) << refused.status().message();
+  kill(child, SIGKILL);
+  ASSERT_EQ(waitpid(child, nullptr, 0), child);
+  close(ready[0]);
+  close(ready[1]);
+  Result<std::unique_ptr<CheckpointManager>> claimed = Claim(RetentionPolicy{}, "the parent job");
+  EXPECT_TRUE(claimed.ok()) << claimed.status().message();
+}
+
+TEST_F(ManagerTest, RetentionRemovesOnlyStepsItCanProveAreItsJobs) {
+  Commit(5);  // committed before the claim: an earlier holder's
+  Reopen(RetentionPolicy{1, 0});
+  SaveStep(6);
+  Commit(1);  // steps that appear from elsewhere, older and newer than the job's own
+  Commit(100);
+  EXPECT_EQ(Retain(), Steps{5});
+  EXPECT_EQ(Committed(), (Steps{1, 6, 100}));
+}
+
+TEST_F(ManagerTest, RetentionFromTwoCommitsAtOnceRemovesEachStepOnce) {
+  Reopen(RetentionPolicy{1, 0});
+  for (uint64_t newest = 4; newest <= 200; newest += 4) {
+    for (uint64_t step = newest - 3; step <= newest; ++step) SaveStep(step);
+    Steps doomed = Committed();
+    doomed.pop_back();
+    Result<Steps> first = Steps{}, second = Steps{};
+    std::thread other([&] { second = manager_->ApplyRetention(); });
+    first = manager_->ApplyRetention();
+    other.join();
+    ASSERT_TRUE(first.ok()) << first.status().message();
+    ASSERT_TRUE(second.ok()) << second.status().message();
+    Steps removed = *first;
+    removed.insert(removed.end(), second->begin(), second->end());
+    std::sort(removed.begin(), removed.end());
+    ASSERT_EQ(removed, doomed);
+    ASSERT_EQ(RootEntries(), Names{StepDirectoryName(newest)});
+  }
 }
 
 }  // namespace

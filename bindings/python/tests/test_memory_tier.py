@@ -115,19 +115,20 @@ def test_a_manager_resumes_from_memory_the_step_storage_never_saw(tmp_path, job_
     trainer = ckpt.Context(rank=0, world_size=1, arena_bytes=64 << 20)
     resumed = ckpt.Context(rank=0, world_size=1, arena_bytes=64 << 20)
     try:
-        # The trainer stays attached while the fresh context resumes: a job that ended cleanly lets its agent go.
+        # The trainer's context stays attached while the fresh one resumes: a job that ended cleanly lets its agent
+        # go. Its manager closes first, releasing the root to the fresh one.
         with ckpt.CheckpointManager(root, memory_tier=True, storage_every=2, context=trainer) as manager:
             for step in (1, 2, 3):
                 manager.save(step, tree_at(step))
                 manager.wait()
             wait_for_file(os.path.join(manager.step_path(2), "MANIFEST"))  # written by the agent
-            with ckpt.CheckpointManager(root, memory_tier=True, storage_every=2, context=resumed) as fresh:
-                assert fresh.resume_step() == 3, "the step held in memory alone is the one to resume from"
-                untargeted = fresh.restore()  # the saved pytree says every array's shape and dtype
-                restored = fresh.restore(target=tree_at(0))
-                assert not os.path.exists(fresh.step_path(3)), "step 3 reached storage"
-                assert not os.path.exists(fresh.step_path(1)), "step 1 reached storage"
-                assert fresh.latest_step() == 2
+        with ckpt.CheckpointManager(root, memory_tier=True, storage_every=2, context=resumed) as fresh:
+            assert fresh.resume_step() == 3, "the step held in memory alone is the one to resume from"
+            untargeted = fresh.restore()  # the saved pytree says every array's shape and dtype
+            restored = fresh.restore(target=tree_at(0))
+            assert not os.path.exists(fresh.step_path(3)), "step 3 reached storage"
+            assert not os.path.exists(fresh.step_path(1)), "step 1 reached storage"
+            assert fresh.latest_step() == 2
         for tree in (restored, untargeted):
             assert tree["step"] == 3
             np.testing.assert_array_equal(tree["w"], tree_at(3)["w"])

@@ -12,7 +12,7 @@ import numpy as np
 
 from . import _native, context as context_module, dtypes, errors, progress as progress_module, tree as tree_module
 from ._native import call, call_status, lib
-from ._state import State, empty
+from ._state import State, empty, encode_key
 from .tree import Shard
 
 _COMMON_KINDS = {bool: "bool", int: "int", float: "float", str: "str", bytes: "bytes"}
@@ -190,8 +190,8 @@ class _SaveOptions:
         for key, value in metadata.items():
             if not isinstance(key, str) or not isinstance(value, str):
                 raise TypeError(f"metadata must map str to str; got {type(key).__name__} -> {type(value).__name__}")
-            keys.append(key.encode())
-            values.append(value.encode())
+            keys.append(encode_key(key, "metadata key"))
+            values.append(encode_key(value, f"metadata {key!r}: value"))
         self._keys = (ctypes.c_char_p * len(keys))(*keys)
         self._values = (ctypes.c_char_p * len(values))(*values)
         self.struct.metadata_count = len(keys)
@@ -417,10 +417,16 @@ def register_target(state, target, flags=0):
 
 
 def _restore_common(state, key, saved, target_kind):
+    """The common entry `key` as the target leaf's type, which must be the saved value's where the checkpoint's
+    pytree records it: a restore never hands back another type than the target asked for."""
+    saved_kind = saved.get(key, {}).get("kind", target_kind)
+    if saved_kind != target_kind:
+        raise errors.MismatchError(f"'{key}': the restore target's leaf is of type {target_kind}, but the checkpoint "
+                                   f"saved a value of type {saved_kind} there; restore it into a {saved_kind} leaf")
     raw = state.common(key)
     if raw is None:
         raise errors.NotFoundError(f"the checkpoint has no entry '{key}'")
-    return _decode_common(saved.get(key, {}).get("kind", target_kind), raw, key)
+    return _decode_common(target_kind, raw, key)
 
 
 def finish_restore(state, structure, finishers):
@@ -440,7 +446,8 @@ def restore(path, target=None, *, context=None, partial=False, allow_dtype_cast=
     Every key of the target must be in the checkpoint (MismatchError otherwise); so must every tensor of the
     checkpoint be in some rank's target, unless `partial`. A leaf's dtype must be the saved one (MismatchError),
     unless `allow_dtype_cast` and both are floating (float16, bfloat16, float32, float64): the saved values are then
-    converted, rounded to nearest even, as numpy's astype does (float32 master weights into a bfloat16 target).
+    converted, rounded to nearest even, as numpy's astype does (float32 master weights into a bfloat16 target). A
+    bool, int, float, str or bytes leaf must have the saved value's type (MismatchError naming both): never converted.
 
     `progress`, if given, is called as progress(phase, done, total) with the bytes of this rank's arrays filled:
     "planning", "reading", then "loaded" or "failed", from the context's thread, at most every 100 ms in between.

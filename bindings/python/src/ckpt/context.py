@@ -157,9 +157,15 @@ class Context:
 
     def run(self, fn):
         """Runs fn() on the context's thread after everything submitted before, and returns its result."""
-        if threading.current_thread() is self._executor_thread:
+        if threading.current_thread() is self._executor_thread or self._thread_stopped_at_exit():
             return fn()
         return self.submit(fn).result()
+
+    def _thread_stopped_at_exit(self):
+        """Whether the interpreter, exiting, has already stopped the context's thread: concurrent.futures ends its
+        workers (after their queued work) before atexit handlers run, and _close_all then closes what was left
+        open. No other thread is left to use the handle then, so the calling thread may."""
+        return self._executor_thread is not None and not self._executor_thread.is_alive()
 
     def stats(self):
         """This rank's counters since the context was created (a dict of the ckpt_context_stats fields)."""

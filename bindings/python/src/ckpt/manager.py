@@ -2,6 +2,7 @@
 
 import ctypes
 import os
+import weakref
 
 from . import _native, checkpoint, context as context_module, errors
 from ._native import call, lib
@@ -9,8 +10,11 @@ from ._state import State
 
 
 class CheckpointManager:
-    """Steps of one run under `root` (root/step-000000001200, ...). Opening is collective: rank 0 removes what
-    crashed runs left behind. After each save commits, rank 0 moves the `latest` pointer and removes the steps the
+    """Steps of one run under `root` (root/step-000000001200, ...). Opening is collective: rank 0 claims the root
+    for this job until close() (or the process's end) and removes what crashed runs left behind; a root another job
+    holds is refused on every rank with AlreadyExistsError naming the holder (host, pid, job id). Reading a root
+    needs no manager: ckpt.restore(manager's step path) and `ckpt ls ROOT` work while a job holds it. After each
+    save commits, rank 0 moves the `latest` pointer and removes the steps the
     policy no longer keeps: the newest `keep_last` (None: all), plus every step divisible by `keep_every`. save()
     saves only the steps divisible by `save_interval_steps`.
 
@@ -44,6 +48,9 @@ class CheckpointManager:
         self._context.run(lambda: call("ckpt_manager_open", self._context.handle, os.fsencode(self.directory),
                                        ctypes.byref(opts), ctypes.byref(handle)))
         self._handle = handle
+        # A manager dropped without close() still releases its root; at exit, _close_all closes the live ones.
+        self._collected = weakref.finalize(self, _free_collected, self._context, handle)
+        self._collected.atexit = False
         self._requests = []
         self.last_request = None  # the Request of the latest save()
         self._context.adopt(self)
@@ -169,6 +176,7 @@ class CheckpointManager:
             self.wait()
         finally:
             handle, self._handle = self._handle, None
+            self._collected.detach()
             self._context.run(lambda: lib.ckpt_manager_free(handle))
 
     def __enter__(self):
@@ -185,3 +193,12 @@ class CheckpointManager:
 
     def __repr__(self):
         return f"ckpt.CheckpointManager({self.directory!r})"
+
+
+def _free_collected(context, handle):
+    """Frees the handle of a manager collected without close(), on its context's thread (after the calls queued
+    there), which releases the manager's claim on its root."""
+    try:
+        context.submit(lambda: lib.ckpt_manager_free(handle))
+    except ValueError:  # the context is closed, and the library freed everything it held
+        pass
