@@ -319,7 +319,7 @@ CKPT_API const char* ckpt_dtype_name(int32_t dtype);
 
 typedef struct ckpt_tensor_shard {
   uint32_t struct_size;
-  const char* key;               /* the global tensor's name */
+  const char* key;               /* the global tensor's name: valid UTF-8, as every key */
   int32_t dtype;                 /* CKPT_DTYPE_* */
   uint32_t ndim;                 /* 0 (a scalar) to CKPT_MAX_NDIM */
   const uint64_t* global_shape;  /* ndim extents of the whole tensor */
@@ -349,11 +349,11 @@ CKPT_API void ckpt_state_free(ckpt_state_t* state);
 
 /* Registers one shard. The shape, offset and flag arrays are copied; `data` is not: it must stay valid until the
  * save returns (staged) or the load completes. Checks everything it can locally and returns
- * CKPT_E_INVALID_ARGUMENT naming the key (bad dtype or ndim, box out of bounds, wrong data_size, flattened range
- * outside the box, a key registered twice with the same box, CUDA memory_kind with host data or a device that does
- * not exist) or CKPT_E_UNSUPPORTED (CUDA memory where the CUDA runtime or a device is missing). Shards in CUDA
- * memory are copied device-to-host into the staging arena on a side stream when saved, and host-to-device when
- * loaded; ckpt never changes the calling thread's current device. */
+ * CKPT_E_INVALID_ARGUMENT naming the key (a key that is empty or not valid UTF-8, bad dtype or ndim, box out of
+ * bounds, wrong data_size, flattened range outside the box, a key registered twice with the same box, CUDA
+ * memory_kind with host data or a device that does not exist) or CKPT_E_UNSUPPORTED (CUDA memory where the CUDA
+ * runtime or a device is missing). Shards in CUDA memory are copied device-to-host into the staging arena on a
+ * side stream when saved, and host-to-device when loaded; ckpt never changes the calling thread's current device. */
 CKPT_API int32_t ckpt_state_add_tensor(ckpt_state_t* state, const ckpt_tensor_shard* shard, ckpt_error_t* err);
 
 /* Registers opaque bytes sharded over an object grid (not reshardable: a load asks for the same grid). For a save,
@@ -428,7 +428,8 @@ typedef void (*ckpt_progress_fn)(void* user, int32_t phase, uint64_t done, uint6
 
 typedef struct ckpt_save_options {
   uint32_t struct_size;
-  /* User metadata stored in the manifest (readable with ckpt_reader_metadata); taken from rank 0. */
+  /* User metadata stored in the manifest (readable with ckpt_reader_metadata); taken from rank 0. Keys and values
+   * are valid UTF-8 (CKPT_E_INVALID_ARGUMENT otherwise). */
   uint32_t metadata_count;
   const char* const* metadata_keys;
   const char* const* metadata_values;
@@ -568,10 +569,13 @@ typedef struct ckpt_manager_options {
 CKPT_API int32_t ckpt_manager_options_init(ckpt_manager_options* opts, uint32_t struct_size);
 
 /* Collective. Opens (creating) the root directory `root`, whose steps live in `root`/step-<12-digit step>. Rank 0
- * removes what crashed runs left behind (uncommitted step directories). */
+ * claims the root for this job until ckpt_manager_free (or its process's death: a lock in `root`/manager.lock) and
+ * removes what crashed runs left behind (uncommitted step directories). CKPT_E_ALREADY_EXISTS on every rank if
+ * another job holds the root (the message names its host, pid and job id): give each job its own root. Reading a
+ * root needs no manager (ckpt_load or ckpt_reader_open on a step's directory). */
 CKPT_API int32_t ckpt_manager_open(ckpt_context_t* ctx, const char* root, const ckpt_manager_options* opts,
                                    ckpt_manager_t** out, ckpt_error_t* err);
-/* Waits for the manager's saves in flight, then frees it. */
+/* Waits for the manager's saves in flight, then frees it, releasing its claim on the root. */
 CKPT_API void ckpt_manager_free(ckpt_manager_t* manager);
 /* Collective. Saves `state` as step `step`, as ckpt_save does. Once that save commits, rank 0 replaces the
  * `latest` pointer atomically and removes the steps the retention policy no longer keeps; a failed save leaves

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "ckpt.h"
+#include "common/key_text.h"
 #include "runtime/capi_internal.h"
 #include "runtime/context.h"
 #include "runtime/dtype.h"
@@ -48,20 +49,21 @@ constexpr uint32_t kKnownShardFlags =
 Status ConvertShard(const ckpt_tensor_shard& c, rt::TensorShard* out) {
   if (c.key == nullptr) return NullArgument("shard key");
   const std::string key = c.key;
+  const std::string name = "tensor " + ckpt::QuotedEscaped(key);  // escaped: the key is checked later (State)
   if (c.ndim > CKPT_MAX_NDIM) {
-    return ckpt::InvalidArgument("tensor '" + key + "': ndim " + std::to_string(c.ndim) + " exceeds 8");
+    return ckpt::InvalidArgument(name + ": ndim " + std::to_string(c.ndim) + " exceeds 8");
   }
   if (c.ndim > 0 && (c.global_shape == nullptr || c.local_shape == nullptr || c.global_offset == nullptr)) {
-    return ckpt::InvalidArgument("tensor '" + key + "': global_shape, local_shape and global_offset are required");
+    return ckpt::InvalidArgument(name + ": global_shape, local_shape and global_offset are required");
   }
   if (c.replica_ndim > kMaxReplicaNdim || (c.replica_ndim > 0 && c.replica_id == nullptr)) {
-    return ckpt::InvalidArgument("tensor '" + key + "': replica_id must hold replica_ndim (at most 16) values");
+    return ckpt::InvalidArgument(name + ": replica_id must hold replica_ndim (at most 16) values");
   }
   if ((c.flags & ~kKnownShardFlags) != 0) {
-    return ckpt::InvalidArgument("tensor '" + key + "': unknown flags " + std::to_string(c.flags));
+    return ckpt::InvalidArgument(name + ": unknown flags " + std::to_string(c.flags));
   }
   if (c.memory_kind != CKPT_MEMORY_HOST && c.memory_kind != CKPT_MEMORY_CUDA) {
-    return ckpt::InvalidArgument("tensor '" + key + "': unknown memory_kind " + std::to_string(c.memory_kind));
+    return ckpt::InvalidArgument(name + ": unknown memory_kind " + std::to_string(c.memory_kind));
   }
   out->key = key;
   out->dtype = c.dtype;
@@ -89,9 +91,10 @@ Status ToStrictness(int32_t value, const char* name, rt::Strictness* out) {
 
 Status CheckGrid(const char* key, uint32_t grid_ndim, const uint64_t* grid_shape, const uint64_t* grid_index) {
   if (key == nullptr) return NullArgument("object key");
-  if (grid_ndim > CKPT_MAX_NDIM) return ckpt::InvalidArgument(std::string("object '") + key + "': grid_ndim exceeds 8");
+  const std::string name = "object " + ckpt::QuotedEscaped(key);  // escaped: the key is checked later (State)
+  if (grid_ndim > CKPT_MAX_NDIM) return ckpt::InvalidArgument(name + ": grid_ndim exceeds 8");
   if (grid_ndim > 0 && (grid_shape == nullptr || grid_index == nullptr)) {
-    return ckpt::InvalidArgument(std::string("object '") + key + "': grid_shape and grid_index are required");
+    return ckpt::InvalidArgument(name + ": grid_shape and grid_index are required");
   }
   return Status::Ok();
 }
@@ -119,6 +122,9 @@ Status ToSaveSettings(const ckpt_save_options* user_opts, rt::SaveSettings* sett
     if (opts.metadata_keys[i] == nullptr || opts.metadata_values[i] == nullptr) {
       return ckpt::InvalidArgument("metadata entry " + std::to_string(i) + " has a NULL key or value");
     }
+    RETURN_IF_ERROR(ckpt::CheckKeyText(opts.metadata_keys[i], "metadata key", ckpt::Code::kInvalidArgument));
+    RETURN_IF_ERROR(ckpt::CheckKeyText(opts.metadata_values[i], "value", ckpt::Code::kInvalidArgument)
+                        .WithContext("metadata " + ckpt::QuotedEscaped(opts.metadata_keys[i])));
     settings->metadata.emplace_back(opts.metadata_keys[i], opts.metadata_values[i]);
   }
   settings->progress = ToProgressSink(opts.progress, opts.progress_user);

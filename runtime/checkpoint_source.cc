@@ -4,6 +4,7 @@
 #include <map>
 #include <set>
 
+#include "common/key_text.h"
 #include "io/file_io.h"
 #include "runtime/safetensors.h"
 
@@ -24,13 +25,17 @@ Status AddSafetensorsFile(const std::string& dir, const std::string& name, Manif
   uint64_t data_end = 0;
   for (const SafetensorsTensor& t : header.tensors) data_end = std::max(data_end, t.end);
   manifest.files.push_back(DataFileRecord{name, header.data_start + data_end});
-  for (const SafetensorsTensor& t : header.tensors) {
+  // Room for exactly this file's records, or twice what is there (many files): left to double by itself, the vector
+  // would hold up to twice the records of a large header, and both copies while it grows.
+  const size_t needed = manifest.tensors.size() + header.tensors.size();
+  if (needed > manifest.tensors.capacity()) manifest.tensors.reserve(std::max(needed, 2 * manifest.tensors.size()));
+  for (SafetensorsTensor& t : header.tensors) {
     TensorRecord record;
-    record.key = t.key;
+    record.key = std::move(t.key);
     record.dtype = t.dtype;
-    record.shape = t.shape;
     ChunkRecord chunk;
     chunk.box = WholeBox(t.shape);
+    record.shape = std::move(t.shape);
     chunk.bytes.file_index = file_index;
     chunk.bytes.file_offset = header.data_start + t.begin;
     chunk.bytes.byte_length = t.end - t.begin;
@@ -57,7 +62,7 @@ Result<CheckpointSource> FromSafetensors(const std::string& dir, const std::vect
             [](const TensorRecord& a, const TensorRecord& b) { return a.key < b.key; });
   for (size_t i = 1; i < manifest.tensors.size(); ++i) {
     if (manifest.tensors[i].key == manifest.tensors[i - 1].key) {
-      return Corrupt(dir + ": tensor '" + manifest.tensors[i].key + "' is in both " +
+      return Corrupt(dir + ": tensor " + QuotedEscaped(manifest.tensors[i].key) + " is in both " +
                      manifest.files[manifest.tensors[i - 1].chunks[0].bytes.file_index].name + " and " +
                      manifest.files[manifest.tensors[i].chunks[0].bytes.file_index].name);
     }
@@ -69,16 +74,17 @@ Result<CheckpointSource> FromSafetensors(const std::string& dir, const std::vect
       const std::string& file = manifest.files[t.chunks[0].bytes.file_index].name;
       auto it = listed.find(t.key);
       if (it == listed.end()) {
-        return Corrupt(dir + ": " + file + " holds tensor '" + t.key + "', which " + kHfIndexName + " does not list");
+        return Corrupt(dir + ": " + file + " holds tensor " + QuotedEscaped(t.key) + ", which " + kHfIndexName +
+                       " does not list");
       }
       if (it->second != file) {
-        return Corrupt(dir + ": " + kHfIndexName + " puts tensor '" + t.key + "' in " + it->second + ", but it is in " +
-                       file);
+        return Corrupt(dir + ": " + kHfIndexName + " puts tensor " + QuotedEscaped(t.key) + " in " + it->second +
+                       ", but it is in " + file);
       }
       listed.erase(it);
     }
     if (!listed.empty()) {
-      return Corrupt(dir + ": " + kHfIndexName + " lists tensor '" + listed.begin()->first + "' in " +
+      return Corrupt(dir + ": " + kHfIndexName + " lists tensor " + QuotedEscaped(listed.begin()->first) + " in " +
                      listed.begin()->second + ", which does not hold it");
     }
   }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <set>
 
+#include "common/key_text.h"
 #include "io/confined_open.h"
 #include "runtime/dtype.h"
 
@@ -16,14 +17,15 @@ constexpr size_t kMaxFileNameBytes = 4096;
 Status ValidateFileName(const std::string& name) {
   if (name.empty()) return Corrupt("empty file name");
   if (name.size() > kMaxFileNameBytes) return Corrupt("file name of " + std::to_string(name.size()) + " bytes");
-  if (name.find('\0') != std::string::npos) return Corrupt("file name " + Quoted(name) + " contains a NUL byte");
-  if (name.front() == '/') return Corrupt("file name " + Quoted(name) + " is absolute");
+  if (name.find('\0') != std::string::npos) return Corrupt("file name " + QuotedEscaped(name) + " contains a NUL byte");
+  if (name.front() == '/') return Corrupt("file name " + QuotedEscaped(name) + " is absolute");
   const std::vector<std::string> components = io::PathComponents(name);
   if (const std::string* c = io::FirstNonPlainComponent(components)) {
-    return Corrupt("file name " + Quoted(name) + " has a component " + Quoted(*c) + " (only plain names are allowed)");
+    return Corrupt("file name " + QuotedEscaped(name) + " has a component " + QuotedEscaped(*c) +
+                   " (only plain names are allowed)");
   }
   if (components.size() < 2 || components.front() != kDataDirName) {
-    return Corrupt("file name " + Quoted(name) + " is not under " + kDataDirName + "/");
+    return Corrupt("file name " + QuotedEscaped(name) + " is not under " + kDataDirName + "/");
   }
   return Status::Ok();
 }
@@ -32,7 +34,9 @@ Status ValidateFiles(const std::vector<DataFileRecord>& files) {
   std::set<std::string> seen;
   for (size_t i = 0; i < files.size(); ++i) {
     RETURN_IF_ERROR(ValidateFileName(files[i].name).WithContext("data file " + std::to_string(i)));
-    if (!seen.insert(files[i].name).second) return Corrupt("data file " + Quoted(files[i].name) + " is listed twice");
+    if (!seen.insert(files[i].name).second) {
+      return Corrupt("data file " + QuotedEscaped(files[i].name) + " is listed twice");
+    }
   }
   return Status::Ok();
 }
@@ -50,7 +54,7 @@ Status ValidateStoredBytes(const StoredBytes& s, const std::vector<DataFileRecor
   const DataFileRecord& file = files[s.file_index];
   if (s.byte_length > file.size || s.file_offset > file.size - s.byte_length) {
     return Corrupt("byte range [" + std::to_string(s.file_offset) + ", +" + std::to_string(s.byte_length) +
-                   ") is past the end of " + Quoted(file.name) + " (" + std::to_string(file.size) + " bytes)");
+                   ") is past the end of " + QuotedEscaped(file.name) + " (" + std::to_string(file.size) + " bytes)");
   }
   if (s.block_size == 0) return Corrupt("block size is 0");
   const uint64_t expected = SafeBlockCount(s.byte_length, s.block_size);
@@ -185,16 +189,16 @@ Status ValidateCommon(const CommonRecord& c, const std::vector<DataFileRecord>& 
   return c.is_inline ? Status::Ok() : ValidateStoredBytes(c.stored, files);
 }
 
-// Keys name records in every later error message and are looked up by binary search, so they must be sorted.
+// Keys name records in every later error message and are looked up by binary search, so they must be text
+// (common/key_text.h), sorted and unique.
 template <typename Record>
 Status ValidateKeys(const std::vector<Record>& records, const char* kind) {
   for (size_t i = 0; i < records.size(); ++i) {
     const std::string& key = records[i].key;
-    if (key.find('\0') != std::string::npos)
-      return Corrupt(std::string(kind) + " key " + Quoted(key) + " contains a NUL");
+    RETURN_IF_ERROR(CheckKeyText(key, std::string(kind) + " key", Code::kCorrupt));
     if (i > 0 && !(records[i - 1].key < key)) {
-      return Corrupt(std::string(kind) + " keys are not sorted and unique: " + Quoted(records[i - 1].key) +
-                     " comes before " + Quoted(key));
+      return Corrupt(std::string(kind) + " keys are not sorted and unique: " + QuotedEscaped(records[i - 1].key) +
+                     " comes before " + QuotedEscaped(key));
     }
   }
   return Status::Ok();
@@ -203,7 +207,18 @@ Status ValidateKeys(const std::vector<Record>& records, const char* kind) {
 template <typename Record, typename Validate>
 Status ValidateRecords(const std::vector<Record>& records, const char* kind, Validate&& validate) {
   RETURN_IF_ERROR(ValidateKeys(records, kind));
-  for (const Record& r : records) RETURN_IF_ERROR(validate(r).WithContext(std::string(kind) + " " + Quoted(r.key)));
+  for (const Record& r : records) {
+    RETURN_IF_ERROR(validate(r).WithContext(std::string(kind) + " " + QuotedEscaped(r.key)));
+  }
+  return Status::Ok();
+}
+
+// The user metadata is text too: the C API hands its keys and values out as C strings.
+Status ValidateMetadata(const std::vector<std::pair<std::string, std::string>>& metadata) {
+  for (const auto& [key, value] : metadata) {
+    RETURN_IF_ERROR(CheckKeyText(key, "metadata key", Code::kCorrupt));
+    RETURN_IF_ERROR(CheckKeyText(value, "value", Code::kCorrupt).WithContext("metadata " + QuotedEscaped(key)));
+  }
   return Status::Ok();
 }
 
@@ -222,6 +237,7 @@ Status ValidateTensorChunks(const TensorRecord& t, const std::vector<DataFileRec
 Status ValidateManifestWithoutChunks(const Manifest& m) {
   if (m.world_size == 0) return Corrupt("world size is 0");
   RETURN_IF_ERROR(ValidateFiles(m.files));
+  RETURN_IF_ERROR(ValidateMetadata(m.metadata));
   auto& files = m.files;
   RETURN_IF_ERROR(ValidateRecords(m.tensors, "tensor", ValidateTensorHeader));
   RETURN_IF_ERROR(
@@ -232,7 +248,7 @@ Status ValidateManifestWithoutChunks(const Manifest& m) {
 Status ValidateManifest(const Manifest& m) {
   RETURN_IF_ERROR(ValidateManifestWithoutChunks(m));
   for (const TensorRecord& t : m.tensors) {
-    RETURN_IF_ERROR(ValidateTensorChunks(t, m.files).WithContext("tensor " + Quoted(t.key)));
+    RETURN_IF_ERROR(ValidateTensorChunks(t, m.files).WithContext("tensor " + QuotedEscaped(t.key)));
   }
   return Status::Ok();
 }

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "ckpt.h"
+#include "common/key_text.h"
 #include "io/file_io.h"
 #include "runtime/dtype.h"
 
@@ -97,7 +98,7 @@ struct Frame {
   std::string key;             // objects: the member being read
   uint64_t elements = 0;       // values read so far (an array's next index)
   std::set<std::string> keys;  // objects: the members read so far, to refuse a duplicate that nlohmann would let
-                               // replace the first silently
+                               // replace the first silently (unless the schema checks them: ChecksOwnDuplicates)
 };
 
 // Reads one JSON object through nlohmann's SAX parser, which calls back per token and builds nothing: a subclass
@@ -141,7 +142,7 @@ class SchemaSax : public nlohmann::json_sax<Json> {
 
   bool key(string_t& key) override {
     Frame& object = frames_.back();
-    if (!object.keys.insert(key).second) {
+    if (!ChecksOwnDuplicates(object.role) && !object.keys.insert(key).second) {
       const Frame* outer = frames_.size() > 1 ? &frames_[frames_.size() - 2] : nullptr;
       return Fail(Corrupt("duplicate key " + JsonQuoted(key) +
                           (outer && outer->object ? " in " + JsonQuoted(outer->key) : "")));
@@ -164,6 +165,10 @@ class SchemaSax : public nlohmann::json_sax<Json> {
   virtual Status Take(const Frame& parent, Scalar value) = 0;
   // Checks what only a whole object or array shows (a missing member, a count).
   virtual Status Close(const Frame& frame) = 0;
+  // Whether the schema keeps every member of an object of `role` and refuses a duplicate itself once the parse is
+  // done, by sorting them: the object that lists the tensors, whose set of names would cost more memory than the
+  // tensors (100 bytes and more a name, a million names in a large header).
+  virtual bool ChecksOwnDuplicates(int /*role*/) const { return false; }
 
  private:
   bool OnOpen(bool object) {
@@ -230,7 +235,12 @@ class HeaderSax final : public SchemaSax {
 
   Result<int> Open(const Frame& parent, bool object) override {
     if (parent.role == kTop && object) {
-      if (parent.key == kMetadataKey) return kMetadata;
+      if (parent.key == kMetadataKey) {
+        if (has_metadata_) return Corrupt("duplicate key " + JsonQuoted(kMetadataKey));
+        has_metadata_ = true;
+        return kMetadata;
+      }
+      RETURN_IF_ERROR(CheckKeyText(parent.key, "tensor name", Code::kCorrupt));
       tensors.emplace_back();
       tensors.back().key = parent.key;
       fields_ = 0;
@@ -260,6 +270,9 @@ class HeaderSax final : public SchemaSax {
       if (parent.elements < 2) (parent.elements == 0 ? tensors.back().begin : tensors.back().end) = value.number;
       return Status::Ok();  // a third offset is refused when the array closes
     } else if (parent.role == kMetadata && is_string) {
+      RETURN_IF_ERROR(CheckKeyText(parent.key, "__metadata__ key", Code::kCorrupt));
+      RETURN_IF_ERROR(
+          CheckKeyText(value.text, "value", Code::kCorrupt).WithContext("__metadata__ " + QuotedEscaped(parent.key)));
       metadata.emplace_back(parent.key, std::move(value.text));
       return Status::Ok();
     }
@@ -315,7 +328,12 @@ class HeaderSax final : public SchemaSax {
 
   std::string TensorName() const { return "tensor " + JsonQuoted(tensors.back().key); }
 
+  // A tensor named twice is refused once they are sorted (RepeatedName); a value that is neither a tensor nor the
+  // metadata is refused as it is read.
+  bool ChecksOwnDuplicates(int role) const override { return role == kTop; }
+
   uint32_t fields_ = 0;  // the entry's members seen so far, bit i for kEntryFields[i]
+  bool has_metadata_ = false;
 };
 
 std::string OffsetsText(const SafetensorsTensor& t) {
@@ -389,6 +407,34 @@ Result<uint64_t> HeaderLength(std::string_view prefix, uint64_t file_size, const
   return length;
 }
 
+// Why `tensors` and `metadata` cannot make a header that ParseSafetensorsHeader accepts: a name or value that is
+// not text (common/key_text.h), a tensor named twice or "__metadata__", a dtype that safetensors does not name, a
+// metadata key given twice (nlohmann would keep one silently).
+Status CheckEncodable(const std::vector<SafetensorsTensor>& tensors,
+                      const std::vector<std::pair<std::string, std::string>>& metadata) {
+  std::set<std::string_view> keys;
+  for (const auto& [key, value] : metadata) {
+    RETURN_IF_ERROR(CheckKeyText(key, "__metadata__ key", Code::kInvalidArgument));
+    RETURN_IF_ERROR(
+        CheckKeyText(value, "value", Code::kInvalidArgument).WithContext("__metadata__ " + QuotedEscaped(key)));
+    if (!keys.insert(key).second) return InvalidArgument("__metadata__ key " + QuotedEscaped(key) + " given twice");
+  }
+  std::vector<std::string_view> names;  // sorted to find one given twice: a set would cost 4 times the memory
+  for (const SafetensorsTensor& t : tensors) {
+    const std::string name = "tensor " + QuotedEscaped(t.key);
+    RETURN_IF_ERROR(CheckKeyText(t.key, "tensor name", Code::kInvalidArgument));
+    if (t.key == kMetadataKey) return Unsupported(name + ": safetensors reserves the name for the file's metadata");
+    if (SafetensorsDTypeName(t.dtype).empty()) {
+      return Unsupported(name + " is " + DTypeName(t.dtype) + ", which safetensors has no name for");
+    }
+    names.push_back(t.key);
+  }
+  std::sort(names.begin(), names.end());
+  const auto twice = std::adjacent_find(names.begin(), names.end());
+  if (twice != names.end()) return InvalidArgument("tensor " + QuotedEscaped(*twice) + " given twice");
+  return Status::Ok();
+}
+
 // ---- The Hugging Face index ------------------------------------------------------------------------------------
 
 // model.safetensors.index.json: weight_map, and total_size in metadata. Other members, at the top or in metadata
@@ -413,6 +459,7 @@ class IndexSax final : public SchemaSax {
 
   Status Take(const Frame& parent, Scalar value) override {
     if (parent.role == kWeightMap && value.kind == Scalar::kString) {
+      RETURN_IF_ERROR(CheckKeyText(parent.key, "weight_map tensor name", Code::kCorrupt));
       RETURN_IF_ERROR(CheckShardName(parent.key, value.text));
       index.weight_map.emplace_back(parent.key, std::move(value.text));
       return Status::Ok();
@@ -425,6 +472,8 @@ class IndexSax final : public SchemaSax {
   }
 
   Status Close(const Frame&) override { return Status::Ok(); }
+  // A tensor listed twice is refused once they are sorted (RepeatedName).
+  bool ChecksOwnDuplicates(int role) const override { return role == kWeightMap; }
 
   // Whether the member being read in `parent` is one this schema reads (and so must have the right type).
   static bool Read(const Frame& parent) {
@@ -458,6 +507,15 @@ bool ByKey(const std::pair<std::string, std::string>& a, const std::pair<std::st
 
 bool EndsWith(std::string_view text, std::string_view suffix) {
   return text.size() >= suffix.size() && text.substr(text.size() - suffix.size()) == suffix;
+}
+
+// The first name that `sorted` (sorted by name(element)) holds twice; null if none.
+template <typename Element, typename Name>
+const std::string* RepeatedName(const std::vector<Element>& sorted, Name&& name) {
+  for (size_t i = 1; i < sorted.size(); ++i) {
+    if (name(sorted[i]) == name(sorted[i - 1])) return &name(sorted[i]);
+  }
+  return nullptr;
 }
 
 }  // namespace
@@ -498,6 +556,10 @@ Result<SafetensorsHeader> ParseSafetensorsHeader(std::string_view prefix, uint64
   std::sort(header.tensors.begin(), header.tensors.end(),
             [](const SafetensorsTensor& a, const SafetensorsTensor& b) { return a.key < b.key; });
   std::sort(header.metadata.begin(), header.metadata.end(), ByKey);
+  const auto tensor_name = [](const SafetensorsTensor& t) -> const std::string& { return t.key; };
+  if (const std::string* twice = RepeatedName(header.tensors, tensor_name)) {
+    return Corrupt(origin + ": duplicate key " + JsonQuoted(*twice));
+  }
   const uint64_t data_length = file_size - header.data_start;
   for (const SafetensorsTensor& t : header.tensors) RETURN_IF_ERROR(CheckTensor(t, data_length).WithContext(origin));
   RETURN_IF_ERROR(CheckTiling(header.tensors, data_length).WithContext(origin));
@@ -512,12 +574,18 @@ Result<SafetensorsHeader> ReadSafetensorsHeader(const std::string& dir, const st
   ASSIGN_OR_RETURN(const uint64_t length, HeaderLength(prefix, file_size, file.path()));
   prefix.resize(kLengthBytes + length);
   RETURN_IF_ERROR(file.ReadAt(prefix.data() + kLengthBytes, length, kLengthBytes));
-  return ParseSafetensorsHeader(prefix, file_size, file.path());
+  ASSIGN_OR_RETURN(SafetensorsHeader header, ParseSafetensorsHeader(prefix, file_size, file.path()));
+  // The tensors' vector grew by doubling: up to twice their size, kept by whoever holds the header (a checkpoint
+  // source, while it builds its records) unless trimmed now, once the header's text is freed.
+  std::string().swap(prefix);
+  header.tensors.shrink_to_fit();
+  return header;
 }
 
-std::string EncodeSafetensorsHeader(const std::vector<SafetensorsTensor>& tensors,
-                                    const std::vector<std::pair<std::string, std::string>>& metadata,
-                                    uint64_t alignment) {
+Result<std::string> EncodeSafetensorsHeader(const std::vector<SafetensorsTensor>& tensors,
+                                            const std::vector<std::pair<std::string, std::string>>& metadata,
+                                            uint64_t alignment) {
+  RETURN_IF_ERROR(CheckEncodable(tensors, metadata));
   OrderedJson json = OrderedJson::object();
   if (!metadata.empty()) {
     OrderedJson& values = json[kMetadataKey] = OrderedJson::object();
@@ -526,8 +594,13 @@ std::string EncodeSafetensorsHeader(const std::vector<SafetensorsTensor>& tensor
   for (const SafetensorsTensor& t : tensors) {
     json[t.key] = {{"dtype", SafetensorsDTypeName(t.dtype)}, {"shape", t.shape}, {"data_offsets", {t.begin, t.end}}};
   }
-  std::string text = json.dump(-1, ' ', false, OrderedJson::error_handler_t::replace);
+  std::string text = json.dump();  // cannot throw: every string is valid UTF-8 (CheckEncodable)
   text.append((alignment - (kLengthBytes + text.size()) % alignment) % alignment, ' ');
+  if (text.size() > kMaxSafetensorsHeaderBytes) {
+    return Unsupported("the safetensors header of " + std::to_string(tensors.size()) + " tensors would be " +
+                       std::to_string(text.size()) + " bytes, over the " + std::to_string(kMaxSafetensorsHeaderBytes) +
+                       " that readers accept (spread the tensors over more files)");
+  }
   std::string out;
   for (size_t i = 0; i < kLengthBytes; ++i) out.push_back(static_cast<char>(uint64_t{text.size()} >> (8 * i)));
   return out + text;
@@ -539,6 +612,10 @@ Result<HfIndex> ParseHfIndex(std::string_view json, const std::string& origin) {
   if (!sax.has_weight_map) return Corrupt(origin + ": no weight_map");
   HfIndex index = std::move(sax.index);
   std::sort(index.weight_map.begin(), index.weight_map.end(), ByKey);
+  const auto tensor_name = [](const std::pair<std::string, std::string>& e) -> const std::string& { return e.first; };
+  if (const std::string* twice = RepeatedName(index.weight_map, tensor_name)) {
+    return Corrupt(origin + ": duplicate key " + JsonQuoted(*twice) + " in \"weight_map\"");
+  }
   return index;
 }
 

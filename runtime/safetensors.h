@@ -63,23 +63,29 @@ int32_t DTypeOfSafetensorsName(std::string_view name);
 // end < begin or a length other than the element count times the dtype's size; offsets beyond the data (which is
 // file_size - data_start bytes); tensors that overlap or leave a hole (sorted by begin they must tile
 // [0, data length) exactly, as the format requires; a tensor of no elements has begin == end); a "__metadata__"
-// that is not an object of strings.
+// that is not an object of strings; a tensor name, metadata key or value that is not a key's text
+// (common/key_text.h): JSON refuses bytes that are not UTF-8 and lone surrogates ("\ud800"), this a NUL
+// ("\u0000"), which a C string would cut short. Memory: the header's text while it is parsed, and a tensor's entry
+// (80 bytes, up to twice that while the vector grows) and shape; duplicate names are found once the tensors are
+// sorted, without a set of them (which would cost more than the tensors).
 Result<SafetensorsHeader> ParseSafetensorsHeader(std::string_view prefix, uint64_t file_size,
                                                  const std::string& origin);
 
 // Reads and parses the header of the safetensors file `name` beneath directory `dir` (opened as a checkpoint's
 // files are: io::File::OpenBeneath). Reads the length and the header only, the length checked against the cap and
-// the file's size before anything is allocated for it; errors name the file's path.
+// the file's size before anything is allocated for it; errors name the file's path. The tensors' vector is trimmed
+// to their number once the text is freed.
 Result<SafetensorsHeader> ReadSafetensorsHeader(const std::string& dir, const std::string& name);
 
 // The 8-byte length and JSON header for `tensors` (their begin/end as given, in the order given) and `metadata`
 // (first, when not empty), padded with spaces so that the data starts at a multiple of `alignment` (a power of two,
-// at least 8). The keys must be unique, none "__metadata__", and every dtype one that safetensors names; names and
-// values are UTF-8 (invalid bytes are written as U+FFFD). ParseSafetensorsHeader gives back what was encoded, the
-// tensors and metadata sorted by key.
-std::string EncodeSafetensorsHeader(const std::vector<SafetensorsTensor>& tensors,
-                                    const std::vector<std::pair<std::string, std::string>>& metadata,
-                                    uint64_t alignment);
+// at least 8). Nothing is encoded that ParseSafetensorsHeader would refuse: kInvalidArgument for a name or value
+// that is not valid UTF-8 without NUL (common/key_text.h) or a key given twice; kUnsupported for a tensor named
+// "__metadata__", a dtype that safetensors does not name, or a header longer than kMaxSafetensorsHeaderBytes.
+// ParseSafetensorsHeader gives back what was encoded, the tensors and metadata sorted by key.
+Result<std::string> EncodeSafetensorsHeader(const std::vector<SafetensorsTensor>& tensors,
+                                            const std::vector<std::pair<std::string, std::string>>& metadata,
+                                            uint64_t alignment);
 
 struct HfIndex {
   uint64_t total_size = 0;                                     // metadata.total_size
@@ -88,9 +94,10 @@ struct HfIndex {
 
 // Parses model.safetensors.index.json's bytes. Refuses with kCorrupt naming `origin`: invalid JSON or not an
 // object, duplicate keys anywhere (so a tensor listed twice), JSON nested deeper than 64 levels, a missing or
-// non-object weight_map, a file name that is not a string, not a plain name in the same directory (empty, absolute,
-// containing '/', ".." or a NUL) or does not end in ".safetensors", a metadata that is not an object, a total_size
-// that is not an integer in [0, 2^64) (it may be absent: 0). Other members, at the top or in metadata, are ignored.
+// non-object weight_map, a tensor name that holds a NUL, a file name that is not a string, not a plain name in the
+// same directory (empty, absolute, containing '/', ".." or a NUL) or does not end in ".safetensors", a metadata that
+// is not an object, a total_size that is not an integer in [0, 2^64) (it may be absent: 0). Other members, at the
+// top or in metadata, are ignored.
 Result<HfIndex> ParseHfIndex(std::string_view json, const std::string& origin);
 // The index as the Hugging Face libraries write it (indented, metadata first), weight_map in the order given (names
 // unique and UTF-8).

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "common/key_text.h"
 #include "io/file_io.h"
 #include "runtime/dtype.h"
 #include "runtime/export_writer.h"
@@ -36,7 +37,7 @@ Result<std::vector<ExportedTensor>> SelectTensors(const Manifest& manifest, cons
       auto it = std::lower_bound(manifest.tensors.begin(), manifest.tensors.end(), key,
                                  [](const TensorRecord& t, const std::string& k) { return t.key < k; });
       if (it == manifest.tensors.end() || it->key != key) {
-        return NotFound("tensor '" + key + "' is not in the checkpoint at " + dir);
+        return NotFound("tensor " + QuotedEscaped(key) + " is not in the checkpoint at " + dir);
       }
       selected.push_back(&*it);
     }
@@ -50,11 +51,7 @@ Result<std::vector<ExportedTensor>> SelectTensors(const Manifest& manifest, cons
   }
   std::vector<ExportedTensor> exported;
   for (const TensorRecord* t : selected) {
-    const int32_t dtype = options.dtype != 0 && IsFloating(t->dtype) ? options.dtype : t->dtype;
-    if (SafetensorsDTypeName(dtype).empty()) {
-      return Unsupported("tensor '" + t->key + "' is " + DTypeName(dtype) + ", which safetensors has no name for");
-    }
-    exported.push_back(ExportedTensor{t, dtype});
+    exported.push_back(ExportedTensor{t, options.dtype != 0 && IsFloating(t->dtype) ? options.dtype : t->dtype});
   }
   return exported;
 }
@@ -82,26 +79,44 @@ std::vector<PlannedFile> PlanShards(const std::vector<ExportedTensor>& tensors, 
   return files;
 }
 
+// The checkpoint's metadata, sorted by key, each key once (its first value, as ckpt_reader_metadata finds it).
 std::vector<std::pair<std::string, std::string>> FileMetadata(const Manifest& manifest) {
   std::vector<std::pair<std::string, std::string>> metadata = manifest.metadata;
   const bool names_format =
       std::any_of(metadata.begin(), metadata.end(), [](const auto& entry) { return entry.first == "format"; });
   if (!names_format) metadata.emplace_back("format", "pt");
-  std::sort(metadata.begin(), metadata.end());
+  const auto by_key = [](const auto& a, const auto& b) { return a.first < b.first; };
+  std::stable_sort(metadata.begin(), metadata.end(), by_key);
+  const auto same_key = [](const auto& a, const auto& b) { return a.first == b.first; };
+  metadata.erase(std::unique(metadata.begin(), metadata.end(), same_key), metadata.end());
   return metadata;
 }
 
-// Writes `file` as `dir`/`file.name`: under a temporary name, synced, then renamed without replacing anything.
-Status WriteSafetensorsFile(Context& ctx, const CheckpointSource& source, const std::string& checkpoint,
-                            const std::string& dir, const PlannedFile& file,
-                            const std::vector<std::pair<std::string, std::string>>& metadata, uint64_t window_bytes) {
-  std::vector<SafetensorsTensor> entries;
-  uint64_t data_offset = 0;
-  for (const ExportedTensor& t : file.tensors) {
-    entries.push_back(SafetensorsTensor{t.record->key, t.dtype, t.record->shape, data_offset, data_offset + t.bytes()});
-    data_offset += t.bytes();
+// The header of every planned file, encoded before any file is written: a name that safetensors cannot hold fails
+// the export with nothing written, in every part alike.
+Result<std::vector<std::string>> EncodeHeaders(const std::string& dir, const std::vector<PlannedFile>& files,
+                                               const std::vector<std::pair<std::string, std::string>>& metadata) {
+  std::vector<std::string> headers;
+  for (const PlannedFile& file : files) {
+    std::vector<SafetensorsTensor> entries;
+    uint64_t data_offset = 0;
+    for (const ExportedTensor& t : file.tensors) {
+      entries.push_back(
+          SafetensorsTensor{t.record->key, t.dtype, t.record->shape, data_offset, data_offset + t.bytes()});
+      data_offset += t.bytes();
+    }
+    Result<std::string> header = EncodeSafetensorsHeader(entries, metadata, kExportDataAlignment);
+    if (!header.ok()) return header.status().WithContext("exporting " + io::JoinPath(dir, file.name));
+    headers.push_back(std::move(header).value());
   }
-  const std::string header = EncodeSafetensorsHeader(entries, metadata, kExportDataAlignment);
+  return headers;
+}
+
+// Writes `file` as `dir`/`file.name`, beginning with `header`: under a temporary name, synced, then renamed without
+// replacing anything.
+Status WriteSafetensorsFile(Context& ctx, const CheckpointSource& source, const std::string& checkpoint,
+                            const std::string& dir, const PlannedFile& file, const std::string& header,
+                            uint64_t window_bytes) {
   const std::string final_path = io::JoinPath(dir, file.name);
   if (io::PathExists(final_path)) return AlreadyExists(final_path + " already exists; export never replaces a file");
   const std::string temporary = io::JoinPath(dir, "." + file.name + ".tmp-" + std::to_string(getpid()));
@@ -165,16 +180,16 @@ Result<ExportSummary> ExportSafetensors(const std::string& checkpoint, const std
   } else {
     files = PlanShards(tensors, options.max_shard_bytes);
   }
+  ASSIGN_OR_RETURN(const std::vector<std::string> headers, EncodeHeaders(dir, files, FileMetadata(manifest)));
   RETURN_IF_ERROR(io::MakeDirectories(dir));
   if (!IsSafetensorsFileName(out)) RETURN_IF_ERROR(RefuseForeignFiles(dir, files));
 
-  const auto metadata = FileMetadata(manifest);
   ASSIGN_OR_RETURN(std::unique_ptr<Context> ctx, ExportContext());
   ExportSummary summary;
   for (size_t i = 0; i < files.size(); ++i) {
     const bool mine = i % options.part_count == options.part_index;
     if (mine) {
-      RETURN_IF_ERROR(WriteSafetensorsFile(*ctx, source, checkpoint, dir, files[i], metadata, options.window_bytes)
+      RETURN_IF_ERROR(WriteSafetensorsFile(*ctx, source, checkpoint, dir, files[i], headers[i], options.window_bytes)
                           .WithContext("exporting " + io::JoinPath(dir, files[i].name)));
     }
     summary.files.push_back(ExportedFile{files[i].name, files[i].tensors.size(), files[i].data_bytes, mine});

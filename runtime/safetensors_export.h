@@ -55,9 +55,11 @@ struct ExportSummary {
 // __metadata__ carries the checkpoint's user metadata, and "format": "pt" unless the metadata names a format, since
 // Hugging Face's loaders insist on one. Every file is written under a temporary name, synced and renamed into
 // place; an existing file of the same name is never replaced, and an output directory holding safetensors files or
-// an index that this export would not write is refused (kAlreadyExists), so that two models never mix. Objects and common entries are not
-// tensors and are left out. A tensor whose dtype safetensors cannot name is refused with kUnsupported.
-// `checkpoint` is a ckpt checkpoint or safetensors weights (runtime/checkpoint_source.h).
+// an index that this export would not write is refused (kAlreadyExists), so that two models never mix. Objects and
+// common entries are not tensors and are left out. Every file's header is encoded before anything is written, and
+// nothing is written if one cannot be (EncodeSafetensorsHeader): a tensor whose dtype safetensors cannot name, or named
+// "__metadata__", is kUnsupported; so a written header is always one that safetensors readers, ckpt's among them,
+// accept. `checkpoint` is a ckpt checkpoint or safetensors weights (runtime/checkpoint_source.h).
 Result<ExportSummary> ExportSafetensors(const std::string& checkpoint, const std::string& out,
                                         const ExportOptions& options);
 

@@ -1,5 +1,6 @@
 #include "runtime/state.h"
 
+#include "common/key_text.h"
 #include "runtime/device_copy.h"
 #include "runtime/dtype.h"
 
@@ -12,14 +13,16 @@ constexpr size_t kMaxKeyBytes = 4096;
 Status CheckKey(const std::string& key, const char* what) {
   if (key.empty()) return InvalidArgument(std::string(what) + " key is empty");
   if (key.size() > kMaxKeyBytes) return InvalidArgument(std::string(what) + " key is longer than 4096 bytes");
-  if (key.find('\0') != std::string::npos) return InvalidArgument(std::string(what) + " key contains a NUL byte");
-  return Status::Ok();
+  return CheckKeyText(key, std::string(what) + " key", Code::kInvalidArgument);
 }
+
+// "tensor 'a\nb'": how messages name a registered key, escaped (common/key_text.h).
+std::string Named(const char* kind, const std::string& key) { return std::string(kind) + " " + QuotedEscaped(key); }
 
 Status CheckBoxInShape(const std::string& key, const Shape& global_shape, const Box& box) {
   for (size_t d = 0; d < box.ndim(); ++d) {
     if (box.offset[d] > global_shape[d] || box.shape[d] > global_shape[d] - box.offset[d]) {
-      return InvalidArgument("tensor '" + key + "': box " + box.ToString() + " lies outside the global shape " +
+      return InvalidArgument(Named("tensor", key) + ": box " + box.ToString() + " lies outside the global shape " +
                              ShapeToString(global_shape));
     }
   }
@@ -31,7 +34,7 @@ Result<uint64_t> ExpectedBytes(const TensorShard& s) {
   uint64_t elements = s.flattened ? s.flat_end - s.flat_start : s.box.volume();
   uint64_t size = DTypeSize(s.dtype);
   if (elements != 0 && size > UINT64_MAX / elements) {
-    return InvalidArgument("tensor '" + s.key + "': byte size overflows 64 bits");
+    return InvalidArgument(Named("tensor", s.key) + ": byte size overflows 64 bits");
   }
   return elements * size;
 }
@@ -39,15 +42,15 @@ Result<uint64_t> ExpectedBytes(const TensorShard& s) {
 // `other` has the same key.
 Status CheckConsistentWith(const TensorShard& s, const TensorShard& other) {
   if (other.dtype != s.dtype || other.global_shape != s.global_shape) {
-    return InvalidArgument("tensor '" + s.key +
-                           "' registered twice on this rank with different dtype or global shape (" +
+    return InvalidArgument(Named("tensor", s.key) +
+                           " registered twice on this rank with different dtype or global shape (" +
                            DTypeName(other.dtype) + " " + ShapeToString(other.global_shape) + " vs " +
                            DTypeName(s.dtype) + " " + ShapeToString(s.global_shape) + ")");
   }
   for (const auto& mine : s.pieces) {
     for (const auto& theirs : other.pieces) {
       if (auto overlap = Intersect(mine.box, theirs.box)) {
-        return InvalidArgument("tensor '" + s.key + "': this rank registers the elements " + overlap->ToString() +
+        return InvalidArgument(Named("tensor", s.key) + ": this rank registers the elements " + overlap->ToString() +
                                " twice");
       }
     }
@@ -68,7 +71,7 @@ std::string ShapeToString(const Shape& shape) {
 
 Status State::AddTensor(TensorShard s) {
   RETURN_IF_ERROR(CheckKey(s.key, "tensor"));
-  const std::string name = "tensor '" + s.key + "'";
+  const std::string name = Named("tensor", s.key);
   if (!IsValidDType(s.dtype)) return InvalidArgument(name + ": unknown dtype " + std::to_string(s.dtype));
   if (s.global_shape.size() > kMaxNdim) {
     return InvalidArgument(name + ": " + std::to_string(s.global_shape.size()) + " dimensions, at most 8 allowed");
@@ -110,7 +113,7 @@ const std::vector<size_t>& State::TensorsWithKey(const std::string& key) const {
 
 Status State::AddObject(ObjectShard o) {
   RETURN_IF_ERROR(CheckKey(o.key, "object"));
-  const std::string name = "object '" + o.key + "'";
+  const std::string name = Named("object", o.key);
   if (o.grid_shape.size() > kMaxNdim || o.index.size() != o.grid_shape.size()) {
     return InvalidArgument(name + ": grid index and shape must have the same rank, at most 8");
   }
@@ -136,7 +139,7 @@ Status State::AddObject(ObjectShard o) {
 Status State::AddCommon(std::string key, std::string bytes) {
   RETURN_IF_ERROR(CheckKey(key, "common"));
   if (!common_.emplace(key, std::move(bytes)).second) {
-    return InvalidArgument("common '" + key + "' registered twice");
+    return InvalidArgument(Named("common", key) + " registered twice");
   }
   return Status::Ok();
 }

@@ -47,7 +47,7 @@ endfunction()
 ckpt_fuzz_target(manifest runtime/manifest.cc runtime/box.cc runtime/dtype.cc
                  ${CMAKE_BINARY_DIR}/runtime/manifest.capnp.c++)
 ckpt_fuzz_target(store collectives/tcp_store_server.cc collectives/tcp_store_wire.cc collectives/store_auth.cc
-                       collectives/store_handshake.cc)
+                       collectives/store_handshake.cc collectives/store_strangers.cc)
 ckpt_fuzz_target(worker_protocol io/worker_protocol.cc)
 ckpt_fuzz_target(safetensors_header runtime/safetensors.cc runtime/box.cc runtime/dtype.cc)
 target_link_libraries(safetensors_header_fuzzer PRIVATE nlohmann_json::nlohmann_json)

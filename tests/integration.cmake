@@ -34,19 +34,26 @@ foreach(name reshard reshard-in-place dedup invalid-overlap invalid-gap invalid-
   set_tests_properties(mp_${name} PROPERTIES TIMEOUT 180 SKIP_RETURN_CODE 77)
 endforeach()
 ckpt_needs_fault_hooks(mp_peer-dies-in-exchange mp_peer-stops-in-exchange mp_io-error mp_short-transfers)
+# A job that starts while strangers flood its store's port (tests/integration/store_flood.sh).
+add_test(NAME mp_store-flood
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/integration/store_flood.sh $<TARGET_FILE:ckpt-launch>
+                 $<TARGET_FILE:ckpt_scenario_control> ${CMAKE_CURRENT_BINARY_DIR}/scenarios/store-flood)
+set_tests_properties(mp_store-flood PROPERTIES TIMEOUT 120)
 
 # The memory tier: real ranks and a real ckpt-agent (tests/integration/memory_tier.sh).
 add_executable(ckpt_scenario_memory integration/scenario_memory.cc)
 target_link_libraries(ckpt_scenario_memory PRIVATE ckpt_scenario_common ckpt)
 foreach(name crash-persists in-place-persists restart-from-memory reshard-from-memory crash-mid-save storage-every
              over-budget agent-dies writes-after-staging larger-than-arena
-             recycles)
+             recycles impostor-directory impostor-listens)
   add_test(NAME mp_memory_${name}
            COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/integration/memory_tier.sh ${name} $<TARGET_FILE:ckpt-launch>
                    $<TARGET_FILE:ckpt_scenario_memory> $<TARGET_FILE:ckpt_cli>
                    ${CMAKE_CURRENT_BINARY_DIR}/scenarios/memory-${name})
   set_tests_properties(mp_memory_${name} PROPERTIES TIMEOUT 120)
 endforeach()
+# Posing as another user (uid 65534) needs root: without it they skip.
+set_tests_properties(mp_memory_impostor-directory mp_memory_impostor-listens PROPERTIES SKIP_RETURN_CODE 77)
 
 # The memory tier across hosts (network namespaces, an agent on each): tests/integration/memory_hosts.sh.
 foreach(part crash-persists node-lost replaced-then-crash reshard lost-without-replicas agent-dies three-hosts

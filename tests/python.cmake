@@ -50,6 +50,15 @@ ckpt_python_test(jax_jit_saver_memory_tier test_memory_tier.py::test_a_jit_saver
                  JAX)
 ckpt_python_test(jax_jit_saver_memory_tier_needs_job_id
                  test_memory_tier.py::test_a_jit_saver_to_memory_without_a_job_identity_names_CKPT_JOB_ID JAX)
+ckpt_python_test(python_manager_second_job_refused
+                 test_manager_claim.py::test_a_second_job_on_the_root_is_refused_on_every_rank_and_the_holders_steps_stay)
+ckpt_python_test(python_manager_second_in_process_refused
+                 test_manager_claim.py::test_a_second_manager_in_one_process_is_refused_until_the_first_closes)
+ckpt_python_test(python_manager_dropped_releases_root
+                 test_manager_claim.py::test_a_manager_dropped_without_close_releases_its_root)
+ckpt_python_test(python_manager_never_closed
+                 test_manager_claim.py::test_a_manager_never_closed_commits_its_last_save_and_exits_quietly)
+ckpt_python_test(python_restore_common_leaf_types test_common_leaves.py)
 ckpt_python_test(python_numpy_reshard_1_3_2_ranks test_numpy_multirank.py::test_reshard_1_to_3_to_2_ranks)
 ckpt_python_test(python_numpy_manager_2_ranks test_numpy_multirank.py::test_manager_retention_and_resume_on_2_ranks)
 ckpt_python_test(python_numpy_mismatch_2_ranks test_numpy_multirank.py::test_mismatches_fail_on_every_rank)
@@ -64,6 +73,8 @@ ckpt_python_test(jax_restore_2x2_into_4_processes_1_device
 ckpt_python_test(jax_restore_2x2_into_2x2 test_jax_multiprocess.py::test_restore_2x2_into_2x2 JAX)
 ckpt_python_test(python_safetensors_export test_safetensors.py::test_export_is_read_by_the_safetensors_package)
 ckpt_python_test(python_safetensors_export_never_replaces test_safetensors.py::test_export_refuses_to_replace_a_file)
+ckpt_python_test(python_safetensors_export_awkward_keys
+                 test_safetensors.py::test_export_of_awkward_keys_is_read_by_the_safetensors_package_under_the_same_keys)
 ckpt_python_test(python_safetensors_export_bf16_and_restore
                  test_safetensors.py::test_export_converts_float32_to_bfloat16_and_restores_straight_from_safetensors)
 ckpt_python_test(python_published_model_3_to_2_ranks_exported_by_2

@@ -143,7 +143,7 @@ void WriteSafetensorsSeeds(SeedWriter& out) {
   const auto file = [](const std::vector<SafetensorsTensor>& tensors,
                        const std::vector<std::pair<std::string, std::string>>& metadata, uint64_t alignment) {
     const uint64_t data_length = tensors.empty() ? 0 : tensors.back().end;
-    return EncodeSafetensorsHeader(tensors, metadata, alignment) + std::string(data_length, '\0');
+    return EncodeSafetensorsHeader(tensors, metadata, alignment).value() + std::string(data_length, '\0');
   };
   const auto dtype = [](DType d) { return static_cast<int32_t>(d); };
   out.Write("safetensors_header", "several-dtypes-with-metadata",

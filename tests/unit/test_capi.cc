@@ -1,5 +1,6 @@
 // The C API's contract on one rank: ABI conventions (struct_size, _INIT macros), status codes, argument checks.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstring>
 #include <string>
@@ -414,6 +415,88 @@ TEST_F(CapiTest, ManagerListsItsCommittedStepsInOrder) {
   EXPECT_EQ(ckpt_manager_steps(manager, nullptr, 1, &count, err_), CKPT_E_INVALID_ARGUMENT);
   ckpt_state_free(state);
   ckpt_manager_free(manager);
+  ckpt_context_free(ctx);
+  std::system(("rm -rf " + std::string(dir_template)).c_str());
+}
+
+// ---- Keys are valid UTF-8 without NUL (common/key_text.h) ------------------------------------------------------
+
+// Whether `text` holds a byte of 0x80 or above: the messages below are ASCII when the keys in them are escaped.
+bool HoldsNonAscii(const std::string& text) {
+  for (unsigned char c : text) {
+    if (c >= 0x80) return true;
+  }
+  return false;
+}
+
+TEST_F(CapiShardTest, RefusesATensorKeyThatIsNotUtf8NamingItEscaped) {
+  shard_.key = "w\xff\xfe";
+  EXPECT_EQ(Add(), CKPT_E_INVALID_ARGUMENT);
+  EXPECT_NE(message().find("tensor key 'w\\xff\\xfe' is not valid UTF-8 (byte 0xff at offset 1)"), std::string::npos)
+      << message();
+  EXPECT_FALSE(HoldsNonAscii(message())) << message();
+}
+
+TEST_F(CapiShardTest, RefusesOverlongFormsSurrogatesAndCodePointsAboveTheLastInATensorKey) {
+  for (const char* key : {"\xc0\xaf", "a\xe0\x80\xaf", "\xed\xa0\x80", "\xf4\x90\x80\x80"}) {
+    shard_.key = key;
+    EXPECT_EQ(Add(), CKPT_E_INVALID_ARGUMENT) << message();
+    EXPECT_NE(message().find("not valid UTF-8"), std::string::npos) << message();
+  }
+}
+
+TEST_F(CapiShardTest, AcceptsKeysOfAnyValidUtf8AndControlCharacters) {
+  for (const char* key : {"caf\xc3\xa9.w", "\xe6\x97\xa5\xf0\x9f\x98\x80", "tab\tand\nnewline", "q\"uote\\"}) {
+    shard_.key = key;
+    EXPECT_EQ(Add(), CKPT_OK) << message();
+  }
+}
+
+TEST_F(CapiShardTest, AnotherMistakeInAShardWithABadKeyShowsTheKeyEscaped) {
+  shard_.key = "w\xff";
+  shard_.ndim = 9;
+  EXPECT_EQ(Add(), CKPT_E_INVALID_ARGUMENT);
+  EXPECT_NE(message().find("tensor 'w\\xff': ndim 9 exceeds 8"), std::string::npos) << message();
+  EXPECT_FALSE(HoldsNonAscii(message())) << message();
+}
+
+TEST_F(CapiShardTest, RefusesObjectAndCommonKeysThatAreNotUtf8) {
+  char bytes[] = "abc";
+  EXPECT_EQ(ckpt_state_add_object(state_, "rng\xc3", 0, nullptr, nullptr, bytes, 3, err_), CKPT_E_INVALID_ARGUMENT);
+  EXPECT_NE(message().find("object key 'rng\\xc3' is not valid UTF-8"), std::string::npos) << message();
+  EXPECT_EQ(ckpt_state_add_common(state_, "\xed\xb0\x80step", bytes, 3, err_), CKPT_E_INVALID_ARGUMENT);
+  EXPECT_NE(message().find("common key '\\xed\\xb0\\x80step' is not valid UTF-8"), std::string::npos) << message();
+}
+
+TEST_F(CapiTest, SaveRefusesMetadataKeysAndValuesThatAreNotUtf8AndWritesNothing) {
+  char dir_template[] = "/tmp/ckpt-capi-XXXXXX";
+  ASSERT_NE(mkdtemp(dir_template), nullptr);
+  const std::string path = std::string(dir_template) + "/step-1";
+  ckpt_context_options opts = CKPT_CONTEXT_OPTIONS_INIT;
+  opts.rank = 0;
+  opts.world_size = 1;
+  opts.io_workers = 0;
+  ckpt_context_t* ctx = nullptr;
+  ASSERT_EQ(ckpt_context_create(&opts, &ctx, err_), CKPT_OK) << message();
+  ckpt_state_t* state = nullptr;
+  ASSERT_EQ(ckpt_state_create(&state, err_), CKPT_OK);
+  ASSERT_EQ(ckpt_state_add_common(state, "step", "7", 1, err_), CKPT_OK) << message();
+  const char* keys[] = {"run", "bad\xff"};
+  const char* values[] = {"latin-1 caf\xe9", "x"};
+  ckpt_save_options save = CKPT_SAVE_OPTIONS_INIT;
+  save.metadata_count = 2;
+  save.metadata_keys = keys;
+  save.metadata_values = values;
+  ckpt_request_t* request = nullptr;
+  EXPECT_EQ(ckpt_save(ctx, state, path.c_str(), &save, &request, err_), CKPT_E_INVALID_ARGUMENT);
+  EXPECT_NE(message().find("metadata 'run': value 'latin-1 caf\\xe9' is not valid UTF-8"), std::string::npos)
+      << message();
+  values[0] = "ok";
+  EXPECT_EQ(ckpt_save(ctx, state, path.c_str(), &save, &request, err_), CKPT_E_INVALID_ARGUMENT);
+  EXPECT_NE(message().find("metadata key 'bad\\xff' is not valid UTF-8"), std::string::npos) << message();
+  EXPECT_EQ(request, nullptr);
+  EXPECT_EQ(access(path.c_str(), F_OK), -1) << "nothing is written";
+  ckpt_state_free(state);
   ckpt_context_free(ctx);
   std::system(("rm -rf " + std::string(dir_template)).c_str());
 }

@@ -34,7 +34,7 @@ void WriteF32File(const std::string& path, const std::vector<std::pair<std::stri
     data.append(reinterpret_cast<const char*>(values[i].data()), values[i].size() * sizeof(float));
     tensors.push_back(rt::SafetensorsTensor{shapes[i].first, CKPT_DTYPE_F32, shapes[i].second, begin, data.size()});
   }
-  const std::string header = rt::EncodeSafetensorsHeader(tensors, {{"source", "unit-test"}}, 8);
+  const std::string header = rt::EncodeSafetensorsHeader(tensors, {{"source", "unit-test"}}, 8).value();
   std::ofstream out(path, std::ios::binary);
   const std::string bytes = header + data;
   out.write(bytes.data(), static_cast<std::streamsize>(bytes.size() - truncate_by));

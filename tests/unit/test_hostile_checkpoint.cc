@@ -7,11 +7,14 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <string>
 #include <vector>
 
 #include "ckpt.h"
+#include "io/checksum.h"
+#include "io/file_io.h"
 #include "runtime/manifest.h"
 
 namespace ckpt {
@@ -185,6 +188,64 @@ TEST_F(HostileCheckpointTest, ManifestClaimingMoreBytesThanItsFileHoldsAllocates
   EXPECT_NE(message().find("truncated"), std::string::npos) << message();
   EXPECT_EQ(Load(), CKPT_E_CORRUPT) << message();
   EXPECT_EQ(Verify(), CKPT_E_CORRUPT) << message();
+}
+
+// Rewrites the MANIFEST so that it holds `hostile` where `tamper` put `placeholder` (valid text of the same length,
+// found once in the file), sealed with a correct checksum: what a hostile writer could make, and WriteManifest,
+// which validates, would not.
+template <typename Tamper>
+void WriteHostileManifest(const std::string& checkpoint, const std::string& placeholder, const std::string& hostile,
+                          Tamper&& tamper) {
+  ASSERT_EQ(placeholder.size(), hostile.size());
+  Result<runtime::Manifest> manifest = runtime::ReadManifest(checkpoint);
+  ASSERT_TRUE(manifest.ok()) << manifest.status().message();
+  tamper(*manifest);
+  Result<std::string> file = runtime::EncodeManifest(*manifest);
+  ASSERT_TRUE(file.ok()) << file.status().message();
+  const size_t at = file->find(placeholder);
+  ASSERT_NE(at, std::string::npos);
+  ASSERT_EQ(file->find(placeholder, at + 1), std::string::npos);
+  file->replace(at, hostile.size(), hostile);
+  constexpr size_t kHeaderBytes = 32, kChecksumOffset = 24;  // runtime/manifest.h's file layout
+  const uint64_t checksum = io::Checksum(file->data() + kHeaderBytes, file->size() - kHeaderBytes);
+  std::memcpy(file->data() + kChecksumOffset, &checksum, sizeof checksum);  // little-endian, as the machine
+  fs::remove(checkpoint + "/MANIFEST");
+  ASSERT_TRUE(io::WriteFileDurably(checkpoint + "/MANIFEST", file->data(), file->size()).ok());
+}
+
+TEST_F(HostileCheckpointTest, ManifestWithATensorKeyThatIsNotUtf8IsCorruptShowingTheKeyEscaped) {
+  WriteHostileManifest(checkpoint_, "tensor!key", "tensor\xffkey",
+                       [](runtime::Manifest& m) { m.tensors[0].key = "tensor!key"; });
+  EXPECT_EQ(WithReader([](ckpt_reader_t*) { return CKPT_OK; }), CKPT_E_CORRUPT);
+  EXPECT_NE(message().find("tensor key 'tensor\\xffkey' is not valid UTF-8 (byte 0xff at offset 6)"), std::string::npos)
+      << message();
+  EXPECT_EQ(message().find('\xff'), std::string::npos) << "the raw byte is never shown";
+  EXPECT_EQ(Load(), CKPT_E_CORRUPT) << message();
+}
+
+TEST_F(HostileCheckpointTest, ManifestWithASurrogateInACommonKeyIsCorrupt) {
+  WriteHostileManifest(checkpoint_, "blob!!!", "blob\xed\xa0\x80",
+                       [](runtime::Manifest& m) { m.common[0].key = "blob!!!"; });
+  EXPECT_EQ(WithReader([](ckpt_reader_t*) { return CKPT_OK; }), CKPT_E_CORRUPT);
+  EXPECT_NE(message().find("common key 'blob\\xed\\xa0\\x80' is not valid UTF-8"), std::string::npos) << message();
+}
+
+TEST_F(HostileCheckpointTest, ManifestWithAMetadataValueHoldingANulIsCorrupt) {
+  WriteHostileManifest(checkpoint_, "value!with!nul", std::string("value\0with!nul", 14), [](runtime::Manifest& m) {
+    m.metadata = {{"run", "value!with!nul"}};
+  });
+  EXPECT_EQ(WithReader([](ckpt_reader_t*) { return CKPT_OK; }), CKPT_E_CORRUPT);
+  EXPECT_NE(message().find("metadata 'run': value 'value\\x00with!nul' contains a NUL byte at offset 5"),
+            std::string::npos)
+      << message();
+}
+
+TEST_F(HostileCheckpointTest, ManifestWithAMetadataKeyThatIsNotUtf8IsCorrupt) {
+  WriteHostileManifest(checkpoint_, "latin!key", "latin\xe9key", [](runtime::Manifest& m) {
+    m.metadata = {{"latin!key", "v"}};
+  });
+  EXPECT_EQ(WithReader([](ckpt_reader_t*) { return CKPT_OK; }), CKPT_E_CORRUPT);
+  EXPECT_NE(message().find("metadata key 'latin\\xe9key' is not valid UTF-8"), std::string::npos) << message();
 }
 
 }  // namespace

@@ -77,7 +77,7 @@ struct Sample {
 
 TEST(SafetensorsHeader, RoundTripGivesBackTensorsAndMetadata) {
   const Sample s;
-  const std::string prefix = EncodeSafetensorsHeader(s.tensors, s.metadata, 8);
+  const std::string prefix = EncodeSafetensorsHeader(s.tensors, s.metadata, 8).value();
   auto header = ParseSafetensorsHeader(prefix, prefix.size() + s.data_length, kOrigin);
   ASSERT_TRUE(header.ok()) << header.status().message();
   EXPECT_EQ(header->data_start, prefix.size());
@@ -88,7 +88,7 @@ TEST(SafetensorsHeader, RoundTripGivesBackTensorsAndMetadata) {
 TEST(SafetensorsHeader, EncodePadsWithSpacesSoTheDataStartsAligned) {
   const Sample s;
   for (uint64_t alignment : {8, 64, 4096}) {
-    const std::string prefix = EncodeSafetensorsHeader(s.tensors, s.metadata, alignment);
+    const std::string prefix = EncodeSafetensorsHeader(s.tensors, s.metadata, alignment).value();
     EXPECT_EQ(prefix.size() % alignment, 0u) << alignment;
     uint64_t length = 0;
     std::memcpy(&length, prefix.data(), 8);  // little-endian on the machines ckpt runs on
@@ -102,14 +102,14 @@ TEST(SafetensorsHeader, EncodePadsWithSpacesSoTheDataStartsAligned) {
 
 TEST(SafetensorsHeader, EncodeWritesMetadataFirstThenTensorsInTheOrderGiven) {
   const std::string prefix =
-      EncodeSafetensorsHeader({Tensor("b", kF32, {2}, 0), Tensor("A", CKPT_DTYPE_U8, {}, 8)}, {{"k", "v"}}, 8);
+      EncodeSafetensorsHeader({Tensor("b", kF32, {2}, 0), Tensor("A", CKPT_DTYPE_U8, {}, 8)}, {{"k", "v"}}, 8).value();
   EXPECT_EQ(prefix.substr(8, prefix.rfind('}') - 7),
             "{\"__metadata__\":{\"k\":\"v\"}," + Entry("b", "F32", "[2]", 0, 8) + "," + Entry("A", "U8", "[]", 8, 9) +
                 "}");
 }
 
 TEST(SafetensorsHeader, EncodeLeavesOutEmptyMetadata) {
-  const std::string prefix = EncodeSafetensorsHeader({Tensor("w", kF32, {1}, 0)}, {}, 8);
+  const std::string prefix = EncodeSafetensorsHeader({Tensor("w", kF32, {1}, 0)}, {}, 8).value();
   EXPECT_EQ(prefix.find("__metadata__"), std::string::npos);
 }
 
@@ -383,7 +383,7 @@ class SafetensorsFile : public ::testing::Test {
 
 TEST_F(SafetensorsFile, ReadsTheHeaderOfAFile) {
   const Sample s;
-  const std::string prefix = EncodeSafetensorsHeader(s.tensors, s.metadata, 64);
+  const std::string prefix = EncodeSafetensorsHeader(s.tensors, s.metadata, 64).value();
   Write("model.safetensors", prefix + std::string(s.data_length, '\7'));
   auto header = ReadSafetensorsHeader(dir_, "model.safetensors");
   ASSERT_TRUE(header.ok()) << header.status().message();
@@ -409,7 +409,8 @@ TEST_F(SafetensorsFile, ReadRefusesALengthPastTheEndOfTheFile) {
 }
 
 TEST_F(SafetensorsFile, ReadRefusesAFileWhoseTensorsDoNotTileTheData) {
-  Write("model.safetensors", EncodeSafetensorsHeader({Tensor("w", kF32, {2}, 0)}, {}, 8) + std::string(4, '\0'));
+  Write("model.safetensors",
+        EncodeSafetensorsHeader({Tensor("w", kF32, {2}, 0)}, {}, 8).value() + std::string(4, '\0'));
   EXPECT_TRUE(Refused(ReadSafetensorsHeader(dir_, "model.safetensors"), "reach past the end of the data (4 bytes)",
                       Code::kCorrupt, io::JoinPath(dir_, "model.safetensors")));
 }

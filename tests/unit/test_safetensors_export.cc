@@ -4,6 +4,7 @@
 #include <sys/mount.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <cstdlib>
@@ -368,6 +369,45 @@ TEST_F(SafetensorsExportTest, AFullDiskFailsTheExportWithNoSpaceAndLeavesNoFile)
   EXPECT_NE(message().find("model.safetensors"), std::string::npos) << message();
   ASSERT_TRUE(listed.ok());
   EXPECT_TRUE(listed->empty());
+}
+
+TEST_F(SafetensorsExportTest, AwkwardButValidKeysRoundTripThroughExportAndCkptsOwnReader) {
+  // Non-ASCII, quotes, backslashes and control characters, which JSON escapes: exported exactly, and read back by
+  // ckpt's own safetensors reader under the same keys.
+  tensors_ = {{"caf\xc3\xa9.\xe6\x97\xa5\xf0\x9f\x98\x80", CKPT_DTYPE_F32, {2, 3}, Pattern(24, 1), 2},
+              {"q\"uote'back\\slash", CKPT_DTYPE_I8, {5}, Pattern(5, 2), 1},
+              {"ctl\n\t\x01\x1f\x7f\xc2\x85", CKPT_DTYPE_F64, {3}, Pattern(24, 3), 1},
+              {"__metadata__.w", CKPT_DTYPE_U8, {1}, Pattern(1, 4), 1}};
+  Save();
+  const std::string out = root_ + "/awkward.safetensors";
+  ASSERT_EQ(ckpt_export(checkpoint_.c_str(), out.c_str(), nullptr, err_), CKPT_OK) << message();
+  std::vector<std::string> keys;
+  for (const TestTensor& t : tensors_) keys.push_back(t.key);
+  std::sort(keys.begin(), keys.end());
+  ExpectFileHolds(root_, "awkward.safetensors", keys);
+  ckpt_reader_t* reader = nullptr;
+  ASSERT_EQ(ckpt_reader_open(out.c_str(), &reader, err_), CKPT_OK) << message();
+  for (const TestTensor& t : tensors_) {
+    std::string got(t.bytes.size(), '\0');
+    const std::vector<uint64_t> zero(t.shape.size(), 0);
+    EXPECT_EQ(ckpt_reader_read(reader, t.key.c_str(), static_cast<uint32_t>(t.shape.size()), zero.data(),
+                               t.shape.data(), got.data(), got.size(), err_),
+              CKPT_OK)
+        << message();
+    EXPECT_EQ(got, t.bytes) << t.key;
+  }
+  ckpt_reader_free(reader);
+}
+
+TEST_F(SafetensorsExportTest, ATensorNamedMetadataIsUnsupportedAndNothingIsWritten) {
+  // safetensors keeps "__metadata__" for the file's own metadata: written as a tensor, it would replace that and
+  // make a header that every reader refuses.
+  tensors_.push_back({"__metadata__", CKPT_DTYPE_F32, {2}, Pattern(8, 5), 1});
+  Save();
+  const std::string out = root_ + "/hf";
+  EXPECT_EQ(ckpt_export(checkpoint_.c_str(), out.c_str(), nullptr, err_), CKPT_E_UNSUPPORTED);
+  EXPECT_NE(message().find("tensor '__metadata__': safetensors reserves the name"), std::string::npos) << message();
+  EXPECT_FALSE(ckpt::io::PathExists(out));
 }
 
 TEST_F(SafetensorsExportTest, OptionsInitWritesTheDefaults) {

@@ -156,6 +156,41 @@ def test_metadata_must_be_strings(tmp_path):
         ckpt.save(tmp_path / "c", {"v": np.ones(1)}, metadata={"step": 3})
 
 
+def test_keys_and_metadata_with_a_nul_or_a_lone_surrogate_are_refused_naming_them(tmp_path):
+    # A NUL would cut the C string short: "a\0b" would be saved as "a". A lone surrogate (bytes decoded with
+    # surrogateescape) has no UTF-8 form.
+    escaped = b"w\xff".decode("utf-8", "surrogateescape")
+    with pytest.raises(ckpt.InvalidArgumentError, match=r"tensor key 'a\\x00b' contains a NUL"):
+        ckpt.save(tmp_path / "c", {"a\0b": np.ones(1)})
+    with pytest.raises(ckpt.InvalidArgumentError, match=r"tensor key 'w\\udcff' is not valid Unicode text"):
+        ckpt.save(tmp_path / "c", {escaped: np.ones(1)})
+    with pytest.raises(ckpt.InvalidArgumentError, match=r"common key 'step\\x00' contains a NUL"):
+        ckpt.save(tmp_path / "c", {"step\0": 3})
+    with pytest.raises(ckpt.InvalidArgumentError, match=r"metadata 'run': value 'a\\x00b' contains a NUL"):
+        ckpt.save(tmp_path / "c", {"v": np.ones(1)}, metadata={"run": "a\0b"})
+    with pytest.raises(ckpt.InvalidArgumentError, match=r"metadata key 'w\\udcff' is not valid Unicode text"):
+        ckpt.save(tmp_path / "c", {"v": np.ones(1)}, metadata={escaped: "x"})
+    assert not (tmp_path / "c").exists()
+    ckpt.save(tmp_path / "c", {"w": np.ones(1)}).wait()
+    with pytest.raises(ckpt.InvalidArgumentError, match=r"tensor key 'w\\x00' contains a NUL"):
+        ckpt.export(tmp_path / "c", tmp_path / "out.safetensors", keys=["w\0"])
+    assert not (tmp_path / "out.safetensors").exists()
+
+
+def test_keys_and_metadata_of_any_unicode_text_round_trip(tmp_path):
+    tree = {"café": np.ones(2), "日本語": np.zeros(1), "😀": np.arange(3), "q\"uote'\\": np.ones(1),
+            "tab\tnew\nline\x01": np.full(2, 7.0), "name": "αβγ\n"}
+    metadata = {"é\n": "😀\x01\"\\"}
+    ckpt.save(tmp_path / "c", tree, metadata=metadata).wait()
+    restored = ckpt.restore(tmp_path / "c")
+    assert sorted(restored) == sorted(tree)
+    for key, value in tree.items():
+        assert np.array_equal(restored[key], value) if isinstance(value, np.ndarray) else restored[key] == value, key
+    reader = ckpt.Reader(tmp_path / "c")
+    assert reader.metadata == metadata
+    assert np.array_equal(reader.read("😀"), np.arange(3))
+
+
 @pytest.fixture
 def saved(tmp_path):
     path = tmp_path / "c"

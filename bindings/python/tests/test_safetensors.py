@@ -64,6 +64,25 @@ def test_export_is_read_by_the_safetensors_package(tmp_path):
     assert header["h"]["dtype"] == "BF16"
 
 
+def test_export_of_awkward_keys_is_read_by_the_safetensors_package_under_the_same_keys(tmp_path):
+    # Non-ASCII, quotes, backslashes and control characters, which JSON escapes; and a name that merely begins
+    # like the reserved "__metadata__".
+    tree = {"café.w": np.arange(4, dtype=np.float32), "日本😀": np.ones(2, np.int8), "q\"uote'\\": np.zeros(3),
+            "ctl\n\t\x01\x7f\x85": np.full(2, 5, np.int64), "__metadata__x": np.ones(1, np.uint8)}
+    metadata = {"note": "é\n\"quoted\"\\", "😀": "\x01"}
+    ckpt.save(tmp_path / "step", tree, metadata=metadata).wait()
+    ckpt.export(tmp_path / "step", tmp_path / "out.safetensors")
+    loaded = load_file(str(tmp_path / "out.safetensors"))
+    assert sorted(loaded) == sorted(tree)
+    for key, array in tree.items():
+        assert loaded[key].dtype == array.dtype and np.array_equal(loaded[key], array), repr(key)
+    with safe_open(str(tmp_path / "out.safetensors"), framework="numpy") as opened:
+        assert opened.metadata() == {**metadata, "format": "pt"}
+    reader = ckpt.Reader(tmp_path / "out.safetensors")  # ckpt's own safetensors reader, the same keys
+    assert sorted(reader.tensors) == sorted(tree)
+    assert all(np.array_equal(reader.read(key), array) for key, array in tree.items())
+
+
 def test_export_converts_float32_to_bfloat16_and_restores_straight_from_safetensors(tmp_path):
     w = (np.arange(24, dtype=np.float32) / 7).reshape(4, 6)
     ckpt.save(tmp_path / "step", {"w": w, "i": np.arange(3, dtype=np.int32)}).wait()

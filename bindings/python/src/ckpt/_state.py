@@ -7,7 +7,20 @@ import numpy as np
 
 from . import _native, dtypes
 from ._native import call, call_status, lib
-from .errors import NotFoundError
+from .errors import InvalidArgumentError, NotFoundError
+
+
+def encode_key(text, what="key"):
+    """`text` (a str) as the library takes keys, metadata keys and values: UTF-8, without NUL. A NUL would cut the C
+    string short (silently making another key) and a lone surrogate (a pytree path may hold one, from bytes decoded
+    with surrogateescape) has no UTF-8 form: either raises InvalidArgumentError naming `what` and the text."""
+    if "\0" in text:
+        raise InvalidArgumentError(f"{what} {text!r} contains a NUL character; ckpt takes UTF-8 text without NUL")
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise InvalidArgumentError(f"{what} {text!r} is not valid Unicode text ({e.reason} at position {e.start}); "
+                                   f"ckpt takes UTF-8 text without NUL") from None
 
 
 class State:
@@ -25,8 +38,8 @@ class State:
         local_shape_c = _native.u64s(data.shape)
         offset_c = _native.u64s(offset)
         replica_c = (_native.c_u32 * 1)(replica)
-        shard = _native.new(_native.TensorShard, key=key.encode(), dtype=dtypes.code_of(data.dtype), ndim=ndim,
-                            global_shape=global_shape_c, local_shape=local_shape_c, global_offset=offset_c,
+        shard = _native.new(_native.TensorShard, key=encode_key(key, "tensor key"), dtype=dtypes.code_of(data.dtype),
+                            ndim=ndim, global_shape=global_shape_c, local_shape=local_shape_c, global_offset=offset_c,
                             replica_ndim=1 if replica else 0, replica_id=replica_c, flags=flags,
                             memory_kind=_native.MEMORY_HOST, data=data.ctypes.data if data.size else None,
                             data_size=data.nbytes)
@@ -34,14 +47,14 @@ class State:
         self._buffers.append(data)
 
     def add_common(self, key, value):
-        call("ckpt_state_add_common", self.handle, key.encode(), value, len(value))
+        call("ckpt_state_add_common", self.handle, encode_key(key, "common key"), value, len(value))
 
     def common(self, key):
         """The common bytes a load brought under `key`, or None."""
         data = ctypes.c_void_p()
         size = ctypes.c_uint64()
-        found = call_status("ckpt_state_common", self.handle, key.encode(), ctypes.byref(data), ctypes.byref(size),
-                            accepted=(0, NotFoundError.status))
+        found = call_status("ckpt_state_common", self.handle, encode_key(key, "common key"), ctypes.byref(data),
+                            ctypes.byref(size), accepted=(0, NotFoundError.status))
         if found != 0:
             return None
         return ctypes.string_at(data, size.value) if size.value else b""

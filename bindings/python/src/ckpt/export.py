@@ -5,6 +5,7 @@ import os
 
 from . import _native, dtypes
 from ._native import call
+from ._state import encode_key
 
 DEFAULT_MAX_SHARD_SIZE = 5_000_000_000
 
@@ -20,7 +21,7 @@ def export(checkpoint, out, *, max_shard_size=DEFAULT_MAX_SHARD_SIZE, keys=None,
     Existing files are never replaced (AlreadyExistsError). Objects and common entries are not exported."""
     options = _native.new(_native.ExportOptions, max_shard_bytes=max_shard_size, part_index=part[0],
                           part_count=part[1], dtype=0 if dtype is None else dtypes.code_of(dtype))
-    names = [key.encode() for key in (keys or [])]
+    names = [encode_key(key, "tensor key") for key in (keys or [])]
     array = (ctypes.c_char_p * max(len(names), 1))(*names)
     if names:
         options.keys = ctypes.cast(array, ctypes.POINTER(ctypes.c_char_p))

@@ -9,7 +9,7 @@ import numpy as np
 
 from . import _native, dtypes
 from ._native import call, lib
-from ._state import empty
+from ._state import empty, encode_key
 
 
 class CheckpointInfo(NamedTuple):
@@ -130,8 +130,8 @@ class Reader:
         info = self._tensor(key)
         offset, extent, kept = _box(box, info.shape, key)
         out = empty(extent, info.dtype)
-        call("ckpt_reader_read", self.handle, key.encode(), len(extent), _native.u64s(offset), _native.u64s(extent),
-             out.ctypes.data if out.size else None, out.nbytes)
+        call("ckpt_reader_read", self.handle, encode_key(key, "tensor key"), len(extent), _native.u64s(offset),
+             _native.u64s(extent), out.ctypes.data if out.size else None, out.nbytes)
         return out.reshape(kept)
 
     @property
