@@ -71,8 +71,9 @@ Result<std::unique_ptr<CheckpointManager>> CheckpointManager::Claim(std::string 
   }
   RETURN_IF_ERROR(claim.status().WithContext("claiming checkpoint root " + Quoted(root)));
   if (!claim->valid()) {
-    *warning = "the file system of " + Quoted(root) +
-               " cannot lock files or is read-only, so the root is not claimed: a second job started on it would go unnoticed";
+    *warning =
+        "the file system of " + Quoted(root) +
+        " cannot lock files or is read-only, so the root is not claimed: a second job started on it would go unnoticed";
   }
   // Claimed before the steps are listed: every step listed now was committed by an earlier holder, never by a job
   // that shares the root with this one.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -29,6 +30,25 @@ func TestManagerLoadLatestOfAnEmptyRootIsNotFound(t *testing.T) {
 	if _, err := manager.LoadLatest(state, nil); !errors.Is(err, ErrNotFound) {
 		t.Errorf("LoadLatest of an empty root = %v, expected ErrNotFound", err)
 	}
+}
+
+func TestASecondManagerOnARootIsRefusedUntilTheFirstCloses(t *testing.T) {
+	root := filepath.Join(t.TempDir(), "run")
+	first, err := singleRankContext(t).OpenManager(root, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := singleRankContext(t)
+	if _, err := other.OpenManager(root, nil); !errors.Is(err, ErrAlreadyExists) ||
+		!strings.Contains(err.Error(), fmt.Sprintf("pid %d", os.Getpid())) {
+		t.Errorf("a second OpenManager on a held root = %v, expected ErrAlreadyExists naming this pid", err)
+	}
+	first.Close()
+	second, err := other.OpenManager(root, nil)
+	if err != nil {
+		t.Fatalf("OpenManager after the holder closed: %v", err)
+	}
+	second.Close()
 }
 
 func TestContextCloseClosesItsManagers(t *testing.T) {

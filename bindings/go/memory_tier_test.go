@@ -167,6 +167,8 @@ func TestMemoryTierManagerResumesFromMemoryTheStepStorageNeverSaw(t *testing.T) 
 		t.Fatal(err)
 	}
 	waitForFile(t, filepath.Join(stepTwo, "MANIFEST")) // written by the agent
+	// One manager holds a root at a time: the trainer's lets it go, while its context stays attached.
+	manager.Close()
 
 	// The trainer stays attached while a fresh context resumes: a job that ended cleanly lets its agent go.
 	resumed := singleRankContext(t)

@@ -6,7 +6,7 @@ mod common;
 use std::env;
 use std::path::{Path, PathBuf};
 
-use ckpt::{Context, LoadOptions, LoadState, Manager, ManagerOptions, SaveOptions, SaveState, Shard};
+use ckpt::{Context, ErrorKind, LoadOptions, LoadState, Manager, ManagerOptions, SaveOptions, SaveState, Shard};
 use common::*;
 
 const SAVE_THREE_STEPS_KEEP_TWO: &str = "save-three-steps-keep-two";
@@ -92,4 +92,17 @@ fn load_latest_of_an_empty_root_is_a_fresh_start() {
     let mut state = LoadState::new().unwrap();
     state.add_tensor(&Shard::new(WEIGHT, &[2]), &mut weight).unwrap();
     assert_eq!(manager.load_latest(&mut state, &LoadOptions::new()).unwrap(), None);
+}
+
+#[test]
+fn a_second_manager_on_a_root_is_refused_until_the_first_is_dropped() {
+    let temp = TempDir::new();
+    let holder = solo_builder().io_workers(0).create().unwrap();
+    let other = solo_builder().io_workers(0).create().unwrap();
+    let first = Manager::open(&holder, temp.checkpoint(), &ManagerOptions::new()).unwrap();
+    let refused = Manager::open(&other, temp.checkpoint(), &ManagerOptions::new()).err().expect("refused");
+    assert_eq!(refused.kind(), ErrorKind::AlreadyExists);
+    assert!(refused.to_string().contains(&format!("pid {}", std::process::id())), "{}", refused);
+    drop(first);
+    Manager::open(&other, temp.checkpoint(), &ManagerOptions::new()).expect("the root, once released");
 }

@@ -91,6 +91,8 @@ fn resume_from_memory(root: &Path) {
         save_step(&manager, step);
     }
     wait_for_file(&manager.step_path(2).unwrap().join("MANIFEST")); // written by the agent
+    // One manager holds a root at a time: the trainer's lets it go, while its context stays attached.
+    drop(manager);
 
     // The trainer stays attached while a fresh context resumes: a job that ended cleanly lets its agent go.
     let resumed = solo_builder().create().unwrap();
