@@ -33,7 +33,7 @@ configure() {
 # the staging arena, the save and load paths through the C API, the UCX transport, the agreement on failures.
 tsan_suites='TcpStore|PeerControlPlane|Bootstrap|CallbackControlPlane|WorkerPool|AbandonFiles|FileJobsTest|StagingArena|Capi|Manager|'
 tsan_suites+='HostileCheckpoint|UcxTransport|Agreement|StoreAuth|ClaimedDirectory|BackgroundExceptions|MemoryCommit|TmpfsLoad|'
-tsan_suites+='DirectLoad|SaveInPlace|SpareWork'
+tsan_suites+='DirectLoad|SaveInPlace|SpareWork|StoreFlood'
 tsan_tests="^([A-Za-z]+/)?($tsan_suites)[A-Za-z]*\\.|^library_fault_hooks_absent\$"
 # And the multi-rank scenarios (tests/integration/run.sh) but those of device memory and of MPI (not built here);
 # those about worker processes need them.
