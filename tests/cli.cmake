@@ -369,3 +369,62 @@ done = run("verify", "--json", bad, code=1)
 assert done.stdout == b"" and re.search(rb"the string at /(path|error) is not valid UTF-8", done.stderr), done
 EOF
 ]=])
+
+# A listing costs what the reader's records cost, not a JSON tree or a row of text per tensor on top (once 1.5 GiB
+# for 1.2 million tensors): ls and diff of 100,000 tiny tensors, in --json and in text, peak within the peak of
+# `cat` of one of them (the reader alone; twice for diff's two readers) plus the header's size, and list every
+# tensor. Peaks are max RSS as wait4 reports them, of children forked while the measuring process is small (a child
+# starts with its parent's RSS); sanitizers' shadow memory would make them meaningless.
+ckpt_tool_test(ckpt_ls_and_diff_of_many_tensors_stay_within_the_readers_memory [=[
+test -z "$CKPT_TEST_SANITIZE" || { echo "-fsanitize=$CKPT_TEST_SANITIZE inflates RSS: not run"; exit 77; }
+work="$1/$3"
+rm -rf "$work" && mkdir -p "$work" || exit 1
+"$2" - "$work/many.safetensors" 100000 <<'EOF' || exit 1
+import struct, sys
+path, count = sys.argv[1], int(sys.argv[2])
+header = "{" + ",".join(f'"layer.{i:06d}.w":{{"dtype":"F32","shape":[1],"data_offsets":[{4 * i},{4 * i + 4}]}}'
+                        for i in range(count)) + "}"
+with open(path, "wb") as out:
+    out.write(struct.pack("<Q", len(header)) + header.encode() + bytes(4 * count))
+EOF
+"$2" - "$0" "$work" 100000 <<'EOF' || exit 1
+import json, os, sys
+tool, work, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
+weights = f"{work}/many.safetensors"
+with open(weights, "rb") as file:
+    header_bytes = int.from_bytes(file.read(8), "little")
+def run(name, *args):
+    """Runs the tool with `args`, its output to work/name; returns its exit status and peak RSS in bytes."""
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.dup2(os.open(f"{work}/{name}", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), 1)
+            os.execv(tool, [tool, *args])
+        finally:
+            os._exit(127)
+    _, status, usage = os.wait4(pid, 0)
+    return os.waitstatus_to_exitcode(status), usage.ru_maxrss * 1024
+code, reader = run("cat", "cat", weights, "layer.000000.w")
+assert code == 0, code
+print(f"header {header_bytes} bytes; cat of one tensor peaks at {reader} bytes")
+runs = {"ls.json": (["ls", "--json", weights], 1), "ls.txt": (["ls", weights], 1),
+        "diff.json": (["diff", "--json", weights, weights], 2), "diff.txt": (["diff", weights, weights], 2)}
+peaks = {name: run(name, *args) for name, (args, _) in runs.items()}  # all before this process reads an output
+bounds = {name: readers * reader + header_bytes for name, (_, readers) in runs.items()}
+for name, (code, peak) in peaks.items():
+    print(f"{name}: exit {code}, peak {peak} bytes, bound {bounds[name]}")
+assert all(code == 0 and peak <= bounds[name] for name, (code, peak) in peaks.items())
+keys = [f"layer.{i:06d}.w" for i in range(count)]
+for name in runs:
+    with open(f"{work}/{name}", "rb") as out:
+        output = out.read()
+    if name.endswith(".json"):
+        assert [t["key"] for t in json.loads(output)["tensors"]] == keys, name
+    else:
+        listed = [line.split()[0].rstrip(b":").decode() for line in output.splitlines() if b"layer." in line]
+        assert listed == keys, name
+EOF
+rm -rf "$work"
+]=])
+set_property(TEST ckpt_ls_and_diff_of_many_tensors_stay_within_the_readers_memory APPEND PROPERTY ENVIRONMENT
+             CKPT_TEST_SANITIZE=${CKPT_SANITIZE})

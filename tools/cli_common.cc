@@ -1,6 +1,7 @@
 // The `ckpt` tool's shared helpers (tools/cli_common.h).
 #include "tools/cli_common.h"
 
+#include <algorithm>
 #include <cstdio>
 
 namespace ckpt_cli {
@@ -63,16 +64,18 @@ std::string PointerToken(const std::string& key) {
   return token;
 }
 
+// Whether `text` is well-formed UTF-8 throughout.
+bool IsUtf8(std::string_view text) {
+  char32_t ignored = 0;
+  for (size_t at = 0, length = 0; at < text.size(); at += length) {
+    if ((length = DecodeUtf8(text.substr(at), &ignored)) == 0) return false;
+  }
+  return true;
+}
+
 // The JSON pointer (RFC 6901) of the first string in `value`, key or value, that is not valid UTF-8.
 std::optional<std::string> FirstNonUtf8String(const nlohmann::json& value, const std::string& pointer) {
-  const auto valid = [](const std::string& text) {
-    char32_t ignored = 0;
-    for (size_t at = 0, length = 0; at < text.size(); at += length) {
-      if ((length = DecodeUtf8(std::string_view(text).substr(at), &ignored)) == 0) return false;
-    }
-    return true;
-  };
-  if (value.is_string()) return valid(value.get<std::string>()) ? std::nullopt : std::optional<std::string>(pointer);
+  if (value.is_string()) return IsUtf8(value.get<std::string>()) ? std::nullopt : std::optional<std::string>(pointer);
   if (value.is_array()) {
     for (size_t i = 0; i < value.size(); ++i) {
       if (auto found = FirstNonUtf8String(value[i], pointer + "/" + std::to_string(i))) return found;
@@ -80,11 +83,93 @@ std::optional<std::string> FirstNonUtf8String(const nlohmann::json& value, const
   }
   if (value.is_object()) {
     for (const auto& [key, member] : value.items()) {
-      if (!valid(key)) return pointer + "/" + PointerToken(key);
+      if (!IsUtf8(key)) return pointer + "/" + PointerToken(key);
       if (auto found = FirstNonUtf8String(member, pointer + "/" + PointerToken(key))) return found;
     }
   }
   return std::nullopt;
+}
+
+// PrintJson's refusal of a document whose string at `pointer` is not UTF-8.
+int RefuseNonUtf8(const std::string& pointer) {
+  std::fprintf(stderr,
+               "ckpt: cannot write JSON: the string at %s is not valid UTF-8, which JSON cannot hold exactly (the text "
+               "output shows its bytes escaped)\n",
+               Escaped(pointer).c_str());
+  return kExitFailed;
+}
+
+constexpr int kJsonIndent = 2;
+
+// `value` as PrintJson writes it `depth` levels deep in a document: its lines after the first indented to match.
+// ASCII output escapes every line break inside a string, so each one in the text is one of the layout's.
+std::string NestedDump(const nlohmann::json& value, size_t depth) {
+  std::string nested;
+  for (const char c : value.dump(kJsonIndent, ' ', /*ensure_ascii=*/true)) {
+    nested += c;
+    if (c == '\n') nested.append(depth * kJsonIndent, ' ');
+  }
+  return nested;
+}
+
+// The names of a streamed document's members in the order in which nlohmann::json keeps an object's.
+std::vector<std::string> MemberNames(const nlohmann::json& members,
+                                     const std::map<std::string, JsonArrayProducer>& arrays) {
+  std::vector<std::string> names;
+  for (const auto& member : members.items()) names.push_back(member.key());
+  for (const auto& array : arrays) names.push_back(array.first);
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+// Checks the streamed document's strings in PrintJson's order; kExitFailed after reporting the first that is not
+// UTF-8, or an element that could not be made.
+int CheckStreamedStrings(const nlohmann::json& members, const std::map<std::string, JsonArrayProducer>& arrays,
+                         const std::vector<std::string>& names) {
+  for (const std::string& name : names) {
+    const std::string pointer = "/" + PointerToken(name);
+    if (!IsUtf8(name)) return RefuseNonUtf8(pointer);
+    std::optional<std::string> found;
+    const auto array = arrays.find(name);
+    if (array == arrays.end()) {
+      found = FirstNonUtf8String(members.at(name), pointer);
+    } else {
+      uint64_t index = 0;
+      const bool made = array->second([&](const nlohmann::json& element) {
+        found = FirstNonUtf8String(element, pointer + "/" + std::to_string(index++));
+        return !found;
+      });
+      if (!made && !found) return kExitFailed;
+    }
+    if (found) return RefuseNonUtf8(*found);
+  }
+  return kExitOk;
+}
+
+// Prints the streamed document as nlohmann::json would print it whole; false after reporting an element that could
+// not be made.
+bool PrintStreamed(const nlohmann::json& members, const std::map<std::string, JsonArrayProducer>& arrays,
+                   const std::vector<std::string>& names) {
+  const char* separator = "{\n";
+  for (const std::string& name : names) {
+    std::printf("%s  %s: ", separator, nlohmann::json(name).dump(-1, ' ', /*ensure_ascii=*/true).c_str());
+    separator = ",\n";
+    const auto array = arrays.find(name);
+    if (array == arrays.end()) {
+      std::fputs(NestedDump(members.at(name), 1).c_str(), stdout);
+      continue;
+    }
+    bool empty = true;
+    const bool made = array->second([&](const nlohmann::json& element) {
+      std::printf("%s    %s", empty ? "[\n" : ",\n", NestedDump(element, 2).c_str());
+      empty = false;
+      return true;
+    });
+    if (!made) return false;
+    std::fputs(empty ? "[]" : "\n  ]", stdout);
+  }
+  std::fputs(names.empty() ? "{}\n" : "\n}\n", stdout);
+  return true;
 }
 
 // Escaped, or ControlsEscaped without `escape_backslash`.
@@ -240,15 +325,15 @@ nlohmann::json ShapeJson(uint32_t ndim, const uint64_t* shape) {
 }
 
 int PrintJson(const nlohmann::json& value) {
-  if (const auto pointer = FirstNonUtf8String(value, "")) {
-    std::fprintf(stderr,
-                 "ckpt: cannot write JSON: the string at %s is not valid UTF-8, which JSON cannot hold exactly (the "
-                 "text output shows its bytes escaped)\n",
-                 Escaped(*pointer).c_str());
-    return kExitFailed;
-  }
-  std::printf("%s\n", value.dump(2, ' ', /*ensure_ascii=*/true).c_str());
+  if (const auto pointer = FirstNonUtf8String(value, "")) return RefuseNonUtf8(*pointer);
+  std::printf("%s\n", value.dump(kJsonIndent, ' ', /*ensure_ascii=*/true).c_str());
   return kExitOk;
+}
+
+int PrintJsonStreamed(const nlohmann::json& members, const std::map<std::string, JsonArrayProducer>& arrays) {
+  const std::vector<std::string> names = MemberNames(members, arrays);
+  if (const int checked = CheckStreamedStrings(members, arrays, names); checked != kExitOk) return checked;
+  return PrintStreamed(members, arrays, names) ? kExitOk : kExitFailed;
 }
 
 }  // namespace ckpt_cli

@@ -3,6 +3,8 @@
 
 #include <ckpt.h>
 
+#include <functional>
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -83,5 +85,16 @@ nlohmann::json ShapeJson(uint32_t ndim, const uint64_t* shape);
 // Unicode and cannot carry bytes that are not UTF-8: rather than replace them (U+FFFD) unnoticed, prints nothing,
 // names the string that holds them, and returns kExitFailed (the text output shows them escaped).
 int PrintJson(const nlohmann::json& value);
+
+// The elements of an array too long to hold whole (a listing of millions of tensors), made one at a time: calls
+// `sink` with each in order until it returns false; returns false if an element could not be made (after reporting
+// why) or `sink` stopped.
+using JsonElementSink = std::function<bool(const nlohmann::json&)>;
+using JsonArrayProducer = std::function<bool(const JsonElementSink& sink)>;
+// PrintJson of the object holding `members` and, under the names of `arrays`, the elements each produces: the same
+// text, the same refusal of a string that is not UTF-8 before anything is printed, but only one element exists at a
+// time. Each array is produced twice, to check its strings and to print them; an element that cannot be made
+// returns kExitFailed.
+int PrintJsonStreamed(const nlohmann::json& members, const std::map<std::string, JsonArrayProducer>& arrays);
 
 }  // namespace ckpt_cli

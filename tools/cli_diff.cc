@@ -1,10 +1,11 @@
 // `ckpt diff A B`: the tensors of two checkpoints (any layouts, or safetensors), compared value by value through
-// bounded windows (tools/cli_verbs.h).
+// bounded windows, the two lists of tensors walked together in key order (tools/cli_verbs.h).
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <map>
+#include <functional>
+#include <string_view>
 
 #include "tools/cli_common.h"
 #include "tools/cli_dtype.h"
@@ -16,15 +17,9 @@ namespace {
 
 using nlohmann::json;
 
-struct TensorShape {
-  int32_t dtype = 0;
-  uint32_t ndim = 0;
-  uint64_t shape[CKPT_MAX_NDIM] = {0};
-
-  bool SameShape(const TensorShape& other) const {
-    return ndim == other.ndim && std::equal(shape, shape + ndim, other.shape);
-  }
-};
+bool SameShape(const ckpt_tensor_info& a, const ckpt_tensor_info& b) {
+  return a.ndim == b.ndim && std::equal(a.shape, a.shape + a.ndim, b.shape);
+}
 
 // How two tensors of one dtype and shape differ. Integers differ exactly (a magnitude up to 2^64 - 1); floating
 // and complex values in double, which holds every floating dtype exactly.
@@ -35,27 +30,15 @@ struct Difference {
   bool nan = false;  // some element is NaN on one side only
 };
 
-std::optional<std::map<std::string, TensorShape>> Tensors(Checkpoint& checkpoint) {
-  Failure failure;
-  const auto info = Info(checkpoint, &failure);
-  if (!info) {
-    Report(failure);
+// The tensor at `index` of `checkpoint` (in key order), or nothing after reporting why it cannot be read.
+std::optional<ckpt_tensor_info> TensorAt(Checkpoint& checkpoint, uint64_t index) {
+  ckpt_tensor_info tensor = CKPT_TENSOR_INFO_INIT;
+  if (const int32_t status = ckpt_reader_tensor(checkpoint.reader.get(), index, &tensor, checkpoint.err.get());
+      status != CKPT_OK) {
+    Report("reading tensor " + std::to_string(index) + " of " + checkpoint.dir, status, checkpoint.err.get());
     return std::nullopt;
   }
-  std::map<std::string, TensorShape> tensors;
-  for (uint64_t t = 0; t < info->tensor_count; ++t) {
-    ckpt_tensor_info tensor = CKPT_TENSOR_INFO_INIT;
-    if (const int32_t status = ckpt_reader_tensor(checkpoint.reader.get(), t, &tensor, checkpoint.err.get());
-        status != CKPT_OK) {
-      Report("reading tensor " + std::to_string(t) + " of " + checkpoint.dir, status, checkpoint.err.get());
-      return std::nullopt;
-    }
-    TensorShape& entry = tensors[tensor.key];
-    entry.dtype = tensor.dtype;
-    entry.ndim = tensor.ndim;
-    std::copy(tensor.shape, tensor.shape + tensor.ndim, entry.shape);
-  }
-  return tensors;
+  return tensor;
 }
 
 // NaN equals NaN here: a tensor compared with its copy is equal.
@@ -101,8 +84,9 @@ void Compare(int32_t dtype, const unsigned char* a, const unsigned char* b, uint
 }
 
 // Reads both tensors window by window, the same boxes from each side; nothing after reporting a failed read.
-std::optional<Difference> CompareTensor(Checkpoint& a, Checkpoint& b, const std::string& key, const TensorShape& tensor,
+std::optional<Difference> CompareTensor(Checkpoint& a, Checkpoint& b, const ckpt_tensor_info& tensor,
                                         uint64_t window_bytes) {
+  const std::string key = tensor.key;
   const uint64_t zero[CKPT_MAX_NDIM] = {0};
   const uint64_t element_size = ckpt_dtype_size(tensor.dtype);
   BoxWindows windows(tensor.ndim, zero, tensor.shape, element_size, window_bytes);
@@ -125,15 +109,15 @@ std::optional<Difference> CompareTensor(Checkpoint& a, Checkpoint& b, const std:
   return difference;
 }
 
-// One tensor's entry of the result: its text line and its JSON. `equal` says whether it matched.
+// One tensor's entry of the result: its text line and its JSON.
 struct Outcome {
   std::string line;
   json entry;
-  bool equal = false;
 };
 
-Outcome Describe(const std::string& key, const TensorShape& in_a, const TensorShape& in_b,
+Outcome Describe(const ckpt_tensor_info& in_a, const ckpt_tensor_info& in_b,
                  const std::optional<Difference>& difference) {
+  const std::string key = in_a.key;
   Outcome outcome;
   outcome.entry = {{"key", key}};
   if (in_a.dtype != in_b.dtype) {
@@ -142,7 +126,7 @@ Outcome Describe(const std::string& key, const TensorShape& in_a, const TensorSh
         {{"result", "dtype"}, {"dtype_a", ckpt_dtype_name(in_a.dtype)}, {"dtype_b", ckpt_dtype_name(in_b.dtype)}});
     return outcome;
   }
-  if (!in_a.SameShape(in_b)) {
+  if (!SameShape(in_a, in_b)) {
     outcome.line = key + ": shape " + FormatShape(in_a.ndim, in_a.shape) + " in A, " +
                    FormatShape(in_b.ndim, in_b.shape) + " in B";
     outcome.entry.update({{"result", "shape"},
@@ -151,13 +135,13 @@ Outcome Describe(const std::string& key, const TensorShape& in_a, const TensorSh
     return outcome;
   }
   const uint64_t elements = *ElementCount(in_a.ndim, in_a.shape);
-  outcome.equal = difference->differing == 0;
-  outcome.entry.update({{"result", outcome.equal ? "equal" : "different"},
+  const bool equal = difference->differing == 0;
+  outcome.entry.update({{"result", equal ? "equal" : "different"},
                         {"dtype", ckpt_dtype_name(in_a.dtype)},
                         {"shape", ShapeJson(in_a.ndim, in_a.shape)},
                         {"elements", elements},
                         {"differing_elements", difference->differing}});
-  if (outcome.equal) {
+  if (equal) {
     outcome.line = key + ": equal";
     return outcome;
   }
@@ -174,6 +158,132 @@ Outcome Describe(const std::string& key, const TensorShape& in_a, const TensorSh
   return outcome;
 }
 
+// What became of a tensor of A: the index of B's tensor of its key, if any, and how the two differ if they have one
+// dtype and shape. The comparison keeps these few words per tensor, not its text or JSON, and the listing is printed
+// once it is complete: keys, dtypes and shapes read again from the readers.
+struct Match {
+  std::optional<uint64_t> b_index;
+  std::optional<Difference> difference;
+};
+
+struct Comparison {
+  std::vector<Match> of_a;          // a match per tensor of A, in A's order
+  std::vector<uint64_t> only_in_b;  // B's tensors that A lacks, by index
+  bool equal = true;
+};
+
+// Compares A's tensor `in_a` with B's tensor `in_b` of the same key, at `b_index`; nothing after reporting a failed
+// read.
+std::optional<Match> MatchTensors(Checkpoint& a, Checkpoint& b, const ckpt_tensor_info& in_a,
+                                  const ckpt_tensor_info& in_b, uint64_t b_index, uint64_t window_bytes) {
+  Match match{b_index, std::nullopt};
+  if (in_a.dtype == in_b.dtype && SameShape(in_a, in_b)) {
+    match.difference = CompareTensor(a, b, in_a, window_bytes);
+    if (!match.difference) return std::nullopt;
+  }
+  return match;
+}
+
+// Walks both tensor lists at once, both in key order as ckpt_reader_tensor gives them; nothing after reporting a
+// failure.
+std::optional<Comparison> CompareAll(Checkpoint& a, Checkpoint& b, uint64_t window_bytes) {
+  Failure failure;
+  const auto info_a = Info(a, &failure);
+  const auto info_b = info_a ? Info(b, &failure) : std::nullopt;
+  if (!info_b) {
+    Report(failure);
+    return std::nullopt;
+  }
+  Comparison comparison;
+  comparison.of_a.reserve(info_a->tensor_count);
+  for (uint64_t i = 0, j = 0; i < info_a->tensor_count || j < info_b->tensor_count;) {
+    std::optional<ckpt_tensor_info> in_a, in_b;
+    if ((i < info_a->tensor_count && !(in_a = TensorAt(a, i))) ||
+        (j < info_b->tensor_count && !(in_b = TensorAt(b, j)))) {
+      return std::nullopt;
+    }
+    const int order = !in_a ? 1 : !in_b ? -1 : std::string_view(in_a->key).compare(in_b->key);
+    if (order > 0) {
+      comparison.only_in_b.push_back(j++);
+      continue;
+    }
+    Match match;
+    if (order == 0) {
+      const auto compared = MatchTensors(a, b, *in_a, *in_b, j++, window_bytes);
+      if (!compared) return std::nullopt;
+      match = *compared;
+    }
+    comparison.equal = comparison.equal && match.difference && match.difference->differing == 0;
+    comparison.of_a.push_back(match);
+    ++i;
+  }
+  comparison.equal = comparison.equal && comparison.only_in_b.empty();
+  return comparison;
+}
+
+// Calls `visit` with each tensor of A, B's tensor of its key (null if none) and their difference; false after
+// reporting a failed read, or when `visit` returns false.
+using MatchVisitor =
+    std::function<bool(const ckpt_tensor_info& in_a, const ckpt_tensor_info* in_b, const std::optional<Difference>&)>;
+bool ForEachOfA(Checkpoint& a, Checkpoint& b, const Comparison& comparison, const MatchVisitor& visit) {
+  for (uint64_t i = 0; i < comparison.of_a.size(); ++i) {
+    const Match& match = comparison.of_a[i];
+    const auto in_a = TensorAt(a, i);
+    const auto in_b = match.b_index ? TensorAt(b, *match.b_index) : std::nullopt;
+    if (!in_a || (match.b_index && !in_b)) return false;
+    if (!visit(*in_a, in_b ? &*in_b : nullptr, match.difference)) return false;
+  }
+  return true;
+}
+
+// Calls `visit` with the key of each tensor only in B; as ForEachOfA.
+bool ForEachOnlyInB(Checkpoint& b, const Comparison& comparison, const std::function<bool(const char* key)>& visit) {
+  for (const uint64_t j : comparison.only_in_b) {
+    const auto in_b = TensorAt(b, j);
+    if (!in_b || !visit(in_b->key)) return false;
+  }
+  return true;
+}
+
+int PrintDiffText(const DiffOptions& options, Checkpoint& a, Checkpoint& b, const Comparison& comparison) {
+  std::printf("A: %s\nB: %s\n", Escaped(options.a).c_str(), Escaped(options.b).c_str());
+  // The lines quote the checkpoints' keys.
+  const auto print = [](const std::string& line) {
+    std::printf("%s\n", Escaped(line).c_str());
+    return true;
+  };
+  const bool printed =
+      ForEachOfA(
+          a, b, comparison,
+          [&](const ckpt_tensor_info& in_a, const ckpt_tensor_info* in_b, const std::optional<Difference>& difference) {
+            return print(in_b ? Describe(in_a, *in_b, difference).line : std::string("only in A: ") + in_a.key);
+          }) &&
+      ForEachOnlyInB(b, comparison, [&](const char* key) { return print(std::string("only in B: ") + key); });
+  if (!printed) return kExitFailed;
+  std::printf("%s\n", comparison.equal ? "the tensors are equal" : "the tensors differ");
+  return kExitOk;
+}
+
+int PrintDiffJson(const DiffOptions& options, Checkpoint& a, Checkpoint& b, const Comparison& comparison) {
+  const JsonArrayProducer only_in_a = [&](const JsonElementSink& sink) {
+    return ForEachOfA(a, b, comparison,
+                      [&](const ckpt_tensor_info& in_a, const ckpt_tensor_info* in_b,
+                          const std::optional<Difference>&) { return in_b || sink(in_a.key); });
+  };
+  const JsonArrayProducer only_in_b = [&](const JsonElementSink& sink) {
+    return ForEachOnlyInB(b, comparison, [&](const char* key) { return sink(key); });
+  };
+  const JsonArrayProducer tensors = [&](const JsonElementSink& sink) {
+    return ForEachOfA(
+        a, b, comparison,
+        [&](const ckpt_tensor_info& in_a, const ckpt_tensor_info* in_b, const std::optional<Difference>& difference) {
+          return !in_b || sink(Describe(in_a, *in_b, difference).entry);
+        });
+  };
+  return PrintJsonStreamed({{"a", options.a}, {"b", options.b}, {"equal", comparison.equal}},
+                           {{"only_in_a", only_in_a}, {"only_in_b", only_in_b}, {"tensors", tensors}});
+}
+
 }  // namespace
 
 int Diff(const DiffOptions& options) {
@@ -181,53 +291,12 @@ int Diff(const DiffOptions& options) {
   if (!a) return kExitFailed;
   auto b = Open(options.b);
   if (!b) return kExitFailed;
-  const auto tensors_a = Tensors(*a);
-  const auto tensors_b = Tensors(*b);
-  if (!tensors_a || !tensors_b) return kExitFailed;
-
-  json only_in_a = json::array(), only_in_b = json::array(), compared = json::array();
-  std::vector<std::string> lines;
-  bool equal = true;
-  for (const auto& [key, in_a] : *tensors_a) {
-    const auto found = tensors_b->find(key);
-    if (found == tensors_b->end()) {
-      only_in_a.push_back(key);
-      lines.push_back("only in A: " + key);
-      equal = false;
-      continue;
-    }
-    std::optional<Difference> difference;
-    if (in_a.dtype == found->second.dtype && in_a.SameShape(found->second)) {
-      difference = CompareTensor(*a, *b, key, in_a, options.window_bytes);
-      if (!difference) return kExitFailed;
-    }
-    Outcome outcome = Describe(key, in_a, found->second, difference);
-    equal = equal && outcome.equal;
-    lines.push_back(std::move(outcome.line));
-    compared.push_back(std::move(outcome.entry));
-  }
-  for (const auto& entry : *tensors_b) {
-    if (tensors_a->count(entry.first)) continue;
-    only_in_b.push_back(entry.first);
-    lines.push_back("only in B: " + entry.first);
-    equal = false;
-  }
-
-  if (options.json) {
-    const int printed = PrintJson({{"a", options.a},
-                                   {"b", options.b},
-                                   {"equal", equal},
-                                   {"only_in_a", std::move(only_in_a)},
-                                   {"only_in_b", std::move(only_in_b)},
-                                   {"tensors", std::move(compared)}});
-    if (printed != kExitOk) return printed;
-  } else {
-    std::printf("A: %s\nB: %s\n", Escaped(options.a).c_str(), Escaped(options.b).c_str());
-    // The lines quote the checkpoints' keys.
-    for (const std::string& line : lines) std::printf("%s\n", Escaped(line).c_str());
-    std::printf("%s\n", equal ? "the tensors are equal" : "the tensors differ");
-  }
-  return equal ? kExitOk : kExitFailed;
+  const auto comparison = CompareAll(*a, *b, options.window_bytes);
+  if (!comparison) return kExitFailed;
+  const int printed =
+      options.json ? PrintDiffJson(options, *a, *b, *comparison) : PrintDiffText(options, *a, *b, *comparison);
+  if (printed != kExitOk) return printed;
+  return comparison->equal ? kExitOk : kExitFailed;
 }
 
 }  // namespace ckpt_cli

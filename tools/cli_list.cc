@@ -1,5 +1,6 @@
 // `ckpt ls`: what a checkpoint holds, or which steps a manager's root holds (tools/cli_verbs.h). Both are gathered
-// as JSON first, so that --json and the text show the same facts.
+// as JSON first, so that --json and the text show the same facts; a checkpoint's entries one at a time, so that a
+// listing of millions of tensors costs no more memory than the reader's own records.
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -8,6 +9,7 @@
 #include <cinttypes>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <system_error>
 
 #include "tools/cli_common.h"
@@ -55,71 +57,110 @@ std::optional<json> ChunksJson(Checkpoint& checkpoint, uint64_t tensor_index, ui
   return chunks;
 }
 
-// Every section of the listing, or nothing after reporting why a part cannot be read.
-std::optional<json> CheckpointJson(Checkpoint& checkpoint, const ckpt_checkpoint_info& info, bool with_chunks) {
-  ckpt_reader_t* reader = checkpoint.reader.get();
-  ckpt_error_t* err = checkpoint.err.get();
-  json tensors = json::array(), objects = json::array(), common = json::array(), metadata = json::array();
-  for (uint64_t t = 0; t < info.tensor_count; ++t) {
-    ckpt_tensor_info tensor = CKPT_TENSOR_INFO_INIT;
-    if (const int32_t status = ckpt_reader_tensor(reader, t, &tensor, err); status != CKPT_OK) {
-      Report("reading tensor " + std::to_string(t), status, err);
-      return std::nullopt;
+// The sections of a checkpoint's listing, each produced an entry at a time from the reader: a listing of millions
+// of tensors never exists whole, in --json as in the text.
+JsonArrayProducer TensorsSection(Checkpoint& checkpoint, uint64_t count, bool with_chunks) {
+  return [&checkpoint, count, with_chunks](const JsonElementSink& sink) {
+    for (uint64_t t = 0; t < count; ++t) {
+      ckpt_tensor_info tensor = CKPT_TENSOR_INFO_INIT;
+      if (const int32_t status = ckpt_reader_tensor(checkpoint.reader.get(), t, &tensor, checkpoint.err.get());
+          status != CKPT_OK) {
+        Report("reading tensor " + std::to_string(t), status, checkpoint.err.get());
+        return false;
+      }
+      const auto bytes = BoxBytes(tensor.dtype, tensor.ndim, tensor.shape);
+      json entry = {{"key", tensor.key ? tensor.key : "?"},
+                    {"dtype", ckpt_dtype_name(tensor.dtype)},
+                    {"shape", ShapeJson(tensor.ndim, tensor.shape)},
+                    {"chunk_count", tensor.chunk_count},
+                    {"bytes", bytes ? json(*bytes) : json()}};
+      if (with_chunks) {
+        auto chunks = ChunksJson(checkpoint, t, tensor.chunk_count);
+        if (!chunks) return false;
+        entry["chunks"] = std::move(*chunks);
+      }
+      if (!sink(entry)) return false;
     }
-    const auto bytes = BoxBytes(tensor.dtype, tensor.ndim, tensor.shape);
-    json entry = {{"key", tensor.key ? tensor.key : "?"},
-                  {"dtype", ckpt_dtype_name(tensor.dtype)},
-                  {"shape", ShapeJson(tensor.ndim, tensor.shape)},
-                  {"chunk_count", tensor.chunk_count},
-                  {"bytes", bytes ? json(*bytes) : json()}};
-    if (with_chunks) {
-      auto chunks = ChunksJson(checkpoint, t, tensor.chunk_count);
-      if (!chunks) return std::nullopt;
-      entry["chunks"] = std::move(*chunks);
+    return true;
+  };
+}
+
+JsonArrayProducer ObjectsSection(Checkpoint& checkpoint, uint64_t count) {
+  return [&checkpoint, count](const JsonElementSink& sink) {
+    for (uint64_t i = 0; i < count; ++i) {
+      const char* key = nullptr;
+      uint32_t grid_ndim = 0;
+      const uint64_t* grid_shape = nullptr;
+      uint64_t bytes = 0;
+      if (const int32_t status = ckpt_reader_object_at(checkpoint.reader.get(), i, &key, &grid_ndim, &grid_shape,
+                                                       &bytes, checkpoint.err.get());
+          status != CKPT_OK) {
+        Report("reading object " + std::to_string(i), status, checkpoint.err.get());
+        return false;
+      }
+      if (!sink({{"key", key}, {"grid", ShapeJson(grid_ndim, grid_shape)}, {"bytes", bytes}})) return false;
     }
-    tensors.push_back(std::move(entry));
-  }
-  for (uint64_t i = 0; i < info.object_count; ++i) {
-    const char* key = nullptr;
-    uint32_t grid_ndim = 0;
-    const uint64_t* grid_shape = nullptr;
-    uint64_t bytes = 0;
-    if (const int32_t status = ckpt_reader_object_at(reader, i, &key, &grid_ndim, &grid_shape, &bytes, err);
-        status != CKPT_OK) {
-      Report("reading object " + std::to_string(i), status, err);
-      return std::nullopt;
+    return true;
+  };
+}
+
+JsonArrayProducer CommonSection(Checkpoint& checkpoint, uint64_t count) {
+  return [&checkpoint, count](const JsonElementSink& sink) {
+    for (uint64_t i = 0; i < count; ++i) {
+      const char* key = nullptr;
+      const void* data = nullptr;
+      uint64_t size = 0;
+      if (const int32_t status =
+              ckpt_reader_common_at(checkpoint.reader.get(), i, &key, &data, &size, checkpoint.err.get());
+          status != CKPT_OK) {
+        Report("reading common entry " + std::to_string(i), status, checkpoint.err.get());
+        return false;
+      }
+      if (!sink({{"key", key}, {"bytes", size}, {"preview", PreviewBytes(data, size)}})) return false;
     }
-    objects.push_back({{"key", key}, {"grid", ShapeJson(grid_ndim, grid_shape)}, {"bytes", bytes}});
-  }
-  for (uint64_t i = 0; i < info.common_count; ++i) {
-    const char* key = nullptr;
-    const void* data = nullptr;
-    uint64_t size = 0;
-    if (const int32_t status = ckpt_reader_common_at(reader, i, &key, &data, &size, err); status != CKPT_OK) {
-      Report("reading common entry " + std::to_string(i), status, err);
-      return std::nullopt;
+    return true;
+  };
+}
+
+JsonArrayProducer MetadataSection(Checkpoint& checkpoint, uint64_t count) {
+  return [&checkpoint, count](const JsonElementSink& sink) {
+    for (uint64_t i = 0; i < count; ++i) {
+      const char* key = nullptr;
+      const char* value = nullptr;
+      if (const int32_t status =
+              ckpt_reader_metadata_at(checkpoint.reader.get(), i, &key, &value, checkpoint.err.get());
+          status != CKPT_OK) {
+        Report("reading metadata entry " + std::to_string(i), status, checkpoint.err.get());
+        return false;
+      }
+      if (!sink(key)) return false;
     }
-    common.push_back({{"key", key}, {"bytes", size}, {"preview", PreviewBytes(data, size)}});
-  }
-  for (uint64_t i = 0; i < info.metadata_count; ++i) {
-    const char* key = nullptr;
-    const char* value = nullptr;
-    if (const int32_t status = ckpt_reader_metadata_at(reader, i, &key, &value, err); status != CKPT_OK) {
-      Report("reading metadata entry " + std::to_string(i), status, err);
-      return std::nullopt;
-    }
-    metadata.push_back(key);
-  }
-  return json{{"path", checkpoint.dir},
-              {"format", std::to_string(info.format_major) + "." + std::to_string(info.format_minor)},
-              {"world_size", info.world_size},
-              {"node_count", info.node_count},
-              {"data_files", info.file_count},
-              {"total_bytes", info.total_bytes},
-              {"tensors", std::move(tensors)},
-              {"objects", std::move(objects)},
-              {"common", std::move(common)},
-              {"metadata", std::move(metadata)}};
+    return true;
+  };
+}
+
+// A checkpoint's listing: its facts, and its sections as they are produced.
+struct CheckpointListing {
+  json facts;
+  JsonArrayProducer tensors, objects, common, metadata;
+};
+
+CheckpointListing ListingOf(Checkpoint& checkpoint, const ckpt_checkpoint_info& info, bool with_chunks) {
+  return {json{{"path", checkpoint.dir},
+               {"format", std::to_string(info.format_major) + "." + std::to_string(info.format_minor)},
+               {"world_size", info.world_size},
+               {"node_count", info.node_count},
+               {"data_files", info.file_count},
+               {"total_bytes", info.total_bytes}},
+          TensorsSection(checkpoint, info.tensor_count, with_chunks), ObjectsSection(checkpoint, info.object_count),
+          CommonSection(checkpoint, info.common_count), MetadataSection(checkpoint, info.metadata_count)};
+}
+
+int PrintCheckpointJson(const CheckpointListing& listing) {
+  return PrintJsonStreamed(listing.facts, {{"tensors", listing.tensors},
+                                           {"objects", listing.objects},
+                                           {"common", listing.common},
+                                           {"metadata", listing.metadata}});
 }
 
 // A cell of the text output: strings (keys, file and directory names, paths) escaped, other values as JSON writes them.
@@ -131,75 +172,144 @@ std::string ShapeText(const json& shape) {
   return text + "]";
 }
 
+// Widens the columns of `width` to hold the cells of `row`.
+void Widen(const std::vector<std::string>& row, std::vector<size_t>* width) {
+  for (size_t c = 0; c < row.size(); ++c) (*width)[c] = std::max((*width)[c], row[c].size());
+}
+
+// `row` as a line of columns of `width`.
+std::string ColumnLine(const std::vector<std::string>& row, const std::vector<size_t>& width,
+                       const std::vector<bool>& right_aligned) {
+  std::string line;
+  for (size_t c = 0; c < row.size(); ++c) {
+    const std::string padding(width[c] - row[c].size(), ' ');
+    line += "  " + (right_aligned[c] ? padding + row[c] : row[c] + padding);
+  }
+  line.erase(line.find_last_not_of(' ') + 1);  // an empty last cell leaves no trailing blanks
+  return line;
+}
+
 // `rows` as lines of columns, each column as wide as its widest cell.
 std::vector<std::string> Columns(const std::vector<std::vector<std::string>>& rows,
                                  const std::vector<bool>& right_aligned) {
   std::vector<size_t> width(right_aligned.size(), 0);
-  for (const auto& row : rows) {
-    for (size_t c = 0; c < row.size(); ++c) width[c] = std::max(width[c], row[c].size());
-  }
+  for (const auto& row : rows) Widen(row, &width);
   std::vector<std::string> lines;
-  for (const auto& row : rows) {
-    std::string line;
-    for (size_t c = 0; c < row.size(); ++c) {
-      const std::string padding(width[c] - row[c].size(), ' ');
-      line += "  " + (right_aligned[c] ? padding + row[c] : row[c] + padding);
-    }
-    line.erase(line.find_last_not_of(' ') + 1);  // an empty last cell leaves no trailing blanks
-    lines.push_back(std::move(line));
-  }
+  for (const auto& row : rows) lines.push_back(ColumnLine(row, width, right_aligned));
   return lines;
 }
 
-void PrintTensors(const json& tensors) {
-  std::vector<std::vector<std::string>> rows = {{"KEY", "DTYPE", "SHAPE", "CHUNKS", "BYTES"}};
-  for (const json& t : tensors) {
-    rows.push_back({Text(t["key"]), Text(t["dtype"]), ShapeText(t["shape"]), Text(t["chunk_count"]),
-                    t["bytes"].is_null() ? "overflow" : Text(t["bytes"])});
+// A section of the text listing as a table, a row per entry under an optional heading row, each column as wide as
+// its widest cell. Measure passes over the section once before Print passes again, so that no row is kept.
+class SectionTable {
+ public:
+  using Cells = std::function<std::vector<std::string>(const json& entry)>;
+
+  SectionTable(std::vector<std::string> heading, std::vector<bool> right_aligned, Cells cells)
+      : heading_(std::move(heading)),
+        right_aligned_(std::move(right_aligned)),
+        cells_(std::move(cells)),
+        width_(right_aligned_.size(), 0) {
+    if (!heading_.empty()) Widen(heading_, &width_);
   }
-  const std::vector<std::string> lines = Columns(rows, {false, false, false, true, false});
-  std::printf("tensors\n%s\n", lines[0].c_str());
-  for (size_t t = 0; t < tensors.size(); ++t) {
-    std::printf("%s\n", lines[t + 1].c_str());
-    if (!tensors[t].contains("chunks")) continue;
-    for (const json& chunk : tensors[t]["chunks"]) {
-      std::string box = "[";
-      for (size_t d = 0; d < chunk["shape"].size(); ++d) {
-        box += (d ? ", " : "") + chunk["offset"][d].dump() + ":" + chunk["shape"][d].dump();
-      }
-      std::printf("      %s]  %s @%s  %s\n", box.c_str(), Text(chunk["file"]).c_str(),
-                  Text(chunk["file_offset"]).c_str(), FormatBytes(chunk["bytes"].get<uint64_t>()).c_str());
+
+  bool Measure(const JsonArrayProducer& section) {
+    return section([this](const json& entry) {
+      Widen(cells_(entry), &width_);
+      return true;
+    });
+  }
+
+  // Prints the heading and a row per entry, calling `after_row` with each entry once its row is printed.
+  bool Print(const JsonArrayProducer& section, const std::function<void(const json&)>& after_row = nullptr) const {
+    if (!heading_.empty()) std::printf("%s\n", ColumnLine(heading_, width_, right_aligned_).c_str());
+    return section([&](const json& entry) {
+      std::printf("%s\n", ColumnLine(cells_(entry), width_, right_aligned_).c_str());
+      if (after_row) after_row(entry);
+      return true;
+    });
+  }
+
+ private:
+  std::vector<std::string> heading_;
+  std::vector<bool> right_aligned_;
+  Cells cells_;
+  std::vector<size_t> width_;
+};
+
+SectionTable TensorTable() {
+  return SectionTable({"KEY", "DTYPE", "SHAPE", "CHUNKS", "BYTES"}, {false, false, false, true, false},
+                      [](const json& t) -> std::vector<std::string> {
+                        return {Text(t["key"]), Text(t["dtype"]), ShapeText(t["shape"]), Text(t["chunk_count"]),
+                                t["bytes"].is_null() ? "overflow" : Text(t["bytes"])};
+                      });
+}
+
+SectionTable ObjectTable() {
+  return SectionTable({"KEY", "GRID", "BYTES"}, {false, false, true}, [](const json& o) -> std::vector<std::string> {
+    return {Text(o["key"]), ShapeText(o["grid"]), Text(o["bytes"])};
+  });
+}
+
+SectionTable CommonTable() {
+  return SectionTable({}, {false, true, false}, [](const json& c) -> std::vector<std::string> {
+    return {Text(c["key"]), FormatBytes(c["bytes"].get<uint64_t>()), Text(c["preview"])};
+  });
+}
+
+// The chunks of a tensor listed with --chunks, under its row.
+void PrintChunks(const json& tensor) {
+  if (!tensor.contains("chunks")) return;
+  for (const json& chunk : tensor["chunks"]) {
+    std::string box = "[";
+    for (size_t d = 0; d < chunk["shape"].size(); ++d) {
+      box += (d ? ", " : "") + chunk["offset"][d].dump() + ":" + chunk["shape"][d].dump();
     }
+    std::printf("      %s]  %s @%s  %s\n", box.c_str(), Text(chunk["file"]).c_str(), Text(chunk["file_offset"]).c_str(),
+                FormatBytes(chunk["bytes"].get<uint64_t>()).c_str());
   }
 }
 
-void PrintCheckpoint(const json& listing, const ckpt_checkpoint_info& info) {
-  std::printf("checkpoint %s\n", Text(listing["path"]).c_str());
+void PrintSummary(const std::string& path, const ckpt_checkpoint_info& info) {
+  std::printf("checkpoint %s\n", path.c_str());
   std::printf("  format %u.%u, saved by %s on %s\n", info.format_major, info.format_minor,
               Count(info.world_size, "rank", "ranks").c_str(), Count(info.node_count, "node", "nodes").c_str());
   std::printf("  %s, %s, %s, %s, %s of data\n", Count(info.tensor_count, "tensor", "tensors").c_str(),
               Count(info.object_count, "object", "objects").c_str(),
               Count(info.common_count, "common entry", "common entries").c_str(),
               Count(info.file_count, "data file", "data files").c_str(), FormatBytes(info.total_bytes).c_str());
-  if (!listing["tensors"].empty()) PrintTensors(listing["tensors"]);
-  if (!listing["objects"].empty()) {
+}
+
+// The text listing: every table measured (and so every entry read) before the first line is printed.
+int PrintCheckpoint(const CheckpointListing& listing, const ckpt_checkpoint_info& info) {
+  SectionTable tensors = TensorTable(), objects = ObjectTable(), common = CommonTable();
+  if (!tensors.Measure(listing.tensors) || !objects.Measure(listing.objects) || !common.Measure(listing.common) ||
+      !listing.metadata([](const json&) { return true; })) {
+    return kExitFailed;
+  }
+  const std::string path = Text(listing.facts["path"]);
+  PrintSummary(path, info);
+  bool printed = true;
+  if (info.tensor_count > 0) {
+    std::printf("tensors\n");
+    printed = tensors.Print(listing.tensors, PrintChunks);
+  }
+  if (printed && info.object_count > 0) {
     std::printf("objects\n");
-    std::vector<std::vector<std::string>> rows = {{"KEY", "GRID", "BYTES"}};
-    for (const json& o : listing["objects"]) rows.push_back({Text(o["key"]), ShapeText(o["grid"]), Text(o["bytes"])});
-    for (const std::string& line : Columns(rows, {false, false, true})) std::printf("%s\n", line.c_str());
+    printed = objects.Print(listing.objects);
   }
-  if (!listing["common"].empty()) {
+  if (printed && info.common_count > 0) {
     std::printf("common\n");
-    std::vector<std::vector<std::string>> rows;
-    for (const json& c : listing["common"]) {
-      rows.push_back({Text(c["key"]), FormatBytes(c["bytes"].get<uint64_t>()), Text(c["preview"])});
-    }
-    for (const std::string& line : Columns(rows, {false, true, false})) std::printf("%s\n", line.c_str());
+    printed = common.Print(listing.common);
   }
-  if (!listing["metadata"].empty()) {
-    std::printf("metadata (print a value with: ckpt meta %s KEY)\n", Text(listing["path"]).c_str());
-    for (const json& key : listing["metadata"]) std::printf("  %s\n", Text(key).c_str());
+  if (printed && info.metadata_count > 0) {
+    std::printf("metadata (print a value with: ckpt meta %s KEY)\n", path.c_str());
+    printed = listing.metadata([](const json& key) {
+      std::printf("  %s\n", Text(key).c_str());
+      return true;
+    });
   }
+  return printed ? kExitOk : kExitFailed;
 }
 
 // A manager's root, as runtime/manager.cc lays it out: committed steps are "step-<12 digits>" directories holding
@@ -357,11 +467,8 @@ int List(const ListOptions& options) {
   Failure failure;
   const auto info = Info(*checkpoint, &failure);
   if (!info) return Report(failure);
-  const auto listing = CheckpointJson(*checkpoint, *info, options.chunks);
-  if (!listing) return kExitFailed;
-  if (options.json) return PrintJson(*listing);
-  PrintCheckpoint(*listing, *info);
-  return kExitOk;
+  const CheckpointListing listing = ListingOf(*checkpoint, *info, options.chunks);
+  return options.json ? PrintCheckpointJson(listing) : PrintCheckpoint(listing, *info);
 }
 
 }  // namespace ckpt_cli
