@@ -14,9 +14,9 @@ class CheckpointManager:
     for this job until close() (or the process's end) and removes what crashed runs left behind; a root another job
     holds is refused on every rank with AlreadyExistsError naming the holder (host, pid, job id). Reading a root
     needs no manager: ckpt.restore(manager's step path) and `ckpt ls ROOT` work while a job holds it. After each
-    save commits, rank 0 moves the `latest` pointer and removes the steps the
-    policy no longer keeps: the newest `keep_last` (None: all), plus every step divisible by `keep_every`. save()
-    saves only the steps divisible by `save_interval_steps`.
+    save commits, rank 0 moves the `latest` pointer and removes the steps the policy no longer keeps among those of
+    this job or found when it claimed the root: the newest `keep_last` (None: all), plus every step divisible by
+    `keep_every`. save() saves only the steps divisible by `save_interval_steps`.
 
     With `memory_tier`, every step goes to the node's memory tier (ckpt.save's tier "memory": the ckpt-agent's shared
     memory, which outlives the trainers), and the steps divisible by `storage_every` to storage as well (tier
