@@ -43,7 +43,7 @@ std::string Hex(const char* format, unsigned value) {
   return out;
 }
 
-// How QuotedEscaped writes the ASCII character `c`.
+// How Quoted writes the ASCII character `c`.
 std::string EscapedAscii(char c) {
   switch (c) {
     case '\\':
@@ -77,7 +77,7 @@ std::string KeyTextProblem(std::string_view text) {
   return {};
 }
 
-std::string QuotedEscaped(std::string_view text) {
+std::string Quoted(std::string_view text) {
   std::string out = "'";
   for (size_t at = 0; at < text.size();) {
     const size_t length = SequenceLength(text, at);
@@ -98,7 +98,7 @@ std::string QuotedEscaped(std::string_view text) {
 Status CheckKeyText(std::string_view text, const std::string& what, Code code) {
   const std::string problem = KeyTextProblem(text);
   if (problem.empty()) return Status::Ok();
-  return Status(code, what + " " + QuotedEscaped(text) + " " + problem);
+  return Status(code, what + " " + Quoted(text) + " " + problem);
 }
 
 }  // namespace ckpt

@@ -3,7 +3,7 @@
 // Python. Valid means RFC 3629: no overlong forms, no surrogates (U+D800..U+DFFF), nothing above U+10FFFF. So a key
 // prints in JSON exactly as it is (two keys never print alike), survives a C string, and an export writes it into
 // a header that every reader accepts. Other control characters are allowed: JSON escapes them, and messages show
-// them escaped (QuotedEscaped).
+// them escaped (Quoted, common/status.h).
 #pragma once
 
 #include <string>
@@ -16,11 +16,6 @@ namespace ckpt {
 // Why `text` cannot be a key or a metadata value ("is not valid UTF-8 (byte 0xc0 at offset 1)", "contains a NUL
 // byte at offset 3"); empty when it can.
 std::string KeyTextProblem(std::string_view text);
-
-// `text` (a key, or a name read from a file) in single quotes for a message. A backslash, a quote, a control
-// character (C0, DEL, C1) and every byte that is not part of valid UTF-8 is escaped (\\, \', \n, \x00, \xff,
-// \u0085), so that a hostile name can neither garble a message nor pass for another; other UTF-8 is kept as it is.
-std::string QuotedEscaped(std::string_view text);
 
 // Ok when `text` is valid; else a Status of `code` saying "<what> 'a\xffb' is not valid UTF-8 (byte 0xff at
 // offset 1)": `what` names the text ("tensor key", "metadata value").

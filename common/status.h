@@ -7,6 +7,7 @@
 #include <new>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <variant>
 
@@ -66,8 +67,10 @@ inline Status PeerFailed(std::string m) { return Status(Code::kPeerFailed, std::
 inline Status Unsupported(std::string m) { return Status(Code::kUnsupported, std::move(m)); }
 inline Status Internal(std::string m) { return Status(Code::kInternal, std::move(m)); }
 
-// A path or name as messages quote it: 'data/0-0.bin'.
-inline std::string Quoted(const std::string& s) { return "'" + s + "'"; }
+// A path, key or name as messages quote it: 'data/0-0.bin'. Whatever could garble a message, drive a terminal or
+// pass for another name is escaped: a backslash, a quote, control characters (C0, DEL, C1) and bytes that are not
+// UTF-8 (\\, \', \n, \x1b, \u0085, \xff); other UTF-8 is kept as it is (common/key_text.cc).
+std::string Quoted(std::string_view text);
 
 // Runs `work` at a background thread's boundary, where no exception may pass (std::terminate would end the
 // trainer): nullopt if it returned, else what the exception means for that work (kNoMemory for bad_alloc,

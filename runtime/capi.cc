@@ -49,7 +49,7 @@ constexpr uint32_t kKnownShardFlags =
 Status ConvertShard(const ckpt_tensor_shard& c, rt::TensorShard* out) {
   if (c.key == nullptr) return NullArgument("shard key");
   const std::string key = c.key;
-  const std::string name = "tensor " + ckpt::QuotedEscaped(key);  // escaped: the key is checked later (State)
+  const std::string name = "tensor " + ckpt::Quoted(key);  // escaped: the key is checked later (State)
   if (c.ndim > CKPT_MAX_NDIM) {
     return ckpt::InvalidArgument(name + ": ndim " + std::to_string(c.ndim) + " exceeds 8");
   }
@@ -91,7 +91,7 @@ Status ToStrictness(int32_t value, const char* name, rt::Strictness* out) {
 
 Status CheckGrid(const char* key, uint32_t grid_ndim, const uint64_t* grid_shape, const uint64_t* grid_index) {
   if (key == nullptr) return NullArgument("object key");
-  const std::string name = "object " + ckpt::QuotedEscaped(key);  // escaped: the key is checked later (State)
+  const std::string name = "object " + ckpt::Quoted(key);  // escaped: the key is checked later (State)
   if (grid_ndim > CKPT_MAX_NDIM) return ckpt::InvalidArgument(name + ": grid_ndim exceeds 8");
   if (grid_ndim > 0 && (grid_shape == nullptr || grid_index == nullptr)) {
     return ckpt::InvalidArgument(name + ": grid_shape and grid_index are required");
@@ -124,7 +124,7 @@ Status ToSaveSettings(const ckpt_save_options* user_opts, rt::SaveSettings* sett
     }
     RETURN_IF_ERROR(ckpt::CheckKeyText(opts.metadata_keys[i], "metadata key", ckpt::Code::kInvalidArgument));
     RETURN_IF_ERROR(ckpt::CheckKeyText(opts.metadata_values[i], "value", ckpt::Code::kInvalidArgument)
-                        .WithContext("metadata " + ckpt::QuotedEscaped(opts.metadata_keys[i])));
+                        .WithContext("metadata " + ckpt::Quoted(opts.metadata_keys[i])));
     settings->metadata.emplace_back(opts.metadata_keys[i], opts.metadata_values[i]);
   }
   settings->progress = ToProgressSink(opts.progress, opts.progress_user);

@@ -62,7 +62,7 @@ Result<CheckpointSource> FromSafetensors(const std::string& dir, const std::vect
             [](const TensorRecord& a, const TensorRecord& b) { return a.key < b.key; });
   for (size_t i = 1; i < manifest.tensors.size(); ++i) {
     if (manifest.tensors[i].key == manifest.tensors[i - 1].key) {
-      return Corrupt(dir + ": tensor " + QuotedEscaped(manifest.tensors[i].key) + " is in both " +
+      return Corrupt(dir + ": tensor " + Quoted(manifest.tensors[i].key) + " is in both " +
                      manifest.files[manifest.tensors[i - 1].chunks[0].bytes.file_index].name + " and " +
                      manifest.files[manifest.tensors[i].chunks[0].bytes.file_index].name);
     }
@@ -74,17 +74,17 @@ Result<CheckpointSource> FromSafetensors(const std::string& dir, const std::vect
       const std::string& file = manifest.files[t.chunks[0].bytes.file_index].name;
       auto it = listed.find(t.key);
       if (it == listed.end()) {
-        return Corrupt(dir + ": " + file + " holds tensor " + QuotedEscaped(t.key) + ", which " + kHfIndexName +
+        return Corrupt(dir + ": " + file + " holds tensor " + Quoted(t.key) + ", which " + kHfIndexName +
                        " does not list");
       }
       if (it->second != file) {
-        return Corrupt(dir + ": " + kHfIndexName + " puts tensor " + QuotedEscaped(t.key) + " in " + it->second +
+        return Corrupt(dir + ": " + kHfIndexName + " puts tensor " + Quoted(t.key) + " in " + it->second +
                        ", but it is in " + file);
       }
       listed.erase(it);
     }
     if (!listed.empty()) {
-      return Corrupt(dir + ": " + kHfIndexName + " lists tensor " + QuotedEscaped(listed.begin()->first) + " in " +
+      return Corrupt(dir + ": " + kHfIndexName + " lists tensor " + Quoted(listed.begin()->first) + " in " +
                      listed.begin()->second + ", which does not hold it");
     }
   }

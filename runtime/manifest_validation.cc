@@ -17,15 +17,15 @@ constexpr size_t kMaxFileNameBytes = 4096;
 Status ValidateFileName(const std::string& name) {
   if (name.empty()) return Corrupt("empty file name");
   if (name.size() > kMaxFileNameBytes) return Corrupt("file name of " + std::to_string(name.size()) + " bytes");
-  if (name.find('\0') != std::string::npos) return Corrupt("file name " + QuotedEscaped(name) + " contains a NUL byte");
-  if (name.front() == '/') return Corrupt("file name " + QuotedEscaped(name) + " is absolute");
+  if (name.find('\0') != std::string::npos) return Corrupt("file name " + Quoted(name) + " contains a NUL byte");
+  if (name.front() == '/') return Corrupt("file name " + Quoted(name) + " is absolute");
   const std::vector<std::string> components = io::PathComponents(name);
   if (const std::string* c = io::FirstNonPlainComponent(components)) {
-    return Corrupt("file name " + QuotedEscaped(name) + " has a component " + QuotedEscaped(*c) +
+    return Corrupt("file name " + Quoted(name) + " has a component " + Quoted(*c) +
                    " (only plain names are allowed)");
   }
   if (components.size() < 2 || components.front() != kDataDirName) {
-    return Corrupt("file name " + QuotedEscaped(name) + " is not under " + kDataDirName + "/");
+    return Corrupt("file name " + Quoted(name) + " is not under " + kDataDirName + "/");
   }
   return Status::Ok();
 }
@@ -35,7 +35,7 @@ Status ValidateFiles(const std::vector<DataFileRecord>& files) {
   for (size_t i = 0; i < files.size(); ++i) {
     RETURN_IF_ERROR(ValidateFileName(files[i].name).WithContext("data file " + std::to_string(i)));
     if (!seen.insert(files[i].name).second) {
-      return Corrupt("data file " + QuotedEscaped(files[i].name) + " is listed twice");
+      return Corrupt("data file " + Quoted(files[i].name) + " is listed twice");
     }
   }
   return Status::Ok();
@@ -54,7 +54,7 @@ Status ValidateStoredBytes(const StoredBytes& s, const std::vector<DataFileRecor
   const DataFileRecord& file = files[s.file_index];
   if (s.byte_length > file.size || s.file_offset > file.size - s.byte_length) {
     return Corrupt("byte range [" + std::to_string(s.file_offset) + ", +" + std::to_string(s.byte_length) +
-                   ") is past the end of " + QuotedEscaped(file.name) + " (" + std::to_string(file.size) + " bytes)");
+                   ") is past the end of " + Quoted(file.name) + " (" + std::to_string(file.size) + " bytes)");
   }
   if (s.block_size == 0) return Corrupt("block size is 0");
   const uint64_t expected = SafeBlockCount(s.byte_length, s.block_size);
@@ -197,8 +197,8 @@ Status ValidateKeys(const std::vector<Record>& records, const char* kind) {
     const std::string& key = records[i].key;
     RETURN_IF_ERROR(CheckKeyText(key, std::string(kind) + " key", Code::kCorrupt));
     if (i > 0 && !(records[i - 1].key < key)) {
-      return Corrupt(std::string(kind) + " keys are not sorted and unique: " + QuotedEscaped(records[i - 1].key) +
-                     " comes before " + QuotedEscaped(key));
+      return Corrupt(std::string(kind) + " keys are not sorted and unique: " + Quoted(records[i - 1].key) +
+                     " comes before " + Quoted(key));
     }
   }
   return Status::Ok();
@@ -208,7 +208,7 @@ template <typename Record, typename Validate>
 Status ValidateRecords(const std::vector<Record>& records, const char* kind, Validate&& validate) {
   RETURN_IF_ERROR(ValidateKeys(records, kind));
   for (const Record& r : records) {
-    RETURN_IF_ERROR(validate(r).WithContext(std::string(kind) + " " + QuotedEscaped(r.key)));
+    RETURN_IF_ERROR(validate(r).WithContext(std::string(kind) + " " + Quoted(r.key)));
   }
   return Status::Ok();
 }
@@ -217,7 +217,7 @@ Status ValidateRecords(const std::vector<Record>& records, const char* kind, Val
 Status ValidateMetadata(const std::vector<std::pair<std::string, std::string>>& metadata) {
   for (const auto& [key, value] : metadata) {
     RETURN_IF_ERROR(CheckKeyText(key, "metadata key", Code::kCorrupt));
-    RETURN_IF_ERROR(CheckKeyText(value, "value", Code::kCorrupt).WithContext("metadata " + QuotedEscaped(key)));
+    RETURN_IF_ERROR(CheckKeyText(value, "value", Code::kCorrupt).WithContext("metadata " + Quoted(key)));
   }
   return Status::Ok();
 }
@@ -248,7 +248,7 @@ Status ValidateManifestWithoutChunks(const Manifest& m) {
 Status ValidateManifest(const Manifest& m) {
   RETURN_IF_ERROR(ValidateManifestWithoutChunks(m));
   for (const TensorRecord& t : m.tensors) {
-    RETURN_IF_ERROR(ValidateTensorChunks(t, m.files).WithContext("tensor " + QuotedEscaped(t.key)));
+    RETURN_IF_ERROR(ValidateTensorChunks(t, m.files).WithContext("tensor " + Quoted(t.key)));
   }
   return Status::Ok();
 }

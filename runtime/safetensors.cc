@@ -272,7 +272,7 @@ class HeaderSax final : public SchemaSax {
     } else if (parent.role == kMetadata && is_string) {
       RETURN_IF_ERROR(CheckKeyText(parent.key, "__metadata__ key", Code::kCorrupt));
       RETURN_IF_ERROR(
-          CheckKeyText(value.text, "value", Code::kCorrupt).WithContext("__metadata__ " + QuotedEscaped(parent.key)));
+          CheckKeyText(value.text, "value", Code::kCorrupt).WithContext("__metadata__ " + Quoted(parent.key)));
       metadata.emplace_back(parent.key, std::move(value.text));
       return Status::Ok();
     }
@@ -416,12 +416,12 @@ Status CheckEncodable(const std::vector<SafetensorsTensor>& tensors,
   for (const auto& [key, value] : metadata) {
     RETURN_IF_ERROR(CheckKeyText(key, "__metadata__ key", Code::kInvalidArgument));
     RETURN_IF_ERROR(
-        CheckKeyText(value, "value", Code::kInvalidArgument).WithContext("__metadata__ " + QuotedEscaped(key)));
-    if (!keys.insert(key).second) return InvalidArgument("__metadata__ key " + QuotedEscaped(key) + " given twice");
+        CheckKeyText(value, "value", Code::kInvalidArgument).WithContext("__metadata__ " + Quoted(key)));
+    if (!keys.insert(key).second) return InvalidArgument("__metadata__ key " + Quoted(key) + " given twice");
   }
   std::vector<std::string_view> names;  // sorted to find one given twice: a set would cost 4 times the memory
   for (const SafetensorsTensor& t : tensors) {
-    const std::string name = "tensor " + QuotedEscaped(t.key);
+    const std::string name = "tensor " + Quoted(t.key);
     RETURN_IF_ERROR(CheckKeyText(t.key, "tensor name", Code::kInvalidArgument));
     if (t.key == kMetadataKey) return Unsupported(name + ": safetensors reserves the name for the file's metadata");
     if (SafetensorsDTypeName(t.dtype).empty()) {
@@ -431,7 +431,7 @@ Status CheckEncodable(const std::vector<SafetensorsTensor>& tensors,
   }
   std::sort(names.begin(), names.end());
   const auto twice = std::adjacent_find(names.begin(), names.end());
-  if (twice != names.end()) return InvalidArgument("tensor " + QuotedEscaped(*twice) + " given twice");
+  if (twice != names.end()) return InvalidArgument("tensor " + Quoted(*twice) + " given twice");
   return Status::Ok();
 }
 

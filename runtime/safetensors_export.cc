@@ -37,7 +37,7 @@ Result<std::vector<ExportedTensor>> SelectTensors(const Manifest& manifest, cons
       auto it = std::lower_bound(manifest.tensors.begin(), manifest.tensors.end(), key,
                                  [](const TensorRecord& t, const std::string& k) { return t.key < k; });
       if (it == manifest.tensors.end() || it->key != key) {
-        return NotFound("tensor " + QuotedEscaped(key) + " is not in the checkpoint at " + dir);
+        return NotFound("tensor " + Quoted(key) + " is not in the checkpoint at " + dir);
       }
       selected.push_back(&*it);
     }

@@ -17,7 +17,7 @@ Status CheckKey(const std::string& key, const char* what) {
 }
 
 // "tensor 'a\nb'": how messages name a registered key, escaped (common/key_text.h).
-std::string Named(const char* kind, const std::string& key) { return std::string(kind) + " " + QuotedEscaped(key); }
+std::string Named(const char* kind, const std::string& key) { return std::string(kind) + " " + Quoted(key); }
 
 Status CheckBoxInShape(const std::string& key, const Shape& global_shape, const Box& box) {
   for (size_t d = 0; d < box.ndim(); ++d) {
