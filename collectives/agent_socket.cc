@@ -70,11 +70,7 @@ Result<UniqueFd> TakeLock(int dir_fd, const std::string& name, const std::string
 std::string DefaultSocketDirectory() {
   const char* chosen = std::getenv(kSocketDirVar);
   if (chosen != nullptr && *chosen != '\0') return chosen;
-  const char* runtime = std::getenv("XDG_RUNTIME_DIR");
-  if (runtime != nullptr && runtime[0] == '/' && OpenPrivateDirectory(runtime, "XDG_RUNTIME_DIR").ok()) {
-    return std::string(runtime) + "/ckpt";
-  }
-  return "/tmp/ckpt-" + std::to_string(geteuid());
+  return UserPrivateDirectory();
 }
 
 AgentListener::AgentListener(UniqueFd socket, UniqueFd lock, std::string socket_path, std::string lock_path)

@@ -5,10 +5,10 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstdlib>
 #include <cstring>
 #include <utility>
 
+#include "collectives/private_directory.h"
 #include "collectives/store_auth.h"
 #include "common/unique_fd.h"
 
@@ -19,33 +19,13 @@ constexpr size_t kMaxSecretFileBytes = 1024;
 
 std::string ErrnoMessage(const std::string& action, int err) { return action + ": " + std::strerror(err); }
 
-std::string SecretDirectory() {
-  const char* runtime = std::getenv("XDG_RUNTIME_DIR");
-  if (runtime != nullptr && runtime[0] == '/') return std::string(runtime) + "/ckpt";
-  return "/tmp/ckpt-" + std::to_string(getuid());
-}
-
 std::string SecretFileName(int port) { return "store-" + std::to_string(port) + ".secret"; }
 
-// The user's private directory, created if missing. A directory another user made (to read or plant secrets), a
-// link in its place, or one others may enter is refused rather than repaired.
-Result<UniqueFd> OpenPrivateDirectory(bool create) {
-  const std::string dir = SecretDirectory();
-  if (create && mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
-    return IoError(ErrnoMessage("cannot create the job secret directory " + Quoted(dir), errno));
-  }
-  UniqueFd fd(open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-  if (!fd.valid()) {
-    if (errno == ENOENT) return NotFound("the job secret directory " + Quoted(dir) + " does not exist");
-    return IoError(ErrnoMessage("cannot open the job secret directory " + Quoted(dir), errno));
-  }
-  struct stat st = {};
-  if (fstat(fd.get(), &st) != 0) return IoError(ErrnoMessage("cannot stat " + Quoted(dir), errno));
-  if (st.st_uid != getuid() || (st.st_mode & 077) != 0) {
-    return InvalidArgument("the job secret directory " + Quoted(dir) +
-                           " is not private to this user (owner and mode are checked): remove it");
-  }
-  return fd;
+// The user's private directory, created if missing (private_directory.h).
+Result<UniqueFd> OpenSecretDirectory(bool create) {
+  constexpr char kWhat[] = "the job secret directory";
+  return create ? MakePrivateDirectory(UserPrivateDirectory(), kWhat)
+                : OpenPrivateDirectory(UserPrivateDirectory(), kWhat);
 }
 
 Status WriteAll(int fd, const std::string& data) {
@@ -64,7 +44,7 @@ Status WriteAll(int fd, const std::string& data) {
 }  // namespace
 
 Result<PublishedSecret> PublishedSecret::Publish(int port) {
-  ASSIGN_OR_RETURN(UniqueFd dir, OpenPrivateDirectory(/*create=*/true));
+  ASSIGN_OR_RETURN(UniqueFd dir, OpenSecretDirectory(/*create=*/true));
   ASSIGN_OR_RETURN(std::string secret, store_auth::NewSecret());
   const std::string name = SecretFileName(port);
   const std::string temporary = name + ".tmp-" + std::to_string(getpid());
@@ -81,7 +61,7 @@ Result<PublishedSecret> PublishedSecret::Publish(int port) {
     (void)unlinkat(dir.get(), temporary.c_str(), 0);
     return written;
   }
-  return PublishedSecret(SecretDirectory() + "/" + name, std::move(secret));
+  return PublishedSecret(UserPrivateDirectory() + "/" + name, std::move(secret));
 }
 
 PublishedSecret::PublishedSecret(PublishedSecret&& other) noexcept
@@ -104,13 +84,13 @@ Result<std::string> ReadPublishedSecret(int port) {
   const std::string how =
       "; ranks on other nodes than rank 0's need CKPT_JOB_SECRET set to the same value on every rank (ckpt-launch "
       "sets it; for example: export CKPT_JOB_SECRET=$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \\n'))";
-  Result<UniqueFd> dir = OpenPrivateDirectory(/*create=*/false);
+  Result<UniqueFd> dir = OpenSecretDirectory(/*create=*/false);
   if (!dir.ok()) return Status(dir.status().code(), dir.status().message() + how);
   const std::string name = SecretFileName(port);
   UniqueFd file(openat(dir->get(), name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
   if (!file.valid()) {
     const int err = errno;
-    const std::string what = "the job secret file " + Quoted(SecretDirectory() + "/" + name);
+    const std::string what = "the job secret file " + Quoted(UserPrivateDirectory() + "/" + name);
     if (err == ENOENT) return NotFound(what + " that rank 0 writes does not exist on this node" + how);
     return IoError(ErrnoMessage("cannot open " + what, err));
   }

@@ -6,6 +6,7 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 
@@ -59,6 +60,14 @@ Result<UniqueFd> OpenPrivate(int at, const std::string& name, const std::string&
 
 Result<UniqueFd> OpenPrivateDirectory(const std::string& path, const std::string& what) {
   return OpenPrivate(AT_FDCWD, path, path, what);
+}
+
+std::string UserPrivateDirectory() {
+  const char* runtime = std::getenv("XDG_RUNTIME_DIR");
+  if (runtime != nullptr && runtime[0] == '/' && OpenPrivateDirectory(runtime, "XDG_RUNTIME_DIR").ok()) {
+    return std::string(runtime) + "/ckpt";
+  }
+  return "/tmp/ckpt-" + std::to_string(geteuid());
 }
 
 Result<UniqueFd> MakePrivateDirectory(const std::string& path, const std::string& what) {

@@ -10,6 +10,11 @@
 
 namespace ckpt::coll {
 
+// This user's private directory for what only the user's own processes may reach (job secrets, agent sockets):
+// "$XDG_RUNTIME_DIR/ckpt" when XDG_RUNTIME_DIR is the user's own with mode 0700, else "/tmp/ckpt-<euid>". It may
+// not exist yet: MakePrivateDirectory creates it.
+std::string UserPrivateDirectory();
+
 // Opens the directory `path` (`what` names it in messages) and checks that it is private to this user. kNotFound
 // when it does not exist; kInvalidArgument, naming its owner or its mode, when it is a link, not a directory,
 // another user's, or open to group or others.

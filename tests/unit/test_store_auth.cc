@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "collectives/job_secret.h"
+#include "collectives/private_directory.h"
 #include "collectives/store_auth.h"
 #include "collectives/store_handshake.h"
 #include "collectives/tcp_store.h"
@@ -236,9 +237,7 @@ TEST(StoreAuthTest, APublishedSecretIsReadableByItsOwnerOnly) {
   const int port = PickFreePort();
   Result<PublishedSecret> published = PublishedSecret::Publish(port);
   ASSERT_TRUE(published.ok()) << published.status().message();
-  const char* runtime = std::getenv("XDG_RUNTIME_DIR");
-  const std::string dir =
-      runtime && runtime[0] == '/' ? std::string(runtime) + "/ckpt" : "/tmp/ckpt-" + std::to_string(getuid());
+  const std::string dir = UserPrivateDirectory();
   struct stat st = {};
   ASSERT_EQ(stat((dir + "/store-" + std::to_string(port) + ".secret").c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0600u);
