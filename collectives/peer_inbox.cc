@@ -161,11 +161,9 @@ void PeerInbox::AcceptAll() {
 
 // Closes strangers that have had their fair chance until one more from `source` fits; false if none may go.
 bool PeerInbox::MakeRoomFor(const std::string& source) {
-  while (!strangers_.HasRoomFor(source)) {
-    const std::optional<StrangerGate::Id> victim = strangers_.VictimFor(source, Clock::now());
-    if (!victim) return false;
+  return strangers_.MakeRoomFor(source, Clock::now(), [&](StrangerGate::Id victim) {
     for (const auto& c : connections_) {
-      if (c->stranger != *victim || c->closed) continue;
+      if (c->stranger != victim || c->closed) continue;
       ReadFrom(*c);  // a hello already received is answered first: its sender may be a rank, only slow
       if (c->rank < 0 && !c->closed) {
         c->hang_up_when_sent = true;
@@ -173,9 +171,7 @@ bool PeerInbox::MakeRoomFor(const std::string& source) {
         Close(*c);
       }
     }
-    strangers_.Forget(*victim);
-  }
-  return true;
+  });
 }
 
 std::string PeerInbox::BusyText(const std::string& source) const {

@@ -58,6 +58,20 @@ class StrangerGate {
   // source holds its share; nullopt when none may be closed (then the newcomer is turned away).
   std::optional<Id> VictimFor(const std::string& source, Clock::time_point now) const;
 
+  // Closes strangers past their fair chance, oldest first, until one more from `source` fits: `close(id)` closes
+  // the connection of the stranger `id` (or finds that it has just proven itself), and the gate forgets it. False
+  // when none may go: the newcomer is then turned away.
+  template <typename Close>
+  bool MakeRoomFor(const std::string& source, Clock::time_point now, Close&& close) {
+    while (!HasRoomFor(source)) {
+      const std::optional<Id> victim = VictimFor(source, now);
+      if (!victim) return false;
+      close(*victim);
+      Forget(*victim);
+    }
+    return true;
+  }
+
   // Takes a slot for a stranger from `source`; its id, to forget it by.
   Id Admit(std::string source, Clock::time_point now);
   // The stranger proved itself or closed: its slot is free. Forgetting twice is harmless.

@@ -220,20 +220,16 @@ class StoreServer::Loop {
 
   // Closes strangers that have had their fair chance until one more from `source` fits; false if none may go.
   bool MakeRoomFor(const std::string& source) {
-    while (!strangers_.HasRoomFor(source)) {
-      const std::optional<StrangerGate::Id> victim = strangers_.VictimFor(source, Clock::now());
-      if (!victim) return false;
+    return strangers_.MakeRoomFor(source, Clock::now(), [&](StrangerGate::Id victim) {
       for (const auto& c : conns_) {
-        if (c->stranger != *victim || c->closed) continue;
+        if (c->stranger != victim || c->closed) continue;
         ReadFrom(*c);  // a hello already received is answered first: its sender may be a rank, only slow
         if (c->rank < 0 && !c->closed) {
           Send(*c, Frame(MessageType::kBusy, kBusyPrefix + BusyReason(source)));
           c->closed = true;
         }
       }
-      strangers_.Forget(*victim);
-    }
-    return true;
+    });
   }
 
   void ReadFrom(Connection& c) {

@@ -30,6 +30,18 @@ TEST(StrangerGateTest, AStrangerWithinItsFairChanceIsNeverChosenToGo) {
   EXPECT_EQ(gate.VictimFor("10.0.0.1", kStart + kFairChance), ids.front());
 }
 
+TEST(StrangerGateTest, MakingRoomClosesOnlyTheOldestPastTheirFairChanceAndForgetsThem) {
+  StrangerGate gate;
+  const auto ids = AdmitMany(gate, "10.0.0.1", kMaxStrangersPerSource, kStart);
+  std::vector<StrangerGate::Id> closed;
+  const auto close = [&](StrangerGate::Id id) { closed.push_back(id); };
+  EXPECT_FALSE(gate.MakeRoomFor("10.0.0.1", kStart + kFairChance - milliseconds(1), close));
+  EXPECT_TRUE(closed.empty());
+  EXPECT_TRUE(gate.MakeRoomFor("10.0.0.1", kStart + kFairChance, close));
+  EXPECT_EQ(closed, std::vector<StrangerGate::Id>{ids.front()});
+  EXPECT_TRUE(gate.HasRoomFor("10.0.0.1"));
+}
+
 TEST(StrangerGateTest, OneSourceFillsOnlyItsShareAndOthersStillFit) {
   StrangerGate gate;
   AdmitMany(gate, "10.0.0.1", kMaxStrangersPerSource, kStart);
