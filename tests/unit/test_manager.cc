@@ -400,6 +400,15 @@ TEST_F(ManagerTest, ClaimRefusesASecondManagerNamingTheHolderAndLeavesTheFirstsS
   EXPECT_EQ(Retain(), Steps{1});  // the holder still applies its policy
 }
 
+TEST_F(ManagerTest, ClaimRefusesALockFileThatIsNotARegularFileWithoutWaitingOnIt) {
+  manager_.reset();
+  ASSERT_EQ(unlink(Path(kClaimFileName).c_str()), 0) << std::strerror(errno);
+  ASSERT_EQ(mkfifo(Path(kClaimFileName).c_str(), 0644), 0) << std::strerror(errno);
+  Result<std::unique_ptr<CheckpointManager>> next = Claim(RetentionPolicy{}, "the next job");
+  ASSERT_EQ(next.status().code(), Code::kInvalidArgument);
+  EXPECT_NE(next.status().message().find("not a regular file"), std::string::npos) << next.status().message();
+}
+
 TEST_F(ManagerTest, ClaimIsReleasedWithItsManager) {
   manager_.reset();
   Result<std::unique_ptr<CheckpointManager>> next = Claim(RetentionPolicy{}, "the next job");
