@@ -91,6 +91,27 @@ if(TEST jax_gpu)
   set_property(TEST jax_gpu PROPERTY SKIP_REGULAR_EXPRESSION "no CUDA device: JAX sees no GPU")
 endif()
 
+# mypy --strict over the package, configured by bindings/python/pyproject.toml's [tool.mypy]. It reads jax's own
+# annotations, so it needs jax as well as mypy (both in requirements.txt); the cache stays out of the source tree.
+set(CKPT_MYPY_SKIP_REASON "${CKPT_PYTHON_SKIP_REASON}")
+if(NOT CKPT_MYPY_SKIP_REASON)
+  execute_process(COMMAND ${Python3_EXECUTABLE} -c "import mypy, jax"
+                  RESULT_VARIABLE mypy_probe_status OUTPUT_QUIET ERROR_QUIET)
+  if(NOT mypy_probe_status EQUAL 0)
+    set(CKPT_MYPY_SKIP_REASON "${Python3_EXECUTABLE} lacks mypy or jax (run tools/test.sh)")
+  endif()
+endif()
+if(CKPT_MYPY_SKIP_REASON)
+  add_test(NAME python_mypy_strict
+           COMMAND sh -c "echo '${CKPT_MYPY_SKIP_REASON}: python_mypy_strict not run'; exit 77")
+  set_tests_properties(python_mypy_strict PROPERTIES SKIP_RETURN_CODE 77)
+else()
+  add_test(NAME python_mypy_strict
+           COMMAND ${Python3_EXECUTABLE} -m mypy --strict --config-file ${CKPT_PYTHON_SOURCE}/pyproject.toml
+                   --cache-dir ${CMAKE_CURRENT_BINARY_DIR}/mypy-cache)
+  set_tests_properties(python_mypy_strict PROPERTIES TIMEOUT 300)
+endif()
+
 if(CKPT_PYTHON_SKIP_REASON)
   add_test(NAME python_install COMMAND sh -c "echo '${CKPT_PYTHON_SKIP_REASON}: python_install not run'; exit 77")
   set_tests_properties(python_install PROPERTIES SKIP_RETURN_CODE 77)

@@ -87,7 +87,7 @@ def expected(key, shape, dtype):
 
 def with_keys(tree):
     """[(key, leaf)] of a tree of (shape, dtype) pairs, with ckpt's keys."""
-    leaves, _ = ckpt.tree.flatten(jax.tree.map(lambda x: np.zeros(()), tree, is_leaf=is_shape_leaf))
+    leaves, _ = ckpt._tree.flatten(jax.tree.map(lambda x: np.zeros(()), tree, is_leaf=is_shape_leaf))
     values = jax.tree.leaves(tree, is_leaf=is_shape_leaf)
     return [(key, value) for (key, _), value in zip(leaves, values)]
 
@@ -137,7 +137,7 @@ def check_state(restored, layout, step_offset=0):
     number of elements checked."""
     mesh = mesh_of(layout)
     checked = 0
-    restored_leaves = dict(ckpt.tree.flatten(restored)[0])
+    restored_leaves = dict(ckpt._tree.flatten(restored)[0])
     for key, (shape, dtype) in with_keys(state_shapes()):
         array = restored_leaves[key]
         want = expected(key, shape, dtype)

@@ -91,7 +91,7 @@ def reshard_rows(directory):
     target = dict(nested(shard_target(ctx, axis=0)), step=0, loss=0.0, tag="")
     restored = ckpt.restore(os.path.join(directory, "whole"), target)
     assert (restored["step"], restored["loss"], restored["tag"]) == (1200, 0.125, "run-7")
-    flat = dict(ckpt.tree.flatten({k: v for k, v in restored.items() if k in ("layers", "embedding", "scale")})[0])
+    flat = dict(ckpt._tree.flatten({k: v for k, v in restored.items() if k in ("layers", "embedding", "scale")})[0])
     check_shards(flat)
     # Every rank saves its row blocks, and a bias replicated on every rank (written once).
     tree = dict(restored, bias=np.arange(5, dtype=np.float32))
@@ -109,12 +109,12 @@ def reshard_columns(directory):
     path = os.path.join(directory, "rows")
     target = dict(nested(shard_target(ctx, axis=1)), step=0, loss=0.0, tag="", bias=np.zeros(5, np.float32))
     restored = ckpt.restore(path, target)
-    check_shards(dict(ckpt.tree.flatten({k: restored[k] for k in ("layers", "embedding", "scale")})[0]))
+    check_shards(dict(ckpt._tree.flatten({k: restored[k] for k in ("layers", "embedding", "scale")})[0]))
     assert np.array_equal(restored["bias"], np.arange(5, dtype=np.float32))
     whole = ckpt.restore(path)  # no target: the saved tree, whole arrays on every rank
     assert whole["step"] == 1200 and isinstance(whole["layers"], list)
     for key in SHAPES:
-        value = dict(ckpt.tree.flatten(whole)[0])[key]
+        value = dict(ckpt._tree.flatten(whole)[0])[key]
         assert value.dtype == expected(key).dtype and np.array_equal(value, expected(key)), key
     with ckpt.Reader(path) as reader:
         assert reader.info.world_size == 3

@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from ckpt import _native, dtypes, errors
+from ckpt import _dtypes, _native
 
 REPOSITORY = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..")
 HEADER_DIR = os.environ.get("CKPT_INCLUDE") or os.path.join(REPOSITORY, "include")
@@ -57,10 +57,10 @@ def test_every_constant_has_the_tables_value():
                      CKPT_SHARD_ALLOW_DTYPE_CAST=_native.SHARD_ALLOW_DTYPE_CAST,
                      CKPT_MAX_NDIM=_native.MAX_NDIM, CKPT_VERSION_MAJOR=_native.ABI_MAJOR,
                      CKPT_SAVE_IN_PLACE=_native.SAVE_IN_PLACE,
-                     CKPT_E_IN_PROGRESS=errors.IN_PROGRESS)
+                     CKPT_E_IN_PROGRESS=_native.IN_PROGRESS)
     constants.update({f"CKPT_PHASE_{name.upper()}": value for value, name in _native.PHASES.items()})
     constants.update({f"CKPT_TIER_{name.upper()}": value for name, value in _native.TIERS.items()})
-    for cls in errors._BY_STATUS.values():
+    for cls in _native.ERRORS_BY_STATUS.values():
         constants[cls.code] = cls.status
     for name, value in constants.items():
         assert table.get(name) == value, f"{name}: C {table.get(name)}, Python {value}"
@@ -71,9 +71,9 @@ def test_every_constant_has_the_tables_value():
     status_codes = {name for name in table if re.fullmatch(r"CKPT_E_\w+", name)}
     assert status_codes <= set(constants), f"status codes without a Python error: {status_codes - set(constants)}"
     dtype_codes = {value for name, value in table.items() if name.startswith("CKPT_DTYPE_")}
-    assert len(dtype_codes) == len(dtypes._CODES), "a dtype of ckpt.h is missing from ckpt.dtypes (or the reverse)"
+    assert len(dtype_codes) == len(_dtypes._CODES), "a dtype of ckpt.h is missing from ckpt._dtypes (or the reverse)"
     for code in dtype_codes:
-        dtypes.dtype_of(code)
+        _dtypes.dtype_of(code)
 
 
 def test_every_function_has_the_headers_argument_count():
@@ -88,4 +88,4 @@ def test_every_function_has_the_headers_argument_count():
 
 @pytest.mark.parametrize("code", range(1, 29))
 def test_dtype_sizes_agree_with_the_library(code):
-    assert _native.lib.ckpt_dtype_size(code) == dtypes.dtype_of(code).itemsize
+    assert _native.lib.ckpt_dtype_size(code) == _dtypes.dtype_of(code).itemsize

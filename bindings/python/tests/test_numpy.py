@@ -10,14 +10,14 @@ import numpy as np
 import pytest
 
 import ckpt
-from ckpt import dtypes
+from ckpt import _dtypes, _native
 
 
 def every_dtype():
     """One array per dtype ckpt stores, with values that survive a round trip bit for bit."""
     out = {}
     for code in range(1, 29):
-        dtype = dtypes.dtype_of(code)
+        dtype = _dtypes.dtype_of(code)
         raw = np.arange(12, dtype=np.uint8).reshape(3, 4)
         if dtype.itemsize == 1 and dtype != np.bool_:
             out[f"code_{code}"] = raw.view(dtype)  # every bit pattern kept (the low bits for sub-byte types)
@@ -60,7 +60,7 @@ def test_a_checkpoint_whose_pytree_lacks_shapes_or_that_has_none_restores_withou
     tree = {"w": np.arange(6, dtype=np.float32).reshape(2, 3), "step": 7}
     # As an older ckpt wrote it: a pytree whose arrays have neither shape nor dtype; they are listed from storage.
     with monkeypatch.context() as patched:
-        patched.setattr(ckpt.checkpoint, "array_description",
+        patched.setattr(ckpt._tree, "array_description",
                         lambda key, kind, shape, dtype, **extra: dict(key=key, kind=kind, **extra))
         ckpt.save(tmp_path / "older", tree).wait()
     older = ckpt.restore(tmp_path / "older")
@@ -73,7 +73,7 @@ def test_a_checkpoint_whose_pytree_lacks_shapes_or_that_has_none_restores_withou
         return False
 
     with monkeypatch.context() as patched:
-        patched.setattr(ckpt.checkpoint, "register_tree", register_without_pytree)
+        patched.setattr(ckpt._save, "register_tree", register_without_pytree)
         ckpt.save(tmp_path / "foreign", tree).wait()
     foreign = ckpt.restore(tmp_path / "foreign")
     assert sorted(foreign) == ["note", "w"] and foreign["note"] == b"from C"
@@ -317,7 +317,7 @@ def test_status_codes_map_to_error_classes():
                                  (9, ckpt.TimeoutError, TimeoutError), (10, ckpt.PeerFailedError, ckpt.Error),
                                  (11, ckpt.UnsupportedError, NotImplementedError),
                                  (12, ckpt.NoMemoryError, MemoryError), (14, ckpt.InternalError, ckpt.Error)):
-        error = ckpt.errors.from_status(status, "message")
+        error = _native.error_from_status(status, "message")
         assert type(error) is cls and isinstance(error, builtin) and error.status == status
         assert str(error) == "message" and error.remedy
 

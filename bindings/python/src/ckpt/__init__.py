@@ -25,10 +25,11 @@ from .tree import Shard
 __version__ = "0.1.0"
 
 
-def library_version():
+def library_version() -> str:
     """The version of the libckpt this package loaded ("major.minor.patch")."""
     from ._native import lib
-    return lib.ckpt_version_string().decode()
+    version: bytes = lib.ckpt_version_string()
+    return version.decode()
 
 
 __all__ = [

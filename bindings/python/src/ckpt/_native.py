@@ -6,6 +6,9 @@ package's own struct_size (never through the library's *_init functions), so a n
 fields this package does not know.
 """
 
+from __future__ import annotations
+
+import _ctypes
 import ctypes
 import ctypes.util
 import os
@@ -14,12 +17,17 @@ import shutil
 import subprocess
 import sys
 import threading
+from typing import Any, Callable, Collection, Dict, Iterator, List, Optional, Sequence, Tuple, Type, TypeVar, Union
 
 from . import errors
 
 LIBRARY_NAME = "libckpt.so.0"
 ABI_MAJOR = 0  # CKPT_VERSION_MAJOR this package was written for
 MAX_NDIM = 8
+
+# The CKPT_OK and CKPT_E_IN_PROGRESS statuses, which are no failure (the others are ckpt.errors' classes).
+OK = 0
+IN_PROGRESS = 13
 
 c_u32 = ctypes.c_uint32
 c_i32 = ctypes.c_int32
@@ -36,6 +44,9 @@ BROADCAST_FN = ctypes.CFUNCTYPE(c_i32, c_void_p, c_void_p, c_u64, c_i32)
 BARRIER_FN = ctypes.CFUNCTYPE(c_i32, c_void_p)
 LOG_FN = ctypes.CFUNCTYPE(None, c_void_p, c_i32, c_char_p)
 PROGRESS_FN = ctypes.CFUNCTYPE(None, c_void_p, c_i32, c_u64, c_u64)
+# What each of the *_FN types above makes of a Python function: a C function pointer, alive while referenced (ctypes
+# calls its base class ctypes._CFuncPtr).
+CFunction = _ctypes.CFuncPtr
 
 # CKPT_PHASE_*, by their number: the names ckpt.save's and ckpt.restore's progress callables receive.
 PHASES = {0: "planning", 1: "staging", 2: "writing", 3: "committing", 4: "committed", 5: "reading", 6: "loaded",
@@ -239,14 +250,17 @@ class ExportOptions(ctypes.Structure):
     ]
 
 
-def new(struct_type, **fields):
+Struct = TypeVar("Struct", bound=ctypes.Structure)
+
+
+def new(struct_type: Type[Struct], **fields: Any) -> Struct:
     """A struct with its struct_size set to this package's size; other fields zero unless given."""
     value = struct_type(**fields)
     value.struct_size = ctypes.sizeof(struct_type)
     return value
 
 
-def u64s(values):
+def u64s(values: Sequence[int]) -> ctypes.Array[ctypes.c_uint64]:
     """A C array of uint64_t holding `values` (kept alive by the caller for the duration of the call)."""
     return (c_u64 * max(len(values), 1))(*values)
 
@@ -254,7 +268,7 @@ def u64s(values):
 # (name, return type, argument types): every function this package calls. Each that takes a ckpt_error_t* has it
 # last, and returns an int32_t status.
 _ERR = c_void_p
-_SIGNATURES = [
+_SIGNATURES: List[Tuple[str, Any, List[Any]]] = [
     ("ckpt_version_number", c_u32, []),
     ("ckpt_version_string", c_char_p, []),
     ("ckpt_status_string", c_char_p, [c_i32]),
@@ -307,12 +321,12 @@ _SIGNATURES = [
 ]
 
 
-def _library_candidates():
+def _library_candidates() -> Iterator[Tuple[str, pathlib.Path]]:
     """Where libckpt may be, in the order searched: (where the path came from, path)."""
     package_dir = pathlib.Path(__file__).resolve().parent
     # The package installed into the same prefix as the library (site-packages sits under <prefix>/lib/pythonX.Y).
     prefixes = [p for p in package_dir.parents][:5] + [pathlib.Path(sys.prefix)]
-    multiarch = getattr(sys.implementation, "_multiarch", "") or ""
+    multiarch: str = getattr(sys.implementation, "_multiarch", "") or ""
     for prefix in prefixes:
         for libdir in ("lib", "lib64", f"lib/{multiarch}" if multiarch else None):
             if libdir:
@@ -323,7 +337,7 @@ def _library_candidates():
             yield "pkg-config ckpt", pathlib.Path(found.stdout.strip()) / LIBRARY_NAME
 
 
-def library_path():
+def library_path() -> pathlib.Path:
     """The libckpt this process uses: CKPT_LIB (a file, or a directory holding it), else the first found of this
     package's install prefix, pkg-config and the linker's path. Raises LibraryNotFoundError naming what was tried."""
     explicit = os.environ.get("CKPT_LIB")
@@ -334,7 +348,7 @@ def library_path():
         if not path.is_file():
             raise errors.LibraryNotFoundError(f"CKPT_LIB={explicit}: {path} is not a file")
         return path
-    tried = []
+    tried: List[str] = []
     for source, path in _library_candidates():
         if path.is_file():
             return path
@@ -351,12 +365,12 @@ def library_path():
 class _Library:
     """libckpt, loaded on first use (importing the package needs no library)."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._dll = None
-        self._path = None
+        self._dll: Optional[ctypes.CDLL] = None
+        self._path: Optional[pathlib.Path] = None
 
-    def _load(self):
+    def _load(self) -> ctypes.CDLL:
         path = library_path()
         try:
             # RTLD_GLOBAL: the XLA FFI handler library links libckpt too and must bind to this same copy.
@@ -364,7 +378,7 @@ class _Library:
         except OSError as e:
             raise errors.LibraryNotFoundError(f"cannot load libckpt from {path}: {e}") from e
         dll.ckpt_version_string.restype = c_char_p
-        version = dll.ckpt_version_string().decode()
+        version: str = dll.ckpt_version_string().decode()
         for name, restype, argtypes in _SIGNATURES:
             try:
                 fn = getattr(dll, name)
@@ -373,14 +387,14 @@ class _Library:
                     f"{path} (libckpt {version}) has no {name}: it is older than this package") from None
             fn.restype = restype
             fn.argtypes = argtypes
-        major = dll.ckpt_version_number() // 10000
+        major: int = dll.ckpt_version_number() // 10000
         if major != ABI_MAJOR:
             raise errors.LibraryNotFoundError(f"{path} is libckpt {version}; this package needs major version "
                                               f"{ABI_MAJOR}")
         self._path = path
         return dll
 
-    def _loaded(self):
+    def _loaded(self) -> ctypes.CDLL:
         if self._dll is None:
             with self._lock:
                 if self._dll is None:
@@ -388,12 +402,19 @@ class _Library:
         return self._dll
 
     @property
-    def path(self):
+    def loaded(self) -> bool:
+        """Whether libckpt is loaded (at exit, objects free their handles only if so)."""
+        return self._dll is not None
+
+    @property
+    def path(self) -> pathlib.Path:
         """Where the loaded libckpt came from."""
         self._loaded()
+        assert self._path is not None
         return self._path
 
-    def __getattr__(self, name):
+    def __getattr__(self, name: str) -> Any:
+        """The C function `name`, with the signature _SIGNATURES gives it."""
         return getattr(self._loaded(), name)
 
 
@@ -401,43 +422,64 @@ lib = _Library()
 _thread_errors = threading.local()
 
 
-def _error_object():
+class _OwnedError:
+    def __init__(self, handle: ctypes.c_void_p) -> None:
+        self.handle = handle
+
+    def __del__(self) -> None:
+        if lib.loaded:
+            lib.ckpt_error_free(self.handle)
+
+
+def _error_object() -> ctypes.c_void_p:
     """This thread's ckpt_error_t (error objects must not be shared between threads that call at once)."""
-    err = getattr(_thread_errors, "err", None)
+    err: Optional[_OwnedError] = getattr(_thread_errors, "err", None)
     if err is None:
         handle = c_void_p()
-        if lib.ckpt_error_create(ctypes.byref(handle)) != 0:
+        if lib.ckpt_error_create(ctypes.byref(handle)) != OK:
             raise MemoryError("ckpt_error_create failed")
         err = _thread_errors.err = _OwnedError(handle)
     return err.handle
 
 
-class _OwnedError:
-    def __init__(self, handle):
-        self.handle = handle
+# The error class of each CKPT_E_* status (an unknown status gives a plain ckpt.Error).
+ERRORS_BY_STATUS: Dict[int, Type[errors.Error]] = {
+    cls.status: cls for cls in (errors.InvalidArgumentError, errors.NotFoundError, errors.AlreadyExistsError,
+                                errors.MismatchError, errors.CorruptError, errors.VersionError, errors.IoError,
+                                errors.NoSpaceError, errors.TimeoutError, errors.PeerFailedError,
+                                errors.UnsupportedError, errors.NoMemoryError, errors.InternalError)
+    if cls.status is not None}
 
-    def __del__(self):
-        if lib._dll is not None:
-            lib.ckpt_error_free(self.handle)
+
+def error_from_status(status: int, message: str) -> errors.Error:
+    """The exception for a failed call's status and message."""
+    cls = ERRORS_BY_STATUS.get(status)
+    if cls is None:
+        return errors.Error(f"status {status}: {message}", status)
+    return cls(message)
 
 
-def error_of(status, err):
+def error_of(status: int, err: ctypes.c_void_p) -> errors.Error:
     """The ckpt.Error of a failed call: its status and the message the library left in the error object `err`."""
-    return errors.from_status(status, lib.ckpt_error_message(err).decode(errors="replace") or
-                              lib.ckpt_status_string(status).decode())
+    message: str = (lib.ckpt_error_message(err).decode(errors="replace") or
+                    lib.ckpt_status_string(status).decode())
+    return error_from_status(status, message)
 
 
-def call_status(function, *args, accepted=(0, errors.IN_PROGRESS)):
-    """Calls `function` (a libckpt function's name, or a C function from another library) with an error object as
-    its last argument, and returns its status if `accepted` (CKPT_OK or CKPT_E_IN_PROGRESS by default); raises the
-    matching ckpt.Error otherwise."""
+# A libckpt function's name, or a C function from another library (the XLA FFI handlers) that ends the same way.
+Function = Union[str, Callable[..., int]]
+
+
+def call_status(function: Function, *args: Any, accepted: Collection[Optional[int]] = (OK, IN_PROGRESS)) -> int:
+    """Calls `function` with an error object as its last argument, and returns its status if `accepted` (CKPT_OK
+    or CKPT_E_IN_PROGRESS by default); raises the matching ckpt.Error otherwise."""
     err = _error_object()
-    status = (getattr(lib, function) if isinstance(function, str) else function)(*args, err)
+    status: int = (getattr(lib, function) if isinstance(function, str) else function)(*args, err)
     if status not in accepted:
         raise error_of(status, err)
     return status
 
 
-def call(function_name, *args):
+def call(function: Function, *args: Any) -> None:
     """As call_status(), for a call that must succeed."""
-    return call_status(function_name, *args, accepted=(0,))
+    call_status(function, *args, accepted=(OK,))

@@ -1,6 +1,8 @@
 """ckpt.Context: this process's handle on the job (one per rank), and the default context that save, restore and
 CheckpointManager use when none is given."""
 
+from __future__ import annotations
+
 import atexit
 import concurrent.futures
 import ctypes
@@ -9,13 +11,60 @@ import os
 import sys
 import threading
 import weakref
+from typing import Any, Callable, Iterable, List, Literal, Optional, Protocol, TypedDict, TypeVar, Union, cast
 
 from . import _native
 from ._native import call, lib
 
-_live_contexts = weakref.WeakSet()
+_T = TypeVar("_T")
+# allgather(this rank's bytes) -> every rank's bytes, in rank order.
+Allgather = Callable[[bytes], Iterable[bytes]]
+Transport = Literal["auto", "none", "ucx", "nccl"]
+
+
+class JobCollectives(Protocol):
+    """The job's own collectives, which Context(collectives=...) carries ckpt's collective metadata over."""
+
+    def allgather(self, data: bytes) -> Iterable[bytes]:
+        """Every rank's bytes, in rank order."""
+
+    def alltoall(self, blocks: List[bytes]) -> Iterable[bytes]:
+        """Given one block per rank, the blocks every rank sent this one, in rank order."""
+
+    def broadcast(self, data: bytes, root: int) -> bytes:
+        """The root's bytes (what other ranks pass is to be ignored)."""
+
+    def barrier(self) -> object:
+        """Returns once every rank called it."""
+
+
+class _Closeable(Protocol):
+    def close(self) -> None: ...
+
+
+class ContextStats(TypedDict):
+    """Context.stats(): this rank's counters since the context was created (ckpt_context_stats)."""
+
+    io_workers: int
+    arena_bytes: int
+    saves_committed: int
+    plans_computed: int
+    plans_reused: int
+    bytes_staged: int
+    bytes_written: int
+    bytes_read: int
+    bytes_sent: int
+    bytes_received: int
+    transport: Union[str, int]  # by name; a number this package does not know stays a number
+    exchange_ns: int
+    control_bytes_sent: int
+    control_bytes_received: int
+    store_collectives: int
+
+
+_live_contexts: weakref.WeakSet[Context] = weakref.WeakSet()
 _default_lock = threading.Lock()
-_default = None
+_default: Optional[Context] = None
 _jax_generation = itertools.count()
 
 
@@ -40,9 +89,12 @@ class Context:
     rank; needs rank and world_size; not with allgather.
     """
 
-    def __init__(self, *, rank=None, world_size=None, local_rank=None, store_host=None, store_port=None,
-                 timeout=None, io_workers=None, arena_bytes=None, transport=None, node_name=None, allgather=None,
-                 collectives=None, _private=False):
+    def __init__(self, *, rank: Optional[int] = None, world_size: Optional[int] = None,
+                 local_rank: Optional[int] = None, store_host: Optional[str] = None, store_port: Optional[int] = None,
+                 timeout: Optional[float] = None, io_workers: Optional[int] = None, arena_bytes: Optional[int] = None,
+                 transport: Optional[Transport] = None, node_name: Optional[str] = None,
+                 allgather: Optional[Allgather] = None, collectives: Optional[JobCollectives] = None,
+                 _private: bool = False) -> None:
         opts = _native.new(_native.ContextOptions, rank=-1, world_size=-1, local_rank=-1, store_port=-1,
                            io_workers=-1, transport=_native.TRANSPORT_DEFAULT)
         if rank is not None or world_size is not None:
@@ -68,13 +120,13 @@ class Context:
             opts.transport = _native.TRANSPORTS[transport]
         if node_name is not None:
             opts.node_name = str(node_name).encode()
-        failure = []
+        failure: List[BaseException] = []
         if allgather is not None:
             if rank is None or world_size is None:
                 raise ValueError("a context bootstrapped through an allgather needs rank and world_size")
             callback = _allgather_callback(allgather, int(world_size), failure)
             opts.allgather = callback  # referenced by opts until the call below returns
-        self._collectives = None
+        self._collectives: Optional[_CollectivesTable] = None
         if collectives is not None:
             if rank is None or world_size is None:
                 raise ValueError("a context over the job's collectives needs rank and world_size")
@@ -88,29 +140,30 @@ class Context:
             if failure:
                 raise e from failure[0]
             raise
-        self._handle = handle
+        self._handle: Optional[ctypes.c_void_p] = handle
         self._lock = threading.RLock()
         # Every call that uses the handle runs on this one thread, in the order submitted: a context must not be
         # used by two threads at once, and its collectives must reach the library in the same order on every rank.
         self._executor = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="ckpt-context")
-        self._executor_thread = None
-        self._staging = None  # the Future of the last save's staging
-        self._requests = []  # unfinished save requests, waited for before the context is freed
-        self._dependents = weakref.WeakSet()  # managers and savers that use the handle: closed before it is freed
-        self.rank = lib.ckpt_context_rank(handle)
-        self.world_size = lib.ckpt_context_world_size(handle)
-        self.local_rank = lib.ckpt_context_local_rank(handle)
+        self._executor_thread: Optional[threading.Thread] = None
+        self._staging: Optional[concurrent.futures.Future[Any]] = None  # the last save's staging
+        self._requests: List[_Pending] = []  # unfinished saves, waited for before the context is freed
+        # Managers and savers that use the handle: closed before it is freed.
+        self._dependents: weakref.WeakSet[_Closeable] = weakref.WeakSet()
+        self.rank: int = lib.ckpt_context_rank(handle)
+        self.world_size: int = lib.ckpt_context_world_size(handle)
+        self.local_rank: int = lib.ckpt_context_local_rank(handle)
         _live_contexts.add(self)
         if not _private:
             _become_default_if_none(self)
 
     @classmethod
-    def from_env(cls, **options):
+    def from_env(cls, **options: Any) -> Context:
         """A context from the launcher's environment (the same as Context(**options))."""
         return cls(**options)
 
     @classmethod
-    def from_jax(cls, **options):
+    def from_jax(cls, **options: Any) -> Context:
         """A context whose rank and world size are jax.process_index() and jax.process_count(), bootstrapped over
         JAX's coordination service (the key-value store jax.distributed.initialize starts), so that no MASTER_ADDR
         or MASTER_PORT is needed. Every process must call it in the same order."""
@@ -130,68 +183,68 @@ class Context:
         return cls(**options)
 
     @property
-    def handle(self):
+    def handle(self) -> ctypes.c_void_p:
         """The ckpt_context_t* (as a ctypes pointer), for calls into the C library."""
         if self._handle is None:
             raise ValueError("this ckpt.Context is closed")
         return self._handle
 
-    def submit(self, fn):
+    def submit(self, fn: Callable[[], _T]) -> concurrent.futures.Future[_T]:
         """Runs fn() on the context's thread, after everything submitted before; returns its Future."""
         if self._handle is None:
             raise ValueError("this ckpt.Context is closed")
 
-        def on_context_thread():
+        def on_context_thread() -> _T:
             self._executor_thread = threading.current_thread()
             return fn()
 
         return self._executor.submit(on_context_thread)
 
-    def submit_staging(self, fn):
+    def _submit_staging(self, fn: Callable[[], _T]) -> concurrent.futures.Future[_T]:
         """Submits a save's staging (see submit) once the previous save's staging is over: at most one tree waits to
         be staged, so that a loop saving faster than the staging keeps no more than one state alive for it."""
         if self._staging is not None:
             concurrent.futures.wait([self._staging])
-        self._staging = self.submit(fn)
-        return self._staging
+        staging = self._staging = self.submit(fn)
+        return staging
 
-    def run(self, fn):
+    def run(self, fn: Callable[[], _T]) -> _T:
         """Runs fn() on the context's thread after everything submitted before, and returns its result."""
         if threading.current_thread() is self._executor_thread or self._thread_stopped_at_exit():
             return fn()
         return self.submit(fn).result()
 
-    def _thread_stopped_at_exit(self):
+    def _thread_stopped_at_exit(self) -> bool:
         """Whether the interpreter, exiting, has already stopped the context's thread: concurrent.futures ends its
         workers (after their queued work) before atexit handlers run, and _close_all then closes what was left
         open. No other thread is left to use the handle then, so the calling thread may."""
         return self._executor_thread is not None and not self._executor_thread.is_alive()
 
-    def stats(self):
-        """This rank's counters since the context was created (a dict of the ckpt_context_stats fields)."""
+    def stats(self) -> ContextStats:
+        """This rank's counters since the context was created (the ckpt_context_stats fields)."""
         stats = _native.new(_native.ContextStats)
         self.run(lambda: call("ckpt_context_stats_get", self.handle, ctypes.byref(stats)))
-        names = [name for name, _ in _native.ContextStats._fields_ if name != "struct_size"]
+        names = [field[0] for field in _native.ContextStats._fields_ if field[0] != "struct_size"]
         out = {name: getattr(stats, name) for name in names}
         out["transport"] = {v: k for k, v in _native.TRANSPORTS.items()}.get(stats.transport, stats.transport)
-        return out
+        return cast(ContextStats, out)
 
-    def track(self, request):
+    def _track(self, request: _Pending) -> None:
         """Keeps a save request so that close() waits for it, and forgets those that finished."""
         with self._lock:
             self._requests = [r for r in self._requests if not r._finished]
             self._requests.append(request)
 
-    def adopt(self, dependent):
+    def _adopt(self, dependent: _Closeable) -> None:
         """Registers an object holding C handles tied to this context (it has close()), closed before the context
         is freed."""
         self._dependents.add(dependent)
 
-    def wait(self):
+    def wait(self) -> None:
         """Waits for every save issued through this context; raises the first failure."""
         with self._lock:
             requests, self._requests = self._requests, []
-        first = None
+        first: Optional[Exception] = None
         for request in requests:
             try:
                 request.wait()
@@ -200,7 +253,7 @@ class Context:
         if first is not None:
             raise first
 
-    def close(self):
+    def close(self) -> None:
         """Waits for this context's saves in flight, then frees it. Every rank should close its context (or exit):
         a rank that leaves early is seen by the others as dead. Saves that fail are logged, not raised."""
         global _default
@@ -223,30 +276,39 @@ class Context:
             if _default is self:
                 _default = None
 
-    def __enter__(self):
+    def __enter__(self) -> Context:
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         state = "closed" if self._handle is None else f"rank {self.rank} of {self.world_size}"
         return f"ckpt.Context({state})"
 
 
-def _allgather_callback(allgather, world_size, failure):
+class _Pending(Protocol):
+    """A save in flight (a ckpt.Request), as the context that waits for it sees it."""
+
+    _finished: bool
+
+    def wait(self) -> bool: ...
+
+
+def _allgather_callback(allgather: Allgather, world_size: int, failure: List[BaseException]) -> _native.CFunction:
     """Wraps a Python allgather (bytes -> list of every rank's bytes) as a ckpt_allgather_fn; a Python exception,
     or an answer of the wrong shape, is kept in `failure` and reported as a failed call."""
 
-    def trampoline(_user, send, size, recv):
+    def trampoline(_user: Optional[int], send: Optional[int], size: int, recv: Optional[int]) -> int:
         try:
-            mine = ctypes.string_at(send, size) if size else b""
+            mine = ctypes.string_at(send, size) if size and send is not None else b""
             blocks = [bytes(b) for b in allgather(mine)]
             if len(blocks) != world_size or any(len(b) != size for b in blocks):
                 raise ValueError(f"the allgather returned {len(blocks)} blocks of sizes {[len(b) for b in blocks]}; "
                                  f"expected {world_size} blocks of {size} bytes")
             total = b"".join(blocks)
-            ctypes.memmove(recv, total, len(total))
+            if recv is not None:  # NULL only where every block is empty
+                ctypes.memmove(recv, total, len(total))
             return 0
         except BaseException as e:  # never let an exception unwind through C
             failure.append(e)
@@ -255,11 +317,17 @@ def _allgather_callback(allgather, world_size, failure):
     return _native.ALLGATHER_FN(trampoline)
 
 
+class _U64s(Protocol):
+    """A uint64_t array the library passes: sizes or offsets, one per rank."""
+
+    def __getitem__(self, index: int) -> int: ...
+
+
 class _CollectivesTable:
     """The job's collectives (see Context) as a ckpt_collectives table. A Python exception, or an answer of the wrong
     shape, fails the call: the library reports the function's failure on this rank, and the exception is printed."""
 
-    def __init__(self, collectives, world_size, failure):
+    def __init__(self, collectives: JobCollectives, world_size: int, failure: List[BaseException]) -> None:
         self._collectives = collectives
         self._world_size = world_size
         self._failure = failure
@@ -269,8 +337,8 @@ class _CollectivesTable:
         self.table.broadcast = _native.BROADCAST_FN(self._guarded("broadcast", self._broadcast))
         self.table.barrier = _native.BARRIER_FN(self._guarded("barrier", lambda _user: self._collectives.barrier()))
 
-    def _guarded(self, name, fn):
-        def trampoline(*args):
+    def _guarded(self, name: str, fn: Callable[..., object]) -> Callable[..., int]:
+        def trampoline(*args: Any) -> int:
             try:
                 fn(*args)
                 return 0
@@ -280,20 +348,22 @@ class _CollectivesTable:
                 return 1
         return trampoline
 
-    def _answer(self, name, blocks, sizes):
-        blocks = [bytes(b) for b in blocks]
+    def _answer(self, name: str, answer: Iterable[bytes], sizes: List[int]) -> List[bytes]:
+        blocks = [bytes(b) for b in answer]
         if [len(b) for b in blocks] != sizes:
             raise ValueError(f"{name} returned blocks of sizes {[len(b) for b in blocks]}, expected {sizes}")
         return blocks
 
-    def _allgatherv(self, _user, send, size, recv, recv_sizes, recv_offsets):
+    def _allgatherv(self, _user: Optional[int], send: int, size: int, recv: int, recv_sizes: _U64s,
+                    recv_offsets: _U64s) -> None:
         sizes = [recv_sizes[r] for r in range(self._world_size)]
         mine = ctypes.string_at(send, size) if size else b""
         for r, block in enumerate(self._answer("allgather", self._collectives.allgather(mine), sizes)):
             if block:
                 ctypes.memmove(recv + recv_offsets[r], block, len(block))
 
-    def _alltoallv(self, _user, send, send_sizes, send_offsets, recv, recv_sizes, recv_offsets):
+    def _alltoallv(self, _user: Optional[int], send: int, send_sizes: _U64s, send_offsets: _U64s, recv: int,
+                   recv_sizes: _U64s, recv_offsets: _U64s) -> None:
         world = self._world_size
         outgoing = [ctypes.string_at(send + send_offsets[r], send_sizes[r]) if send_sizes[r] else b""
                     for r in range(world)]
@@ -302,7 +372,7 @@ class _CollectivesTable:
             if block:
                 ctypes.memmove(recv + recv_offsets[r], block, len(block))
 
-    def _broadcast(self, _user, buffer, size, root):
+    def _broadcast(self, _user: Optional[int], buffer: int, size: int, root: int) -> None:
         mine = ctypes.string_at(buffer, size) if size else b""
         got = bytes(self._collectives.broadcast(mine, root))
         if len(got) != size:
@@ -311,12 +381,12 @@ class _CollectivesTable:
             ctypes.memmove(buffer, got, size)
 
 
-def _jax_allgather(client, rank, world, generation, timeout):
+def _jax_allgather(client: Any, rank: int, world: int, generation: int, timeout: Optional[float]) -> Allgather:
     """An allgather over the key-value store of JAX's coordination service."""
     counter = itertools.count()
     timeout_ms = int((timeout or 300) * 1000)
 
-    def allgather(data):
+    def allgather(data: bytes) -> List[bytes]:
         prefix = f"ckpt/context-{generation}/allgather-{next(counter)}"
         client.key_value_set_bytes(f"{prefix}/{rank}", data)
         return [client.blocking_key_value_get_bytes(f"{prefix}/{r}", timeout_ms) for r in range(world)]
@@ -324,7 +394,7 @@ def _jax_allgather(client, rank, world, generation, timeout):
     return allgather
 
 
-def _jax_is_distributed():
+def _jax_is_distributed() -> bool:
     jax = sys.modules.get("jax")
     if jax is None:
         return False
@@ -332,14 +402,14 @@ def _jax_is_distributed():
     return distributed.global_state.client is not None
 
 
-def _become_default_if_none(context):
+def _become_default_if_none(context: Context) -> None:
     global _default
     with _default_lock:
         if _default is None or _default._handle is None:
             _default = context
 
 
-def default_context():
+def default_context() -> Context:
     """The context save, restore and CheckpointManager use when given none: the first context this process
     created, else one made now (collectively) from jax.distributed when JAX runs several processes, or from the
     launcher's environment."""
@@ -350,12 +420,8 @@ def default_context():
     return made
 
 
-def resolve(context):
-    return context if context is not None else default_context()
-
-
 @atexit.register
-def _close_all():
+def _close_all() -> None:
     """At exit, saves still in flight are waited for (so that the last checkpoint of a script is durable), then
     every context is freed."""
     for context in list(_live_contexts):

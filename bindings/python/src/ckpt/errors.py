@@ -2,26 +2,27 @@
 library's message (which key, rank, file or offset is wrong). Where a built-in exception means the same thing, the
 class derives from it too, so `except ValueError` or `except TimeoutError` also catch it."""
 
-import builtins
+from __future__ import annotations
 
-IN_PROGRESS = 13
+import builtins
+from typing import Optional
 
 
 class Error(Exception):
     """A failed ckpt call. `status` is the pinned CKPT_E_* number, `message` the library's text."""
 
-    status = None
+    status: Optional[int] = None
     code = "CKPT_E_UNKNOWN"
     #: What the caller should do about it.
     remedy = ""
 
-    def __init__(self, message, status=None):
+    def __init__(self, message: str, status: Optional[int] = None) -> None:
         super().__init__(message)
         self.message = message
         if status is not None:
             self.status = status
 
-    def __str__(self):
+    def __str__(self) -> str:
         return self.message
 
 
@@ -80,15 +81,3 @@ class InternalError(Error):
 class LibraryNotFoundError(ImportError):
     """libckpt could not be found or loaded; the message says where the package looked."""
 
-
-_BY_STATUS = {cls.status: cls for cls in (InvalidArgumentError, NotFoundError, AlreadyExistsError, MismatchError,
-                                          CorruptError, VersionError, IoError, NoSpaceError, TimeoutError,
-                                          PeerFailedError, UnsupportedError, NoMemoryError, InternalError)}
-
-
-def from_status(status, message):
-    """The exception for a failed call's status and message (an unknown status gives a plain Error)."""
-    cls = _BY_STATUS.get(status)
-    if cls is None:
-        return Error(f"status {status}: {message}", status)
-    return cls(message)

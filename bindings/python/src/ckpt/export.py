@@ -1,16 +1,24 @@
 """Export of a committed checkpoint to safetensors (ckpt_export in ckpt.h)."""
 
+from __future__ import annotations
+
 import ctypes
 import os
+from typing import Iterable, Optional, Tuple
 
-from . import _native, dtypes
+import numpy.typing as npt
+
+from . import _dtypes, _native
 from ._native import call
 from ._state import encode_key
+from ._types import StrPath
 
 DEFAULT_MAX_SHARD_SIZE = 5_000_000_000
 
 
-def export(checkpoint, out, *, max_shard_size=DEFAULT_MAX_SHARD_SIZE, keys=None, part=(0, 1), dtype=None):
+def export(checkpoint: StrPath, out: StrPath, *, max_shard_size: int = DEFAULT_MAX_SHARD_SIZE,
+           keys: Optional[Iterable[str]] = None, part: Tuple[int, int] = (0, 1),
+           dtype: Optional[npt.DTypeLike] = None) -> None:
     """Writes the tensors of the committed checkpoint at `checkpoint` as safetensors, each whole whatever layout
     saved it. `out` ending in ".safetensors" is one file; otherwise it is a directory in the Hugging Face layout:
     model.safetensors when everything fits in `max_shard_size` bytes (0: no limit), else numbered files
@@ -20,7 +28,7 @@ def export(checkpoint, out, *, max_shard_size=DEFAULT_MAX_SHARD_SIZE, keys=None,
     nearest even), leaving the others as stored. `checkpoint` may also be safetensors weights.
     Existing files are never replaced (AlreadyExistsError). Objects and common entries are not exported."""
     options = _native.new(_native.ExportOptions, max_shard_bytes=max_shard_size, part_index=part[0],
-                          part_count=part[1], dtype=0 if dtype is None else dtypes.code_of(dtype))
+                          part_count=part[1], dtype=0 if dtype is None else _dtypes.code_of(dtype))
     names = [encode_key(key, "tensor key") for key in (keys or [])]
     array = (ctypes.c_char_p * max(len(names), 1))(*names)
     if names:

@@ -2,15 +2,22 @@
 float8 and float4 families, int4, int2) come from ml_dtypes, as JAX's do; sub-byte types are stored one element per
 byte, as numpy holds them."""
 
-import numpy as np
+from __future__ import annotations
 
+import types
+from typing import Any, Dict, List, Optional, Tuple, Union
+
+import numpy as np
+import numpy.typing as npt
+
+ml_dtypes: Optional[types.ModuleType]
 try:
     import ml_dtypes
 except ImportError:  # numpy's own types still work; the others are named in the error that needs them
     ml_dtypes = None
 
 # (CKPT_DTYPE_* code, numpy type or ml_dtypes attribute name). Pinned numbers: they never change.
-_CODES = [
+_CODES: List[Tuple[int, Union[type, str]]] = [
     (1, np.bool_),
     (2, np.uint8),
     (3, np.int8),
@@ -42,36 +49,36 @@ _CODES = [
 ]
 
 
-def _resolve(kind):
+def _resolve(kind: Union[type, str]) -> Optional[np.dtype[Any]]:
     if not isinstance(kind, str):
         return np.dtype(kind)
     found = getattr(ml_dtypes, kind, None) if ml_dtypes is not None else None
     return np.dtype(found) if found is not None else None
 
 
-_TO_CODE = {}
-_FROM_CODE = {}
-_MISSING = {}  # code -> ml_dtypes name, for types this ml_dtypes lacks
+_TO_CODE: Dict[np.dtype[Any], int] = {}
+_FROM_CODE: Dict[int, np.dtype[Any]] = {}
+_MISSING: Dict[int, str] = {}  # code -> ml_dtypes name, for types this ml_dtypes lacks
 for _code, _kind in _CODES:
     _dtype = _resolve(_kind)
     if _dtype is None:
-        _MISSING[_code] = _kind
+        _MISSING[_code] = str(_kind)
         continue
     _TO_CODE[_dtype] = _code
     _FROM_CODE[_code] = _dtype
 
 
-def code_of(dtype):
+def code_of(dtype: npt.DTypeLike) -> int:
     """The CKPT_DTYPE_* code of a numpy dtype (any byte order); TypeError for a type ckpt cannot store."""
-    dtype = np.dtype(dtype)
-    code = _TO_CODE.get(dtype.newbyteorder("=") if dtype.byteorder not in ("=", "|") else dtype)
+    resolved = np.dtype(dtype)
+    code = _TO_CODE.get(resolved.newbyteorder("=") if resolved.byteorder not in ("=", "|") else resolved)
     if code is None:
-        raise TypeError(f"ckpt cannot store elements of type {dtype}: use one of "
+        raise TypeError(f"ckpt cannot store elements of type {resolved}: use one of "
                         f"{', '.join(sorted(str(d) for d in _TO_CODE))}")
     return code
 
 
-def dtype_of(code):
+def dtype_of(code: int) -> np.dtype[Any]:
     """The numpy dtype of a CKPT_DTYPE_* code; TypeError for an unknown one or one this ml_dtypes lacks."""
     dtype = _FROM_CODE.get(code)
     if dtype is None:
@@ -82,7 +89,7 @@ def dtype_of(code):
     return dtype
 
 
-def native(array):
+def native(array: npt.NDArray[Any]) -> npt.NDArray[Any]:
     """`array` in native byte order, C-contiguous: as the library expects it (a copy only where needed)."""
     if array.dtype.byteorder == ">" or (array.dtype.byteorder == "<" and np.little_endian is False):
         array = array.astype(array.dtype.newbyteorder("="))

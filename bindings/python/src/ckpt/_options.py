@@ -1,0 +1,93 @@
+"""The option structs of saves and loads (ckpt_save_options, ckpt_load_options), built from the arguments of
+ckpt.save, ckpt.restore, CheckpointManager and JitSaver, with the C arrays and callbacks they point at."""
+
+from __future__ import annotations
+
+import ctypes
+import sys
+import traceback
+from typing import List, Mapping, Optional, Tuple
+
+from . import _native
+from ._state import encode_key
+from ._types import Progress, Tier
+
+
+def tier_code(tier: object) -> int:
+    """The CKPT_TIER_* of a `tier` argument: "storage", "memory" or "both"."""
+    try:
+        return _native.TIERS[tier]  # type: ignore[index]  # any other value is the KeyError or TypeError below
+    except (KeyError, TypeError):
+        raise ValueError(f"tier must be 'storage', 'memory' or 'both', not {tier!r}") from None
+
+
+def save_flags(in_place: object) -> int:
+    """The CKPT_SAVE_* bits of an `in_place` argument: True or False."""
+    if in_place not in (True, False):
+        raise ValueError(f"in_place must be True or False, not {in_place!r}")
+    return _native.SAVE_IN_PLACE if in_place else 0
+
+
+def load_flags(allow_dtype_cast: bool) -> int:
+    """The shard flags of a restore's targets: with `allow_dtype_cast`, a target leaf of another floating dtype than
+    the checkpoint's (float16, bfloat16, float32, float64) receives the stored values converted."""
+    return _native.SHARD_ALLOW_DTYPE_CAST if allow_dtype_cast else 0
+
+
+def progress_callback(progress: Optional[Progress]) -> Optional[_native.CFunction]:
+    """A ckpt_progress_fn that calls progress(phase, done, total), the phase by name ("planning", "staging",
+    "writing", "committing", "committed"; "reading", "loaded"; "failed"); None without a callable. The first
+    exception it raises is printed and ends the calls: none may unwind through the library."""
+    if progress is None:
+        return None
+    if not callable(progress):
+        raise TypeError(f"progress must be a callable (phase, done, total), not a {type(progress).__name__}")
+    failed: List[bool] = []
+
+    def trampoline(_user: Optional[int], phase: int, done: int, total: int) -> None:
+        if failed:
+            return
+        try:
+            progress(_native.PHASES.get(phase, str(phase)), done, total)
+        except BaseException:
+            failed.append(True)
+            print("ckpt: the progress callback raised, and is called no more for this request:", file=sys.stderr)
+            traceback.print_exc()
+
+    return _native.PROGRESS_FN(trampoline)
+
+
+class SaveOptions:
+    """ckpt_save_options for user metadata (a str -> str mapping), a progress callable, a tier and the in_place
+    flag, with the C arrays and the C callback they point at."""
+
+    def __init__(self, metadata: Optional[Mapping[str, str]], progress: Optional[Progress], tier: Tier,
+                 in_place: bool = False) -> None:
+        self.struct = _native.new(_native.SaveOptions, tier=tier_code(tier), flags=save_flags(in_place))
+        self._progress = progress_callback(progress)
+        if self._progress is not None:
+            self.struct.progress = self._progress
+        if not metadata:
+            return
+        keys, values = [], []
+        for key, value in metadata.items():
+            if not isinstance(key, str) or not isinstance(value, str):
+                raise TypeError(f"metadata must map str to str; got {type(key).__name__} -> {type(value).__name__}")
+            keys.append(encode_key(key, "metadata key"))
+            values.append(encode_key(value, f"metadata {key!r}: value"))
+        self._keys = (ctypes.c_char_p * len(keys))(*keys)
+        self._values = (ctypes.c_char_p * len(values))(*values)
+        self.struct.metadata_count = len(keys)
+        self.struct.metadata_keys = self._keys
+        self.struct.metadata_values = self._values
+
+
+def load_options(partial: bool, progress: Optional[Progress]) -> Tuple[_native.LoadOptions,
+                                                                       Optional[_native.CFunction]]:
+    """ckpt_load_options, and the C callback they point at (keep it referenced until the load returned)."""
+    opts = _native.new(_native.LoadOptions, missing_keys=_native.STRICT_FAIL,
+                       unexpected_keys=_native.STRICT_IGNORE if partial else _native.STRICT_FAIL)
+    c_progress = progress_callback(progress)
+    if c_progress is not None:
+        opts.progress = c_progress
+    return opts, c_progress
