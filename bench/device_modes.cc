@@ -1,5 +1,5 @@
 // The modes that stage from CUDA device memory. ckpt is still used through its public C API only; the device
-// memory a trainer's framework would hold is allocated here with the project's CUDA loader (io/cuda_runtime.h),
+// memory a trainer's framework would hold is allocated here with the project's CUDA loader (gpu/cuda_runtime.h),
 // compiled into ckpt_bench, so that libckpt is the shared library a user links, as in every other mode.
 
 #include <cstdio>
@@ -9,12 +9,12 @@
 #include <vector>
 
 #include "bench/bench_support.h"
-#include "io/cuda_runtime.h"
+#include "gpu/cuda_runtime.h"
 
 namespace bench {
 namespace {
 
-using ckpt::io::CudaRuntime;
+using ckpt::gpu::CudaRuntime;
 
 // One rank, on the first device it sees (CUDA_VISIBLE_DEVICES picks which).
 constexpr int32_t kDevice = 0;
@@ -37,8 +37,8 @@ class DeviceTensors {
  public:
   DeviceTensors(const CudaRuntime& cuda, const PageBuffer& host, const RankLayout& layout) {
     for (const RowBlock& block : layout.blocks()) {
-      ckpt::Result<ckpt::io::ScopedDeviceMemory> memory =
-          ckpt::io::ScopedDeviceMemory::Allocate(cuda, kDevice, block.bytes());
+      ckpt::Result<ckpt::gpu::ScopedDeviceMemory> memory =
+          ckpt::gpu::ScopedDeviceMemory::Allocate(cuda, kDevice, block.bytes());
       Require(memory.status(), "cudaMalloc of bench.t" + std::to_string(block.tensor));
       Require(cuda.Copy(memory->get(), host.data() + block.offset, block.bytes()),
               "copying bench.t" + std::to_string(block.tensor) + " to the device");
@@ -50,7 +50,7 @@ class DeviceTensors {
   const std::vector<void*>& pointers() const { return pointers_; }
 
  private:
-  std::vector<ckpt::io::ScopedDeviceMemory> memory_;
+  std::vector<ckpt::gpu::ScopedDeviceMemory> memory_;
   std::vector<void*> pointers_;
 };
 

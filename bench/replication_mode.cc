@@ -1,5 +1,5 @@
 // ckpt_bench_replication replication --size-mib N: the memory tier's replication between two node agents
-// (runtime/agent/replicator.h), each in a process of its own as on two nodes, over UCX's TCP transport on loopback,
+// (agent/replicator.h), each in a process of its own as on two nodes, over UCX's TCP transport on loopback,
 // so that bench/run can print it beside ucx_perftest's tag_bw with UCX_TLS=tcp between two processes. It links the
 // agent's internals, not the public API.
 //
@@ -32,10 +32,10 @@
 #include <thread>
 #include <vector>
 
+#include "agent/memory_store.h"
+#include "agent/replicator.h"
 #include "io/file_io.h"
-#include "runtime/agent/memory_store.h"
-#include "runtime/agent/replicator.h"
-#include "runtime/save_directory.h"
+#include "runtime/format/save_directory.h"
 
 namespace {
 
@@ -45,7 +45,7 @@ using Clock = std::chrono::steady_clock;
 
 constexpr int kFiles = 4;
 constexpr SessionId kSession = 1;  // the saving rank's connection, to the store
-constexpr int kSteps = 6;  // the first into fresh memory, the others into recycled files
+constexpr int kSteps = 6;          // the first into fresh memory, the others into recycled files
 constexpr auto kLongestWait = std::chrono::seconds(120);
 
 template <typename T>

@@ -1,5 +1,5 @@
 // bench/scale: how the control plane grows with the number of ranks, simulated with the library's real planning
-// code and wire encodings (runtime/save_partition.h, save_plan.h, load_plan.h, manifest.h) on synthetic jobs
+// code and wire encodings (runtime/save/save_partition.h, save_plan.h, load_plan.h, manifest.h) on synthetic jobs
 // (bench/scale_model.h), one rank's work at a time.
 //
 // Save, as the library runs it: every rank partitions its descriptor by key owner; each owner decodes, checks and
@@ -15,9 +15,9 @@
 // each message once between its two ranks; a gather to rank 0 delivers every contribution to it; a broadcast is a
 // binomial tree, so its busiest sender sends ceil(log2 ranks) copies. They are compared with the bytes of every
 // rank's encoded descriptor. A job without collectives of its own runs the same messages over the peer plane
-// (collectives/peer_control_plane.h), with frames and acks around them and each all-to-all ended at rank 0's store:
-// scale_peer_busiest_control_ratio. Were the TCP store to route them (CKPT_PEER_CONTROL=0), rank 0's server would
-// relay every byte of every rank, which scale_store_rank0_control_ratio shows.
+// (collectives/peer/peer_control_plane.h), with frames and acks around them and each all-to-all ended at rank 0's
+// store: scale_peer_busiest_control_ratio. Were the TCP store to route them (CKPT_PEER_CONTROL=0), rank 0's server
+// would relay every byte of every rank, which scale_store_rank0_control_ratio shows.
 //
 // Usage: ckpt_bench_scale [--ranks 1024,4096,16384,32768] [--limit-s 300]
 // Prints `name value unit` lines; a figure whose child ran past the limit prints the limit and a `#` line saying so.
@@ -44,7 +44,7 @@
 #include "bench/scale_model.h"
 #include "common/bytes.h"
 #include "io/checksum.h"
-#include "runtime/save_partition.h"
+#include "runtime/save/save_partition.h"
 
 namespace ckpt::bench {
 namespace {

@@ -42,10 +42,10 @@ inline uint64_t PeakRssKib(pid_t pid = 0) {
 
 inline uint64_t TreeFanout(int ranks) { return static_cast<uint64_t>(std::ceil(std::log2(std::max(ranks, 2)))); }
 
-// The peer plane's costs (collectives/peer_control_plane.h) beyond the messages themselves: each message travels in
-// a frame its receiver acknowledges (header, sequence and sender; the ack's header and sequence), and each all-to-all
-// ends at rank 0's store with a sparse all-to-all of failures and a broadcast verdict, four frames per rank
-// (collectives/tcp_store_wire.h: headers, sequence numbers, timeouts, counts).
+// The peer plane's costs (collectives/peer/peer_control_plane.h) beyond the messages themselves: each message travels
+// in a frame its receiver acknowledges (header, sequence and sender; the ack's header and sequence), and each
+// all-to-all ends at rank 0's store with a sparse all-to-all of failures and a broadcast verdict, four frames per rank
+// (collectives/store/tcp_store_wire.h: headers, sequence numbers, timeouts, counts).
 inline constexpr uint64_t kPeerFrameBytes = (12 + 8 + 4) + (12 + 8);
 inline constexpr uint64_t kPeerCompletionBytes = (12 + 8 + 8 + 4 + 4) + (12 + 4) + (12 + 8 + 8 + 4) + (12 + 4);
 

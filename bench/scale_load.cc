@@ -2,7 +2,7 @@
 
 #include <fstream>
 
-#include "runtime/load_partition.h"
+#include "runtime/load/load_partition.h"
 
 namespace ckpt::bench {
 namespace {
@@ -60,7 +60,7 @@ LoadFigures SimulateLoad(const ParallelLayout& target, const runtime::Manifest& 
     }
   }
   bytes->AllToAll();
-  // The requests step (runtime/load_agreement.h): a bit per manifest entry, a digest, the plan held.
+  // The requests step (runtime/load/load_agreement.h): a bit per manifest entry, a digest, the plan held.
   bytes->Agreement((manifest.tensors.size() + manifest.objects.size() + 7) / 8 + 64, kVerdictBytes);
 
   std::vector<std::vector<Messages>> kept(kSteps);  // the busiest rank's, once known: every rank's until then

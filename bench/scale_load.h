@@ -1,4 +1,4 @@
-// bench/scale's load: the read-once load's partitioned planning (runtime/load_partition.h) for every rank of a
+// bench/scale's load: the read-once load's partitioned planning (runtime/load/load_partition.h) for every rank of a
 // job, each rank's share timed on its own, and the busiest rank replayed alone in a child process for its memory.
 #pragma once
 
@@ -7,7 +7,7 @@
 
 #include "bench/scale_common.h"
 #include "bench/scale_model.h"
-#include "runtime/manifest.h"
+#include "runtime/format/manifest.h"
 
 namespace ckpt::bench {
 

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "runtime/dtype.h"
+#include "runtime/core/dtype.h"
 
 namespace ckpt::bench {
 namespace {

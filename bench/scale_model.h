@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "runtime/load_plan.h"
-#include "runtime/manifest.h"
-#include "runtime/save_plan.h"
+#include "runtime/format/manifest.h"
+#include "runtime/load/load_plan.h"
+#include "runtime/save/save_plan.h"
 
 namespace ckpt::bench {
 

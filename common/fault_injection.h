@@ -32,12 +32,17 @@ inline constexpr char kStopBeforeExchangeVar[] = "CKPT_FAULT_STOP_BEFORE_EXCHANG
 // CKPT_FAULT_AGENT_DIES_ON_PUSH_ASK: the ckpt-agent of the node with this name dies (SIGKILL) when a peer asks it to
 // send files for a fetch, as a node lost after it told the fetching peer what it holds.
 inline constexpr char kAgentDiesOnPushAskVar[] = "CKPT_FAULT_AGENT_DIES_ON_PUSH_ASK";
-// CKPT_FAULT_LISTEN_DELAY_MS: a socket bound by AgentListener (collectives/agent_socket.h) starts listening only
+// CKPT_FAULT_LISTEN_DELAY_MS: a socket bound by AgentListener (collectives/agent/agent_socket.h) starts listening only
 // this many milliseconds later, as when the ckpt-agent that bound it is preempted there.
 inline constexpr char kListenDelayVar[] = "CKPT_FAULT_LISTEN_DELAY_MS";
 // CKPT_FAULT_STAGING_PAUSE_MS: a save's staging pauses this many milliseconds before each window it copies, as a
 // slow copy would, so that a test can see what the I/O workers do meanwhile.
 inline constexpr char kStagingPauseVar[] = "CKPT_FAULT_STAGING_PAUSE_MS";
+// CKPT_FAULT_DIRECTORY_SYNC_EIO: syncing the directory whose path is exactly this text, as the library spells it,
+// fails with EIO (in io::SyncDirectory, which every directory sync goes through), so that a test can prove the
+// library syncs that directory. A whole path, unlike CKPT_FAULT_EIO_PATH's fragment: every directory's path contains
+// its parent's.
+inline constexpr char kDirectorySyncEioVar[] = "CKPT_FAULT_DIRECTORY_SYNC_EIO";
 
 #ifdef CKPT_FAULT_INJECTION
 
@@ -79,6 +84,12 @@ inline void PauseBeforeStagingWindow() {
   std::this_thread::sleep_for(std::chrono::milliseconds(settings::PositiveFromEnv(kStagingPauseVar, 0)));
 }
 
+// The errno a sync of the directory `path` is made to fail with, or 0.
+inline int InjectedDirectorySyncError(const std::string& path) {
+  const std::string failing = settings::StringFromEnv(kDirectorySyncEioVar);
+  return !failing.empty() && path == failing ? EIO : 0;
+}
+
 #else
 
 inline constexpr bool kCompiledIn = false;
@@ -89,6 +100,7 @@ constexpr bool StopBeforeExchange(int) { return false; }
 inline bool AgentDiesOnPushAsk(const std::string&) { return false; }
 constexpr std::chrono::milliseconds ListenDelay() { return std::chrono::milliseconds(0); }
 inline void PauseBeforeStagingWindow() {}
+inline int InjectedDirectorySyncError(const std::string&) { return 0; }
 
 #endif
 

@@ -1,6 +1,6 @@
-// Every setting ckpt reads from the environment, with its default, in one place. (The launcher's own variables,
-// RANK, MASTER_ADDR and the like, are read by collectives/bootstrap.cc; the test builds' fault hooks, CKPT_FAULT_*,
-// are declared in common/fault_injection.h.)
+// Every setting ckpt reads from the environment, with its default, in one place. (The launcher's own variables, RANK,
+// MASTER_ADDR and the like, are read by collectives/store/bootstrap.cc; the test builds' fault hooks, CKPT_FAULT_*, are
+// declared in common/fault_injection.h.)
 #pragma once
 
 #include <cstdint>
@@ -50,7 +50,7 @@ inline constexpr char kLoadDirectVar[] = "CKPT_LOAD_DIRECT";
 // CKPT_TRANSPORT: "auto" (default), "none", "ucx" or "nccl": how ranks exchange tensor data during a load.
 inline constexpr char kTransportVar[] = "CKPT_TRANSPORT";
 // CKPT_PEER_CONTROL: "0" routes every collective of a job without collectives of its own through rank 0's TCP store
-// (default: all-to-alls and broadcasts over direct links between the ranks, collectives/peer_control_plane.h).
+// (default: all-to-alls and broadcasts over direct links between the ranks, collectives/peer/peer_control_plane.h).
 inline constexpr char kPeerControlVar[] = "CKPT_PEER_CONTROL";
 // CKPT_WORKER_PATH: the ckpt-io-worker executable (default: beside libckpt.so). Read by io/worker_pool.cc.
 inline constexpr char kWorkerPathVar[] = "CKPT_WORKER_PATH";

@@ -1,5 +1,6 @@
 // The one internal error type: a status code plus a precise message.
-// Every layer returns Status (or Result<T>); only runtime/capi.cc turns it into C status codes.
+// Every layer returns Status (or Result<T>); only the C API layer turns it into C status codes (Report and Guard in
+// runtime/capi/capi_internal.h).
 #pragma once
 
 #include <cstdint>

@@ -14,7 +14,7 @@
  *   both of which record the caller's sizeof, so that fields appended later keep their defaults and the library
  *   never writes past the caller's struct. A NULL options pointer means defaults.
  * - A program built against an older ckpt.h runs unchanged with a newer libckpt of the same major version. The
- *   exported symbols carry ELF versions (CKPT_0, CKPT_1, ...: runtime/libckpt.map); a program built against this
+ *   exported symbols carry ELF versions (CKPT_0, CKPT_1, ...: runtime/capi/libckpt.map); a program built against this
  *   header needs a library that provides CKPT_1, and the dynamic loader refuses to start it otherwise.
  * - Handles are opaque; every *_free accepts NULL.
  * - "Collective" means every rank of the context must make the same call, in the same order.
@@ -541,11 +541,11 @@ CKPT_API int32_t ckpt_load_options_init(ckpt_load_options* opts, uint32_t struct
  * numbered files and model.safetensors.index.json) or that index file; their bytes carry no checksums and are read
  * unverified, and a malformed header or index is CKPT_E_CORRUPT. Where the job has an identity (CKPT_JOB_ID) and
  * every rank's node agent holds `path` in memory (CKPT_TIER_*), the load reads that copy, verified the same way,
- * and touches no storage. A failure on any rank fails the load on every rank. Returns CKPT_OK, CKPT_E_NOT_FOUND (no checkpoint at path),
- * CKPT_E_MISMATCH (missing or unexpected keys under CKPT_STRICT_FAIL, dtype or shape differences that the shard's
- * flags do not allow), CKPT_E_CORRUPT (a checksum, truncated file, or malformed manifest: the message names the
- * tensor and the file), CKPT_E_VERSION, CKPT_E_IO, CKPT_E_NO_MEMORY (exchange buffers, or the stored bytes of a
- * shard loaded with a dtype cast), CKPT_E_PEER_FAILED, CKPT_E_TIMEOUT. On failure, buffers may be partly filled. */
+ * and touches no storage. A failure on any rank fails the load on every rank. Returns CKPT_OK, CKPT_E_NOT_FOUND (no
+ * checkpoint at path), CKPT_E_MISMATCH (missing or unexpected keys under CKPT_STRICT_FAIL, dtype or shape differences
+ * that the shard's flags do not allow), CKPT_E_CORRUPT (a checksum, truncated file, or malformed manifest: the message
+ * names the tensor and the file), CKPT_E_VERSION, CKPT_E_IO, CKPT_E_NO_MEMORY (exchange buffers, or the stored bytes of
+ * a shard loaded with a dtype cast), CKPT_E_PEER_FAILED, CKPT_E_TIMEOUT. On failure, buffers may be partly filled. */
 CKPT_API int32_t ckpt_load(ckpt_context_t* ctx, ckpt_state_t* state, const char* path, const ckpt_load_options* opts,
                            ckpt_error_t* err);
 

@@ -5,6 +5,7 @@
 
 #include <cerrno>
 
+#include "common/os_error.h"
 #include "io/file_io.h"
 
 namespace ckpt::io {
@@ -26,7 +27,7 @@ int TryLock(int fd) {
 Result<UniqueFd> ClaimDirectory(const std::string& path) {
   RETURN_IF_ERROR(MakeDirectories(path));
   UniqueFd fd = OpenDirectory(path);
-  if (!fd.valid()) return ErrnoStatus(errno, "cannot open " + Quoted(path) + " to claim it");
+  if (!fd.valid()) return OsError("cannot open " + Quoted(path) + " to claim it", errno);
   const int err = TryLock(fd.get());
   if (err == 0) return fd;
   if (err == EWOULDBLOCK) return AlreadyExists(Quoted(path) + " is claimed by another live process");

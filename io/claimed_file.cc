@@ -7,6 +7,7 @@
 
 #include <cerrno>
 
+#include "common/os_error.h"
 #include "io/file_io.h"
 
 namespace ckpt::io {
@@ -37,12 +38,12 @@ std::string HolderNote(int fd) {
 
 Status WriteNote(int fd, const std::string& path, std::string_view note) {
   const std::string line = std::string(note) + "\n";
-  if (ftruncate(fd, 0) != 0) return ErrnoStatus(errno, "cannot truncate " + Quoted(path));
+  if (ftruncate(fd, 0) != 0) return OsError("cannot truncate " + Quoted(path), errno);
   size_t written = 0;
   while (written < line.size()) {
     const ssize_t n = pwrite(fd, line.data() + written, line.size() - written, static_cast<off_t>(written));
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return ErrnoStatus(n < 0 ? errno : EIO, "cannot write the holder's note into " + Quoted(path));
+    if (n <= 0) return OsError("cannot write the holder's note into " + Quoted(path), n < 0 ? errno : EIO);
     written += static_cast<size_t>(n);
   }
   return Status::Ok();
@@ -54,9 +55,9 @@ Result<UniqueFd> ClaimFile(const std::string& path, std::string_view note) {
   UniqueFd fd(open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0644));
   // A read-only file system cannot be written by any job, so there is nothing for a claim to protect.
   if (!fd.valid() && errno == EROFS) return UniqueFd();
-  if (!fd.valid()) return ErrnoStatus(errno, "cannot open " + Quoted(path) + " to claim it");
+  if (!fd.valid()) return OsError("cannot open " + Quoted(path) + " to claim it", errno);
   struct stat st = {};
-  if (fstat(fd.get(), &st) != 0) return ErrnoStatus(errno, "cannot stat " + Quoted(path));
+  if (fstat(fd.get(), &st) != 0) return OsError("cannot stat " + Quoted(path), errno);
   if (!S_ISREG(st.st_mode)) return InvalidArgument(Quoted(path) + " is not a regular file: remove it");
   const int err = TryLock(fd.get());
   if (err == EWOULDBLOCK) {

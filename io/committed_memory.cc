@@ -4,9 +4,10 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstring>
 #include <string>
 #include <utility>
+
+#include "common/os_error.h"
 
 namespace ckpt::io {
 namespace {
@@ -26,7 +27,7 @@ Result<CommittedMemory> CommittedMemory::Allocate(uint64_t size) {
   if (size == 0) return CommittedMemory();
   void* data = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (data == MAP_FAILED) {
-    return Status(Code::kNoMemory, "cannot map " + std::to_string(size) + " bytes: " + std::strerror(errno));
+    return Status(Code::kNoMemory, "cannot map " + std::to_string(size) + " bytes: " + OsErrorText(errno));
   }
   CommitPages(static_cast<char*>(data), size);
   return CommittedMemory(static_cast<char*>(data), size);

@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/os_error.h"
 #include "common/unique_fd.h"
 
 namespace ckpt::io {
@@ -29,9 +30,9 @@ Status OpenFailure(int err, const std::string& root, const std::string& name) {
     case EXDEV:
       return Corrupt(path + " leads outside the checkpoint directory " + Quoted(root));
     case EINVAL:
-      return InvalidArgument("cannot open " + path + " with these flags (O_DIRECT refused?): " + std::strerror(err));
+      return InvalidArgument("cannot open " + path + " with these flags (O_DIRECT refused?): " + OsErrorText(err));
     default:
-      return IoError("cannot open " + path + ": " + std::strerror(err));
+      return OsError("cannot open " + path, err);
   }
 }
 
@@ -77,7 +78,7 @@ Result<int> Open(const std::string& root, const std::string& name, int flags, bo
   if (!root_fd.valid()) {
     const int err = errno;
     if (err == ENOENT) return NotFound("no checkpoint directory " + Quoted(root));
-    return IoError("cannot open the checkpoint directory " + Quoted(root) + ": " + std::strerror(err));
+    return OsError("cannot open the checkpoint directory " + Quoted(root), err);
   }
   int fd = -1;
   errno = ENOSYS;
@@ -87,7 +88,7 @@ Result<int> Open(const std::string& root, const std::string& name, int flags, bo
   UniqueFd file(fd);
   const std::string path = Quoted(root + "/" + name);
   struct stat st;
-  if (fstat(file.get(), &st) != 0) return IoError("cannot stat " + path + ": " + std::strerror(errno));
+  if (fstat(file.get(), &st) != 0) return OsError("cannot stat " + path, errno);
   if (!S_ISREG(st.st_mode)) {
     return Corrupt(path +
                    " is not a regular file (a FIFO, a device or a directory): checkpoint files are read only "
@@ -95,7 +96,7 @@ Result<int> Open(const std::string& root, const std::string& name, int flags, bo
   }
   // Regular files ignore O_NONBLOCK; it is cleared so that nothing downstream sees an unusual descriptor.
   if (fcntl(file.get(), F_SETFL, fcntl(file.get(), F_GETFL) & ~O_NONBLOCK) != 0) {
-    return IoError("cannot clear O_NONBLOCK on " + path + ": " + std::strerror(errno));
+    return OsError("cannot clear O_NONBLOCK on " + path, errno);
   }
   return file.Release();
 }

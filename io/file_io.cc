@@ -11,6 +11,8 @@
 #include <cstdio>
 #include <cstring>
 
+#include "common/fault_injection.h"
+#include "common/os_error.h"
 #include "io/confined_open.h"
 
 namespace ckpt::io {
@@ -23,32 +25,9 @@ constexpr unsigned kRenameNoReplace = 1u << 0;
 constexpr unsigned kRenameNoReplace = RENAME_NOREPLACE;
 #endif
 
-// strerror_r has an XSI form (returns int, fills buf) and a GNU form (returns a message); these overloads accept both.
-[[maybe_unused]] const char* ErrnoText(int /*xsi_result*/, const char* buf) { return buf; }
-[[maybe_unused]] const char* ErrnoText(const char* gnu_result, const char* /*buf*/) { return gnu_result; }
-
-std::string DescribeErrno(int err) {
-  char buf[256] = {0};
-  return ErrnoText(strerror_r(err, buf, sizeof buf), buf);
-}
-
-Code CodeForErrno(int err) {
-  switch (err) {
-    case ENOSPC:
-    case EDQUOT:
-      return Code::kNoSpace;
-    case ENOENT:
-      return Code::kNotFound;
-    case EEXIST:
-      return Code::kAlreadyExists;
-    default:
-      return Code::kIo;
-  }
-}
-
 Status CloseFd(int fd, const std::string& path) {
   // Linux releases the descriptor even when close() fails, so retrying on EINTR could close another thread's file.
-  if (close(fd) != 0 && errno != EINTR) return ErrnoStatus(errno, "cannot close " + Quoted(path));
+  if (close(fd) != 0 && errno != EINTR) return OsError("cannot close " + Quoted(path), errno);
   return Status::Ok();
 }
 
@@ -59,18 +38,18 @@ Status RemoveEntryAt(int dir_fd, const char* name, const std::string& path) {
   struct stat st;
   if (fstatat(dir_fd, name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
     if (errno == ENOENT) return Status::Ok();
-    return ErrnoStatus(errno, "cannot inspect " + Quoted(path));
+    return OsError("cannot inspect " + Quoted(path), errno);
   }
   if (!S_ISDIR(st.st_mode)) {
-    if (unlinkat(dir_fd, name, 0) != 0 && errno != ENOENT) return ErrnoStatus(errno, "cannot remove " + Quoted(path));
+    if (unlinkat(dir_fd, name, 0) != 0 && errno != ENOENT) return OsError("cannot remove " + Quoted(path), errno);
     return Status::Ok();
   }
   // O_NOFOLLOW: if the directory was swapped for a link since fstatat, refuse rather than walk out of the tree.
   const int child_fd = openat(dir_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-  if (child_fd < 0) return ErrnoStatus(errno, "cannot open directory " + Quoted(path));
+  if (child_fd < 0) return OsError("cannot open directory " + Quoted(path), errno);
   RETURN_IF_ERROR(RemoveDirectoryContents(child_fd, path));
   if (unlinkat(dir_fd, name, AT_REMOVEDIR) != 0 && errno != ENOENT) {
-    return ErrnoStatus(errno, "cannot remove directory " + Quoted(path));
+    return OsError("cannot remove directory " + Quoted(path), errno);
   }
   return Status::Ok();
 }
@@ -81,14 +60,14 @@ Status RemoveDirectoryContents(int dir_fd, const std::string& dir_path) {
   if (dir == nullptr) {
     const int err = errno;
     close(dir_fd);
-    return ErrnoStatus(err, "cannot list " + Quoted(dir_path));
+    return OsError("cannot list " + Quoted(dir_path), err);
   }
   Status status;
   while (status.ok()) {
     errno = 0;
     const dirent* entry = readdir(dir);
     if (entry == nullptr) {
-      if (errno != 0) status = ErrnoStatus(errno, "cannot list " + Quoted(dir_path));
+      if (errno != 0) status = OsError("cannot list " + Quoted(dir_path), errno);
       break;
     }
     if (std::strcmp(entry->d_name, ".") == 0 || std::strcmp(entry->d_name, "..") == 0) continue;
@@ -118,7 +97,7 @@ File& File::operator=(File&& other) noexcept {
 
 Result<File> File::CreateNew(const std::string& path) {
   const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-  if (fd < 0) return ErrnoStatus(errno, "cannot create " + Quoted(path));
+  if (fd < 0) return OsError("cannot create " + Quoted(path), errno);
   return File(fd, path);
 }
 
@@ -134,8 +113,9 @@ Status File::WriteAt(const void* data, size_t size, uint64_t offset) {
     const ssize_t n = pwrite(fd_, bytes + done, size - done, static_cast<off_t>(offset + done));
     if (n < 0) {
       if (errno == EINTR) continue;
-      return ErrnoStatus(errno, "cannot write " + std::to_string(size - done) + " bytes to " + Quoted(path_) +
-                                    " at offset " + std::to_string(offset + done));
+      return OsError("cannot write " + std::to_string(size - done) + " bytes to " + Quoted(path_) + " at offset " +
+                         std::to_string(offset + done),
+                     errno);
     }
     if (n == 0) {
       return IoError("writing " + Quoted(path_) + " at offset " + std::to_string(offset + done) +
@@ -153,8 +133,9 @@ Status File::ReadAt(void* data, size_t size, uint64_t offset) const {
     const ssize_t n = pread(fd_, bytes + done, size - done, static_cast<off_t>(offset + done));
     if (n < 0) {
       if (errno == EINTR) continue;
-      return ErrnoStatus(errno, "cannot read " + std::to_string(size - done) + " bytes from " + Quoted(path_) +
-                                    " at offset " + std::to_string(offset + done));
+      return OsError("cannot read " + std::to_string(size - done) + " bytes from " + Quoted(path_) + " at offset " +
+                         std::to_string(offset + done),
+                     errno);
     }
     if (n == 0) {
       return Corrupt(Quoted(path_) + " is truncated: it ends at offset " + std::to_string(offset + done) + ", but " +
@@ -166,13 +147,13 @@ Status File::ReadAt(void* data, size_t size, uint64_t offset) const {
 }
 
 Status File::Sync() {
-  if (fdatasync(fd_) != 0) return ErrnoStatus(errno, "cannot sync " + Quoted(path_));
+  if (fdatasync(fd_) != 0) return OsError("cannot sync " + Quoted(path_), errno);
   return Status::Ok();
 }
 
 Result<uint64_t> File::Size() const {
   struct stat st;
-  if (fstat(fd_, &st) != 0) return ErrnoStatus(errno, "cannot stat " + Quoted(path_));
+  if (fstat(fd_, &st) != 0) return OsError("cannot stat " + Quoted(path_), errno);
   return static_cast<uint64_t>(st.st_size);
 }
 
@@ -193,18 +174,21 @@ Status MakeDirectories(const std::string& path) {
     const int err = errno;
     if (IsDirectory(prefix)) continue;
     if (err == EEXIST) return AlreadyExists("cannot create directory " + Quoted(prefix) + ": a file is there");
-    return ErrnoStatus(err, "cannot create directory " + Quoted(prefix));
+    return OsError("cannot create directory " + Quoted(prefix), err);
   }
   return Status::Ok();
 }
 
 Status SyncDirectory(const std::string& path) {
+  if (const int err = fault::InjectedDirectorySyncError(path); err != 0) {
+    return OsError("cannot sync directory " + Quoted(path), err);
+  }
   const int fd = open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return ErrnoStatus(errno, "cannot open directory " + Quoted(path));
+  if (fd < 0) return OsError("cannot open directory " + Quoted(path), errno);
   const int rc = fsync(fd);
   const int err = errno;
   RETURN_IF_ERROR(CloseFd(fd, path));
-  if (rc != 0) return ErrnoStatus(err, "cannot sync directory " + Quoted(path));
+  if (rc != 0) return OsError("cannot sync directory " + Quoted(path), err);
   return Status::Ok();
 }
 
@@ -213,12 +197,12 @@ Status RenameNoReplace(const std::string& from, const std::string& to) {
   if (syscall(SYS_renameat2, AT_FDCWD, from.c_str(), AT_FDCWD, to.c_str(), kRenameNoReplace) == 0) {
     return Status::Ok();
   }
-  if (errno != EINVAL && errno != ENOSYS) return ErrnoStatus(errno, action);
+  if (errno != EINVAL && errno != ENOSYS) return OsError(action, errno);
   // The kernel or file system (some network and FUSE file systems) lacks RENAME_NOREPLACE. Checking first leaves a
   // small race: a `to` created between the check and rename() may be replaced. Only a concurrent writer of the same
   // name can lose, and checkpoint directory names are unique per save.
   if (PathExists(to)) return AlreadyExists(action + ": the target exists");
-  if (rename(from.c_str(), to.c_str()) != 0) return ErrnoStatus(errno, action);
+  if (rename(from.c_str(), to.c_str()) != 0) return OsError(action, errno);
   return Status::Ok();
 }
 
@@ -226,16 +210,16 @@ Status RemoveTree(const std::string& path) {
   struct stat st;
   if (lstat(path.c_str(), &st) != 0) {
     if (errno == ENOENT) return Status::Ok();
-    return ErrnoStatus(errno, "cannot inspect " + Quoted(path));
+    return OsError("cannot inspect " + Quoted(path), errno);
   }
   if (!S_ISDIR(st.st_mode)) {
-    if (unlink(path.c_str()) != 0 && errno != ENOENT) return ErrnoStatus(errno, "cannot remove " + Quoted(path));
+    if (unlink(path.c_str()) != 0 && errno != ENOENT) return OsError("cannot remove " + Quoted(path), errno);
     return Status::Ok();
   }
   const int fd = open(path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-  if (fd < 0) return ErrnoStatus(errno, "cannot open directory " + Quoted(path));
+  if (fd < 0) return OsError("cannot open directory " + Quoted(path), errno);
   RETURN_IF_ERROR(RemoveDirectoryContents(fd, path));
-  if (rmdir(path.c_str()) != 0 && errno != ENOENT) return ErrnoStatus(errno, "cannot remove directory " + Quoted(path));
+  if (rmdir(path.c_str()) != 0 && errno != ENOENT) return OsError("cannot remove directory " + Quoted(path), errno);
   return Status::Ok();
 }
 
@@ -277,10 +261,6 @@ std::string JoinPath(const std::string& a, const std::string& b) {
   return a + "/" + b;
 }
 
-Status ErrnoStatus(int err, const std::string& action) {
-  return Status(CodeForErrno(err), action + ": " + DescribeErrno(err));
-}
-
 std::string ParentDirectory(std::string path) {
   while (path.size() > 1 && path.back() == '/') path.pop_back();
   const size_t slash = path.rfind('/');
@@ -290,7 +270,7 @@ std::string ParentDirectory(std::string path) {
 
 Result<std::vector<std::string>> ListDirectory(const std::string& dir) {
   DIR* handle = opendir(dir.c_str());
-  if (handle == nullptr) return ErrnoStatus(errno, "cannot list " + Quoted(dir));
+  if (handle == nullptr) return OsError("cannot list " + Quoted(dir), errno);
   std::vector<std::string> names;
   int err = 0;
   while (true) {
@@ -304,7 +284,7 @@ Result<std::vector<std::string>> ListDirectory(const std::string& dir) {
     if (name != "." && name != "..") names.emplace_back(name);
   }
   closedir(handle);
-  if (err != 0) return ErrnoStatus(err, "cannot list " + Quoted(dir));
+  if (err != 0) return OsError("cannot list " + Quoted(dir), err);
   std::sort(names.begin(), names.end());
   return names;
 }

@@ -1,6 +1,6 @@
-// Plain POSIX file operations with complete-transfer loops and errors that name the file. errno maps to: ENOSPC
-// and EDQUOT -> kNoSpace, ENOENT -> kNotFound, EEXIST -> kAlreadyExists, other -> kIo. A read past the end of a
-// file is kCorrupt ("truncated"), since stored data shorter than its manifest says is damage, not an I/O fault.
+// Plain POSIX file operations with complete-transfer loops and errors that name the file; errno picks the code as
+// OsError (common/os_error.h) does. A read past the end of a file is kCorrupt ("truncated"), since stored data
+// shorter than its manifest says is damage, not an I/O fault.
 #pragma once
 
 #include <cstddef>
@@ -45,6 +45,8 @@ class File {
 };
 
 Status MakeDirectories(const std::string& path);  // mkdir -p
+// fsync of the directory itself, so that entries made or renamed in it survive a power loss; the test build's
+// CKPT_FAULT_DIRECTORY_SYNC_EIO can fail it for one path (common/fault_injection.h).
 Status SyncDirectory(const std::string& path);
 // Renames `from` to `to`, failing with kAlreadyExists instead of replacing an existing `to`.
 Status RenameNoReplace(const std::string& from, const std::string& to);
@@ -57,9 +59,6 @@ bool IsDirectory(const std::string& path);
 std::string ParentDirectory(std::string path);
 // The entry names of `dir` but "." and "..", sorted.
 Result<std::vector<std::string>> ListDirectory(const std::string& dir);
-// `action` says what failed and on which path ("cannot open '/a/b' for writing"); the code follows errno (kNotFound,
-// kNoSpace, kAlreadyExists, ...).
-Status ErrnoStatus(int err, const std::string& action);
 // Writes `data` to a new file at `path`, fdatasyncs and closes it.
 Status WriteFileDurably(const std::string& path, const void* data, size_t size);
 // Reads the whole file `name` beneath `dir` (File::OpenBeneath); kCorrupt if it is larger than max_size (a hostile

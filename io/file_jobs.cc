@@ -14,6 +14,7 @@
 #include <cstring>
 #include <optional>
 
+#include "common/os_error.h"
 #include "io/checksum.h"
 #include "io/confined_open.h"
 #include "io/io_backend.h"
@@ -27,22 +28,6 @@ constexpr uint32_t kMaxPwriteThreads = 256;
 constexpr mode_t kDataFileMode = 0644;
 
 uint64_t RoundUp(uint64_t value, uint64_t granule) { return (value + granule - 1) / granule * granule; }
-
-// `action` names the file: "cannot create '/a/b'". errno picks the code, as io/file_io.h documents.
-Status OpenError(const std::string& action, int err) {
-  const std::string message = action + ": " + std::strerror(err);
-  switch (err) {
-    case EEXIST:
-      return AlreadyExists(message);
-    case ENOENT:
-      return NotFound(message);
-    case ENOSPC:
-    case EDQUOT:
-      return NoSpace(message);
-    default:
-      return IoError(message);
-  }
-}
 
 Status ValidateTuning(const IoTuning& tuning) {
   if (tuning.backend != IoBackendKind::kAuto && tuning.backend != IoBackendKind::kIoUring &&
@@ -144,7 +129,7 @@ Result<OpenFile> KeepDirectWhereItWorks(int fd, bool direct, const std::string& 
     if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_DIRECT) != 0) {
       const int err = errno;
       close(fd);
-      return OpenError(action + " (clearing O_DIRECT)", err);
+      return OsError(action + " (clearing O_DIRECT)", err);
     }
     direct = false;
   }
@@ -162,7 +147,7 @@ Result<OpenFile> OpenData(const std::string& path, int flags, bool want_direct, 
     fd = open(path.c_str(), flags & ~O_EXCL, kDataFileMode);
     direct = false;
   }
-  if (fd < 0) return OpenError(action, errno);
+  if (fd < 0) return OsError(action, errno);
   return KeepDirectWhereItWorks(fd, direct, action);
 }
 
@@ -193,7 +178,7 @@ Result<OpenFile> OpenForReading(const ReadJob& job, bool want_direct) {
 
 // Linux releases the descriptor even when close() fails; retrying on EINTR could close another thread's file.
 Status CloseData(int fd, const std::string& path) {
-  if (close(fd) != 0 && errno != EINTR) return OpenError("cannot close " + Quoted(path), errno);
+  if (close(fd) != 0 && errno != EINTR) return OsError("cannot close " + Quoted(path), errno);
   return Status::Ok();
 }
 
@@ -475,7 +460,7 @@ Status Executor::Preallocate(int fd, const std::string& path, uint64_t size) {
   const uint64_t reserved = RoundUp(size, kDirectAlignment);
   if (size == 0 || fallocate(fd, 0, 0, static_cast<off_t>(reserved)) == 0) return Status::Ok();
   if (errno == EOPNOTSUPP || errno == ENOSYS) return Status::Ok();
-  return OpenError("cannot reserve " + std::to_string(reserved) + " bytes for " + Quoted(path), errno);
+  return OsError("cannot reserve " + std::to_string(reserved) + " bytes for " + Quoted(path), errno);
 }
 
 Status Executor::FinishFile(const std::string& path, uint64_t final_size) {
@@ -486,9 +471,9 @@ Status Executor::FinishFile(const std::string& path, uint64_t final_size) {
   // never a linked fsync, which io_uring does not order after the writes.
   Status status;
   if (ftruncate(fd, static_cast<off_t>(final_size)) != 0) {
-    status = OpenError("cannot truncate " + Quoted(path) + " to " + std::to_string(final_size) + " bytes", errno);
+    status = OsError("cannot truncate " + Quoted(path) + " to " + std::to_string(final_size) + " bytes", errno);
   } else if (fdatasync(fd) != 0) {
-    status = OpenError("cannot sync " + Quoted(path), errno);
+    status = OsError("cannot sync " + Quoted(path), errno);
   }
   const Status closed = CloseData(fd, path);
   return status.ok() ? closed : status;

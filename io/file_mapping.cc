@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <utility>
 
+#include "common/os_error.h"
 #include "io/file_io.h"
 
 namespace ckpt::io {
@@ -15,7 +16,7 @@ Result<FileMapping> FileMapping::Map(int fd, const std::string& path, uint64_t o
   if (length == 0) return mapping;  // mmap refuses an empty length
   const uint64_t lead = offset % static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
   void* base = mmap(nullptr, lead + length, PROT_READ, MAP_SHARED, fd, static_cast<off_t>(offset - lead));
-  if (base == MAP_FAILED) return ErrnoStatus(errno, "cannot map " + Quoted(path));
+  if (base == MAP_FAILED) return OsError("cannot map " + Quoted(path), errno);
   mapping.base_ = base;
   mapping.mapped_ = lead + length;
   mapping.data_ = static_cast<char*>(base) + lead;
@@ -27,7 +28,7 @@ Result<FileMapping> FileMapping::MapForFilling(int fd, const std::string& path, 
   FileMapping mapping;
   if (length == 0) return mapping;
   void* base = mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
-  if (base == MAP_FAILED) return ErrnoStatus(errno, "cannot map " + Quoted(path) + " for writing");
+  if (base == MAP_FAILED) return OsError("cannot map " + Quoted(path) + " for writing", errno);
   mapping.base_ = base;
   mapping.mapped_ = length;
   mapping.data_ = static_cast<char*>(base);

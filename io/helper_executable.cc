@@ -8,8 +8,9 @@
 #include <cerrno>
 #include <climits>
 #include <cstdlib>
-#include <cstring>
 #include <vector>
+
+#include "common/os_error.h"
 
 namespace ckpt::io {
 namespace {
@@ -26,7 +27,7 @@ Result<std::string> DirectoryOfThisLibrary() {
   const std::string image = map->l_name != nullptr && map->l_name[0] != '\0' ? map->l_name : "/proc/self/exe";
   char resolved[PATH_MAX];
   if (realpath(image.c_str(), resolved) == nullptr) {
-    const std::string reason = std::strerror(errno);
+    const std::string reason = OsErrorText(errno);
     return NotFound("cannot resolve the path of libckpt '" + image + "': " + reason);
   }
   std::string path = resolved;

@@ -2,9 +2,9 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cstring>
 
 #include "common/fault_injection.h"
+#include "common/os_error.h"
 
 namespace ckpt::io {
 namespace {
@@ -48,16 +48,12 @@ NextStep ApplyAttempt(const IoTarget& target, IoRequest& request, int64_t result
   return Stall(request, error, EIO);
 }
 
-uint64_t AttemptLength(const IoRequest& request) {
-  return fault::LimitTransfer(request.length - request.transferred);
-}
+uint64_t AttemptLength(const IoRequest& request) { return fault::LimitTransfer(request.length - request.transferred); }
 
 Status TransferError(const IoTarget& target, const IoRequest& request, int error) {
-  const bool writing = target.direction == IoDirection::kWrite;
-  const std::string where = "'" + *target.path + "' at offset " +
-                            std::to_string(request.file_offset + request.transferred) + ": " + std::strerror(error);
-  if (writing && (error == ENOSPC || error == EDQUOT)) return NoSpace("no space left writing " + where);
-  return IoError(std::string(writing ? "cannot write " : "cannot read ") + where);
+  const std::string verb = target.direction == IoDirection::kWrite ? "cannot write " : "cannot read ";
+  const std::string offset = std::to_string(request.file_offset + request.transferred);
+  return OsError(verb + Quoted(*target.path) + " at offset " + offset, error);
 }
 
 }  // namespace ckpt::io

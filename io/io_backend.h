@@ -60,7 +60,7 @@ NextStep ApplyAttempt(const IoTarget& target, IoRequest& request, int64_t result
 // How many bytes the next attempt of `request` asks for: the rest of it (less when a test cuts transfers short).
 uint64_t AttemptLength(const IoRequest& request);
 
-// The status for an errno from a transfer: kNoSpace for ENOSPC/EDQUOT, else kIo; names the file and offset.
+// The status for an errno from a transfer (OsError: the code follows the errno); names the file and offset.
 Status TransferError(const IoTarget& target, const IoRequest& request, int error);
 
 // The most an io_uring registered buffer may hold (the kernel's limit).

@@ -24,6 +24,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/os_error.h"
 #include "common/unique_fd.h"
 #include "io/worker_pool_internal.h"
 #include "io/worker_protocol.h"
@@ -42,8 +43,6 @@ constexpr std::chrono::milliseconds kReapPollInterval{5};
 constexpr std::chrono::milliseconds kShutdownGrace{2000};
 
 using Clock = std::chrono::steady_clock;
-
-std::string ErrnoText(const std::string& action) { return action + ": " + std::strerror(errno); }
 
 std::string DescribeExit(int wait_status) {
   if (WIFEXITED(wait_status)) return "exited with status " + std::to_string(WEXITSTATUS(wait_status));
@@ -210,7 +209,7 @@ std::string ProcessPool::Encode(uint64_t id, const PendingJob& pending) {
 
 Status ProcessPool::StartWorkers() {
   wake_fd_ = UniqueFd(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
-  if (wake_fd_.get() < 0) return IoError(ErrnoText("cannot create the I/O worker pool's eventfd"));
+  if (wake_fd_.get() < 0) return OsError("cannot create the I/O worker pool's eventfd", errno);
   {
     std::lock_guard<std::mutex> lock(mutex_);
     for (Worker& w : workers_) w.start_requested = true;
@@ -292,13 +291,13 @@ void ProcessPool::SpawnWanted() {
 Status ProcessPool::Spawn(int index) {
   int pair[2];
   if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0) {
-    return IoError(ErrnoText("cannot create a socket for I/O worker " + std::to_string(index)));
+    return OsError("cannot create a socket for I/O worker " + std::to_string(index), errno);
   }
   UniqueFd pool_end(pair[0]);
   const UniqueFd child_end(pair[1]);
   // Only the pool's end is non-blocking: the two ends of a socket pair are separate open files.
   if (fcntl(pool_end.get(), F_SETFL, O_NONBLOCK) != 0) {
-    return IoError(ErrnoText("cannot make the socket of I/O worker " + std::to_string(index) + " non-blocking"));
+    return OsError("cannot make the socket of I/O worker " + std::to_string(index) + " non-blocking", errno);
   }
   WorkerArgs args;
   args.worker_index = index;
@@ -534,7 +533,7 @@ Result<std::unique_ptr<WorkerPool>> StartProcessPool(std::string worker_path, co
                                                      const WorkerPoolOptions& options) {
   // The pool's own reference to the memfd, so restarts work whatever happens to the arena's descriptor number.
   UniqueFd arena_fd(fcntl(arena.fd(), F_DUPFD_CLOEXEC, 0));
-  if (arena_fd.get() < 0) return IoError(ErrnoText("cannot duplicate the staging arena's descriptor"));
+  if (arena_fd.get() < 0) return OsError("cannot duplicate the staging arena's descriptor", errno);
   auto pool = std::make_unique<ProcessPool>(std::move(worker_path), std::move(arena_fd), arena.capacity(), options);
   RETURN_IF_ERROR(pool->StartWorkers());
   return std::unique_ptr<WorkerPool>(std::move(pool));

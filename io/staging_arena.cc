@@ -6,10 +6,10 @@
 #include <algorithm>
 #include <cassert>
 #include <cerrno>
-#include <cstring>
 #include <iterator>
 #include <string>
 
+#include "common/os_error.h"
 #include "io/committed_memory.h"
 
 namespace ckpt::io {
@@ -22,8 +22,6 @@ constexpr uint64_t kDefaultMaxBytes = 8ull << 30;
 constexpr char kMemfdName[] = "ckpt-staging-arena";
 
 uint64_t RoundUp(uint64_t value, uint64_t granule) { return (value + granule - 1) / granule * granule; }
-
-Status ErrnoError(const std::string& action, int err) { return IoError(action + ": " + std::strerror(err)); }
 
 }  // namespace
 
@@ -38,17 +36,17 @@ Result<std::unique_ptr<StagingArena>> StagingArena::Create(uint64_t capacity) {
   const uint64_t rounded = RoundUp(capacity, kCapacityGranule);
   // CLOEXEC: the worker pool hands the fd to its helpers explicitly (dup2), so no other child inherits it.
   const int fd = memfd_create(kMemfdName, MFD_CLOEXEC);
-  if (fd < 0) return ErrnoError("cannot create the staging arena's memfd", errno);
+  if (fd < 0) return OsError("cannot create the staging arena's memfd", errno);
   if (ftruncate(fd, static_cast<off_t>(rounded)) != 0) {
     const int err = errno;
     close(fd);
-    return ErrnoError("cannot size the staging arena to " + std::to_string(rounded) + " bytes", err);
+    return OsError("cannot size the staging arena to " + std::to_string(rounded) + " bytes", err);
   }
   void* data = mmap(nullptr, rounded, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (data == MAP_FAILED) {
     const int err = errno;
     close(fd);
-    return ErrnoError("cannot map the staging arena of " + std::to_string(rounded) + " bytes", err);
+    return OsError("cannot map the staging arena of " + std::to_string(rounded) + " bytes", err);
   }
   CommitPages(static_cast<char*>(data), rounded);  // no save pays first-touch faults: they cost more than the copy
   return std::unique_ptr<StagingArena>(new StagingArena(fd, static_cast<char*>(data), rounded));

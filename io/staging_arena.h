@@ -1,6 +1,7 @@
-// The staging arena: one shared-memory region (a memfd) per rank that saves are copied into and that the rank's I/O
-// worker processes map and write from. Reused across saves and bounded: a save larger than the arena waits for
-// space that earlier writes release, so memory stays bounded by the arena, never by the state.
+// The staging arena: one shared-memory region (a memfd) per rank that the rank's I/O worker processes map: saves
+// are copied into it and written from it, loads are read into it and copied out. Reused across saves and bounded: a
+// save larger than the arena waits for space that earlier writes release, so memory stays bounded by the arena,
+// never by the state.
 #pragma once
 
 #include <chrono>

@@ -10,10 +10,10 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdint>
-#include <cstring>
 #include <deque>
 #include <vector>
 
+#include "common/os_error.h"
 #include "io/io_backend.h"
 
 namespace ckpt::io {
@@ -21,8 +21,6 @@ namespace {
 
 // How often a submission refused with EAGAIN/EBUSY, with nothing of ours in flight to wait for, is retried.
 constexpr int kMaxIdleSubmitRetries = 1000;
-
-std::string ErrnoText(int err) { return std::strerror(err); }
 
 // The requests of one Run and where they stand.
 struct Batch {
@@ -201,7 +199,7 @@ Status UringBackend::WaitAndReap(Batch& batch) {
 }
 
 Status UringBackend::MarkBroken(const std::string& what, int err) {
-  broken_ = IoError(what + ": " + ErrnoText(err));
+  broken_ = OsError(what, err);
   return broken_;
 }
 
@@ -251,7 +249,7 @@ Result<std::unique_ptr<IoBackend>> CreateUringBackend(uint32_t queue_depth, char
   if (rc == 0) return std::unique_ptr<IoBackend>(std::move(backend));
   const int err = -rc;
   const std::string message = "io_uring is not available (io_uring_queue_init with " + std::to_string(queue_depth) +
-                              " entries: " + ErrnoText(err) + ")";
+                              " entries: " + OsErrorText(err) + ")";
   // EPERM/EACCES: seccomp or the io_uring_disabled sysctl; ENOSYS: no kernel support; ENOMEM: older kernels
   // charge rings to RLIMIT_MEMLOCK.
   if (err == EPERM || err == EACCES || err == ENOSYS || err == ENOMEM) return Unsupported(message);

@@ -13,6 +13,7 @@
 #include <limits>
 
 #include "common/bytes.h"
+#include "common/os_error.h"
 
 extern char** environ;
 
@@ -195,7 +196,7 @@ Status ReadExactly(int fd, char* data, size_t size, size_t* got) {
     } else if (n == 0) {
       return Status::Ok();
     } else if (errno != EINTR) {
-      return IoError(std::string("cannot read from the I/O pool socket: ") + std::strerror(errno));
+      return OsError("cannot read from the I/O pool socket", errno);
     }
   }
   return Status::Ok();
@@ -281,7 +282,7 @@ Result<pid_t> SpawnWorker(const std::string& path, const WorkerArgs& args, int s
   const SpawnSource socket_source(socket_fd);
   const SpawnSource arena_source(arena_fd);
   if (socket_source.fd() < 0 || arena_source.fd() < 0) {
-    return IoError(std::string("cannot duplicate descriptors for an I/O worker: ") + std::strerror(errno));
+    return OsError("cannot duplicate descriptors for an I/O worker", errno);
   }
   std::vector<std::string> strings = FormatWorkerArgs(args);
   strings.insert(strings.begin(), path);
@@ -304,9 +305,7 @@ Result<pid_t> SpawnWorker(const std::string& path, const WorkerArgs& args, int s
   posix_spawn_file_actions_destroy(&actions);
   posix_spawnattr_destroy(&attr);
   if (err != 0) {
-    return Status(
-        err == ENOENT ? Code::kNotFound : Code::kIo,
-        "cannot start I/O worker " + std::to_string(args.worker_index) + " from '" + path + "': " + std::strerror(err));
+    return OsError("cannot start I/O worker " + std::to_string(args.worker_index) + " from " + Quoted(path), err);
   }
   return pid;
 }
@@ -492,7 +491,7 @@ Status SendAll(int fd, std::string_view data) {
     if (n >= 0) {
       sent += static_cast<size_t>(n);
     } else if (errno != EINTR) {
-      return IoError(std::string("cannot send on the I/O pool socket: ") + std::strerror(errno));
+      return OsError("cannot send on the I/O pool socket", errno);
     }
   }
   return Status::Ok();

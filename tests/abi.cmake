@@ -29,12 +29,12 @@ add_test(NAME abi_table_keeps_v0_layout_and_constants
 
 # A library that exports exactly CKPT_0 (the first node of the version script) with empty functions: linked against
 # it, a program binds every name at version CKPT_0, as a program linked against ckpt 0.1.0 did. It is never run.
-set(ckpt_version_script ${PROJECT_SOURCE_DIR}/runtime/libckpt.map)
+set(ckpt_version_script ${PROJECT_SOURCE_DIR}/runtime/capi/libckpt.map)
 set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${ckpt_version_script})
 file(READ ${ckpt_version_script} ckpt_version_script_text)
 string(REGEX MATCH "CKPT_0 {[^}]*}" ckpt_v0_node "${ckpt_version_script_text}")
 string(REGEX MATCHALL "ckpt_[a-z0-9_]+" ckpt_v0_names "${ckpt_v0_node}")
-set(ckpt_v0_stub_source "/* Generated from the CKPT_0 node of runtime/libckpt.map, for linking only. */\n")
+set(ckpt_v0_stub_source "/* Generated from the CKPT_0 node of runtime/capi/libckpt.map, for linking only. */\n")
 foreach(name ${ckpt_v0_names})
   string(APPEND ckpt_v0_stub_source "void ${name}(void) {}\n")
 endforeach()

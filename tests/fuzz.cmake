@@ -44,12 +44,15 @@ function(ckpt_fuzz_target target)
   set_tests_properties(fuzz_${target}_corpus PROPERTIES TIMEOUT 120)
 endfunction()
 
-ckpt_fuzz_target(manifest runtime/manifest.cc runtime/box.cc runtime/dtype.cc
-                 ${CMAKE_BINARY_DIR}/runtime/manifest.capnp.c++)
-ckpt_fuzz_target(store collectives/tcp_store_server.cc collectives/tcp_store_wire.cc collectives/store_auth.cc
-                       collectives/store_handshake.cc collectives/store_strangers.cc)
+ckpt_fuzz_target(manifest runtime/format/manifest.cc runtime/core/box.cc runtime/core/dtype.cc
+                 ${CMAKE_BINARY_DIR}/runtime/format/manifest.capnp.c++)
+ckpt_fuzz_target(store collectives/store/tcp_store_server.cc collectives/store/store_server_connection.cc
+                       collectives/store/store_server_session.cc collectives/store/store_server_requests.cc
+                       collectives/store/store_server_collectives.cc collectives/store/store_server_ranks.cc
+                       collectives/store/tcp_store_wire.cc collectives/store/store_auth.cc
+                       collectives/store/store_handshake.cc collectives/store/store_strangers.cc)
 ckpt_fuzz_target(worker_protocol io/worker_protocol.cc)
-ckpt_fuzz_target(safetensors_header runtime/safetensors.cc runtime/box.cc runtime/dtype.cc)
+ckpt_fuzz_target(safetensors_header runtime/format/safetensors.cc runtime/core/box.cc runtime/core/dtype.cc)
 target_link_libraries(safetensors_header_fuzzer PRIVATE nlohmann_json::nlohmann_json)
 
 # The seeds in the tree are what fuzz_write_seeds writes today: a protocol change must come with new seeds.

@@ -7,5 +7,5 @@ add_test(NAME header_cxx17
                  ${PROJECT_SOURCE_DIR}/include/ckpt.h)
 # libckpt.so exports exactly what its version script lists, at the listed versions, and that is what ckpt.h declares.
 add_test(NAME exports_match_the_version_script
-         COMMAND ${CMAKE_COMMAND} -DLIBRARY=$<TARGET_FILE:ckpt> -DMAP=${PROJECT_SOURCE_DIR}/runtime/libckpt.map
+         COMMAND ${CMAKE_COMMAND} -DLIBRARY=$<TARGET_FILE:ckpt> -DMAP=${PROJECT_SOURCE_DIR}/runtime/capi/libckpt.map
                  -DHEADER=${PROJECT_SOURCE_DIR}/include/ckpt.h -P ${CMAKE_CURRENT_SOURCE_DIR}/scripts/check_exports.cmake)

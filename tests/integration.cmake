@@ -31,14 +31,17 @@ foreach(name reshard reshard-in-place dedup invalid-overlap invalid-gap invalid-
   add_test(NAME mp_${name}
            COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/integration/run.sh ${name} $<TARGET_FILE:ckpt-launch>
                    $<TARGET_FILE_DIR:ckpt_scenario_core> ${CMAKE_CURRENT_BINARY_DIR}/scenarios/${name})
-  set_tests_properties(mp_${name} PROPERTIES TIMEOUT 180 SKIP_RETURN_CODE 77)
+  set_tests_properties(mp_${name} PROPERTIES TIMEOUT 180 SKIP_RETURN_CODE 77 LABELS "threaded;rank_io_threads")
 endforeach()
 ckpt_needs_fault_hooks(mp_peer-dies-in-exchange mp_peer-stops-in-exchange mp_io-error mp_short-transfers)
+# Labels of the scenarios above: their ranks run threads (threaded), and each but those about the I/O worker
+# processes runs as well with the ranks' I/O on threads inside them, CKPT_IO_WORKERS=0 (rank_io_threads).
+set_tests_properties(mp_worker-killed mp_worker-missing PROPERTIES LABELS threaded)
 # A job that starts while strangers flood its store's port (tests/integration/store_flood.sh).
 add_test(NAME mp_store-flood
          COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/integration/store_flood.sh $<TARGET_FILE:ckpt-launch>
                  $<TARGET_FILE:ckpt_scenario_control> ${CMAKE_CURRENT_BINARY_DIR}/scenarios/store-flood)
-set_tests_properties(mp_store-flood PROPERTIES TIMEOUT 120)
+set_tests_properties(mp_store-flood PROPERTIES TIMEOUT 120 LABELS "threaded;rank_io_threads")
 
 # The memory tier: real ranks and a real ckpt-agent (tests/integration/memory_tier.sh).
 add_executable(ckpt_scenario_memory integration/scenario_memory.cc)

@@ -53,7 +53,8 @@ target_link_libraries(simgpu_nccl_transport_mp PRIVATE ckpt_internal)
 # Every test below runs under the simulator.
 set(CKPT_SIMGPU_RUN bash ${CKPT_SIMGPU_SOURCE}/run_under_simgpu.sh ${CKPT_SIMGPU_DIR})
 
-# ckpt's own CUDA and NCCL unit tests (tests/unit/test_cuda_runtime.cc, test_cuda_shards.cc, test_nccl_transport.cc),
+# ckpt's own CUDA and NCCL unit tests (tests/unit/gpu/test_cuda_runtime.cc,
+# gpu/test_cuda_shards.cc, collectives/test_nccl_transport.cc),
 # which skip without a device: here a skip is a failure. Left out: the tests of a machine without a device.
 set(CKPT_SIMGPU_NO_DEVICE_TESTS
     "CudaRuntimeTest.PresentLibraryWithoutDeviceSaysThereIsNoDevice:NcclTransportTest.UnavailableWithoutCudaDeviceIsUnsupportedWithTheReason:CudaShardWithoutDeviceTest.*")

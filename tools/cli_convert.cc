@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "common/os_error.h"
 #include "tools/cli_common.h"
 #include "tools/cli_verbs.h"
 
@@ -125,7 +126,7 @@ int ImportChunk(Checkpoint& source, const ckpt_tensor_info& tensor, const ckpt_c
   std::unique_ptr<ChunkBuffer> buffer = ChunkBuffer::Allocate(chunk.byte_length);
   if (!buffer) {
     std::fprintf(stderr, "ckpt: %s: cannot allocate %s (import holds every tensor in memory): %s\n",
-                 Escaped(what).c_str(), FormatBytes(chunk.byte_length).c_str(), std::strerror(errno));
+                 Escaped(what).c_str(), FormatBytes(chunk.byte_length).c_str(), ckpt::OsErrorText(errno).c_str());
     return kExitFailed;
   }
   if (const int32_t status = ckpt_reader_read(source.reader.get(), tensor.key, tensor.ndim, chunk.offset, chunk.shape,

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <functional>
 
+#include "common/os_error.h"
 #include "tools/cli_common.h"
 #include "tools/cli_dtype.h"
 #include "tools/cli_output_file.h"
@@ -126,12 +127,12 @@ int CatNpy(Checkpoint& checkpoint, const ckpt_tensor_info& tensor, const uint64_
   }
   const std::string header = NpyHeader(*descr, tensor.ndim, shape);
   if (!WriteAll(out->stream(), header.data(), header.size())) {
-    std::fprintf(stderr, "ckpt: writing %s failed: %s\n", Escaped(path).c_str(), std::strerror(errno));
+    std::fprintf(stderr, "ckpt: writing %s failed: %s\n", Escaped(path).c_str(), ckpt::OsErrorText(errno).c_str());
     return kExitFailed;
   }
   const int code = StreamBox(checkpoint, tensor, offset, shape, [&](const unsigned char* data, uint64_t bytes) {
     if (WriteAll(out->stream(), data, bytes)) return true;
-    std::fprintf(stderr, "ckpt: writing %s failed: %s\n", Escaped(path).c_str(), std::strerror(errno));
+    std::fprintf(stderr, "ckpt: writing %s failed: %s\n", Escaped(path).c_str(), ckpt::OsErrorText(errno).c_str());
     return false;
   });
   // Only a complete file gets its name: a partial one would read back as a wrong array.

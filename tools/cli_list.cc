@@ -312,9 +312,9 @@ int PrintCheckpoint(const CheckpointListing& listing, const ckpt_checkpoint_info
   return printed ? kExitOk : kExitFailed;
 }
 
-// A manager's root, as runtime/manager.cc lays it out: committed steps are "step-<12 digits>" directories holding
-// a MANIFEST, `latest` holds the published step's directory name and a newline, and what did not commit is a step
-// directory without MANIFEST or a name with ".tmp-" after a step's name or "latest". The tool reads the layout
+// A manager's root, as runtime/manager/manager.cc lays it out: committed steps are "step-<12 digits>" directories
+// holding a MANIFEST, `latest` holds the published step's directory name and a newline, and what did not commit is a
+// step directory without MANIFEST or a name with ".tmp-" after a step's name or "latest". The tool reads the layout
 // itself because ckpt_manager_open, which knows it too, removes leftovers: `ls` changes nothing.
 constexpr char kStepPrefix[] = "step-";
 constexpr char kTemporaryInfix[] = ".tmp-";

@@ -8,8 +8,9 @@
 
 #include <cerrno>
 #include <cstdlib>
-#include <cstring>
 #include <vector>
+
+#include "common/os_error.h"
 
 // Not every libc declares RENAME_NOREPLACE; its value is part of the kernel ABI.
 #ifndef RENAME_NOREPLACE
@@ -56,12 +57,12 @@ std::unique_ptr<OutputFile> OutputFile::Create(const std::string& path, std::str
   temporary.push_back('\0');
   const int fd = mkostemp(temporary.data(), O_CLOEXEC);
   if (fd < 0) {
-    *why = "cannot create a file beside " + path + ": " + std::strerror(errno);
+    *why = "cannot create a file beside " + path + ": " + ckpt::OsErrorText(errno);
     return nullptr;
   }
   std::FILE* stream = fchmod(fd, CreatedFileMode()) == 0 ? fdopen(fd, "wb") : nullptr;
   if (stream == nullptr) {
-    *why = "cannot write " + std::string(temporary.data()) + ": " + std::strerror(errno);
+    *why = "cannot write " + std::string(temporary.data()) + ": " + ckpt::OsErrorText(errno);
     close(fd);
     unlink(temporary.data());
     return nullptr;
@@ -75,12 +76,12 @@ bool OutputFile::Publish(std::string* why) {
   const bool closed = std::fclose(stream_) == 0;
   stream_ = nullptr;
   if (!flushed || !closed) {
-    *why = "writing " + path_ + " failed: " + std::strerror(flushed ? errno : flush_error);
+    *why = "writing " + path_ + " failed: " + ckpt::OsErrorText(flushed ? errno : flush_error);
     return false;
   }
   if (!RenameNoReplace(temporary_, path_)) {
     *why = errno == EEXIST ? path_ + " exists (a file, a directory or a link): ckpt writes only new files"
-                           : "cannot create " + path_ + ": " + std::strerror(errno);
+                           : "cannot create " + path_ + ": " + ckpt::OsErrorText(errno);
     return false;
   }
   published_ = true;

@@ -26,6 +26,8 @@
 #include <string>
 #include <vector>
 
+#include "common/os_error.h"
+
 extern char** environ;
 
 namespace {
@@ -213,7 +215,7 @@ std::optional<std::vector<int>> PickFreePorts(int count) {
 std::optional<std::string> NewJobSecret() {
   unsigned char random[32];
   if (getrandom(random, sizeof random, 0) != static_cast<ssize_t>(sizeof random)) {
-    std::fprintf(stderr, "ckpt-launch: getrandom: %s\n", std::strerror(errno));
+    std::fprintf(stderr, "ckpt-launch: getrandom: %s\n", ckpt::OsErrorText(errno).c_str());
     return std::nullopt;
   }
   static constexpr char kHex[] = "0123456789abcdef";
@@ -352,7 +354,8 @@ bool Supervisor::Spawn(int rank, const JobEnvironment& job) {
   const int error = posix_spawnp(&pid, argv[0], nullptr, &attributes, argv.data(), envp.data());
   posix_spawnattr_destroy(&attributes);
   if (error != 0) {
-    std::fprintf(stderr, "ckpt-launch: cannot start rank %d: %s: %s\n", rank, argv[0], std::strerror(error));
+    std::fprintf(stderr, "ckpt-launch: cannot start rank %d: %s: %s\n", rank, argv[0],
+                 ckpt::OsErrorText(error).c_str());
     return false;
   }
   ranks_.push_back(Rank{rank, pid, true});
@@ -500,7 +503,7 @@ int Supervisor::Run(const JobEnvironment& job) {
     } else if (signal_number > 0) {
       OnSignal(signal_number);
     } else if (errno != EAGAIN && errno != EINTR) {
-      std::fprintf(stderr, "ckpt-launch: waiting for signals: %s\n", std::strerror(errno));
+      std::fprintf(stderr, "ckpt-launch: waiting for signals: %s\n", ckpt::OsErrorText(errno).c_str());
       SignalRunning(SIGKILL);
     }
     OnDeadlines();

@@ -29,17 +29,6 @@ configure() {
   cmake -S "$repo" -B "$dir" "${generator[@]}" -DPython3_EXECUTABLE="$python" "$@"
 }
 
-# The threaded parts' unit tests: the store and its clients, the worker pool and its in-process and pwrite threads,
-# the staging arena, the save and load paths through the C API, the UCX transport, the agreement on failures.
-tsan_suites='TcpStore|PeerControlPlane|Bootstrap|CallbackControlPlane|WorkerPool|AbandonFiles|FileJobsTest|StagingArena|Capi|Manager|'
-tsan_suites+='HostileCheckpoint|UcxTransport|Agreement|StoreAuth|ClaimedDirectory|BackgroundExceptions|MemoryCommit|TmpfsLoad|'
-tsan_suites+='DirectLoad|SaveInPlace|SpareWork|StoreFlood'
-tsan_tests="^([A-Za-z]+/)?($tsan_suites)[A-Za-z]*\\.|^library_fault_hooks_absent\$"
-# And the multi-rank scenarios (tests/integration/run.sh) but those of device memory and of MPI (not built here);
-# those about worker processes need them.
-tsan_scenarios='^mp_[a-z-]+$'
-tsan_worker_scenarios='^mp_worker-(killed|missing)$'
-
 # Under sanitizers a report fails the test that made it, with a whole stack.
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
@@ -62,10 +51,13 @@ for stage in "${stages[@]}"; do
         -DCKPT_SANITIZE=thread
       cmake --build "$build-tsan" -j "$(nproc)" --target ckpt_unit_tests ckpt-io-worker ckpt ckpt-launch \
         ckpt_scenario_core ckpt_scenario_async ckpt_scenario_exchange ckpt_scenario_control ckpt_manifest_tamper
-      ctest --test-dir "$build-tsan" --output-on-failure -j2 --no-tests=error -R "$tsan_tests|$tsan_scenarios"
-      # Again with the I/O threads inside each rank, where TSan sees them (it cannot see into worker processes).
-      CKPT_IO_WORKERS=0 ctest --test-dir "$build-tsan" --output-on-failure -j2 --no-tests=error -R "$tsan_scenarios" \
-        -E "$tsan_worker_scenarios" ;;
+      # The tests labelled threaded where they are defined: the unit suites of code that runs on several threads
+      # (tests/CMakeLists.txt) and the multi-rank scenarios (tests/integration.cmake); then those labelled
+      # rank_io_threads again with the I/O threads inside each rank, where TSan sees them (not in worker processes).
+      ctest --test-dir "$build-tsan" --output-on-failure -j2 --no-tests=error -L '^threaded$'
+      CKPT_IO_WORKERS=0 ctest --test-dir "$build-tsan" --output-on-failure -j2 --no-tests=error -L '^threaded$' \
+        -L '^rank_io_threads$'
+      ctest --test-dir "$build-tsan" --output-on-failure --no-tests=error -R '^library_fault_hooks_absent$' ;;
     *)
       echo "test.sh: unknown stage '$stage' (normal, asan, tsan)" >&2
       exit 2 ;;

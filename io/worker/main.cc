@@ -12,11 +12,11 @@
 
 #include <cerrno>
 #include <cstdio>
-#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "common/os_error.h"
 #include "io/file_jobs.h"
 #include "io/worker_protocol.h"
 
@@ -43,7 +43,7 @@ bool TieLifetimeToParent(pid_t parent) {
 Result<char*> MapArena(uint64_t arena_bytes) {
   struct stat st;
   if (fstat(kWorkerArenaFd, &st) != 0) {
-    return IoError(std::string("cannot inspect the staging arena on fd 4: ") + std::strerror(errno));
+    return OsError("cannot inspect the staging arena on fd 4", errno);
   }
   if (arena_bytes == 0 || static_cast<uint64_t>(st.st_size) < arena_bytes) {
     return InvalidArgument("the staging arena on fd 4 has " + std::to_string(st.st_size) + " bytes, " +
@@ -52,7 +52,7 @@ Result<char*> MapArena(uint64_t arena_bytes) {
   // The rank committed the pages already: map them all now rather than fault them in during a save.
   void* data = mmap(nullptr, arena_bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, kWorkerArenaFd, 0);
   if (data == MAP_FAILED) {
-    return IoError("cannot map the staging arena (" + std::to_string(arena_bytes) + " bytes): " + std::strerror(errno));
+    return OsError("cannot map the staging arena (" + std::to_string(arena_bytes) + " bytes)", errno);
   }
   return static_cast<char*>(data);
 }

@@ -6,7 +6,7 @@
 #include <string>
 
 #include "io/checksum.h"
-#include "runtime/manifest.h"
+#include "runtime/format/manifest.h"
 
 namespace {
 

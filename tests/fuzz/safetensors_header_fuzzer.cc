@@ -8,7 +8,7 @@
 #include <string_view>
 #include <vector>
 
-#include "runtime/safetensors.h"
+#include "runtime/format/safetensors.h"
 
 namespace {
 

@@ -1,4 +1,4 @@
-// libFuzzer entry for the TCP store's server (collectives/tcp_store_server.cc): each input is what up to four
+// libFuzzer entry for the TCP store's server (collectives/store/tcp_store_server.cc): each input is what up to four
 // clients send to a fresh server on loopback, so the frame parser, the hello and every request's payload parsing run
 // exactly as they do for a real peer, through the server's own socket loop and no seam of its own.
 //
@@ -20,9 +20,9 @@
 #include <string_view>
 #include <vector>
 
-#include "collectives/store_auth.h"
-#include "collectives/tcp_store_server.h"
-#include "collectives/tcp_store_wire.h"
+#include "collectives/store/store_auth.h"
+#include "collectives/store/tcp_store_server.h"
+#include "collectives/store/tcp_store_wire.h"
 #include "common/bytes.h"
 #include "common/unique_fd.h"
 

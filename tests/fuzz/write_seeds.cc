@@ -7,13 +7,13 @@
 #include <fstream>
 #include <string>
 
-#include "collectives/store_handshake.h"
-#include "collectives/tcp_store_wire.h"
+#include "collectives/store/store_handshake.h"
+#include "collectives/store/tcp_store_wire.h"
 #include "common/bytes.h"
 #include "io/worker_protocol.h"
-#include "runtime/dtype.h"
-#include "runtime/manifest.h"
-#include "runtime/safetensors.h"
+#include "runtime/core/dtype.h"
+#include "runtime/format/manifest.h"
+#include "runtime/format/safetensors.h"
 
 namespace {
 

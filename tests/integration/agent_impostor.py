@@ -18,7 +18,7 @@ NOBODY = 65534
 
 
 def socket_name(job, node):
-    # collectives/agent_protocol.cc: 16 hex digits of SHA-256 over the job id and the node, each length-prefixed.
+    # collectives/agent/agent_protocol.cc: 16 hex digits of SHA-256 over the job id and the node, each length-prefixed.
     parts = b"".join(struct.pack("<Q", len(part)) + part for part in (job.encode(), node.encode()))
     return "agent-" + hashlib.sha256(parts).hexdigest()[:16] + ".sock"
 

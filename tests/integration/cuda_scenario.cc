@@ -1,9 +1,9 @@
 // Shards in CUDA memory across ranks: `cuda_scenario save DIR` on N ranks saves column slabs of "w" and a
 // replicated "b" from device memory; `cuda_scenario load DIR [TRANSPORT]` on M ranks loads M column slabs of "w"
-// and the whole of "b" back into device memory, and checks every element. Rank r uses device r mod the device count. TRANSPORT
-// names the data plane the load must have used for device memory: "ucx" (staged through host memory) or "nccl"
-// (device to device; needs one device per rank). `cuda_scenario load-expect-peer-failure DIR TRANSPORT` is the load
-// with a rank dying before the exchange (CKPT_FAULT_EXIT_BEFORE_EXCHANGE): it must fail with CKPT_E_PEER_FAILED or
+// and the whole of "b" back into device memory, and checks every element. Rank r uses device r mod the device count.
+// TRANSPORT names the data plane the load must have used for device memory: "ucx" (staged through host memory) or
+// "nccl" (device to device; needs one device per rank). `cuda_scenario load-expect-peer-failure DIR TRANSPORT` is the
+// load with a rank dying before the exchange (CKPT_FAULT_EXIT_BEFORE_EXCHANGE): it must fail with CKPT_E_PEER_FAILED or
 // CKPT_E_TIMEOUT. Exits 77 (skipped) where no CUDA device exists, or too few for
 // NCCL.
 #include <cstdio>
@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "ckpt.h"
-#include "io/cuda_runtime.h"
+#include "gpu/cuda_runtime.h"
 
 namespace {
 
@@ -34,7 +34,7 @@ struct DeviceShard {
   void* device_memory = nullptr;
 };
 
-void AddShard(ckpt_state_t* state, const char* key, DeviceShard& shard, int device, const ckpt::io::CudaRuntime& cuda,
+void AddShard(ckpt_state_t* state, const char* key, DeviceShard& shard, int device, const ckpt::gpu::CudaRuntime& cuda,
               int rank, ckpt_error_t* err) {
   const uint64_t bytes = shard.host.size() * sizeof(float);
   ckpt::Result<void*> memory = cuda.Malloc(device, bytes);
@@ -55,7 +55,7 @@ void AddShard(ckpt_state_t* state, const char* key, DeviceShard& shard, int devi
   if (ckpt_state_add_tensor(state, &t, err) != CKPT_OK) Die(rank, ckpt_error_message(err));
 }
 
-void CopyBack(DeviceShard& shard, const ckpt::io::CudaRuntime& cuda, int rank) {
+void CopyBack(DeviceShard& shard, const ckpt::gpu::CudaRuntime& cuda, int rank) {
   if (!cuda.Copy(shard.host.data(), shard.device_memory, shard.host.size() * sizeof(float)).ok()) {
     Die(rank, "device to host copy");
   }
@@ -76,7 +76,7 @@ void CheckTransport(ckpt_context_t* ctx, const std::string& expected, int rank, 
 
 int main(int argc, char** argv) {
   if (argc != 3 && argc != 4) return 2;
-  auto cuda = ckpt::io::CudaRuntime::Get();
+  auto cuda = ckpt::gpu::CudaRuntime::Get();
   if (!cuda.ok()) {
     std::printf("SKIP: %s\n", cuda.status().message().c_str());
     return 77;
@@ -129,8 +129,8 @@ int main(int argc, char** argv) {
   } else if (expect_peer_failure) {
     const int32_t status = ckpt_load(ctx, state, argv[2], nullptr, err);
     if (status != CKPT_E_PEER_FAILED && status != CKPT_E_TIMEOUT) {
-      Die(rank, std::string("expected a peer failure, got ") + ckpt_status_string(status) + ": " +
-                    ckpt_error_message(err));
+      Die(rank,
+          std::string("expected a peer failure, got ") + ckpt_status_string(status) + ": " + ckpt_error_message(err));
     }
     if (rank == 0) std::printf("peer died in the exchange: %s\n", ckpt_error_message(err));
   } else {

@@ -12,11 +12,11 @@
 #include "io/checksum.h"
 #include "io/file_io.h"
 #include "manifest.capnp.h"
-#include "runtime/manifest.h"
+#include "runtime/format/manifest.h"
 
 namespace {
 
-constexpr size_t kHeaderBytes = 32;  // runtime/manifest.h: magic, version, message length, message checksum
+constexpr size_t kHeaderBytes = 32;  // runtime/format/manifest.h: magic, version, message length, message checksum
 
 int Fail(const std::string& why) {
   std::fprintf(stderr, "ckpt_manifest_tamper: %s\n", why.c_str());

@@ -35,7 +35,7 @@ constexpr uint64_t kMatrixRows = 1000, kMatrixCols = 37, kVectorLength = 1500000
 
 // Where part `part` of `parts` uneven parts of [0, extent) begins: part i weighs 1 + (5 i + salt) % 7, so that no
 // two neighbours are alike and the save's cuts (salt 0) differ from the load's (salt 4). The unit tests of the plan
-// cut the same way (tests/unit/test_load_plan_read_once.cc).
+// cut the same way (tests/unit/load/test_load_plan_read_once.cc).
 uint64_t UnevenCut(uint64_t extent, int part, int parts, int salt) {
   uint64_t total = 0, before = 0;
   for (int i = 0; i < parts; ++i) {
@@ -140,7 +140,7 @@ int LoadReplicated(const char* dir, bool expect_peer_failure, const ExpectedFail
   Buffers buffers;
   const uint64_t big_cols = s.rank % 2 == 0 ? kBigCols : kBigCols / 2;
   // Page-aligned, as a trainer's large tensors are: where an even rank reads "big" itself (no transport), its whole
-  // blocks go straight into it (runtime/chunk_fetcher.cc), the odd ranks' column halves through the arena.
+  // blocks go straight into it (runtime/load/chunk_fetcher.cc), the odd ranks' column halves through the arena.
   const std::unique_ptr<float, decltype(&std::free)> big(
       static_cast<float*>(std::aligned_alloc(4096, kBigRows * big_cols * sizeof(float))), &std::free);
   std::fill(big.get(), big.get() + kBigRows * big_cols, -1.0f);

@@ -4,7 +4,7 @@
 # from another loopback address (idle ones, ones trickling a frame that never ends, ones sending garbage), and
 # holds them until the job is over; the other ranks join once it is under way. The 4-rank job (PROGRAM is
 # ckpt_scenario_control) must start and save all the same: strangers can delay ranks a little
-# (collectives/store_strangers.h) but never fail them.
+# (collectives/store/store_strangers.h) but never fail them.
 set -euo pipefail
 launch=$1 control=$2 work=$3
 rm -rf "$work" && mkdir -p "$work"

@@ -2,7 +2,7 @@ cmake_minimum_required(VERSION 3.20)
 # Fails unless LIBRARY's dynamic symbols are exactly those the version script MAP names, at their versions, and
 # the default versions are exactly the functions HEADER declares. So nothing is exported by accident, nothing
 # listed disappears, and the header and the library agree.
-#   cmake -DLIBRARY=libckpt.so -DMAP=runtime/libckpt.map -DHEADER=include/ckpt.h -P check_exports.cmake
+#   cmake -DLIBRARY=libckpt.so -DMAP=runtime/capi/libckpt.map -DHEADER=include/ckpt.h -P check_exports.cmake
 # A name listed in several version nodes is exported at each: at the newest as the default (name@@NODE, what new
 # programs link to), at the older ones as name@NODE (what older programs are bound to).
 

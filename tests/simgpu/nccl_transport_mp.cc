@@ -1,5 +1,6 @@
-// ckpt's NCCL transport (collectives/nccl_transport.h) across real rank processes, over the simulated NCCL and
-// CUDA runtime, with the control plane of a ckpt context. Started by ckpt-launch (tests/simgpu/nccl_transport_mp.sh):
+// ckpt's NCCL transport (collectives/transport/nccl_transport.h) across real rank processes, over the simulated NCCL
+// and CUDA runtime, with the control plane of a ckpt context. Started by ckpt-launch
+// (tests/simgpu/nccl_transport_mp.sh):
 //   exchange             every rank sends every rank (itself included) two device buffers of sizes and tags of
 //                        their own, posted out of tag order, for two rounds; each checks every byte it received
 //   peer-exits           the last rank exits after the transport is set up; the others' exchange must fail with
@@ -14,9 +15,9 @@
 #include <string>
 #include <vector>
 
-#include "collectives/nccl_transport.h"
-#include "io/cuda_runtime.h"
-#include "runtime/context.h"
+#include "collectives/transport/nccl_transport.h"
+#include "gpu/cuda_runtime.h"
+#include "runtime/core/context.h"
 
 namespace {
 
@@ -46,7 +47,7 @@ std::string Contents(int from, int to, int index) {
 // One rank's device buffers for an exchange with every rank, freed when it goes away.
 class Plan {
  public:
-  Plan(const ckpt::io::CudaRuntime& cuda, int device, int rank, int world) : cuda_(cuda), rank_(rank) {
+  Plan(const ckpt::gpu::CudaRuntime& cuda, int device, int rank, int world) : cuda_(cuda), rank_(rank) {
     // Posted in descending tag order: the transport must match by tag, not by position.
     for (int peer = world - 1; peer >= 0; --peer) {
       for (int index = kTransfersPerPair - 1; index >= 0; --index) {
@@ -85,12 +86,12 @@ class Plan {
     return *buffer;
   }
 
-  const ckpt::io::CudaRuntime& cuda_;
+  const ckpt::gpu::CudaRuntime& cuda_;
   int rank_;
   std::vector<void*> owned_;
 };
 
-int RunExchange(ckpt::coll::Transport& transport, const ckpt::io::CudaRuntime& cuda, int device, int rank, int world) {
+int RunExchange(ckpt::coll::Transport& transport, const ckpt::gpu::CudaRuntime& cuda, int device, int rank, int world) {
   for (int round = 0; round < 2; ++round) {
     Plan plan(cuda, device, rank, world);
     const Status status = transport.Exchange(plan.sends, plan.recvs, milliseconds(30000));
@@ -101,7 +102,7 @@ int RunExchange(ckpt::coll::Transport& transport, const ckpt::io::CudaRuntime& c
   return 0;
 }
 
-int RunPeerExits(ckpt::coll::Transport& transport, const ckpt::io::CudaRuntime& cuda, int device, int rank, int world,
+int RunPeerExits(ckpt::coll::Transport& transport, const ckpt::gpu::CudaRuntime& cuda, int device, int rank, int world,
                  milliseconds timeout) {
   Plan plan(cuda, device, rank, world);
   if (rank == world - 1) {
@@ -140,7 +141,7 @@ int main(int argc, char** argv) {
   if (!context.ok()) Die(-1, context.status().message());
   ckpt::runtime::Context& ctx = **context;
   const int rank = ctx.rank();
-  ckpt::Result<ckpt::io::CudaRuntime*> cuda = ckpt::io::CudaRuntime::Get();
+  ckpt::Result<ckpt::gpu::CudaRuntime*> cuda = ckpt::gpu::CudaRuntime::Get();
   if (!cuda.ok()) Die(rank, "no CUDA runtime (is the simulator on LD_LIBRARY_PATH?): " + cuda.status().message());
   const int device = rank % (*cuda)->DeviceCount().value();
   // Without the peer check, only NCCL can notice the dead rank: a short timeout keeps the test quick.

@@ -1,5 +1,5 @@
 // The C ABI of the CUDA runtime calls the simulator implements: exactly the calls ckpt resolves in
-// io/cuda_runtime.cc (CudaRuntime::Load), with the types declared there and the error numbers of CUDA's
+// gpu/cuda_runtime.cc (CudaRuntime::Load), with the types declared there and the error numbers of CUDA's
 // driver_types.h. Shared by the simulator's definitions and its tests, so both agree on every signature.
 #pragma once
 

@@ -1,4 +1,4 @@
-// libcudart.so.13 stand-in: the CUDA runtime calls ckpt resolves (io/cuda_runtime.cc), over simulated devices whose
+// libcudart.so.13 stand-in: the CUDA runtime calls ckpt resolves (gpu/cuda_runtime.cc), over simulated devices whose
 // memory the host cannot touch (tests/simgpu/sim_memory.h) and streams that run their work later, on a thread of
 // their own (tests/simgpu/sim_stream.h). Copies to and from pinned host memory are asynchronous; as in CUDA, a copy
 // from pageable memory reads its source before returning and a copy to pageable memory has completed on return.

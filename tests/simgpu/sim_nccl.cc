@@ -1,5 +1,5 @@
-// libnccl.so.2 stand-in: the NCCL calls ckpt resolves (collectives/nccl_library.cc), point-to-point only, between
-// processes over Unix sockets (tests/simgpu/sim_nccl_comm.h). Linked against the simulated CUDA runtime, whose
+// libnccl.so.2 stand-in: the NCCL calls ckpt resolves (collectives/transport/nccl_library.cc), point-to-point only,
+// between processes over Unix sockets (tests/simgpu/sim_nccl_comm.h). Linked against the simulated CUDA runtime, whose
 // streams run the groups and whose device memory the transfers read and write.
 #include <sys/random.h>
 

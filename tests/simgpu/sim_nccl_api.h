@@ -1,6 +1,6 @@
-// The C ABI of the NCCL calls the simulator implements: exactly those ckpt resolves in collectives/nccl_library.cc
-// (LoadNcclOnce), with the types declared there and the result numbers of nccl.h. Shared by the simulator's
-// definitions and its tests.
+// The C ABI of the NCCL calls the simulator implements: exactly those ckpt resolves in
+// collectives/transport/nccl_library.cc (LoadNcclOnce), with the types declared there and the result numbers of nccl.h.
+// Shared by the simulator's definitions and its tests.
 #pragma once
 
 #include <cstddef>

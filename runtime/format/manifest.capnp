@@ -1,0 +1,69 @@
+# The MANIFEST message of checkpoint format 1 (see runtime/format/manifest.h for the file header around it).
+# Field numbers are the format: append fields, never renumber or reuse.
+@0xc3b1f0a4d2e5f697;
+
+$import "/capnp/c++.capnp".namespace("ckpt::runtime::schema");
+
+struct StoredBytes {
+  fileIndex @0 :UInt32;
+  fileOffset @1 :UInt64;
+  byteLength @2 :UInt64;
+  blockSize @3 :UInt64;
+  blockChecksums @4 :List(UInt64);   # XXH3-64 of each block_size block of the byte range
+}
+
+struct Chunk {
+  offset @0 :List(UInt64);
+  shape @1 :List(UInt64);
+  bytes @2 :StoredBytes;
+}
+
+struct Tensor {
+  key @0 :Text;
+  dtype @1 :Int32;                   # CKPT_DTYPE_* numbering
+  shape @2 :List(UInt64);
+  chunks @3 :List(Chunk);
+}
+
+struct ObjectPiece {
+  index @0 :List(UInt64);
+  bytes @1 :StoredBytes;
+}
+
+struct Object {
+  key @0 :Text;
+  gridShape @1 :List(UInt64);
+  pieces @2 :List(ObjectPiece);
+}
+
+struct Common {
+  key @0 :Text;
+  union {
+    inline @1 :Data;
+    stored @2 :StoredBytes;
+  }
+}
+
+struct DataFile {
+  name @0 :Text;                     # relative, under data/
+  size @1 :UInt64;
+}
+
+struct KeyValue {
+  key @0 :Text;
+  value @1 :Text;
+}
+
+struct Manifest {
+  formatMajor @0 :UInt32;
+  formatMinor @1 :UInt32;
+  libraryVersion @2 :Text;
+  checkpointId @3 :Text;
+  worldSize @4 :UInt32;
+  nodeCount @5 :UInt32;
+  metadata @6 :List(KeyValue);
+  files @7 :List(DataFile);
+  tensors @8 :List(Tensor);
+  objects @9 :List(Object);
+  common @10 :List(Common);
+}

@@ -1,0 +1,147 @@
+// The checkpoint's index: an in-memory model, and its encoding as the MANIFEST file.
+//
+// MANIFEST layout: a 32-byte header, then one unpacked Cap'n Proto message (manifest.capnp).
+//   bytes 0-7   magic "CKPTMNFS"
+//   bytes 8-11  format major (u32 LE)      bytes 12-15 format minor (u32 LE)
+//   bytes 16-23 message length in bytes    bytes 24-31 XXH3-64 of the message
+// The header is checked before the message is parsed, so a foreign, truncated, corrupt or newer-major file is
+// refused with a precise error and never reaches the Cap'n Proto decoder.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "common/status.h"
+#include "runtime/core/box.h"
+
+namespace ckpt::runtime {
+
+inline constexpr uint32_t kFormatMajor = 1;
+inline constexpr uint32_t kFormatMinor = 0;
+inline constexpr char kManifestName[] = "MANIFEST";
+inline constexpr char kDataDirName[] = "data";
+// Upper bound on a MANIFEST's size; a larger file is refused as hostile.
+inline constexpr uint64_t kMaxManifestBytes = 1ull << 31;
+
+// Where some bytes live in the data files, with their block checksums.
+struct StoredBytes {
+  uint32_t file_index = 0;  // into Manifest::files
+  uint64_t file_offset = 0;
+  uint64_t byte_length = 0;
+  uint64_t block_size = 0;
+  std::vector<uint64_t> block_checksums;  // BlockCount(byte_length, block_size) values
+};
+
+// One stored box of a tensor, row-major.
+struct ChunkRecord {
+  Box box;
+  StoredBytes bytes;
+};
+
+struct TensorRecord {
+  std::string key;
+  int32_t dtype = 0;
+  Shape shape;
+  std::vector<ChunkRecord> chunks;  // tile `shape` exactly
+};
+
+struct ObjectPieceRecord {
+  Shape index;  // within the grid
+  StoredBytes bytes;
+};
+
+struct ObjectRecord {
+  std::string key;
+  Shape grid_shape;
+  std::vector<ObjectPieceRecord> pieces;  // one per grid cell
+};
+
+// Common bytes: inline when small, else stored in a data file.
+struct CommonRecord {
+  std::string key;
+  bool is_inline = true;
+  std::string inline_bytes;
+  StoredBytes stored;
+};
+
+struct DataFileRecord {
+  std::string name;  // relative to the checkpoint directory, e.g. "data/0-0.bin"
+  uint64_t size = 0;
+};
+
+struct Manifest {
+  uint32_t format_major = kFormatMajor;
+  uint32_t format_minor = kFormatMinor;
+  std::string library_version;
+  std::string checkpoint_id;
+  uint32_t world_size = 0;
+  uint32_t node_count = 0;
+  std::vector<std::pair<std::string, std::string>> metadata;
+  std::vector<DataFileRecord> files;
+  std::vector<TensorRecord> tensors;  // sorted by key, keys unique
+  std::vector<ObjectRecord> objects;  // sorted by key, keys unique
+  std::vector<CommonRecord> common;   // sorted by key, keys unique
+};
+
+// The whole MANIFEST file: header and message.
+Result<std::string> EncodeManifest(const Manifest& manifest);
+
+// Parses and validates a MANIFEST file's bytes. `origin` (the path) is named in errors. Refuses with kCorrupt:
+// a bad magic (foreign file), a length or checksum mismatch (truncated, damaged), a message beyond traversal or
+// nesting limits, and any content that is not self-consistent: file names that are absolute, contain "..", empty
+// components or leave data/; dtypes out of range; ndim above 8; chunks out of the tensor's bounds or not tiling it
+// exactly; byte lengths that differ from volume * dtype size; byte ranges beyond their file's size; checksum counts
+// that do not match; unsorted or duplicate keys. Refuses a newer major format with kVersion.
+Result<Manifest> DecodeManifest(const std::string& bytes, const std::string& origin);
+
+// The chunks of a MANIFEST's tensors, kept encoded until asked for (DecodeManifestWithoutChunks). A load on many
+// ranks plans and reads only some tensors on each rank, and the chunk records are most of a large manifest: at
+// 16,384 ranks of a distributed-optimizer job, 202 MiB encoded and several times that decoded.
+class EncodedChunks {
+ public:
+  class Impl;
+  explicit EncodedChunks(std::unique_ptr<Impl> impl);
+  ~EncodedChunks();
+
+  // Decodes into `manifest` (the one decoded with these chunks) the chunks of those `tensors` (indices into its
+  // tensors, in any order, repeats allowed) not decoded yet, and checks them as DecodeManifest does: kCorrupt naming
+  // the file and the tensor, whose chunks then stay empty. kInvalidArgument for an index out of range.
+  Status DecodeInto(Manifest& manifest, const std::vector<uint32_t>& tensors);
+  // How many tensors have their chunks decoded so far.
+  size_t decoded_count() const;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+struct ManifestWithoutChunks {
+  Manifest manifest;  // every tensor's chunks empty until `chunks` decodes them
+  std::unique_ptr<EncodedChunks> chunks;
+};
+
+// DecodeManifest but for the tensors' chunks: the same header, checksum (of the whole message) and checks, except
+// those of each tensor's chunks, which EncodedChunks::DecodeInto makes when it decodes them. Keeps `bytes`.
+Result<ManifestWithoutChunks> DecodeManifestWithoutChunks(std::string bytes, const std::string& origin);
+
+// What a load calls to have the chunks of some tensors (indices into Manifest::tensors) in its manifest before it
+// plans with them or reads them; a manifest decoded whole needs nothing done.
+using ChunkDecoder = std::function<Status(const std::vector<uint32_t>& tensors)>;
+
+// Writes <dir>/MANIFEST durably.
+Status WriteManifest(const std::string& dir, const Manifest& manifest);
+// Reads and decodes <dir>/MANIFEST; kNotFound naming the directory if it has none.
+Result<Manifest> ReadManifest(const std::string& dir);
+// The same without the tensors' chunks (DecodeManifestWithoutChunks).
+Result<ManifestWithoutChunks> ReadManifestWithoutChunks(const std::string& dir);
+// The data files the manifest of `dir` lists that `files_dir` lacks or holds at another size (`files_dir` is `dir`
+// but for a copy being assembled elsewhere). Memory copies are assembled from several nodes: none is used, or
+// committed to storage, with one missing.
+Result<std::vector<std::string>> MissingDataFiles(const std::string& dir, const std::string& files_dir);
+// Which data files of `manifest` (by index) the checkpoint directory `dir` holds at their size, as regular files.
+std::vector<bool> HeldDataFiles(const Manifest& manifest, const std::string& dir);
+
+}  // namespace ckpt::runtime

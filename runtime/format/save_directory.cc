@@ -1,0 +1,52 @@
+#include "runtime/format/save_directory.h"
+
+#include <chrono>
+#include <cstdio>
+#include <random>
+
+#include "io/claimed_directory.h"
+#include "io/file_io.h"
+
+namespace ckpt::runtime {
+namespace {
+
+// The temporaries of saves to `path` that died: "<name>.tmp-*" beside it that no live process claims.
+Status RemoveAbandonedTemporaries(const std::string& path) {
+  const std::string parent = io::ParentDirectory(path);
+  const std::string prefix = path.substr(path.find_last_of('/') + 1) + std::string(kTemporaryInfix);
+  Result<std::vector<std::string>> names = io::ListDirectory(parent);
+  if (names.status().code() == Code::kNotFound) return Status::Ok();  // the first save under a new parent
+  RETURN_IF_ERROR(names.status());
+  for (const std::string& name : *names) {
+    if (name.compare(0, prefix.size(), prefix) != 0) continue;
+    const std::string temporary = io::JoinPath(parent, name);
+    if (io::IsClaimed(temporary)) continue;
+    RETURN_IF_ERROR(io::RemoveTree(temporary).WithContext("removing the temporary of a save that died"));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+std::string NewSaveId() {
+  std::random_device entropy;
+  const uint64_t id = (static_cast<uint64_t>(entropy()) << 32) ^ entropy() ^
+                      static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+  char text[17];
+  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(id));
+  return text;
+}
+
+std::string TemporaryDirectory(const std::string& path, const std::string& save_id) {
+  return path + std::string(kTemporaryInfix) + save_id;
+}
+
+Result<UniqueFd> ClaimSaveDirectory(const std::string& path, const std::string& save_id) {
+  if (io::PathExists(path)) {
+    return AlreadyExists(Quoted(path) + " already exists; a committed checkpoint is never overwritten");
+  }
+  RETURN_IF_ERROR(RemoveAbandonedTemporaries(path));
+  return io::ClaimDirectory(TemporaryDirectory(path, save_id));
+}
+
+}  // namespace ckpt::runtime

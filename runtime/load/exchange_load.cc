@@ -1,0 +1,488 @@
+#include "runtime/load/exchange_load.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <csignal>
+#include <cstring>
+#include <exception>
+#include <map>
+#include <memory>
+#include <new>
+#include <set>
+#include <string>
+#include <thread>
+
+#include "common/bytes.h"
+#include "common/fault_injection.h"
+#include "gpu/device_copy.h"
+#include "io/checksum.h"
+#include "io/committed_memory.h"
+#include "runtime/core/agreement.h"
+#include "runtime/core/dtype.h"
+#include "runtime/load/chunk_fetcher.h"
+#include "runtime/load/load_partition.h"
+
+namespace ckpt::runtime {
+namespace {
+
+using PiecesByTensor = std::map<uint32_t, std::vector<const LocalPiece*>>;
+
+// Where a region that reached this rank goes: every registered piece it overlaps.
+template <typename Fn>
+void ForEachDestination(const PiecesByTensor& pieces, uint32_t tensor, const Box& region, Fn&& fn) {
+  auto it = pieces.find(tensor);
+  if (it == pieces.end()) return;
+  for (const LocalPiece* piece : it->second) {
+    if (std::optional<Box> part = Intersect(region, piece->wanted)) fn(*piece, *part);
+  }
+}
+
+// Bounds of a round's reads and of its exchange buffers (each).
+constexpr uint64_t kMinRoundBytes = 64ull << 20;
+constexpr uint64_t kMaxRoundBytes = 128ull << 20;
+
+// Rank 0's decision on the number of rounds: as many as the reader that needs the most.
+Result<std::string> MostRounds(std::vector<std::string> payloads) {
+  uint32_t most = 0;
+  for (size_t r = 0; r < payloads.size(); ++r) {
+    ByteReader in(payloads[r], "rounds of rank " + std::to_string(r));
+    uint32_t rounds = 0;
+    RETURN_IF_ERROR(in.U32(&rounds));
+    RETURN_IF_ERROR(in.ExpectDone());
+    most = std::max(most, rounds);
+  }
+  ByteWriter out;
+  out.U32(most);
+  return out.Take();
+}
+
+// This rank's rounds of the job's plan (runtime/load/load_partition.h), planned with the other ranks unless every rank
+// still holds the plan of `verdict.plan_key`. Every step that can fail on one rank is agreed, so that all ranks stop
+// together.
+Result<std::shared_ptr<const std::vector<LoadPlan>>> RoundsFor(Context& ctx, LoadPlanCache& cache,
+                                                               const Manifest& manifest,
+                                                               const ChunkDecoder& decode_chunks,
+                                                               const LoadRequest& mine, const LoadVerdict& verdict,
+                                                               const FileHolders* holders, uint64_t max_round_bytes) {
+  if (verdict.reuse_plan && cache.key == verdict.plan_key && cache.rounds) return cache.rounds;
+  cache = LoadPlanCache{};
+  coll::ControlPlane& control = ctx.control();
+  const int world = ctx.world_size();
+  ASSIGN_OR_RETURN(std::vector<std::string> incoming,
+                   control.AllToAllV(PartitionLoadRequest(mine, manifest, world), control.timeout()));
+  Result<std::vector<std::string>> parts = PlanOwnedTensors(incoming, manifest, ctx.rank(), decode_chunks, holders);
+  incoming = {};
+  RETURN_IF_ERROR(Agree(control, "load (plan)", parts.status()));
+  ASSIGN_OR_RETURN(std::vector<std::string> routed, control.AllToAllV(std::move(parts).value(), control.timeout()));
+  Result<LoadPlan> view = MergeLoadPlan(routed, ctx.rank(), manifest, decode_chunks);
+  routed = {};
+  RETURN_IF_ERROR(Agree(control, "load (plan parts)", view.status()));
+  ASSIGN_OR_RETURN(std::vector<std::string> counts,
+                   control.AllToAllV(ReaderShares(*view, ctx.rank(), max_round_bytes), control.timeout()));
+  Result<std::vector<uint32_t>> placed = PlaceOwnReads(*view, ctx.rank(), counts, max_round_bytes);
+  uint32_t needed = 0;
+  if (placed.ok()) {
+    for (size_t i = 0; i < view->reads.size(); ++i) {
+      if (view->reads[i].reader == ctx.rank()) needed = std::max(needed, (*placed)[i] + 1);
+    }
+  }
+  ByteWriter mine_needed;
+  mine_needed.U32(needed);
+  ASSIGN_OR_RETURN(std::string decided,
+                   DecideAtRoot(control, "load (rounds)", placed.status(), mine_needed.data(), MostRounds));
+  ByteReader agreed(decided, "rounds agreed on rank 0");
+  uint32_t round_count = 0;
+  RETURN_IF_ERROR(agreed.U32(&round_count));
+  ASSIGN_OR_RETURN(std::vector<std::string> transfer_rounds,
+                   control.AllToAllV(TransferRounds(*view, ctx.rank(), *placed), control.timeout()));
+  Result<std::vector<LoadPlan>> rounds =
+      CutIntoRounds(*view, ctx.rank(), std::move(placed).value(), transfer_rounds, round_count);
+  RETURN_IF_ERROR(Agree(control, "load (rounds cut)", rounds.status()));
+  cache.rounds = std::make_shared<const std::vector<LoadPlan>>(std::move(rounds).value());
+  cache.key = verdict.plan_key;
+  cache.checkpoint_id = manifest.checkpoint_id;
+  return cache.rounds;
+}
+
+// The send and receive buffers of a load's rounds: one block of host memory (committed at once, not page by page as
+// the exchange writes it), or of device memory on the plane's device, kept from round to round so that it is
+// committed (or the device memory allocated) once per load rather than once per round.
+class RoundMemory {
+ public:
+  explicit RoundMemory(int device) : device_(device) {}
+
+  // At least `bytes`, not value-initialised; what an earlier round was given is invalidated.
+  Result<char*> Reserve(uint64_t bytes) {
+    if (bytes <= capacity_) return base();
+    capacity_ = 0;
+    if (device_ < 0) {
+      host_ = io::CommittedMemory();
+      Result<io::CommittedMemory> committed = io::CommittedMemory::Allocate(bytes);
+      if (!committed.ok()) {
+        return Status(Code::kNoMemory, "no memory for " + std::to_string(bytes) +
+                                           " bytes of load exchange buffers: " + committed.status().message());
+      }
+      host_ = std::move(committed).value();
+    } else {
+      device_memory_ = gpu::ScopedDeviceMemory();
+      ASSIGN_OR_RETURN(gpu::CudaRuntime * cuda, gpu::CudaRuntime::Get());
+      ASSIGN_OR_RETURN(device_memory_, gpu::ScopedDeviceMemory::Allocate(*cuda, device_, bytes));
+    }
+    capacity_ = bytes;
+    return base();
+  }
+
+ private:
+  char* base() const { return device_ < 0 ? host_.data() : device_memory_.get(); }
+
+  const int device_;
+  uint64_t capacity_ = 0;
+  io::CommittedMemory host_;
+  gpu::ScopedDeviceMemory device_memory_;
+};
+
+// Buffers are carved out of the round's memory at this alignment: enough for any element type and for the copy
+// engines of a GPU.
+constexpr uint64_t kSlotAlignment = 256;
+
+// Offsets of the buffers a round needs, decided before the memory is reserved.
+class SlotLayout {
+ public:
+  // The offset of a new buffer of `bytes`.
+  uint64_t Add(uint64_t bytes) {
+    const uint64_t offset = total_;
+    total_ += (bytes + kSlotAlignment - 1) / kSlotAlignment * kSlotAlignment;
+    return offset;
+  }
+  uint64_t total() const { return total_; }
+
+ private:
+  uint64_t total_ = 0;
+};
+
+// What reaches this rank in one message, still to be copied into its destinations: transfers at their offsets.
+struct Arrival {
+  size_t message = 0;                                  // index into the round's receives
+  std::vector<std::pair<size_t, uint64_t>> transfers;  // (index into LoadPlan::transfers, offset in the message)
+};
+
+class Round {
+ public:
+  Round(Context& ctx, const ExchangePlane& exchange, RoundMemory& memory, const std::string& path,
+        const Manifest& manifest, const LoadPlan& plan, uint64_t tag, const PiecesByTensor& pieces,
+        ExchangeCounters& counters)
+      : ctx_(ctx),
+        exchange_(exchange),
+        memory_(memory),
+        path_(path),
+        manifest_(manifest),
+        plan_(plan),
+        tag_(tag),
+        pieces_(pieces),
+        counters_(counters) {}
+
+  // Every rank agrees after the reads that feed its sends and after the exchange, so that a failure anywhere stops
+  // every rank at the same point and no rank waits on a peer that has given up. The reads that only this rank keeps
+  // run on a thread of their own while the exchange moves the others' bytes (issue #14: a round read everything,
+  // then exchanged), and their outcome joins the exchange's agreement.
+  Status Run() {
+    RETURN_IF_ERROR(Agree(ctx_.control(), "load (exchange setup)", Prepare()));
+    Status kept;
+    std::thread keeping([&] { kept = FetchKept(); });
+    const Status exchanged = ExchangeAndUnpack();
+    keeping.join();
+    return Agree(ctx_.control(), "load (exchange)", exchanged.ok() ? kept : exchanged);
+  }
+
+ private:
+  Status Fetch(const std::vector<ChunkFetch>& fetches) {
+    if (fetches.empty()) return Status::Ok();
+    const FetchEngine engine{ctx_.arena(), ctx_.workers(), ctx_.timeout(), {}, ctx_.direct_load_tuning()};
+    ASSIGN_OR_RETURN(uint64_t read, FetchChunks(engine, path_, manifest_, fetches));
+    counters_.bytes_read += read;
+    return Status::Ok();
+  }
+
+  // The reads whose bytes stay on this rank alone, straight into its destinations; off the calling thread, so any
+  // exception becomes the status.
+  Status FetchKept() {
+    try {
+      return Fetch(kept_fetches_);
+    } catch (const std::exception& e) {
+      return Internal(std::string("reading this rank's own share of the load: ") + e.what());
+    }
+  }
+
+  // Lays out the buffers, then reads the chunks that feed this rank's sends, into send buffers (packed per peer, or
+  // one buffer per large region whatever the number of peers it goes to) and, where this rank needs them too, its
+  // destinations; a large region this rank keeps whole in one run of its own is sent from there (KeptDestination).
+  // The reads only this rank needs are kept for FetchKept.
+  Status Prepare() {
+    SlotLayout layout;
+    std::vector<ChunkFetch> fetches;
+    std::multimap<size_t, const Box*> kept_regions;  // read -> the regions its local copies fill on this rank
+    std::map<size_t, size_t> fetch_of_read;
+    auto fetch_for = [&](size_t read) -> ChunkFetch& {
+      auto [it, added] = fetch_of_read.emplace(read, fetches.size());
+      if (added) {
+        const ChunkRead& r = plan_.reads[read];
+        fetches.push_back(ChunkFetch{&manifest_.tensors[r.tensor], r.chunk, {}});
+      }
+      return fetches[it->second];
+    };
+    for (const Transfer& copy : plan_.local_copies) {
+      if (plan_.reads[copy.read].reader != ctx_.rank()) continue;
+      kept_regions.emplace(copy.read, &copy.region);
+      ForEachDestination(
+          pieces_, plan_.reads[copy.read].tensor, copy.region, [&](const LocalPiece& piece, const Box& part) {
+            fetch_for(copy.read).consumers.push_back(ChunkConsumer{part, piece.dst, piece.box, piece.device});
+          });
+    }
+    std::vector<std::pair<size_t, uint64_t>> packed_fills;  // (transfer, offset of its bytes)
+    std::set<size_t> feeds_sends;                           // the reads whose bytes this rank sends
+    struct SendSource {
+      const char* kept = nullptr;  // this rank's own destination, or null: the round's memory at `offset`
+      uint64_t offset = 0;
+    };
+    std::map<std::pair<size_t, Box>, SendSource> shared_sends;
+    for (const PeerBatch& batch : OutgoingBatches(plan_, ctx_.rank())) {
+      if (batch.packed_bytes > 0) {
+        const uint64_t base = layout.Add(batch.packed_bytes);
+        for (size_t j = 0; j < batch.packed.size(); ++j)
+          packed_fills.emplace_back(batch.packed[j], base + batch.offsets[j]);
+        AddSend(batch.peer, nullptr, base, batch.packed_bytes);
+        ZeroGapsLater(batch, base);
+      }
+      for (size_t index : batch.separate) {
+        const Transfer& t = plan_.transfers[index];
+        auto [it, added] = shared_sends.emplace(std::make_pair(size_t{t.read}, t.region), SendSource{});
+        if (added) {
+          it->second.kept = KeptDestination(t, kept_regions);
+          if (it->second.kept == nullptr) {
+            it->second.offset = layout.Add(t.bytes);
+            packed_fills.emplace_back(index, it->second.offset);
+          } else {
+            feeds_sends.insert(t.read);  // the reads of packed_fills are added below
+          }
+        }
+        AddSend(batch.peer, it->second.kept, it->second.offset, t.bytes);
+      }
+    }
+    for (const PeerBatch& batch : IncomingBatches(plan_, ctx_.rank())) PlanReceives(batch, layout);
+
+    ASSIGN_OR_RETURN(char* base, memory_.Reserve(layout.total()));
+    for (size_t i = 0; i < sends_.size(); ++i) {
+      if (sends_[i].data == nullptr) sends_[i].data = base + send_offsets_[i];
+    }
+    for (size_t i = 0; i < recvs_.size(); ++i) {
+      if (recvs_[i].data == nullptr) recvs_[i].data = base + receive_offsets_[i];
+    }
+    for (const auto& [begin, end] : gaps_) std::memset(base + begin, 0, end - begin);
+    for (const auto& [index, offset] : packed_fills) {
+      const Transfer& t = plan_.transfers[index];
+      fetch_for(t.read).consumers.push_back(ChunkConsumer{t.region, base + offset, t.region, exchange_.device});
+      feeds_sends.insert(t.read);
+    }
+    std::vector<ChunkFetch> sending;
+    for (const auto& [read, index] : fetch_of_read) {
+      (feeds_sends.count(read) ? sending : kept_fetches_).push_back(std::move(fetches[index]));
+    }
+    return Fetch(sending);
+  }
+
+  // Sends and receives are laid out before the round's memory is reserved: their buffers are offsets until then.
+  // `kept`: the bytes are sent from this rank's own destination, where its reads put them before the exchange.
+  void AddSend(int peer, const char* kept, uint64_t offset, uint64_t bytes) {
+    sends_.push_back(coll::TransferSend{peer, kept, bytes, tag_});
+    send_offsets_.push_back(offset);
+    counters_.bytes_sent += bytes;
+  }
+
+  // The alignment gaps between packed pieces of host memory are zeroed so that no stale memory leaves the process.
+  // In device memory they stay as they are: nothing of the host's is there, and the receiver never reads them.
+  void ZeroGapsLater(const PeerBatch& batch, uint64_t base) {
+    if (exchange_.device >= 0) return;
+    for (size_t j = 0; j < batch.packed.size(); ++j) {
+      const uint64_t end = batch.offsets[j] + plan_.transfers[batch.packed[j]].bytes;
+      const uint64_t next = j + 1 < batch.packed.size() ? batch.offsets[j + 1] : batch.packed_bytes;
+      if (next > end) gaps_.emplace_back(base + end, base + next);
+    }
+  }
+
+  // The receives of one peer's messages: the packed one into the round's memory, each separate one straight into
+  // its destination where it lands there whole and contiguously, else into the round's memory.
+  void PlanReceives(const PeerBatch& batch, SlotLayout& layout) {
+    if (batch.packed_bytes > 0) {
+      Arrival arrival{recvs_.size(), {}};
+      for (size_t j = 0; j < batch.packed.size(); ++j)
+        arrival.transfers.emplace_back(batch.packed[j], batch.offsets[j]);
+      arrivals_.push_back(std::move(arrival));
+      AddReceive(batch.peer, nullptr, layout.Add(batch.packed_bytes), batch.packed_bytes);
+    }
+    for (size_t index : batch.separate) {
+      const Transfer& t = plan_.transfers[index];
+      char* in_place = InPlaceDestination(t);
+      if (in_place == nullptr) arrivals_.push_back(Arrival{recvs_.size(), {{index, 0}}});
+      AddReceive(batch.peer, in_place, in_place ? 0 : layout.Add(t.bytes), t.bytes);
+    }
+  }
+
+  // `in_place`: the destination itself; null: the round's memory at `offset`.
+  void AddReceive(int peer, char* in_place, uint64_t offset, uint64_t bytes) {
+    recvs_.push_back(coll::TransferRecv{peer, in_place, bytes, tag_});
+    receive_offsets_.push_back(offset);
+    counters_.bytes_received += bytes;
+  }
+
+  // Where a transfer this rank sends can be sent from: its own destination, when a local copy of the same read fills
+  // the whole region there (before the exchange, as reads that feed sends run first) in one contiguous run of memory
+  // the plane moves (`kept_regions`: read -> the regions its local copies fill). The read then needs no send buffer,
+  // and with its destination as its only consumer it can be read straight there (a replicated tensor's share: one copy
+  // less, and none through the staging arena).
+  const char* KeptDestination(const Transfer& t, const std::multimap<size_t, const Box*>& kept_regions) const {
+    const auto [first, last] = kept_regions.equal_range(t.read);
+    for (auto it = first; it != last; ++it) {
+      if (Contains(*it->second, t.region)) return InPlaceDestination(t);
+    }
+    return nullptr;
+  }
+
+  // Where a transfer can be received in place: its region lies in one registered piece only, whole and in one
+  // contiguous run, in the memory the plane moves (host memory, or device memory of the plane's device).
+  char* InPlaceDestination(const Transfer& t) const {
+    const uint32_t tensor = plan_.reads[t.read].tensor;
+    const LocalPiece* only = nullptr;
+    int overlapping = 0;
+    ForEachDestination(pieces_, tensor, t.region, [&](const LocalPiece& piece, const Box& part) {
+      ++overlapping;
+      if (part == t.region) only = &piece;
+    });
+    if (overlapping != 1 || only == nullptr || only->device != exchange_.device) return nullptr;
+    char* destination = nullptr;
+    int runs = 0;
+    ForEachRun(t.region, only->box, t.region, DTypeSize(manifest_.tensors[tensor].dtype),
+               [&](uint64_t, uint64_t dst_offset, uint64_t) {
+                 ++runs;
+                 destination = only->dst + dst_offset;
+               });
+    return runs == 1 ? destination : nullptr;
+  }
+
+  Status ExchangeAndUnpack() {
+    // Tests make one rank die here, between the reads and the exchange, to check that its peers fail cleanly.
+    if (fault::ExitBeforeExchange(ctx_.rank())) _exit(99);
+    if (fault::StopBeforeExchange(ctx_.rank())) raise(SIGSTOP);
+    const auto started = std::chrono::steady_clock::now();
+    const Status exchanged = exchange_.transport->Exchange(sends_, recvs_, ctx_.timeout());
+    counters_.exchange_ns +=
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - started).count();
+    RETURN_IF_ERROR(exchanged);
+    gpu::DeviceCopier device_copies;
+    Status status;
+    for (const Arrival& arrival : arrivals_) {
+      const char* message = static_cast<const char*>(recvs_[arrival.message].data);
+      for (const auto& [index, offset] : arrival.transfers) {
+        const Transfer& t = plan_.transfers[index];
+        const uint32_t tensor = plan_.reads[t.read].tensor;
+        const char* packed = message + offset;
+        const size_t element_size = DTypeSize(manifest_.tensors[tensor].dtype);
+        ForEachDestination(pieces_, tensor, t.region, [&](const LocalPiece& piece, const Box& part) {
+          if (piece.device < 0) return CopyRegion(packed, t.region, piece.dst, piece.box, part, element_size);
+          ForEachRun(t.region, piece.box, part, element_size, [&](uint64_t src_off, uint64_t dst_off, uint64_t n) {
+            if (!status.ok()) return;
+            status = exchange_.device < 0
+                         ? device_copies.ToDevice(piece.device, piece.dst + dst_off, packed + src_off, n)
+                         : device_copies.WithinDevice(piece.device, piece.dst + dst_off, packed + src_off, n);
+          });
+        });
+      }
+    }
+    // The copies are waited for even after a failure: the next round reuses the memory they read.
+    const Status waited = device_copies.Wait();
+    RETURN_IF_ERROR(status);
+    return waited;
+  }
+
+  Context& ctx_;
+  const ExchangePlane& exchange_;
+  RoundMemory& memory_;
+  const std::string& path_;
+  const Manifest& manifest_;
+  const LoadPlan& plan_;
+  const uint64_t tag_;
+  const PiecesByTensor& pieces_;
+  ExchangeCounters& counters_;
+  std::vector<std::pair<uint64_t, uint64_t>> gaps_;  // [begin, end) offsets to zero
+  std::vector<coll::TransferSend> sends_;
+  std::vector<uint64_t> send_offsets_;
+  std::vector<coll::TransferRecv> recvs_;
+  std::vector<uint64_t> receive_offsets_;
+  std::vector<Arrival> arrivals_;
+  std::vector<ChunkFetch> kept_fetches_;  // reads whose bytes go to this rank alone, run during the exchange
+};
+
+// The bytes of this rank's destinations that a round fills: the regions it keeps or receives, where they overlap
+// its pieces.
+uint64_t BytesFilledHere(const LoadPlan& round, int rank, const Manifest& manifest, const PiecesByTensor& pieces) {
+  uint64_t bytes = 0;
+  auto add = [&](const Transfer& t) {
+    if (t.consumer != rank) return;
+    const uint32_t tensor = round.reads[t.read].tensor;
+    const uint64_t element_size = DTypeSize(manifest.tensors[tensor].dtype);
+    ForEachDestination(pieces, tensor, t.region,
+                       [&](const LocalPiece&, const Box& part) { bytes += part.volume() * element_size; });
+  };
+  for (const Transfer& t : round.local_copies) add(t);
+  for (const Transfer& t : round.transfers) add(t);
+  return bytes;
+}
+
+}  // namespace
+
+LoadRequest MakeLoadRequest(int rank, const std::string& node, const std::vector<LocalPiece>& pieces) {
+  LoadRequest request;
+  request.rank = rank;
+  request.node = node;
+  for (const LocalPiece& piece : pieces) request.boxes.push_back(RequestedBox{piece.tensor, piece.wanted});
+  return request;
+}
+
+Status DecodeChunksOfCachedPlan(int rank, const LoadPlanCache& cache, const Manifest& manifest,
+                                const ChunkDecoder& decode_chunks) {
+  if (!cache.rounds || cache.checkpoint_id != manifest.checkpoint_id) return Status::Ok();
+  std::vector<uint32_t> tensors;
+  for (const LoadPlan& round : *cache.rounds) {
+    for (const ChunkRead& read : round.reads) {
+      if (read.reader == rank) tensors.push_back(read.tensor);
+    }
+  }
+  return decode_chunks(tensors);
+}
+
+Result<ExchangeCounters> ExchangeLoad(Context& ctx, LoadPlanCache& plans, const ExchangePlane& plane,
+                                      const std::string& path, const Manifest& manifest,
+                                      const ChunkDecoder& decode_chunks, const LoadRequest& mine,
+                                      const LoadVerdict& verdict, const FileHolders* holders,
+                                      const std::vector<LocalPiece>& pieces,
+                                      const std::function<void(uint64_t)>& filled) {
+  // Reads go through the staging arena; the exchange buffers of a round take as much memory again, committed once
+  // per load and reused round after round. Rounds are capped so that a load commits a bounded amount of exchange
+  // memory, not one in proportion to the arena: committing fresh pages costs about as much as copying into them.
+  const uint64_t budget = std::min(std::max<uint64_t>(ctx.arena().capacity(), kMinRoundBytes), kMaxRoundBytes);
+  ASSIGN_OR_RETURN(std::shared_ptr<const std::vector<LoadPlan>> rounds,
+                   RoundsFor(ctx, plans, manifest, decode_chunks, mine, verdict, holders, budget));
+  PiecesByTensor by_tensor;
+  for (const LocalPiece& piece : pieces) by_tensor[piece.tensor].push_back(&piece);
+  RoundMemory memory(plane.device);
+  ExchangeCounters counters;
+  for (size_t r = 0; r < rounds->size(); ++r) {
+    const uint64_t tag = r & coll::kMaxTransferTag;
+    RETURN_IF_ERROR(Round(ctx, plane, memory, path, manifest, (*rounds)[r], tag, by_tensor, counters).Run());
+    filled(BytesFilledHere((*rounds)[r], ctx.rank(), manifest, by_tensor));
+  }
+  return counters;
+}
+
+}  // namespace ckpt::runtime

@@ -1,0 +1,251 @@
+#include "runtime/manager/manager.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <cinttypes>
+#include <cstdio>
+#include <system_error>
+
+#include "common/os_error.h"
+#include "io/claimed_directory.h"
+#include "io/claimed_file.h"
+#include "io/file_io.h"
+#include "runtime/format/manifest.h"
+#include "runtime/format/save_directory.h"
+
+namespace ckpt::runtime {
+namespace {
+
+constexpr std::string_view kStepPrefix = "step-";
+// Saves write into "<step path>.tmp-<id>" (runtime/format/save_directory.h); the manager names its own temporaries the
+// same way (kTemporaryInfix) so that one rule recognises all debris.
+constexpr char kDeletingSuffix[] = "deleting";
+// A pointer is one short line; anything longer is not one, and must not be read whole.
+constexpr uint64_t kMaxPointerBytes = 64;
+
+// Creates `root` (and its parents) if missing.
+Status CreateRoot(const std::string& root) {
+  if (root.empty()) return InvalidArgument("the checkpoint root directory path is empty");
+  const std::string context = "opening checkpoint root " + Quoted(root);
+  const bool existed = io::PathExists(root);
+  RETURN_IF_ERROR(io::MakeDirectories(root).WithContext(context));
+  // Saves sync the root after committing a step; a new root must itself survive a crash for that to matter.
+  if (!existed) RETURN_IF_ERROR(io::SyncDirectory(io::ParentDirectory(root)).WithContext(context));
+  return Status::Ok();
+}
+
+}  // namespace
+
+std::string StepDirectoryName(uint64_t step) {
+  char digits[32];
+  std::snprintf(digits, sizeof digits, "%012" PRIu64, step);
+  return std::string(kStepPrefix) + digits;
+}
+
+std::optional<uint64_t> ParseStepDirectoryName(std::string_view name) {
+  if (name.substr(0, kStepPrefix.size()) != kStepPrefix) return std::nullopt;
+  const std::string_view digits = name.substr(kStepPrefix.size());
+  uint64_t step = 0;
+  const auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), step);
+  if (error != std::errc() || end != digits.data() + digits.size()) return std::nullopt;
+  // Only the canonical spelling counts, so that one step has exactly one name.
+  if (StepDirectoryName(step) != name) return std::nullopt;
+  return step;
+}
+
+Result<std::unique_ptr<CheckpointManager>> CheckpointManager::Open(std::string root, RetentionPolicy policy) {
+  RETURN_IF_ERROR(CreateRoot(root));
+  return std::unique_ptr<CheckpointManager>(new CheckpointManager(std::move(root), policy));
+}
+
+Result<std::unique_ptr<CheckpointManager>> CheckpointManager::Claim(std::string root, RetentionPolicy policy,
+                                                                    std::string_view holder, std::string* warning) {
+  RETURN_IF_ERROR(CreateRoot(root));
+  Result<UniqueFd> claim = io::ClaimFile(io::JoinPath(root, kClaimFileName), holder);
+  if (claim.status().code() == Code::kAlreadyExists) {
+    return AlreadyExists("the checkpoint root " + Quoted(root) +
+                         " belongs to another job, whose steps this one would remove or overwrite: " +
+                         claim.status().message() + "; give each job its own root, or stop the other job first");
+  }
+  RETURN_IF_ERROR(claim.status().WithContext("claiming checkpoint root " + Quoted(root)));
+  if (!claim->valid()) {
+    *warning =
+        "the file system of " + Quoted(root) +
+        " cannot lock files or is read-only, so the root is not claimed: a second job started on it would go unnoticed";
+  }
+  // Claimed before the steps are listed: every step listed now was committed by an earlier holder, never by a job
+  // that shares the root with this one.
+  return Claimed(std::move(root), policy, std::move(claim).value());
+}
+
+Result<std::unique_ptr<CheckpointManager>> CheckpointManager::Claimed(std::string root, RetentionPolicy policy,
+                                                                      UniqueFd claim) {
+  std::unique_ptr<CheckpointManager> manager(new CheckpointManager(std::move(root), policy));
+  manager->claim_ = std::move(claim);
+  ASSIGN_OR_RETURN(std::vector<uint64_t> committed, manager->CommittedSteps());
+  manager->removable_.insert(committed.begin(), committed.end());
+  return manager;
+}
+
+std::string CheckpointManager::StepPath(uint64_t step) const { return io::JoinPath(root_, StepDirectoryName(step)); }
+
+bool CheckpointManager::IsCommitted(uint64_t step) const {
+  const std::string path = StepPath(step);
+  return io::IsDirectory(path) && io::PathExists(io::JoinPath(path, kManifestName));
+}
+
+Result<std::vector<uint64_t>> CheckpointManager::CommittedSteps() const {
+  ASSIGN_OR_RETURN(std::vector<std::string> names, io::ListDirectory(root_));
+  std::vector<uint64_t> steps;
+  for (const std::string& name : names) {
+    const std::optional<uint64_t> step = ParseStepDirectoryName(name);
+    if (step && IsCommitted(*step)) steps.push_back(*step);
+  }
+  // Names sort like steps only up to 12 digits.
+  std::sort(steps.begin(), steps.end());
+  return steps;
+}
+
+Result<std::optional<uint64_t>> CheckpointManager::Latest() const {
+  if (const std::optional<uint64_t> published = PublishedStep()) return published;
+  ASSIGN_OR_RETURN(std::vector<uint64_t> steps, CommittedSteps());
+  if (steps.empty()) return std::optional<uint64_t>();
+  return std::optional<uint64_t>(steps.back());
+}
+
+Status CheckpointManager::PublishLatest(uint64_t step, bool allow_older) {
+  const std::string context = "publishing step " + std::to_string(step) + " as latest under " + Quoted(root_);
+  if (!IsCommitted(step)) {
+    return InvalidArgument(context + ": " + Quoted(StepPath(step)) + " is not a committed checkpoint (no " +
+                           kManifestName + ")");
+  }
+  const std::optional<uint64_t> current = PublishedStep();
+  if (current == step) return Status::Ok();
+  if (current > step && !allow_older) {
+    return InvalidArgument(context + ": latest already names the newer step " + std::to_string(*current) +
+                           " (allow older steps to roll back)");
+  }
+  return WritePointer(step).WithContext(context);
+}
+
+void CheckpointManager::AdoptStep(uint64_t step) {
+  std::lock_guard<std::mutex> lock(retention_mutex_);
+  removable_.insert(step);
+}
+
+Result<std::vector<uint64_t>> CheckpointManager::ApplyRetention() {
+  std::lock_guard<std::mutex> lock(retention_mutex_);
+  ASSIGN_OR_RETURN(std::vector<uint64_t> committed, CommittedSteps());
+  ASSIGN_OR_RETURN(std::optional<uint64_t> latest, Latest());
+  std::vector<uint64_t> doomed = StepsToRemove(Removable(committed), latest);
+  RETURN_IF_ERROR(RemoveSteps(doomed).WithContext("applying retention under " + Quoted(root_)));
+  return doomed;
+}
+
+Result<std::vector<std::string>> CheckpointManager::CleanupUncommitted() {
+  ASSIGN_OR_RETURN(std::vector<std::string> names, io::ListDirectory(root_));
+  const std::string context = "cleaning up uncommitted entries under " + Quoted(root_);
+  std::vector<std::string> removed;
+  for (const std::string& name : names) {
+    if (!IsDebris(name)) continue;
+    RETURN_IF_ERROR(io::RemoveTree(io::JoinPath(root_, name)).WithContext(context));
+    removed.push_back(name);
+  }
+  if (!removed.empty()) RETURN_IF_ERROR(io::SyncDirectory(root_).WithContext(context));
+  return removed;
+}
+
+std::optional<uint64_t> CheckpointManager::ReadPointer() const {
+  // Whatever keeps the pointer from being read counts as no pointer: resuming falls back to scanning the root
+  // instead of failing on a damaged or foreign file.
+  Result<std::string> contents = io::ReadWholeFile(root_, kLatestPointerName, kMaxPointerBytes);
+  if (!contents.ok()) return std::nullopt;
+  const std::string_view text = *contents;
+  if (text.empty() || text.back() != '\n') return std::nullopt;
+  return ParseStepDirectoryName(text.substr(0, text.size() - 1));
+}
+
+std::optional<uint64_t> CheckpointManager::PublishedStep() const {
+  const std::optional<uint64_t> step = ReadPointer();
+  if (step && IsCommitted(*step)) return step;
+  return std::nullopt;
+}
+
+Status CheckpointManager::WritePointer(uint64_t step) {
+  const std::string pointer = io::JoinPath(root_, kLatestPointerName);
+  const std::string temporary = pointer + std::string(kTemporaryInfix) + std::to_string(getpid());
+  const std::string contents = StepDirectoryName(step) + "\n";
+  // A crashed process with the same pid may have left this name behind.
+  RETURN_IF_ERROR(io::RemoveTree(temporary));
+  RETURN_IF_ERROR(io::WriteFileDurably(temporary, contents.data(), contents.size()));
+  // rename(2) replaces `latest` atomically; io's RenameNoReplace deliberately cannot.
+  if (rename(temporary.c_str(), pointer.c_str()) != 0) {
+    const Status failed = OsError("cannot rename " + Quoted(temporary) + " over " + Quoted(pointer), errno);
+    (void)io::RemoveTree(temporary);
+    return failed;
+  }
+  return io::SyncDirectory(root_);
+}
+
+std::vector<uint64_t> CheckpointManager::Removable(const std::vector<uint64_t>& committed) const {
+  std::vector<uint64_t> removable;
+  for (const uint64_t step : committed) {
+    if (removable_.count(step) != 0) removable.push_back(step);
+  }
+  return removable;
+}
+
+std::vector<uint64_t> CheckpointManager::StepsToRemove(const std::vector<uint64_t>& committed,
+                                                       std::optional<uint64_t> latest) const {
+  if (policy_.keep_last == 0 || committed.size() <= policy_.keep_last) return {};
+  // The newest keep_last steps (the newest committed step among them) are kept whatever else applies.
+  const size_t candidates = committed.size() - policy_.keep_last;
+  std::vector<uint64_t> doomed;
+  for (size_t i = 0; i < candidates; ++i) {
+    const uint64_t step = committed[i];
+    const bool on_interval = policy_.keep_every != 0 && step % policy_.keep_every == 0;
+    if (!on_interval && step != latest) doomed.push_back(step);
+  }
+  return doomed;
+}
+
+Status CheckpointManager::RemoveSteps(const std::vector<uint64_t>& steps) {
+  if (steps.empty()) return Status::Ok();
+  // If a rename fails, the steps renamed before it are already debris that CleanupUncommitted removes.
+  for (const uint64_t step : steps) {
+    const std::string deleting = DeletingPath(step);
+    // Left by a crashed removal of an earlier checkpoint of the same step.
+    RETURN_IF_ERROR(io::RemoveTree(deleting));
+    RETURN_IF_ERROR(io::RenameNoReplace(StepPath(step), deleting));
+  }
+  // The renames must be durable before any file goes: a crash while removing must not bring back a step directory
+  // that has its MANIFEST but lacks data files.
+  RETURN_IF_ERROR(io::SyncDirectory(root_));
+  for (const uint64_t step : steps) RETURN_IF_ERROR(io::RemoveTree(DeletingPath(step)));
+  return Status::Ok();
+}
+
+std::string CheckpointManager::DeletingPath(uint64_t step) const {
+  return StepPath(step) + std::string(kTemporaryInfix) + kDeletingSuffix;
+}
+
+bool CheckpointManager::IsDebris(const std::string& name) const {
+  if (const std::optional<uint64_t> step = ParseStepDirectoryName(name)) {
+    return io::IsDirectory(StepPath(*step)) && !IsCommitted(*step);
+  }
+  const size_t infix = name.find(kTemporaryInfix);
+  if (infix == std::string::npos) return false;
+  const std::string_view stem = std::string_view(name).substr(0, infix);
+  if (stem != kLatestPointerName && !ParseStepDirectoryName(stem).has_value()) return false;
+  // A save in flight holds a claim on its temporary directory; only a dead one's is debris. That includes a step
+  // renamed to ".tmp-deleting", which no one claims: only the holder of the root removes steps, and the holder
+  // cleaning up is this manager, so such a step was left by an earlier holder that died or failed mid-removal. Its
+  // rename was durable before any of its files went, so it was already out of the committed steps and is removed
+  // whole here, never resumed from.
+  return !io::IsClaimed(io::JoinPath(root_, name));
+}
+
+}  // namespace ckpt::runtime

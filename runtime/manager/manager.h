@@ -1,0 +1,128 @@
+// A root directory of checkpoints, one per training step: step names, the `latest` pointer, retention, and cleanup of
+// what crashed saves leave behind.
+//
+// Layout under the root:
+//   step-000000001234/            a committed checkpoint: a directory holding a MANIFEST
+//   step-000000001234.tmp-<id>/   a save in flight, or debris of a crashed save or removal
+//   latest                        one line naming the published step: "step-000000001234\n"
+//   latest.tmp-<pid>              the pointer being replaced, or debris of a crashed publish
+//   manager.lock                  the claim of the job that saves into the root, naming it (Claim)
+// Step numbers are zero-padded to 12 digits so that names sort like steps; larger steps simply use more digits.
+//
+// A root belongs to one job at a time: the job's coordinator claims it (Claim) for as long as its manager lives,
+// and only the holder publishes, applies retention and cleans up, so two jobs started on one root by mistake never
+// remove each other's steps. Reading needs no claim: every query reads the directory afresh, so any process may
+// list a root or find its latest step while a job writes it (`ckpt ls` does; so does the memory tier's agent,
+// which publishes the steps it persists for the job that holds the root). Retention removes only the steps this
+// manager may prove are its job's: those committed when it claimed the root, and those its job adopted since.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/status.h"
+#include "common/unique_fd.h"
+
+namespace ckpt::runtime {
+
+inline constexpr char kLatestPointerName[] = "latest";
+inline constexpr char kClaimFileName[] = "manager.lock";
+
+struct RetentionPolicy {
+  uint32_t keep_last = 0;   // keep the newest `keep_last` committed steps; 0 keeps every step
+  uint64_t keep_every = 0;  // when keep_last is set, also keep the steps divisible by this; 0 keeps no more
+};
+
+// "step-000000001234" for step 1234.
+std::string StepDirectoryName(uint64_t step);
+// The step that `name` denotes if it is exactly what StepDirectoryName writes; nullopt for anything else, so
+// "step-1", "step-0000000000012" or "step-000000000012x" never alias a step.
+std::optional<uint64_t> ParseStepDirectoryName(std::string_view name);
+
+class CheckpointManager {
+ public:
+  // Creates the root (and its parents) if missing. Claims nothing, and counts no step as its own (retention removes
+  // none until steps are adopted): for reading the root, and for the memory tier's agent, which publishes steps on
+  // behalf of the job that holds it.
+  static Result<std::unique_ptr<CheckpointManager>> Open(std::string root, RetentionPolicy policy);
+  // Opens the root as Open does and claims it for this manager's lifetime, writing `holder` (who claims: host,
+  // pid, job) into <root>/manager.lock; the kernel releases the claim if the process dies. kAlreadyExists naming
+  // the holder if another manager holds it. On a file system that cannot lock, the root is opened unclaimed and
+  // `warning` says so.
+  static Result<std::unique_ptr<CheckpointManager>> Claim(std::string root, RetentionPolicy policy,
+                                                          std::string_view holder, std::string* warning);
+
+  const std::string& root() const { return root_; }
+  const RetentionPolicy& policy() const { return policy_; }
+
+  // <root>/step-000000001234: where a save of `step` should be written.
+  std::string StepPath(uint64_t step) const;
+  // Whether StepPath(step) is a directory holding a MANIFEST. The MANIFEST is renamed into place with its
+  // directory, so its presence marks a commit; whether it is intact is for the reader to check.
+  bool IsCommitted(uint64_t step) const;
+  // The committed steps, ascending; debris and entries the manager did not name are ignored.
+  Result<std::vector<uint64_t>> CommittedSteps() const;
+  // The step to resume from: the one `latest` names if it is committed; otherwise (pointer missing, unreadable,
+  // malformed, or naming a removed or uncommitted step) the newest committed step; nullopt if none is committed.
+  Result<std::optional<uint64_t>> Latest() const;
+
+  // Points `latest` at `step`, which must be committed (kInvalidArgument otherwise). Refuses with kInvalidArgument
+  // to move the pointer to an older step than the committed one it names, unless `allow_older` (a rollback).
+  // Atomic and durable: the pointer is written to a temporary file, synced, renamed over `latest`, and the root is
+  // synced, so a crash leaves either the old or the new pointer, never a partial one.
+  Status PublishLatest(uint64_t step, bool allow_older = false);
+
+  // Marks `step` as one this manager's job committed, which retention may then remove.
+  void AdoptStep(uint64_t step);
+
+  // Removes the committed steps the policy does not keep, and returns them (ascending). The policy counts only the
+  // steps this manager may remove (committed when it claimed the root, or adopted since); any other step, such as
+  // one a foreign job wrote there, is neither counted nor removed. Never removes the newest such step nor the
+  // step Latest() returns. Calls are serialised, so that two saves committing at once never remove one step
+  // twice. Each step is first renamed to a ".tmp-deleting" name and the rename made durable, so a crash
+  // mid-removal leaves debris for CleanupUncommitted, never a half-deleted directory that still looks committed.
+  Result<std::vector<uint64_t>> ApplyRetention();
+
+  // Removes uncommitted debris: step-<N>.tmp-* entries that no live save claims (runtime/format/save_directory.h),
+  // step-<N> directories without a MANIFEST, leftover pointer temporaries, and steps a crashed removal left
+  // half-deleted
+  // (".tmp-deleting"). Returns the names removed (relative to the root, sorted). Saves in flight, from this job or
+  // another, are left alone; a publish or a removal in flight is not recognised, so only the holder of the root's
+  // claim may call it.
+  Result<std::vector<std::string>> CleanupUncommitted();
+
+ private:
+  CheckpointManager(std::string root, RetentionPolicy policy) : root_(std::move(root)), policy_(policy) {}
+  // The manager of the existing `root` that holds `claim`: the steps committed there now are ones retention may
+  // remove.
+  static Result<std::unique_ptr<CheckpointManager>> Claimed(std::string root, RetentionPolicy policy, UniqueFd claim);
+
+  // The step `latest` names if the file is well formed, committed or not.
+  std::optional<uint64_t> ReadPointer() const;
+  // The step `latest` names if it is committed.
+  std::optional<uint64_t> PublishedStep() const;
+  Status WritePointer(uint64_t step);
+  // Of `committed`, the steps this manager may remove (see ApplyRetention).
+  std::vector<uint64_t> Removable(const std::vector<uint64_t>& committed) const;
+  std::vector<uint64_t> StepsToRemove(const std::vector<uint64_t>& committed, std::optional<uint64_t> latest) const;
+  Status RemoveSteps(const std::vector<uint64_t>& steps);
+  // <step path>.tmp-deleting: where a step goes while it is being removed.
+  std::string DeletingPath(uint64_t step) const;
+  // Whether root entry `name` is something a save, removal or publish left unfinished.
+  bool IsDebris(const std::string& name) const;
+
+  std::string root_;
+  RetentionPolicy policy_;
+  UniqueFd claim_;  // <root>/manager.lock, locked; invalid when opened unclaimed
+  // Serialises retention, and guards `removable_`, which saves committing on their own threads extend.
+  std::mutex retention_mutex_;
+  std::set<uint64_t> removable_;
+};
+
+}  // namespace ckpt::runtime

@@ -1,0 +1,74 @@
+#include "runtime/save/commit.h"
+
+#include <algorithm>
+#include <map>
+
+#include "io/durable_publish.h"
+#include "io/file_io.h"
+#include "runtime/format/manifest.h"
+
+namespace ckpt::runtime {
+namespace {
+
+template <typename T, typename Less>
+void SortBy(std::vector<T>& values, Less less) {
+  std::sort(values.begin(), values.end(), less);
+}
+
+Manifest BuildManifest(const CommitInputs& inputs, std::vector<WriterReport> reports) {
+  Manifest m;
+  m.library_version = CKPT_LIBRARY_VERSION;
+  m.checkpoint_id = inputs.save_id;
+  m.world_size = static_cast<uint32_t>(inputs.world_size);
+  m.metadata = inputs.metadata;
+
+  std::map<std::string, TensorRecord> tensors;
+  std::map<std::string, ObjectRecord> objects;
+  for (const TensorRecord& t : inputs.skeleton->tensors) tensors.emplace(t.key, t);
+  for (const ObjectRecord& o : inputs.skeleton->objects) objects.emplace(o.key, o);
+  m.node_count = inputs.skeleton->node_count;
+
+  for (WriterReport& report : reports) {
+    const auto base = static_cast<uint32_t>(m.files.size());
+    for (DataFileRecord& file : report.files) m.files.push_back(std::move(file));
+    for (WrittenItem& item : report.items) {
+      item.bytes.file_index += base;
+      if (item.is_object) {
+        objects[item.key].pieces.push_back(ObjectPieceRecord{item.index, std::move(item.bytes)});
+      } else {
+        tensors[item.key].chunks.push_back(ChunkRecord{item.box, std::move(item.bytes)});
+      }
+    }
+    for (CommonRecord& c : report.stored_common) {
+      c.stored.file_index += base;
+      m.common.push_back(std::move(c));
+    }
+  }
+  for (const CommonRecord& c : inputs.inline_common) m.common.push_back(c);
+  SortBy(m.common, [](const auto& a, const auto& b) { return a.key < b.key; });
+  for (auto& [key, t] : tensors) {
+    SortBy(t.chunks, [](const auto& a, const auto& b) { return a.box < b.box; });
+    m.tensors.push_back(std::move(t));
+  }
+  for (auto& [key, o] : objects) {
+    SortBy(o.pieces, [](const auto& a, const auto& b) { return a.index < b.index; });
+    m.objects.push_back(std::move(o));
+  }
+  return m;
+}
+
+}  // namespace
+
+Status CommitSave(const CommitInputs& inputs, const std::vector<std::string>& encoded_reports) {
+  std::vector<WriterReport> reports;
+  for (size_t r = 0; r < encoded_reports.size(); ++r) {
+    ASSIGN_OR_RETURN(WriterReport report, DecodeWriterReport(encoded_reports[r], static_cast<int>(r)));
+    reports.push_back(std::move(report));
+  }
+  // A save in which nobody had bytes to write created no directory yet.
+  RETURN_IF_ERROR(io::MakeDirectories(io::JoinPath(inputs.tmp_dir, kDataDirName)));
+  RETURN_IF_ERROR(WriteManifest(inputs.tmp_dir, BuildManifest(inputs, std::move(reports))));
+  return io::PublishDirectory(inputs.tmp_dir, {kDataDirName}, inputs.path);
+}
+
+}  // namespace ckpt::runtime

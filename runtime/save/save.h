@@ -1,0 +1,51 @@
+// The collective save: agree on the plan (reusing the previous one while the structure is unchanged), stage this rank's
+// share, and hand the rest to the background thread.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "common/status.h"
+#include "runtime/core/context.h"
+#include "runtime/core/progress.h"
+#include "runtime/core/state.h"
+#include "runtime/memtier/memory_attachment.h"
+#include "runtime/memtier/memory_tier.h"
+#include "runtime/save/rank_saves.h"
+#include "runtime/save/save_plan.h"
+#include "runtime/save/save_ticket.h"
+
+namespace ckpt::runtime {
+
+struct SaveSettings {
+  std::vector<std::pair<std::string, std::string>> metadata;  // rank 0's are stored
+  SavePlanOptions plan;
+  uint64_t block_size = 1ull << 20;       // checksum granularity
+  uint64_t inline_common_max = 64 << 10;  // larger common entries go to a data file
+  std::function<void()> after_commit;     // rank 0, after the commit (see CommitInputs)
+  // kMemory: the checkpoint goes into the node's agent's memory (runtime/memtier/memory_tier.h), standing for `path`;
+  // kBoth: there, and the agent then writes it to `path` too, without the trainers.
+  Tier tier = Tier::kStorage;
+  // CKPT_SAVE_IN_PLACE: this rank writes its bytes from the state's buffers itself, and StartSave returns once they
+  // are durable (runtime/save/save_stager.h).
+  bool in_place = false;
+  // A manager's step (memory tiers): the agent publishes it as the root's latest once it is on storage.
+  std::string manager_root;
+  uint64_t step = 0;
+  // This rank's progress: PLANNING and STAGING from the calling thread (WRITING's first report too), the rest from
+  // the context's save thread, ending with COMMITTED or FAILED before the ticket finishes. Empty: none.
+  ProgressSink progress;
+};
+
+// Collective. Returns once this rank's bytes are staged; the ticket reports the outcome, the same on every rank.
+// Errors found before staging (a bad global state, an existing target, a dead peer) are returned directly, on
+// every rank alike.
+// `saves` and `attachment` are this rank's (the C API's context object owns them beside `ctx`).
+Result<std::shared_ptr<SaveTicket>> StartSave(Context& ctx, RankSaves& saves, MemoryAttachment& attachment,
+                                              const State& state, const std::string& path,
+                                              const SaveSettings& settings);
+
+}  // namespace ckpt::runtime

@@ -1,0 +1,159 @@
+#include "runtime/save/save_units.h"
+
+#include <algorithm>
+#include <string>
+#include <utility>
+
+#include "io/streaming_copy.h"
+#include "runtime/core/dtype.h"
+
+namespace ckpt::runtime::staging {
+namespace {
+
+// A tensor item's bytes: in the piece of this rank's shards that holds the item's whole box.
+Result<Source> TensorSource(const State& state, const WriteItem& item) {
+  for (size_t index : state.TensorsWithKey(item.key)) {
+    const TensorShard& shard = state.tensors()[index];
+    const size_t element_size = DTypeSize(shard.dtype);
+    for (const FlatPiece& piece : shard.pieces) {
+      if (!Contains(piece.box, item.box)) continue;
+      Source s;
+      s.base = static_cast<const char*>(shard.data) + piece.range_offset * element_size;
+      s.src_box = piece.box;
+      s.box = item.box;
+      s.element_size = element_size;
+      s.device = shard.device;
+      uint64_t runs = 0, first = 0;
+      ForEachRun(s.src_box, s.box, s.box, element_size, [&](uint64_t src_off, uint64_t, uint64_t) {
+        if (runs++ == 0) first = src_off;
+      });
+      s.contiguous = runs <= 1;
+      if (s.contiguous) s.base += first;
+      return s;
+    }
+  }
+  return Internal("the plan asks this rank to write tensor '" + item.key + "' box " + item.box.ToString() +
+                  ", which it does not hold");
+}
+
+// An object item's bytes: this rank's object of the item's key and index.
+Result<Source> ObjectSource(const State& state, const WriteItem& item) {
+  for (const ObjectShard& object : state.objects()) {
+    if (object.key == item.key && object.index == item.index) {
+      Source s;
+      s.base = static_cast<const char*>(object.data);
+      return s;
+    }
+  }
+  return Internal("the plan asks this rank to write object '" + item.key + "', which it does not hold");
+}
+
+}  // namespace
+
+StoredBytes& Target(SaveTicket& ticket, size_t target) {
+  const size_t items = ticket.report.items.size();
+  return target < items ? ticket.report.items[target].bytes : ticket.report.stored_common[target - items].stored;
+}
+
+Result<std::vector<Unit>> CollectUnits(const State& state, const SavePlan& plan, const StagingSettings& settings,
+                                       SaveTicket& ticket) {
+  std::vector<Unit> units;
+  for (const WriteItem& item : plan.items) {
+    if (item.writer != settings.rank) continue;
+    Unit unit;
+    if (item.is_object) {
+      ASSIGN_OR_RETURN(unit.source, ObjectSource(state, item));
+    } else {
+      ASSIGN_OR_RETURN(unit.source, TensorSource(state, item));
+    }
+    unit.bytes = item.bytes;
+    unit.target = ticket.report.items.size();
+    ticket.report.items.push_back(WrittenItem{item.is_object, item.key, item.box, item.index, {}});
+    units.push_back(std::move(unit));
+  }
+  if (settings.rank == 0) {
+    for (const auto& [key, bytes] : state.common()) {
+      if (bytes.size() <= settings.inline_common_max) {
+        ticket.commit.inline_common.push_back(CommonRecord{key, true, bytes, {}});
+        continue;
+      }
+      Unit unit;
+      unit.source.base = bytes.data();
+      unit.bytes = bytes.size();
+      unit.target = ticket.report.items.size() + ticket.report.stored_common.size();
+      ticket.report.stored_common.push_back(CommonRecord{key, false, {}, {}});
+      units.push_back(std::move(unit));
+    }
+  }
+  for (const Unit& unit : units) Target(ticket, unit.target).block_size = settings.block_size;
+  return units;
+}
+
+std::vector<std::vector<Unit*>> LayOutFiles(std::vector<Unit>& units, int file_count) {
+  std::vector<Unit*> by_size;
+  for (Unit& u : units) by_size.push_back(&u);
+  std::stable_sort(by_size.begin(), by_size.end(), [](const Unit* a, const Unit* b) { return a->bytes > b->bytes; });
+  std::vector<uint64_t> load(file_count, 0);
+  for (Unit* u : by_size) {
+    u->file = static_cast<uint32_t>(std::min_element(load.begin(), load.end()) - load.begin());
+    load[u->file] += u->bytes;
+  }
+  std::vector<std::vector<Unit*>> files(file_count);
+  for (Unit& u : units) files[u.file].push_back(&u);
+  for (auto& file : files) {
+    uint64_t end = 0;
+    for (Unit* u : file) {
+      u->file_offset = AlignUp(end, kChunkAlignment);
+      end = u->file_offset + u->bytes;
+    }
+  }
+  return files;
+}
+
+std::vector<Window> CutWindows(const std::vector<Unit*>& file, uint64_t cap, uint64_t block_size) {
+  std::vector<Window> windows;
+  for (const Unit* u : file) {
+    uint64_t pos = 0;
+    while (pos < u->bytes) {
+      const uint64_t at = u->file_offset + pos;
+      const uint64_t room = windows.empty() ? 0 : cap - std::min(cap, at - windows.back().file_begin);
+      uint64_t take = std::min(u->bytes - pos, room);
+      if (take < u->bytes - pos) take = take / block_size * block_size;
+      if (take == 0) {
+        windows.push_back(Window{{}, {}, {}, at, at});
+        take = std::min(u->bytes - pos, cap);
+      }
+      Window& w = windows.back();
+      w.segments.push_back(io::FileSegment{at, at - w.file_begin, take});
+      w.pieces.push_back(StagedPiece{u->target, pos, take});
+      w.sources.push_back(u);
+      w.file_end = at + take;
+      pos += take;
+    }
+  }
+  return windows;
+}
+
+Status CopyUnitRange(const Source& s, uint64_t begin, uint64_t length, char* out, gpu::DeviceCopier& device_copies,
+                     io::BlockChecksummer* checksummer) {
+  auto copy = [&](char* dst, const char* src, uint64_t n) -> Status {
+    if (s.device >= 0) return device_copies.ToHost(s.device, dst, src, n);
+    if (checksummer != nullptr) {
+      io::StreamingCopyChecksummed(dst, src, n, *checksummer);
+    } else {
+      io::StreamingCopy(dst, src, n);
+    }
+    return Status::Ok();
+  };
+  if (s.contiguous) return copy(out, s.base + begin, length);
+  // The runs come in the order of the unit's bytes, as the checksummer needs them.
+  const uint64_t end = begin + length;
+  Status status;
+  ForEachRun(s.src_box, s.box, s.box, s.element_size, [&](uint64_t src_off, uint64_t dst_off, uint64_t n) {
+    const uint64_t lo = std::max(dst_off, begin), hi = std::min(dst_off + n, end);
+    if (lo < hi && status.ok()) status = copy(out + (lo - begin), s.base + src_off + (lo - dst_off), hi - lo);
+  });
+  return status;
+}
+
+}  // namespace ckpt::runtime::staging

@@ -1,0 +1,77 @@
+// The units of a rank's share of a save (the plan's items it writes and, on rank 0, the common entries too large to
+// inline): where each one's bytes come from, where they lie in this rank's data files, and the windows in which the
+// files are written. Shared by the two ways of writing them: staged in the arena for the I/O workers
+// (runtime/save/save_stager.h), or in place from the state's buffers (runtime/save/in_place_writer.h).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "common/status.h"
+#include "gpu/device_copy.h"
+#include "io/checksum.h"
+#include "io/file_jobs.h"
+#include "runtime/core/box.h"
+#include "runtime/core/state.h"
+#include "runtime/format/manifest.h"
+#include "runtime/save/save_plan.h"
+#include "runtime/save/save_stager.h"
+#include "runtime/save/save_ticket.h"
+
+namespace ckpt::runtime::staging {
+
+// Units start at 4 KiB boundaries of their files, and arena regions span whole 4 KiB pages, as direct I/O needs.
+inline constexpr uint64_t kChunkAlignment = 4096;
+
+inline uint64_t AlignUp(uint64_t value, uint64_t alignment) { return (value + alignment - 1) / alignment * alignment; }
+
+// Where a unit's bytes come from: a box inside a row-major buffer (tensors), or plain bytes (objects, common).
+struct Source {
+  const char* base = nullptr;  // the buffer holding src_box, or the bytes
+  Box src_box;
+  Box box;                  // the unit's box inside src_box (tensors)
+  size_t element_size = 0;  // 0: plain bytes
+  bool contiguous = true;   // box's bytes are one run inside the buffer, starting at base
+  int device = -1;          // the CUDA device holding the buffer; -1: host memory
+};
+
+// One thing to store: an item of the plan or a common entry; `target` is its index in the report (see Target).
+struct Unit {
+  Source source;
+  uint64_t bytes = 0;
+  size_t target = 0;
+  uint32_t file = 0;
+  uint64_t file_offset = 0;
+};
+
+// A stretch of one file that one write job covers: its segments, the piece of a unit each holds, and that unit.
+struct Window {
+  std::vector<io::FileSegment> segments;  // arena offsets relative to the window's start until staged
+  std::vector<StagedPiece> pieces;
+  std::vector<const Unit*> sources;
+  uint64_t file_begin = 0;
+  uint64_t file_end = 0;
+};
+
+// The report entry that a unit's `target` names: an item's, or past the items, a stored common entry's.
+StoredBytes& Target(SaveTicket& ticket, size_t target);
+
+// The units this rank stores, with the report entries they fill.
+Result<std::vector<Unit>> CollectUnits(const State& state, const SavePlan& plan, const StagingSettings& settings,
+                                       SaveTicket& ticket);
+
+// Spreads the units over one file per worker, largest first onto the lightest file, and gives each its offset.
+std::vector<std::vector<Unit*>> LayOutFiles(std::vector<Unit>& units, int file_count);
+
+// Cuts a file's units into windows of at most `cap` bytes; a unit larger than the room left is cut at a multiple
+// of the block size, so the checksums of its pieces concatenate into the unit's.
+std::vector<Window> CutWindows(const std::vector<Unit*>& file, uint64_t cap, uint64_t block_size);
+
+// Copies bytes [begin, begin + length) of the unit's row-major bytes to `out`: from host memory past the cache
+// (io::StreamingCopy; a worker reads the arena next, windows later), fed to `checksummer` as they are copied where
+// one is given, or queued on `device_copies` from device memory (the caller waits for those; never checksummed).
+Status CopyUnitRange(const Source& s, uint64_t begin, uint64_t length, char* out, gpu::DeviceCopier& device_copies,
+                     io::BlockChecksummer* checksummer = nullptr);
+
+}  // namespace ckpt::runtime::staging

@@ -1,0 +1,85 @@
+#include "runtime/save/write_report.h"
+
+#include "common/bytes.h"
+
+namespace ckpt::runtime {
+namespace {
+
+constexpr uint32_t kMaxListCount = 1u << 30;
+
+void EncodeStored(ByteWriter& out, const StoredBytes& s) {
+  out.U32(s.file_index);
+  out.U64(s.file_offset);
+  out.U64(s.byte_length);
+  out.U64(s.block_size);
+  out.U64s(s.block_checksums);
+}
+
+Status DecodeStored(ByteReader& in, StoredBytes* s) {
+  RETURN_IF_ERROR(in.U32(&s->file_index));
+  RETURN_IF_ERROR(in.U64(&s->file_offset));
+  RETURN_IF_ERROR(in.U64(&s->byte_length));
+  RETURN_IF_ERROR(in.U64(&s->block_size));
+  return in.U64s(&s->block_checksums, kMaxListCount);
+}
+
+}  // namespace
+
+std::string EncodeWriterReport(const WriterReport& report) {
+  ByteWriter out;
+  out.U32(static_cast<uint32_t>(report.files.size()));
+  for (const DataFileRecord& file : report.files) {
+    out.Bytes(file.name);
+    out.U64(file.size);
+  }
+  out.U32(static_cast<uint32_t>(report.items.size()));
+  for (const WrittenItem& item : report.items) {
+    out.U8(item.is_object ? 1 : 0);
+    out.Bytes(item.key);
+    out.U64s(item.box.offset);
+    out.U64s(item.box.shape);
+    out.U64s(item.index);
+    EncodeStored(out, item.bytes);
+  }
+  out.U32(static_cast<uint32_t>(report.stored_common.size()));
+  for (const CommonRecord& c : report.stored_common) {
+    out.Bytes(c.key);
+    EncodeStored(out, c.stored);
+  }
+  return out.Take();
+}
+
+Result<WriterReport> DecodeWriterReport(std::string_view bytes, int from_rank) {
+  ByteReader in(bytes, "write report from rank " + std::to_string(from_rank));
+  WriterReport report;
+  uint32_t count = 0;
+  RETURN_IF_ERROR(in.Count(&count, kMaxListCount, 1));
+  report.files.resize(count);
+  for (DataFileRecord& file : report.files) {
+    RETURN_IF_ERROR(in.Bytes(&file.name));
+    RETURN_IF_ERROR(in.U64(&file.size));
+  }
+  RETURN_IF_ERROR(in.Count(&count, kMaxListCount, 1));
+  report.items.resize(count);
+  for (WrittenItem& item : report.items) {
+    uint8_t is_object = 0;
+    RETURN_IF_ERROR(in.U8(&is_object));
+    item.is_object = is_object != 0;
+    RETURN_IF_ERROR(in.Bytes(&item.key));
+    RETURN_IF_ERROR(in.U64s(&item.box.offset, 8));
+    RETURN_IF_ERROR(in.U64s(&item.box.shape, 8));
+    RETURN_IF_ERROR(in.U64s(&item.index, 8));
+    RETURN_IF_ERROR(DecodeStored(in, &item.bytes));
+  }
+  RETURN_IF_ERROR(in.Count(&count, kMaxListCount, 1));
+  report.stored_common.resize(count);
+  for (CommonRecord& c : report.stored_common) {
+    c.is_inline = false;
+    RETURN_IF_ERROR(in.Bytes(&c.key));
+    RETURN_IF_ERROR(DecodeStored(in, &c.stored));
+  }
+  RETURN_IF_ERROR(in.ExpectDone());
+  return report;
+}
+
+}  // namespace ckpt::runtime
