@@ -30,11 +30,14 @@
 #include "collectives/transport/ucx_library.h"
 #include "collectives/transport/ucx_transport.h"
 #include "tests/unit/collectives/free_port.h"
+#include "tests/unit/support/scoped_env.h"
 
 extern char** environ;
 
 namespace ckpt::coll {
 namespace {
+
+using testing::ScopedEnv;
 
 using ckpt::testing::PickFreePort;
 
@@ -135,31 +138,6 @@ std::vector<int> OtherRanks(int rank, int world_size) {
   }
   return others;
 }
-
-// Sets (given null: unsets) an environment variable, which UCX reads when each transport is created, and restores
-// it. Only while no other thread runs.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* saved = std::getenv(name)) saved_ = saved;
-    if (value != nullptr) {
-      setenv(name, value, /*overwrite=*/1);
-    } else {
-      unsetenv(name);
-    }
-  }
-  ~ScopedEnv() {
-    if (saved_) {
-      setenv(name_.c_str(), saved_->c_str(), 1);
-    } else {
-      unsetenv(name_.c_str());
-    }
-  }
-
- private:
-  std::string name_;
-  std::optional<std::string> saved_;
-};
 
 // Runs each test over UCX's shared-memory transports (one node) and over TCP alone (what ranks on different nodes
 // use).

@@ -14,23 +14,14 @@
 #include "io/file_io.h"
 #include "runtime/export/safetensors_export.h"
 #include "runtime/format/safetensors.h"
+#include "tests/unit/support/scoped_env.h"
 #include "tests/unit/support/temp_dir.h"
 #include "tests/unit/support/test_pattern.h"
 
 namespace ckpt::runtime {
 namespace {
 
-// Sets a test build's fault hook variable for the scope of one test.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const std::string& value) : name_(name) { setenv(name, value.c_str(), 1); }
-  ~ScopedEnv() { unsetenv(name_); }
-  ScopedEnv(const ScopedEnv&) = delete;
-  ScopedEnv& operator=(const ScopedEnv&) = delete;
-
- private:
-  const char* name_;
-};
+using testing::ScopedEnv;
 
 class ExportDurabilityTest : public testing::TempDirTest {
  protected:

@@ -11,22 +11,13 @@
 #include "common/fault_injection.h"
 #include "io/durable_publish.h"
 #include "io/file_io.h"
+#include "tests/unit/support/scoped_env.h"
 #include "tests/unit/support/temp_dir.h"
 
 namespace ckpt::io {
 namespace {
 
-// Sets a test build's fault hook variable for the scope of one test.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const std::string& value) : name_(name) { setenv(name, value.c_str(), 1); }
-  ~ScopedEnv() { unsetenv(name_); }
-  ScopedEnv(const ScopedEnv&) = delete;
-  ScopedEnv& operator=(const ScopedEnv&) = delete;
-
- private:
-  const char* name_;
-};
+using testing::ScopedEnv;
 
 class DurablePublishTest : public testing::TempDirTest {
  protected:

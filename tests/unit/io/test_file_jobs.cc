@@ -22,10 +22,13 @@
 #include "io/file_jobs.h"
 #include "io/io_backend.h"
 #include "io/staging_arena.h"
+#include "tests/unit/support/scoped_env.h"
 #include "tests/unit/support/temp_dir.h"
 
 namespace ckpt::io {
 namespace {
+
+using testing::ScopedEnv;
 
 constexpr uint64_t kPage = 4096;
 constexpr uint64_t kMiB = 1ull << 20;
@@ -62,18 +65,6 @@ int DescriptorsInside(const std::string& dir) {
   }
   return count;
 }
-
-// Sets a test build's fault hook variable (common/fault_injection.h) for the scope of one test.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const std::string& value) : name_(name) { setenv(name, value.c_str(), 1); }
-  ~ScopedEnv() { unsetenv(name_); }
-  ScopedEnv(const ScopedEnv&) = delete;
-  ScopedEnv& operator=(const ScopedEnv&) = delete;
-
- private:
-  const char* name_;
-};
 
 const char* KindName(IoBackendKind kind) { return kind == IoBackendKind::kIoUring ? "io_uring" : "pwrite"; }
 
