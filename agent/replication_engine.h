@@ -281,6 +281,9 @@ class Replicator::Engine {
   // Runs `task` on the writer's thread, after the tasks queued before it.
   void QueueFileTask(std::function<void()> task);
   void WriterLoop();
+  // Lets the writer's thread finish the tasks queued so far, then ends it (once; a no-op after). Files a queued
+  // write still uses are closed only after it, so that no write lands in a descriptor number reused meanwhile.
+  void StopWriter();
   void OnChunkWritten(const std::shared_ptr<ChunkWrite>& write);
   // The writes run on a thread of their own: filling fresh tmpfs pages costs as much as receiving the bytes, and the
   // engine's thread keeps receiving meanwhile. So does the unmapping of placed files.

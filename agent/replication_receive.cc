@@ -189,6 +189,16 @@ void Replicator::Engine::WriterLoop() {
   }
 }
 
+void Replicator::Engine::StopWriter() {
+  if (!writer_.joinable()) return;
+  {
+    std::lock_guard<std::mutex> lock(writer_mu_);
+    writer_stopping_ = true;
+  }
+  writer_wake_.notify_one();
+  writer_.join();
+}
+
 // The chunk is in its file (or failed): its buffer serves the next receive, and the transfer goes on.
 void Replicator::Engine::OnChunkWritten(const std::shared_ptr<ChunkWrite>& write) {
   if (write->buffer.data != nullptr && spare_buffers_.size() < static_cast<size_t>(2 * options_.window)) {

@@ -90,12 +90,7 @@ Replicator::Engine::~Engine() {
     const uint64_t one = 1;
     (void)!write(wake_fd_, &one, sizeof one);
     thread_.join();
-    {
-      std::lock_guard<std::mutex> lock(writer_mu_);
-      writer_stopping_ = true;
-    }
-    writer_wake_.notify_one();
-    writer_.join();
+    StopWriter();
   }
   if (wake_fd_ >= 0) close(wake_fd_);
 }
@@ -150,7 +145,8 @@ bool Replicator::Engine::RunCommands() {
 
 // Endpoints are closed by force (peers may be gone), posted receives cancelled, and UCX given a moment to let go of
 // the mapped files before they are unmapped, and to finish the connection handshakes peers started: UCX 1.13 aborts
-// the process when it destroys a worker whose endpoint still has a handshake reply queued.
+// the process when it destroys a worker whose endpoint still has a handshake reply queued. The writer's queued
+// writes finish before the received files are closed and removed.
 void Replicator::Engine::Teardown() {
   tearing_down_ = true;
   for (auto& [address, endpoint] : endpoints_) CloseEndpoint(*endpoint);
@@ -170,6 +166,7 @@ void Replicator::Engine::Teardown() {
   }
   worker_->Close();
   ops_.clear();
+  StopWriter();
   for (auto& [id, incoming] : incoming_) DropIncoming(incoming);
   incoming_.clear();
   pushes_.clear();
