@@ -1,4 +1,4 @@
-// Compiled with -mavx2 (runtime/CMakeLists.txt).
+// Compiled with -mavx2 (cmake/library.cmake).
 #if defined(__x86_64__)
 #define CKPT_XXH3_BUILD Xxh3Avx2
 #include "io/xxh3_build.inc"

@@ -1,4 +1,4 @@
-// Compiled with x86-64-v4's AVX-512 and BMI2 flags (runtime/CMakeLists.txt).
+// Compiled with x86-64-v4's AVX-512 and BMI2 flags (cmake/library.cmake).
 #if defined(__x86_64__)
 #define CKPT_XXH3_BUILD Xxh3Avx512
 #include "io/xxh3_build.inc"

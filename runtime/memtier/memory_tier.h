@@ -28,7 +28,7 @@ struct MemoryTierConfig {
   std::chrono::milliseconds timeout{0};
 };
 
-// Where this rank's node stands among the job's nodes for the memory tier (Context::AttachMemoryTier).
+// Where this rank's node stands among the job's nodes for the memory tier (MemoryAttachment::Attach).
 struct MemoryNodes {
   uint32_t node_index = 0;  // 0 is rank 0's node; the others follow in the order of their lowest ranks
   uint32_t node_count = 1;

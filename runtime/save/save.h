@@ -36,7 +36,7 @@ struct SaveSettings {
   std::string manager_root;
   uint64_t step = 0;
   // This rank's progress: PLANNING and STAGING from the calling thread (WRITING's first report too), the rest from
-  // the context's save thread, ending with COMMITTED or FAILED before the ticket finishes. Empty: none.
+  // the rank's save thread (rank_saves.h), ending with COMMITTED or FAILED before the ticket finishes. Empty: none.
   ProgressSink progress;
 };
 
