@@ -9,7 +9,10 @@ add_library(ckpt_layer_base INTERFACE)
 target_compile_definitions(ckpt_layer_base INTERFACE CKPT_BUILDING_LIBRARY CKPT_LIBRARY_VERSION="${PROJECT_VERSION}")
 target_compile_options(ckpt_layer_base INTERFACE -Wall -Wextra -fvisibility=hidden -fvisibility-inlines-hidden)
 target_link_libraries(ckpt_layer_base INTERFACE CapnProto::capnp PkgConfig::XXHASH PkgConfig::URING OpenSSL::Crypto
-                                                Threads::Threads ${CMAKE_DL_LIBS} nlohmann_json::nlohmann_json)
+                                                Threads::Threads ${CMAKE_DL_LIBS} nlohmann_json::nlohmann_json
+                                                PkgConfig::EXPAT)
+# libcurl's headers only: io/s3 loads libcurl.so.4 at run time (io/s3/curl_library.h).
+target_include_directories(ckpt_layer_base SYSTEM INTERFACE ${CURL_INCLUDE_DIRS})
 # UCX is loaded at run time (collectives/transport/ucx_library.h): its headers are needed, its libraries never linked.
 target_include_directories(ckpt_layer_base SYSTEM INTERFACE ${UCX_INCLUDE_DIRS})
 
@@ -35,10 +38,21 @@ function(ckpt_layer name)
   list(JOIN visible " " visible_text)
   file(APPEND ${CKPT_LAYER_TABLE} "${name}: ${own_text} | ${visible_text}\n")
 
-  # The include root: a folder of links to the visible folders only.
+  # The include root: a folder of links to the visible folders only. A folder inside another visible one (io/s3 in
+  # io) is seen through the outer folder's link.
   set(root ${CMAKE_BINARY_DIR}/include-roots/${name})
   file(REMOVE_RECURSE ${root})
   foreach(folder ${visible})
+    set(nested FALSE)
+    foreach(outer ${visible})
+      string(FIND "${folder}" "${outer}/" at)
+      if(at EQUAL 0)
+        set(nested TRUE)
+      endif()
+    endforeach()
+    if(nested)
+      continue()
+    endif()
     cmake_path(GET folder PARENT_PATH parent)
     file(MAKE_DIRECTORY ${root}/${parent})
     file(CREATE_LINK ${PROJECT_SOURCE_DIR}/${folder} ${root}/${folder} SYMBOLIC)
@@ -57,7 +71,8 @@ endfunction()
 
 ckpt_layer(common FOLDERS common)
 ckpt_layer(gpu FOLDERS gpu USES common)
-ckpt_layer(io FOLDERS io USES common)
+ckpt_layer(s3 FOLDERS io/s3 USES common)
+ckpt_layer(io FOLDERS io USES s3)
 ckpt_layer(control FOLDERS collectives/control USES common)
 ckpt_layer(store FOLDERS collectives/store USES control)
 ckpt_layer(peer FOLDERS collectives/peer USES store)
@@ -118,7 +133,7 @@ add_library(ckpt SHARED ${CKPT_LAYER_OBJECTS})
 target_include_directories(ckpt PUBLIC $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/include>
                                        $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>)
 target_link_libraries(ckpt PRIVATE CapnProto::capnp PkgConfig::XXHASH PkgConfig::URING OpenSSL::Crypto Threads::Threads
-                                   ${CMAKE_DL_LIBS})
+                                   ${CMAKE_DL_LIBS} PkgConfig::EXPAT)
 target_link_options(ckpt PRIVATE -Wl,--version-script=${CKPT_VERSION_SCRIPT})
 # A sanitized libckpt.so leaves the runtime's symbols to the executable (clang's TSan runtime lives only there).
 if(NOT CKPT_SANITIZE)
@@ -134,7 +149,8 @@ target_include_directories(ckpt_static PUBLIC $<BUILD_INTERFACE:${PROJECT_SOURCE
 target_link_libraries(ckpt_static PUBLIC CapnProto::capnp Threads::Threads ${CMAKE_DL_LIBS}
                                          $<BUILD_INTERFACE:PkgConfig::XXHASH> $<INSTALL_INTERFACE:xxhash>
                                          $<BUILD_INTERFACE:PkgConfig::URING> $<INSTALL_INTERFACE:uring>
-                                         $<BUILD_INTERFACE:OpenSSL::Crypto> $<INSTALL_INTERFACE:crypto>)
+                                         $<BUILD_INTERFACE:OpenSSL::Crypto> $<INSTALL_INTERFACE:crypto>
+                                         $<BUILD_INTERFACE:PkgConfig::EXPAT> $<INSTALL_INTERFACE:expat>)
 
 # Internal targets for tests: everything, including hidden C++ symbols, and the generated manifest header.
 add_library(ckpt_internal INTERFACE)

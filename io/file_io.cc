@@ -14,6 +14,7 @@
 #include "common/fault_injection.h"
 #include "common/os_error.h"
 #include "io/confined_open.h"
+#include "io/object_storage.h"
 
 namespace ckpt::io {
 namespace {
@@ -83,13 +84,17 @@ File::~File() {
   if (fd_ >= 0) close(fd_);
 }
 
-File::File(File&& other) noexcept : fd_(other.fd_), path_(std::move(other.path_)) { other.fd_ = -1; }
+File::File(File&& other) noexcept
+    : fd_(other.fd_), path_(std::move(other.path_)), object_size_(other.object_size_) {
+  other.fd_ = -1;
+}
 
 File& File::operator=(File&& other) noexcept {
   if (this != &other) {
     if (fd_ >= 0) close(fd_);
     fd_ = other.fd_;
     path_ = std::move(other.path_);
+    object_size_ = other.object_size_;
     other.fd_ = -1;
   }
   return *this;
@@ -102,11 +107,22 @@ Result<File> File::CreateNew(const std::string& path) {
 }
 
 Result<File> File::OpenBeneath(const std::string& root, const std::string& name) {
+  if (IsObjectStorePath(root)) {
+    const std::vector<std::string> components = PathComponents(name);
+    if (const std::string* c = FirstNonPlainComponent(components); c != nullptr || components.empty()) {
+      return InvalidArgument("refusing to open " + Quoted(name) + " beneath " + Quoted(root) +
+                             ": only plain names are allowed");
+    }
+    File object(-1, JoinPath(root, name));
+    ASSIGN_OR_RETURN(object.object_size_, ObjectSize(object.path_));
+    return object;
+  }
   ASSIGN_OR_RETURN(const int fd, io::OpenBeneath(root, name, O_RDONLY));
   return File(fd, JoinPath(root, name));
 }
 
 Status File::WriteAt(const void* data, size_t size, uint64_t offset) {
+  if (object_size_) return Unsupported(Quoted(path_) + " is an object, opened for reading");
   const auto* bytes = static_cast<const char*>(data);
   size_t done = 0;
   while (done < size) {
@@ -127,6 +143,13 @@ Status File::WriteAt(const void* data, size_t size, uint64_t offset) {
 }
 
 Status File::ReadAt(void* data, size_t size, uint64_t offset) const {
+  if (object_size_) {
+    if (offset > *object_size_ || size > *object_size_ - offset) {
+      return Corrupt(Quoted(path_) + " is truncated: it ends at offset " + std::to_string(*object_size_) + ", but " +
+                     std::to_string(size) + " bytes were expected from offset " + std::to_string(offset));
+    }
+    return ReadObjectRange(path_, offset, size, static_cast<char*>(data));
+  }
   auto* bytes = static_cast<char*>(data);
   size_t done = 0;
   while (done < size) {
@@ -147,11 +170,13 @@ Status File::ReadAt(void* data, size_t size, uint64_t offset) const {
 }
 
 Status File::Sync() {
+  if (object_size_) return Status::Ok();  // an object is durable once its PUT returns
   if (fdatasync(fd_) != 0) return OsError("cannot sync " + Quoted(path_), errno);
   return Status::Ok();
 }
 
 Result<uint64_t> File::Size() const {
+  if (object_size_) return *object_size_;
   struct stat st;
   if (fstat(fd_, &st) != 0) return OsError("cannot stat " + Quoted(path_), errno);
   return static_cast<uint64_t>(st.st_size);
@@ -166,6 +191,7 @@ Status File::Close() {
 
 Status MakeDirectories(const std::string& path) {
   if (path.empty()) return InvalidArgument("cannot create a directory with an empty path");
+  if (IsObjectStorePath(path)) return Status::Ok();  // prefixes exist as soon as an object is under them
   size_t end = 0;
   while (end != std::string::npos) {
     end = path.find('/', end + 1);
@@ -180,6 +206,7 @@ Status MakeDirectories(const std::string& path) {
 }
 
 Status SyncDirectory(const std::string& path) {
+  if (IsObjectStorePath(path)) return Status::Ok();
   if (const int err = fault::InjectedDirectorySyncError(path); err != 0) {
     return OsError("cannot sync directory " + Quoted(path), err);
   }
@@ -207,6 +234,10 @@ Status RenameNoReplace(const std::string& from, const std::string& to) {
 }
 
 Status RemoveTree(const std::string& path) {
+  if (IsObjectStorePath(path)) {
+    RETURN_IF_ERROR(RemoveObject(path));
+    return RemoveObjectsUnder(path);
+  }
   struct stat st;
   if (lstat(path.c_str(), &st) != 0) {
     if (errno == ENOENT) return Status::Ok();
@@ -224,16 +255,24 @@ Status RemoveTree(const std::string& path) {
 }
 
 bool PathExists(const std::string& path) {
+  if (IsObjectStorePath(path)) {
+    Result<bool> there = ObjectOrPrefixExists(path);
+    return there.ok() && *there;
+  }
   struct stat st;
   return lstat(path.c_str(), &st) == 0;
 }
 
 bool IsDirectory(const std::string& path) {
+  if (IsObjectStorePath(path)) return PathExists(path);
   struct stat st;
   return stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
 }
 
 Status WriteFileDurably(const std::string& path, const void* data, size_t size) {
+  if (IsObjectStorePath(path)) {
+    return CreateObjectExclusive(path, std::string_view(static_cast<const char*>(data), size));
+  }
   ASSIGN_OR_RETURN(File file, File::CreateNew(path));
   Status status = file.WriteAt(data, size, 0);
   if (status.ok()) status = file.Sync();
@@ -269,6 +308,13 @@ std::string ParentDirectory(std::string path) {
 }
 
 Result<std::vector<std::string>> ListDirectory(const std::string& dir) {
+  if (IsObjectStorePath(dir)) {
+    ASSIGN_OR_RETURN(const std::vector<StoredObject> objects, ListObjects(dir));
+    std::vector<std::string> names;
+    for (const StoredObject& o : objects) names.push_back(o.name.substr(0, o.name.find('/')));
+    names.erase(std::unique(names.begin(), names.end()), names.end());  // listed in key order: duplicates adjoin
+    return names;
+  }
   DIR* handle = opendir(dir.c_str());
   if (handle == nullptr) return OsError("cannot list " + Quoted(dir), errno);
   std::vector<std::string> names;

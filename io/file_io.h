@@ -1,10 +1,16 @@
 // Plain POSIX file operations with complete-transfer loops and errors that name the file; errno picks the code as
 // OsError (common/os_error.h) does. A read past the end of a file is kCorrupt ("truncated"), since stored data
 // shorter than its manifest says is damage, not an I/O fault.
+//
+// Paths may also be object storage URLs ("s3://bucket/prefix", io/object_storage.h): File::OpenBeneath opens an object
+// for reading (ReadAt and Size; nothing else), MakeDirectories and SyncDirectory have nothing to do, PathExists and
+// IsDirectory ask whether an object or a prefix is there, RemoveTree removes every object under the URL (and aborts
+// its uploads), ListDirectory names what lies under it, and WriteFileDurably creates an object only if absent.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -24,7 +30,8 @@ class File {
   // A new file (fails with kAlreadyExists if one is there), opened for writing.
   static Result<File> CreateNew(const std::string& path);
   // For reading: `name` beneath the directory `root`, as a checkpoint names it: a regular file reached without
-  // following links, opened without blocking (OpenBeneath in io/confined_open.h says what is refused).
+  // following links, opened without blocking (OpenBeneath in io/confined_open.h says what is refused). Beneath an
+  // object storage URL: the object root + "/" + name, whose name must be made of plain components.
   static Result<File> OpenBeneath(const std::string& root, const std::string& name);
 
   // Writes all `size` bytes at `offset`, retrying short writes and EINTR.
@@ -35,13 +42,14 @@ class File {
   Result<uint64_t> Size() const;
   Status Close();  // reports close() errors, which NFS defers to here
 
-  int fd() const { return fd_; }
+  int fd() const { return fd_; }  // -1 for an object
   const std::string& path() const { return path_; }
 
  private:
   File(int fd, std::string path) : fd_(fd), path_(std::move(path)) {}
   int fd_ = -1;
   std::string path_;
+  std::optional<uint64_t> object_size_;  // set for an object of object storage, which path_ names
 };
 
 Status MakeDirectories(const std::string& path);  // mkdir -p

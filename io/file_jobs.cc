@@ -1,6 +1,7 @@
 // The file-job executor: validates a job, opens its file (O_DIRECT when the file system really does direct I/O),
 // splits its segments into aligned requests for the backend, hashes written blocks while the writes are in flight
 // and verifies read blocks. One job at a time: the executor is not thread-safe (a worker runs jobs in order).
+// Jobs on S3 objects ("s3://..." paths) pass it by: Create hands them to io/s3_file_jobs.h's executor.
 #include "io/file_jobs.h"
 
 #include <fcntl.h>
@@ -15,9 +16,11 @@
 #include <optional>
 
 #include "common/os_error.h"
+#include "io/block_checksums.h"
 #include "io/checksum.h"
 #include "io/confined_open.h"
 #include "io/io_backend.h"
+#include "io/s3_file_jobs.h"
 
 namespace ckpt::io {
 namespace {
@@ -74,22 +77,6 @@ Status ValidateSegments(const std::string& path, const std::vector<FileSegment>&
       return InvalidArgument(segment + " overlaps or precedes the segment before it");
     }
     previous_end = s.file_offset + s.length;
-  }
-  return Status::Ok();
-}
-
-Status ValidateExpectedChecksums(const ReadJob& job) {
-  if (job.expected_checksums.size() != job.segments.size()) {
-    return InvalidArgument("read job for " + Quoted(job.path) + " has " + std::to_string(job.segments.size()) +
-                           " segments but checksums for " + std::to_string(job.expected_checksums.size()));
-  }
-  for (size_t i = 0; i < job.segments.size(); ++i) {
-    const uint64_t blocks = BlockCount(job.segments[i].length, job.block_size);
-    if (!job.expected_checksums[i].empty() && job.expected_checksums[i].size() != blocks) {
-      return InvalidArgument("read job for " + Quoted(job.path) + ": segment " + std::to_string(i) + " has " +
-                             std::to_string(blocks) + " blocks but " +
-                             std::to_string(job.expected_checksums[i].size()) + " checksums");
-    }
   }
   return Status::Ok();
 }
@@ -280,11 +267,7 @@ class BlockVerifier {
     const uint64_t length = std::min(job_.block_size, s.length - start);
     if (!Arrived(start + length)) return SpareStep::kWaitForIo;
     if (Checksum(memory_ + s.arena_offset + start, length) != job_.expected_checksums[segment_][block_]) {
-      where_ = ReadFailure{segment_, block_};
-      mismatch_ =
-          Corrupt("checksum mismatch in " + Quoted(job_.path) + ": segment " + std::to_string(segment_) + ", block " +
-                  std::to_string(block_) + " (file bytes [" + std::to_string(s.file_offset + start) + ", " +
-                  std::to_string(s.file_offset + start + length) + "))");
+      mismatch_ = ChecksumMismatch(job_, segment_, block_, &where_);
       return SpareStep::kDone;
     }
     ++block_;
@@ -559,13 +542,14 @@ Result<std::unique_ptr<FileJobExecutor>> FileJobExecutor::Create(char* arena, ui
   }
   RETURN_IF_ERROR(ValidateTuning(tuning));
   ASSIGN_OR_RETURN(std::unique_ptr<IoBackend> backend, ChooseBackend(tuning, arena, arena_size));
-  return std::unique_ptr<FileJobExecutor>(new Executor(arena, arena_size, tuning, std::move(backend)));
+  return RouteObjectStoreJobs(std::make_unique<Executor>(arena, arena_size, tuning, std::move(backend)), arena,
+                              arena_size);
 }
 
 Result<std::unique_ptr<FileJobExecutor>> FileJobExecutor::CreateForCallerMemory(const IoTuning& tuning) {
   RETURN_IF_ERROR(ValidateTuning(tuning));
   ASSIGN_OR_RETURN(std::unique_ptr<IoBackend> backend, ChooseBackend(tuning, nullptr, 0));
-  return std::unique_ptr<FileJobExecutor>(new Executor(nullptr, 0, tuning, std::move(backend)));
+  return RouteObjectStoreJobs(std::make_unique<Executor>(nullptr, 0, tuning, std::move(backend)), nullptr, 0);
 }
 
 }  // namespace ckpt::io

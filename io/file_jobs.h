@@ -1,6 +1,8 @@
 // File jobs: what an I/O worker does to one data file, between arena memory and storage. A FileJobExecutor runs
 // them in the calling process with the best backend the machine allows: io_uring with O_DIRECT and large aligned
-// requests, else a pwrite/pread thread pool; buffered I/O + fdatasync where O_DIRECT is refused (tmpfs).
+// requests, else a pwrite/pread thread pool; buffered I/O + fdatasync where O_DIRECT is refused (tmpfs). A job
+// whose path is an S3 URL ("s3://bucket/key") runs against that object instead (io/s3_file_jobs.h): the file's
+// write jobs become one multipart upload (or one PUT), read jobs ranged GETs, with the same block checksums.
 #pragma once
 
 #include <cstdint>
@@ -101,8 +103,9 @@ class FileJobExecutor {
   // Closes every file inside `directory` that a write job left open for the file's later jobs, without truncating
   // or syncing it: the save writing it has failed, and its files will be removed. Returns how many were closed; an
   // empty `directory` holds none. A later job for such a file opens it again, as after a failed write.
+  // An S3 object's upload is aborted instead; its later jobs then fail, as an object cannot be appended to.
   virtual size_t AbandonFiles(const std::string& directory) = 0;
-  // "io_uring", "pwrite"; with "+O_DIRECT" or "+buffered" for the last file opened.
+  // "io_uring", "pwrite"; with "+O_DIRECT" or "+buffered" for the last file opened; "s3" after a job on an object.
   virtual std::string backend_name() const = 0;
 };
 

@@ -83,7 +83,7 @@ set_tests_properties(mp_slurm_two_hosts PROPERTIES TIMEOUT 120 SKIP_RETURN_CODE 
 # and a save during which one host's link is cut (tests/integration/three_hosts.sh).
 add_executable(ckpt_scenario_hosts integration/scenario_hosts.cc)
 target_link_libraries(ckpt_scenario_hosts PRIVATE ckpt_scenario_common ckpt)
-foreach(part save-load link-cut-mid-save)
+foreach(part save-load link-cut-mid-save s3-save-load)
   string(REPLACE "-" "_" test_part ${part})
   add_test(NAME mp_three_hosts_${test_part}
            COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/integration/three_hosts.sh ${part}

@@ -13,6 +13,12 @@ packages=(
   python3 python3-venv
   abigail-tools  # abidiff: the ABI of libckpt against the previous release's (tests/abi.cmake)
   clang libclang-rt-14-dev llvm
+  libcurl4-openssl-dev  # HTTP and SigV4 signing for the S3 storage backend
+  libexpat1-dev  # the S3 backend parses the XML answers of S3 (listings, errors, multipart uploads)
+  ceph-mon ceph-osd radosgw  # a real S3 server for the S3 tests: a one-host Ceph cluster (tools/s3_server.sh)
+  curl  # tools/s3_server.sh and tests/s3/ talk to that server with curl's --aws-sigv4
+  iproute2  # ss: tools/s3_server.sh picks free ports; ip netns: the server on a host of its own
+  rclone  # a second, independent S3 client for the S3 tests
 )
 
 # Toolchains for the Rust and Go bindings' tests, from Debian unless a newer one is already on the PATH.

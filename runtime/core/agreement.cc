@@ -160,7 +160,16 @@ Result<std::string> DecideAtRoot(coll::ControlPlane& control, std::string_view s
     verdict = EncodeVerdict(judged.ok() ? decide(std::move(judged).value()) : Result<std::string>(judged.status()));
   }
   Result<std::string> broadcast = control.Broadcast(verdict, wait);
-  if (!broadcast.ok()) return waited_out ? local : broadcast.status();
+  if (!broadcast.ok()) {
+    if (waited_out) return local;
+    // A failed verdict is final for the ranks that got it, and one may have exited before the broadcast reached the
+    // last rank: rank 0 reports the failure itself rather than the link the exiting rank closed.
+    if (control.rank() == 0) {
+      Result<std::string> decided = DecodeVerdict(verdict);
+      if (!decided.ok()) return decided.status();
+    }
+    return broadcast.status();
+  }
   return DecodeVerdict(broadcast.value());
 }
 

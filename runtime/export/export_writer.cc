@@ -14,6 +14,8 @@
 
 #include "common/os_error.h"
 #include "io/file_io.h"
+#include "io/file_jobs.h"
+#include "io/object_storage.h"
 #include "io/io_backend.h"
 #include "runtime/core/dtype.h"
 #include "runtime/core/state.h"
@@ -228,6 +230,33 @@ Status WriteWindows(Context& ctx, const CheckpointSource& source, const std::str
   return writer.Wait();
 }
 
+// The same into an object of object storage: each window, once filled, goes out as the next bytes of one multipart
+// upload before the next is filled (an object appears whole when its upload completes, or not at all).
+Status UploadWindows(Context& ctx, const CheckpointSource& source, const std::string& checkpoint,
+                     const std::string& url, const std::string& header, const std::vector<ExportedTensor>& tensors,
+                     uint64_t window, uint64_t file_size) {
+  ASSIGN_OR_RETURN(std::unique_ptr<io::FileJobExecutor> uploader,
+                   io::FileJobExecutor::CreateForCallerMemory(ctx.io_tuning()));
+  AlignedBytes buffers[2] = {AllocateAligned(window + kSpillBytes), AllocateAligned(window + kSpillBytes)};
+  if (!buffers[0] || !buffers[1]) return Status(Code::kNoMemory, "no memory for the export's windows");
+  WindowFiller filler(ctx, source, checkpoint, header, tensors);
+  for (uint64_t k = 0, begin = 0; begin < file_size; ++k, begin += window) {
+    char* buffer = buffers[k % 2].get();
+    const uint64_t end = std::min(file_size, begin + window);
+    ASSIGN_OR_RETURN(const uint64_t filled, filler.Fill(buffer, begin, end));
+    io::WriteJob job;
+    job.path = url;
+    job.create = k == 0;
+    job.finish = end == file_size;
+    job.final_size = file_size;
+    job.compute_checksums = false;
+    job.segments.push_back(io::FileSegment{begin, 0, end - begin});
+    RETURN_IF_ERROR(uploader->WriteFrom(job, {buffer}).status());
+    if (filled > end) std::memcpy(buffers[(k + 1) % 2].get(), buffer + (end - begin), filled - end);
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Status WriteExportFile(Context& ctx, const CheckpointSource& source, const std::string& checkpoint,
@@ -238,6 +267,9 @@ Status WriteExportFile(Context& ctx, const CheckpointSource& source, const std::
   const uint64_t file_size = header.size() + data_bytes;
   const uint64_t window =
       std::max<uint64_t>(1, (window_bytes + io::kDirectAlignment - 1) / io::kDirectAlignment) * io::kDirectAlignment;
+  if (io::IsObjectStorePath(path)) {
+    return UploadWindows(ctx, source, checkpoint, path, header, tensors, window, file_size);
+  }
   ASSIGN_OR_RETURN(io::File out, io::File::CreateNew(path));
   // Direct writes where the file system does them; elsewhere (tmpfs before Linux 6.6) through the page cache.
   const bool direct = fcntl(out.fd(), F_SETFL, fcntl(out.fd(), F_GETFL) | O_DIRECT) == 0;

@@ -23,7 +23,7 @@ struct ExportedTensor {
 // Writes `path` (a new file, kAlreadyExists if one is there): `header` (EncodeSafetensorsHeader's bytes), then
 // every tensor of `tensors` packed in order. `ctx` is a one-rank context; `source` is the opened checkpoint (named
 // `checkpoint` in messages). Windows are `window_bytes` rounded up to 4096; two are in memory at a time. The file
-// is synced before this returns; on failure it is removed.
+// is synced before this returns; on failure it is removed. An object storage URL is written as one upload instead.
 Status WriteExportFile(Context& ctx, const CheckpointSource& source, const std::string& checkpoint,
                        const std::string& path, const std::string& header, const std::vector<ExportedTensor>& tensors,
                        uint64_t window_bytes);

@@ -8,6 +8,7 @@
 #include "common/key_text.h"
 #include "io/durable_publish.h"
 #include "io/file_io.h"
+#include "io/object_storage.h"
 #include "runtime/core/dtype.h"
 #include "runtime/export/export_writer.h"
 #include "runtime/format/safetensors.h"
@@ -120,6 +121,10 @@ Status WriteSafetensorsFile(Context& ctx, const CheckpointSource& source, const 
                             uint64_t window_bytes) {
   const std::string final_path = io::JoinPath(dir, file.name);
   if (io::PathExists(final_path)) return AlreadyExists(final_path + " already exists; export never replaces a file");
+  // An object appears whole when its upload completes: nothing to publish.
+  if (io::IsObjectStorePath(final_path)) {
+    return WriteExportFile(ctx, source, checkpoint, final_path, header, file.tensors, window_bytes);
+  }
   const std::string temporary = io::JoinPath(dir, "." + file.name + ".tmp-" + std::to_string(getpid()));
   RETURN_IF_ERROR(WriteExportFile(ctx, source, checkpoint, temporary, header, file.tensors, window_bytes));
   return io::PublishFile(temporary, final_path);
@@ -203,6 +208,11 @@ Result<ExportSummary> ExportSafetensors(const std::string& checkpoint, const std
     }
     const std::string json = EncodeHfIndex(index);
     const std::string index_path = io::JoinPath(dir, kHfIndexName);
+    if (io::IsObjectStorePath(index_path)) {
+      RETURN_IF_ERROR(io::WriteFileDurably(index_path, json.data(), json.size()));
+      summary.wrote_index = true;
+      return summary;
+    }
     const std::string temporary =
         io::JoinPath(dir, std::string(".") + kHfIndexName + ".tmp-" + std::to_string(getpid()));
     RETURN_IF_ERROR(io::WriteFileDurably(temporary, json.data(), json.size()));

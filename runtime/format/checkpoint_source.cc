@@ -6,6 +6,7 @@
 
 #include "common/key_text.h"
 #include "io/file_io.h"
+#include "io/object_storage.h"
 #include "runtime/format/safetensors.h"
 
 namespace ckpt::runtime {
@@ -112,6 +113,19 @@ Result<CheckpointSource> FromHfIndex(const std::string& dir, const std::string& 
 }  // namespace
 
 Result<CheckpointSource> OpenCheckpointSource(const std::string& path, ChunkDecoding chunks) {
+  if (io::IsObjectStorePath(path)) {
+    const std::string name = BaseName(path);
+    if (IsSafetensorsFileName(name)) return FromSafetensors(io::ParentDirectory(path), {name}, nullptr);
+    if (IsIndexFileName(name)) return FromHfIndex(io::ParentDirectory(path), name);
+    // A prefix: a checkpoint if its MANIFEST is there, else Hugging Face weights (HEADs, no LIST).
+    if (!io::ObjectSize(io::JoinPath(path, kManifestName)).ok()) {
+      if (io::ObjectSize(io::JoinPath(path, kHfIndexName)).ok()) return FromHfIndex(path, kHfIndexName);
+      if (io::ObjectSize(io::JoinPath(path, kHfSingleFileName)).ok()) {
+        return FromSafetensors(path, {kHfSingleFileName}, nullptr);
+      }
+    }
+    return FromCheckpoint(path, chunks);
+  }
   if (io::IsDirectory(path)) {
     if (io::PathExists(io::JoinPath(path, kManifestName)) ||
         !(io::PathExists(io::JoinPath(path, kHfIndexName)) || io::PathExists(io::JoinPath(path, kHfSingleFileName)))) {

@@ -4,8 +4,11 @@
 #include <cstdio>
 #include <random>
 
+#include "common/settings.h"
 #include "io/claimed_directory.h"
 #include "io/file_io.h"
+#include "io/object_storage.h"
+#include "runtime/format/manifest.h"
 
 namespace ckpt::runtime {
 namespace {
@@ -37,11 +40,38 @@ std::string NewSaveId() {
   return text;
 }
 
+std::chrono::seconds StaleObjectAge() {
+  return std::chrono::seconds(settings::CountFromEnv(kStaleAgeVar, 3600));
+}
+
 std::string TemporaryDirectory(const std::string& path, const std::string& save_id) {
+  if (io::IsObjectStorePath(path)) return path;
   return path + std::string(kTemporaryInfix) + save_id;
 }
 
+std::string DataDirectoryOf(const std::string& path, const std::string& save_id) {
+  if (io::IsObjectStorePath(path)) return std::string(kDataDirName) + "/" + save_id;
+  return kDataDirName;
+}
+
+std::string UncommittedSaveFiles(const std::string& path, const std::string& save_id) {
+  if (io::IsObjectStorePath(path)) return io::JoinPath(path, DataDirectoryOf(path, save_id));
+  return TemporaryDirectory(path, save_id);
+}
+
 Result<UniqueFd> ClaimSaveDirectory(const std::string& path, const std::string& save_id) {
+  if (io::IsObjectStorePath(path)) {
+    const Result<uint64_t> manifest = io::ObjectSize(io::JoinPath(path, kManifestName));
+    if (manifest.ok()) {
+      return AlreadyExists(Quoted(path) + " already exists; a committed checkpoint is never overwritten");
+    }
+    if (manifest.status().code() != Code::kNotFound) return manifest.status();
+    const auto stale = std::chrono::system_clock::now() - StaleObjectAge();
+    RETURN_IF_ERROR(io::RemoveObjectsUnder(io::JoinPath(path, kDataDirName),
+                                           std::chrono::system_clock::to_time_t(stale))
+                        .WithContext("removing the objects of saves that died"));
+    return UniqueFd();
+  }
   if (io::PathExists(path)) {
     return AlreadyExists(Quoted(path) + " already exists; a committed checkpoint is never overwritten");
   }

@@ -13,6 +13,7 @@
 #include "io/claimed_directory.h"
 #include "io/claimed_file.h"
 #include "io/file_io.h"
+#include "io/object_storage.h"
 #include "runtime/format/manifest.h"
 #include "runtime/format/save_directory.h"
 
@@ -57,12 +58,20 @@ std::optional<uint64_t> ParseStepDirectoryName(std::string_view name) {
 }
 
 Result<std::unique_ptr<CheckpointManager>> CheckpointManager::Open(std::string root, RetentionPolicy policy) {
+  if (io::IsObjectStorePath(root)) return OpenObjectStore(std::move(root), policy);
   RETURN_IF_ERROR(CreateRoot(root));
   return std::unique_ptr<CheckpointManager>(new CheckpointManager(std::move(root), policy));
 }
 
 Result<std::unique_ptr<CheckpointManager>> CheckpointManager::Claim(std::string root, RetentionPolicy policy,
                                                                     std::string_view holder, std::string* warning) {
+  if (io::IsObjectStorePath(root)) {
+    ASSIGN_OR_RETURN(std::unique_ptr<CheckpointManager> manager, OpenObjectStore(std::move(root), policy));
+    // A lease object would need renewing for as long as the job runs, and a store's clock to judge it by.
+    *warning = "object storage cannot lock, so the checkpoint root " + Quoted(manager->root()) +
+               " is not claimed: a second job started on it would go unnoticed";
+    return Claimed(std::move(manager), UniqueFd());
+  }
   RETURN_IF_ERROR(CreateRoot(root));
   Result<UniqueFd> claim = io::ClaimFile(io::JoinPath(root, kClaimFileName), holder);
   if (claim.status().code() == Code::kAlreadyExists) {
@@ -78,26 +87,35 @@ Result<std::unique_ptr<CheckpointManager>> CheckpointManager::Claim(std::string 
   }
   // Claimed before the steps are listed: every step listed now was committed by an earlier holder, never by a job
   // that shares the root with this one.
-  return Claimed(std::move(root), policy, std::move(claim).value());
+  return Claimed(std::unique_ptr<CheckpointManager>(new CheckpointManager(std::move(root), policy)),
+                 std::move(claim).value());
 }
 
-Result<std::unique_ptr<CheckpointManager>> CheckpointManager::Claimed(std::string root, RetentionPolicy policy,
+Result<std::unique_ptr<CheckpointManager>> CheckpointManager::Claimed(std::unique_ptr<CheckpointManager> manager,
                                                                       UniqueFd claim) {
-  std::unique_ptr<CheckpointManager> manager(new CheckpointManager(std::move(root), policy));
   manager->claim_ = std::move(claim);
   ASSIGN_OR_RETURN(std::vector<uint64_t> committed, manager->CommittedSteps());
   manager->removable_.insert(committed.begin(), committed.end());
   return manager;
 }
 
+Result<std::unique_ptr<CheckpointManager>> CheckpointManager::OpenObjectStore(std::string root,
+                                                                              RetentionPolicy policy) {
+  ASSIGN_OR_RETURN(ObjectStoreRoot objects, ObjectStoreRoot::Open(std::move(root)));
+  std::string canonical = objects.root();
+  return std::unique_ptr<CheckpointManager>(new CheckpointManager(std::move(canonical), policy, std::move(objects)));
+}
+
 std::string CheckpointManager::StepPath(uint64_t step) const { return io::JoinPath(root_, StepDirectoryName(step)); }
 
 bool CheckpointManager::IsCommitted(uint64_t step) const {
+  if (objects_) return objects_->IsCommitted(step);
   const std::string path = StepPath(step);
   return io::IsDirectory(path) && io::PathExists(io::JoinPath(path, kManifestName));
 }
 
 Result<std::vector<uint64_t>> CheckpointManager::CommittedSteps() const {
+  if (objects_) return objects_->CommittedSteps();
   ASSIGN_OR_RETURN(std::vector<std::string> names, io::ListDirectory(root_));
   std::vector<uint64_t> steps;
   for (const std::string& name : names) {
@@ -110,6 +128,7 @@ Result<std::vector<uint64_t>> CheckpointManager::CommittedSteps() const {
 }
 
 Result<std::optional<uint64_t>> CheckpointManager::Latest() const {
+  if (objects_) return objects_->Latest();
   if (const std::optional<uint64_t> published = PublishedStep()) return published;
   ASSIGN_OR_RETURN(std::vector<uint64_t> steps, CommittedSteps());
   if (steps.empty()) return std::optional<uint64_t>();
@@ -122,6 +141,7 @@ Status CheckpointManager::PublishLatest(uint64_t step, bool allow_older) {
     return InvalidArgument(context + ": " + Quoted(StepPath(step)) + " is not a committed checkpoint (no " +
                            kManifestName + ")");
   }
+  if (objects_) return objects_->Publish(step, allow_older).WithContext(context);
   const std::optional<uint64_t> current = PublishedStep();
   if (current == step) return Status::Ok();
   if (current > step && !allow_older) {
@@ -146,6 +166,7 @@ Result<std::vector<uint64_t>> CheckpointManager::ApplyRetention() {
 }
 
 Result<std::vector<std::string>> CheckpointManager::CleanupUncommitted() {
+  if (objects_) return objects_->CleanupUncommitted();
   ASSIGN_OR_RETURN(std::vector<std::string> names, io::ListDirectory(root_));
   const std::string context = "cleaning up uncommitted entries under " + Quoted(root_);
   std::vector<std::string> removed;
@@ -213,6 +234,7 @@ std::vector<uint64_t> CheckpointManager::StepsToRemove(const std::vector<uint64_
 }
 
 Status CheckpointManager::RemoveSteps(const std::vector<uint64_t>& steps) {
+  if (objects_) return objects_->RemoveSteps(steps);
   if (steps.empty()) return Status::Ok();
   // If a rename fails, the steps renamed before it are already debris that CleanupUncommitted removes.
   for (const uint64_t step : steps) {

@@ -15,6 +15,10 @@
 // list a root or find its latest step while a job writes it (`ckpt ls` does; so does the memory tier's agent,
 // which publishes the steps it persists for the job that holds the root). Retention removes only the steps this
 // manager may prove are its job's: those committed when it claimed the root, and those its job adopted since.
+//
+// A root on object storage ("s3://bucket/prefix") has the same steps, pointer and policies without directories,
+// renames or locks: runtime/manager/object_store_root.h says how. There the claim cannot be taken (Claim warns), and
+// a `steps` index beside `latest` lets Latest and CommittedSteps read one object instead of listing the root.
 #pragma once
 
 #include <cstdint>
@@ -28,6 +32,7 @@
 
 #include "common/status.h"
 #include "common/unique_fd.h"
+#include "runtime/manager/object_store_root.h"
 
 namespace ckpt::runtime {
 
@@ -47,14 +52,15 @@ std::optional<uint64_t> ParseStepDirectoryName(std::string_view name);
 
 class CheckpointManager {
  public:
-  // Creates the root (and its parents) if missing. Claims nothing, and counts no step as its own (retention removes
+  // Creates the root (and its parents) if missing; on object storage there is nothing to create, and a root that is
+  // a whole bucket is refused (kInvalidArgument). Claims nothing, and counts no step as its own (retention removes
   // none until steps are adopted): for reading the root, and for the memory tier's agent, which publishes steps on
   // behalf of the job that holds it.
   static Result<std::unique_ptr<CheckpointManager>> Open(std::string root, RetentionPolicy policy);
   // Opens the root as Open does and claims it for this manager's lifetime, writing `holder` (who claims: host,
   // pid, job) into <root>/manager.lock; the kernel releases the claim if the process dies. kAlreadyExists naming
-  // the holder if another manager holds it. On a file system that cannot lock, the root is opened unclaimed and
-  // `warning` says so.
+  // the holder if another manager holds it. On a file system that cannot lock, and on object storage, the root is
+  // opened unclaimed and `warning` says so.
   static Result<std::unique_ptr<CheckpointManager>> Claim(std::string root, RetentionPolicy policy,
                                                           std::string_view holder, std::string* warning);
 
@@ -64,18 +70,22 @@ class CheckpointManager {
   // <root>/step-000000001234: where a save of `step` should be written.
   std::string StepPath(uint64_t step) const;
   // Whether StepPath(step) is a directory holding a MANIFEST. The MANIFEST is renamed into place with its
-  // directory, so its presence marks a commit; whether it is intact is for the reader to check.
+  // directory, so its presence marks a commit; whether it is intact is for the reader to check. On object storage,
+  // one HEAD of the MANIFEST, which a save creates last.
   bool IsCommitted(uint64_t step) const;
-  // The committed steps, ascending; debris and entries the manager did not name are ignored.
+  // The committed steps, ascending; debris and entries the manager did not name are ignored. On object storage, the
+  // `steps` index: one GET.
   Result<std::vector<uint64_t>> CommittedSteps() const;
   // The step to resume from: the one `latest` names if it is committed; otherwise (pointer missing, unreadable,
   // malformed, or naming a removed or uncommitted step) the newest committed step; nullopt if none is committed.
+  // On object storage, a GET of `latest` and a HEAD of the MANIFEST it names; never a LIST while the index exists.
   Result<std::optional<uint64_t>> Latest() const;
 
   // Points `latest` at `step`, which must be committed (kInvalidArgument otherwise). Refuses with kInvalidArgument
   // to move the pointer to an older step than the committed one it names, unless `allow_older` (a rollback).
   // Atomic and durable: the pointer is written to a temporary file, synced, renamed over `latest`, and the root is
-  // synced, so a crash leaves either the old or the new pointer, never a partial one.
+  // synced, so a crash leaves either the old or the new pointer, never a partial one. On object storage the step is
+  // added to the `steps` index first, and both objects are replaced by compare-and-swap.
   Status PublishLatest(uint64_t step, bool allow_older = false);
 
   // Marks `step` as one this manager's job committed, which retention may then remove.
@@ -87,21 +97,25 @@ class CheckpointManager {
   // step Latest() returns. Calls are serialised, so that two saves committing at once never remove one step
   // twice. Each step is first renamed to a ".tmp-deleting" name and the rename made durable, so a crash
   // mid-removal leaves debris for CleanupUncommitted, never a half-deleted directory that still looks committed.
+  // On object storage the step leaves the index, then loses its MANIFEST, then its data, to the same end.
   Result<std::vector<uint64_t>> ApplyRetention();
 
   // Removes uncommitted debris: step-<N>.tmp-* entries that no live save claims (runtime/format/save_directory.h),
   // step-<N> directories without a MANIFEST, leftover pointer temporaries, and steps a crashed removal left
-  // half-deleted
-  // (".tmp-deleting"). Returns the names removed (relative to the root, sorted). Saves in flight, from this job or
-  // another, are left alone; a publish or a removal in flight is not recognised, so only the holder of the root's
-  // claim may call it.
+  // half-deleted (".tmp-deleting"). Returns the names removed (relative to the root, sorted). Saves in flight, from
+  // this job or another, are left alone; a publish or a removal in flight is not recognised, so only the holder of
+  // the root's claim may call it. On object storage it lists the root and removes the steps without a MANIFEST whose
+  // objects are all older than the age after which a save is taken for dead (an hour; object_store_root.h).
   Result<std::vector<std::string>> CleanupUncommitted();
 
  private:
-  CheckpointManager(std::string root, RetentionPolicy policy) : root_(std::move(root)), policy_(policy) {}
-  // The manager of the existing `root` that holds `claim`: the steps committed there now are ones retention may
-  // remove.
-  static Result<std::unique_ptr<CheckpointManager>> Claimed(std::string root, RetentionPolicy policy, UniqueFd claim);
+  CheckpointManager(std::string root, RetentionPolicy policy, std::optional<ObjectStoreRoot> objects = std::nullopt)
+      : root_(std::move(root)), policy_(policy), objects_(std::move(objects)) {}
+  // The manager of the existing `root` that holds `claim` (or, on object storage, no claim): the steps committed
+  // there now are ones retention may remove.
+  static Result<std::unique_ptr<CheckpointManager>> Claimed(std::unique_ptr<CheckpointManager> manager, UniqueFd claim);
+  // Open and Claim of a root on object storage.
+  static Result<std::unique_ptr<CheckpointManager>> OpenObjectStore(std::string root, RetentionPolicy policy);
 
   // The step `latest` names if the file is well formed, committed or not.
   std::optional<uint64_t> ReadPointer() const;
@@ -119,6 +133,8 @@ class CheckpointManager {
 
   std::string root_;
   RetentionPolicy policy_;
+  // Set when the root is on object storage, which then does what touches storage.
+  std::optional<ObjectStoreRoot> objects_;
   UniqueFd claim_;  // <root>/manager.lock, locked; invalid when opened unclaimed
   // Serialises retention, and guards `removable_`, which saves committing on their own threads extend.
   std::mutex retention_mutex_;

@@ -18,6 +18,7 @@
 #include "common/os_error.h"
 #include "io/checksum.h"
 #include "io/helper_executable.h"
+#include "io/object_storage.h"
 
 extern char** environ;
 
@@ -164,6 +165,7 @@ Status StartAgent(const MemoryTierConfig& config) {
 }  // namespace
 
 std::string AbsoluteStoragePath(const std::string& path) {
+  if (io::IsObjectStorePath(path)) return path;  // already names one place, from any directory
   std::error_code ignored;
   std::string absolute = std::filesystem::absolute(path, ignored).lexically_normal().string();
   while (absolute.size() > 1 && absolute.back() == '/') absolute.pop_back();

@@ -88,7 +88,7 @@ class MemoryTier {
 };
 
 // The storage path as an absolute, normalized path: every rank and the agent name a checkpoint the same way
-// whatever their working directories.
+// whatever their working directories. An object storage URL is returned as it is.
 std::string AbsoluteStoragePath(const std::string& path);
 
 }  // namespace ckpt::runtime

@@ -5,6 +5,7 @@
 
 #include "io/durable_publish.h"
 #include "io/file_io.h"
+#include "io/object_storage.h"
 #include "runtime/format/manifest.h"
 
 namespace ckpt::runtime {
@@ -65,9 +66,12 @@ Status CommitSave(const CommitInputs& inputs, const std::vector<std::string>& en
     ASSIGN_OR_RETURN(WriterReport report, DecodeWriterReport(encoded_reports[r], static_cast<int>(r)));
     reports.push_back(std::move(report));
   }
+  Manifest manifest = BuildManifest(inputs, std::move(reports));
+  // On object storage the data objects are where they stay: the manifest, created only if absent, is the commit.
+  if (io::IsObjectStorePath(inputs.path)) return WriteManifest(inputs.path, manifest);
   // A save in which nobody had bytes to write created no directory yet.
   RETURN_IF_ERROR(io::MakeDirectories(io::JoinPath(inputs.tmp_dir, kDataDirName)));
-  RETURN_IF_ERROR(WriteManifest(inputs.tmp_dir, BuildManifest(inputs, std::move(reports))));
+  RETURN_IF_ERROR(WriteManifest(inputs.tmp_dir, manifest));
   return io::PublishDirectory(inputs.tmp_dir, {kDataDirName}, inputs.path);
 }
 

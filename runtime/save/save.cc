@@ -5,6 +5,7 @@
 #include "common/bytes.h"
 #include "io/checksum.h"
 #include "io/file_io.h"
+#include "io/object_storage.h"
 #include "runtime/core/agreement.h"
 #include "runtime/format/save_directory.h"
 #include "runtime/save/save_partition.h"
@@ -230,7 +231,9 @@ Status BeginSave(Context& ctx, RankSaves& saves, MemoryAttachment& attachment, c
   staging.block_size = settings.block_size;
   staging.inline_common_max = settings.inline_common_max;
   staging.timeout = ctx.timeout();
-  if (settings.in_place) staging.in_place = &ctx.io_tuning();
+  staging.data_directory = DataDirectoryOf(path, commit.save_id);
+  // Objects are written by the workers' uploads: a rank writing its files itself has no path to them.
+  if (settings.in_place && !io::IsObjectStorePath(path)) staging.in_place = &ctx.io_tuning();
   if (memory.agent != nullptr) {
     commit.memory_tier = memory.agent;
     commit.memory_reservation = commit.tmp_dir.substr(commit.tmp_dir.rfind('/') + 1);
@@ -279,6 +282,10 @@ Result<std::shared_ptr<SaveTicket>> StartSave(Context& ctx, RankSaves& saves, Me
   ticket->progress = ProgressReporter(settings.progress);
   ticket->progress.Enter(Phase::kPlanning, 0, 0);
   MemoryTarget memory;
+  if (settings.tier != Tier::kStorage && io::IsObjectStorePath(path)) {
+    ticket->progress.Enter(Phase::kFailed, 0, 0);
+    return Unsupported("saving " + Quoted(path) + " to the memory tier: its agents persist to POSIX storage only");
+  }
   if (settings.tier != Tier::kStorage) {
     Result<std::shared_ptr<MemoryTier>> agent = attachment.Attach(ctx);
     if (!agent.ok()) {
@@ -298,7 +305,7 @@ Result<std::shared_ptr<SaveTicket>> StartSave(Context& ctx, RankSaves& saves, Me
                                    claim.ok() ? std::move(claim).value() : UniqueFd(), settings, memory, ticket);
   if (started.ok()) return ticket;
   // A save that never reached the executor leaves nothing behind: its ranks stop before writing anything.
-  if (claimed_here) (void)io::RemoveTree(TemporaryDirectory(path, save_id));
+  if (claimed_here) (void)io::RemoveTree(UncommittedSaveFiles(path, save_id));
   // It may have failed because another rank found the node's agent dead before this one asked it anything: this
   // rank then attaches afresh at its next save too, instead of failing that one on the dead connection.
   if (memory.agent) memory.agent->NoticeClosedConnection();

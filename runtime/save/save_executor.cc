@@ -1,6 +1,7 @@
 #include "runtime/save/save_executor.h"
 
 #include "io/file_io.h"
+#include "runtime/format/save_directory.h"
 #include "runtime/save/commit.h"
 #include "runtime/save/memory_commit.h"
 #include "runtime/save/save_stager.h"
@@ -79,7 +80,7 @@ Status SaveExecutor::GuardedFinalize(SaveTicket& t) {
   // Nothing was committed (the commit's last steps cannot throw). The other ranks wait for rank 0's outcome: they
   // learn of the failure instead of timing out.
   if (rank_ == 0) {
-    (void)io::RemoveTree(t.commit.tmp_dir);
+    (void)io::RemoveTree(UncommittedSaveFiles(t.commit.path, t.commit.save_id));
     t.commit.claim.Reset();
     // Should this throw too, the others time out naming rank 0, which is still the truth.
     (void)ExceptionIn("while posting the save's failure", [&] {
@@ -129,7 +130,7 @@ Status SaveExecutor::Finalize(SaveTicket& t) {
     outcome = t.commit.announce(own_files);
     if (!outcome.ok()) (void)io::RemoveTree(t.commit.path);
   }
-  if (!outcome.ok()) (void)io::RemoveTree(t.commit.tmp_dir);
+  if (!outcome.ok()) (void)io::RemoveTree(UncommittedSaveFiles(t.commit.path, t.commit.save_id));
   t.commit.claim.Reset();
   if (outcome.ok() && t.commit.after_commit) RunAfterCommit(t.commit);
   // Across nodes, a first round that failed was posted as such, and no rank waits for a second.

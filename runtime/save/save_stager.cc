@@ -190,7 +190,7 @@ FileLayout LayOutSave(std::vector<Unit>& units, int file_count, uint64_t cap, co
     layout.report_index[f] = static_cast<uint32_t>(ticket.report.files.size());
     const Unit* last = files[f].back();
     ticket.report.files.push_back(DataFileRecord{
-        std::string(kDataDirName) + "/" + std::to_string(settings.rank) + "-" + std::to_string(f) + ".bin",
+        settings.data_directory + "/" + std::to_string(settings.rank) + "-" + std::to_string(f) + ".bin",
         last->file_offset + last->bytes});
   }
   for (Unit& u : units) {
@@ -323,7 +323,7 @@ Status StageSave(const State& state, const SavePlan& plan, const StagingSettings
   for (const Unit& u : units) ticket.bytes_to_write += u.bytes;
   ticket.progress.Enter(Phase::kStaging, 0, ticket.bytes_to_write);
   if (units.empty()) return settings.reserve ? settings.reserve(0, {}, {}) : Status::Ok();
-  RETURN_IF_ERROR(io::MakeDirectories(io::JoinPath(ticket.commit.tmp_dir, kDataDirName)));
+  RETURN_IF_ERROR(io::MakeDirectories(io::JoinPath(ticket.commit.tmp_dir, settings.data_directory)));
 
   const int file_count = std::max(1, workers.size());
   const uint64_t cap = WindowCap(arena, file_count, settings.block_size);

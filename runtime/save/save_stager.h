@@ -13,6 +13,7 @@
 #include "common/status.h"
 #include "io/staging_arena.h"
 #include "io/worker_pool.h"
+#include "runtime/format/manifest.h"
 #include "runtime/core/state.h"
 #include "runtime/save/save_plan.h"
 #include "runtime/save/save_ticket.h"
@@ -24,6 +25,8 @@ struct StagingSettings {
   uint64_t block_size = 1ull << 20;
   uint64_t inline_common_max = 64 << 10;
   std::chrono::milliseconds timeout{300000};
+  // The folder of the data files in the save's temporary directory (DataDirectoryOf).
+  std::string data_directory = kDataDirName;
   // Called with this rank's byte count and data files (names inside the save's data/ directory, which exists by
   // then, and sizes) before anything is written: a memory-tier save reserves them with the node's agent, and writes
   // nothing when refused. Empty: none.

@@ -15,6 +15,10 @@
 #               within the timeout, nothing is committed, and the checkpoint saved before still verifies. Also proves
 #               that no rank talks over loopback: at the moment of the cut every connection of every host is between
 #               bridge addresses, and hosts 1 and 2 hold connections to the store at host 0's address.
+#   s3-save-load
+#               Proves that 6 ranks on 3 hosts save one checkpoint to an S3 server on a fourth host (a radosgw started
+#               there by tools/s3_server.sh), each host uploading its own share across the bridge, and that 4 ranks
+#               on 2 of the hosts load it resharded, every element checked.
 set -euo pipefail
 part=$1 program=$2 control=$3 cli=$4 work=$5
 rm -rf "$work" && mkdir -p "$work"
@@ -24,9 +28,11 @@ HOSTS_WORK=$work
 # six of them take seconds to start. ctest sets a small one; so does a run by hand.
 export CKPT_ARENA_BYTES=${CKPT_ARENA_BYTES:-$((64 << 20))}
 
+s3_server=$work/s3
 cleanup() {
   # The ranks of a job still running (this script failed): each is bounded by its timeout, but need not outlive us.
   for pid in "${JOB_PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
+  [ ! -f "$s3_server/env" ] || bash "$(dirname "$0")/../../tools/s3_server.sh" stop "$s3_server" || true
   hosts_cleanup
 }
 trap cleanup EXIT
@@ -37,7 +43,8 @@ if ! hosts_switch "ckpt3h-$$"; then
   echo "SKIP: cannot create network namespaces here (needs root)"
   exit 77
 fi
-hosts_create "ckpt3h-$$" 3 "10.232.$(($$ % 200 + 20))"
+# The S3 part's server has a host of its own, the fourth.
+hosts_create "ckpt3h-$$" "$([ "$part" = s3-save-load ] && echo 4 || echo 3)" "10.232.$(($$ % 200 + 20))"
 ck="$work/ckpt"
 big_bytes=$((512 * 1024 * 4))                        # "big" (scenario_hosts.cc): replicated, needed by every rank
 unique_bytes=$((601 * 1000 * 4 + big_bytes))         # "w" and "big": what the checkpoint holds
@@ -131,8 +138,38 @@ link_cut() {
   "$control" check-world "$ck/first" 6
 }
 
+# Runs `ckpt` on host 0, which reaches the S3 host over the bridge as the ranks do.
+cli_on_host0() {
+  hosts_prefix 0
+  "${HOST_PREFIX[@]}" env "${JOB_ENV[@]}" "$cli" "$@"
+}
+
+s3_save_load() {
+  bash "$(dirname "$0")/../../tools/s3_server.sh" start "$s3_server" --netns "${HOSTS[3]}" \
+    --address "${HOST_ADDRESSES[3]}"
+  local settings
+  mapfile -t settings < "$s3_server/env"
+  local bucket
+  bucket=$(sed -n 's/^CKPT_S3_TEST_BUCKET=//p' "$s3_server/env")
+  local url="s3://$bucket/three-hosts/ckpt"
+  JOB_ENV=("${settings[@]}")
+  local rx_before
+  rx_before=$(hosts_rx_bytes 3)
+  job_start save 60 0 "0 0 1 1 2 2" "$program" save-hosts "$url"
+  job_finish
+  local uploaded=$(($(hosts_rx_bytes 3) - rx_before))
+  echo "the S3 host received $uploaded B during the save (the checkpoint holds $unique_bytes B)"
+  [ "$uploaded" -ge "$unique_bytes" ] || { echo "the checkpoint's bytes did not cross to the S3 host" >&2; exit 1; }
+  cli_on_host0 verify "$url"
+  cli_on_host0 ls "$url" | grep -q "saved by 6 ranks on 3 nodes" || { echo "ckpt ls does not show 6 ranks on 3 nodes" >&2; exit 1; }
+  JOB_ENV+=(CKPT_TRANSPORT=ucx)
+  job_start load 60 1 "1 1 2 2" "$program" load-hosts "$url"
+  job_finish
+}
+
 case "$part" in
   save-load) save_load ;;
+  s3-save-load) s3_save_load ;;
   link-cut-mid-save) link_cut ;;
   *) echo "unknown part $part" >&2; exit 2 ;;
 esac
