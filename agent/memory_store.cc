@@ -12,6 +12,7 @@
 #include "common/os_error.h"
 #include "io/claimed_directory.h"
 #include "io/file_io.h"
+#include "io/object_storage.h"
 #include "runtime/format/save_directory.h"
 
 namespace ckpt::agent {
@@ -72,11 +73,11 @@ int64_t ModifiedNanos(const std::string& path) {
 }
 
 // What the persister turns into places on storage. The agent runs in "/" and on behalf of ranks elsewhere: a
-// relative path would mean another place to it. The save id names the temporary directory beside the storage path,
+// relative path would mean another place to it (an object storage URL means the same place to every process). The save id names the temporary directory beside the storage path,
 // so it is hex digits only, as runtime::NewSaveId makes them (or none: a checkpoint of one node).
 Status ValidateStorageNames(const MemoryCheckpoint& checkpoint) {
   for (const std::string* path : {&checkpoint.storage_path, &checkpoint.manager_root}) {
-    if (!path->empty() && path->front() != '/') {
+    if (!path->empty() && path->front() != '/' && !io::IsObjectStorePath(*path)) {
       return InvalidArgument("the memory checkpoint " + Quoted(checkpoint.name) + " names the relative path " +
                              Quoted(*path) + "; the agent needs absolute storage paths");
     }

@@ -20,6 +20,9 @@
 #include "io/confined_open.h"
 #include "io/durable_publish.h"
 #include "io/file_io.h"
+#include "io/file_jobs.h"
+#include "io/file_mapping.h"
+#include "io/object_storage.h"
 #include "runtime/format/manifest.h"
 #include "runtime/format/save_directory.h"
 #include "runtime/manager/manager.h"
@@ -137,6 +140,34 @@ Result<uint64_t> CopyFile(const std::string& from_root, const std::string& name,
   return static_cast<uint64_t>(st.st_size);
 }
 
+// Uploads the file `name` beneath `from_root` (a regular file reached without links) as the object at the URL `to`,
+// straight from its mapping: the object appears whole when its upload completes. Returns its size.
+Result<uint64_t> UploadFile(const std::string& from_root, const std::string& name, const std::string& to) {
+  const std::string from = from_root + "/" + name;
+  ASSIGN_OR_RETURN(int raw_in, io::OpenBeneath(from_root, name, O_RDONLY));
+  UniqueFd in(raw_in);
+  struct stat st;
+  if (fstat(in.get(), &st) != 0) return OsError("cannot inspect " + Quoted(from), errno);
+  const auto size = static_cast<uint64_t>(st.st_size);
+  ASSIGN_OR_RETURN(io::FileMapping mapping, io::FileMapping::Map(in.get(), from, 0, size));
+  ASSIGN_OR_RETURN(std::unique_ptr<io::FileJobExecutor> uploader,
+                   io::FileJobExecutor::CreateForCallerMemory(io::IoTuning{}));
+  io::WriteJob job;
+  job.path = to;
+  job.create = true;
+  job.finish = true;
+  job.final_size = size;
+  job.compute_checksums = false;
+  if (size > 0) job.segments.push_back(io::FileSegment{0, 0, size});
+  RETURN_IF_ERROR(uploader->WriteFrom(job, {mapping.data()}).status());
+  return size;
+}
+
+// Copies the file `name` beneath `from_root` to `to`: a file, or an object where `to` is an object storage URL.
+Result<uint64_t> Transfer(const std::string& from_root, const std::string& name, const std::string& to) {
+  return io::IsObjectStorePath(to) ? UploadFile(from_root, name, to) : CopyFile(from_root, name, to);
+}
+
 // Copies the data files `names` (beneath `source`/data) into `target_data`, several at once: one file's copy
 // leaves most of the storage's bandwidth unused (a page-cache copy and a sync at a time). Returns their bytes.
 Result<uint64_t> CopyDataFiles(const std::string& source, const std::vector<std::string>& names,
@@ -147,7 +178,7 @@ Result<uint64_t> CopyDataFiles(const std::string& source, const std::vector<std:
   Status failure;
   auto copy_files = [&] {
     for (size_t i = next++; i < names.size(); i = next++) {
-      Result<uint64_t> copied = CopyFile(source, "data/" + names[i], io::JoinPath(target_data, names[i]));
+      Result<uint64_t> copied = Transfer(source, "data/" + names[i], io::JoinPath(target_data, names[i]));
       if (copied.ok()) {
         bytes += *copied;
         continue;
@@ -165,11 +196,8 @@ Result<uint64_t> CopyDataFiles(const std::string& source, const std::vector<std:
   return bytes.load();
 }
 
-// Copies the checkpoint `source` into the directory `target`: data/*.bin first, the MANIFEST that makes it a
-// checkpoint last, each file synced. Only names this process listed are opened, and only data files.
-Result<uint64_t> CopyCheckpoint(const std::string& source, const std::string& target) {
-  const std::string target_data = io::JoinPath(target, "data");
-  RETURN_IF_ERROR(io::MakeDirectories(target_data));
+// The names in `source`/data, every one a data file. Only names this process listed are opened.
+Result<std::vector<std::string>> DataFileNames(const std::string& source) {
   ASSIGN_OR_RETURN(std::vector<std::string> names, io::ListDirectory(io::JoinPath(source, "data")));
   for (const std::string& name : names) {
     if (name.size() <= 4 || name.compare(name.size() - 4, 4, ".bin") != 0) {
@@ -177,9 +205,48 @@ Result<uint64_t> CopyCheckpoint(const std::string& source, const std::string& ta
                      ", which is no data file; it is not persisted");
     }
   }
+  return names;
+}
+
+// Copies the checkpoint `source` into the directory `target`: data/*.bin first, the MANIFEST that makes it a
+// checkpoint last, each file synced.
+Result<uint64_t> CopyCheckpoint(const std::string& source, const std::string& target) {
+  const std::string target_data = io::JoinPath(target, "data");
+  RETURN_IF_ERROR(io::MakeDirectories(target_data));
+  ASSIGN_OR_RETURN(const std::vector<std::string> names, DataFileNames(source));
   ASSIGN_OR_RETURN(uint64_t bytes, CopyDataFiles(source, names, target_data));
   ASSIGN_OR_RETURN(uint64_t manifest, CopyFile(source, "MANIFEST", io::JoinPath(target, "MANIFEST")));
   return bytes + manifest;
+}
+
+// Uploads the checkpoint `source` to object storage as a save would write it (runtime/format/save_directory.h):
+// its data objects under `target`/data/<save_id>/, then the MANIFEST, its file names moved there, created only if
+// absent: the commit.
+Result<uint64_t> UploadCheckpoint(const std::string& source, const std::string& target, const std::string& save_id) {
+  const std::string data_directory = runtime::DataDirectoryOf(target, save_id);
+  ASSIGN_OR_RETURN(const std::vector<std::string> names, DataFileNames(source));
+  ASSIGN_OR_RETURN(uint64_t bytes, CopyDataFiles(source, names, io::JoinPath(target, data_directory)));
+  ASSIGN_OR_RETURN(const std::string held, io::ReadWholeFile(source, runtime::kManifestName, runtime::kMaxManifestBytes));
+  ASSIGN_OR_RETURN(runtime::Manifest manifest,
+                   runtime::DecodeManifest(held, io::JoinPath(source, runtime::kManifestName)));
+  // Each is "data/<name>" (DecodeManifest checks it): the same name under the save's own folder.
+  for (runtime::DataFileRecord& file : manifest.files) {
+    file.name = data_directory + file.name.substr(std::string(runtime::kDataDirName).size());
+  }
+  ASSIGN_OR_RETURN(const std::string encoded, runtime::EncodeManifest(manifest));
+  RETURN_IF_ERROR(io::CreateObjectExclusive(io::JoinPath(target, runtime::kManifestName), encoded));
+  return bytes + encoded.size();
+}
+
+// Persists the checkpoint of one node to object storage, where nothing can be renamed: its objects go where they
+// stay, under a folder of their own, so that a persist that fails, or races another to the same path, removes
+// only its own.
+Result<uint64_t> PersistToObjectStore(const std::string& source, const std::string& target) {
+  const std::string save_id = runtime::NewSaveId();
+  ASSIGN_OR_RETURN(UniqueFd claim, runtime::ClaimSaveDirectory(target, save_id));
+  Result<uint64_t> uploaded = UploadCheckpoint(source, target, save_id);
+  if (!uploaded.ok()) (void)io::RemoveTree(runtime::UncommittedSaveFiles(target, save_id));
+  return uploaded;
 }
 
 // Moves the manager's `latest` to the persisted step, never back past a newer step. Returns why it could not, or
@@ -319,6 +386,10 @@ Result<PersistReport> PersistCheckpoint(const std::string& memory_dir, const Mem
   const std::string source = io::JoinPath(memory_dir, checkpoint.name);
   if (IsCommittedDirectory(target)) {
     report.found_committed = true;
+  } else if (checkpoint.node_count > 1 && io::IsObjectStorePath(target)) {
+    return Unsupported("persisting " + Quoted(target) + ": a memory checkpoint that spans " +
+                       std::to_string(checkpoint.node_count) +
+                       " nodes is persisted to POSIX storage only (each node's agent writes its own files there)");
   } else if (checkpoint.node_count > 1) {
     if (checkpoint.save_id.empty()) {
       return InvalidArgument("the memory checkpoint " + Quoted(checkpoint.name) + " spans " +
@@ -328,6 +399,8 @@ Result<PersistReport> PersistCheckpoint(const std::string& memory_dir, const Mem
     ASSIGN_OR_RETURN(report.bytes, checkpoint.node_index == 0
                                        ? CommitAcrossNodes(source, checkpoint, temporary, peer_wait)
                                        : ContributeAcrossNodes(source, checkpoint, temporary, peer_wait));
+  } else if (io::IsObjectStorePath(target)) {
+    ASSIGN_OR_RETURN(report.bytes, PersistToObjectStore(source, target));
   } else {
     const std::string save_id = runtime::NewSaveId();
     ASSIGN_OR_RETURN(UniqueFd claim, runtime::ClaimSaveDirectory(target, save_id));

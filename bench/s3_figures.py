@@ -25,6 +25,8 @@ import subprocess
 import sys
 import time
 
+import figures  # bench/figures.py, beside this file
+
 GIB = float(1 << 30)
 MIB = float(1 << 20)
 SERVER_DAEMONS = ("mon.a", "osd.0", "client.rgw")
@@ -183,18 +185,9 @@ def measure(values_path, run, phase, server_dir, moved_bytes, command):
 
 
 def read_values(path):
-    """{run: {name: value}} from `run name value` lines, runs in order."""
-    runs = {}
-    with open(path, encoding="utf-8") as f:
-        for number, line in enumerate(f, 1):
-            fields = line.split()
-            if len(fields) != 3:
-                fail("%s:%d: expected `run name value`, got %r" % (path, number, line))
-            try:
-                runs.setdefault(int(fields[0]), {})[fields[1]] = float(fields[2])
-            except ValueError:
-                fail("%s:%d: %r is not a number" % (path, number, line))
-    return [runs[r] for r in sorted(runs)]
+    """[{name: value}] from `run name value` lines (bench/figures.py reads them), runs in order."""
+    runs = figures.read_values(path)
+    return [runs[r] for r in sorted(runs, key=int)]
 
 
 def need(raw, name):

@@ -35,3 +35,10 @@ add_test(NAME go_binding_out_of_tree_against_install
 set_tests_properties(go_binding_out_of_tree_against_install PROPERTIES TIMEOUT 600 FIXTURES_REQUIRED ckpt_installed
                      ENVIRONMENT "${ckpt_go_environment}")
 ckpt_runs_foreign_programs(go_binding_out_of_tree_against_install)
+
+# The same binding on S3, against the real server of the fixture s3_server (bindings/go/s3_test.go).
+add_test(NAME go_binding_s3 COMMAND ${CKPT_GO_EXECUTABLE} test -count=1 -run S3 ./...
+         WORKING_DIRECTORY ${PROJECT_SOURCE_DIR}/bindings/go)
+set_tests_properties(go_binding_s3 PROPERTIES TIMEOUT 600 LABELS s3 FIXTURES_REQUIRED s3_server ENVIRONMENT
+  "${ckpt_go_environment};PKG_CONFIG_PATH=${PROJECT_BINARY_DIR};CGO_LDFLAGS=-Wl,-rpath,$<TARGET_FILE_DIR:ckpt>;CKPT_S3_TEST_ENV=${CMAKE_BINARY_DIR}/s3/env")
+ckpt_runs_foreign_programs(go_binding_s3)

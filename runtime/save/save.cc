@@ -263,8 +263,15 @@ Status BeginSave(Context& ctx, RankSaves& saves, MemoryAttachment& attachment, c
 
 // Rank 0's claim on the save's temporary directory. A memory-tier save is also refused when its storage path
 // is already a checkpoint: the agent could never persist it there.
+// Whether a checkpoint is at `storage_path` already. On object storage only a MANIFEST makes one: objects of a dead
+// save may lie there too.
+bool OnStorage(const std::string& storage_path) {
+  if (io::IsObjectStorePath(storage_path)) return io::ObjectSize(io::JoinPath(storage_path, kManifestName)).ok();
+  return io::PathExists(storage_path);
+}
+
 Result<UniqueFd> ClaimFor(const std::string& path, const std::string& save_id, const MemoryTarget& memory) {
-  if (memory.agent != nullptr && io::PathExists(memory.storage_path)) {
+  if (memory.agent != nullptr && OnStorage(memory.storage_path)) {
     return AlreadyExists("'" + memory.storage_path + "' already exists on storage");
   }
   return ClaimSaveDirectory(path, save_id);
@@ -282,10 +289,6 @@ Result<std::shared_ptr<SaveTicket>> StartSave(Context& ctx, RankSaves& saves, Me
   ticket->progress = ProgressReporter(settings.progress);
   ticket->progress.Enter(Phase::kPlanning, 0, 0);
   MemoryTarget memory;
-  if (settings.tier != Tier::kStorage && io::IsObjectStorePath(path)) {
-    ticket->progress.Enter(Phase::kFailed, 0, 0);
-    return Unsupported("saving " + Quoted(path) + " to the memory tier: its agents persist to POSIX storage only");
-  }
   if (settings.tier != Tier::kStorage) {
     Result<std::shared_ptr<MemoryTier>> agent = attachment.Attach(ctx);
     if (!agent.ok()) {

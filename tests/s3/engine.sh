@@ -12,6 +12,9 @@
 #                    not the fixture's, which other tests use meanwhile
 #   rank-killed      a rank is killed (SIGKILL) while its uploads are in flight: every other rank's save fails,
 #                    nothing is committed, and the next save to the same path commits and loads
+#   memory-tier      a manager on S3 with the memory tier (examples/memory_tier.c): 2 ranks save every step into
+#                    the node's agent and are killed after step 7; the agent persists steps 5 and 7 to S3; 3 ranks
+#                    resume at step 7 from memory, train to 12 and end, and the agent persists step 10 to S3
 set -euo pipefail
 part=$1 server=$2 build=$3
 if [ "$part" = gateway-killed ]; then
@@ -116,6 +119,24 @@ case $part in
     ranks 2 "$work/next" "$hosts" save-hosts "$path" || { cat "$work"/next-*.log >&2; fail "the next save"; }
     ranks 2 "$work/load" "$hosts" load-hosts "$path" || { cat "$work"/load-*.log >&2; fail "loading the next save"; }
     echo "PASS: $part mid-upload: every rank's save failed, nothing committed; the next save committed and loads"
+    ;;
+  memory-tier)
+    root=$run_prefix/memory-tier
+    export CKPT_JOB_ID=s3-memory-tier-$$ CKPT_AGENT_SHM_ROOT=/dev/shm/ckpt-s3-memory-tier-$$ CKPT_TIMEOUT_MS=60000
+    agent="ckpt-agent --job-id $CKPT_JOB_ID "
+    trap 'pkill -KILL -f -- "$agent"; rm -rf "$work" "$CKPT_AGENT_SHM_ROOT"' EXIT
+    mkdir -p "$CKPT_AGENT_SHM_ROOT"
+    example=$build/examples/memory_tier
+    if "${launch[@]}" -n 2 -- "$example" "$root" 7 crash; then fail "the ranks meant to crash at step 7 did not"; fi
+    for ((i = 0; i < 200; i++)); do committed "$root/step-000000000007" && break; sleep 0.1; done
+    "$cli" verify "$root/step-000000000005" || fail "the agent did not persist step 5 to S3"
+    "$cli" verify "$root/step-000000000007" || fail "the agent did not persist step 7 to S3 after the crash"
+    out=$("${launch[@]}" -n 3 -- "$example" "$root" 12) || fail "resuming on 3 ranks"
+    grep -q "resumed at step 7 on 3 ranks" <<<"$out" || fail "the ranks did not resume at step 7: $out"
+    for ((i = 0; i < 200; i++)); do pgrep -f -- "$agent" >/dev/null || break; sleep 0.1; done
+    "$cli" verify "$root/step-000000000010" || fail "the agent did not persist step 10 to S3"
+    if committed "$root/step-000000000012"; then fail "step 12, saved to memory only, reached S3"; fi
+    echo "PASS: the memory tier persisted steps 5, 7 (after the crash) and 10 to S3; 3 ranks resumed at step 7"
     ;;
   *)
     fail "unknown part '$part'"
