@@ -67,9 +67,13 @@ Result<UniqueFd> ClaimSaveDirectory(const std::string& path, const std::string& 
     }
     if (manifest.status().code() != Code::kNotFound) return manifest.status();
     const auto stale = std::chrono::system_clock::now() - StaleObjectAge();
-    RETURN_IF_ERROR(io::RemoveObjectsUnder(io::JoinPath(path, kDataDirName),
-                                           std::chrono::system_clock::to_time_t(stale))
-                        .WithContext("removing the objects of saves that died"));
+    const Status removed =
+        io::RemoveObjectsUnder(io::JoinPath(path, kDataDirName), std::chrono::system_clock::to_time_t(stale));
+    // A missing bucket is first found here (a HEAD's 404 cannot tell it from a missing key): said as it is.
+    if (!removed.ok() && removed.code() != Code::kNotFound) {
+      return removed.WithContext("removing the objects of saves that died");
+    }
+    RETURN_IF_ERROR(removed);
     return UniqueFd();
   }
   if (io::PathExists(path)) {

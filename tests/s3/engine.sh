@@ -6,6 +6,9 @@
 #   wrong-credentials
 #                    a save with a wrong secret key fails on every rank at once, naming the access key; nothing is
 #                    written
+#   first-call-errors
+#                    a save to a missing bucket, to an endpoint nobody listens on, and without credentials each fails
+#                    on every rank with its own message, and a load of a missing checkpoint names the MANIFEST
 #   gateway-killed   the gateway is killed while the ranks' multipart uploads are in flight: every rank's save fails
 #                    with an error naming the S3 endpoint, nothing is committed, and the next save to the same path
 #                    commits and loads. It kills the gateway of a server of its own (in SERVER_DIR-gateway-killed),
@@ -93,6 +96,29 @@ case $part in
     keys=$(s3_keys "$path/") || fail "cannot list the objects under $path"
     [ "$keys" -eq 0 ] || fail "$keys objects were written under $path"
     echo "PASS: a wrong secret key fails every rank's save, naming the key and HTTP 403; nothing written"
+    ;;
+  first-call-errors)
+    if ranks 2 "$work/bucket" "$hosts" save-hosts "s3://no-such-bucket-$$/step-1"; then
+      fail "a save to a missing bucket succeeded"
+    fi
+    every_rank_says 2 "$work/bucket" "bucket 'no-such-bucket-$$' does not exist at $AWS_ENDPOINT_URL"
+    if AWS_ENDPOINT_URL=http://127.0.0.1:1 AWS_MAX_ATTEMPTS=2 ranks 2 "$work/endpoint" "$hosts" save-hosts "$run_prefix/a"
+    then
+      fail "a save to an unreachable endpoint succeeded"
+    fi
+    every_rank_says 2 "$work/endpoint" "cannot reach the S3 endpoint http://127.0.0.1:1 after 2 attempts"
+    if env -u AWS_ACCESS_KEY_ID -u AWS_SECRET_ACCESS_KEY -u AWS_PROFILE -u AWS_SHARED_CREDENTIALS_FILE -u AWS_CONFIG_FILE \
+      HOME="$work" \
+      "${launch[@]}" -n 2 -- sh -c 'exec "$@" >"$0-$RANK.log" 2>&1' "$work/credentials" "$hosts" save-hosts \
+      "$run_prefix/b"; then
+      fail "a save without credentials succeeded"
+    fi
+    every_rank_says 2 "$work/credentials" "no S3 credentials"
+    if "$cli" verify "$run_prefix/never-saved" 2>"$work/verify.log"; then fail "a missing checkpoint verified"; fi
+    grep -qF "no checkpoint at $run_prefix/never-saved (MANIFEST missing)" "$work/verify.log" ||
+      { cat "$work/verify.log" >&2; fail "ckpt verify of a missing checkpoint does not say so"; }
+    echo "PASS: a missing bucket, an unreachable endpoint, missing credentials and a missing checkpoint each fail" \
+      "at once with their own message"
     ;;
   gateway-killed | rank-killed)
     path=$run_prefix/step-1
