@@ -3,6 +3,9 @@
 # Usage: engine.sh PART SERVER_DIR BUILD_DIR
 #   save-load        3 ranks save, `ckpt ls/verify/cat` read it, 2 ranks load it resharded (every element checked);
 #                    a second save to the same path is refused and leaves the first intact
+#   export-import    `ckpt export` from S3 to S3 (one file, and Hugging Face shards with an index) and to a local file;
+#                    `ckpt import` of each back, from S3 to S3 and to a local directory, equal to the original
+#                    tensor by tensor (`ckpt diff`)
 #   wrong-credentials
 #                    a save with a wrong secret key fails on every rank at once, naming the access key; nothing is
 #                    written
@@ -85,6 +88,22 @@ case $part in
     every_rank_says 3 "$work/again" "already exists"
     "$cli" verify "$path" || fail "the first checkpoint no longer verifies after the refused save"
     echo "PASS: saved on 3 ranks, listed, verified, loaded resharded on 2; a second save was refused"
+    ;;
+  export-import)
+    path=$run_prefix/step-1
+    ranks 3 "$work/save" "$hosts" save-hosts "$path" || { cat "$work"/save-*.log >&2; fail "the save on 3 ranks"; }
+    "$cli" export "$path" "$run_prefix/exported/model.safetensors" || fail "export from S3 to an S3 object"
+    "$cli" export --max-shard-size=2MB "$path" "$run_prefix/sharded" || fail "export from S3 to S3 shards"
+    "$cli" export "$path" "$work/model.safetensors" || fail "export from S3 to a local file"
+    "$cli" import "$run_prefix/exported/model.safetensors" "$run_prefix/imported-file" || fail "import of an S3 file"
+    "$cli" import "$run_prefix/sharded" "$work/imported-shards" || fail "import of S3 shards into a directory"
+    "$cli" import "$work/model.safetensors" "$run_prefix/imported-local" || fail "import of a local file into S3"
+    for imported in "$run_prefix/imported-file" "$work/imported-shards" "$run_prefix/imported-local"; do
+      "$cli" verify "$imported" || fail "$imported does not verify"
+      "$cli" diff "$path" "$imported" | grep -q "the tensors are equal" || fail "$imported differs from $path"
+    done
+    if "$cli" export "$path" "$run_prefix/exported/model.safetensors"; then fail "an export replaced an object"; fi
+    echo "PASS: exported from S3 to S3 (a file, shards) and to a local file; imported each back, equal to the original"
     ;;
   wrong-credentials)
     path=$run_prefix/step-1
