@@ -18,6 +18,11 @@
  *   header needs a library that provides CKPT_1, and the dynamic loader refuses to start it otherwise.
  * - Handles are opaque; every *_free accepts NULL.
  * - "Collective" means every rank of the context must make the same call, in the same order.
+ * - Paths: every checkpoint path (save, load, reader, export, the manager's root) is a POSIX directory or an
+ *   object storage URL, "s3://bucket/prefix" (AWS S3, GCS's XML API, Ceph, ...), configured as AWS tools are: the
+ *   AWS_* environment (AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, AWS_REGION,
+ *   AWS_PROFILE) and ~/.aws/credentials and ~/.aws/config. On S3 a save uploads its data objects under
+ *   <path>/data/<save id>/ and commits by creating <path>/MANIFEST only if absent; nothing is renamed.
  * - Thread safety: distinct handles may be used from distinct threads; one handle must not be used by two
  *   threads at once. Error objects and readers may move between threads.
  */
@@ -461,10 +466,11 @@ CKPT_API int32_t ckpt_save_options_init(ckpt_save_options* opts, uint32_t struct
  * atomic rename) happens once every rank's writes are durable, with no further call needed from the training
  * loop. `*request` reports the outcome (ckpt_request_test / ckpt_request_wait), the same on every rank: `path`
  * exists only if the request succeeds; a failure anywhere (a dead rank or worker, a full disk) leaves no
- * directory at `path` and never touches other checkpoints. Saves may be issued back to back; each commits in
- * order. While the structure of the state (keys, boxes, dtypes) is unchanged on every rank, the plan of the
- * previous save is reused. Once it commits, each rank logs a CKPT_LOG_INFO line with its bytes, time and GB/s;
- * ckpt_request_stats_get gives the figures, and the options' progress callback follows the save as it goes.
+ * directory at `path` (on S3: no MANIFEST) and never touches other checkpoints. Saves may be issued back to back;
+ * each commits in order. While the structure of the state (keys, boxes, dtypes) is unchanged on every rank, the
+ * plan of the previous save is reused. Once it commits, each rank logs a CKPT_LOG_INFO line with its bytes, time
+ * and GB/s; ckpt_request_stats_get gives the figures, and the options' progress callback follows the save as it
+ * goes.
  * With the options' tier CKPT_TIER_MEMORY or CKPT_TIER_BOTH the checkpoint is committed in the node's agent's
  * memory instead (see CKPT_TIER_*), and the request succeeds once it is complete there; CKPT_E_NO_SPACE when it
  * exceeds the agent's budget, CKPT_E_UNSUPPORTED when the ranks span several nodes, CKPT_E_INVALID_ARGUMENT when
@@ -570,7 +576,9 @@ CKPT_API int32_t ckpt_manager_options_init(ckpt_manager_options* opts, uint32_t 
 
 /* Collective. Opens (creating) the root directory `root`, whose steps live in `root`/step-<12-digit step>. Rank 0
  * claims the root for this job until ckpt_manager_free (or its process's death: a lock in `root`/manager.lock) and
- * removes what crashed runs left behind (uncommitted step directories). CKPT_E_ALREADY_EXISTS on every rank if
+ * removes what crashed runs left behind (uncommitted step directories). A root on S3 cannot be claimed (rank 0 logs
+ * a warning); there `latest` and the index of steps are objects replaced by compare-and-swap, so that
+ * ckpt_manager_latest reads one object instead of listing the root. CKPT_E_ALREADY_EXISTS on every rank if
  * another job holds the root (the message names its host, pid and job id): give each job its own root. Reading a
  * root needs no manager (ckpt_load or ckpt_reader_open on a step's directory). */
 CKPT_API int32_t ckpt_manager_open(ckpt_context_t* ctx, const char* root, const ckpt_manager_options* opts,

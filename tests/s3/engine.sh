@@ -169,7 +169,7 @@ case $part in
     root=$run_prefix/memory-tier
     export CKPT_JOB_ID=s3-memory-tier-$$ CKPT_AGENT_SHM_ROOT=/dev/shm/ckpt-s3-memory-tier-$$ CKPT_TIMEOUT_MS=60000
     agent="ckpt-agent --job-id $CKPT_JOB_ID "
-    trap 'pkill -KILL -f -- "$agent"; rm -rf "$work" "$CKPT_AGENT_SHM_ROOT"' EXIT
+    trap 'pkill -KILL -f -- "$agent" || true; rm -rf "$work" "$CKPT_AGENT_SHM_ROOT"' EXIT
     mkdir -p "$CKPT_AGENT_SHM_ROOT"
     example=$build/examples/memory_tier
     if "${launch[@]}" -n 2 -- "$example" "$root" 7 crash; then fail "the ranks meant to crash at step 7 did not"; fi
