@@ -27,12 +27,9 @@ import time
 
 import figures  # bench/figures.py, beside this file
 
-GIB = float(1 << 30)
-MIB = float(1 << 20)
+GIB = figures.GIB
 SERVER_DAEMONS = ("mon.a", "osd.0", "client.rgw")
 ADMIN_SOCKET_TIMEOUT_S = 10
-# ckpt's CKPT_TRANSPORT_* numbering.
-TRANSPORTS = {1: "none", 2: "ucx", 3: "nccl"}
 
 # (name, unit, format) in the order they are printed: each group is ckpt's figure, its rclone baseline of the same
 # run, and their ratio, ckpt's over rclone's, as bench/figures.py divides (throughput above 1: ckpt is faster; CPU
@@ -210,18 +207,15 @@ def run_figures(raw, state_gib, reshard_gib):
     """The figures of one run: ckpt's own times (ckpt_bench's save_seconds: until the commit; load_seconds; the
     slowest rank's reshard load) beside rclone's wall time moving the same bytes."""
     f = {}
-    f["s3_save_gibps"] = state_gib / need(raw, "save_seconds")
-    f["rclone_upload_gibps"] = state_gib / need(raw, "rclone_upload_seconds")
-    f["s3_save_vs_baseline"] = f["s3_save_gibps"] / f["rclone_upload_gibps"]
-    f["s3_save_cpu_s_per_gib"] = need(raw, "save_cpu_seconds") / state_gib
-    f["rclone_upload_cpu_s_per_gib"] = need(raw, "rclone_upload_cpu_seconds") / state_gib
-    f["s3_save_cpu_vs_baseline"] = f["s3_save_cpu_s_per_gib"] / f["rclone_upload_cpu_s_per_gib"]
-    f["s3_load_gibps"] = state_gib / need(raw, "load_seconds")
-    f["rclone_download_gibps"] = state_gib / need(raw, "rclone_download_seconds")
-    f["s3_load_vs_baseline"] = f["s3_load_gibps"] / f["rclone_download_gibps"]
-    f["s3_load_cpu_s_per_gib"] = need(raw, "load_cpu_seconds") / state_gib
-    f["rclone_download_cpu_s_per_gib"] = need(raw, "rclone_download_cpu_seconds") / state_gib
-    f["s3_load_cpu_vs_baseline"] = f["s3_load_cpu_s_per_gib"] / f["rclone_download_cpu_s_per_gib"]
+    for ckpt, rclone in (("save", "upload"), ("load", "download")):
+        # s3_<ckpt>_gibps beside rclone_<rclone>_gibps, then the CPU seconds per GiB of each, each pair's ratio.
+        mine, theirs = "s3_%s" % ckpt, "rclone_%s" % rclone
+        f[mine + "_gibps"] = state_gib / need(raw, ckpt + "_seconds")
+        f[theirs + "_gibps"] = state_gib / need(raw, theirs + "_seconds")
+        f[mine + "_vs_baseline"] = f[mine + "_gibps"] / f[theirs + "_gibps"]
+        f[mine + "_cpu_s_per_gib"] = need(raw, ckpt + "_cpu_seconds") / state_gib
+        f[theirs + "_cpu_s_per_gib"] = need(raw, theirs + "_cpu_seconds") / state_gib
+        f[mine + "_cpu_vs_baseline"] = f[mine + "_cpu_s_per_gib"] / f[theirs + "_cpu_s_per_gib"]
     ranks = range(ranks_of(raw, "reshard_load"))
     reshard_s = max(need(raw, "reshard_load_seconds.rank%d" % r) for r in ranks)
     f["s3_reshard_load_gibps"] = reshard_gib / reshard_s
@@ -290,7 +284,7 @@ def report(path, state_mib, reshard_mib):
                     "ranks, filling and checking the state included), the server its daemons, others the rest of "
                     "the machine's busy time")
     comments.extend(phase_comments(per_run_raw, os.cpu_count()))
-    transports = {TRANSPORTS.get(int(raw.get("reshard_load_transport.rank0", 0)), "unknown") for raw in per_run_raw}
+    transports = {figures.TRANSPORTS.get(int(raw.get("reshard_load_transport.rank0", 0)), "unknown") for raw in per_run_raw}
     comments.append("reshard load: %d rank(s), transport %s" % (ranks_of(per_run_raw[0], "reshard_load"),
                                                                "/".join(sorted(transports))))
     for name in PER_RUN:

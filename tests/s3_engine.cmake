@@ -20,3 +20,9 @@ foreach(name python_s3_manager_2_ranks jax_s3_2_processes_into_1)
   set_property(TEST ${name} APPEND PROPERTY ENVIRONMENT CKPT_S3_TEST_ENV=${CMAKE_BINARY_DIR}/s3/env)
   set_tests_properties(${name} PROPERTIES LABELS s3 FIXTURES_REQUIRED s3_server)
 endforeach()
+
+# README.md's S3 snippets, run as pasted (tests/s3/readme_snippets.sh).
+add_test(NAME s3_readme_snippets
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/s3/readme_snippets.sh ${PROJECT_SOURCE_DIR}/README.md
+                 ${CMAKE_BINARY_DIR}/s3 ${CMAKE_BINARY_DIR} ${Python3_EXECUTABLE})
+set_tests_properties(s3_readme_snippets PROPERTIES TIMEOUT 180 LABELS s3 FIXTURES_REQUIRED s3_server)
