@@ -26,3 +26,5 @@ add_test(NAME s3_readme_snippets
          COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/s3/readme_snippets.sh ${PROJECT_SOURCE_DIR}/README.md
                  ${CMAKE_BINARY_DIR}/s3 ${CMAKE_BINARY_DIR} ${Python3_EXECUTABLE})
 set_tests_properties(s3_readme_snippets PROPERTIES TIMEOUT 180 LABELS s3 FIXTURES_REQUIRED s3_server)
+# Its Python part loads a sanitized libckpt into an uninstrumented interpreter.
+ckpt_runs_foreign_programs(s3_readme_snippets)
