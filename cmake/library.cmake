@@ -98,9 +98,12 @@ endforeach()
 # The C API is the only layer that sees ckpt.h.
 target_include_directories(ckpt_capi PRIVATE ${PROJECT_SOURCE_DIR}/include)
 
-# A program linking libckpt.a finds no helper (worker, agent) beside itself, so their installed place is compiled in.
-set_source_files_properties(io/helper_executable.cc PROPERTIES COMPILE_DEFINITIONS
-                            CKPT_INSTALLED_WORKER_DIR="${CKPT_INSTALL_FULL_WORKER_DIR}")
+# A program linking libckpt.a finds no helper (worker, agent) beside itself, so their installed place is compiled in;
+# but not in the wheel, whose install prefix is a staging folder that does not exist on a user's machine.
+if(NOT CKPT_PYTHON_WHEEL)
+  set_source_files_properties(io/helper_executable.cc PROPERTIES COMPILE_DEFINITIONS
+                              CKPT_INSTALLED_WORKER_DIR="${CKPT_INSTALL_FULL_WORKER_DIR}")
+endif()
 # XXH3 for AVX2 and for AVX-512 (io/xxh3_builds.h), chosen at run time by what the CPU has.
 if(CMAKE_SYSTEM_PROCESSOR MATCHES "^(x86_64|AMD64|amd64)$")
   set_source_files_properties(io/xxh3_avx2.cc PROPERTIES COMPILE_OPTIONS -mavx2)

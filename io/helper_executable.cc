@@ -55,8 +55,10 @@ Result<std::string> FindHelperExecutable(const char* name, const char* env_var, 
     candidates.push_back(dir.value() + "/" + name);
     candidates.push_back(dir.value() + "/ckpt/" + name);
   }
+#ifdef CKPT_INSTALLED_WORKER_DIR
   // Where `cmake --install` puts it: a program that links libckpt.a has no helper beside itself.
   candidates.push_back(std::string(CKPT_INSTALLED_WORKER_DIR) + "/" + name);
+#endif
   std::string tried;
   for (const std::string& candidate : candidates) {
     if (IsExecutableFile(candidate)) return candidate;

@@ -1,6 +1,9 @@
 # Integration tests: the C examples on several ranks through ckpt-launch (and once through mpirun), and the ckpt
 # command-line tool on the checkpoints they write. Each example exits non-zero unless every element it checks
-# matches.
+# matches. They need the examples (CKPT_BUILD_EXAMPLES).
+if(NOT CKPT_BUILD_EXAMPLES)
+  return()
+endif()
 
 set(CKPT_EXAMPLE_CHECKPOINTS ${CMAKE_CURRENT_BINARY_DIR}/example-checkpoints)
 

@@ -19,6 +19,9 @@ packages=(
   curl  # tools/s3_server.sh and tests/s3/ talk to that server with curl's --aws-sigv4
   iproute2  # ss: tools/s3_server.sh picks free ports; ip netns: the server on a host of its own
   rclone  # a second, independent S3 client for the S3 tests
+  mmdebstrap  # the clean root file systems that the packages are tested in (tools/clean_root.sh)
+  unzip  # a look inside the wheel (tools/package.sh)
+  dpkg-dev fakeroot file  # the Debian package: dpkg-shlibdeps computes its run-time dependencies (tools/package_c.sh)
 )
 
 # Toolchains for the Rust and Go bindings' tests, from Debian unless a newer one is already on the PATH.

@@ -5,6 +5,8 @@
 #           run instrumented, and each libFuzzer target fuzzing for a few seconds
 #   tsan    a clang build under ThreadSanitizer in <build>-tsan, the unit tests of the threaded parts and the
 #           multi-rank scenarios, with I/O worker processes and with I/O threads
+#   package what ckpt ships (tools/package.sh, in <build>-package: the sdist, the wheel built from it, the .deb and
+#           the .tar.gz), each installed and used in a clean Debian root file system that has none of the build
 # Name stages to run only those: `tools/test.sh normal`. Every build has the test-only fault hooks except tsan's,
 # which checks that a build without the option carries none.
 set -euo pipefail
@@ -13,7 +15,7 @@ repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=${CKPT_BUILD_DIR:-$repo/build}
 build_type=${CKPT_BUILD_TYPE:-Release}
 stages=("$@")
-[ "${#stages[@]}" -gt 0 ] || stages=(normal asan tsan)
+[ "${#stages[@]}" -gt 0 ] || stages=(normal asan tsan package)
 
 bash "$repo/tools/deps.sh"
 python=$(bash "$repo/tools/python_env.sh" "$build/venv")
@@ -59,8 +61,12 @@ for stage in "${stages[@]}"; do
       CKPT_IO_WORKERS=0 ctest --test-dir "$build-tsan" --output-on-failure -j2 --no-tests=error -L '^threaded$' \
         -L '^rank_io_threads$'
       ctest --test-dir "$build-tsan" --output-on-failure --no-tests=error -R '^library_fault_hooks_absent$' ;;
+    package)
+      bash "$repo/tools/package.sh" "$build-package"
+      bash "$repo/tests/package/wheel_in_clean_root.sh" "$build-package/dist" "$build-package/wheel-root"
+      bash "$repo/tests/package/deb_in_clean_root.sh" "$build-package/dist" "$build-package/deb-root" ;;
     *)
-      echo "test.sh: unknown stage '$stage' (normal, asan, tsan)" >&2
+      echo "test.sh: unknown stage '$stage' (normal, asan, tsan, package)" >&2
       exit 2 ;;
   esac
   echo "=== test.sh: stage $stage passed in ${SECONDS} s ==="

@@ -11,6 +11,7 @@ from __future__ import annotations
 import _ctypes
 import ctypes
 import ctypes.util
+import importlib
 import os
 import pathlib
 import shutil
@@ -322,24 +323,34 @@ _SIGNATURES: List[Tuple[str, Any, List[Any]]] = [
 
 
 def _library_candidates() -> Iterator[Tuple[str, pathlib.Path]]:
-    """Where libckpt may be, in the order searched: (where the path came from, path)."""
+    """Where libckpt may be, in the order searched: (where the path came from, path), each path once."""
     package_dir = pathlib.Path(__file__).resolve().parent
+    candidates: List[Tuple[str, pathlib.Path]] = [("this package (the wheel)", package_dir / "_lib" / LIBRARY_NAME)]
+    # Imported from a checkout (bindings/python/src/ckpt, as a development install does): that checkout's build tree.
+    checkout = package_dir.parents[3] if len(package_dir.parents) > 3 else None
+    if checkout is not None and (checkout / "include" / "ckpt.h").is_file():
+        candidates.append(("this checkout's build tree", checkout / "build" / "runtime" / LIBRARY_NAME))
     # The package installed into the same prefix as the library (site-packages sits under <prefix>/lib/pythonX.Y).
-    prefixes = [p for p in package_dir.parents][:5] + [pathlib.Path(sys.prefix)]
+    prefixes = [pathlib.Path(sys.prefix)] + [lib.parent for lib in package_dir.parents if lib.name in ("lib", "lib64")]
     multiarch: str = getattr(sys.implementation, "_multiarch", "") or ""
+    libdirs = ["lib", "lib64"] + ([f"lib/{multiarch}"] if multiarch else [])
     for prefix in prefixes:
-        for libdir in ("lib", "lib64", f"lib/{multiarch}" if multiarch else None):
-            if libdir:
-                yield f"install prefix {prefix}", prefix / libdir / LIBRARY_NAME
+        candidates += [(f"install prefix {prefix}", prefix / libdir / LIBRARY_NAME) for libdir in libdirs]
     if shutil.which("pkg-config"):
         found = subprocess.run(["pkg-config", "--variable=libdir", "ckpt"], capture_output=True, text=True)
         if found.returncode == 0 and found.stdout.strip():
-            yield "pkg-config ckpt", pathlib.Path(found.stdout.strip()) / LIBRARY_NAME
+            candidates.append(("pkg-config ckpt", pathlib.Path(found.stdout.strip()) / LIBRARY_NAME))
+    seen = set()
+    for source, path in candidates:
+        if path not in seen:
+            seen.add(path)
+            yield source, path
 
 
 def library_path() -> pathlib.Path:
-    """The libckpt this process uses: CKPT_LIB (a file, or a directory holding it), else the first found of this
-    package's install prefix, pkg-config and the linker's path. Raises LibraryNotFoundError naming what was tried."""
+    """The libckpt this process uses: CKPT_LIB (a file, or a directory holding it), else the first found of the one
+    this package carries (the wheel's), its checkout's build tree, its install prefix, pkg-config and the linker's
+    path. Raises LibraryNotFoundError naming what was tried."""
     explicit = os.environ.get("CKPT_LIB")
     if explicit:
         path = pathlib.Path(explicit)
@@ -358,8 +369,20 @@ def library_path() -> pathlib.Path:
         return pathlib.Path(linker_name)
     tried.append("the linker's search path (ldconfig, LD_LIBRARY_PATH)")
     raise errors.LibraryNotFoundError(
-        "libckpt not found: set CKPT_LIB to the library (build/runtime/libckpt.so in a build tree), or install it "
-        "(cmake --install) where pkg-config or the linker finds it. Tried: " + "; ".join(tried))
+        "libckpt not found: install the ckpt wheel (pip install ckpt-*.whl), or set CKPT_LIB to the library "
+        "(build/runtime/libckpt.so in a build tree), or install it (cmake --install, the .deb) where pkg-config or "
+        "the linker finds it. Tried: " + "; ".join(tried))
+
+
+def _load_ucx_from_its_wheel() -> None:
+    """Where NVIDIA's UCX wheel is installed (`pip install ckpt[ucx-cu12]` or `[ucx-cu13]`), loads its libraries, so
+    that libckpt's run-time dlopen of libucp.so.0 finds them by name: a pip-only environment exchanges over UCX too.
+    Without it, libckpt loads the system's UCX where there is one, else loads without a transport."""
+    try:
+        libucx = importlib.import_module("libucx")
+    except ImportError:
+        return
+    libucx.load_library()
 
 
 class _Library:
@@ -372,6 +395,7 @@ class _Library:
 
     def _load(self) -> ctypes.CDLL:
         path = library_path()
+        _load_ucx_from_its_wheel()
         try:
             # RTLD_GLOBAL: the XLA FFI handler library links libckpt too and must bind to this same copy.
             dll = ctypes.CDLL(str(path), mode=ctypes.RTLD_GLOBAL)
