@@ -34,7 +34,8 @@ macro(ckpt_require_module prefix module)
   cmake_parse_arguments(ckpt_require "" "NEEDS" "DEBIAN;FEDORA" ${ARGN})
   pkg_check_modules(${prefix} QUIET ${ckpt_require_UNPARSED_ARGUMENTS} ${module})
   if(${prefix}_FOUND)
-    message(STATUS "Found ${module} ${${prefix}_VERSION}")
+    string(REGEX REPLACE "[<>=].*" "" ckpt_require_name "${module}")  # liburing>=2.2: liburing
+    message(STATUS "Found ${ckpt_require_name} ${${prefix}_VERSION}")
   else()
     ckpt_note_missing("${ckpt_require_NEEDS}" "${ckpt_require_DEBIAN}" "${ckpt_require_FEDORA}")
   endif()
@@ -88,14 +89,16 @@ ckpt_require_package(CLI11 CONFIG NEEDS "CLI11 (command lines, header-only)"
                      DEBIAN libcli11-dev FEDORA cli11-devel)
 ckpt_require_module(XXHASH libxxhash IMPORTED_TARGET NEEDS "xxHash (libxxhash)"
                     DEBIAN libxxhash-dev FEDORA xxhash-devel)
-ckpt_require_module(URING liburing IMPORTED_TARGET NEEDS "liburing (io_uring)"
+# 2.2 or newer: io_uring_register_files_sparse (Ubuntu 22.04's 2.1 lacks it).
+ckpt_require_module(URING liburing>=2.2 IMPORTED_TARGET NEEDS "liburing 2.2 or newer (io_uring)"
                     DEBIAN liburing-dev FEDORA liburing-devel)
 # Headers only: libckpt loads UCX at run time.
 ckpt_require_module(UCX ucx NEEDS "UCX's headers (ucx.pc)" DEBIAN libucx-dev FEDORA ucx-devel)
 # The XML of S3's replies.
 ckpt_require_module(EXPAT expat IMPORTED_TARGET NEEDS "expat (XML)" DEBIAN libexpat1-dev FEDORA expat-devel)
-# Headers only: libckpt loads libcurl at run time (io/s3). Any of Debian's libcurl4-*-dev flavours will do.
-ckpt_require_module(CURL libcurl NEEDS "libcurl's headers (libcurl.pc)"
+# Headers only: libckpt loads libcurl at run time (io/s3); 7.75 or newer for CURLOPT_AWS_SIGV4. Any of Debian's
+# libcurl4-*-dev flavours will do.
+ckpt_require_module(CURL libcurl>=7.75 NEEDS "libcurl's headers, 7.75 or newer (libcurl.pc)"
                     DEBIAN libcurl4-openssl-dev FEDORA libcurl-devel)
 
 if(CKPT_BUILD_TESTS)

@@ -31,7 +31,7 @@ ckpt_missing_dependency_test(capnp_compiler
   CMAKE_ARGS -DCAPNP_EXECUTABLE=/nonexistent/capnp)
 # A pkg-config module.
 ckpt_missing_dependency_test(liburing HIDE_PC liburing
-  EXPECT "ckpt needs liburing (io_uring): install liburing-dev (Debian, Ubuntu) or liburing-devel (Fedora, RHEL)"
+  EXPECT "ckpt needs liburing 2.2 or newer (io_uring): install liburing-dev (Debian, Ubuntu) or liburing-devel (Fedora, RHEL)"
          "sudo apt-get install liburing-dev  # Debian, Ubuntu")
 # pkg-config itself.
 ckpt_missing_dependency_test(pkg_config
