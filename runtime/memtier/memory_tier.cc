@@ -38,8 +38,11 @@ constexpr std::chrono::seconds kStartTimeout{30};
 // How often a rank asks the agent whether its replication or fetch is done: both take far longer.
 constexpr std::chrono::milliseconds kPollInterval{5};
 // How long a rank that started an agent waits for one to listen on the job's socket: a bound socket listens a
-// moment later.
+// moment later, and a dying agent is gone a moment later.
 constexpr std::chrono::seconds kListenWait{5};
+// While nobody listens, how often that rank starts an agent again: one started while the job's lock was still held
+// left at once.
+constexpr std::chrono::milliseconds kRestartInterval{200};
 
 // Absolute, as the agent (which runs in "/") makes it, so that the rank finds the memory directory beneath it.
 std::string ShmRoot() {
@@ -189,18 +192,24 @@ Result<std::unique_ptr<MemoryTier>> MemoryTier::Attach(const MemoryTierConfig& c
   RETURN_IF_ERROR(agent::ValidateJobId(config.job_id));
   const agent::AgentEndpoint endpoint = EndpointOf(config);
   Result<agent::AgentConnection> opened = agent::AgentConnection::Open(endpoint, config.rank, config.timeout);
-  if (!opened.ok() && opened.status().code() == Code::kNotFound && start) {
-    RETURN_IF_ERROR(StartAgent(config));
-    // The agent that serves may be another rank's, whose socket ours found bound (and so exited at once) before
-    // that one listens on it: it has kListenWait to begin.
-    const auto deadline = std::chrono::steady_clock::now() + kListenWait;
-    while (true) {
-      opened = agent::AgentConnection::Open(endpoint, config.rank, config.timeout);
-      if (opened.ok() || opened.status().code() != Code::kNotFound || std::chrono::steady_clock::now() >= deadline) {
-        break;
-      }
+  // Two moments pass by themselves, and the rank waits them out for kListenWait. kNotFound: no agent listens yet;
+  // the one that serves may be another rank's, whose socket ours found bound (and so left at once) before that one
+  // listens on it. kPeerFailed: an agent that is going (killed, or leaving after its linger) closed this connection
+  // before welcoming it; it holds the job's lock until it is gone, so an agent started meanwhile found the lock held
+  // and left at once: one is started again once nobody listens.
+  const auto now = [] { return std::chrono::steady_clock::now(); };
+  const auto deadline = now() + kListenWait;
+  auto next_start = now();
+  while (start && !opened.ok() && now() < deadline) {
+    const Code code = opened.status().code();
+    if (code != Code::kNotFound && code != Code::kPeerFailed) break;
+    if (code == Code::kNotFound && now() >= next_start) {
+      RETURN_IF_ERROR(StartAgent(config));
+      next_start = now() + kRestartInterval;
+    } else {
       std::this_thread::sleep_for(kPollInterval);
     }
+    opened = agent::AgentConnection::Open(endpoint, config.rank, config.timeout);
   }
   RETURN_IF_ERROR(opened.status());
   return std::unique_ptr<MemoryTier>(new MemoryTier(std::move(opened).value()));

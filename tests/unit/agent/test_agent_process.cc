@@ -120,6 +120,30 @@ bool WaitUntil(milliseconds limit, Predicate done) {
   return true;
 }
 
+// Sets environment variables for as long as it lives, then puts back what was there.
+class ScopedVariables {
+ public:
+  explicit ScopedVariables(const std::vector<std::pair<const char*, std::string>>& variables) {
+    for (const auto& [name, value] : variables) {
+      const char* old = std::getenv(name);
+      before_.emplace_back(name, old ? std::optional<std::string>(old) : std::nullopt);
+      setenv(name, value.c_str(), 1);
+    }
+  }
+  ~ScopedVariables() {
+    for (const auto& [name, old] : before_) {
+      if (old) {
+        setenv(name, old->c_str(), 1);
+      } else {
+        unsetenv(name);
+      }
+    }
+  }
+
+ private:
+  std::vector<std::pair<const char*, std::optional<std::string>>> before_;
+};
+
 // The test's directory, on tmpfs, is the agent's memory root; storage_ is a directory on a disk.
 class AgentProcessTest : public testing::TempDirTest {
  protected:
@@ -167,6 +191,19 @@ class AgentProcessTest : public testing::TempDirTest {
     close(out);
     if (foreground) started_.push_back(pid);
     return pid;
+  }
+
+  // The variables with which MemoryTier::Attach, and the agents it starts, find this test's agent, memory and socket.
+  std::vector<std::pair<const char*, std::string>> AttachVariables() const {
+    return {{"CKPT_AGENT_PATH", CKPT_AGENT_PATH}, {"CKPT_AGENT_SHM_ROOT", dir()}, {"CKPT_AGENT_SOCKET_DIR", socket_dir_}};
+  }
+  // A rank attaching to this test's job, starting an agent when none runs.
+  Result<std::unique_ptr<runtime::MemoryTier>> AttachAsRank() const {
+    runtime::MemoryTierConfig config;
+    config.job_id = job_;
+    config.node_name = kNode;
+    config.timeout = kCallTimeout;
+    return runtime::MemoryTier::Attach(config, true);
   }
 
   Result<AgentConnection> Connect(int rank, const std::string& secret = "") {
@@ -483,33 +520,33 @@ TEST_F(AgentProcessTest, ASecondAgentOfTheJobExitsAtOnceSayingOneRuns) {
 // pauses between binding and listening (CKPT_FAULT_LISTEN_DELAY_MS) to hold that moment open.
 TEST_F(AgentProcessTest, ARankWhoseAgentFindsAnotherOneStartingWaitsForItToListen) {
   if (!fault::kCompiledIn) GTEST_SKIP() << "a build without CKPT_FAULT_INJECTION has no fault hooks";
-  // The variables the agents and MemoryTier::Attach read, set for this test only.
-  const std::vector<std::pair<const char*, std::string>> variables = {{fault::kListenDelayVar, "1500"},
-                                                                      {"CKPT_AGENT_PATH", CKPT_AGENT_PATH},
-                                                                      {"CKPT_AGENT_SHM_ROOT", dir()},
-                                                                      {"CKPT_AGENT_SOCKET_DIR", socket_dir_}};
-  std::vector<std::optional<std::string>> before;
-  for (const auto& [name, value] : variables) {
-    const char* old = std::getenv(name);
-    before.push_back(old ? std::optional<std::string>(old) : std::nullopt);
-    ASSERT_EQ(setenv(name, value.c_str(), 1), 0);
-  }
+  std::vector<std::pair<const char*, std::string>> variables = AttachVariables();
+  variables.emplace_back(fault::kListenDelayVar, "1500");
+  const ScopedVariables set(variables);
   Spawn(0, {});
   std::this_thread::sleep_for(milliseconds(300));  // it has bound the socket, and waits
-  runtime::MemoryTierConfig config;
-  config.job_id = job_;
-  config.node_name = kNode;
-  config.timeout = kCallTimeout;
-  Result<std::unique_ptr<runtime::MemoryTier>> attached = runtime::MemoryTier::Attach(config, true);
-  for (size_t i = 0; i < variables.size(); ++i) {
-    if (before[i]) {
-      setenv(variables[i].first, before[i]->c_str(), 1);
-    } else {
-      unsetenv(variables[i].first);
-    }
-  }
+  Result<std::unique_ptr<runtime::MemoryTier>> attached = AttachAsRank();
   ASSERT_TRUE(attached.ok()) << attached.status().message() << "\n" << ReadFile(LogPath(0));
   EXPECT_EQ((*attached)->memory_dir(), MemoryDir()) << "attached to the first agent";
+}
+
+// A rank that meets the job's agent as it goes (its socket still listens and its lock is still held, but it answers
+// nobody: here the test holds both, then lets go as a leaving agent does, its queue unserved) starts a new agent
+// once that one is gone, instead of failing on the reset connection.
+TEST_F(AgentProcessTest, ARankThatMeetsAGoingAgentStartsANewOneOnceItIsGone) {
+  Result<coll::agent::AgentListener> opened =
+      coll::agent::AgentListener::Open(socket_dir_, coll::agent::SocketName(job_, kNode));
+  ASSERT_TRUE(opened.ok()) << opened.status().message();
+  std::optional<coll::agent::AgentListener> going(std::move(opened).value());
+  std::thread goes([&] {
+    std::this_thread::sleep_for(milliseconds(500));
+    going.reset();
+  });
+  const ScopedVariables variables(AttachVariables());
+  Result<std::unique_ptr<runtime::MemoryTier>> attached = AttachAsRank();
+  goes.join();
+  ASSERT_TRUE(attached.ok()) << attached.status().message();
+  EXPECT_EQ((*attached)->memory_dir(), MemoryDir()) << "attached to a new agent of the job";
 }
 
 TEST_F(AgentProcessTest, ADaemonStartReturnsOnceItServesAndHoldsNoneOfTheStartersStreams) {
