@@ -43,6 +43,9 @@ inline constexpr char kStagingPauseVar[] = "CKPT_FAULT_STAGING_PAUSE_MS";
 // library syncs that directory. A whole path, unlike CKPT_FAULT_EIO_PATH's fragment: every directory's path contains
 // its parent's.
 inline constexpr char kDirectorySyncEioVar[] = "CKPT_FAULT_DIRECTORY_SYNC_EIO";
+// CKPT_FAULT_RETENTION_PAUSE_MS: each retention pass of a manager pauses this many milliseconds first, as the
+// removal of a large step would take, so that a test can see that saves do not wait for it.
+inline constexpr char kRetentionPauseVar[] = "CKPT_FAULT_RETENTION_PAUSE_MS";
 
 #ifdef CKPT_FAULT_INJECTION
 
@@ -84,6 +87,10 @@ inline void PauseBeforeStagingWindow() {
   std::this_thread::sleep_for(std::chrono::milliseconds(settings::PositiveFromEnv(kStagingPauseVar, 0)));
 }
 
+inline void PauseBeforeRetention() {
+  std::this_thread::sleep_for(std::chrono::milliseconds(settings::PositiveFromEnv(kRetentionPauseVar, 0)));
+}
+
 // The errno a sync of the directory `path` is made to fail with, or 0.
 inline int InjectedDirectorySyncError(const std::string& path) {
   const std::string failing = settings::StringFromEnv(kDirectorySyncEioVar);
@@ -100,6 +107,7 @@ constexpr bool StopBeforeExchange(int) { return false; }
 inline bool AgentDiesOnPushAsk(const std::string&) { return false; }
 constexpr std::chrono::milliseconds ListenDelay() { return std::chrono::milliseconds(0); }
 inline void PauseBeforeStagingWindow() {}
+inline void PauseBeforeRetention() {}
 inline int InjectedDirectorySyncError(const std::string&) { return 0; }
 
 #endif

@@ -373,7 +373,8 @@ CKPT_API int32_t ckpt_state_add_object(ckpt_state_t* state, const char* key, uin
 CKPT_API int32_t ckpt_state_add_common(ckpt_state_t* state, const char* key, const void* data, uint64_t size,
                                        ckpt_error_t* err);
 
-/* After a load: the common bytes stored under `key`, owned by the state. CKPT_E_NOT_FOUND if absent. */
+/* After a load: the common bytes stored under `key` (or under the key the load's key_map maps `key` to), owned by the
+ * state. CKPT_E_NOT_FOUND if absent. */
 CKPT_API int32_t ckpt_state_common(const ckpt_state_t* state, const char* key, const void** data, uint64_t* size,
                                    ckpt_error_t* err);
 /* After a load: the bytes of an object registered with data == NULL, owned by the state. */
@@ -448,10 +449,18 @@ typedef struct ckpt_save_options {
   uint64_t tier;
   /* CKPT_SAVE_* bits (above); 0 by default: an asynchronous save through the staging arena. */
   uint64_t flags;
+  /* ckpt_manager_save only (ckpt_save refuses them with CKPT_E_INVALID_ARGUMENT); every rank passes its own, rank
+   * 0's are stored. `metrics`: the text of a JSON object of at most 1 MiB stored with the step, which it commits
+   * with (ckpt_manager_metrics reads it back); NULL: none. `best_value`, when `has_best_value` is 1: the step's
+   * score for keep_best (finite), which a caller computes from its metrics as it likes. Neither goes through the
+   * memory tier, whose agents copy the checkpoint alone to storage: a step saved there with either is refused. */
+  const char* metrics;
+  double best_value;
+  uint64_t has_best_value; /* 0 or 1; 64 bits wide so that the struct holds no padding */
 } ckpt_save_options;
 
 #define CKPT_SAVE_OPTIONS_INIT \
-  { (uint32_t)sizeof(ckpt_save_options), 0, NULL, NULL, NULL, NULL, CKPT_TIER_STORAGE, 0 }
+  { (uint32_t)sizeof(ckpt_save_options), 0, NULL, NULL, NULL, NULL, CKPT_TIER_STORAGE, 0, NULL, 0.0, 0 }
 CKPT_API int32_t ckpt_save_options_init(ckpt_save_options* opts, uint32_t struct_size);
 
 /* Collective. Saves `state` (the same structure of keys on every rank is not required; each rank registers what
@@ -535,10 +544,18 @@ typedef struct ckpt_load_options {
    * before it returns. */
   ckpt_progress_fn progress;
   void* progress_user;
+  /* Optional: where this rank's keys lie in the checkpoint, for a state whose keys changed since the save (a renamed
+   * layer, another framework's paths). key_map_count pairs: key_map[2*i] is a key this rank registers (a tensor's,
+   * an object's, or a common entry's it reads back), key_map[2*i+1] the key the checkpoint has for it. A registered
+   * key the map does not name is looked up as itself. After the load, ckpt_state_common also answers a mapped common
+   * entry under the registered key. A key mapped twice, or two keys mapped to the same checkpoint key, is
+   * CKPT_E_INVALID_ARGUMENT naming them. Messages about missing keys name both (`'a' (looked up as 'x')`). */
+  const char* const* key_map;
+  uint64_t key_map_count;
 } ckpt_load_options;
 
 #define CKPT_LOAD_OPTIONS_INIT \
-  { (uint32_t)sizeof(ckpt_load_options), CKPT_STRICT_FAIL, CKPT_STRICT_LOG, NULL, NULL }
+  { (uint32_t)sizeof(ckpt_load_options), CKPT_STRICT_FAIL, CKPT_STRICT_LOG, NULL, NULL, NULL, 0 }
 CKPT_API int32_t ckpt_load_options_init(ckpt_load_options* opts, uint32_t struct_size);
 
 /* Collective. Fills every registered buffer of `state` from the checkpoint at `path`, whatever layout and number of
@@ -548,10 +565,12 @@ CKPT_API int32_t ckpt_load_options_init(ckpt_load_options* opts, uint32_t struct
  * unverified, and a malformed header or index is CKPT_E_CORRUPT. Where the job has an identity (CKPT_JOB_ID) and
  * every rank's node agent holds `path` in memory (CKPT_TIER_*), the load reads that copy, verified the same way,
  * and touches no storage. A failure on any rank fails the load on every rank. Returns CKPT_OK, CKPT_E_NOT_FOUND (no
- * checkpoint at path), CKPT_E_MISMATCH (missing or unexpected keys under CKPT_STRICT_FAIL, dtype or shape differences
- * that the shard's flags do not allow), CKPT_E_CORRUPT (a checksum, truncated file, or malformed manifest: the message
- * names the tensor and the file), CKPT_E_VERSION, CKPT_E_IO, CKPT_E_NO_MEMORY (exchange buffers, or the stored bytes of
- * a shard loaded with a dtype cast), CKPT_E_PEER_FAILED, CKPT_E_TIMEOUT. On failure, buffers may be partly filled. */
+ * checkpoint at path), CKPT_E_MISMATCH (missing or unexpected keys under CKPT_STRICT_FAIL, the message naming the
+ * first few of this rank's keys the checkpoint lacks and of the checkpoint's keys nobody asked for; dtype or shape
+ * differences that the shard's flags do not allow), CKPT_E_CORRUPT (a checksum, truncated file, or malformed
+ * manifest: the message names the tensor and the file), CKPT_E_VERSION, CKPT_E_IO, CKPT_E_NO_MEMORY (exchange
+ * buffers, or the stored bytes of a shard loaded with a dtype cast), CKPT_E_PEER_FAILED, CKPT_E_TIMEOUT. On failure,
+ * buffers may be partly filled. */
 CKPT_API int32_t ckpt_load(ckpt_context_t* ctx, ckpt_state_t* state, const char* path, const ckpt_load_options* opts,
                            ckpt_error_t* err);
 
@@ -561,17 +580,32 @@ CKPT_API int32_t ckpt_load(ckpt_context_t* ctx, ckpt_state_t* state, const char*
 
 typedef struct ckpt_manager ckpt_manager_t;
 
+#define CKPT_BEST_MAX 0 /* keep_best keeps the steps of highest best_value */
+#define CKPT_BEST_MIN 1 /* keep_best keeps the steps of lowest best_value */
+
+/* Retention: a step is kept if any rule keeps it (keep_last, keep_every, keep_best, keep_for_seconds), as Orbax's
+ * preservation policies combine; with keep_last, keep_best and keep_for_seconds all 0, every step is kept. The
+ * newest step, and the one `latest` names, are always kept, whatever the rules: a resume needs them. Rank 0 removes
+ * the other steps on a thread of its own after each commit, never delaying a save; only steps this job saved or
+ * found when it claimed the root are counted or removed. */
 typedef struct ckpt_manager_options {
   uint32_t struct_size;
-  uint32_t keep_last;  /* keep the newest N committed steps (0: keep all) */
-  uint64_t keep_every; /* also keep every step divisible by this (0: none) */
+  uint32_t keep_last;  /* keep the newest N committed steps (0: no such rule) */
+  uint64_t keep_every; /* keep every step divisible by this (0: no such rule; Orbax's keep_period) */
   /* 1: every step goes to the memory tier (CKPT_TIER_MEMORY), and the steps divisible by storage_every to storage
    * as well (CKPT_TIER_BOTH); a save option asking for another tier than storage overrides it for that save. */
   uint32_t memory_tier;
   uint64_t storage_every; /* with memory_tier; 0: steps reach storage only when the trainers die */
+  /* Keep the N steps of best best_value (ckpt_save_options), by best_mode (CKPT_BEST_MAX or CKPT_BEST_MIN); a step
+   * saved without one is judged by the other rules alone. 0: no such rule. */
+  uint32_t keep_best;
+  int32_t best_mode;
+  /* Keep the steps committed within the last N seconds, by rank 0's clock at their commit (stored with the step);
+   * a step saved without a manager or through the memory tier is judged by the other rules alone. 0: no such rule. */
+  uint64_t keep_for_seconds;
 } ckpt_manager_options;
 #define CKPT_MANAGER_OPTIONS_INIT \
-  { (uint32_t)sizeof(ckpt_manager_options), 0, 0, 0, 0 }
+  { (uint32_t)sizeof(ckpt_manager_options), 0, 0, 0, 0, 0, CKPT_BEST_MAX, 0 }
 CKPT_API int32_t ckpt_manager_options_init(ckpt_manager_options* opts, uint32_t struct_size);
 
 /* Collective. Opens (creating) the root directory `root`, whose steps live in `root`/step-<12-digit step>. Rank 0
@@ -585,8 +619,20 @@ CKPT_API int32_t ckpt_manager_open(ckpt_context_t* ctx, const char* root, const 
                                    ckpt_manager_t** out, ckpt_error_t* err);
 /* Waits for the manager's saves in flight, then frees it, releasing its claim on the root. */
 CKPT_API void ckpt_manager_free(ckpt_manager_t* manager);
+/* Not collective (every rank closes its own). Waits for the manager's saves in flight, then releases rank 0's claim
+ * on the root, so that another job may claim it while this one goes on reading: the manager still answers the
+ * queries that only read the root (ckpt_manager_latest, ckpt_manager_steps, ckpt_manager_step_path), and
+ * ckpt_manager_save, ckpt_manager_load_latest and ckpt_manager_resume_step fail with CKPT_E_INVALID_ARGUMENT.
+ * Closing again does nothing; ckpt_manager_free still frees it. A save's failure is its request's to report. */
+CKPT_API int32_t ckpt_manager_close(ckpt_manager_t* manager, ckpt_error_t* err);
+/* Not collective. Waits for the manager's saves in flight (their requests report how they ended) and, on rank 0,
+ * for the removals of old steps their commits asked for, which otherwise go on in the background: from then on
+ * rank 0 sees the root holding what the retention policy keeps (the other ranks, once they hear from rank 0, as
+ * ckpt_manager_resume_step does first). Returns CKPT_OK, or CKPT_E_INVALID_ARGUMENT for a NULL manager. */
+CKPT_API int32_t ckpt_manager_wait(ckpt_manager_t* manager, ckpt_error_t* err);
 /* Collective. Saves `state` as step `step`, as ckpt_save does. Once that save commits, rank 0 replaces the
- * `latest` pointer atomically and removes the steps the retention policy no longer keeps; a failed save leaves
+ * `latest` pointer atomically and asks for the removal of the steps the retention policy no longer keeps, which
+ * runs on a thread of its own after the request has finished (ckpt_manager_wait waits for it); a failed save leaves
  * both untouched. */
 CKPT_API int32_t ckpt_manager_save(ckpt_manager_t* manager, ckpt_state_t* state, uint64_t step,
                                    const ckpt_save_options* opts, ckpt_request_t** request, ckpt_error_t* err);
@@ -601,7 +647,8 @@ CKPT_API int32_t ckpt_manager_load_latest(ckpt_manager_t* manager, ckpt_state_t*
 /* Collective. The step ckpt_manager_load_latest would load, the same on every rank, without loading it: the latest
  * on storage (as rank 0 sees it), or the newest step the job's node agents hold in memory when it is at least as
  * new, which ckpt_manager_latest does not see. CKPT_E_NOT_FOUND on every rank if there is none. For a trainer that
- * builds its state for the step it resumes from, then loads that step's path. */
+ * builds its state for the step it resumes from, then loads that step's path. Rank 0 first waits for the removals
+ * of old steps in flight (ckpt_manager_wait), so that every rank then sees the root as retention left it. */
 CKPT_API int32_t ckpt_manager_resume_step(ckpt_manager_t* manager, uint64_t* step, ckpt_error_t* err);
 /* Not collective. The committed steps under the root, ascending: writes min(count, capacity) of them to `steps`
  * and their number to `*count`, so that a first call with capacity 0 sizes the array. */
@@ -610,6 +657,13 @@ CKPT_API int32_t ckpt_manager_steps(const ckpt_manager_t* manager, uint64_t* ste
 /* Writes the directory of `step` (NUL-terminated) into `buffer`; CKPT_E_INVALID_ARGUMENT if it does not fit. */
 CKPT_API int32_t ckpt_manager_step_path(const ckpt_manager_t* manager, uint64_t step, char* buffer,
                                         uint64_t buffer_size, ckpt_error_t* err);
+/* Not collective. The metrics saved with `step` (ckpt_save_options.metrics), as the text of a JSON object (the same
+ * values, written compactly with the keys sorted): `*length` receives its length (without the NUL), and the text and
+ * a NUL are written to `buffer` if `capacity` exceeds it, so that a first call with capacity 0 sizes the buffer.
+ * CKPT_E_NOT_FOUND if the step is not committed or was saved without metrics; CKPT_E_CORRUPT naming the file if its
+ * record is damaged; CKPT_E_IO. Also once the manager is closed. */
+CKPT_API int32_t ckpt_manager_metrics(const ckpt_manager_t* manager, uint64_t step, char* buffer, uint64_t capacity,
+                                      uint64_t* length, ckpt_error_t* err);
 
 /* ------------------------------------------------------------------------------------------------------------ */
 /* Reader: any process, no collective                                                                             */

@@ -15,7 +15,9 @@ else()
 endif()
 
 # ckpt_python_test(NAME SELECTOR [JAX]): runs pytest on SELECTOR (a file of bindings/python/tests, optionally
-# ::test_name); JAX tests also need jax and the FFI handler library.
+# ::test_name); JAX tests also need jax and the FFI handler library. Each is labelled python, and runs with the
+# interpreter in CKPT_TEST_PYTHON where that is set when ctest runs: tools/test.sh's stage newest-jax runs them again
+# in the environment of the newest JAX, against the same build (the FFI handlers compiled with the oldest jaxlib).
 function(ckpt_python_test name selector)
   set(reason "${CKPT_PYTHON_SKIP_REASON}")
   if(NOT reason AND "JAX" IN_LIST ARGN AND CKPT_JAX_SKIP_REASON)
@@ -27,9 +29,10 @@ function(ckpt_python_test name selector)
     return()
   endif()
   add_test(NAME ${name}
-           COMMAND ${Python3_EXECUTABLE} -m pytest -q -p no:cacheprovider ${CKPT_PYTHON_SOURCE}/tests/${selector}
+           COMMAND sh -c [=[exec "${CKPT_TEST_PYTHON:-$0}" -m pytest -q -p no:cacheprovider "$1"]=]
+                   ${Python3_EXECUTABLE} ${CKPT_PYTHON_SOURCE}/tests/${selector}
            WORKING_DIRECTORY ${CKPT_PYTHON_SOURCE}/tests)
-  set_tests_properties(${name} PROPERTIES TIMEOUT 300 ENVIRONMENT
+  set_tests_properties(${name} PROPERTIES TIMEOUT 300 LABELS python ENVIRONMENT
                        "CKPT_LIB=$<TARGET_FILE:ckpt>;CKPT_ABI_TABLE=${CKPT_ABI_TABLE};PYTHONPATH=${CKPT_PYTHON_SOURCE}/src;CKPT_LAUNCH=$<TARGET_FILE:ckpt-launch>;CKPT_TIMEOUT_MS=60000;JAX_PLATFORMS=cpu")
   ckpt_runs_foreign_programs(${name})
 endfunction()
@@ -46,6 +49,8 @@ ckpt_python_test(python_memory_tier_manager_needs_job_id
                  test_memory_tier.py::test_a_memory_tier_manager_without_a_job_identity_names_CKPT_JOB_ID)
 ckpt_python_test(python_memory_tier_resume_from_memory
                  test_memory_tier.py::test_a_manager_resumes_from_memory_the_step_storage_never_saw)
+ckpt_python_test(python_memory_tier_readme_loop
+                 test_memory_tier.py::test_the_readmes_memory_tier_loop_resumes_from_memory_and_saves_each_step_once)
 ckpt_python_test(jax_jit_saver_memory_tier test_memory_tier.py::test_a_jit_saver_saves_each_step_into_the_memory_tier
                  JAX)
 ckpt_python_test(jax_jit_saver_memory_tier_needs_job_id
@@ -58,7 +63,12 @@ ckpt_python_test(python_manager_dropped_releases_root
                  test_manager_claim.py::test_a_manager_dropped_without_close_releases_its_root)
 ckpt_python_test(python_manager_never_closed
                  test_manager_claim.py::test_a_manager_never_closed_commits_its_last_save_and_exits_quietly)
+ckpt_python_test(python_manager_closed_answers_queries
+                 test_manager_claim.py::test_a_closed_manager_still_answers_queries_and_refuses_to_save_or_restore)
+# Retention by metric, period and age, metrics stored with each step, and the README's manager with best_fn.
+ckpt_python_test(python_manager_policies test_manager_policies.py)
 ckpt_python_test(python_restore_common_leaf_types test_common_leaves.py)
+ckpt_python_test(python_restore_key_map test_key_map.py)
 ckpt_python_test(python_numpy_reshard_1_3_2_ranks test_numpy_multirank.py::test_reshard_1_to_3_to_2_ranks)
 ckpt_python_test(python_numpy_manager_2_ranks test_numpy_multirank.py::test_manager_retention_and_resume_on_2_ranks)
 ckpt_python_test(python_numpy_mismatch_2_ranks test_numpy_multirank.py::test_mismatches_fail_on_every_rank)
@@ -66,6 +76,7 @@ ckpt_python_test(python_allgather_bootstrap_3_ranks
                  test_numpy_multirank.py::test_a_context_bootstrapped_through_the_jobs_allgather_on_3_ranks)
 ckpt_python_test(python_job_collectives_3_ranks test_numpy_multirank.py::test_a_context_over_the_jobs_collectives_on_3_ranks)
 ckpt_python_test(jax_single_process test_jax.py JAX)
+ckpt_python_test(jax_faithful_restore test_faithful_restore.py JAX)
 ckpt_python_test(jax_restore_2x2_into_1_process_4_devices
                  test_jax_multiprocess.py::test_restore_2x2_into_one_process_with_4_devices JAX)
 ckpt_python_test(jax_restore_2x2_into_4_processes_1_device
@@ -82,7 +93,15 @@ ckpt_python_test(python_published_model_3_to_2_ranks_exported_by_2
 ckpt_python_test(jax_jit_save_ffi_2_processes test_jax_multiprocess.py::test_jit_save_through_the_ffi_custom_call JAX)
 ckpt_python_test(jax_no_main_replica_2_processes
                  test_jax_multiprocess.py::test_process_without_main_replica_neither_hangs_nor_fails JAX)
-ckpt_python_test(jax_readme_quickstart test_readme.py JAX)
+# One entry for the module's three resumes, which share its two most expensive runs (uninterrupted, then killed).
+ckpt_python_test(jax_flax_example_resumes_as_uninterrupted test_flax_example.py JAX)
+ckpt_python_test(jax_versions_metadata_spans_the_tested
+                 test_jax_versions.py::test_the_jax_extra_spans_the_oldest_and_the_newest_tested_jax JAX)
+ckpt_python_test(jax_version_under_test_is_pinned test_jax_versions.py::test_the_jax_under_test_is_a_tested_one JAX)
+ckpt_python_test(jax_readme_quickstart test_readme.py::test_quickstart_runs_on_2_processes_then_resumes_on_1 JAX)
+ckpt_python_test(jax_readme_quickstart_is_the_example test_readme.py::test_the_example_is_the_readme_quickstart JAX)
+ckpt_python_test(python_readme_resume_loop
+                 test_readme.py::test_the_binding_readmes_resume_loop_trains_and_saves_each_step_once)
 # On a CUDA device, where JAX sees one: JAX_PLATFORMS unset so that it may pick the GPU. Without one the module
 # skips with its reason, which ctest counts as a skip (the GPU is the one thing CI cannot install).
 ckpt_python_test(jax_gpu test_jax_gpu.py JAX)

@@ -16,7 +16,9 @@ ckpt_python_test(python_s3_manager_2_ranks
                  test_s3.py::test_a_manager_on_s3_keeps_what_its_retention_says_and_resumes_on_2_ranks)
 ckpt_python_test(jax_s3_2_processes_into_1
                  test_s3.py::test_jax_saved_by_2_processes_is_restored_by_1_process_with_another_mesh JAX)
-foreach(name python_s3_manager_2_ranks jax_s3_2_processes_into_1)
+ckpt_python_test(python_s3_manager_keep_best_and_metrics
+                 test_s3.py::test_a_manager_on_s3_keeps_the_best_steps_and_reads_back_their_metrics)
+foreach(name python_s3_manager_2_ranks jax_s3_2_processes_into_1 python_s3_manager_keep_best_and_metrics)
   set_property(TEST ${name} APPEND PROPERTY ENVIRONMENT CKPT_S3_TEST_ENV=${CMAKE_BINARY_DIR}/s3/env)
   set_tests_properties(${name} PROPERTIES LABELS s3 FIXTURES_REQUIRED s3_server)
 endforeach()

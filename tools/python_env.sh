@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Creates (or brings up to date) the virtual environment that the Python tests and benchmarks run in, with the
-# pinned packages of requirements.txt, and prints its interpreter's path. Usage: python_env.sh VENV_DIR
+# pinned packages of requirements.txt, and prints its interpreter's path. Usage: python_env.sh VENV_DIR [PYTHON]
+# PYTHON (default python3) makes a new environment; requirements.txt's markers pick the JAX of its version.
 # Re-running it with an unchanged requirements.txt changes nothing.
 set -euo pipefail
 
@@ -10,7 +11,7 @@ requirements=$repo/requirements.txt
 stamp=$venv/.requirements
 
 if [ ! -x "$venv/bin/python" ]; then
-  python3 -m venv "$venv" >&2
+  "${2:-python3}" -m venv "$venv" >&2
 fi
 if ! cmp -s "$requirements" "$stamp"; then
   echo "python_env.sh: installing requirements.txt into $venv" >&2

@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # Builds ckpt and runs its tests; exits non-zero if any fails. With no argument it runs every stage, as CI does:
-#   normal  the build in build/ (or $CKPT_BUILD_DIR) and every test
+#   normal  the build in build/ (or $CKPT_BUILD_DIR) and every test, the Python ones with the oldest supported JAX
+#   newest-jax  the Python tests (label python) of the normal build again, in a second virtual environment
+#           (<build>/venv-newest-jax) with the newest JAX that requirements.txt pins, which needs Python 3.12 or later:
+#           $CKPT_NEWEST_JAX_PYTHON, else python3.12 or a later one on the PATH or in pyenv
 #   asan    a clang build under AddressSanitizer and UndefinedBehaviorSanitizer in <build>-asan, every test that can
 #           run instrumented, and each libFuzzer target fuzzing for a few seconds
 #   tsan    a clang build under ThreadSanitizer in <build>-tsan, the unit tests of the threaded parts and the
@@ -15,7 +18,7 @@ repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=${CKPT_BUILD_DIR:-$repo/build}
 build_type=${CKPT_BUILD_TYPE:-Release}
 stages=("$@")
-[ "${#stages[@]}" -gt 0 ] || stages=(normal asan tsan package)
+[ "${#stages[@]}" -gt 0 ] || stages=(normal newest-jax asan tsan package)
 
 bash "$repo/tools/deps.sh"
 python=$(bash "$repo/tools/python_env.sh" "$build/venv")
@@ -31,6 +34,25 @@ configure() {
   cmake -S "$repo" -B "$dir" "${generator[@]}" -DPython3_EXECUTABLE="$python" "$@"
 }
 
+# newest_jax_python: an interpreter new enough for the newest JAX (Python 3.12 or later); fails naming what it tried.
+newest_jax_python() {
+  local candidates=(python3.14 python3.13 python3.12) candidate
+  if [ -n "${CKPT_NEWEST_JAX_PYTHON:-}" ]; then
+    candidates=("$CKPT_NEWEST_JAX_PYTHON")
+  elif command -v pyenv >/dev/null 2>&1; then
+    candidates+=("$(pyenv root)"/versions/3.1[2-9]*/bin/python3)
+  fi
+  for candidate in "${candidates[@]}"; do
+    if "$candidate" -c 'import sys; sys.exit(sys.version_info < (3, 12))' 2>/dev/null; then
+      command -v "$candidate"
+      return
+    fi
+  done
+  echo "test.sh: the newest JAX needs Python 3.12 or later; none found (tried ${candidates[*]}); set" \
+    "CKPT_NEWEST_JAX_PYTHON" >&2
+  return 1
+}
+
 # Under sanitizers a report fails the test that made it, with a whole stack.
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
@@ -43,6 +65,21 @@ for stage in "${stages[@]}"; do
       configure "$build" -DCMAKE_BUILD_TYPE="$build_type" -DCKPT_FAULT_INJECTION=ON
       cmake --build "$build" -j "$(nproc)"
       ctest --test-dir "$build" --output-on-failure -j2 ;;
+    newest-jax)
+      # requirements.txt's markers give the build's environment the oldest JAX only below Python 3.12.
+      "$python" -c 'import sys; sys.exit(sys.version_info >= (3, 12))' ||
+        { echo "test.sh: $python is Python 3.12 or later, which gets the newest JAX: the oldest goes untested" >&2
+          exit 1; }
+      newest_python=$(newest_jax_python)
+      newest_python=$(bash "$repo/tools/python_env.sh" "$build/venv-newest-jax" "$newest_python")
+      # An environment made earlier by an older Python would hold the oldest JAX (requirements.txt's markers).
+      "$newest_python" -c 'import sys; sys.exit(sys.version_info < (3, 12))' ||
+        { echo "test.sh: $build/venv-newest-jax has a Python older than 3.12: remove it" >&2; exit 1; }
+      "$newest_python" -c 'import jax; print("test.sh: JAX", jax.__version__)'
+      configure "$build" -DCMAKE_BUILD_TYPE="$build_type" -DCKPT_FAULT_INJECTION=ON
+      cmake --build "$build" -j "$(nproc)"
+      CKPT_TEST_PYTHON=$newest_python ctest --test-dir "$build" --output-on-failure -j2 --no-tests=error \
+        -L '^python$' ;;
     asan)
       CC=clang CXX=clang++ configure "$build-asan" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCKPT_FAULT_INJECTION=ON \
         -DCKPT_SANITIZE=address,undefined
@@ -66,7 +103,7 @@ for stage in "${stages[@]}"; do
       bash "$repo/tests/package/wheel_in_clean_root.sh" "$build-package/dist" "$build-package/wheel-root"
       bash "$repo/tests/package/deb_in_clean_root.sh" "$build-package/dist" "$build-package/deb-root" ;;
     *)
-      echo "test.sh: unknown stage '$stage' (normal, asan, tsan, package)" >&2
+      echo "test.sh: unknown stage '$stage' (normal, newest-jax, asan, tsan, package)" >&2
       exit 2 ;;
   esac
   echo "=== test.sh: stage $stage passed in ${SECONDS} s ==="

@@ -111,6 +111,9 @@ func cStructs() []cStruct {
 			{"progress_user", unsafe.Offsetof(saveOptions.progress_user), unsafe.Sizeof(saveOptions.progress_user)},
 			{"tier", unsafe.Offsetof(saveOptions.tier), unsafe.Sizeof(saveOptions.tier)},
 			{"flags", unsafe.Offsetof(saveOptions.flags), unsafe.Sizeof(saveOptions.flags)},
+			{"metrics", unsafe.Offsetof(saveOptions.metrics), unsafe.Sizeof(saveOptions.metrics)},
+			{"best_value", unsafe.Offsetof(saveOptions.best_value), unsafe.Sizeof(saveOptions.best_value)},
+			{"has_best_value", unsafe.Offsetof(saveOptions.has_best_value), unsafe.Sizeof(saveOptions.has_best_value)},
 		}},
 		{"ckpt_request_stats", unsafe.Sizeof(requestStats), unsafe.Alignof(requestStats), []cField{
 			{"struct_size", unsafe.Offsetof(requestStats.struct_size), unsafe.Sizeof(requestStats.struct_size)},
@@ -134,6 +137,8 @@ func cStructs() []cStruct {
 			{"unexpected_keys", unsafe.Offsetof(loadOptions.unexpected_keys), unsafe.Sizeof(loadOptions.unexpected_keys)},
 			{"progress", unsafe.Offsetof(loadOptions.progress), unsafe.Sizeof(loadOptions.progress)},
 			{"progress_user", unsafe.Offsetof(loadOptions.progress_user), unsafe.Sizeof(loadOptions.progress_user)},
+			{"key_map", unsafe.Offsetof(loadOptions.key_map), unsafe.Sizeof(loadOptions.key_map)},
+			{"key_map_count", unsafe.Offsetof(loadOptions.key_map_count), unsafe.Sizeof(loadOptions.key_map_count)},
 		}},
 		{"ckpt_manager_options", unsafe.Sizeof(managerOptions), unsafe.Alignof(managerOptions), []cField{
 			{"struct_size", unsafe.Offsetof(managerOptions.struct_size), unsafe.Sizeof(managerOptions.struct_size)},
@@ -141,6 +146,9 @@ func cStructs() []cStruct {
 			{"keep_every", unsafe.Offsetof(managerOptions.keep_every), unsafe.Sizeof(managerOptions.keep_every)},
 			{"memory_tier", unsafe.Offsetof(managerOptions.memory_tier), unsafe.Sizeof(managerOptions.memory_tier)},
 			{"storage_every", unsafe.Offsetof(managerOptions.storage_every), unsafe.Sizeof(managerOptions.storage_every)},
+			{"keep_best", unsafe.Offsetof(managerOptions.keep_best), unsafe.Sizeof(managerOptions.keep_best)},
+			{"best_mode", unsafe.Offsetof(managerOptions.best_mode), unsafe.Sizeof(managerOptions.best_mode)},
+			{"keep_for_seconds", unsafe.Offsetof(managerOptions.keep_for_seconds), unsafe.Sizeof(managerOptions.keep_for_seconds)},
 		}},
 		{"ckpt_checkpoint_info", unsafe.Sizeof(checkpointInfo), unsafe.Alignof(checkpointInfo), []cField{
 			{"struct_size", unsafe.Offsetof(checkpointInfo.struct_size), unsafe.Sizeof(checkpointInfo.struct_size)},
@@ -260,6 +268,8 @@ func cConstants() map[string]int64 {
 		"CKPT_TIER_MEMORY":                C.CKPT_TIER_MEMORY,
 		"CKPT_TIER_BOTH":                  C.CKPT_TIER_BOTH,
 		"CKPT_SAVE_IN_PLACE":              C.CKPT_SAVE_IN_PLACE,
+		"CKPT_BEST_MAX":                   C.CKPT_BEST_MAX,
+		"CKPT_BEST_MIN":                   C.CKPT_BEST_MIN,
 		"CKPT_STRICT_FAIL":                C.CKPT_STRICT_FAIL,
 		"CKPT_STRICT_LOG":                 C.CKPT_STRICT_LOG,
 		"CKPT_STRICT_IGNORE":              C.CKPT_STRICT_IGNORE,

@@ -9,16 +9,34 @@ import "C"
 import (
 	"errors"
 	"runtime"
+	"time"
 	"unsafe"
 )
 
+// BestMode says which scores ManagerOptions.KeepBest keeps.
+type BestMode int32
+
+const (
+	BestMax BestMode = C.CKPT_BEST_MAX // the highest SaveOptions.BestValue
+	BestMin BestMode = C.CKPT_BEST_MIN // the lowest, as for a loss
+)
+
 // ManagerOptions say which committed steps a Manager keeps, and which tier its steps go to; nil keeps every step,
-// on storage.
+// on storage. A step is kept if any rule keeps it (as Orbax's preservation policies combine); with none of
+// KeepLast, KeepBest and KeepFor, every step is kept. The newest step is always kept, since a resume needs it. Rank
+// 0 removes the others on a thread of its own, never delaying a save.
 type ManagerOptions struct {
-	// KeepLast keeps the newest KeepLast committed steps (0: all).
+	// KeepLast keeps the newest KeepLast committed steps (0: no such rule).
 	KeepLast uint32
-	// KeepEvery also keeps every step divisible by KeepEvery (0: none beyond KeepLast).
+	// KeepEvery keeps every step divisible by KeepEvery (0: no such rule; Orbax's keep_period).
 	KeepEvery uint64
+	// KeepBest keeps the KeepBest steps of best SaveOptions.BestValue by BestMode (0: no such rule); a step saved
+	// without one is judged by the other rules alone.
+	KeepBest uint32
+	BestMode BestMode
+	// KeepFor keeps the steps committed within the last KeepFor (by rank 0's clock, in whole seconds rounded up;
+	// 0: no such rule); a step saved without a manager or through the memory tier is judged by the other rules.
+	KeepFor time.Duration
 	// MemoryTier sends every step to the memory tier (TierMemory: the node agent's shared memory, which outlives
 	// the trainers), and the steps divisible by StorageEvery to storage as well (TierBoth). LoadLatest resumes
 	// from the newest step of either tier. The job needs an identity: CKPT_JOB_ID (see Tier).
@@ -38,8 +56,14 @@ func (o *ManagerOptions) toC() (C.ckpt_manager_options, error) {
 		return copts, invalidArgument("StorageEvery applies to the memory tier: set MemoryTier too (without it, " +
 			"every step goes to storage)")
 	}
+	if o.KeepFor < 0 {
+		return copts, invalidArgument("KeepFor must not be negative, not %v", o.KeepFor)
+	}
 	copts.keep_last = C.uint32_t(o.KeepLast)
 	copts.keep_every = C.uint64_t(o.KeepEvery)
+	copts.keep_best = C.uint32_t(o.KeepBest)
+	copts.best_mode = C.int32_t(o.BestMode)
+	copts.keep_for_seconds = C.uint64_t((o.KeepFor + time.Second - 1) / time.Second)
 	if o.MemoryTier {
 		copts.memory_tier = 1
 	}
@@ -210,6 +234,42 @@ func (m *Manager) stepPathWithin(step uint64, size int) (string, error) {
 		return "", err
 	}
 	return C.GoString(buffer), nil
+}
+
+// Wait waits for the manager's saves in flight and, on rank 0, for the removals of old steps their commits asked
+// for, which otherwise go on in the background (ResumeStep waits for them too). Not collective; a save's failure is
+// its request's to report.
+func (m *Manager) Wait() error {
+	return m.withHandle(func() error {
+		return call(func(cerr *C.ckpt_error_t) C.int32_t { return C.ckpt_manager_wait(m.ptr, cerr) })
+	})
+}
+
+// Metrics returns the metrics saved with step (SaveOptions.Metrics), the text of a JSON object; ErrNotFound if
+// the step was saved without any or is not committed. Not collective.
+func (m *Manager) Metrics(step uint64) (string, error) {
+	var metrics string
+	err := m.withHandle(func() error {
+		var length C.uint64_t
+		if err := call(func(cerr *C.ckpt_error_t) C.int32_t {
+			return C.ckpt_manager_metrics(m.ptr, C.uint64_t(step), nil, 0, &length, cerr)
+		}); err != nil {
+			return err
+		}
+		buffer := (*C.char)(C.malloc(C.size_t(length + 1)))
+		if buffer == nil {
+			return &Error{Status: StatusNoMemory, Message: "cannot allocate the metrics' buffer"}
+		}
+		defer C.free(unsafe.Pointer(buffer))
+		if err := call(func(cerr *C.ckpt_error_t) C.int32_t {
+			return C.ckpt_manager_metrics(m.ptr, C.uint64_t(step), buffer, length+1, &length, cerr)
+		}); err != nil {
+			return err
+		}
+		metrics = C.GoStringN(buffer, C.int(length))
+		return nil
+	})
+	return metrics, err
 }
 
 // withHandle runs fn with the manager's handle locked and open.

@@ -58,6 +58,12 @@ type SaveOptions struct {
 	// only once they are durable, and the Buffers must not change until it returns; the request still finishes
 	// with the commit. It suits a save that is waited for anyway: the last one of a job, or a blocking checkpoint.
 	InPlace bool
+	// Metrics, through a Manager only: the text of a JSON object (at most 1 MiB) stored with the step, which
+	// commits with it (Manager.Metrics reads it back); empty: none. Rank 0's is stored.
+	Metrics string
+	// BestValue, through a Manager only: the step's score (finite), which ManagerOptions.KeepBest ranks it by;
+	// nil: none. Rank 0's is stored.
+	BestValue *float64
 }
 
 // SaveRequest tracks a save. Its State's buffers may be modified as soon as Save returns; Wait tells when the
@@ -186,6 +192,14 @@ func (o *SaveOptions) toC(allocs *cAllocs) (C.ckpt_save_options, error) {
 		copts.flags |= C.CKPT_SAVE_IN_PLACE
 	}
 	var err error
+	if o.Metrics != "" {
+		if copts.metrics, err = allocs.str("metrics", o.Metrics); err != nil {
+			return copts, err
+		}
+	}
+	if o.BestValue != nil {
+		copts.best_value, copts.has_best_value = C.double(*o.BestValue), 1
+	}
 	if copts.tier, err = o.Tier.toC(); err != nil || len(o.Metadata) == 0 {
 		return copts, err
 	}

@@ -2,6 +2,7 @@
 // converts C arguments into the C++ core's types, and the core's Status into status codes and error objects
 // (capi_internal.h). No exception crosses this boundary.
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -116,9 +117,32 @@ static_assert(static_cast<int32_t>(rt::Tier::kStorage) == CKPT_TIER_STORAGE &&
               static_cast<int32_t>(rt::Tier::kBoth) == CKPT_TIER_BOTH);
 
 // The save settings the options describe.
-Status ToSaveSettings(const ckpt_save_options* user_opts, rt::SaveSettings* settings) {
+// What a manager's save stores with its step; `annotations` is null for ckpt_save, which stores none.
+Status ToStepAnnotations(const ckpt_save_options& opts, rt::StepAnnotations* annotations) {
+  const bool any = opts.metrics != nullptr || opts.has_best_value != 0;
+  if (annotations == nullptr) {
+    return any ? ckpt::InvalidArgument("metrics and best_value are stored by ckpt_manager_save only, with a step")
+               : Status::Ok();
+  }
+  if (opts.has_best_value > 1) return ckpt::InvalidArgument("has_best_value must be 0 or 1");
+  if (opts.has_best_value == 1) {
+    if (!std::isfinite(opts.best_value)) {
+      return ckpt::InvalidArgument("best_value " + std::to_string(opts.best_value) + " is not a finite number");
+    }
+    annotations->score = opts.best_value;
+  }
+  if (opts.metrics != nullptr) {
+    annotations->metrics = opts.metrics;
+    if (annotations->metrics.empty()) return ckpt::InvalidArgument("metrics is empty: pass NULL for none");
+  }
+  return Status::Ok();
+}
+
+Status ToSaveSettings(const ckpt_save_options* user_opts, rt::SaveSettings* settings,
+                      rt::StepAnnotations* annotations = nullptr) {
   ckpt_save_options opts = CKPT_SAVE_OPTIONS_INIT;
   RETURN_IF_ERROR(CopyOptions(user_opts, &opts, "ckpt_save_options"));
+  RETURN_IF_ERROR(ToStepAnnotations(opts, annotations));
   if (opts.metadata_count > 0 && (opts.metadata_keys == nullptr || opts.metadata_values == nullptr)) {
     return ckpt::InvalidArgument("metadata_keys and metadata_values are required when metadata_count > 0");
   }
@@ -145,10 +169,30 @@ Status ToSaveSettings(const ckpt_save_options* user_opts, rt::SaveSettings* sett
   return Status::Ok();
 }
 
+// The load options' key_map pairs, checked.
+ckpt::Result<rt::KeyMap> ToKeyMap(const ckpt_load_options& opts) {
+  if (opts.key_map_count > 0 && opts.key_map == nullptr) {
+    return ckpt::InvalidArgument("key_map is required when key_map_count > 0");
+  }
+  std::vector<std::pair<std::string, std::string>> pairs;
+  for (uint64_t i = 0; i < opts.key_map_count; ++i) {
+    const char* key = opts.key_map[2 * i];
+    const char* saved = opts.key_map[2 * i + 1];
+    if (key == nullptr || saved == nullptr) {
+      return ckpt::InvalidArgument("key_map pair " + std::to_string(i) + " has a NULL key");
+    }
+    RETURN_IF_ERROR(ckpt::CheckKeyText(key, "key_map key", ckpt::Code::kInvalidArgument));
+    RETURN_IF_ERROR(ckpt::CheckKeyText(saved, "key_map key", ckpt::Code::kInvalidArgument));
+    pairs.emplace_back(key, saved);
+  }
+  return rt::KeyMap::Make(pairs);
+}
+
 Status ToLoadSettings(const ckpt_load_options* user_opts, rt::LoadSettings* settings) {
   ckpt_load_options opts = CKPT_LOAD_OPTIONS_INIT;
   RETURN_IF_ERROR(CopyOptions(user_opts, &opts, "ckpt_load_options"));
   RETURN_IF_ERROR(ToStrictness(opts.missing_keys, "missing_keys", &settings->missing_keys));
+  ASSIGN_OR_RETURN(settings->key_map, ToKeyMap(opts));
   settings->progress = ToProgressSink(opts.progress, opts.progress_user);
   return ToStrictness(opts.unexpected_keys, "unexpected_keys", &settings->unexpected_keys);
 }
@@ -485,6 +529,13 @@ int32_t ckpt_manager_open(ckpt_context_t* ctx, const char* root, const ckpt_mana
     rt::RetentionPolicy policy;
     policy.keep_last = opts.keep_last;
     policy.keep_every = opts.keep_every;
+    policy.keep_best = opts.keep_best;
+    if (opts.best_mode != CKPT_BEST_MAX && opts.best_mode != CKPT_BEST_MIN) {
+      return ckpt::InvalidArgument("best_mode " + std::to_string(opts.best_mode) +
+                                   " is neither CKPT_BEST_MAX nor CKPT_BEST_MIN");
+    }
+    policy.best_mode = opts.best_mode == CKPT_BEST_MAX ? rt::BestMode::kMax : rt::BestMode::kMin;
+    policy.keep_for_seconds = opts.keep_for_seconds;
     if (opts.memory_tier > 1) return ckpt::InvalidArgument("memory_tier must be 0 or 1");
     rt::MemoryPolicy memory;
     memory.enabled = opts.memory_tier == 1;
@@ -498,14 +549,32 @@ int32_t ckpt_manager_open(ckpt_context_t* ctx, const char* root, const ckpt_mana
 
 void ckpt_manager_free(ckpt_manager_t* manager) { delete manager; }
 
+int32_t ckpt_manager_close(ckpt_manager_t* manager, ckpt_error_t* err) {
+  return Guard(err, [&]() -> Status {
+    if (manager == nullptr) return NullArgument("manager");
+    manager->impl->Close();
+    return Status::Ok();
+  });
+}
+
+int32_t ckpt_manager_wait(ckpt_manager_t* manager, ckpt_error_t* err) {
+  return Guard(err, [&]() -> Status {
+    if (manager == nullptr) return NullArgument("manager");
+    manager->impl->Wait();
+    return Status::Ok();
+  });
+}
+
 int32_t ckpt_manager_save(ckpt_manager_t* manager, ckpt_state_t* state, uint64_t step, const ckpt_save_options* opts,
                           ckpt_request_t** request, ckpt_error_t* err) {
   return Guard(err, [&]() -> Status {
     if (manager == nullptr || state == nullptr || request == nullptr) return NullArgument("manager, state or request");
     *request = nullptr;
     rt::SaveSettings settings;
-    RETURN_IF_ERROR(ToSaveSettings(opts, &settings));
-    ASSIGN_OR_RETURN(std::shared_ptr<rt::SaveTicket> ticket, manager->impl->Save(state->impl, step, settings));
+    rt::StepAnnotations annotations;
+    RETURN_IF_ERROR(ToSaveSettings(opts, &settings, &annotations));
+    ASSIGN_OR_RETURN(std::shared_ptr<rt::SaveTicket> ticket,
+                     manager->impl->Save(state->impl, step, settings, std::move(annotations)));
     *request = new ckpt_request{std::move(ticket)};
     return Status::Ok();
   });
@@ -562,6 +631,19 @@ int32_t ckpt_manager_step_path(const ckpt_manager_t* manager, uint64_t step, cha
                                    std::to_string(path.size() + 1));
     }
     std::memcpy(buffer, path.c_str(), path.size() + 1);
+    return Status::Ok();
+  });
+}
+
+int32_t ckpt_manager_metrics(const ckpt_manager_t* manager, uint64_t step, char* buffer, uint64_t capacity,
+                             uint64_t* length, ckpt_error_t* err) {
+  return Guard(err, [&]() -> Status {
+    if (manager == nullptr || length == nullptr) return NullArgument("manager or length");
+    if (buffer == nullptr && capacity != 0) return NullArgument("buffer");
+    ASSIGN_OR_RETURN(std::optional<std::string> metrics, manager->impl->Metrics(step));
+    if (!metrics) return ckpt::NotFound("step " + std::to_string(step) + " was saved without metrics");
+    *length = metrics->size();
+    if (capacity > metrics->size()) std::memcpy(buffer, metrics->c_str(), metrics->size() + 1);
     return Status::Ok();
   });
 }

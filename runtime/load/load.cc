@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <functional>
 #include <map>
 
 #include "common/bytes.h"
@@ -33,20 +34,25 @@ const Record* FindByKey(const std::vector<Record>& records, const std::string& k
   return (it != records.end() && it->key == key) ? &*it : nullptr;
 }
 
-std::string ListKeys(const std::vector<std::string>& keys) {
+// The first few of `items` (each already quoted), joined: 'a', 'b' and 3 more.
+std::string ListFirst(const std::vector<std::string>& items) {
   std::string out;
-  for (size_t i = 0; i < keys.size() && i < kMaxKeysListed; ++i) out += (i ? ", '" : "'") + keys[i] + "'";
-  if (keys.size() > kMaxKeysListed) out += " and " + std::to_string(keys.size() - kMaxKeysListed) + " more";
+  for (size_t i = 0; i < items.size() && i < kMaxKeysListed; ++i) out += (i ? ", " : "") + items[i];
+  if (items.size() > kMaxKeysListed) out += " and " + std::to_string(items.size() - kMaxKeysListed) + " more";
   return out;
 }
 
-// Applies a strictness setting to a list of offending keys.
-Status Judge(const Context& ctx, Strictness strictness, const std::vector<std::string>& keys, const std::string& what,
-             bool log_here) {
-  if (keys.empty() || strictness == Strictness::kIgnore) return Status::Ok();
-  const std::string message = std::to_string(keys.size()) + " " + what + ": " + ListKeys(keys);
-  if (strictness == Strictness::kFail) return Mismatch(message);
-  if (log_here) ctx.Log(LogLevel::kWarning, message);
+std::string ListKeys(const std::vector<std::string>& keys) {
+  std::vector<std::string> quoted;
+  for (const std::string& key : keys) quoted.push_back("'" + key + "'");
+  return ListFirst(quoted);
+}
+
+// Applies a strictness setting to `count` offending keys; `message` describes them (made only when needed).
+Status Judge(const Context& ctx, Strictness strictness, size_t count, const std::function<std::string()>& message) {
+  if (count == 0 || strictness == Strictness::kIgnore) return Status::Ok();
+  if (strictness == Strictness::kFail) return Mismatch(message());
+  ctx.Log(LogLevel::kWarning, message());
   return Status::Ok();
 }
 
@@ -54,9 +60,38 @@ Status Judge(const Context& ctx, Strictness strictness, const std::vector<std::s
 struct Match {
   std::vector<const TensorRecord*> tensor_records;      // per state tensor; null if missing
   std::vector<const ObjectPieceRecord*> object_pieces;  // per state object; null if missing
-  std::vector<std::string> missing;
+  std::vector<std::string> missing;                     // quoted, with the key each was looked up as
   std::string requested;
 };
+
+// The keys of the manifest's tensors and objects this rank did not ask for: where a key it misses may have gone.
+std::vector<std::string> Unasked(const Match& match, const Manifest& manifest) {
+  std::vector<std::string> keys;
+  for (size_t i = 0; i < match.requested.size(); ++i) {
+    if (match.requested[i]) continue;
+    keys.push_back(i < manifest.tensors.size() ? manifest.tensors[i].key
+                                               : manifest.objects[i - manifest.tensors.size()].key);
+  }
+  return keys;
+}
+
+// What a load says of this rank's keys that the checkpoint lacks, naming the first few on each side.
+std::string MissingMessage(const Match& match, const Manifest& manifest) {
+  std::string message = std::to_string(match.missing.size()) +
+                        " keys of this rank's state are not in the checkpoint: " + ListFirst(match.missing);
+  const std::vector<std::string> unasked = Unasked(match, manifest);
+  if (!unasked.empty()) message += "; the checkpoint's keys this rank did not ask for: " + ListKeys(unasked);
+  return message;
+}
+
+// What rank 0 says of the checkpoint's keys no rank asked for; a refusal names as well its own keys the checkpoint
+// lacks (allowed by the missing keys' strictness), where there are any.
+std::string UnexpectedMessage(const std::vector<std::string>& unexpected, const std::vector<std::string>& missing) {
+  std::string message =
+      std::to_string(unexpected.size()) + " keys of the checkpoint no rank asked for: " + ListKeys(unexpected);
+  if (!missing.empty()) message += "; rank 0's keys not in the checkpoint: " + ListFirst(missing);
+  return message;
+}
 
 Status CheckTensorAgainstRecord(const TensorShard& shard, const TensorRecord& record) {
   if (record.dtype != shard.dtype) {
@@ -77,21 +112,22 @@ Status CheckTensorAgainstRecord(const TensorShard& shard, const TensorRecord& re
   return Status::Ok();
 }
 
-Result<Match> MatchState(const State& state, const Manifest& manifest) {
+// Matches the state's keys, each looked up as `key_map` says, against the manifest.
+Result<Match> MatchState(const State& state, const Manifest& manifest, const KeyMap& key_map) {
   Match match;
   match.requested.assign(manifest.tensors.size() + manifest.objects.size(), '\0');
   for (const TensorShard& shard : state.tensors()) {
-    const TensorRecord* record = FindByKey(manifest.tensors, shard.key);
+    const TensorRecord* record = FindByKey(manifest.tensors, key_map.Saved(shard.key));
     match.tensor_records.push_back(record);
     if (record == nullptr) {
-      match.missing.push_back(shard.key);
+      match.missing.push_back(key_map.Describe(shard.key));
       continue;
     }
     RETURN_IF_ERROR(CheckTensorAgainstRecord(shard, *record));
     match.requested[record - manifest.tensors.data()] = 1;
   }
   for (const ObjectShard& object : state.objects()) {
-    const ObjectRecord* record = FindByKey(manifest.objects, object.key);
+    const ObjectRecord* record = FindByKey(manifest.objects, key_map.Saved(object.key));
     const ObjectPieceRecord* piece = nullptr;
     if (record != nullptr) {
       if (record->grid_shape != object.grid_shape) {
@@ -103,7 +139,10 @@ Result<Match> MatchState(const State& state, const Manifest& manifest) {
       }
       match.requested[manifest.tensors.size() + (record - manifest.objects.data())] = 1;
     }
-    if (piece == nullptr) match.missing.push_back(object.key + ShapeToString(object.index));
+    if (piece == nullptr) {
+      match.missing.push_back(key_map.Describe(object.key) +
+                              (object.index.empty() ? "" : " cell " + ShapeToString(object.index)));
+    }
     match.object_pieces.push_back(piece);
   }
   return match;
@@ -111,9 +150,9 @@ Result<Match> MatchState(const State& state, const Manifest& manifest) {
 
 // The data files (manifest indices) this rank reads by itself rather than through the exchange: those of the object
 // pieces it loads and of the common bytes stored outside the manifest. None where its state does not match.
-std::vector<uint32_t> FilesReadAlone(const State& state, const Manifest& manifest) {
+std::vector<uint32_t> FilesReadAlone(const State& state, const Manifest& manifest, const KeyMap& key_map) {
   std::vector<uint32_t> files;
-  Result<Match> match = MatchState(state, manifest);
+  Result<Match> match = MatchState(state, manifest, key_map);
   if (match.ok()) {
     for (const ObjectPieceRecord* piece : match->object_pieces) {
       if (piece != nullptr) files.push_back(piece->bytes.file_index);
@@ -274,7 +313,10 @@ Status ReadTensors(Context& ctx, LoadPlanCache& plans, const std::string& dir, c
   return Status::Ok();
 }
 
-Status ReadObjectsAndCommon(CheckpointFiles& files, State& state, const Match& match, const Manifest& manifest) {
+// Fills the objects the state matched, and its common entries with the checkpoint's: under their own keys, and
+// under each registered key `key_map` maps to one.
+Status ReadObjectsAndCommon(CheckpointFiles& files, State& state, const Match& match, const Manifest& manifest,
+                            const KeyMap& key_map) {
   for (size_t i = 0; i < state.objects().size(); ++i) {
     ObjectShard& object = state.objects()[i];
     const ObjectPieceRecord* piece = match.object_pieces[i];
@@ -299,6 +341,13 @@ Status ReadObjectsAndCommon(CheckpointFiles& files, State& state, const Match& m
       ASSIGN_OR_RETURN(state.common()[c.key], ReadStoredBytes(files, c.stored, "common '" + c.key + "'"));
     }
   }
+  // Every mapped value is looked up before any is stored: a map may swap two keys.
+  std::vector<std::pair<std::string, std::string>> mapped;
+  for (const auto& [key, saved_key] : key_map.pairs()) {
+    auto it = state.common().find(saved_key);
+    if (it != state.common().end()) mapped.emplace_back(key, it->second);
+  }
+  for (auto& [key, value] : mapped) state.common()[key] = std::move(value);
   return Status::Ok();
 }
 
@@ -319,9 +368,11 @@ Status LoadAndAgree(Context& ctx, LoadPlanCache& plans, State& state, const Chec
   const std::string context = "loading '" + path + "'";
   const std::string& dir = source != nullptr ? source->dir : path;
   const Manifest* manifest = source != nullptr ? &source->manifest : nullptr;
-  Result<Match> match = source != nullptr ? MatchState(state, *manifest) : Result<Match>(opened);
+  Result<Match> match = source != nullptr ? MatchState(state, *manifest, settings.key_map) : Result<Match>(opened);
   Status local = match.status();
-  if (local.ok()) local = Judge(ctx, settings.missing_keys, match->missing, "keys missing from the checkpoint", true);
+  if (local.ok()) {
+    local = Judge(ctx, settings.missing_keys, match->missing.size(), [&] { return MissingMessage(*match, *manifest); });
+  }
   std::vector<CastShard> casts;
   std::vector<LocalPiece> pieces;
   LoadAsk mine;
@@ -345,9 +396,12 @@ Status LoadAndAgree(Context& ctx, LoadPlanCache& plans, State& state, const Chec
       local = DecodeChunksOfCachedPlan(ctx.rank(), plans, *manifest, decode_chunks);
     }
   }
-  // Rank 0 judges the keys nobody asked for, and alone warns of them.
+  // Rank 0 judges the keys nobody asked for, and alone warns of them; a warning leaves the missing keys to their
+  // own strictness (silent under CKPT_STRICT_IGNORE).
   auto judge_unexpected = [&](const std::vector<std::string>& unexpected) {
-    return Judge(ctx, settings.unexpected_keys, unexpected, "checkpoint keys that no rank asked for", true);
+    const bool refusal = settings.unexpected_keys == Strictness::kFail;
+    return Judge(ctx, settings.unexpected_keys, unexpected.size(),
+                 [&] { return UnexpectedMessage(unexpected, refusal ? match->missing : std::vector<std::string>{}); });
   };
   Result<LoadVerdict> verdict = AgreeOnLoad(ctx.control(), local, mine, manifest, judge_unexpected);
   RETURN_IF_ERROR(verdict.status().WithContext(context));
@@ -360,7 +414,7 @@ Status LoadAndAgree(Context& ctx, LoadPlanCache& plans, State& state, const Chec
     if (read.ok()) read = ConvertCast(cast);
   }
   CheckpointFiles files(dir, *manifest);
-  if (read.ok()) read = ReadObjectsAndCommon(files, state, *match, *manifest);
+  if (read.ok()) read = ReadObjectsAndCommon(files, state, *match, *manifest, settings.key_map);
   *bytes_read = files.bytes_read() + tensor_bytes;
   ctx.stats().bytes_read += *bytes_read;
   return Agree(ctx.control(), "load (outcome)", read).WithContext(context);
@@ -399,9 +453,9 @@ Status Load(Context& ctx, LoadPlanCache& plans, MemoryAttachment& attachment, St
   Result<CheckpointSource> source = OpenCheckpointSource(copy.dir, ChunkDecoding::kOnDemand);
   LoadSettings used = settings;
   if (copy.partial) {
-    Result<std::shared_ptr<const FileHolders>> holders =
-        ShareHoldings(ctx, attachment, copy, source.ok() ? &source->manifest : nullptr, source.status(),
-                      source.ok() ? FilesReadAlone(state, source->manifest) : std::vector<uint32_t>{});
+    Result<std::shared_ptr<const FileHolders>> holders = ShareHoldings(
+        ctx, attachment, copy, source.ok() ? &source->manifest : nullptr, source.status(),
+        source.ok() ? FilesReadAlone(state, source->manifest, settings.key_map) : std::vector<uint32_t>{});
     if (holders.ok()) {
       used.holders = std::move(holders).value();
     } else {

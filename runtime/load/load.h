@@ -15,6 +15,7 @@
 #include "runtime/format/checkpoint_source.h"
 #include "runtime/format/file_holders.h"
 #include "runtime/load/exchange_load.h"
+#include "runtime/load/key_map.h"
 #include "runtime/memtier/memory_attachment.h"
 
 namespace ckpt::runtime {
@@ -24,6 +25,8 @@ enum class Strictness : int32_t { kFail = 0, kLog = 1, kIgnore = 2 };
 struct LoadSettings {
   Strictness missing_keys = Strictness::kFail;
   Strictness unexpected_keys = Strictness::kLog;
+  // Where the registered keys lie in the checkpoint; common entries come back under the registered keys too.
+  KeyMap key_map;
   // This rank's progress, from the calling thread: PLANNING, READING (bytes of its tensor pieces filled), then
   // LOADED or FAILED. Empty: none.
   ProgressSink progress;

@@ -156,11 +156,28 @@ void CheckpointManager::AdoptStep(uint64_t step) {
   removable_.insert(step);
 }
 
+void CheckpointManager::ReleaseClaim() {
+  std::lock_guard<std::mutex> lock(retention_mutex_);
+  claim_.Reset();
+  removable_.clear();
+}
+
+Result<std::optional<std::string>> CheckpointManager::StepMetrics(uint64_t step) const {
+  if (!IsCommitted(step)) {
+    return NotFound("step " + std::to_string(step) + " is not a committed step under " + Quoted(root_));
+  }
+  ASSIGN_OR_RETURN(std::optional<StepRecord> record, ReadStepRecord(StepPath(step)));
+  if (!record || record->metrics.empty()) return std::optional<std::string>();
+  return std::optional<std::string>(std::move(record->metrics));
+}
+
 Result<std::vector<uint64_t>> CheckpointManager::ApplyRetention() {
   std::lock_guard<std::mutex> lock(retention_mutex_);
   ASSIGN_OR_RETURN(std::vector<uint64_t> committed, CommittedSteps());
   ASSIGN_OR_RETURN(std::optional<uint64_t> latest, Latest());
-  std::vector<uint64_t> doomed = StepsToRemove(Removable(committed), latest);
+  const std::vector<uint64_t> removable = Removable(committed);
+  ASSIGN_OR_RETURN(const auto facts, FactsOf(removable));
+  std::vector<uint64_t> doomed = StepsToRemove(removable, latest, facts);
   RETURN_IF_ERROR(RemoveSteps(doomed).WithContext("applying retention under " + Quoted(root_)));
   return doomed;
 }
@@ -219,16 +236,60 @@ std::vector<uint64_t> CheckpointManager::Removable(const std::vector<uint64_t>& 
   return removable;
 }
 
+Result<std::map<uint64_t, CheckpointManager::StepFacts>> CheckpointManager::FactsOf(
+    const std::vector<uint64_t>& steps) {
+  if (policy_.keep_best == 0 && policy_.keep_for_seconds == 0) return std::map<uint64_t, StepFacts>();
+  std::map<uint64_t, StepFacts> facts;
+  for (const uint64_t step : steps) {
+    if (auto known = facts_.find(step); known != facts_.end()) {
+      facts.insert(*known);
+      continue;
+    }
+    ASSIGN_OR_RETURN(const std::optional<StepRecord> record, ReadStepRecord(StepPath(step)));
+    StepFacts read;
+    if (record) read = StepFacts{record->score, record->committed_unix_ns};
+    facts.emplace(step, read);
+  }
+  // Only the steps still to judge stay cached: the removed ones are gone for good.
+  facts_ = facts;
+  return facts;
+}
+
+std::set<uint64_t> CheckpointManager::KeptByRecords(const std::map<uint64_t, StepFacts>& facts) const {
+  std::set<uint64_t> kept;
+  constexpr uint64_t kNsPerSecond = 1000000000;
+  const int64_t window_ns =
+      static_cast<int64_t>(std::min<uint64_t>(policy_.keep_for_seconds, INT64_MAX / kNsPerSecond) * kNsPerSecond);
+  const int64_t since_ns = UnixNowNs() - window_ns;
+  std::vector<std::pair<double, uint64_t>> scored;  // (score turned so that lower is better, step)
+  for (const auto& [step, fact] : facts) {
+    if (fact.score) scored.emplace_back(policy_.best_mode == BestMode::kMax ? -*fact.score : *fact.score, step);
+    if (policy_.keep_for_seconds != 0 && fact.committed_unix_ns && *fact.committed_unix_ns >= since_ns) {
+      kept.insert(step);
+    }
+  }
+  // Best first; of equal scores, the newer step first.
+  std::sort(scored.begin(), scored.end(),
+            [](const auto& a, const auto& b) { return a.first != b.first ? a.first < b.first : a.second > b.second; });
+  for (size_t i = 0; i < std::min<size_t>(policy_.keep_best, scored.size()); ++i) kept.insert(scored[i].second);
+  return kept;
+}
+
 std::vector<uint64_t> CheckpointManager::StepsToRemove(const std::vector<uint64_t>& committed,
-                                                       std::optional<uint64_t> latest) const {
-  if (policy_.keep_last == 0 || committed.size() <= policy_.keep_last) return {};
-  // The newest keep_last steps (the newest committed step among them) are kept whatever else applies.
-  const size_t candidates = committed.size() - policy_.keep_last;
+                                                       std::optional<uint64_t> latest,
+                                                       const std::map<uint64_t, StepFacts>& facts) const {
+  if (policy_.KeepsEveryStep() || committed.empty()) return {};
+  std::set<uint64_t> kept = KeptByRecords(facts);
+  kept.insert(committed.back());
+  if (latest) kept.insert(*latest);
+  const size_t newest = std::min<size_t>(policy_.keep_last, committed.size());
+  kept.insert(committed.end() - static_cast<std::ptrdiff_t>(newest), committed.end());
+  for (const uint64_t step : committed) {
+    if (policy_.keep_every != 0 && step % policy_.keep_every == 0) kept.insert(step);
+  }
   std::vector<uint64_t> doomed;
-  for (size_t i = 0; i < candidates; ++i) {
-    const uint64_t step = committed[i];
-    const bool on_interval = policy_.keep_every != 0 && step % policy_.keep_every == 0;
-    if (!on_interval && step != latest) doomed.push_back(step);
+  for (const uint64_t step : committed) {
+    if (kept.count(step) == 0) doomed.push_back(step);
   }
   return doomed;
 }

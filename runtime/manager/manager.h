@@ -2,7 +2,8 @@
 // what crashed saves leave behind.
 //
 // Layout under the root:
-//   step-000000001234/            a committed checkpoint: a directory holding a MANIFEST
+//   step-000000001234/            a committed checkpoint: a directory holding a MANIFEST, and the record of the
+//                                 manager's save (STEP.json: metrics, score, commit time; step_record.h)
 //   step-000000001234.tmp-<id>/   a save in flight, or debris of a crashed save or removal
 //   latest                        one line naming the published step: "step-000000001234\n"
 //   latest.tmp-<pid>              the pointer being replaced, or debris of a crashed publish
@@ -14,7 +15,8 @@
 // remove each other's steps. Reading needs no claim: every query reads the directory afresh, so any process may
 // list a root or find its latest step while a job writes it (`ckpt ls` does; so does the memory tier's agent,
 // which publishes the steps it persists for the job that holds the root). Retention removes only the steps this
-// manager may prove are its job's: those committed when it claimed the root, and those its job adopted since.
+// manager may prove are its job's: those committed when it claimed the root, and those its job adopted since; it
+// judges them by RetentionPolicy's rules, reading each step's record once for keep_best and keep_for.
 //
 // A root on object storage ("s3://bucket/prefix") has the same steps, pointer and policies without directories,
 // renames or locks: runtime/manager/object_store_root.h says how. There the claim cannot be taken (Claim warns), and
@@ -22,6 +24,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -33,15 +36,30 @@
 #include "common/status.h"
 #include "common/unique_fd.h"
 #include "runtime/manager/object_store_root.h"
+#include "runtime/manager/step_record.h"
 
 namespace ckpt::runtime {
 
 inline constexpr char kLatestPointerName[] = "latest";
 inline constexpr char kClaimFileName[] = "manager.lock";
 
+enum class BestMode { kMax, kMin };
+
+// Which steps retention keeps: a step is kept if any rule keeps it (as Orbax's preservation policies combine). With
+// none of keep_last, keep_best and keep_for_seconds set, every step is kept. The newest step, and the one `latest`
+// names, are always kept: a resume needs them whatever the rules say.
 struct RetentionPolicy {
-  uint32_t keep_last = 0;   // keep the newest `keep_last` committed steps; 0 keeps every step
-  uint64_t keep_every = 0;  // when keep_last is set, also keep the steps divisible by this; 0 keeps no more
+  uint32_t keep_last = 0;   // the newest `keep_last` steps; 0: no such rule
+  uint64_t keep_every = 0;  // the steps divisible by this; 0: no such rule
+  // The `keep_best` steps of best score (the highest with kMax, the lowest with kMin) among those saved with one
+  // (step_record.h); a step without a score is judged by the other rules alone. 0: no such rule.
+  uint32_t keep_best = 0;
+  BestMode best_mode = BestMode::kMax;
+  // The steps committed within the last `keep_for_seconds`, by the commit time in their record; a step without a
+  // record is judged by the other rules alone. 0: no such rule.
+  uint64_t keep_for_seconds = 0;
+
+  bool KeepsEveryStep() const { return keep_last == 0 && keep_best == 0 && keep_for_seconds == 0; }
 };
 
 // "step-000000001234" for step 1234.
@@ -80,6 +98,9 @@ class CheckpointManager {
   // malformed, or naming a removed or uncommitted step) the newest committed step; nullopt if none is committed.
   // On object storage, a GET of `latest` and a HEAD of the MANIFEST it names; never a LIST while the index exists.
   Result<std::optional<uint64_t>> Latest() const;
+  // The metrics stored with the committed `step` (a JSON object's text); nullopt if it was saved without any.
+  // kNotFound if the step is not committed; kCorrupt naming the file if its record is damaged.
+  Result<std::optional<std::string>> StepMetrics(uint64_t step) const;
 
   // Points `latest` at `step`, which must be committed (kInvalidArgument otherwise). Refuses with kInvalidArgument
   // to move the pointer to an older step than the committed one it names, unless `allow_older` (a rollback).
@@ -90,6 +111,9 @@ class CheckpointManager {
 
   // Marks `step` as one this manager's job committed, which retention may then remove.
   void AdoptStep(uint64_t step);
+  // Lets go of the root's claim (another job may claim it from now on) and of every step retention could remove:
+  // the manager only reads the root from then on.
+  void ReleaseClaim();
 
   // Removes the committed steps the policy does not keep, and returns them (ascending). The policy counts only the
   // steps this manager may remove (committed when it claimed the root, or adopted since); any other step, such as
@@ -97,7 +121,8 @@ class CheckpointManager {
   // step Latest() returns. Calls are serialised, so that two saves committing at once never remove one step
   // twice. Each step is first renamed to a ".tmp-deleting" name and the rename made durable, so a crash
   // mid-removal leaves debris for CleanupUncommitted, never a half-deleted directory that still looks committed.
-  // On object storage the step leaves the index, then loses its MANIFEST, then its data, to the same end.
+  // On object storage the step leaves the index, then loses its MANIFEST, then its data, to the same end. A step
+  // record that cannot be read (keep_best, keep_for) fails the pass, naming it, before anything is removed.
   Result<std::vector<uint64_t>> ApplyRetention();
 
   // Removes uncommitted debris: step-<N>.tmp-* entries that no live save claims (runtime/format/save_directory.h),
@@ -124,7 +149,18 @@ class CheckpointManager {
   Status WritePointer(uint64_t step);
   // Of `committed`, the steps this manager may remove (see ApplyRetention).
   std::vector<uint64_t> Removable(const std::vector<uint64_t>& committed) const;
-  std::vector<uint64_t> StepsToRemove(const std::vector<uint64_t>& committed, std::optional<uint64_t> latest) const;
+  // What keep_best and keep_for judge a step by, read from its record once (a record never changes).
+  struct StepFacts {
+    std::optional<double> score;
+    std::optional<int64_t> committed_unix_ns;
+  };
+  // The facts of each of `steps` (from facts_, reading the records not read yet), when the policy needs them; the
+  // error of the first record that cannot be read, naming it.
+  Result<std::map<uint64_t, StepFacts>> FactsOf(const std::vector<uint64_t>& steps);
+  // Of the steps in `facts`, those keep_best and keep_for keep.
+  std::set<uint64_t> KeptByRecords(const std::map<uint64_t, StepFacts>& facts) const;
+  std::vector<uint64_t> StepsToRemove(const std::vector<uint64_t>& committed, std::optional<uint64_t> latest,
+                                      const std::map<uint64_t, StepFacts>& facts) const;
   Status RemoveSteps(const std::vector<uint64_t>& steps);
   // <step path>.tmp-deleting: where a step goes while it is being removed.
   std::string DeletingPath(uint64_t step) const;
@@ -139,6 +175,7 @@ class CheckpointManager {
   // Serialises retention, and guards `removable_`, which saves committing on their own threads extend.
   std::mutex retention_mutex_;
   std::set<uint64_t> removable_;
+  std::map<uint64_t, StepFacts> facts_;  // guarded by retention_mutex_
 };
 
 }  // namespace ckpt::runtime

@@ -3,10 +3,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <ctime>
 
 #include "collectives/agent/agent_protocol.h"
 #include "common/bytes.h"
+#include "common/fault_injection.h"
 #include "runtime/core/agreement.h"
 #include "runtime/memtier/memory_tier.h"
 
@@ -54,16 +56,55 @@ Result<std::unique_ptr<ManagerSession>> ManagerSession::Open(Rank& rank, std::st
   return std::unique_ptr<ManagerSession>(new ManagerSession(rank, std::move(manager), memory));
 }
 
+ManagerSession::ManagerSession(Rank& rank, std::shared_ptr<CheckpointManager> manager, MemoryPolicy memory)
+    : rank_(rank), ctx_(*rank.context), manager_(std::move(manager)), memory_(memory) {
+  if (ctx_.rank() != 0) return;
+  retention_ = std::make_shared<BackgroundRetention>([manager = manager_, &ctx = ctx_] {
+    fault::PauseBeforeRetention();
+    Result<std::vector<uint64_t>> removed = manager->ApplyRetention();
+    if (!removed.ok()) ctx.Log(LogLevel::kWarning, "retention: " + removed.status().message());
+  });
+}
+
 ManagerSession::~ManagerSession() {
   for (const auto& ticket : in_flight_) (void)ticket->Wait(std::chrono::milliseconds(0));
 }
 
-Result<std::shared_ptr<SaveTicket>> ManagerSession::Save(const State& state, uint64_t step, SaveSettings settings) {
+void ManagerSession::Close() {
+  if (closed_) return;
+  for (const auto& ticket : in_flight_) (void)ticket->Wait(std::chrono::milliseconds(0));
+  in_flight_.clear();
+  // The passes the saves asked for run while the steps are still the manager's to remove.
+  if (retention_) retention_->Drain();
+  manager_->ReleaseClaim();
+  closed_ = true;
+}
+
+void ManagerSession::Wait() {
+  for (const auto& ticket : in_flight_) (void)ticket->Wait(std::chrono::milliseconds(0));
+  if (retention_) retention_->Drain();
+}
+
+Status ManagerSession::RefuseIfClosed(std::string_view what) const {
+  if (!closed_) return Status::Ok();
+  return InvalidArgument(std::string(what) + " through the manager of " + Quoted(manager_->root()) +
+                         ", which is closed: it answers queries only");
+}
+
+Result<std::shared_ptr<SaveTicket>> ManagerSession::Save(const State& state, uint64_t step, SaveSettings settings,
+                                                         StepAnnotations annotations) {
+  RETURN_IF_ERROR(RefuseIfClosed("cannot save step " + std::to_string(step)));
+  if (!annotations.metrics.empty()) RETURN_IF_ERROR(CheckMetrics(annotations.metrics));
   if (settings.tier == Tier::kStorage && memory_.enabled) {
     const bool to_storage = memory_.storage_every != 0 && step % memory_.storage_every == 0;
     settings.tier = to_storage ? Tier::kBoth : Tier::kMemory;
   }
   const bool in_memory = settings.tier != Tier::kStorage;
+  if (in_memory && (!annotations.metrics.empty() || annotations.score)) {
+    return InvalidArgument("step " + std::to_string(step) +
+                           " goes through the memory tier, whose agents write the checkpoint alone to storage: its "
+                           "metrics and score would be lost there; save it to storage alone to keep them");
+  }
   if (in_memory) {
     settings.manager_root = AbsoluteStoragePath(manager_->root());
     settings.step = step;
@@ -71,15 +112,25 @@ Result<std::shared_ptr<SaveTicket>> ManagerSession::Save(const State& state, uin
   if (ctx_.rank() == 0) {
     // A step saved to memory reaches storage through the agent, which publishes it there; retention still runs.
     // Weak: a request the caller keeps must not keep the manager, and with it the root's claim, alive.
-    settings.after_commit = [weak = std::weak_ptr<CheckpointManager>(manager_), step, in_memory, &ctx = ctx_] {
+    settings.after_commit = [weak = std::weak_ptr<CheckpointManager>(manager_),
+                             weak_retention = std::weak_ptr<BackgroundRetention>(retention_), step, in_memory,
+                             &ctx = ctx_] {
       const std::shared_ptr<CheckpointManager> manager = weak.lock();
-      if (manager == nullptr) return;
+      const std::shared_ptr<BackgroundRetention> retention = weak_retention.lock();
+      if (manager == nullptr || retention == nullptr) return;
       manager->AdoptStep(step);
       const Status published = in_memory ? Status::Ok() : manager->PublishLatest(step);
       if (!published.ok()) ctx.Log(LogLevel::kWarning, "step " + std::to_string(step) + ": " + published.message());
-      Result<std::vector<uint64_t>> removed = manager->ApplyRetention();
-      if (!removed.ok()) ctx.Log(LogLevel::kWarning, "retention: " + removed.status().message());
+      retention->Request();
     };
+    // Through the memory tier the record would stay in memory (refused above when it carries annotations).
+    if (!in_memory) {
+      StepRecord record{0, annotations.score, std::move(annotations.metrics)};
+      settings.before_commit = [record = std::move(record)](const std::string& dir) mutable {
+        record.committed_unix_ns = UnixNowNs();  // the commit's time, not the save's start
+        return WriteStepRecord(dir, record);
+      };
+    }
   }
   ASSIGN_OR_RETURN(std::shared_ptr<SaveTicket> ticket,
                    StartSave(ctx_, *rank_.saves, rank_.memory, state, manager_->StepPath(step), settings));
@@ -100,6 +151,8 @@ std::optional<uint64_t> ManagerSession::NewestInMemory() {
 }
 
 Result<uint64_t> ManagerSession::ResumeStep() {
+  RETURN_IF_ERROR(RefuseIfClosed("cannot resume"));
+  if (retention_) retention_->Drain();
   // Rank 0 says the latest step on storage; every rank the newest its node's agent holds, since across nodes a
   // replaced node (rank 0's among them) holds none, and the load fetches it from the others.
   Status local;

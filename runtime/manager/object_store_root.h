@@ -4,6 +4,7 @@
 // Layout under the root R:
 //   R/step-000000001234/MANIFEST        a committed checkpoint: the save creates its MANIFEST last, only if absent
 //   R/step-000000001234/data/<id>/...   its data objects; without a MANIFEST, a save in flight or a dead one's debris
+//   R/step-000000001234/STEP.json       the manager's record of the step (step_record.h), created before the MANIFEST
 //   R/latest                            the published step, one line as on POSIX: "step-000000001234\n"
 //   R/steps                             the index: the committed steps published under R, one name a line, ascending
 // The pointer and the index are replaced by compare-and-swap (a PUT conditional on the ETag read; on a conflict,

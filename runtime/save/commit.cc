@@ -68,9 +68,13 @@ Status CommitSave(const CommitInputs& inputs, const std::vector<std::string>& en
   }
   Manifest manifest = BuildManifest(inputs, std::move(reports));
   // On object storage the data objects are where they stay: the manifest, created only if absent, is the commit.
-  if (io::IsObjectStorePath(inputs.path)) return WriteManifest(inputs.path, manifest);
+  if (io::IsObjectStorePath(inputs.path)) {
+    if (inputs.before_commit) RETURN_IF_ERROR(inputs.before_commit(inputs.path));
+    return WriteManifest(inputs.path, manifest);
+  }
   // A save in which nobody had bytes to write created no directory yet.
   RETURN_IF_ERROR(io::MakeDirectories(io::JoinPath(inputs.tmp_dir, kDataDirName)));
+  if (inputs.before_commit) RETURN_IF_ERROR(inputs.before_commit(inputs.tmp_dir));
   RETURN_IF_ERROR(WriteManifest(inputs.tmp_dir, manifest));
   return io::PublishDirectory(inputs.tmp_dir, {kDataDirName}, inputs.path);
 }

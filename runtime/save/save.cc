@@ -225,6 +225,7 @@ Status BeginSave(Context& ctx, RankSaves& saves, MemoryAttachment& attachment, c
     commit.skeleton = cache.skeleton;
     commit.metadata = settings.metadata;
     commit.after_commit = settings.after_commit;
+    commit.before_commit = settings.before_commit;
   }
   StagingSettings staging;
   staging.rank = ctx.rank();

@@ -26,6 +26,7 @@ struct SaveSettings {
   uint64_t block_size = 1ull << 20;       // checksum granularity
   uint64_t inline_common_max = 64 << 10;  // larger common entries go to a data file
   std::function<void()> after_commit;     // rank 0, after the commit (see CommitInputs)
+  std::function<Status(const std::string& dir)> before_commit;  // rank 0, see CommitInputs
   // kMemory: the checkpoint goes into the node's agent's memory (runtime/memtier/memory_tier.h), standing for `path`;
   // kBoth: there, and the agent then writes it to `path` too, without the trainers.
   Tier tier = Tier::kStorage;

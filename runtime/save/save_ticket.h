@@ -67,6 +67,10 @@ struct CommitInputs {
   // Rank 0, once committed (the manager's latest pointer and retention); reports its own problems, since the
   // checkpoint stands whatever happens there.
   std::function<void()> after_commit;
+  // Rank 0, once every data file is durable, right before the MANIFEST is written: may add files of its own to the
+  // directory the commit publishes (`dir`: the temporary directory, or the step's URL on object storage), which
+  // then commit with the checkpoint (the manager's step record). Its failure fails the save.
+  std::function<Status(const std::string& dir)> before_commit;
   // A memory-tier save: the node's agent this rank reserved with (held until the save ends, whatever the context
   // attaches to meanwhile), and the temporary directory's name the bytes were reserved under, released by every
   // rank once the save has finished. Null and empty: a save to storage.

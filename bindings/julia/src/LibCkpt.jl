@@ -146,6 +146,9 @@ const CKPT_TIER_BOTH = UInt64(2)
 
 const CKPT_SAVE_IN_PLACE = UInt64(0x1)
 
+const CKPT_BEST_MAX = Int32(0)
+const CKPT_BEST_MIN = Int32(1)
+
 const CKPT_STRICT_FAIL = Int32(0)
 const CKPT_STRICT_LOG = Int32(1)
 const CKPT_STRICT_IGNORE = Int32(2)
@@ -248,9 +251,12 @@ struct ckpt_save_options
     progress_user::Ptr{Cvoid}
     tier::UInt64
     flags::UInt64
+    metrics::Ptr{Cchar}
+    best_value::Float64
+    has_best_value::UInt64
 end
 ckpt_save_options() = ckpt_save_options(sizeof(ckpt_save_options), 0, Ptr{Ptr{Cchar}}(C_NULL), Ptr{Ptr{Cchar}}(C_NULL),
-                                        C_NULL, C_NULL, CKPT_TIER_STORAGE, 0)
+                                        C_NULL, C_NULL, CKPT_TIER_STORAGE, 0, NULL_CHARS, 0.0, 0)
 
 struct ckpt_request_stats
     struct_size::UInt32
@@ -276,8 +282,11 @@ struct ckpt_load_options
     unexpected_keys::Int32
     progress::Ptr{Cvoid}
     progress_user::Ptr{Cvoid}
+    key_map::Ptr{Cstring}
+    key_map_count::UInt64
 end
-ckpt_load_options() = ckpt_load_options(sizeof(ckpt_load_options), CKPT_STRICT_FAIL, CKPT_STRICT_LOG, C_NULL, C_NULL)
+ckpt_load_options() =
+    ckpt_load_options(sizeof(ckpt_load_options), CKPT_STRICT_FAIL, CKPT_STRICT_LOG, C_NULL, C_NULL, C_NULL, 0)
 
 struct ckpt_manager_options
     struct_size::UInt32
@@ -285,8 +294,11 @@ struct ckpt_manager_options
     keep_every::UInt64
     memory_tier::UInt32
     storage_every::UInt64
+    keep_best::UInt32
+    best_mode::Int32
+    keep_for_seconds::UInt64
 end
-ckpt_manager_options() = ckpt_manager_options(sizeof(ckpt_manager_options), 0, 0, 0, 0)
+ckpt_manager_options() = ckpt_manager_options(sizeof(ckpt_manager_options), 0, 0, 0, 0, 0, CKPT_BEST_MAX, 0)
 
 struct ckpt_checkpoint_info
     struct_size::UInt32
@@ -420,6 +432,8 @@ ckpt_manager_open(ctx, root, opts, out, err) =
     @ccall $(ckptsym(:ckpt_manager_open))(ctx::Ptr{Cvoid}, root::Cstring, opts::Ptr{ckpt_manager_options},
                                           out::Ptr{Ptr{Cvoid}}, err::Ptr{Cvoid})::Int32
 ckpt_manager_free(manager) = @ccall $(ckptsym(:ckpt_manager_free))(manager::Ptr{Cvoid})::Cvoid
+ckpt_manager_close(manager, err) =
+    @ccall $(ckptsym(:ckpt_manager_close))(manager::Ptr{Cvoid}, err::Ptr{Cvoid})::Int32
 ckpt_manager_save(manager, state, step, opts, request, err) =
     @ccall $(ckptsym(:ckpt_manager_save))(manager::Ptr{Cvoid}, state::Ptr{Cvoid}, step::UInt64,
                                           opts::Ptr{ckpt_save_options}, request::Ptr{Ptr{Cvoid}},
@@ -438,6 +452,10 @@ ckpt_manager_steps(manager, steps, capacity, count, err) =
 ckpt_manager_step_path(manager, step, buffer, buffer_size, err) =
     @ccall $(ckptsym(:ckpt_manager_step_path))(manager::Ptr{Cvoid}, step::UInt64, buffer::Ptr{Cchar},
                                                buffer_size::UInt64, err::Ptr{Cvoid})::Int32
+ckpt_manager_wait(manager, err) = @ccall $(ckptsym(:ckpt_manager_wait))(manager::Ptr{Cvoid}, err::Ptr{Cvoid})::Int32
+ckpt_manager_metrics(manager, step, buffer, capacity, length, err) =
+    @ccall $(ckptsym(:ckpt_manager_metrics))(manager::Ptr{Cvoid}, step::UInt64, buffer::Ptr{Cchar}, capacity::UInt64,
+                                             length::Ptr{UInt64}, err::Ptr{Cvoid})::Int32
 
 # Reader
 ckpt_reader_open(path, out, err) =

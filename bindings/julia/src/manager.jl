@@ -1,14 +1,18 @@
 # Manager: a root directory of numbered steps, with a latest pointer and retention.
 
 """
-    Manager(ctx, root; keep_last=0, keep_every=0, memory_tier=false, storage_every=0)
-    Manager(f, ctx, root; keep_last=0, keep_every=0, memory_tier=false, storage_every=0)
+    Manager(ctx, root; keep_last=0, keep_every=0, keep_best=0, best_mode=CKPT_BEST_MAX, keep_for=0,
+            memory_tier=false, storage_every=0)
+    Manager(f, ctx, root; ...)
 
 Collective: opens `root` (creating it) as a directory of steps, `root/step-<12 digits>`; rank 0 first removes the
 uncommitted step directories that crashed runs left behind. Once a save through the manager commits, rank 0 moves
-the latest pointer to it and removes the steps that retention no longer keeps: the newest `keep_last` (0: all),
-and every step divisible by `keep_every` (0: none beyond those). The second form calls `f(manager)` and closes the
-manager afterwards.
+the latest pointer to it and, on a thread of its own, removes the steps that retention no longer keeps. A step is
+kept if any rule keeps it: the newest `keep_last`; every step divisible by `keep_every` (Orbax's keep_period); the
+`keep_best` steps of best `best_value` (see [`Ckpt.save`](@ref)) by `best_mode` (`CKPT_BEST_MAX` or
+`CKPT_BEST_MIN`); those committed within the last `keep_for` seconds. With none of keep_last, keep_best and
+keep_for (0: no such rule), every step is kept; the newest step always is. The second form calls `f(manager)` and
+closes the manager afterwards.
 
 With `memory_tier`, every step goes to the node's memory tier (`CKPT_TIER_MEMORY`, see [`Ckpt.save`](@ref)), and
 the steps divisible by `storage_every` to storage as well (`CKPT_TIER_BOTH`, written there by the agent in the
@@ -24,12 +28,15 @@ mutable struct Manager <: Handle
 end
 
 function Manager(ctx::Context, root::AbstractString; keep_last::Integer = 0, keep_every::Integer = 0,
+                 keep_best::Integer = 0, best_mode::Integer = CKPT_BEST_MAX, keep_for::Real = 0,
                  memory_tier::Bool = false, storage_every::Integer = 0)
     storage_every == 0 || memory_tier ||
         throw(ArgumentError("storage_every applies to the memory tier: pass memory_tier = true with it"))
+    keep_for >= 0 || throw(ArgumentError("keep_for must be a number of seconds, not $keep_for"))
     directory = c_string(root)
     options = Ref(LibCkpt.ckpt_manager_options(sizeof(LibCkpt.ckpt_manager_options), keep_last, keep_every,
-                                               memory_tier, storage_every))
+                                               memory_tier, storage_every, keep_best, best_mode,
+                                               ceil(UInt64, keep_for)))
     handle = GC.@preserve directory begin
         create_handle() do out, err
             LibCkpt.ckpt_manager_open(ctx, directory, options, out, err)
@@ -53,19 +60,57 @@ end
 release(manager::Manager) = LibCkpt.ckpt_manager_free(manager.handle)
 
 """
-    Ckpt.save(manager, state, step; metadata=(), tier=CKPT_TIER_STORAGE, in_place=false) -> SaveRequest
+    Ckpt.save(manager, state, step; metadata=(), tier=CKPT_TIER_STORAGE, in_place=false, metrics=nothing,
+              best_value=nothing) -> SaveRequest
 
 Collective: saves `state` as step `step`, as `Ckpt.save(ctx, state, path)` does: returns once the arrays are
 staged. The step becomes the latest only if the request succeeds; a failed save leaves the latest pointer and the
 kept steps untouched. `tier` overrides the manager's memory tier policy for this step when it is
 `CKPT_TIER_MEMORY` or `CKPT_TIER_BOTH`; `CKPT_TIER_STORAGE` follows it. `in_place` is as for a save to a path:
-the arrays are written with no staging copy, and `save` returns once they are durable.
+the arrays are written with no staging copy, and `save` returns once they are durable. `metrics`, the text of a
+JSON object (at most 1 MiB), is stored with the step ([`Ckpt.metrics`](@ref) reads it back); `best_value` is the
+step's score for keep_best; rank 0's are stored.
 """
 function save(manager::Manager, state::State, step::Integer; metadata = (), tier::Integer = CKPT_TIER_STORAGE,
-              in_place::Bool = false)
-    return start_save(manager.context, state, metadata, tier, in_place) do options, out, err
+              in_place::Bool = false, metrics::Union{Nothing,AbstractString} = nothing,
+              best_value::Union{Nothing,Real} = nothing)
+    return start_save(manager.context, state, metadata, tier, in_place; metrics, best_value) do options, out, err
         LibCkpt.ckpt_manager_save(manager, state, step, options, out, err)
     end
+end
+
+"""
+    wait(manager::Manager)
+
+Waits for the manager's saves in flight and, on rank 0, for the removals of old steps their commits asked for,
+which otherwise go on in the background. Not collective.
+"""
+function Base.wait(manager::Manager)
+    checked() do err
+        LibCkpt.ckpt_manager_wait(manager, err)
+    end
+    return nothing
+end
+
+"""
+    Ckpt.metrics(manager, step) -> Union{String,Nothing}
+
+The metrics saved with `step` (`Ckpt.save(manager, ...; metrics)`), the text of a JSON object; `nothing` if the
+step was saved without any or is not committed. Not collective.
+"""
+function metrics(manager::Manager, step::Integer)
+    text_length = Ref{UInt64}(0)
+    status = checked((CKPT_OK, CKPT_E_NOT_FOUND)) do err
+        LibCkpt.ckpt_manager_metrics(manager, step, LibCkpt.NULL_CHARS, 0, text_length, err)
+    end
+    status == CKPT_OK || return nothing
+    buffer = zeros(UInt8, text_length[] + 1)
+    GC.@preserve buffer begin
+        checked() do err
+            LibCkpt.ckpt_manager_metrics(manager, step, pointer(buffer), UInt64(sizeof(buffer)), text_length, err)
+        end
+    end
+    return String(buffer[1:text_length[]])
 end
 
 """

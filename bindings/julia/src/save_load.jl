@@ -48,15 +48,20 @@ end
 Calls `start(options, out, err)`, a C call that starts a save of `state`, with the save options holding `metadata`,
 `tier` and the `in_place` flag, and returns the request it stored in `out`.
 """
-function start_save(start, ctx::Context, state::State, metadata, tier::Integer, in_place::Bool)
+function start_save(start, ctx::Context, state::State, metadata, tier::Integer, in_place::Bool;
+                    metrics::Union{Nothing,AbstractString} = nothing, best_value::Union{Nothing,Real} = nothing)
     metadata_keys = String[c_string(k) for (k, _) in metadata]
     metadata_values = String[c_string(v) for (_, v) in metadata]
     key_pointers = Ptr{Cchar}[chars(k) for k in metadata_keys]
     value_pointers = Ptr{Cchar}[chars(v) for v in metadata_values]
-    handle = GC.@preserve metadata_keys metadata_values key_pointers value_pointers state begin
+    metrics_text = metrics === nothing ? nothing : c_string(metrics)
+    handle = GC.@preserve metadata_keys metadata_values key_pointers value_pointers metrics_text state begin
         options = Ref(LibCkpt.ckpt_save_options(sizeof(LibCkpt.ckpt_save_options), length(metadata_keys),
                                                 pointer(key_pointers), pointer(value_pointers), C_NULL, C_NULL,
-                                                tier, in_place ? LibCkpt.CKPT_SAVE_IN_PLACE : 0))
+                                                tier, in_place ? LibCkpt.CKPT_SAVE_IN_PLACE : 0,
+                                                metrics_text === nothing ? LibCkpt.NULL_CHARS : chars(metrics_text),
+                                                best_value === nothing ? 0.0 : Float64(best_value),
+                                                best_value === nothing ? 0 : 1))
         create_handle() do out, err
             start(options, out, err)
         end
@@ -148,4 +153,5 @@ function load!(ctx::Context, state::State, path::AbstractString; missing_keys::I
 end
 
 load_options(missing_keys::Integer, unexpected_keys::Integer) =
-    Ref(LibCkpt.ckpt_load_options(sizeof(LibCkpt.ckpt_load_options), missing_keys, unexpected_keys, C_NULL, C_NULL))
+    Ref(LibCkpt.ckpt_load_options(sizeof(LibCkpt.ckpt_load_options), missing_keys, unexpected_keys, C_NULL, C_NULL,
+                                  C_NULL, 0))

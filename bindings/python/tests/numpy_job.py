@@ -131,6 +131,8 @@ def manager(directory):
                                                                      "step": step})]
         assert with_saves == [0, 2, 4, 6, 8], with_saves
         mgr.wait()
+        # Collective: once process 0's removals have finished, which run in the background.
+        assert mgr.resume_step() == 8
         assert mgr.all_steps() == [0, 4, 6, 8], mgr.all_steps()  # the last 2, and every 4th
         assert mgr.latest_step() == 8
     # A restarted job resumes from the latest step, and may go back to any kept one.

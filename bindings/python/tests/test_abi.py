@@ -60,6 +60,7 @@ def test_every_constant_has_the_tables_value():
                      CKPT_E_IN_PROGRESS=_native.IN_PROGRESS)
     constants.update({f"CKPT_PHASE_{name.upper()}": value for value, name in _native.PHASES.items()})
     constants.update({f"CKPT_TIER_{name.upper()}": value for name, value in _native.TIERS.items()})
+    constants.update({f"CKPT_BEST_{name.upper()}": value for name, value in _native.BEST_MODES.items()})
     for cls in _native.ERRORS_BY_STATUS.values():
         constants[cls.code] = cls.status
     for name, value in constants.items():

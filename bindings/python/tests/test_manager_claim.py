@@ -77,3 +77,18 @@ def test_a_second_manager_in_one_process_is_refused_until_the_first_closes(tmp_p
         assert first.all_steps() == [1]
     with ckpt.CheckpointManager(tmp_path / "run") as second:
         assert second.all_steps() == [1]
+
+
+def test_a_closed_manager_still_answers_queries_and_refuses_to_save_or_restore(tmp_path):
+    with ckpt.CheckpointManager(tmp_path / "run") as first:
+        first.save(1, {"step": 1})
+    with ckpt.CheckpointManager(tmp_path / "run") as second:  # the closed one holds the root no more
+        second.save(2, {"step": 2})
+    assert first.latest_step() == 2 and first.all_steps() == [1, 2], "read afresh from the root"
+    assert first.step_path(2).endswith("step-000000000002")
+    first.close()  # again: nothing happens
+    for attempt in (lambda: first.save(3, {"step": 3}), lambda: first.restore(), lambda: first.restore(2),
+                    first.resume_step):
+        with pytest.raises(ValueError, match="is closed"):
+            attempt()
+    assert first.all_steps() == [1, 2]

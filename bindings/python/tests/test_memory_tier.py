@@ -3,9 +3,11 @@ ckpt.jax.JitSaver's tier reach the library, bad values are refused before any wo
 node agent's memory."""
 
 import os
+import re
 import shutil
 import subprocess
 import tempfile
+import textwrap
 import time
 import uuid
 
@@ -176,3 +178,21 @@ def test_a_jit_saver_to_memory_without_a_job_identity_names_CKPT_JOB_ID(tmp_path
         jax.block_until_ready(step(jax.device_put(jnp.ones(4), sharding), ckpt.jax.path_array(tmp_path / "c")))
     assert not (tmp_path / "c").exists()
     saver.close()
+
+
+def test_the_readmes_memory_tier_loop_resumes_from_memory_and_saves_each_step_once(tmp_path, job_with_agent):
+    import test_readme
+
+    text = open(os.path.join(test_readme.REPO, "README.md")).read()
+    loops = [b for b in re.findall(r"^  ```python\n(.*?)^  ```$", text, re.S | re.M) if "memory_tier=True" in b]
+    assert len(loops) == 1, "README.md has one memory tier loop"
+    root = str(tmp_path / "run-7")
+    code = textwrap.dedent(loops[0]).replace('"/ckpt/run-7"', repr(root))
+    first, second = [], []
+    exec(code, test_readme.resume_loop_globals(3, first))
+    exec(code, test_readme.resume_loop_globals(5, second))  # steps 1-3 are in the agent's memory only
+    assert first == [1, 2, 3] and second == [4, 5], (first, second)
+    with ckpt.CheckpointManager(root, memory_tier=True, storage_every=100) as manager:
+        assert manager.resume_step() == 5
+        restored = manager.restore(target={"w": np.zeros(4, np.float32), "steps": 0})
+    assert restored["steps"] == 5 and np.array_equal(restored["w"], np.full(4, 5, np.float32))

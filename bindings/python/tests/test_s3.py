@@ -34,3 +34,17 @@ def test_jax_saved_by_2_processes_is_restored_by_1_process_with_another_mesh(s3_
 
 def test_a_manager_on_s3_keeps_what_its_retention_says_and_resumes_on_2_ranks(s3_root):
     assert launch(2, "manager", s3_root).count("retention and resume") == 2
+
+
+def test_a_manager_on_s3_keeps_the_best_steps_and_reads_back_their_metrics(s3_root):
+    import numpy as np
+
+    import ckpt
+
+    with ckpt.CheckpointManager(f"{s3_root}/run", keep_best=1, best_fn=lambda m: m["loss"], best_mode="min") as m:
+        for step, loss in [(1, 0.5), (2, 0.1), (3, 0.9)]:
+            m.save(step, {"w": np.full(2, step, np.float32)}, metrics={"loss": loss})
+        m.wait()
+        assert m.all_steps() == [2, 3]  # the lowest loss, and the newest
+        assert m.metrics(2) == {"loss": 0.1} and m.metrics(3) == {"loss": 0.9} and m.metrics(1) is None
+        assert m.restore(2)["w"].tolist() == [2.0, 2.0]

@@ -113,7 +113,7 @@ pub use dtype::{Bf16Bits, DType, Element, F16Bits};
 pub use error::{Error, ErrorKind, Result};
 pub use export::{export, ExportOptions};
 pub use load::{LoadOptions, Strictness};
-pub use manager::{Manager, ManagerOptions};
+pub use manager::{BestMode, Manager, ManagerOptions};
 pub use progress::{Phase, Progress};
 pub use reader::{CheckpointInfo, ChunkInfo, Chunks, Commons, Reader, TensorInfo, Tensors};
 pub use save::{SaveOptions, SaveRequest, Tier};

@@ -6,6 +6,7 @@ use std::os::raw::c_char;
 use std::os::unix::ffi::OsStringExt;
 use std::path::{Path, PathBuf};
 use std::ptr::{self, NonNull};
+use std::time::Duration;
 
 use crate::context::Context;
 use crate::error::{call, call_status, Error, Result};
@@ -14,12 +15,27 @@ use crate::save::{c_path, start_save, SaveOptions, SaveRequest};
 use crate::state::{LoadState, SaveState};
 use crate::sys;
 
-/// Which committed steps a [`Manager`] keeps, and which tier its steps go to. The default keeps every step, on
-/// storage.
+/// Which scores [`ManagerOptions::keep_best`] keeps.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum BestMode {
+    /// The highest ([`SaveOptions::best_value`]).
+    #[default]
+    Max,
+    /// The lowest, as for a loss.
+    Min,
+}
+
+/// Which committed steps a [`Manager`] keeps, and which tier its steps go to. A step is kept if any rule keeps it
+/// (as Orbax's preservation policies combine); with none of keep_last, keep_best and keep_for, every step is kept.
+/// The newest step is always kept, since a resume needs it. Rank 0 removes the others on a thread of its own,
+/// never delaying a save. The default keeps every step, on storage.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct ManagerOptions {
     keep_last: u32,
     keep_every: u64,
+    keep_best: u32,
+    best_mode: BestMode,
+    keep_for: Option<Duration>,
     memory_tier: bool,
     storage_every: Option<u64>,
 }
@@ -29,15 +45,30 @@ impl ManagerOptions {
         ManagerOptions::default()
     }
 
-    /// Keep the newest `count` committed steps (0: keep all).
+    /// Keep the newest `count` committed steps (0: no such rule).
     pub fn keep_last(mut self, count: u32) -> Self {
         self.keep_last = count;
         self
     }
 
-    /// Also keep every step divisible by `interval` (0: none beyond [`keep_last`](Self::keep_last)).
+    /// Keep every step divisible by `interval` (0: no such rule; Orbax's keep_period).
     pub fn keep_every(mut self, interval: u64) -> Self {
         self.keep_every = interval;
+        self
+    }
+
+    /// Keep the `count` steps of best [`SaveOptions::best_value`] by `mode` (0: no such rule); a step saved
+    /// without one is judged by the other rules alone.
+    pub fn keep_best(mut self, count: u32, mode: BestMode) -> Self {
+        self.keep_best = count;
+        self.best_mode = mode;
+        self
+    }
+
+    /// Keep the steps committed within the last `window` (by rank 0's clock, in whole seconds rounded up); a step
+    /// saved without a manager or through the memory tier is judged by the other rules alone.
+    pub fn keep_for(mut self, window: Duration) -> Self {
+        self.keep_for = Some(window);
         self
     }
 
@@ -69,9 +100,19 @@ impl ManagerOptions {
             }
             _ => {}
         }
+        if self.keep_for == Some(Duration::ZERO) {
+            return Err(Error::invalid_argument("keep_for must be longer than zero"));
+        }
         let mut opts = sys::ckpt_manager_options::init();
         opts.keep_last = self.keep_last;
         opts.keep_every = self.keep_every;
+        opts.keep_best = self.keep_best;
+        opts.best_mode = match self.best_mode {
+            BestMode::Max => sys::CKPT_BEST_MAX,
+            BestMode::Min => sys::CKPT_BEST_MIN,
+        };
+        opts.keep_for_seconds =
+            self.keep_for.map_or(0, |window| window.as_secs() + u64::from(window.subsec_nanos() != 0));
         opts.memory_tier = u32::from(self.memory_tier);
         opts.storage_every = self.storage_every.unwrap_or(0);
         Ok(opts)
@@ -187,6 +228,44 @@ impl<'c> Manager<'c> {
                 (_, Some(error)) => return Err(error),
             }
         }
+    }
+
+    /// Not collective: waits for the manager's saves in flight and, on rank 0, for the removals of old steps their
+    /// commits asked for, which otherwise go on in the background ([`resume_step`](Self::resume_step) waits for them
+    /// too). A save's failure is its request's to report.
+    pub fn wait(&self) -> Result<()> {
+        // SAFETY: a live manager, used by this thread only.
+        call(|err| unsafe { sys::ckpt_manager_wait(self.raw.as_ptr(), err) })
+    }
+
+    /// Not collective: the metrics saved with `step` ([`SaveOptions::metrics`]), as the text of a JSON object; None
+    /// if the step was saved without any or is not committed.
+    pub fn metrics(&self, step: u64) -> Result<Option<String>> {
+        let mut length = 0u64;
+        // SAFETY: a live manager; no buffer with capacity 0.
+        let sized = call_status(|err| unsafe {
+            sys::ckpt_manager_metrics(self.raw.as_ptr(), step, ptr::null_mut(), 0, &mut length, err)
+        });
+        match sized {
+            (_, None) => {}
+            (sys::CKPT_E_NOT_FOUND, Some(_)) => return Ok(None),
+            (_, Some(error)) => return Err(error),
+        }
+        let mut buffer = vec![0u8; length as usize + 1];
+        let capacity = buffer.len() as u64;
+        // SAFETY: the library writes at most `capacity` bytes into `buffer`.
+        call(|err| unsafe {
+            sys::ckpt_manager_metrics(
+                self.raw.as_ptr(),
+                step,
+                buffer.as_mut_ptr() as *mut c_char,
+                capacity,
+                &mut length,
+                err,
+            )
+        })?;
+        buffer.truncate(length as usize);
+        String::from_utf8(buffer).map(Some).map_err(|_| Error::new(sys::CKPT_E_CORRUPT, "metrics are not UTF-8"))
     }
 }
 

@@ -52,6 +52,8 @@ pub struct SaveOptions {
     progress: Option<ProgressFn>,
     tier: Tier,
     in_place: bool,
+    metrics: Option<String>,
+    best_value: Option<f64>,
 }
 
 impl std::fmt::Debug for SaveOptions {
@@ -61,6 +63,8 @@ impl std::fmt::Debug for SaveOptions {
             .field("progress", &self.progress.is_some())
             .field("tier", &self.tier)
             .field("in_place", &self.in_place)
+            .field("metrics", &self.metrics)
+            .field("best_value", &self.best_value)
             .finish()
     }
 }
@@ -103,6 +107,20 @@ impl SaveOptions {
     /// is waited for anyway: the last one of a job, or a blocking checkpoint.
     pub fn in_place(mut self, in_place: bool) -> Self {
         self.in_place = in_place;
+        self
+    }
+
+    /// Through a [`Manager`](crate::Manager) only: the text of a JSON object (at most 1 MiB) stored with the step,
+    /// which commits with it; [`Manager::metrics`](crate::Manager::metrics) reads it back. Rank 0's is stored.
+    pub fn metrics(mut self, json: impl Into<String>) -> Self {
+        self.metrics = Some(json.into());
+        self
+    }
+
+    /// Through a [`Manager`](crate::Manager) only: the step's score (finite), which
+    /// [`ManagerOptions::keep_best`](crate::ManagerOptions::keep_best) ranks it by. Rank 0's is stored.
+    pub fn best_value(mut self, score: f64) -> Self {
+        self.best_value = Some(score);
         self
     }
 }
@@ -156,6 +174,16 @@ where
     let progress = options.progress.as_ref().map(RawProgress::new);
     if let Some(progress) = &progress {
         (opts.progress, opts.progress_user) = progress.c_parts();
+    }
+    let metrics = match &options.metrics {
+        Some(text) => {
+            Some(CString::new(text.as_str()).map_err(|_| Error::invalid_argument("the metrics contain a NUL byte"))?)
+        }
+        None => None,
+    };
+    opts.metrics = metrics.as_ref().map_or(ptr::null(), |text| text.as_ptr());
+    if let Some(score) = options.best_value {
+        (opts.best_value, opts.has_best_value) = (score, 1);
     }
     let mut raw = ptr::null_mut();
     call(|err| start(&opts, &mut raw, err))?;

@@ -237,6 +237,9 @@ pub struct ckpt_save_options {
     pub progress_user: *mut c_void,
     pub tier: u64,
     pub flags: u64,
+    pub metrics: *const c_char,
+    pub best_value: f64,
+    pub has_best_value: u64,
 }
 
 #[repr(C)]
@@ -272,9 +275,14 @@ pub struct ckpt_load_options {
     pub unexpected_keys: i32,
     pub progress: ckpt_progress_fn,
     pub progress_user: *mut c_void,
+    pub key_map: *const *const c_char,
+    pub key_map_count: u64,
 }
 
 // Manager ----------------------------------------------------------------------------------------------------------
+
+pub const CKPT_BEST_MAX: i32 = 0;
+pub const CKPT_BEST_MIN: i32 = 1;
 
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
@@ -284,6 +292,9 @@ pub struct ckpt_manager_options {
     pub keep_every: u64,
     pub memory_tier: u32,
     pub storage_every: u64,
+    pub keep_best: u32,
+    pub best_mode: i32,
+    pub keep_for_seconds: u64,
 }
 
 // Reader -----------------------------------------------------------------------------------------------------------
@@ -569,6 +580,15 @@ extern "C" {
         buffer_size: u64,
         err: *mut ckpt_error_t,
     ) -> i32;
+    pub fn ckpt_manager_wait(manager: *mut ckpt_manager_t, err: *mut ckpt_error_t) -> i32;
+    pub fn ckpt_manager_metrics(
+        manager: *const ckpt_manager_t,
+        step: u64,
+        buffer: *mut c_char,
+        capacity: u64,
+        length: *mut u64,
+        err: *mut ckpt_error_t,
+    ) -> i32;
 
     pub fn ckpt_reader_open(path: *const c_char, out: *mut *mut ckpt_reader_t, err: *mut ckpt_error_t) -> i32;
     pub fn ckpt_reader_free(reader: *mut ckpt_reader_t);
@@ -671,6 +691,7 @@ mod tests {
         let opts = ckpt_manager_options::init();
         assert_eq!(opts.struct_size as usize, size_of::<ckpt_manager_options>());
         assert_eq!((opts.keep_last, opts.keep_every, opts.memory_tier, opts.storage_every), (0, 0, 0, 0));
+        assert_eq!((opts.keep_best, opts.best_mode, opts.keep_for_seconds), (0, CKPT_BEST_MAX, 0));
     }
 
     #[test]

@@ -132,6 +132,9 @@ fn rust_layouts() -> BTreeMap<String, Layout> {
             progress_user,
             tier,
             flags,
+            metrics,
+            best_value,
+            has_best_value,
         }),
         layout!(ckpt_request_stats {
             struct_size,
@@ -149,8 +152,25 @@ fn rust_layouts() -> BTreeMap<String, Layout> {
             committing_ns,
             total_ns,
         }),
-        layout!(ckpt_load_options { struct_size, missing_keys, unexpected_keys, progress, progress_user }),
-        layout!(ckpt_manager_options { struct_size, keep_last, keep_every, memory_tier, storage_every }),
+        layout!(ckpt_load_options {
+            struct_size,
+            missing_keys,
+            unexpected_keys,
+            progress,
+            progress_user,
+            key_map,
+            key_map_count
+        }),
+        layout!(ckpt_manager_options {
+            struct_size,
+            keep_last,
+            keep_every,
+            memory_tier,
+            storage_every,
+            keep_best,
+            best_mode,
+            keep_for_seconds
+        }),
         layout!(ckpt_checkpoint_info {
             struct_size,
             format_major,
@@ -250,6 +270,8 @@ fn rust_constants() -> BTreeMap<String, i64> {
         CKPT_TIER_MEMORY,
         CKPT_TIER_BOTH,
         CKPT_SAVE_IN_PLACE,
+        CKPT_BEST_MAX,
+        CKPT_BEST_MIN,
         CKPT_STRICT_FAIL,
         CKPT_STRICT_LOG,
         CKPT_STRICT_IGNORE,

@@ -19,6 +19,7 @@
 #include "runtime/format/manifest.h"
 #include "runtime/format/save_directory.h"
 #include "runtime/manager/manager.h"
+#include "runtime/manager/step_record.h"
 #include "tests/s3/client/s3_test_support.h"
 #include "tests/unit/support/scoped_env.h"
 
@@ -270,6 +271,55 @@ TEST_F(S3ManagerTest, RetentionKeepLastTwoRemovesOlderStepsManifestsAndData) {
   EXPECT_EQ(Read(kStepIndexName), "step-000000000003\nstep-000000000004\n");
   EXPECT_EQ(Committed(*manager_), (Steps{3, 4}));
   EXPECT_EQ(Latest(*manager_), 4u);
+}
+
+TEST_F(S3ManagerTest, KeepBestJudgesStepsByTheirRecordsAndRemovesTheOthersWhole) {
+  manager_ = ClaimRoot(RetentionPolicy{0, 0, 1, BestMode::kMin, 0});
+  const double losses[] = {0.5, 0.1, 0.9, 0.7};
+  for (uint64_t step = 1; step <= 4; ++step) {
+    MakeUncommitted(step);
+    const std::string dir = Url(StepDirectoryName(step));
+    const StepRecord record{1, losses[step - 1], R"({"loss":)" + std::to_string(losses[step - 1]) + "}"};
+    ASSERT_TRUE(WriteStepRecord(dir, record).ok());
+    Put(StepUrl(step, kManifestName));
+    manager_->AdoptStep(step);
+    ASSERT_TRUE(manager_->PublishLatest(step).ok());
+  }
+  Result<Steps> removed = manager_->ApplyRetention();
+  ASSERT_TRUE(removed.ok()) << removed.status().message();
+  EXPECT_EQ(*removed, (Steps{1, 3}));
+  EXPECT_EQ(ObjectsUnder(Url(StepDirectoryName(1))), Names{});  // its record too
+  EXPECT_EQ(ObjectsUnder(Url(StepDirectoryName(2))),
+            (Names{kManifestName, kStepRecordName, "data/0123456789abcdef/0-0.bin"}));
+  EXPECT_EQ(Committed(*manager_), (Steps{2, 4}));
+  Result<std::optional<std::string>> metrics = manager_->StepMetrics(2);
+  ASSERT_TRUE(metrics.ok()) << metrics.status().message();
+  EXPECT_EQ(metrics->value_or(""), R"({"loss":0.1})");
+  // Records never change: a second pass reads the index and the pointer, and no record again.
+  const s3::RequestCounts before = Counts();
+  ASSERT_TRUE(manager_->ApplyRetention().ok());
+  EXPECT_EQ(Since(before).get, 2u) << Describe(Since(before));
+}
+
+TEST_F(S3ManagerTest, AStepRecordLeftByAnEarlierAttemptIsReplaced) {
+  MakeUncommitted(1);
+  const std::string dir = Url(StepDirectoryName(1));
+  ASSERT_TRUE(WriteStepRecord(dir, StepRecord{1, 0.5, R"({"attempt":1})"}).ok());
+  ASSERT_TRUE(WriteStepRecord(dir, StepRecord{2, 0.25, R"({"attempt":2})"}).ok());
+  Put(StepUrl(1, kManifestName));
+  Result<std::optional<std::string>> metrics = manager_->StepMetrics(1);
+  ASSERT_TRUE(metrics.ok()) << metrics.status().message();
+  EXPECT_EQ(metrics->value_or(""), R"({"attempt":2})");
+}
+
+TEST_F(S3ManagerTest, ADamagedStepRecordIsCorruptNamingItsObject) {
+  MakeUncommitted(1);
+  ASSERT_TRUE(io::CreateObjectExclusive(StepUrl(1, kStepRecordName), "{\"committed_unix_ns\": []}").ok());
+  Put(StepUrl(1, kManifestName));
+  Result<std::optional<std::string>> metrics = manager_->StepMetrics(1);
+  EXPECT_EQ(metrics.status().code(), Code::kCorrupt);
+  EXPECT_NE(metrics.status().message().find(StepUrl(1, kStepRecordName)), std::string::npos)
+      << metrics.status().message();
 }
 
 TEST_F(S3ManagerTest, RetentionLeavesStepsOfAnotherJob) {

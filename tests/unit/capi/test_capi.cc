@@ -45,7 +45,8 @@ bool SameShard(const ckpt_tensor_shard& a, const ckpt_tensor_shard& b) {
 // Field by field: the struct has padding before its callback.
 bool SameLoadOptions(const ckpt_load_options& a, const ckpt_load_options& b) {
   return a.struct_size == b.struct_size && a.missing_keys == b.missing_keys && a.unexpected_keys == b.unexpected_keys &&
-         a.progress == b.progress && a.progress_user == b.progress_user;
+         a.progress == b.progress && a.progress_user == b.progress_user && a.key_map == b.key_map &&
+         a.key_map_count == b.key_map_count;
 }
 
 // Field by field: the struct has padding before storage_every, which neither side defines.

@@ -54,6 +54,8 @@ class ManagerClaimTest : public ckpt::testing::TempDirTest {
     ASSERT_EQ(ckpt_manager_save(manager, state_, step, nullptr, &request, err_), CKPT_OK) << message();
     ASSERT_EQ(ckpt_request_wait(request, 0, err_), CKPT_OK) << message();
     ckpt_request_free(request);
+    // And the removals its commit asked for, which run in the background.
+    ASSERT_EQ(ckpt_manager_wait(manager, err_), CKPT_OK) << message();
   }
   std::vector<uint64_t> Steps(ckpt_manager_t* manager) {
     std::vector<uint64_t> steps(16);
@@ -105,3 +107,40 @@ TEST_F(ManagerClaimTest, AnAbandonedRemovalIsClearedWhenTheRootIsClaimed) {
 }
 
 }  // namespace
+
+TEST_F(ManagerClaimTest, AClosedManagerLetsAnotherJobClaimTheRootAndStillAnswersQueries) {
+  ckpt_manager_t* first = nullptr;
+  ASSERT_EQ(Open(first_job_, 0, &first), CKPT_OK) << message();
+  Save(first, 1);
+  ASSERT_EQ(ckpt_manager_close(first, err_), CKPT_OK) << message();
+  ckpt_manager_t* second = nullptr;
+  ASSERT_EQ(Open(second_job_, 0, &second), CKPT_OK) << "the closed manager still holds the root: " << message();
+  Save(second, 2);
+  uint64_t latest = 0;
+  ASSERT_EQ(ckpt_manager_latest(first, &latest, err_), CKPT_OK) << message();
+  EXPECT_EQ(latest, 2u) << "the closed manager reads the root afresh";
+  EXPECT_EQ(Steps(first), (std::vector<uint64_t>{1, 2}));
+  char path[4096];
+  ASSERT_EQ(ckpt_manager_step_path(first, 2, path, sizeof path, err_), CKPT_OK) << message();
+  EXPECT_EQ(std::string(path), root_ + "/step-000000000002");
+  EXPECT_EQ(ckpt_manager_close(first, err_), CKPT_OK) << "closing again does nothing";
+  ckpt_manager_free(second);
+  ckpt_manager_free(first);
+}
+
+TEST_F(ManagerClaimTest, AClosedManagerRefusesToSaveOrResumeNamingTheRoot) {
+  ckpt_manager_t* manager = nullptr;
+  ASSERT_EQ(Open(first_job_, 0, &manager), CKPT_OK) << message();
+  Save(manager, 1);
+  ASSERT_EQ(ckpt_manager_close(manager, err_), CKPT_OK) << message();
+  ckpt_request_t* request = nullptr;
+  EXPECT_EQ(ckpt_manager_save(manager, state_, 2, nullptr, &request, err_), CKPT_E_INVALID_ARGUMENT);
+  EXPECT_NE(message().find("which is closed"), std::string::npos) << message();
+  EXPECT_NE(message().find(root_), std::string::npos) << message();
+  EXPECT_EQ(request, nullptr);
+  uint64_t step = 0;
+  EXPECT_EQ(ckpt_manager_resume_step(manager, &step, err_), CKPT_E_INVALID_ARGUMENT);
+  EXPECT_EQ(ckpt_manager_load_latest(manager, state_, nullptr, &step, err_), CKPT_E_INVALID_ARGUMENT);
+  EXPECT_EQ(Steps(manager), (std::vector<uint64_t>{1})) << "nothing was saved after the close";
+  ckpt_manager_free(manager);
+}

@@ -51,6 +51,15 @@ def key_impl(dtype: DTypeLike) -> KeyImpl:
     return impl
 
 
+def key_target(data_shape: Tuple[int, ...], impl: str) -> jax.ShapeDtypeStruct:
+    """The restore target for typed keys of the PRNG implementation `impl` (its name, "threefry2x32", "rbg") whose
+    key data has `data_shape`; ValueError for an implementation this jax does not know, TypeError for a shape that
+    does not end with its keys' data shape."""
+    data = jax.ShapeDtypeStruct(data_shape, np.uint32)
+    target: jax.ShapeDtypeStruct = jax.eval_shape(functools.partial(jax.random.wrap_key_data, impl=impl), data)
+    return target
+
+
 def _host_copies(buffers: List[jax.Array]) -> List[npt.NDArray[Any]]:
     """numpy views of single-device arrays: zero-copy for CPU buffers; for accelerators, one batched transfer."""
     on_cpu = [b.devices().pop().platform == "cpu" for b in buffers]

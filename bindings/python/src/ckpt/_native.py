@@ -69,6 +69,9 @@ MEMORY_HOST = 0
 # CKPT_TIER_*, by the names ckpt.save's and CheckpointManager.save's `tier` takes.
 TIERS = {"storage": 0, "memory": 1, "both": 2}
 
+# CKPT_BEST_*, by the names CheckpointManager's `best_mode` takes.
+BEST_MODES = {"max": 0, "min": 1}
+
 # CKPT_SAVE_* bits of ckpt_save_options.flags: ckpt.save's and CheckpointManager.save's `in_place`.
 SAVE_IN_PLACE = 0x1
 
@@ -158,6 +161,9 @@ class SaveOptions(ctypes.Structure):
         ("progress_user", c_void_p),
         ("tier", c_u64),
         ("flags", c_u64),
+        ("metrics", c_char_p),
+        ("best_value", ctypes.c_double),
+        ("has_best_value", c_u64),
     ]
 
 
@@ -187,6 +193,8 @@ class LoadOptions(ctypes.Structure):
         ("unexpected_keys", c_i32),
         ("progress", PROGRESS_FN),
         ("progress_user", c_void_p),
+        ("key_map", ctypes.POINTER(c_char_p)),
+        ("key_map_count", c_u64),
     ]
 
 
@@ -197,6 +205,9 @@ class ManagerOptions(ctypes.Structure):
         ("keep_every", c_u64),
         ("memory_tier", c_u32),
         ("storage_every", c_u64),
+        ("keep_best", c_u32),
+        ("best_mode", c_i32),
+        ("keep_for_seconds", c_u64),
     ]
 
 
@@ -299,6 +310,7 @@ _SIGNATURES: List[Tuple[str, Any, List[Any]]] = [
     ("ckpt_manager_open", c_i32,
      [c_void_p, c_char_p, ctypes.POINTER(ManagerOptions), ctypes.POINTER(c_void_p), _ERR]),
     ("ckpt_manager_free", None, [c_void_p]),
+    ("ckpt_manager_close", c_i32, [c_void_p, _ERR]),
     ("ckpt_manager_save", c_i32,
      [c_void_p, c_void_p, c_u64, ctypes.POINTER(SaveOptions), ctypes.POINTER(c_void_p), _ERR]),
     ("ckpt_manager_latest", c_i32, [c_void_p, ctypes.POINTER(c_u64), _ERR]),
@@ -307,6 +319,8 @@ _SIGNATURES: List[Tuple[str, Any, List[Any]]] = [
     ("ckpt_manager_resume_step", c_i32, [c_void_p, ctypes.POINTER(c_u64), _ERR]),
     ("ckpt_manager_steps", c_i32, [c_void_p, u64_array, c_u64, ctypes.POINTER(c_u64), _ERR]),
     ("ckpt_manager_step_path", c_i32, [c_void_p, c_u64, c_char_p, c_u64, _ERR]),
+    ("ckpt_manager_metrics", c_i32, [c_void_p, c_u64, c_char_p, c_u64, ctypes.POINTER(c_u64), _ERR]),
+    ("ckpt_manager_wait", c_i32, [c_void_p, _ERR]),
     ("ckpt_reader_open", c_i32, [c_char_p, ctypes.POINTER(c_void_p), _ERR]),
     ("ckpt_reader_free", None, [c_void_p]),
     ("ckpt_reader_info", c_i32, [c_void_p, ctypes.POINTER(CheckpointInfo), _ERR]),

@@ -6,11 +6,16 @@ from __future__ import annotations
 import ctypes
 import sys
 import traceback
-from typing import List, Mapping, Optional, Tuple
+from typing import Callable, List, Mapping, Optional, Sequence, Tuple
 
 from . import _native
 from ._state import encode_key
-from ._types import Progress, Tier
+from ._types import KeyMap, Missing, Progress, Tier
+
+# The CKPT_STRICT_* of restore's `missing`.
+MISSING = {"error": _native.STRICT_FAIL, "warn": _native.STRICT_LOG, "ignore": _native.STRICT_IGNORE}
+# How many keys a message lists before it counts the rest.
+_KEYS_LISTED = 8
 
 
 def tier_code(tier: object) -> int:
@@ -82,12 +87,65 @@ class SaveOptions:
         self.struct.metadata_values = self._values
 
 
-def load_options(partial: bool, progress: Optional[Progress]) -> Tuple[_native.LoadOptions,
-                                                                       Optional[_native.CFunction]]:
-    """ckpt_load_options, and the C callback they point at (keep it referenced until the load returned)."""
-    opts = _native.new(_native.LoadOptions, missing_keys=_native.STRICT_FAIL,
+def missing_code(missing: object) -> int:
+    """The CKPT_STRICT_* of a `missing` argument: "error", "warn" or "ignore"."""
+    try:
+        return MISSING[missing]  # type: ignore[index]  # any other value is the KeyError or TypeError below
+    except (KeyError, TypeError):
+        raise ValueError(f"missing must be 'error', 'warn' or 'ignore', not {missing!r}") from None
+
+
+def _listed(keys: Sequence[str]) -> str:
+    """The first few of `keys`, quoted: 'a', 'b' and 3 more."""
+    text = ", ".join(f"'{key}'" for key in keys[:_KEYS_LISTED])
+    return text + (f" and {len(keys) - _KEYS_LISTED} more" if len(keys) > _KEYS_LISTED else "")
+
+
+def key_map_pairs(key_map: Optional[KeyMap], keys: Sequence[str]) -> List[Tuple[str, str]]:
+    """(target key, checkpoint key) for each of the target's `keys` that `key_map` sends to another key: a dict
+    (naming only keys the target has: one it lacks is a misspelt key, ValueError) or a callable (target key ->
+    checkpoint key, or None for the key itself)."""
+    if key_map is None:
+        return []
+    saved_of: Callable[[str], Optional[str]]
+    if isinstance(key_map, Mapping):
+        known = set(keys)
+        unknown = [key for key in key_map if key not in known]
+        if unknown:
+            raise ValueError(f"key_map names {len(unknown)} keys the target does not have: {_listed(unknown)}; the "
+                             f"target's keys: {_listed(list(keys))}")
+        saved_of = key_map.get
+    elif callable(key_map):
+        saved_of = key_map
+    else:
+        raise TypeError(f"key_map must be a dict (target key -> checkpoint key) or a callable, not a "
+                        f"{type(key_map).__name__}")
+    pairs = []
+    for key in keys:
+        saved = saved_of(key)
+        if saved is not None and not isinstance(saved, str):
+            raise TypeError(f"key_map gives a {type(saved).__name__} for '{key}': the checkpoint's key must be a str "
+                            f"(or None, from a callable, for the key itself)")
+        if saved is not None and saved != key:
+            pairs.append((key, saved))
+    return pairs
+
+
+def load_options(partial: bool, progress: Optional[Progress], missing: Missing = "error",
+                 pairs: Sequence[Tuple[str, str]] = ()) -> Tuple[_native.LoadOptions, List[object]]:
+    """ckpt_load_options, and what they point at: the C callback and the key map's C array, from key_map_pairs
+    (keep it referenced until the load returned)."""
+    opts = _native.new(_native.LoadOptions, missing_keys=missing_code(missing),
                        unexpected_keys=_native.STRICT_IGNORE if partial else _native.STRICT_FAIL)
+    referenced: List[object] = []
     c_progress = progress_callback(progress)
     if c_progress is not None:
         opts.progress = c_progress
-    return opts, c_progress
+        referenced.append(c_progress)
+    if pairs:
+        keys = [encode_key(key, "key_map key") for pair in pairs for key in pair]
+        c_keys = (ctypes.c_char_p * len(keys))(*keys)
+        opts.key_map = c_keys
+        opts.key_map_count = len(pairs)
+        referenced.append(c_keys)
+    return opts, referenced

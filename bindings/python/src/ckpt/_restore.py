@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import sys
+import warnings
 from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
 import numpy as np
@@ -32,10 +34,16 @@ _COMMON_PLACEHOLDER: Dict[str, CommonValue] = {"bool": False, "int": 0, "float":
 
 
 def target_from_checkpoint(ctx: Context, source: bytes, path: str) -> PyTree:
-    """The target that restores a checkpoint whole, as numpy arrays. Collective: a first load registers nothing and
-    brings back the common entries wherever the checkpoint lies (on storage, or in the memory tier alone), and the
-    saved pytree records every array's shape and dtype. A pytree written before it did, or a checkpoint written by
-    another language (a flat dict of its tensors and common entries), is listed from storage."""
+    """The target that restores a checkpoint whole. Collective: a first load registers nothing and brings back the
+    common entries wherever the checkpoint lies (on storage, or in the memory tier alone), and the saved pytree
+    records every array's shape and dtype. A pytree written before it did, or a checkpoint written by another
+    language (a flat dict of its tensors and common entries), is listed from storage.
+
+    Arrays are numpy arrays; typed PRNG keys are jax.ShapeDtypeStructs of their key type, restored as typed keys
+    on this process's first device (as uint32 key data, with a warning, where jax is not imported). Containers are
+    what _tree.build makes: namedtuples, dataclasses and jax.tree_util nodes as their types where this program
+    imported their modules (a restore never imports a module a checkpoint names), else dicts of their fields, with
+    a warning naming the type. Pytrees written before records were can only give dicts."""
     with State() as state:
         opts, _c_progress = load_options(True, None)
         ctx.run(lambda: call("ckpt_load", ctx.handle, state.handle, source, ctypes.byref(opts)))
@@ -48,11 +56,30 @@ def target_from_checkpoint(ctx: Context, source: bytes, path: str) -> PyTree:
     return _target_from_storage(path)
 
 
-def _described_placeholder(description: Description) -> Union[npt.NDArray[Any], CommonValue]:
+def _described_placeholder(description: Description) -> Any:
     kind = description["kind"]
     if kind in ("array", "prng_key"):
-        return np.broadcast_to(np.empty((), _dtypes.dtype_of(description["dtype"])), tuple(description["shape"]))
+        data = np.broadcast_to(np.empty((), _dtypes.dtype_of(description["dtype"])), tuple(description["shape"]))
+        return _key_placeholder(description, data) if kind == "prng_key" else data
     return _COMMON_PLACEHOLDER[kind]
+
+
+def _key_placeholder(description: Description, data: npt.NDArray[Any]) -> Any:
+    """The target for typed PRNG keys whose key data `data` stands for: their jax.ShapeDtypeStruct where jax is
+    imported and has their implementation, else `data` itself (with a warning)."""
+    key, impl = description["key"], description.get("impl")
+    if "jax" not in sys.modules:
+        reason = "jax is not imported"
+    elif impl is None:
+        reason = "the checkpoint does not name their PRNG implementation"
+    else:
+        from . import _jax_arrays
+        try:
+            return _jax_arrays.key_target(data.shape, impl)
+        except (ValueError, TypeError) as e:  # an implementation this jax lacks, or data not of its shape
+            reason = str(e)
+    warnings.warn(f"ckpt.restore: '{key}' holds typed PRNG keys and comes back as their uint32 key data: {reason}")
+    return data
 
 
 def _target_from_storage(path: str) -> PyTree:
@@ -67,13 +94,14 @@ def _target_from_storage(path: str) -> PyTree:
         return target
     encoded = _tree.parse(text.decode())
 
-    def spec(description: Description) -> Union[npt.NDArray[Any], CommonValue]:
+    def spec(description: Description) -> Any:
         key, kind = description["key"], description["kind"]
         if kind in ("array", "prng_key"):
             info = tensors.get(key)
             if info is None:
                 raise errors.CorruptError(f"{path}: the pytree names tensor '{key}', which the checkpoint lacks")
-            return _placeholder(info)
+            data = _placeholder(info)
+            return _key_placeholder(description, data) if kind == "prng_key" else data
         return _COMMON_PLACEHOLDER[kind]
 
     return _tree.build(encoded, spec)

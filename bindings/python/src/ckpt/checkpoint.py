@@ -5,15 +5,15 @@ from __future__ import annotations
 
 import ctypes
 import os
-from typing import Mapping, Optional
+from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
-from . import _native
+from . import _native, _tree
 from ._native import call
-from ._options import load_flags, load_options
-from ._restore import finish_restore, register_target, target_from_checkpoint
+from ._options import key_map_pairs, load_flags, load_options, missing_code
+from ._restore import Finisher, Saved, finish_restore, register_target, target_from_checkpoint
 from ._save import Request, start_save
 from ._state import State
-from ._types import Progress, PyTree, StrPath, Tier
+from ._types import KeyMap, Missing, Progress, PyTree, StrPath, Tier
 from .context import Context, default_context
 
 __all__ = ["Request", "restore", "save"]
@@ -63,17 +63,38 @@ def save(path: StrPath, tree: PyTree, *, context: Optional[Context] = None,
 
 
 def restore(path: StrPath, target: Optional[PyTree] = None, *, context: Optional[Context] = None,
-            partial: bool = False, allow_dtype_cast: bool = False, progress: Optional[Progress] = None) -> PyTree:
+            partial: bool = False, allow_dtype_cast: bool = False, progress: Optional[Progress] = None,
+            key_map: Optional[KeyMap] = None, missing: Missing = "error") -> PyTree:
     """Collective: every rank calls it. Returns the checkpoint at `path` as a tree shaped like `target`, each leaf
     filled with its part of the saved tensor, whatever layout and number of ranks saved it: numpy arrays whole,
     ckpt.Shards their box, jax.Arrays and jax.ShapeDtypeStructs in their sharding (read once across the ranks,
-    then exchanged). Without a target, the saved tree comes back with numpy arrays, whole on every rank.
+    then exchanged).
+
+    Without a target, the saved tree comes back to resume from, whole on every rank: arrays as numpy arrays, typed
+    PRNG keys as jax key arrays of their saved implementation (on this process's first device), None leaves and
+    dict key order as saved, and namedtuples, dataclasses and types registered with jax.tree_util (flax structs,
+    FrozenDict, optax states) as their types. A restore never imports a module the checkpoint names: a type is
+    rebuilt only from a module this program has already imported, and only while its fields are those saved (and,
+    for a jax.tree_util node, its static data could be saved: None, bool, int, float, str, tuples and lists of
+    them). Otherwise it comes back as a dict of its fields, with a UserWarning naming the type and why. Typed keys
+    come back as their uint32 key data, with a warning, where jax is not imported. Checkpoints written before types
+    were recorded give dicts for them.
 
     Every key of the target must be in the checkpoint (MismatchError otherwise); so must every tensor of the
     checkpoint be in some rank's target, unless `partial`. A leaf's dtype must be the saved one (MismatchError),
     unless `allow_dtype_cast` and both are floating (float16, bfloat16, float32, float64): the saved values are then
     converted, rounded to nearest even, as numpy's astype does (float32 master weights into a bfloat16 target). A
     bool, int, float, str or bytes leaf must have the saved value's type (MismatchError naming both): never converted.
+
+    `key_map` restores a target whose keys changed since the save (a renamed layer, Linen paths become NNX ones): a
+    dict from target keys to the checkpoint's keys (a target key it does not name is looked up as itself; naming a
+    key the target lacks is a ValueError), or a callable giving a target key's checkpoint key (None: the key
+    itself). Two target keys mapped to one checkpoint key are refused (InvalidArgumentError); it needs a target
+    (ValueError without one). `missing` says what a target key the checkpoint lacks does: "error" (MismatchError
+    naming the first few, with the keys they were looked up as, and the checkpoint's keys nobody asked for),
+    "warn" (the library logs that warning) or "ignore"; under both, such a leaf comes back as the target's own
+    (where the checkpoint holds the pytree the package saves: one written by another language cannot say which
+    of its keys a leaf lacks, and an array left unfilled holds whatever its new buffer held).
 
     `progress`, if given, is called as progress(phase, done, total) with the bytes of this rank's arrays filled:
     "planning", "reading", then "loaded" or "failed", from the context's thread, at most every 100 ms in between.
@@ -84,9 +105,50 @@ def restore(path: StrPath, target: Optional[PyTree] = None, *, context: Optional
     ctx = context or default_context()
     source = os.fsencode(os.fspath(path))
     if target is None:
+        if key_map is not None:
+            raise ValueError("key_map maps the keys of a target to the checkpoint's: pass the target to restore "
+                             "into (without one, restore gives the saved tree under its saved keys)")
         target = target_from_checkpoint(ctx, source, os.fspath(path))
+
+    def load(state: State, opts: _native.LoadOptions) -> None:
+        ctx.run(lambda: call("ckpt_load", ctx.handle, state.handle, source, ctypes.byref(opts)))
+
+    return restore_target(target, load, partial=partial, allow_dtype_cast=allow_dtype_cast, progress=progress,
+                          key_map=key_map, missing=missing)
+
+
+def restore_target(target: PyTree, load: Callable[[State, _native.LoadOptions], None], *, partial: bool,
+                   allow_dtype_cast: bool, progress: Optional[Progress], key_map: Optional[KeyMap],
+                   missing: Missing) -> PyTree:
+    """The restore of ckpt.restore and CheckpointManager.restore: registers the target's leaves, runs `load` (the
+    C call) with the load options their arguments make, and returns the tree the load filled."""
+    missing_code(missing)  # refused before anything is registered
+    keyed = key_map is not None or missing != "error"
+    leaves = _tree.flatten(target)[0] if keyed else []
+    pairs = key_map_pairs(key_map, [key for key, _ in leaves])
     with State() as state:
         structure, finishers = register_target(state, target, load_flags(allow_dtype_cast))
-        opts, _c_progress = load_options(partial, progress)
-        ctx.run(lambda: call("ckpt_load", ctx.handle, state.handle, source, ctypes.byref(opts)))
+        opts, _referenced = load_options(partial, progress, missing, pairs)
+        load(state, opts)
+        if keyed:
+            finishers = _finishers_by_saved_key(leaves, finishers, dict(pairs), missing)
         return finish_restore(state, structure, finishers)
+
+
+def _finishers_by_saved_key(leaves: List[Tuple[str, Any]], finishers: List[Finisher], saved_keys: Dict[str, str],
+                            missing: Missing) -> List[Finisher]:
+    """The finishers (one per leaf, in flatten's order) of a restore through a key map or allowing missing keys:
+    each sees its leaf's description in the checkpoint's pytree under the key it was looked up as, and where
+    missing keys are allowed, a leaf whose key the pytree lacks comes back as the target's own."""
+
+    def finisher(key: str, leaf: Any, finish: Finisher) -> Finisher:
+        looked_up = saved_keys.get(key, key)
+
+        def finish_saved(saved: Saved) -> Any:
+            if missing != "error" and saved and looked_up not in saved:
+                return leaf
+            return finish({key: saved[looked_up]} if looked_up in saved else {})
+
+        return finish_saved
+
+    return [finisher(key, leaf, finish) for (key, leaf), finish in zip(leaves, finishers)]

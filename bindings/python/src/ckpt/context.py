@@ -38,8 +38,8 @@ class JobCollectives(Protocol):
         """Returns once every rank called it."""
 
 
-class _Closeable(Protocol):
-    def close(self) -> None: ...
+class _Dependent(Protocol):
+    def _free(self) -> None: ...
 
 
 class ContextStats(TypedDict):
@@ -149,7 +149,7 @@ class Context:
         self._staging: Optional[concurrent.futures.Future[Any]] = None  # the last save's staging
         self._requests: List[_Pending] = []  # unfinished saves, waited for before the context is freed
         # Managers and savers that use the handle: closed before it is freed.
-        self._dependents: weakref.WeakSet[_Closeable] = weakref.WeakSet()
+        self._dependents: weakref.WeakSet[_Dependent] = weakref.WeakSet()
         self.rank: int = lib.ckpt_context_rank(handle)
         self.world_size: int = lib.ckpt_context_world_size(handle)
         self.local_rank: int = lib.ckpt_context_local_rank(handle)
@@ -235,8 +235,8 @@ class Context:
             self._requests = [r for r in self._requests if not r._finished]
             self._requests.append(request)
 
-    def _adopt(self, dependent: _Closeable) -> None:
-        """Registers an object holding C handles tied to this context (it has close()), closed before the context
+    def _adopt(self, dependent: _Dependent) -> None:
+        """Registers an object holding C handles tied to this context, whose _free() frees them before the context
         is freed."""
         self._dependents.add(dependent)
 
@@ -262,7 +262,7 @@ class Context:
                 return
             for dependent in list(self._dependents):
                 try:
-                    dependent.close()
+                    dependent._free()
                 except Exception as e:
                     print(f"ckpt: closing {dependent!r} with its context: {e}", file=sys.stderr)
             try:

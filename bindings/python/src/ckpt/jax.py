@@ -199,6 +199,10 @@ class JitSaver:
             raise ValueError("this ckpt.jax.JitSaver is closed")
         return self._id
 
+    def _free(self) -> None:
+        """Its context is closing: releases the saver, as close() does."""
+        self.close()
+
     def close(self) -> None:
         """Waits for the saves in flight, then releases the saver (its context stays open)."""
         if self._id is not None:

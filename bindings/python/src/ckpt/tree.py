@@ -5,6 +5,10 @@ Containers are dicts (keys sorted, as JAX sorts them), lists, tuples, namedtuple
 imported, every node type registered with jax.tree_util (flax structs, optax states). A leaf's key joins the labels
 on its path with "/": dict keys, list indices, field names ("params/layer_0/kernel", "opt_state/0/mu"). Everything
 else is a leaf; None is an empty subtree, as in JAX.
+
+A save records each container's kind and type (a namedtuple's fields, a registered node's static data, a dict's key
+order), so that ckpt.restore without a target gives back the types this program has imported, and dicts of their
+fields for the others.
 """
 
 from __future__ import annotations
