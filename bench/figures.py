@@ -62,6 +62,14 @@ FIGURES = [
     ("async_block_ms", "ms", "%.1f"),
     ("memcpy_ms", "ms", "%.1f"),
     ("async_block_vs_memcpy", "ratio", "%.2f"),
+    # The copy-on-write save: blocks for the protection only (target <= 0.1 of the memcpy at 1 GiB; the first save's
+    # on 4 KiB pages, the next once the library collapsed the state into huge pages), and its copy overlaps the
+    # writes (target >= 0.8 of fio's write until committed).
+    ("cow_save_block_first_ms", "ms", "%.2f"),
+    ("cow_save_block_ms", "ms", "%.2f"),
+    ("cow_save_block_vs_memcpy", "ratio", "%.3f"),
+    ("cow_save_durable_gibps", "GiB/s", "%.3f"),
+    ("cow_save_durable_vs_fio_write", "ratio", "%.3f"),
     # The dedup save beside fio writing as many bytes right before it.
     ("dedup_save_ms", "ms", "%.1f"),
     ("dedup_fio_write_ms", "ms", "%.1f"),
@@ -79,6 +87,12 @@ FIGURES = [
     ("reshard_load_vs_fio_read", "ratio", "%.3f"),
     ("read_amplification", "ratio", "%.2f"),
     ("read_amplification_no_exchange", "ratio", "%.2f"),
+    # The reshard load as the library chose to read it, and with each strategy forced (CKPT_LOAD_READS).
+    ("read_amplification_reshard", "ratio", "%.2f"),
+    ("reshard_once_load_vs_fio_read", "ratio", "%.3f"),
+    ("read_amplification_reshard_once", "ratio", "%.2f"),
+    ("reshard_own_load_vs_fio_read", "ratio", "%.3f"),
+    ("read_amplification_reshard_own", "ratio", "%.2f"),
     ("exchange_gbps", "GB/s", "%.3f"),
     ("ucx_perftest_gbps", "GB/s", "%.3f"),
     ("exchange_vs_ucx_perftest", "ratio", "%.3f"),
@@ -116,6 +130,10 @@ FIGURES = [
 ]
 # The loads measured on several ranks, as prefixed by bench/run.
 RANKED_LOADS = ("reshard_load", "exchange_load", "no_exchange_load")
+# The reshard load with CKPT_LOAD_READS forced, by the strategy it names.
+FORCED_RESHARD_LOADS = ("reshard_once_load", "reshard_own_load")
+# ckpt_context_stats.last_load_reads.
+LOAD_READS = {1: "read once + exchange", 2: "own reads"}
 
 
 def fail(message):
@@ -246,6 +264,17 @@ def transport_of(raw, load):
     return TRANSPORTS.get(number, "transport %d" % number)
 
 
+def strategy_of(raw, load):
+    """How every rank of `load` read (LOAD_READS, with the library's read amplification); fails if they disagree."""
+    if "%s_reads.rank0" % load not in raw:
+        return "not reported by this library version"
+    chosen = set(zip(per_rank(raw, load, "reads"), per_rank(raw, load, "read_amplification_milli")))
+    if len(chosen) != 1:
+        fail("the ranks of %s read differently: %s" % (load, sorted(chosen)))
+    reads, milli = chosen.pop()
+    return "%s (library's read amplification %.2f)" % (LOAD_READS.get(int(reads), "reads %d" % reads), milli / 1e3)
+
+
 def parallel_load_figures(raw, f, reshard_gib, dedup_gib):
     """The resharding load against fio's read; the replicated load's bytes read against the distinct bytes, with
     and without exchange; the exchange's speed against ucx_perftest's."""
@@ -253,7 +282,14 @@ def parallel_load_figures(raw, f, reshard_gib, dedup_gib):
     f["reshard_load_gibps"] = reshard_gib / reshard_s
     f["reshard_fio_read_gibps"] = need(raw, "reshard_fio_read_bps") / GIB
     f["reshard_load_vs_fio_read"] = f["reshard_load_gibps"] / f["reshard_fio_read_gibps"]
-    f["reshard_read_amplification"] = sum(per_rank(raw, "reshard_load", "bytes_read")) / (reshard_gib * GIB)
+    f["read_amplification_reshard"] = sum(per_rank(raw, "reshard_load", "bytes_read")) / (reshard_gib * GIB)
+    for load in FORCED_RESHARD_LOADS:
+        if load + "_ranks" not in raw:  # a run from before the forced loads
+            continue
+        reads = load[len("reshard_"):-len("_load")]
+        f["reshard_%s_load_vs_fio_read" % reads] = (reshard_gib / max(per_rank(raw, load, "seconds")) /
+                                                   f["reshard_fio_read_gibps"])
+        f["read_amplification_reshard_" + reads] = sum(per_rank(raw, load, "bytes_read")) / (reshard_gib * GIB)
     distinct_bytes = dedup_gib * GIB
     f["read_amplification"] = sum(per_rank(raw, "exchange_load", "bytes_read")) / distinct_bytes
     f["read_amplification_no_exchange"] = sum(per_rank(raw, "no_exchange_load", "bytes_read")) / distinct_bytes
@@ -293,6 +329,18 @@ def cpu_figures(raw, f, state_gib):
         f[phase + "_worker_cpu_share"] = need_time_spent(raw, phase + "_worker_cpu_seconds") / raw[phase + "_cpu_seconds"]
 
 
+def copy_on_write_figures(raw, f, state_gib):
+    """The copy-on-write save (CKPT_SAVE_COPY_ON_WRITE): its blocking time beside a memcpy of the same bytes, and its
+    throughput until committed beside fio's write of the same run; nothing where ckpt_bench did not measure it."""
+    if "cow_save_block_ms" not in raw:
+        return
+    f["cow_save_block_first_ms"] = need(raw, "cow_save_block_first_ms")
+    f["cow_save_block_ms"] = need(raw, "cow_save_block_ms")
+    f["cow_save_block_vs_memcpy"] = f["cow_save_block_ms"] / max(f["memcpy_ms"], 1e-6)
+    f["cow_save_durable_gibps"] = state_gib / need(raw, "cow_save_seconds")
+    f["cow_save_durable_vs_fio_write"] = f["cow_save_durable_gibps"] / f["fio_write_gibps"]
+
+
 def run_figures(raw, state_gib, dedup_gib, reshard_gib):
     """The figures of one run; a missing raw value names itself."""
     def measured(name):
@@ -318,6 +366,7 @@ def run_figures(raw, state_gib, dedup_gib, reshard_gib):
     f["async_block_ms"] = measured("async_block_ms")
     f["memcpy_ms"] = measured("memcpy_ms")
     f["async_block_vs_memcpy"] = f["async_block_ms"] / max(f["memcpy_ms"], 1e-6)
+    copy_on_write_figures(raw, f, state_gib)
     f["dedup_save_ms"] = measured("dedup_save_seconds") * 1e3
     f["dedup_fio_write_ms"] = dedup_gib * GIB / measured("dedup_fio_write_bps") * 1e3
     f["dedup_save_vs_fio_write"] = f["dedup_fio_write_ms"] / f["dedup_save_ms"]
@@ -427,8 +476,9 @@ def parallel_load_comments(ordered, per_run):
     if any("exchange_gbps" not in f for f in per_run):
         comments.append("exchange_gbps: the exchange load ran without a transport (CKPT_TRANSPORT, or UCX did not "
                         "load): read_amplification is that of a load without exchange")
-    comments.append("reshard load read amplification: %.2f" %
-                    statistics.median(f["reshard_read_amplification"] for f in per_run))
+    comments.append("load strategies chosen: " + ", ".join(
+        "%s: %s" % (load, "/".join(sorted({strategy_of(raw, load) for raw in ordered})))
+        for load in RANKED_LOADS + FORCED_RESHARD_LOADS if load + "_ranks" in ordered[0]))
     if any("ucx_perftest_gbps" in f for f in per_run):
         comments.append("ucx_perftest_gbps: tag_bw, 16 MiB messages, -n 100 -w 10, between two processes on "
                         "localhost; UCX 1.13 prints MB/s with MB = 2^20, converted here to GB/s = 10^9 bytes/s")

@@ -107,6 +107,10 @@ void TimedLoad(const Args& args, LayoutOf layout_of) {
   out.Print("transport", static_cast<uint64_t>(stats.transport));
   // Libraries older than the counter leave it at 0; the figures then fall back to the whole load's time.
   out.Print("exchange_seconds", static_cast<double>(stats.exchange_ns) / 1e9);
+  // How the load read (CKPT_LOAD_READS_ONCE or _OWN, as the library chose or CKPT_LOAD_READS forced), and the read
+  // amplification the library reports for it; 0 from a library older than these counters.
+  out.Print("reads", stats.last_load_reads);
+  out.Print("read_amplification_milli", stats.last_load_read_amplification_milli);
 }
 
 }  // namespace

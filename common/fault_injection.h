@@ -46,6 +46,12 @@ inline constexpr char kDirectorySyncEioVar[] = "CKPT_FAULT_DIRECTORY_SYNC_EIO";
 // CKPT_FAULT_RETENTION_PAUSE_MS: each retention pass of a manager pauses this many milliseconds first, as the
 // removal of a large step would take, so that a test can see that saves do not wait for it.
 inline constexpr char kRetentionPauseVar[] = "CKPT_FAULT_RETENTION_PAUSE_MS";
+// CKPT_FAULT_LOAD_ROUND_BYTES: a load's read-once rounds hold at most this many bytes each (instead of 64 to 128
+// MiB), so that a test's small state loads in many rounds.
+inline constexpr char kLoadRoundBytesVar[] = "CKPT_FAULT_LOAD_ROUND_BYTES";
+// CKPT_FAULT_NO_USERFAULTFD: any value but empty makes userfaultfd look refused to copy-on-write saves, as a kernel
+// without it or a sandbox forbidding it would, so that a test sees them fall back to copying at the call.
+inline constexpr char kNoUserFaultFdVar[] = "CKPT_FAULT_NO_USERFAULTFD";
 
 #ifdef CKPT_FAULT_INJECTION
 
@@ -91,6 +97,15 @@ inline void PauseBeforeRetention() {
   std::this_thread::sleep_for(std::chrono::milliseconds(settings::PositiveFromEnv(kRetentionPauseVar, 0)));
 }
 
+// The bytes a load's round may hold, `bytes` unless a test asks for fewer.
+inline uint64_t LoadRoundBytes(uint64_t bytes) {
+  const uint64_t limit = settings::PositiveFromEnv(kLoadRoundBytesVar, bytes);
+  return limit < bytes ? limit : bytes;
+}
+
+// Whether copy-on-write saves are to find userfaultfd refused.
+inline bool NoUserFaultFd() { return !settings::StringFromEnv(kNoUserFaultFdVar).empty(); }
+
 // The errno a sync of the directory `path` is made to fail with, or 0.
 inline int InjectedDirectorySyncError(const std::string& path) {
   const std::string failing = settings::StringFromEnv(kDirectorySyncEioVar);
@@ -109,6 +124,8 @@ constexpr std::chrono::milliseconds ListenDelay() { return std::chrono::millisec
 inline void PauseBeforeStagingWindow() {}
 inline void PauseBeforeRetention() {}
 inline int InjectedDirectorySyncError(const std::string&) { return 0; }
+constexpr uint64_t LoadRoundBytes(uint64_t bytes) { return bytes; }
+constexpr bool NoUserFaultFd() { return false; }
 
 #endif
 

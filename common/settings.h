@@ -47,6 +47,9 @@ inline constexpr char kIoDirectVar[] = "CKPT_IO_DIRECT";
 // CKPT_LOAD_DIRECT: "0" sends every block a load reads through the I/O workers and the staging arena (default on:
 // the whole checksum blocks that land in page-aligned host tensors are read by the rank straight into them).
 inline constexpr char kLoadDirectVar[] = "CKPT_LOAD_DIRECT";
+// CKPT_LOAD_READS: "auto" (default), "once" or "own": how a load reads its tensors (runtime/load/read_strategy.h):
+// read once by one rank each and exchanged, or by every rank for its own pieces; AUTO chooses per load.
+inline constexpr char kLoadReadsVar[] = "CKPT_LOAD_READS";
 // CKPT_TRANSPORT: "auto" (default), "none", "ucx" or "nccl": how ranks exchange tensor data during a load.
 inline constexpr char kTransportVar[] = "CKPT_TRANSPORT";
 // CKPT_PEER_CONTROL: "0" routes every collective of a job without collectives of its own through rank 0's TCP store

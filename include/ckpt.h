@@ -258,9 +258,18 @@ typedef struct ckpt_context_stats {
   uint64_t control_bytes_sent;
   uint64_t control_bytes_received;
   uint64_t store_collectives;
+  /* How the last successful load on this context read its tensors (CKPT_LOAD_READS_ONCE or _OWN; 0 before any, see
+   * ckpt_load), and its read amplification x 1000: the bytes of tensor data all ranks read over the distinct stored
+   * bytes needed (1000 for read once + exchange, which reads each needed block once; for own reads, the bytes every
+   * rank read, summed after the load, over the stored bytes of the tensors any rank asked for). */
+  uint64_t last_load_reads;
+  uint64_t last_load_read_amplification_milli;
 } ckpt_context_stats;
+/* ckpt_context_stats.last_load_reads: read once + exchange, or every rank reading its own pieces. */
+#define CKPT_LOAD_READS_ONCE 1
+#define CKPT_LOAD_READS_OWN 2
 #define CKPT_CONTEXT_STATS_INIT \
-  { (uint32_t)sizeof(ckpt_context_stats), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, CKPT_TRANSPORT_NONE, 0, 0, 0, 0 }
+  { (uint32_t)sizeof(ckpt_context_stats), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, CKPT_TRANSPORT_NONE, 0, 0, 0, 0, 0, 0 }
 
 CKPT_API int32_t ckpt_context_stats_get(const ckpt_context_t* ctx, ckpt_context_stats* stats, ckpt_error_t* err);
 
@@ -352,18 +361,19 @@ typedef struct ckpt_state ckpt_state_t;
 CKPT_API int32_t ckpt_state_create(ckpt_state_t** out, ckpt_error_t* err);
 CKPT_API void ckpt_state_free(ckpt_state_t* state);
 
-/* Registers one shard. The shape, offset and flag arrays are copied; `data` is not: it must stay valid until the
- * save returns (staged) or the load completes. Checks everything it can locally and returns
- * CKPT_E_INVALID_ARGUMENT naming the key (a key that is empty or not valid UTF-8, bad dtype or ndim, box out of
- * bounds, wrong data_size, flattened range outside the box, a key registered twice with the same box, CUDA
- * memory_kind with host data or a device that does not exist) or CKPT_E_UNSUPPORTED (CUDA memory where the CUDA
- * runtime or a device is missing). Shards in CUDA memory are copied device-to-host into the staging arena on a
- * side stream when saved, and host-to-device when loaded; ckpt never changes the calling thread's current device. */
+/* Registers one shard. The shape, offset and flag arrays are copied; `data` is not: it must stay valid until the save
+ * returns (staged; with CKPT_SAVE_COPY_ON_WRITE until its request finishes) or the load completes. Checks everything it
+ * can locally and returns CKPT_E_INVALID_ARGUMENT naming the key (a key that is empty or not valid UTF-8, bad dtype or
+ * ndim, box out of bounds, wrong data_size, flattened range outside the box, a key registered twice with the same box,
+ * CUDA memory_kind with host data or a device that does not exist) or CKPT_E_UNSUPPORTED (CUDA memory where the CUDA
+ * runtime or a device is missing). Shards in CUDA memory are copied device-to-host into the staging arena on a side
+ * stream when saved, and host-to-device when loaded; ckpt never changes the calling thread's current device. */
 CKPT_API int32_t ckpt_state_add_tensor(ckpt_state_t* state, const ckpt_tensor_shard* shard, ckpt_error_t* err);
 
 /* Registers opaque bytes sharded over an object grid (not reshardable: a load asks for the same grid). For a save,
- * `data` holds `size` bytes (not copied until the save). For a load, `data` may be NULL: the bytes are then kept
- * in the state (ckpt_state_object); a non-NULL `data` must have exactly the saved size. */
+ * `data` holds `size` bytes (not copied until the save; with CKPT_SAVE_COPY_ON_WRITE valid until its request finishes).
+ * For a load, `data` may be NULL: the bytes are then kept in the state (ckpt_state_object); a non-NULL `data` must have
+ * exactly the saved size. */
 CKPT_API int32_t ckpt_state_add_object(ckpt_state_t* state, const char* key, uint32_t grid_ndim,
                                        const uint64_t* grid_shape, const uint64_t* grid_index, void* data,
                                        uint64_t size, ckpt_error_t* err);
@@ -431,6 +441,24 @@ typedef void (*ckpt_progress_fn)(void* user, int32_t phase, uint64_t done, uint6
  * is not one run of its buffer, an unaligned start, a tensor's last bytes short of a page) is copied through the arena
  * and written by the rank too. */
 #define CKPT_SAVE_IN_PLACE 1u
+/* CKPT_SAVE_COPY_ON_WRITE: ckpt_save returns once this rank's host buffers that it writes are write-protected
+ * (Linux userfaultfd), before any byte is copied; the copy into the staging arena then runs on a thread of its own,
+ * beside the writes. A page the trainer writes before it was copied is copied first by ckpt's fault handler thread
+ * (the writing thread waits for that, about 0.2 ms per 2 MiB), then released; pages are released as they are
+ * copied. The checkpoint holds every byte as it was at the call, as for any save. Limits: host memory only (a state
+ * with device shards stages all of it at the call); only the whole pages inside the bytes a tensor's save reads are
+ * protected, the partial pages at both ends are copied at the call; the buffers must stay mapped until the request
+ * finishes (a buffer unmapped, released with madvise or moved with mremap before ckpt copied it fails the save, the
+ * message naming the tensor; freeing it may do so); a save issued meanwhile waits for this one's copy first. The call
+ * costs the kernel's walk of the page tables (about 20 ms per GiB of 4 KiB pages, 0.1 ms of huge pages): after each
+ * such save a low-priority thread collapses the protected buffers into transparent huge pages (MADV_COLLAPSE, unless
+ * the system disables them), pausing while a save protects, so that the next saves block for well under 1 ms.
+ * Fallbacks, logged at CKPT_LOG_INFO: where userfaultfd is refused (once per context; the sysctl
+ * vm.unprivileged_userfaultfd=0 leaves it to user-mode faults, which suffice; seccomp; kernels before 6.4, which
+ * lack UFFD_FEATURE_WP_UNPOPULATED) the save stages at the call as without the flag; a buffer the kernel cannot
+ * protect (a file-backed mapping) is copied at the call, into memory of its own. CKPT_E_INVALID_ARGUMENT with
+ * CKPT_SAVE_IN_PLACE or a tier other than CKPT_TIER_STORAGE, on every rank. */
+#define CKPT_SAVE_COPY_ON_WRITE 2u
 
 typedef struct ckpt_save_options {
   uint32_t struct_size;
@@ -441,7 +469,8 @@ typedef struct ckpt_save_options {
   const char* const* metadata_values;
   /* Optional. PLANNING, STAGING and WRITING's first call come from the thread calling ckpt_save, before it
    * returns; the rest from the context's save thread, ending before the request finishes (so never after
-   * ckpt_request_free). */
+   * ckpt_request_free). With CKPT_SAVE_COPY_ON_WRITE STAGING is reported once, as protection starts: the copy runs
+   * after the call, during WRITING, whose `done` counts the bytes written. */
   ckpt_progress_fn progress;
   void* progress_user;
   /* Where the checkpoint goes: CKPT_TIER_STORAGE (the default), CKPT_TIER_MEMORY or CKPT_TIER_BOTH (above); 64
@@ -501,7 +530,9 @@ CKPT_API void ckpt_request_free(ckpt_request_t* request);
  * total_ns spans them all. A phase still running counts until now, one not reached counts 0. This rank's save
  * throughput in GB/s is bytes_written / total_ns (bytes per nanosecond); bytes_written / (blocking_ns +
  * writing_ns) leaves out the wait for the other ranks and the commit. A save written in place (CKPT_SAVE_IN_PLACE)
- * writes during its staging phase: bytes_staged counts only what went through the arena, bytes_written all. */
+ * writes during its staging phase: bytes_staged counts only what went through the arena, bytes_written all. A
+ * copy-on-write save (CKPT_SAVE_COPY_ON_WRITE) stages after its call, during writing: blocking_ns is planning and
+ * write protection, and staging_ns runs from the call's return. */
 typedef struct ckpt_request_stats {
   uint32_t struct_size;
   uint32_t committed;       /* 1 once the save committed, else 0 (running or failed) */
@@ -570,7 +601,15 @@ CKPT_API int32_t ckpt_load_options_init(ckpt_load_options* opts, uint32_t struct
  * differences that the shard's flags do not allow), CKPT_E_CORRUPT (a checksum, truncated file, or malformed
  * manifest: the message names the tensor and the file), CKPT_E_VERSION, CKPT_E_IO, CKPT_E_NO_MEMORY (exchange
  * buffers, or the stored bytes of a shard loaded with a dtype cast), CKPT_E_PEER_FAILED, CKPT_E_TIMEOUT. On failure,
- * buffers may be partly filled. */
+ * buffers may be partly filled.
+ * How the tensors are read is chosen per load, alike on every rank: read once + exchange (each needed stored block
+ * read by one rank, pieces exchanged over the transport), or own reads (each rank reads the whole checksum blocks its
+ * own pieces need; no exchange). Own reads when there is no transport, else only when every rank runs on one node,
+ * the checkpoint is on storage local to it (not s3://, NFS, SMB, Lustre, GPFS, CephFS, FUSE, 9p, ...) and own reads
+ * would read at most 1.1 x the stored bytes of the tensors asked for; read once otherwise. CKPT_LOAD_READS=once or
+ * =own forces one (once without a transport reads own, with a warning), auto is the default, and any other value
+ * fails the load with CKPT_E_INVALID_ARGUMENT naming it; ranks must agree on it (else CKPT_E_MISMATCH). The choice
+ * and its read amplification are in ckpt_context_stats and the load's INFO line. */
 CKPT_API int32_t ckpt_load(ckpt_context_t* ctx, ckpt_state_t* state, const char* path, const ckpt_load_options* opts,
                            ckpt_error_t* err);
 

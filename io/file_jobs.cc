@@ -370,7 +370,7 @@ class Executor final : public FileJobExecutor {
     if (!result.ok()) Forget(job.path);
     return result;
   }
-  Status ReadAt(const ReadJob& job, char* memory, uint64_t size, ReadFailure* failure);
+  Status ReadAt(const ReadJob& job, char* memory, uint64_t size, ReadFailure* failure, bool caller_memory);
   Status RequireArena(const std::string& path) const;
   Status CheckCoverage(const ReadJob& job, const RequestPlan& plan, int fd) const;
   void NoteOpened(const OpenFile& file) {
@@ -471,28 +471,38 @@ void Executor::Forget(const std::string& path) {
 
 Status Executor::Read(const ReadJob& job, ReadFailure* failure) {
   RETURN_IF_ERROR(RequireArena(job.path));
-  return ReadAt(job, arena_, arena_size_, failure);
+  return ReadAt(job, arena_, arena_size_, failure, /*caller_memory=*/false);
 }
 
 Status Executor::ReadInto(const ReadJob& job, char* memory, uint64_t size, ReadFailure* failure) {
-  if (memory == nullptr || reinterpret_cast<uintptr_t>(memory) % kDirectAlignment != 0) {
-    return InvalidArgument("read job for " + Quoted(job.path) + ": its memory is not 4096-byte aligned");
-  }
+  if (memory == nullptr) return InvalidArgument("read job for " + Quoted(job.path) + " has no memory to read into");
+  // A job of one segment has `size` to itself, where the segment's last page can be read whole; several could
+  // overwrite each other's first bytes.
   for (size_t i = 0; i < job.segments.size(); ++i) {
-    if (job.segments[i].length % kDirectAlignment != 0) {
+    const FileSegment& s = job.segments[i];
+    const bool room = job.segments.size() == 1 && s.arena_offset <= size &&
+                      RoundUp(s.length, kDirectAlignment) <= size - s.arena_offset;
+    if (s.length % kDirectAlignment != 0 && !room) {
       return InvalidArgument("read job for " + Quoted(job.path) + ": segment " + std::to_string(i) + " of " +
-                             std::to_string(job.segments[i].length) +
+                             std::to_string(s.length) +
                              " bytes would be rounded up past its memory (not a multiple of 4096)");
     }
   }
-  return ReadAt(job, memory, size, failure);
+  return ReadAt(job, memory, size, failure, /*caller_memory=*/true);
 }
 
-Status Executor::ReadAt(const ReadJob& job, char* memory, uint64_t size, ReadFailure* failure) {
+// `caller_memory`: memory is the caller's, whose alignment is checked against what direct I/O on the file needs (the
+// arena's pages always suit it).
+Status Executor::ReadAt(const ReadJob& job, char* memory, uint64_t size, ReadFailure* failure, bool caller_memory) {
   RETURN_IF_ERROR(ValidateSegments(job.path, job.segments, job.block_size, size));
   RETURN_IF_ERROR(ValidateExpectedChecksums(job));
   ASSIGN_OR_RETURN(const OpenFile file, OpenForReading(job, tuning_.direct));
   NoteOpened(file);
+  if (caller_memory && reinterpret_cast<uintptr_t>(memory) % file.memory_alignment != 0) {
+    close(file.fd);
+    return InvalidArgument("read job for " + Quoted(job.path) + ": its memory is not " +
+                           std::to_string(file.memory_alignment) + "-byte aligned, as direct I/O on the file needs");
+  }
   RequestPlan plan =
       PlanRequests(SegmentStarts(memory, job.segments), job.segments, tuning_.request_bytes, file.direct);
   const IoTarget target{IoDirection::kRead, file.fd, file.direct, &job.path};
@@ -533,6 +543,12 @@ Result<std::unique_ptr<IoBackend>> ChooseBackend(const IoTuning& tuning, char* a
 }
 
 }  // namespace
+
+uint64_t DirectMemoryAlignment(int fd) {
+  uint64_t alignment = kDirectAlignment;
+  if (fd < 0 || !DirectIoWorks(fd, &alignment)) return kDirectAlignment;
+  return alignment;
+}
 
 Result<std::unique_ptr<FileJobExecutor>> FileJobExecutor::Create(char* arena, uint64_t arena_size,
                                                                  const IoTuning& tuning) {

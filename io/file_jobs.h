@@ -65,6 +65,10 @@ struct SourceRules {
 
 enum class IoBackendKind : int32_t { kAuto = 0, kIoUring = 1, kPwrite = 2 };
 
+// What direct I/O on the open file `fd` needs of memory: statx's dio_mem_align (512 bytes on virtio and loop disks,
+// often 4 on NVMe drives); 4096 where the kernel does not say (before Linux 6.1) or the file is not read directly.
+uint64_t DirectMemoryAlignment(int fd);
+
 struct IoTuning {
   IoBackendKind backend = IoBackendKind::kAuto;
   bool direct = true;                   // try O_DIRECT (falls back per file when refused)
@@ -96,9 +100,10 @@ class FileJobExecutor {
   // Reads the segments into the arena and verifies every block; kCorrupt (with *failure set) on a mismatch,
   // kCorrupt "truncated" if the file ends before a segment does.
   virtual Status Read(const ReadJob& job, ReadFailure* failure) = 0;
-  // The same into `size` bytes of this process's memory at `memory` (4096-byte aligned) instead of the arena: the
-  // segments' arena offsets are offsets into it, and direct-I/O lengths are not rounded up (a segment's length must
-  // then be a multiple of 4096), since the bytes past a segment belong to someone else.
+  // The same into `size` bytes of this process's memory at `memory` instead of the arena, aligned as direct I/O on
+  // the file needs (DirectMemoryAlignment): the segments' arena offsets are offsets into it. Direct I/O reads whole
+  // pages, so a segment's length must be a multiple of 4096, since the bytes past a segment may belong to someone
+  // else; only a job's one segment may end anywhere, where `size` holds it rounded up to 4096.
   virtual Status ReadInto(const ReadJob& job, char* memory, uint64_t size, ReadFailure* failure) = 0;
   // Closes every file inside `directory` that a write job left open for the file's later jobs, without truncating
   // or syncing it: the save writing it has failed, and its files will be removed. Returns how many were closed; an

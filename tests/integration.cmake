@@ -12,14 +12,16 @@ target_link_libraries(ckpt_manifest_tamper PRIVATE ckpt_internal)
 # Device buffers across ranks; links the internal library for its CUDA loader, so it names the worker explicitly.
 add_executable(ckpt_cuda_scenario integration/cuda_scenario.cc)
 target_link_libraries(ckpt_cuda_scenario PRIVATE ckpt_internal)
-# Device shards saved on 3 ranks and loaded on 2 and on 4, exchanging over the transport named.
+# Device shards saved on 3 ranks and loaded on 2 and on 4, exchanging over the transport named (CKPT_LOAD_READS=once:
+# ranks on one node with local storage might read their own pieces instead).
 foreach(transport ucx nccl)
   add_test(NAME mp_cuda_reshard_over_${transport}
            COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/integration/cuda_reshard.sh $<TARGET_FILE:ckpt-launch>
                    $<TARGET_FILE:ckpt_cuda_scenario> ${CMAKE_CURRENT_BINARY_DIR}/scenarios/cuda-reshard-${transport}
                    ${transport})
   set_tests_properties(mp_cuda_reshard_over_${transport} PROPERTIES TIMEOUT 120 SKIP_RETURN_CODE 77
-                       ENVIRONMENT "CKPT_WORKER_PATH=$<TARGET_FILE:ckpt-io-worker>;CKPT_TRANSPORT=${transport}")
+                       ENVIRONMENT
+                       "CKPT_WORKER_PATH=$<TARGET_FILE:ckpt-io-worker>;CKPT_TRANSPORT=${transport};CKPT_LOAD_READS=once")
 endforeach()
 foreach(name reshard reshard-in-place dedup invalid-overlap invalid-gap invalid-dtype invalid-shape exists corrupt-byte
              truncated-file missing-manifest foreign-manifest corrupt-manifest manifest-bad-chunk newer-version strictness
@@ -27,13 +29,14 @@ foreach(name reshard reshard-in-place dedup invalid-overlap invalid-gap invalid-
              reshard-no-exchange peer-dies-in-exchange worker-missing without-ucx io-error short-transfers
              mismatched-collectives rank0-dies-mid-save manager-rank0-dies stopped-peer launchers-store-port
              launchers-mpich launchers-slurm peer-stops-in-exchange request-stats read-once-3to5-columns
-             read-once-4to3-rows read-once-2to7-rows kept-read-corrupt sent-read-corrupt)
+             read-once-4to3-rows read-once-2to7-rows read-once-many-rounds kept-read-corrupt sent-read-corrupt)
   add_test(NAME mp_${name}
            COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/integration/run.sh ${name} $<TARGET_FILE:ckpt-launch>
                    $<TARGET_FILE_DIR:ckpt_scenario_core> ${CMAKE_CURRENT_BINARY_DIR}/scenarios/${name})
   set_tests_properties(mp_${name} PROPERTIES TIMEOUT 180 SKIP_RETURN_CODE 77 LABELS "threaded;rank_io_threads")
 endforeach()
-ckpt_needs_fault_hooks(mp_peer-dies-in-exchange mp_peer-stops-in-exchange mp_io-error mp_short-transfers)
+ckpt_needs_fault_hooks(mp_peer-dies-in-exchange mp_peer-stops-in-exchange mp_io-error mp_short-transfers
+                       mp_read-once-many-rounds)
 # Labels of the scenarios above: their ranks run threads (threaded), and each but those about the I/O worker
 # processes runs as well with the ranks' I/O on threads inside them, CKPT_IO_WORKERS=0 (rank_io_threads).
 set_tests_properties(mp_worker-killed mp_worker-missing PROPERTIES LABELS threaded)

@@ -41,6 +41,7 @@ ckpt_python_test(python_abi test_abi.py)
 ckpt_python_test(python_library_discovery test_library.py)
 ckpt_python_test(python_numpy test_numpy.py)
 ckpt_python_test(python_progress test_progress.py)
+ckpt_python_test(python_copy_on_write test_copy_on_write.py)
 ckpt_python_test(python_memory_tier_tier_names test_memory_tier.py::test_a_tier_is_storage_memory_or_both)
 ckpt_python_test(python_memory_tier_manager_options test_memory_tier.py::test_manager_memory_options_are_checked)
 ckpt_python_test(python_memory_tier_save_needs_job_id

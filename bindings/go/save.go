@@ -58,6 +58,12 @@ type SaveOptions struct {
 	// only once they are durable, and the Buffers must not change until it returns; the request still finishes
 	// with the commit. It suits a save that is waited for anyway: the last one of a job, or a blocking checkpoint.
 	InPlace bool
+	// CopyOnWrite returns from Save once this rank's host Buffers are write-protected, before any copy
+	// (CKPT_SAVE_COPY_ON_WRITE, Linux userfaultfd): the copy runs in the background, and a page written before it
+	// was copied is copied first, so the checkpoint holds the values at the call. The Buffers must stay allocated
+	// until the request finishes (one unmapped or released meanwhile fails the save, naming its tensor). Refused
+	// with InPlace or a memory Tier; where the kernel refuses userfaultfd the save copies at the call.
+	CopyOnWrite bool
 	// Metrics, through a Manager only: the text of a JSON object (at most 1 MiB) stored with the step, which
 	// commits with it (Manager.Metrics reads it back); empty: none. Rank 0's is stored.
 	Metrics string
@@ -190,6 +196,9 @@ func (o *SaveOptions) toC(allocs *cAllocs) (C.ckpt_save_options, error) {
 	}
 	if o.InPlace {
 		copts.flags |= C.CKPT_SAVE_IN_PLACE
+	}
+	if o.CopyOnWrite {
+		copts.flags |= C.CKPT_SAVE_COPY_ON_WRITE
 	}
 	var err error
 	if o.Metrics != "" {

@@ -24,7 +24,18 @@ type ContextStats struct {
 	ControlBytesSent     uint64
 	ControlBytesReceived uint64
 	StoreCollectives     uint64
+	// How the last load read its tensors (LoadReadsOnce: read once + exchange, LoadReadsOwn: each rank its own
+	// pieces; 0 before any load), and its read amplification x 1000 (bytes read by all ranks over the distinct
+	// stored bytes needed).
+	LastLoadReads                  uint64
+	LastLoadReadAmplificationMilli uint64
 }
+
+// ContextStats.LastLoadReads values.
+const (
+	LoadReadsOnce = uint64(C.CKPT_LOAD_READS_ONCE)
+	LoadReadsOwn  = uint64(C.CKPT_LOAD_READS_OWN)
+)
 
 // RequestStats are what a save has done on this rank (SaveRequest.Stats). The phases follow one another: planning
 // and staging (together BlockingNs, what Save cost the caller), writing, committing; TotalNs spans them all. A phase
@@ -84,20 +95,22 @@ func (c *Context) Stats() (ContextStats, error) {
 		return ContextStats{}, err
 	}
 	return ContextStats{
-		IOWorkers:            int(raw.io_workers),
-		ArenaBytes:           uint64(raw.arena_bytes),
-		SavesCommitted:       uint64(raw.saves_committed),
-		PlansComputed:        uint64(raw.plans_computed),
-		PlansReused:          uint64(raw.plans_reused),
-		BytesStaged:          uint64(raw.bytes_staged),
-		BytesWritten:         uint64(raw.bytes_written),
-		BytesRead:            uint64(raw.bytes_read),
-		BytesSent:            uint64(raw.bytes_sent),
-		BytesReceived:        uint64(raw.bytes_received),
-		Transport:            transportFromC(raw.transport),
-		ExchangeNs:           uint64(raw.exchange_ns),
-		ControlBytesSent:     uint64(raw.control_bytes_sent),
-		ControlBytesReceived: uint64(raw.control_bytes_received),
-		StoreCollectives:     uint64(raw.store_collectives),
+		IOWorkers:                      int(raw.io_workers),
+		ArenaBytes:                     uint64(raw.arena_bytes),
+		SavesCommitted:                 uint64(raw.saves_committed),
+		PlansComputed:                  uint64(raw.plans_computed),
+		PlansReused:                    uint64(raw.plans_reused),
+		BytesStaged:                    uint64(raw.bytes_staged),
+		BytesWritten:                   uint64(raw.bytes_written),
+		BytesRead:                      uint64(raw.bytes_read),
+		BytesSent:                      uint64(raw.bytes_sent),
+		BytesReceived:                  uint64(raw.bytes_received),
+		Transport:                      transportFromC(raw.transport),
+		ExchangeNs:                     uint64(raw.exchange_ns),
+		ControlBytesSent:               uint64(raw.control_bytes_sent),
+		ControlBytesReceived:           uint64(raw.control_bytes_received),
+		StoreCollectives:               uint64(raw.store_collectives),
+		LastLoadReads:                  uint64(raw.last_load_reads),
+		LastLoadReadAmplificationMilli: uint64(raw.last_load_read_amplification_milli),
 	}, nil
 }

@@ -161,11 +161,12 @@ Status ToSaveSettings(const ckpt_save_options* user_opts, rt::SaveSettings* sett
                                  " is none of CKPT_TIER_STORAGE, CKPT_TIER_MEMORY and CKPT_TIER_BOTH");
   }
   settings->tier = static_cast<rt::Tier>(opts.tier);
-  if ((opts.flags & ~uint64_t{CKPT_SAVE_IN_PLACE}) != 0) {
+  if ((opts.flags & ~uint64_t{CKPT_SAVE_IN_PLACE | CKPT_SAVE_COPY_ON_WRITE}) != 0) {
     return ckpt::InvalidArgument("save flags " + std::to_string(opts.flags) +
-                                 " hold bits other than CKPT_SAVE_IN_PLACE");
+                                 " hold bits other than CKPT_SAVE_IN_PLACE and CKPT_SAVE_COPY_ON_WRITE");
   }
   settings->in_place = (opts.flags & CKPT_SAVE_IN_PLACE) != 0;
+  settings->copy_on_write = (opts.flags & CKPT_SAVE_COPY_ON_WRITE) != 0;
   return Status::Ok();
 }
 
@@ -362,6 +363,8 @@ int32_t ckpt_context_stats_get(const ckpt_context_t* ctx, ckpt_context_stats* st
     full.control_bytes_sent = control.sent;
     full.control_bytes_received = control.received;
     full.store_collectives = ctx->impl().store_collectives();
+    full.last_load_reads = s.last_load_reads;
+    full.last_load_read_amplification_milli = s.last_load_read_amplification_milli;
     return FillInfo(full, stats, "ckpt_context_stats");
   });
 }

@@ -51,6 +51,8 @@ struct ContextStats {
   std::atomic<uint64_t> bytes_sent{0};
   std::atomic<uint64_t> bytes_received{0};
   std::atomic<uint64_t> exchange_ns{0};
+  std::atomic<uint64_t> last_load_reads{0};  // runtime/load/read_strategy.h's LoadReads of the last load; 0: none yet
+  std::atomic<uint64_t> last_load_read_amplification_milli{0};
 };
 
 class Context {

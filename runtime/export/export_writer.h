@@ -1,6 +1,7 @@
 // Writes one safetensors file of an export: the header, then the tensors' bytes, window by window. Each window is
-// filled by a load from the checkpoint (the load engine's direct, parallel, checksummed reads, and its dtype casts)
-// into flattened shards that lie in the window's buffer, while the window before it is written with direct I/O.
+// filled by reading the checkpoint's chunks straight into it, in this process (runtime/load/chunk_fetcher.h's
+// FetchChunksInProcess: direct, checksummed reads, no staging arena), its values converted where the export changes
+// a tensor's dtype, while the windows before it are written, in order, by a thread of its own.
 #pragma once
 
 #include <cstdint>
@@ -8,7 +9,7 @@
 #include <vector>
 
 #include "common/status.h"
-#include "runtime/core/context.h"
+#include "io/file_jobs.h"
 #include "runtime/format/checkpoint_source.h"
 
 namespace ckpt::runtime {
@@ -21,10 +22,11 @@ struct ExportedTensor {
 };
 
 // Writes `path` (a new file, kAlreadyExists if one is there): `header` (EncodeSafetensorsHeader's bytes), then
-// every tensor of `tensors` packed in order. `ctx` is a one-rank context; `source` is the opened checkpoint (named
-// `checkpoint` in messages). Windows are `window_bytes` rounded up to 4096; two are in memory at a time. The file
+// every tensor of `tensors` packed in order, reading and writing as `tuning` says. `source` is the opened checkpoint
+// (named `checkpoint` in messages). Windows are `window_bytes` rounded up to 4096, laid from where the data starts,
+// so that a window's tensor bytes keep the alignment they have in the file; a few are in memory at a time. The file
 // is synced before this returns; on failure it is removed. An object storage URL is written as one upload instead.
-Status WriteExportFile(Context& ctx, const CheckpointSource& source, const std::string& checkpoint,
+Status WriteExportFile(const io::IoTuning& tuning, const CheckpointSource& source, const std::string& checkpoint,
                        const std::string& path, const std::string& header, const std::vector<ExportedTensor>& tensors,
                        uint64_t window_bytes);
 

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
+#include <cstdlib>
 #include <deque>
 #include <future>
 #include <memory>
@@ -24,6 +25,9 @@ namespace ckpt::runtime {
 namespace {
 
 constexpr uint64_t kMaxWindowBytes = 64ull << 20;
+// Without an arena, windows are cut this small, so that the direct threads share even an export's 8 MiB window
+// (runtime/export/export_writer.h) and a window that goes through a thread's buffer needs no more of it.
+constexpr uint64_t kInProcessWindowBytes = 4ull << 20;
 // A window of a checkpoint in memory is read, verified and delivered in pieces of about this size (whole checksum
 // blocks), small enough to stay in the cache between the three.
 constexpr uint64_t kVerifiedPieceBytes = 1ull << 20;
@@ -41,6 +45,41 @@ struct InFlight {
   uint64_t lead = 0;  // bytes read before the window's first, to start the read on an aligned file offset
   std::unique_ptr<io::ReadFailure> failure;
   std::future<Status> done;
+};
+
+// What a fetch runs on: FetchChunks' engine, or (FetchChunksInProcess) no arena and no workers.
+struct Engine {
+  io::StagingArena* arena = nullptr;
+  io::WorkerPool* workers = nullptr;
+  std::chrono::milliseconds timeout{0};
+  std::function<void(uint64_t)> delivered;
+  const io::IoTuning* direct_tuning = nullptr;
+};
+
+struct FreeAligned {
+  void operator()(char* p) const { std::free(p); }
+};
+
+// A reading thread's buffer for the windows that cannot go straight into their destination, grown as they need:
+// page-aligned, as direct I/O wants, and a whole number of pages, since direct reads end on one.
+class Bounce {
+ public:
+  Status Reserve(uint64_t size) {
+    if (size <= size_) return Status::Ok();
+    size_ = (size + io::kDirectAlignment - 1) / io::kDirectAlignment * io::kDirectAlignment;
+    data_.reset(static_cast<char*>(std::aligned_alloc(io::kDirectAlignment, size_)));
+    if (data_ == nullptr) {
+      size_ = 0;
+      return Status(Code::kNoMemory, "no memory for a buffer of " + std::to_string(size) + " bytes to read through");
+    }
+    return Status::Ok();
+  }
+  char* data() const { return data_.get(); }
+  uint64_t size() const { return size_; }
+
+ private:
+  std::unique_ptr<char, FreeAligned> data_;
+  uint64_t size_ = 0;
 };
 
 std::string Describe(const ChunkFetch& f) {
@@ -104,17 +143,18 @@ Status Deliver(const ChunkFetch& f, const Window& w, const char* data, uint64_t*
 // ring: one verifies what it read while the other's reads are in flight.
 constexpr size_t kDirectReadThreads = 2;
 
-// A window read by this process straight into its destination: bytes [begin, end) of the chunk land at `dst`.
+// A window read by this process straight into its destination: bytes [begin, end) of the chunk land at `dst`;
+// null: read through the thread's buffer and copied out to the fetch's consumers (no arena).
 struct DirectWindow {
   Window window;
   char* dst = nullptr;
 };
 
 // The parts of window `w` that can be read straight into the fetch's only consumer, when that is host memory: the
-// whole checksum blocks (or a chunk's 4096-byte aligned end) inside one of its runs, 4096-byte aligned both in the
-// file and in the destination, as direct I/O needs. A block that only partly lands in a run is not among them: it is
-// read whole, through the arena, to be verified.
-std::vector<DirectWindow> DirectParts(const ChunkFetch& f, const Window& w) {
+// whole checksum blocks (or a chunk's 4096-byte aligned end) inside one of its runs, 4096-byte aligned in the file
+// and in the destination aligned as direct I/O on the file needs (`memory_alignment`, DirectMemoryAlignment). A block
+// that only partly lands in a run is not among them: it is read whole, through the arena, to be verified.
+std::vector<DirectWindow> DirectParts(const ChunkFetch& f, const Window& w, uint64_t memory_alignment) {
   std::vector<DirectWindow> parts;
   if (f.consumers.size() != 1 || f.consumers[0].device >= 0) return parts;
   const ChunkConsumer& c = f.consumers[0];
@@ -133,23 +173,34 @@ std::vector<DirectWindow> DirectParts(const ChunkFetch& f, const Window& w) {
                if (hi == stored.byte_length && (hi - begin) % io::kDirectAlignment == 0) end = hi;
                if (begin >= end) return;
                char* dst = c.dst + dst_off + (begin - src_off);
-               if (reinterpret_cast<uintptr_t>(dst) % io::kDirectAlignment != 0) return;
+               if (reinterpret_cast<uintptr_t>(dst) % memory_alignment != 0) return;
                parts.push_back(DirectWindow{Window{w.fetch, begin, end}, dst});
              });
   return parts;
 }
 
-// Splits each window into the parts read straight into their destination and the rest, read through the arena.
+// Splits each window into the parts read straight into their destination and the rest, read through the arena
+// (`staged`) or, where `staged` is null, by the direct threads through their buffers, in the windows' order.
+// `memory_alignment`: per data file, what direct I/O on it needs of memory.
 void SortWindows(const std::vector<ChunkFetch>& fetches, const std::vector<Window>& windows,
-                 std::vector<Window>* staged, std::vector<DirectWindow>* direct) {
+                 const std::vector<uint64_t>& memory_alignment, std::vector<Window>* staged,
+                 std::vector<DirectWindow>* direct) {
+  auto rest = [&](const Window& w) {
+    if (staged != nullptr) {
+      staged->push_back(w);
+    } else {
+      direct->push_back(DirectWindow{w, nullptr});
+    }
+  };
   for (const Window& w : windows) {
     uint64_t at = w.begin;
-    for (const DirectWindow& part : DirectParts(fetches[w.fetch], w)) {
-      if (at < part.window.begin) staged->push_back(Window{w.fetch, at, part.window.begin});
+    const ChunkFetch& f = fetches[w.fetch];
+    for (const DirectWindow& part : DirectParts(f, w, memory_alignment[f.tensor->chunks[f.chunk].bytes.file_index])) {
+      if (at < part.window.begin) rest(Window{w.fetch, at, part.window.begin});
       direct->push_back(part);
       at = part.window.end;
     }
-    if (at < w.end) staged->push_back(Window{w.fetch, at, w.end});
+    if (at < w.end) rest(Window{w.fetch, at, w.end});
   }
 }
 
@@ -166,18 +217,24 @@ struct JoinAtExit {
 
 class Fetcher {
  public:
-  Fetcher(const FetchEngine& engine, const std::string& dir, const Manifest& manifest,
-          const std::vector<ChunkFetch>& fetches)
-      : engine_(engine), dir_(dir), manifest_(manifest), fetches_(fetches) {}
+  // `memory_alignment`: per data file, what direct I/O on it needs of memory.
+  Fetcher(const Engine& engine, const std::string& dir, const Manifest& manifest,
+          const std::vector<ChunkFetch>& fetches, const std::vector<uint64_t>& memory_alignment)
+      : engine_(engine), dir_(dir), manifest_(manifest), fetches_(fetches), memory_alignment_(memory_alignment) {}
 
   Result<uint64_t> Run() {
-    const int workers = std::max(1, engine_.workers.size());
-    const uint64_t cap = std::min(kMaxWindowBytes, engine_.arena.capacity() / (2 * workers + 2));
+    // Only the arena's windows go to the workers.
+    const int workers = engine_.workers != nullptr ? std::max(1, engine_.workers->size()) : 1;
     std::vector<Window> staged;
-    if (engine_.direct_tuning == nullptr) {
-      staged = CutWindows(fetches_, cap);
+    if (engine_.arena == nullptr) {
+      SortWindows(fetches_, CutWindows(fetches_, kInProcessWindowBytes), memory_alignment_, nullptr, &direct_);
     } else {
-      SortWindows(fetches_, CutWindows(fetches_, cap), &staged, &direct_);
+      const uint64_t cap = std::min(kMaxWindowBytes, engine_.arena->capacity() / (2 * workers + 2));
+      if (engine_.direct_tuning == nullptr) {
+        staged = CutWindows(fetches_, cap);
+      } else {
+        SortWindows(fetches_, CutWindows(fetches_, cap), memory_alignment_, &staged, &direct_);
+      }
     }
     std::vector<std::thread> direct_threads;
     const JoinAtExit join_direct_reads{direct_threads};
@@ -186,7 +243,7 @@ class Fetcher {
     const StopReportingAtExit stop_reporting{*this};
     // With no window of its own, the calling thread reports the direct threads' deliveries from the start.
     reporting_ = staged.empty();
-    StartDirectReads(&staged, &direct_threads);
+    RETURN_IF_ERROR(StartDirectReads(&staged, &direct_threads));
     size_t next_worker = 0;
     for (const Window& w : staged) {
       if (Failed()) break;
@@ -207,19 +264,24 @@ class Fetcher {
 
  private:
   // Starts the threads that read the direct windows, each with an executor of its own; where none can be made,
-  // those windows join `staged` instead.
-  void StartDirectReads(std::vector<Window>* staged, std::vector<std::thread>* threads) {
-    if (direct_.empty()) return;
+  // those windows join `staged` instead, or without an arena the fetch fails with the reason.
+  Status StartDirectReads(std::vector<Window>* staged, std::vector<std::thread>* threads) {
+    if (direct_.empty()) return Status::Ok();
+    Status refused;
     for (size_t t = 0; t < std::min(kDirectReadThreads, direct_.size()); ++t) {
       Result<std::unique_ptr<io::FileJobExecutor>> executor =
           io::FileJobExecutor::CreateForCallerMemory(*engine_.direct_tuning);
-      if (!executor.ok()) break;
+      if (!executor.ok()) {
+        refused = executor.status();
+        break;
+      }
       direct_executors_.push_back(std::move(*executor));
     }
     if (direct_executors_.empty()) {
+      if (engine_.arena == nullptr) return refused.WithContext("reading " + Quoted(dir_));
       for (const DirectWindow& d : direct_) staged->push_back(d.window);
       direct_.clear();
-      return;
+      return Status::Ok();
     }
     direct_running_ = direct_executors_.size();
     for (const std::unique_ptr<io::FileJobExecutor>& executor : direct_executors_) {
@@ -230,6 +292,7 @@ class Fetcher {
         direct_changed_.notify_all();
       });
     }
+    return Status::Ok();
   }
 
   struct StopReportingAtExit {
@@ -254,25 +317,46 @@ class Fetcher {
 
   // Takes direct windows until none is left or something failed; an exception fails the load, never the process.
   void ReadDirect(io::FileJobExecutor& executor) {
+    Bounce bounce;
     for (size_t i = next_direct_++; i < direct_.size() && !Failed(); i = next_direct_++) {
       const DirectWindow& d = direct_[i];
+      const uint64_t length = d.window.end - d.window.begin;
+      uint64_t delivered = length;
       Status status;
       try {
-        status = executor.ReadInto(ReadJobFor(d.window, 0, 0), d.dst, d.window.end - d.window.begin, nullptr);
+        status = d.dst != nullptr ? executor.ReadInto(ReadJobFor(d.window, 0, 0), d.dst, length, nullptr)
+                                  : ReadThrough(executor, d.window, bounce, &delivered);
       } catch (const std::exception& e) {
-        status = Internal(std::string("reading straight into a destination: ") + e.what());
+        status = Internal(std::string("reading in this process: ") + e.what());
       }
       if (!status.ok()) {
         Fail(status.WithContext(Describe(fetches_[d.window.fetch])));
         return;
       }
-      Delivered(d.window.end - d.window.begin, d.window.end - d.window.begin, /*calling_thread=*/false);
+      Delivered(length, delivered, /*calling_thread=*/false);
     }
+  }
+
+  // Reads window `w` into `bounce`, where it is verified, and copies it out to the fetch's consumers; `*delivered`:
+  // the bytes they received.
+  Status ReadThrough(io::FileJobExecutor& executor, const Window& w, Bounce& bounce, uint64_t* delivered) const {
+    if (w.end - w.begin > kMaxWindowBytes) {
+      // Only a forged manifest has such blocks (ckpt writes 1 MiB ones): refused rather than buffered whole.
+      const StoredBytes& stored = fetches_[w.fetch].tensor->chunks[fetches_[w.fetch].chunk].bytes;
+      return Corrupt("block size " + std::to_string(stored.block_size) + " of the chunk in " +
+                     Quoted(manifest_.files[stored.file_index].name) + " exceeds the " +
+                     std::to_string(kMaxWindowBytes) + " bytes a load verifies at once");
+    }
+    const uint64_t lead = Lead(w);
+    RETURN_IF_ERROR(bounce.Reserve(lead + w.end - w.begin));
+    RETURN_IF_ERROR(executor.ReadInto(ReadJobFor(w, lead, 0), bounce.data(), bounce.size(), nullptr));
+    *delivered = 0;
+    return Deliver(fetches_[w.fetch], w, bounce.data() + lead, delivered);
   }
 
   // While the arena is full, the oldest reads complete first.
   Result<io::ArenaRegion> Allocate(uint64_t size) {
-    return engine_.arena.AllocateOrFinish(size, engine_.timeout, [this] {
+    return engine_.arena->AllocateOrFinish(size, engine_.timeout, [this] {
       if (in_flight_.empty()) return false;
       CompleteOldest();
       return true;
@@ -309,7 +393,7 @@ class Fetcher {
 
   void Submit(const Window& w, uint64_t lead, const io::ArenaRegion& region, int worker) {
     auto failure = std::make_unique<io::ReadFailure>();
-    std::future<Status> done = engine_.workers.SubmitRead(worker, ReadJobFor(w, lead, region.offset), failure.get());
+    std::future<Status> done = engine_.workers->SubmitRead(worker, ReadJobFor(w, lead, region.offset), failure.get());
     in_flight_.push_back(InFlight{w, region, lead, std::move(failure), std::move(done)});
   }
 
@@ -319,14 +403,14 @@ class Fetcher {
     Status status = read.done.get();
     uint64_t delivered = 0;
     if (status.ok())
-      status = Deliver(fetches_[read.window.fetch], read.window, engine_.arena.data() + read.region.offset + read.lead,
+      status = Deliver(fetches_[read.window.fetch], read.window, engine_.arena->data() + read.region.offset + read.lead,
                        &delivered);
     if (status.ok()) {
       Delivered(read.window.end - read.window.begin, delivered, /*calling_thread=*/true);
     } else {
       Fail(status.WithContext(Describe(fetches_[read.window.fetch])));
     }
-    engine_.arena.Release(read.region);
+    engine_.arena->Release(read.region);
   }
 
   // Counts a window read and its bytes delivered. The progress callback runs on the calling thread only, as the C
@@ -367,10 +451,11 @@ class Fetcher {
   }
   bool Failed() const { return failed_.load(); }
 
-  const FetchEngine& engine_;
+  const Engine& engine_;
   const std::string& dir_;
   const Manifest& manifest_;
   const std::vector<ChunkFetch>& fetches_;
+  const std::vector<uint64_t>& memory_alignment_;
   std::deque<InFlight> in_flight_;
   std::vector<DirectWindow> direct_;
   std::vector<std::unique_ptr<io::FileJobExecutor>> direct_executors_;
@@ -394,7 +479,7 @@ class Fetcher {
 // the buffer. A file an agent truncates meanwhile reads short (kCorrupt) where a mapping would raise SIGBUS.
 class TmpfsFetcher {
  public:
-  TmpfsFetcher(const FetchEngine& engine, CheckpointFiles& files, const std::vector<ChunkFetch>& fetches)
+  TmpfsFetcher(const Engine& engine, CheckpointFiles& files, const std::vector<ChunkFetch>& fetches)
       : engine_(engine), files_(files), fetches_(fetches) {}
 
   Result<uint64_t> Run(size_t threads) {
@@ -516,7 +601,7 @@ class TmpfsFetcher {
     return run.dst + (piece.begin - run.src_off);
   }
 
-  const FetchEngine& engine_;
+  const Engine& engine_;
   CheckpointFiles& files_;
   const std::vector<ChunkFetch>& fetches_;
   std::vector<OpenFile> files_open_;
@@ -533,20 +618,37 @@ bool OnTmpfs(const std::string& dir) {
   return statfs(dir.c_str(), &fs) == 0 && fs.f_type == TMPFS_MAGIC;
 }
 
+// Either entry point's fetch. Missing or truncated files are named before any read is queued.
+Result<uint64_t> Fetch(const Engine& engine, const std::string& dir, const Manifest& manifest,
+                       const std::vector<ChunkFetch>& fetches) {
+  CheckpointFiles files(dir, manifest);
+  std::vector<bool> checked(manifest.files.size(), false);
+  std::vector<uint64_t> memory_alignment(manifest.files.size(), io::kDirectAlignment);
+  for (const ChunkFetch& f : fetches) {
+    const uint32_t index = f.tensor->chunks[f.chunk].bytes.file_index;
+    if (checked[index]) continue;
+    Result<const io::File*> file = files.Open(index);
+    RETURN_IF_ERROR(file.status().WithContext(Describe(f)));
+    memory_alignment[index] = io::DirectMemoryAlignment((*file)->fd());
+    checked[index] = true;
+  }
+  const int workers = engine.workers != nullptr ? engine.workers->size() : 0;
+  if (OnTmpfs(dir)) return TmpfsFetcher(engine, files, fetches).Run(std::max(2, workers));
+  return Fetcher(engine, dir, manifest, fetches, memory_alignment).Run();
+}
+
 }  // namespace
 
 Result<uint64_t> FetchChunks(const FetchEngine& engine, const std::string& dir, const Manifest& manifest,
                              const std::vector<ChunkFetch>& fetches) {
-  // Missing or truncated files are named before any read is queued.
-  CheckpointFiles files(dir, manifest);
-  std::vector<bool> checked(manifest.files.size(), false);
-  for (const ChunkFetch& f : fetches) {
-    const uint32_t index = f.tensor->chunks[f.chunk].bytes.file_index;
-    if (!checked[index]) RETURN_IF_ERROR(files.Open(index).status().WithContext(Describe(f)));
-    checked[index] = true;
-  }
-  if (OnTmpfs(dir)) return TmpfsFetcher(engine, files, fetches).Run(std::max(2, engine.workers.size()));
-  return Fetcher(engine, dir, manifest, fetches).Run();
+  const Engine inner{&engine.arena, &engine.workers, engine.timeout, engine.delivered, engine.direct_tuning};
+  return Fetch(inner, dir, manifest, fetches);
+}
+
+Result<uint64_t> FetchChunksInProcess(const io::IoTuning& tuning, const std::string& dir, const Manifest& manifest,
+                                      const std::vector<ChunkFetch>& fetches) {
+  const Engine inner{nullptr, nullptr, std::chrono::milliseconds(0), {}, &tuning};
+  return Fetch(inner, dir, manifest, fetches);
 }
 
 }  // namespace ckpt::runtime

@@ -1,8 +1,10 @@
 // Loads read through the same engine as saves: the blocks of each stored chunk that someone needs are read by the
 // I/O workers into the staging arena (O_DIRECT where possible, checksums verified by the worker), window by window,
 // and each consumer's region is copied out of the window while the next windows are being read. The whole checksum
-// blocks that land in one page-aligned run of a host destination are instead read by this process straight into it
-// and verified in place: no copy, as a trainer's large tensors allow.
+// blocks that land in one run of a host destination, aligned as direct I/O on their file needs of memory (statx's
+// dio_mem_align: 512 bytes on virtio disks, often 4 on NVMe), are instead read by this process straight into it and
+// verified in place: no copy, as a trainer's large tensors allow. A program with neither arena nor workers (the
+// export) reads everything in this process instead: straight in where it can, else through a buffer of its own.
 #pragma once
 
 #include <chrono>
@@ -12,6 +14,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "io/file_jobs.h"
 #include "io/staging_arena.h"
 #include "io/worker_pool.h"
 #include "runtime/core/box.h"
@@ -47,5 +50,12 @@ struct FetchEngine {
 // failure is kCorrupt naming the tensor, the chunk and the file.
 Result<uint64_t> FetchChunks(const FetchEngine& engine, const std::string& dir, const Manifest& manifest,
                              const std::vector<ChunkFetch>& fetches);
+
+// The same without a staging arena and I/O workers, on threads of this process reading as `tuning` says: every
+// part that can go straight into its destination does, and the rest (unaligned destinations, blocks cut by a
+// region's edge) is read into a buffer of the reading thread's, verified there and copied out. Checksums, errors
+// and the files a read may open are as FetchChunks'.
+Result<uint64_t> FetchChunksInProcess(const io::IoTuning& tuning, const std::string& dir, const Manifest& manifest,
+                                      const std::vector<ChunkFetch>& fetches);
 
 }  // namespace ckpt::runtime

@@ -106,9 +106,9 @@ Result<std::shared_ptr<const std::vector<LoadPlan>>> RoundsFor(Context& ctx, Loa
   return cache.rounds;
 }
 
-// The send and receive buffers of a load's rounds: one block of host memory (committed at once, not page by page as
-// the exchange writes it), or of device memory on the plane's device, kept from round to round so that it is
-// committed (or the device memory allocated) once per load rather than once per round.
+// The send and receive buffers of every other round of a load: one block of host memory (committed at once, not page
+// by page as the exchange writes it), or of device memory on the plane's device, kept from round to round so that it
+// is committed (or the device memory allocated) once per load rather than once per round.
 class RoundMemory {
  public:
   explicit RoundMemory(int device) : device_(device) {}
@@ -171,8 +171,7 @@ struct Arrival {
 class Round {
  public:
   Round(Context& ctx, const ExchangePlane& exchange, RoundMemory& memory, const std::string& path,
-        const Manifest& manifest, const LoadPlan& plan, uint64_t tag, const PiecesByTensor& pieces,
-        ExchangeCounters& counters)
+        const Manifest& manifest, const LoadPlan& plan, uint64_t tag, const PiecesByTensor& pieces)
       : ctx_(ctx),
         exchange_(exchange),
         memory_(memory),
@@ -180,21 +179,31 @@ class Round {
         manifest_(manifest),
         plan_(plan),
         tag_(tag),
-        pieces_(pieces),
-        counters_(counters) {}
+        pieces_(pieces) {}
 
-  // Every rank agrees after the reads that feed its sends and after the exchange, so that a failure anywhere stops
-  // every rank at the same point and no rank waits on a peer that has given up. The reads that only this rank keeps
-  // run on a thread of their own while the exchange moves the others' bytes (issue #14: a round read everything,
-  // then exchanged), and their outcome joins the exchange's agreement.
-  Status Run() {
-    RETURN_IF_ERROR(Agree(ctx_.control(), "load (exchange setup)", Prepare()));
+  // Lays out the round's buffers and reads what feeds its sends (Prepare); not collective, so that it can run while
+  // the round before exchanges. Any exception becomes the status: it may run off the calling thread.
+  Status ReadAhead() {
+    try {
+      return Prepare();
+    } catch (const std::exception& e) {
+      return Internal(std::string("reading a load round's bytes to send: ") + e.what());
+    }
+  }
+
+  // After every rank agreed that its ReadAhead succeeded: the exchange, with the reads that only this rank keeps on
+  // a thread of their own while the exchange moves the others' bytes (issue #14: a round read everything, then
+  // exchanged). Not agreed yet: the caller agrees on the outcome.
+  Status ExchangeAndKeep() {
     Status kept;
     std::thread keeping([&] { kept = FetchKept(); });
     const Status exchanged = ExchangeAndUnpack();
     keeping.join();
-    return Agree(ctx_.control(), "load (exchange)", exchanged.ok() ? kept : exchanged);
+    return exchanged.ok() ? kept : exchanged;
   }
+
+  // What the round did on this rank; complete once ExchangeAndKeep returned.
+  const ExchangeCounters& counters() const { return counters_; }
 
  private:
   Status Fetch(const std::vector<ChunkFetch>& fetches) {
@@ -413,7 +422,7 @@ class Round {
   const LoadPlan& plan_;
   const uint64_t tag_;
   const PiecesByTensor& pieces_;
-  ExchangeCounters& counters_;
+  ExchangeCounters counters_;
   std::vector<std::pair<uint64_t, uint64_t>> gaps_;  // [begin, end) offsets to zero
   std::vector<coll::TransferSend> sends_;
   std::vector<uint64_t> send_offsets_;
@@ -467,20 +476,48 @@ Result<ExchangeCounters> ExchangeLoad(Context& ctx, LoadPlanCache& plans, const 
                                       const LoadVerdict& verdict, const FileHolders* holders,
                                       const std::vector<LocalPiece>& pieces,
                                       const std::function<void(uint64_t)>& filled) {
-  // Reads go through the staging arena; the exchange buffers of a round take as much memory again, committed once
-  // per load and reused round after round. Rounds are capped so that a load commits a bounded amount of exchange
+  // Reads go through the staging arena; the exchange buffers of a round take as much memory again (twice: two rounds
+  // are in flight at once), committed once per load and reused round after round. Rounds are capped so that a load commits a bounded amount of exchange
   // memory, not one in proportion to the arena: committing fresh pages costs about as much as copying into them.
-  const uint64_t budget = std::min(std::max<uint64_t>(ctx.arena().capacity(), kMinRoundBytes), kMaxRoundBytes);
+  const uint64_t budget = fault::LoadRoundBytes(
+      std::min(std::max<uint64_t>(ctx.arena().capacity(), kMinRoundBytes), kMaxRoundBytes));
   ASSIGN_OR_RETURN(std::shared_ptr<const std::vector<LoadPlan>> rounds,
                    RoundsFor(ctx, plans, manifest, decode_chunks, mine, verdict, holders, budget));
   PiecesByTensor by_tensor;
   for (const LocalPiece& piece : pieces) by_tensor[piece.tensor].push_back(&piece);
-  RoundMemory memory(plane.device);
+  // Rounds overlap: while round r exchanges, round r + 1 reads what it will send, into the other of two blocks of
+  // round memory (round r + 2 reuses r's once r has ended). Every rank agrees after a round's reads and after its
+  // exchange, so that a failure anywhere stops every rank at the same point and no rank waits on a peer that has
+  // given up; the agreements keep their order (r's exchange, then r + 1's reads), only the reads move earlier.
+  RoundMemory memory[2] = {RoundMemory(plane.device), RoundMemory(plane.device)};
+  auto round_at = [&](size_t r) {
+    return std::make_unique<Round>(ctx, plane, memory[r % 2], path, manifest, (*rounds)[r],
+                                   r & coll::kMaxTransferTag, by_tensor);
+  };
   ExchangeCounters counters;
+  std::unique_ptr<Round> current = rounds->empty() ? nullptr : round_at(0);
+  Status read_ahead = current ? current->ReadAhead() : Status::Ok();
   for (size_t r = 0; r < rounds->size(); ++r) {
-    const uint64_t tag = r & coll::kMaxTransferTag;
-    RETURN_IF_ERROR(Round(ctx, plane, memory, path, manifest, (*rounds)[r], tag, by_tensor, counters).Run());
+    RETURN_IF_ERROR(Agree(ctx.control(), "load (exchange setup)", read_ahead));
+    std::unique_ptr<Round> next = r + 1 < rounds->size() ? round_at(r + 1) : nullptr;
+    std::thread reading;
+    if (next) reading = std::thread([&] { read_ahead = next->ReadAhead(); });
+    // The reading thread is joined however the exchange ends (a joinable thread's destructor ends the process).
+    Status exchanged;
+    try {
+      exchanged = Agree(ctx.control(), "load (exchange)", current->ExchangeAndKeep());
+    } catch (...) {
+      if (reading.joinable()) reading.join();
+      throw;
+    }
+    if (reading.joinable()) reading.join();
+    RETURN_IF_ERROR(exchanged);
+    counters.bytes_read += current->counters().bytes_read;
+    counters.bytes_sent += current->counters().bytes_sent;
+    counters.bytes_received += current->counters().bytes_received;
+    counters.exchange_ns += current->counters().exchange_ns;
     filled(BytesFilledHere((*rounds)[r], ctx.rank(), manifest, by_tensor));
+    current = std::move(next);
   }
   return counters;
 }

@@ -18,6 +18,7 @@
 #include "runtime/load/chunk_reader.h"
 #include "runtime/load/exchange_load.h"
 #include "runtime/load/load_agreement.h"
+#include "runtime/load/read_strategy.h"
 #include "runtime/memtier/memory_load.h"
 
 namespace ckpt::runtime {
@@ -287,23 +288,37 @@ Result<ExchangePlane> ChoosePlane(Context& ctx, const LoadVerdict& verdict, int3
   return ExchangePlane{ctx.transport(), -1};
 }
 
-// Reads the tensors: over a transport, each stored byte once; without one, each rank what it needs. Reports the
-// bytes of `pieces` filled as it goes.
+// Own reads: every chunk block this rank's pieces need, read by this rank; returns the bytes read.
+Result<uint64_t> ReadOwn(Context& ctx, const std::string& dir, const Manifest& manifest,
+                         const ChunkDecoder& decode_chunks, const std::vector<LocalPiece>& pieces,
+                         const std::function<void(uint64_t)>& on_filled) {
+  std::vector<uint32_t> tensors;
+  for (const LocalPiece& piece : pieces) tensors.push_back(piece.tensor);
+  RETURN_IF_ERROR(decode_chunks(tensors));
+  const FetchEngine engine{ctx.arena(), ctx.workers(), ctx.timeout(), on_filled, ctx.direct_load_tuning()};
+  return FetchChunks(engine, dir, manifest, LocalFetches(manifest, pieces));
+}
+
+// Reads the tensors as the verdict chose: each stored byte once over the transport, or each rank what its own pieces
+// need (read_strategy.h); `*done` says which it did, own reads as well where no plane came up (NCCL wanted, but
+// not every destination on a device), alike on every rank. Reports the bytes of `pieces` filled as it goes.
 Status ReadTensors(Context& ctx, LoadPlanCache& plans, const std::string& dir, const Manifest& manifest,
                    const ChunkDecoder& decode_chunks, const LoadVerdict& verdict, const LoadAsk& ask,
                    const LoadRequest& request, const FileHolders* holders, const std::vector<LocalPiece>& pieces,
-                   ProgressReporter& progress, uint64_t* bytes_read) {
-  ASSIGN_OR_RETURN(const ExchangePlane plane, ChoosePlane(ctx, verdict, ask.exchange_device));
+                   ProgressReporter& progress, uint64_t* bytes_read, LoadReads* done) {
   uint64_t filled = 0;
   auto on_filled = [&](uint64_t bytes) { progress.Update(filled += bytes); };
-  if (plane.transport == nullptr) {
-    std::vector<uint32_t> tensors;
-    for (const LocalPiece& piece : pieces) tensors.push_back(piece.tensor);
-    RETURN_IF_ERROR(decode_chunks(tensors));
-    const FetchEngine engine{ctx.arena(), ctx.workers(), ctx.timeout(), on_filled, ctx.direct_load_tuning()};
-    ASSIGN_OR_RETURN(*bytes_read, FetchChunks(engine, dir, manifest, LocalFetches(manifest, pieces)));
+  *done = LoadReads::kOwn;
+  if (verdict.reads == LoadReads::kOwn) {
+    ASSIGN_OR_RETURN(*bytes_read, ReadOwn(ctx, dir, manifest, decode_chunks, pieces, on_filled));
     return Status::Ok();
   }
+  ASSIGN_OR_RETURN(const ExchangePlane plane, ChoosePlane(ctx, verdict, ask.exchange_device));
+  if (plane.transport == nullptr) {
+    ASSIGN_OR_RETURN(*bytes_read, ReadOwn(ctx, dir, manifest, decode_chunks, pieces, on_filled));
+    return Status::Ok();
+  }
+  *done = LoadReads::kOnce;
   ASSIGN_OR_RETURN(ExchangeCounters counters, ExchangeLoad(ctx, plans, plane, dir, manifest, decode_chunks, request,
                                                            verdict, holders, pieces, on_filled));
   *bytes_read = counters.bytes_read;
@@ -359,12 +374,75 @@ uint64_t PieceBytes(const Manifest& manifest, const std::vector<LocalPiece>& pie
   return bytes;
 }
 
+// What own reads of this rank's pieces would read, where rank 0 may choose them by their estimate (AUTO, a transport,
+// local storage, every file readable here); else 0, sparing the decoding of chunks the exchange may never touch.
+Result<uint64_t> EstimateOwnReads(const LoadAsk& ask, const Manifest& manifest, const ChunkDecoder& decode_chunks,
+                                  const std::vector<LocalPiece>& pieces) {
+  if (ask.reads_setting != LoadReadsSetting::kAuto || !ask.exchanges || !ask.storage_local || !ask.files_everywhere) {
+    return 0;
+  }
+  std::vector<uint32_t> tensors;
+  for (const LocalPiece& piece : pieces) tensors.push_back(piece.tensor);
+  RETURN_IF_ERROR(decode_chunks(tensors));
+  return OwnReadBytes(LocalFetches(manifest, pieces));
+}
+
+// This rank's part of the choice of strategy: its setting, node, storage and what own reads would read.
+Status AskForReads(const Context& ctx, const std::string& dir, const Manifest& manifest,
+                   const ChunkDecoder& decode_chunks, const LoadSettings& settings,
+                   const std::vector<LocalPiece>& pieces, LoadAsk* ask) {
+  ASSIGN_OR_RETURN(ask->reads_setting, LoadReadsFromEnv());
+  ask->node_name = ctx.node_name();
+  ask->exchanges = ctx.exchanges();
+  ask->files_everywhere = settings.holders == nullptr;
+  ask->storage_local = StorageIsLocal(dir);
+  ASSIGN_OR_RETURN(ask->own_bytes, EstimateOwnReads(*ask, manifest, decode_chunks, pieces));
+  return Status::Ok();
+}
+
+// How a load read its tensors, for the statistics and the INFO line.
+struct ReadsOutcome {
+  LoadReads reads = LoadReads::kOnce;
+  uint64_t amplification_milli = 1000;
+};
+
+// Rank 0's decision in the outcome agreement: the bytes every rank read, summed.
+Result<std::string> SumBytesRead(std::vector<std::string> payloads) {
+  uint64_t sum = 0;
+  for (size_t r = 0; r < payloads.size(); ++r) {
+    ByteReader in(payloads[r], "bytes read by rank " + std::to_string(r));
+    uint64_t bytes = 0;
+    RETURN_IF_ERROR(in.U64(&bytes));
+    sum += bytes;
+  }
+  ByteWriter out;
+  out.U64(sum);
+  return out.Take();
+}
+
+// The outcome agreement, which also sums the tensor bytes every rank read: own reads' amplification is that sum over
+// the stored bytes of the tensors asked for (the distinct bytes needed where the ranks ask for whole tensors between
+// them, as a restore does). Read once reads each needed stored block once: its amplification is 1, the sum unused.
+Result<ReadsOutcome> AgreeOnOutcome(Context& ctx, const Status& read, LoadReads done, const LoadVerdict& verdict,
+                                    uint64_t tensor_bytes) {
+  ByteWriter mine;
+  mine.U64(tensor_bytes);
+  ASSIGN_OR_RETURN(const std::string summed,
+                   DecideAtRoot(ctx.control(), "load (outcome)", read, mine.data(), SumBytesRead));
+  ByteReader in(summed, "bytes read by every rank");
+  uint64_t sum = 0;
+  RETURN_IF_ERROR(in.U64(&sum));
+  if (done == LoadReads::kOnce) return ReadsOutcome{};
+  return ReadsOutcome{LoadReads::kOwn, AmplificationMilli(sum, verdict.needed_bytes)};
+}
+
 // The load itself; Load reports how it ended. `*bytes_read`: what this rank read from storage.
 // Every rank takes part in the collective steps even when its own source could not be opened (`opened` says why).
 // `decode_chunks` decodes the chunks of the source's tensors where they are not yet.
 Status LoadAndAgree(Context& ctx, LoadPlanCache& plans, State& state, const CheckpointSource* source,
                     const ChunkDecoder& decode_chunks, const Status& opened, const std::string& path,
-                    const LoadSettings& settings, ProgressReporter& progress, uint64_t* bytes_read) {
+                    const LoadSettings& settings, ProgressReporter& progress, uint64_t* bytes_read,
+                    ReadsOutcome* outcome) {
   const std::string context = "loading '" + path + "'";
   const std::string& dir = source != nullptr ? source->dir : path;
   const Manifest* manifest = source != nullptr ? &source->manifest : nullptr;
@@ -396,6 +474,7 @@ Status LoadAndAgree(Context& ctx, LoadPlanCache& plans, State& state, const Chec
       local = DecodeChunksOfCachedPlan(ctx.rank(), plans, *manifest, decode_chunks);
     }
   }
+  if (local.ok()) local = AskForReads(ctx, dir, *manifest, decode_chunks, settings, pieces, &mine);
   // Rank 0 judges the keys nobody asked for, and alone warns of them; a warning leaves the missing keys to their
   // own strictness (silent under CKPT_STRICT_IGNORE).
   auto judge_unexpected = [&](const std::vector<std::string>& unexpected) {
@@ -405,11 +484,15 @@ Status LoadAndAgree(Context& ctx, LoadPlanCache& plans, State& state, const Chec
   };
   Result<LoadVerdict> verdict = AgreeOnLoad(ctx.control(), local, mine, manifest, judge_unexpected);
   RETURN_IF_ERROR(verdict.status().WithContext(context));
+  if (!verdict->reads_note.empty() && ctx.rank() == 0) {
+    ctx.Log(LogLevel::kWarning, context + ": " + verdict->reads_note);
+  }
 
   progress.Enter(Phase::kReading, 0, PieceBytes(*manifest, pieces));
   uint64_t tensor_bytes = 0;
+  LoadReads done = verdict->reads;
   Status read = ReadTensors(ctx, plans, dir, *manifest, decode_chunks, *verdict, mine, request, settings.holders.get(),
-                            pieces, progress, &tensor_bytes);
+                            pieces, progress, &tensor_bytes, &done);
   for (const CastShard& cast : casts) {
     if (read.ok()) read = ConvertCast(cast);
   }
@@ -417,7 +500,19 @@ Status LoadAndAgree(Context& ctx, LoadPlanCache& plans, State& state, const Chec
   if (read.ok()) read = ReadObjectsAndCommon(files, state, *match, *manifest, settings.key_map);
   *bytes_read = files.bytes_read() + tensor_bytes;
   ctx.stats().bytes_read += *bytes_read;
-  return Agree(ctx.control(), "load (outcome)", read).WithContext(context);
+  Result<ReadsOutcome> agreed = AgreeOnOutcome(ctx, read, done, *verdict, tensor_bytes);
+  RETURN_IF_ERROR(agreed.status().WithContext(context));
+  *outcome = *agreed;
+  ctx.stats().last_load_reads = static_cast<uint64_t>(outcome->reads);
+  ctx.stats().last_load_read_amplification_milli = outcome->amplification_milli;
+  return Status::Ok();
+}
+
+// A value in thousandths with two decimals: 1.00.
+std::string DescribeMilli(uint64_t milli) {
+  const uint64_t hundredths = (milli + 5) / 10;
+  const std::string cents = std::to_string(hundredths % 100);
+  return std::to_string(hundredths / 100) + "." + (cents.size() < 2 ? "0" : "") + cents;
 }
 
 // The load with its progress reports and its INFO line.
@@ -429,15 +524,18 @@ Status LoadReported(Context& ctx, LoadPlanCache& plans, State& state, const Chec
   ProgressReporter progress(settings.progress);
   progress.Enter(Phase::kPlanning, 0, 0);
   uint64_t bytes_read = 0;
+  ReadsOutcome reads;
   const Status loaded =
-      LoadAndAgree(ctx, plans, state, source, decode_chunks, opened, path, settings, progress, &bytes_read);
+      LoadAndAgree(ctx, plans, state, source, decode_chunks, opened, path, settings, progress, &bytes_read, &reads);
   if (!loaded.ok()) {
     progress.Enter(Phase::kFailed, progress.done(), progress.total());
     return loaded;
   }
   progress.Enter(Phase::kLoaded, progress.total(), progress.total());
   ctx.Log(LogLevel::kInfo, "loaded '" + path + "': " + DescribeThroughput(progress.total(), NowNs() - started) +
-                               " into this rank; read " + DescribeBytes(bytes_read) + " from " + tier);
+                               " into this rank; read " + DescribeBytes(bytes_read) + " from " + tier + " (" +
+                               LoadReadsName(reads.reads) + ", read amplification " +
+                               DescribeMilli(reads.amplification_milli) + ")");
   return Status::Ok();
 }
 

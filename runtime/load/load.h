@@ -1,7 +1,8 @@
 // The collective load: each rank matches its state against the manifest (of the memory tier's copy where the node
 // agents hold one, else of the stored checkpoint), all ranks agree on the verdict (runtime/load/load_agreement.h),
-// then the tensors are read, each needed stored byte once over the transport (runtime/load/exchange_load.h) or, with
-// none, by every rank for itself; objects and common entries follow, and all ranks agree on the outcome.
+// then the tensors are read as the verdict chose (runtime/load/read_strategy.h): each needed stored byte once over the
+// transport (runtime/load/exchange_load.h), or by every rank for its own pieces; objects and common entries follow,
+// and all ranks agree on the outcome.
 #pragma once
 
 #include <cstdint>

@@ -25,4 +25,22 @@ std::unique_ptr<RankSaves> RankSaves::Start(Context& ctx) {
   return std::unique_ptr<RankSaves>(new RankSaves(std::move(executor)));
 }
 
+WriteFaultHandler* RankSaves::CopyOnWrite(const Context& ctx) {
+  if (copy_on_write_ == nullptr && !copy_on_write_refused_) {
+    Result<std::unique_ptr<WriteFaultHandler>> started = WriteFaultHandler::Start();
+    if (started.ok()) {
+      copy_on_write_ = std::move(started).value();
+    } else {
+      copy_on_write_refused_ = true;
+      ctx.Log(LogLevel::kInfo, "copy-on-write saves stage at the call: " + started.status().message());
+    }
+  }
+  return copy_on_write_.get();
+}
+
+void RankSaves::AwaitBackgroundStaging() {
+  if (background_ != nullptr) background_->AwaitStaged();
+  background_ = nullptr;
+}
+
 }  // namespace ckpt::runtime

@@ -1,5 +1,6 @@
-// What one rank's saves keep between calls: the background executor that finishes them (runtime/save/save_executor.h)
-// and the plan of the last save, reused while the structure of the state stays the same on every rank.
+// What one rank's saves keep between calls: the background executor that finishes them (runtime/save/save_executor.h),
+// the plan of the last save, reused while the structure of the state stays the same on every rank, and the fault
+// handler of copy-on-write saves with the last one's staging.
 #pragma once
 
 #include <cstdint>
@@ -10,6 +11,7 @@
 #include "runtime/save/save_executor.h"
 #include "runtime/save/save_partition.h"
 #include "runtime/save/save_plan.h"
+#include "runtime/save/write_fault_handler.h"
 
 namespace ckpt::runtime {
 
@@ -31,11 +33,23 @@ class RankSaves {
   SaveExecutor& executor() { return *executor_; }
   PlanCache& plan_cache() { return plan_cache_; }
 
+  // The fault handler of copy-on-write saves, started at the first; null where userfaultfd is refused, which the
+  // first asking logs at INFO (the saves then stage at the call).
+  WriteFaultHandler* CopyOnWrite(const Context& ctx);
+  // Saves stage one at a time, as they share the arena and the workers: a save waits here for the staging of the
+  // copy-on-write save before it, which runs on after its call (`ticket`: that save, from RanInBackground).
+  void AwaitBackgroundStaging();
+  void RanInBackground(std::shared_ptr<const SaveTicket> ticket) { background_ = std::move(ticket); }
+
  private:
   explicit RankSaves(std::unique_ptr<SaveExecutor> executor) : executor_(std::move(executor)) {}
 
+  // Declared first, so destroyed last: the executor's saves stage through it until they finish.
+  std::unique_ptr<WriteFaultHandler> copy_on_write_;
+  bool copy_on_write_refused_ = false;
   std::unique_ptr<SaveExecutor> executor_;
   PlanCache plan_cache_;
+  std::shared_ptr<const SaveTicket> background_;
 };
 
 }  // namespace ckpt::runtime

@@ -1,6 +1,7 @@
 #include "runtime/save/save.h"
 
 #include <algorithm>
+#include <thread>
 
 #include "common/bytes.h"
 #include "io/checksum.h"
@@ -193,6 +194,17 @@ std::function<void()> ReplicaWait(Context& ctx, const MemoryTarget& memory, cons
   };
 }
 
+// A copy-on-write save's staging, on a thread of its own from now on (not behind earlier saves' commits in the
+// executor: the trainer would fault on every page it writes meanwhile); the executor joins it.
+void StartBackgroundStaging(Context& ctx, RankSaves& saves, const std::shared_ptr<SaveTicket>& ticket) {
+  ticket->marks.stages_in_background = true;
+  ticket->staging = std::thread([&ctx, t = ticket.get(), stage = std::move(ticket->stage_later)] {
+    stage();
+    ctx.stats().bytes_staged += t->bytes_staged;
+  });
+  saves.RanInBackground(ticket);
+}
+
 // Everything after rank 0's claim, filling `ticket`; `claim` moves into it, which holds it until the commit or
 // abandonment.
 Status BeginSave(Context& ctx, RankSaves& saves, MemoryAttachment& attachment, const State& state,
@@ -252,13 +264,26 @@ Status BeginSave(Context& ctx, RankSaves& saves, MemoryAttachment& attachment, c
       return agent->Reserve(name, bytes, files, sizes);
     };
   }
+  if (settings.copy_on_write) {
+    staging.copy_on_write = saves.CopyOnWrite(ctx);
+    staging.note = [&ctx](const std::string& note) { ctx.Log(LogLevel::kInfo, note); };
+  }
+  saves.AwaitBackgroundStaging();
   const Status staged = StageSave(state, cache.plan, staging, ctx.arena(), ctx.workers(), *ticket);
   // A rank that cannot stage still reports, so that every rank's request fails instead of waiting for it.
   if (!staged.ok() && ticket->failure.ok()) ticket->failure = staged;
-  ctx.stats().bytes_staged += ticket->bytes_staged;
-  ticket->marks.staged = NowNs();
   if (ticket->failure.ok()) ticket->progress.Enter(Phase::kWriting, ticket->bytes_written, ticket->bytes_to_write);
+  const bool in_background = ticket->stage_later && ticket->failure.ok();
+  if (in_background) {
+    StartBackgroundStaging(ctx, saves, ticket);
+  } else {
+    ctx.stats().bytes_staged += ticket->bytes_staged;
+    ticket->marks.staged = NowNs();
+    ticket->marks.returned = ticket->marks.staged.load();
+  }
   saves.executor().Enqueue(ticket);
+  // A copy-on-write save's call ends here, its staging thread started and the save queued.
+  if (in_background) ticket->marks.returned = NowNs();
   return Status::Ok();
 }
 
@@ -269,6 +294,17 @@ Status BeginSave(Context& ctx, RankSaves& saves, MemoryAttachment& attachment, c
 bool OnStorage(const std::string& storage_path) {
   if (io::IsObjectStorePath(storage_path)) return io::ObjectSize(io::JoinPath(storage_path, kManifestName)).ok();
   return io::PathExists(storage_path);
+}
+
+// CKPT_SAVE_COPY_ON_WRITE's limits: it saves the staging copy's wait, which a save in place does not make, and a
+// memory tier's agent takes the staged bytes only once staging ends.
+Status CheckCopyOnWrite(const SaveSettings& settings) {
+  if (!settings.copy_on_write) return Status::Ok();
+  if (settings.in_place) return InvalidArgument("CKPT_SAVE_COPY_ON_WRITE cannot be combined with CKPT_SAVE_IN_PLACE");
+  if (settings.tier != Tier::kStorage) {
+    return InvalidArgument("CKPT_SAVE_COPY_ON_WRITE saves to storage only (CKPT_TIER_STORAGE)");
+  }
+  return Status::Ok();
 }
 
 Result<UniqueFd> ClaimFor(const std::string& path, const std::string& save_id, const MemoryTarget& memory) {
@@ -289,8 +325,10 @@ Result<std::shared_ptr<SaveTicket>> StartSave(Context& ctx, RankSaves& saves, Me
   if (path.empty()) return InvalidArgument("the checkpoint path is empty");
   ticket->progress = ProgressReporter(settings.progress);
   ticket->progress.Enter(Phase::kPlanning, 0, 0);
+  // A refusal agreed with the proposals, so that a rank refusing does not leave the others waiting for it.
+  const Status refused = CheckCopyOnWrite(settings);
   MemoryTarget memory;
-  if (settings.tier != Tier::kStorage) {
+  if (settings.tier != Tier::kStorage && refused.ok()) {
     Result<std::shared_ptr<MemoryTier>> agent = attachment.Attach(ctx);
     if (!agent.ok()) {
       ticket->progress.Enter(Phase::kFailed, 0, 0);
@@ -303,7 +341,9 @@ Result<std::shared_ptr<SaveTicket>> StartSave(Context& ctx, RankSaves& saves, Me
   // Rank 0 claims the temporary directory before any rank can write into it, so that no cleanup ever takes this
   // save for a dead one.
   const std::string save_id = ctx.rank() == 0 ? NewSaveId() : std::string();
-  Result<UniqueFd> claim = ctx.rank() == 0 ? ClaimFor(path, save_id, memory) : Result<UniqueFd>(UniqueFd());
+  Result<UniqueFd> claim = !refused.ok()     ? Result<UniqueFd>(refused)
+                           : ctx.rank() == 0 ? ClaimFor(path, save_id, memory)
+                                             : Result<UniqueFd>(UniqueFd());
   const bool claimed_here = ctx.rank() == 0 && claim.ok();
   const Status started = BeginSave(ctx, saves, attachment, state, path, save_id, claim.status(),
                                    claim.ok() ? std::move(claim).value() : UniqueFd(), settings, memory, ticket);

@@ -33,6 +33,10 @@ struct SaveSettings {
   // CKPT_SAVE_IN_PLACE: this rank writes its bytes from the state's buffers itself, and StartSave returns once they
   // are durable (runtime/save/save_stager.h).
   bool in_place = false;
+  // CKPT_SAVE_COPY_ON_WRITE: StartSave returns once this rank's host buffers are write-protected, and they are
+  // staged in the background, each page the trainer writes first copied before (runtime/save/cow_snapshot.h). Not
+  // with in_place, nor with a memory tier.
+  bool copy_on_write = false;
   // A manager's step (memory tiers): the agent publishes it as the root's latest once it is on storage.
   std::string manager_root;
   uint64_t step = 0;

@@ -95,6 +95,8 @@ Status SaveExecutor::GuardedFinalize(SaveTicket& t) {
 }
 
 Status SaveExecutor::Finalize(SaveTicket& t) {
+  // A copy-on-write save still staging owns the ticket's pending writes until it is done.
+  if (t.staging.joinable()) t.staging.join();
   while (!t.pending.empty()) {
     AbsorbOldest(arena_, t);
     t.progress.Update(t.bytes_written);

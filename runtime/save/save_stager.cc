@@ -2,7 +2,10 @@
 
 #include <algorithm>
 #include <cstring>
+#include <deque>
 #include <functional>
+#include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <utility>
@@ -65,17 +68,19 @@ std::vector<std::vector<CopyTask>> SplitTasks(const std::vector<CopyTask>& tasks
 }
 
 // Copies host sources, each task's bytes checksummed as they are copied (sums[k]: task k's block checksums), or
-// not checksummed where `sums` is null.
-void RunHostCopies(const std::vector<CopyTask>& tasks, uint64_t block_size, std::vector<std::vector<uint64_t>>* sums) {
+// not checksummed where `sums` is null. Only a copy-on-write source can fail (its buffer went away): *status says.
+void RunHostCopies(const std::vector<CopyTask>& tasks, uint64_t block_size, std::vector<std::vector<uint64_t>>* sums,
+                   Status* status) {
   gpu::DeviceCopier unused;
   for (const CopyTask& t : tasks) {
     if (sums == nullptr) {
-      (void)CopyUnitRange(*t.source, t.unit_offset, t.length, t.dst, unused);
-      continue;
+      *status = CopyUnitRange(*t.source, t.unit_offset, t.length, t.dst, unused);
+    } else {
+      io::BlockChecksummer checksummer(block_size);
+      *status = CopyUnitRange(*t.source, t.unit_offset, t.length, t.dst, unused, &checksummer);
+      sums->push_back(checksummer.Finish());
     }
-    io::BlockChecksummer checksummer(block_size);
-    (void)CopyUnitRange(*t.source, t.unit_offset, t.length, t.dst, unused, &checksummer);
-    sums->push_back(checksummer.Finish());
+    if (!status->ok()) return;
   }
 }
 
@@ -107,13 +112,15 @@ Status FillWindow(Window& w, char* region, uint64_t block_size, std::vector<std:
   const size_t threads = host_total < kParallelCopyBytes ? 1 : kStagingCopyThreads;
   const std::vector<std::vector<CopyTask>> parts = SplitTasks(host_tasks, host_total, threads, block_size);
   std::vector<std::vector<std::vector<uint64_t>>> part_sums(parts.size());
+  std::vector<Status> part_status(parts.size());
   auto sums_of = [&](size_t p) { return from_device ? nullptr : &part_sums[p]; };
   std::vector<std::thread> helpers;
   for (size_t p = 1; p < parts.size(); ++p) {
-    helpers.emplace_back(RunHostCopies, std::cref(parts[p]), block_size, sums_of(p));
+    helpers.emplace_back(RunHostCopies, std::cref(parts[p]), block_size, sums_of(p), &part_status[p]);
   }
-  RunHostCopies(parts[0], block_size, sums_of(0));
+  RunHostCopies(parts[0], block_size, sums_of(0), &part_status[0]);
   for (std::thread& t : helpers) t.join();
+  for (Status& status : part_status) RETURN_IF_ERROR(status);
   checksums->clear();
   if (!from_device) {
     checksums->resize(w.segments.size());
@@ -289,11 +296,69 @@ Status StageThroughWorkers(FileLayout& layout, const StagingSettings& settings, 
       held.Hold(HeldWrite{static_cast<int>(f), std::move(job), region, std::move(windows[i].pieces),
                           i + 1 == windows.size(), std::move(checksums)});
       if (!settings.writes_after_staging) held.HandOut();
-      ticket.progress.Update(ticket.bytes_staged);
+      // A copy-on-write save stages after its call returned, when only the save thread reports progress.
+      if (!ticket.marks.stages_in_background) ticket.progress.Update(ticket.bytes_staged);
     }
   }
   held.HandOut();
   return Status::Ok();
+}
+
+// What a copy-on-write save's staging keeps from the call: its units (which the windows point into), laid out, and
+// the snapshot of their buffers.
+struct StagingJob {
+  std::vector<Unit> units;
+  FileLayout layout;
+  StagingSettings settings;
+  std::deque<std::string> common_copies;  // rank 0's large common entries, owned by the state, copied at the call
+  std::shared_ptr<cow::Snapshot> snapshot;
+};
+
+// The name a unit's messages give it: its tensor's or object's key.
+std::string UnitName(const Unit& unit, const SaveTicket& ticket) {
+  const size_t items = ticket.report.items.size();
+  return unit.target < items ? ticket.report.items[unit.target].key
+                             : ticket.report.stored_common[unit.target - items].key;
+}
+
+// Write-protects the job's host buffers (their snapshot at the call) and points the units at the snapshot. Common
+// entries live in the state, which the caller may change or free once the call returns: they are copied now.
+void ProtectForBackground(StagingJob& job, const SaveTicket& ticket) {
+  const size_t items = ticket.report.items.size();
+  std::vector<cow::SpanRequest> spans;
+  std::vector<Unit*> protected_units;
+  for (Unit& u : job.units) {
+    if (u.target >= items) {
+      job.common_copies.emplace_back(u.source.base, u.bytes);
+      u.source.base = job.common_copies.back().data();
+      continue;
+    }
+    spans.push_back(staging::SpanOf(u, UnitName(u, ticket)));
+    protected_units.push_back(&u);
+  }
+  std::string fallback;
+  job.snapshot = job.settings.copy_on_write->Protect(spans, &fallback);
+  for (size_t i = 0; i < protected_units.size(); ++i) {
+    protected_units[i]->source.snapshot = job.snapshot.get();
+    protected_units[i]->source.span = i;
+  }
+  if (!fallback.empty() && job.settings.note) {
+    job.settings.note("a copy-on-write save copies some buffers at the call, their pages refused protection: " +
+                      fallback);
+  }
+}
+
+// The body of a copy-on-write save's staging thread: the windows staged through the snapshot, which is lifted at
+// the end whatever happens; a failure becomes the save's.
+void StageInBackground(StagingJob& job, io::StagingArena& arena, io::WorkerPool& workers, SaveTicket& ticket) {
+  Status staged;
+  const std::optional<Status> thrown = ExceptionIn("while staging a copy-on-write save", [&] {
+    staged = StageThroughWorkers(job.layout, job.settings, arena, workers, ticket);
+  });
+  job.settings.copy_on_write->Deactivate(*job.snapshot);
+  if (thrown) staged = *thrown;
+  if (!staged.ok() && ticket.failure.ok()) ticket.failure = staged;
+  ticket.MarkStaged();
 }
 
 }  // namespace
@@ -319,7 +384,9 @@ void AbsorbOldest(io::StagingArena& arena, SaveTicket& ticket) {
 
 Status StageSave(const State& state, const SavePlan& plan, const StagingSettings& settings, io::StagingArena& arena,
                  io::WorkerPool& workers, SaveTicket& ticket) {
-  ASSIGN_OR_RETURN(std::vector<Unit> units, staging::CollectUnits(state, plan, settings, ticket));
+  auto job = std::make_shared<StagingJob>();
+  ASSIGN_OR_RETURN(job->units, staging::CollectUnits(state, plan, settings, ticket));
+  std::vector<Unit>& units = job->units;
   for (const Unit& u : units) ticket.bytes_to_write += u.bytes;
   ticket.progress.Enter(Phase::kStaging, 0, ticket.bytes_to_write);
   if (units.empty()) return settings.reserve ? settings.reserve(0, {}, {}) : Status::Ok();
@@ -327,10 +394,19 @@ Status StageSave(const State& state, const SavePlan& plan, const StagingSettings
 
   const int file_count = std::max(1, workers.size());
   const uint64_t cap = WindowCap(arena, file_count, settings.block_size);
-  FileLayout layout = LayOutSave(units, file_count, cap, settings, ticket);
+  job->layout = LayOutSave(units, file_count, cap, settings, ticket);
   RETURN_IF_ERROR(ReserveFiles(settings, ticket));
-  if (settings.in_place != nullptr) return WriteFilesInPlace(layout, settings, arena, ticket);
-  return StageThroughWorkers(layout, settings, arena, workers, ticket);
+  if (settings.in_place != nullptr) return WriteFilesInPlace(job->layout, settings, arena, ticket);
+  if (settings.copy_on_write != nullptr) {
+    if (std::none_of(units.begin(), units.end(), [](const Unit& u) { return u.source.device >= 0; })) {
+      job->settings = settings;
+      ProtectForBackground(*job, ticket);
+      ticket.stage_later = [job, &arena, &workers, &ticket] { StageInBackground(*job, arena, workers, ticket); };
+      return Status::Ok();
+    }
+    if (settings.note) settings.note("a copy-on-write save of device memory stages all of it at the call");
+  }
+  return StageThroughWorkers(job->layout, settings, arena, workers, ticket);
 }
 
 }  // namespace ckpt::runtime

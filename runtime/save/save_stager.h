@@ -17,6 +17,7 @@
 #include "runtime/core/state.h"
 #include "runtime/save/save_plan.h"
 #include "runtime/save/save_ticket.h"
+#include "runtime/save/write_fault_handler.h"
 
 namespace ckpt::runtime {
 
@@ -43,12 +44,19 @@ struct StagingSettings {
   // A memory-tier save: a data file already at its path (one the agent recycled when reserving) is written over,
   // its pages reused, instead of refused.
   bool overwrite_existing_files = false;
+  // CKPT_SAVE_COPY_ON_WRITE: the host buffers are write-protected through this handler and staged on a thread of
+  // their own (SaveTicket::stage_later); null: staged within the call.
+  WriteFaultHandler* copy_on_write = nullptr;
+  // Where a copy-on-write save says why it copies some buffers at the call after all.
+  std::function<void(const std::string&)> note;
 };
 
 // Stages the plan's items that `settings.rank` writes (and, on rank 0, the common entries too large to inline)
 // into files under `ticket.commit.tmp_dir`, filling ticket.report and ticket.pending. Returns once every byte is
 // in the arena or written (in place: written and durable, nothing pending): the caller's buffers may change
-// afterwards.
+// afterwards. With settings.copy_on_write, returns once the host buffers are write-protected (device memory, which
+// cannot be, makes the whole save stage at the call), leaving ticket.stage_later to stage them, which the caller
+// starts.
 Status StageSave(const State& state, const SavePlan& plan, const StagingSettings& settings, io::StagingArena& arena,
                  io::WorkerPool& workers, SaveTicket& ticket);
 

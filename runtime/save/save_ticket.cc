@@ -22,6 +22,17 @@ void SaveTicket::Finish(Status status) {
   finished_.notify_all();
 }
 
+void SaveTicket::MarkStaged() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  marks.staged = NowNs();
+  staged_.notify_all();
+}
+
+void SaveTicket::AwaitStaged() const {
+  std::unique_lock<std::mutex> lock(mutex_);
+  staged_.wait(lock, [this] { return marks.staged != 0; });
+}
+
 Status SaveTicket::Test() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return done_ ? status_ : Status(Code::kInProgress, "the save is still in progress");
@@ -46,7 +57,9 @@ SaveStats SaveTicket::Stats() const {
   }
   // Read latest first: a point read as reached has every earlier point reached too.
   const int64_t finished = marks.finished, durable = marks.durable, staged = marks.staged;
-  const int64_t planned = marks.planned, called = marks.called, now = NowNs();
+  const int64_t returned = marks.returned, planned = marks.planned, called = marks.called, now = NowNs();
+  // A copy-on-write save stages from its return on, beside its writes; any other within the call.
+  const bool in_background = marks.stages_in_background;
   s.state_bytes = state_bytes;
   s.bytes_to_write = bytes_to_write;
   s.bytes_staged = bytes_staged;
@@ -54,9 +67,9 @@ SaveStats SaveTicket::Stats() const {
   s.bytes_committed = s.committed ? s.bytes_written : 0;
   s.files_written = files_written;
   s.planning_ns = Span(called, planned, finished, now);
-  s.staging_ns = Span(planned, staged, finished, now);
-  s.blocking_ns = Span(called, staged, finished, now);
-  s.writing_ns = Span(staged, durable, finished, now);
+  s.staging_ns = Span(in_background ? returned : planned, staged, finished, now);
+  s.blocking_ns = Span(called, returned, finished, now);
+  s.writing_ns = Span(returned, durable, finished, now);
   s.committing_ns = Span(durable, finished, finished, now);
   s.total_ns = Span(called, finished, finished, now);
   return s;

@@ -10,6 +10,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -87,7 +88,11 @@ struct CommitInputs {
 struct SaveMarks {
   std::atomic<int64_t> called{0};   // ckpt_save was entered
   std::atomic<int64_t> planned{0};  // every rank agreed on the plan
-  std::atomic<int64_t> staged{0};   // this rank's bytes are in the arena: ckpt_save returns
+  std::atomic<int64_t> staged{0};   // this rank's bytes are in the arena (or written, in place)
+  // ckpt_save returned: when staged, but for a copy-on-write save, which stages in the background from then on.
+  std::atomic<int64_t> returned{0};
+  // A copy-on-write save's: set before `returned`.
+  std::atomic<bool> stages_in_background{false};
   std::atomic<int64_t> durable{0};  // every write of this rank was answered (its files synced)
   std::atomic<int64_t> finished{0};
 };
@@ -135,10 +140,20 @@ class SaveTicket {
   SaveMarks marks;
   // The caller's progress callback: the calling thread's until the ticket is queued, then the save thread's.
   ProgressReporter progress;
+  // A copy-on-write save (runtime/save/write_fault_handler.h): its staging, which StageSave prepares and the caller
+  // starts on `staging` once the save is handed to the executor, which joins it before finalizing. It sets
+  // marks.staged (MarkStaged) when done; nothing else of the ticket is touched by the caller meanwhile.
+  std::function<void()> stage_later;
+  std::thread staging;
+  // Sets marks.staged and wakes AwaitStaged.
+  void MarkStaged();
+  // Blocks until marks.staged is set.
+  void AwaitStaged() const;
 
  private:
   mutable std::mutex mutex_;
   mutable std::condition_variable finished_;
+  mutable std::condition_variable staged_;
   bool done_ = false;
   Status status_;
 };

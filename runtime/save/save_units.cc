@@ -134,10 +134,49 @@ std::vector<Window> CutWindows(const std::vector<Unit*>& file, uint64_t cap, uin
   return windows;
 }
 
+cow::SpanRequest SpanOf(const Unit& unit, std::string name) {
+  const Source& s = unit.source;
+  cow::SpanRequest span;
+  span.name = std::move(name);
+  const uintptr_t base = reinterpret_cast<uintptr_t>(s.base);
+  if (s.contiguous) {
+    span.begin = base;
+    span.end = base + unit.bytes;
+    span.for_each_run = [b = span.begin, n = unit.bytes](const auto& run) { run(b, n); };
+    return span;
+  }
+  span.begin = UINTPTR_MAX;
+  ForEachRun(s.src_box, s.box, s.box, s.element_size, [&](uint64_t src_off, uint64_t, uint64_t n) {
+    span.begin = std::min<uintptr_t>(span.begin, base + src_off);
+    span.end = std::max<uintptr_t>(span.end, base + src_off + n);
+  });
+  if (span.begin > span.end) span.begin = span.end = base;  // an empty box
+  span.for_each_run = [s, base](const auto& run) {
+    ForEachRun(s.src_box, s.box, s.box, s.element_size,
+               [&](uint64_t src_off, uint64_t, uint64_t n) { run(base + src_off, n); });
+  };
+  return span;
+}
+
+// Reads bytes of a copy-on-write source into `dst` in pieces small enough to be hashed while still in the cache, and
+// large enough for process_vm_readv (cow::Snapshot's reads) to run near memcpy's speed: 1 GiB of huge pages read at
+// 12 GiB/s by 256 KiB, 16 by 1 MiB, 17 by 4 MiB (memcpy: 19).
+static Status ReadSnapshot(const Source& s, char* dst, const char* src, uint64_t n, io::BlockChecksummer* checksummer) {
+  constexpr uint64_t kPiece = 1 << 20;
+  for (uint64_t done = 0; done < n;) {
+    const uint64_t piece = std::min(kPiece, n - done);
+    RETURN_IF_ERROR(s.snapshot->Read(s.span, src + done, piece, dst + done));
+    if (checksummer != nullptr) checksummer->Update(dst + done, piece);
+    done += piece;
+  }
+  return Status::Ok();
+}
+
 Status CopyUnitRange(const Source& s, uint64_t begin, uint64_t length, char* out, gpu::DeviceCopier& device_copies,
                      io::BlockChecksummer* checksummer) {
   auto copy = [&](char* dst, const char* src, uint64_t n) -> Status {
     if (s.device >= 0) return device_copies.ToHost(s.device, dst, src, n);
+    if (s.snapshot != nullptr) return ReadSnapshot(s, dst, src, n, checksummer);
     if (checksummer != nullptr) {
       io::StreamingCopyChecksummed(dst, src, n, *checksummer);
     } else {

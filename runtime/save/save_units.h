@@ -15,6 +15,7 @@
 #include "runtime/core/box.h"
 #include "runtime/core/state.h"
 #include "runtime/format/manifest.h"
+#include "runtime/save/cow_snapshot.h"
 #include "runtime/save/save_plan.h"
 #include "runtime/save/save_stager.h"
 #include "runtime/save/save_ticket.h"
@@ -34,6 +35,10 @@ struct Source {
   size_t element_size = 0;  // 0: plain bytes
   bool contiguous = true;   // box's bytes are one run inside the buffer, starting at base
   int device = -1;          // the CUDA device holding the buffer; -1: host memory
+  // A copy-on-write save's host sources: read through this snapshot of the buffers at the call, as its span `span`
+  // (runtime/save/cow_snapshot.h). Null: read the buffer itself.
+  cow::Snapshot* snapshot = nullptr;
+  size_t span = 0;
 };
 
 // One thing to store: an item of the plan or a common entry; `target` is its index in the report (see Target).
@@ -57,6 +62,10 @@ struct Window {
 // The report entry that a unit's `target` names: an item's, or past the items, a stored common entry's.
 StoredBytes& Target(SaveTicket& ticket, size_t target);
 
+// The span of its buffer that a host unit reads (first to last byte), and the runs it reads there, for a
+// copy-on-write snapshot; `name` names the unit in messages.
+cow::SpanRequest SpanOf(const Unit& unit, std::string name);
+
 // The units this rank stores, with the report entries they fill.
 Result<std::vector<Unit>> CollectUnits(const State& state, const SavePlan& plan, const StagingSettings& settings,
                                        SaveTicket& ticket);
@@ -70,7 +79,8 @@ std::vector<Window> CutWindows(const std::vector<Unit*>& file, uint64_t cap, uin
 
 // Copies bytes [begin, begin + length) of the unit's row-major bytes to `out`: from host memory past the cache
 // (io::StreamingCopy; a worker reads the arena next, windows later), fed to `checksummer` as they are copied where
-// one is given, or queued on `device_copies` from device memory (the caller waits for those; never checksummed).
+// one is given, or queued on `device_copies` from device memory (the caller waits for those; never checksummed), or
+// read through the source's copy-on-write snapshot, which fails where the buffer went away during the save.
 Status CopyUnitRange(const Source& s, uint64_t begin, uint64_t length, char* out, gpu::DeviceCopier& device_copies,
                      io::BlockChecksummer* checksummer = nullptr);
 

@@ -118,7 +118,7 @@ case "$name" in
     # every rank fails naming the tensor (the reads a rank keeps run during the exchange, and join its agreement)
     run 4 "$exchange" save-layout "$ck"
     file=$("$core" corrupt-chunk "$ck" v)
-    run 3 "$exchange" load-layout-expect rows "$ck" 5 "'v'" "$file" checksum ;;
+    CKPT_LOAD_READS=once run 3 "$exchange" load-layout-expect rows "$ck" 5 "'v'" "$file" checksum ;;
   sent-read-corrupt)  # a corrupt block of "big", which the even ranks keep whole and its readers send from their own
     # tensor: every rank fails naming the tensor and the file, the receivers too (nothing is sent)
     run 4 "$core" save-replicated "$ck"
@@ -128,11 +128,12 @@ case "$name" in
     # Saved on N ranks in uneven row blocks, loaded on M in other uneven parts (pieces smaller than a checksum block,
     # pieces meeting inside one): over UCX, the ranks together read exactly the bytes stored of the tensors (read
     # amplification 1.00); without a transport each rank reads what it needs itself, and still gets every element.
+    # (CKPT_LOAD_READS=once: on one node, with local storage, a load may choose own reads instead.)
     layout=${name#read-once-}; n=${layout%%to*}; rest=${layout#*to}; m=${rest%%-*}; split=${rest#*-}
     run "$n" "$exchange" save-layout "$ck"
     stored=$("$exchange" stored-bytes "$ck" | sed -n 's/^stored \([0-9]*\)$/\1/p')
     for mode in ucx none; do
-      out=$(CKPT_TRANSPORT=$mode run "$m" "$exchange" load-layout "$split" "$ck")
+      out=$(CKPT_TRANSPORT=$mode CKPT_LOAD_READS=once run "$m" "$exchange" load-layout "$split" "$ck")
       echo "$out"
       read_total=$(echo "$out" | awk '/bytes_read/ {sum += $6} END {print sum}')
       [ "$(echo "$out" | grep -c bytes_read)" = "$m" ] || { echo "expected $m ranks to report" >&2; exit 1; }
@@ -142,6 +143,17 @@ case "$name" in
         echo "expected every stored byte read exactly once (read amplification 1.00)" >&2; exit 1
       fi
     done ;;
+  read-once-many-rounds)  # rounds of 64 KiB (CKPT_FAULT_LOAD_ROUND_BYTES): each read of a chunk saved on 7 ranks
+    # makes a round of its own (4 per reader), the next round reading its sends while one exchanges; every element
+    # arrives and every stored byte is read exactly once
+    run 7 "$exchange" save-layout "$ck"
+    stored=$("$exchange" stored-bytes "$ck" | sed -n 's/^stored \([0-9]*\)$/\1/p')
+    out=$(CKPT_FAULT_LOAD_ROUND_BYTES=65536 CKPT_LOAD_READS=once CKPT_TRANSPORT=ucx run 4 "$exchange" load-layout rows "$ck")
+    echo "$out"
+    read_total=$(echo "$out" | awk '/bytes_read/ {sum += $6} END {print sum}')
+    [ "$read_total" = "$stored" ] || { echo "expected every stored byte read once: read $read_total of $stored" >&2; exit 1; }
+    out=$(CKPT_FAULT_LOAD_ROUND_BYTES=65536 CKPT_LOAD_READS=once CKPT_TRANSPORT=ucx run 3 "$exchange" load-layout columns "$ck")
+    echo "$out" ;;
   without-ucx)        # UCX absent (tests/integration/without_ucx.sh): auto loads without a transport, ucx is refused
     without_ucx="$(dirname "$0")/without_ucx.sh"
     run 4 "$core" save-replicated "$ck"

@@ -93,6 +93,9 @@ const CKPT_TRANSPORT_NONE = Int32(1)
 const CKPT_TRANSPORT_UCX = Int32(2)
 const CKPT_TRANSPORT_NCCL = Int32(3)
 
+const CKPT_LOAD_READS_ONCE = 1
+const CKPT_LOAD_READS_OWN = 2
+
 const CKPT_MAX_NDIM = 8
 
 const CKPT_DTYPE_BOOL = Int32(1)
@@ -145,6 +148,7 @@ const CKPT_TIER_MEMORY = UInt64(1)
 const CKPT_TIER_BOTH = UInt64(2)
 
 const CKPT_SAVE_IN_PLACE = UInt64(0x1)
+const CKPT_SAVE_COPY_ON_WRITE = UInt64(0x2)
 
 const CKPT_BEST_MAX = Int32(0)
 const CKPT_BEST_MIN = Int32(1)
@@ -215,9 +219,11 @@ struct ckpt_context_stats
     control_bytes_sent::UInt64
     control_bytes_received::UInt64
     store_collectives::UInt64
+    last_load_reads::UInt64
+    last_load_read_amplification_milli::UInt64
 end
 ckpt_context_stats() = ckpt_context_stats(sizeof(ckpt_context_stats), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-                                          CKPT_TRANSPORT_NONE, 0, 0, 0, 0)
+                                          CKPT_TRANSPORT_NONE, 0, 0, 0, 0, 0, 0)
 
 struct ckpt_tensor_shard
     struct_size::UInt32

@@ -128,6 +128,8 @@ struct ContextStats
     control_bytes_sent::Int     # bytes of ckpt's collective metadata (plans, agreements, addresses) sent
     control_bytes_received::Int # and received, over the TCP store or the job's own collectives
     store_collectives::Int      # collectives that went through the TCP store (0 on one rank)
+    last_load_reads::Int        # how the last load read: CKPT_LOAD_READS_ONCE or _OWN; 0 before any load
+    last_load_read_amplification_milli::Int # its bytes read by all ranks over the distinct bytes needed, x 1000
 end
 
 """
@@ -143,5 +145,6 @@ function stats(ctx::Context)
     s = raw[]
     return ContextStats(s.io_workers, s.arena_bytes, s.saves_committed, s.plans_computed, s.plans_reused,
                         s.bytes_staged, s.bytes_written, s.bytes_read, s.bytes_sent, s.bytes_received, s.transport,
-                        s.exchange_ns, s.control_bytes_sent, s.control_bytes_received, s.store_collectives)
+                        s.exchange_ns, s.control_bytes_sent, s.control_bytes_received, s.store_collectives,
+                        s.last_load_reads, s.last_load_read_amplification_milli)
 end

@@ -4,18 +4,22 @@
     SaveRequest
 
 Tracks a save started by [`Ckpt.save`](@ref): poll it with [`isdone`](@ref), block on it with `wait`, free it with
-`close`. It keeps its context alive.
+`close`. It keeps its context alive, and for a copy-on-write save its state, whose arrays the library copies after
+the call.
 """
 mutable struct SaveRequest <: Handle
     handle::Ptr{Cvoid}
     context::Context
-    SaveRequest(handle::Ptr{Cvoid}, context::Context) = with_finalizer(new(handle, context))
+    state::Union{Nothing,State}
+    SaveRequest(handle::Ptr{Cvoid}, context::Context, state::Union{Nothing,State} = nothing) =
+        with_finalizer(new(handle, context, state))
 end
 
 release(request::SaveRequest) = LibCkpt.ckpt_request_free(request.handle)
 
 """
-    Ckpt.save(ctx, state, path; metadata=(), tier=CKPT_TIER_STORAGE, in_place=false) -> SaveRequest
+    Ckpt.save(ctx, state, path; metadata=(), tier=CKPT_TIER_STORAGE, in_place=false, copy_on_write=false)
+        -> SaveRequest
 
 Collective: saves `state` as the checkpoint directory `path`, with `metadata` (pairs of strings, taken from rank 0)
 in its manifest. Returns as soon as this rank's arrays are copied into the staging arena: they may be modified from
@@ -35,21 +39,28 @@ With `in_place = true` (`CKPT_SAVE_IN_PLACE`) this rank's bytes are written stra
 staging copy: `save` then returns only once they are durable, and the arrays must not change until it returns; the
 request still finishes with the commit. It suits a save that is waited for anyway: the last one of a job, or a
 blocking checkpoint.
+
+With `copy_on_write = true` (`CKPT_SAVE_COPY_ON_WRITE`, Linux userfaultfd) `save` returns once this rank's arrays
+are write-protected, before any copy: the copy runs in the background, and a page written before it was copied is
+copied first, so the checkpoint holds the values at the call. The request keeps the state (and its arrays) alive
+until it is closed; an array unmapped meanwhile fails the save, naming its tensor. Refused with `in_place` or a
+memory tier; where the kernel refuses userfaultfd the save copies at the call.
 """
 function save(ctx::Context, state::State, path::AbstractString; metadata = (), tier::Integer = CKPT_TIER_STORAGE,
-              in_place::Bool = false)
+              in_place::Bool = false, copy_on_write::Bool = false)
     target = c_string(path)
-    return start_save(ctx, state, metadata, tier, in_place) do options, out, err
+    return start_save(ctx, state, metadata, tier, in_place; copy_on_write) do options, out, err
         LibCkpt.ckpt_save(ctx, state, target, options, out, err)
     end
 end
 
 """
 Calls `start(options, out, err)`, a C call that starts a save of `state`, with the save options holding `metadata`,
-`tier` and the `in_place` flag, and returns the request it stored in `out`.
+`tier` and the `in_place` and `copy_on_write` flags, and returns the request it stored in `out`.
 """
 function start_save(start, ctx::Context, state::State, metadata, tier::Integer, in_place::Bool;
-                    metrics::Union{Nothing,AbstractString} = nothing, best_value::Union{Nothing,Real} = nothing)
+                    copy_on_write::Bool = false, metrics::Union{Nothing,AbstractString} = nothing,
+                    best_value::Union{Nothing,Real} = nothing)
     metadata_keys = String[c_string(k) for (k, _) in metadata]
     metadata_values = String[c_string(v) for (_, v) in metadata]
     key_pointers = Ptr{Cchar}[chars(k) for k in metadata_keys]
@@ -58,7 +69,8 @@ function start_save(start, ctx::Context, state::State, metadata, tier::Integer, 
     handle = GC.@preserve metadata_keys metadata_values key_pointers value_pointers metrics_text state begin
         options = Ref(LibCkpt.ckpt_save_options(sizeof(LibCkpt.ckpt_save_options), length(metadata_keys),
                                                 pointer(key_pointers), pointer(value_pointers), C_NULL, C_NULL,
-                                                tier, in_place ? LibCkpt.CKPT_SAVE_IN_PLACE : 0,
+                                                tier, (in_place ? LibCkpt.CKPT_SAVE_IN_PLACE : UInt64(0)) |
+                                                      (copy_on_write ? LibCkpt.CKPT_SAVE_COPY_ON_WRITE : UInt64(0)),
                                                 metrics_text === nothing ? LibCkpt.NULL_CHARS : chars(metrics_text),
                                                 best_value === nothing ? 0.0 : Float64(best_value),
                                                 best_value === nothing ? 0 : 1))
@@ -66,7 +78,7 @@ function start_save(start, ctx::Context, state::State, metadata, tier::Integer, 
             start(options, out, err)
         end
     end
-    return SaveRequest(handle, ctx)
+    return SaveRequest(handle, ctx, copy_on_write ? state : nothing)
 end
 
 """

@@ -52,6 +52,7 @@ pub struct SaveOptions {
     progress: Option<ProgressFn>,
     tier: Tier,
     in_place: bool,
+    copy_on_write: bool,
     metrics: Option<String>,
     best_value: Option<f64>,
 }
@@ -63,6 +64,7 @@ impl std::fmt::Debug for SaveOptions {
             .field("progress", &self.progress.is_some())
             .field("tier", &self.tier)
             .field("in_place", &self.in_place)
+            .field("copy_on_write", &self.copy_on_write)
             .field("metrics", &self.metrics)
             .field("best_value", &self.best_value)
             .finish()
@@ -107,6 +109,17 @@ impl SaveOptions {
     /// is waited for anyway: the last one of a job, or a blocking checkpoint.
     pub fn in_place(mut self, in_place: bool) -> Self {
         self.in_place = in_place;
+        self
+    }
+
+    /// Returns from the save call once this rank's host buffers are write-protected, before any copy
+    /// (`sys::CKPT_SAVE_COPY_ON_WRITE`, Linux userfaultfd; off by default): the copy runs in the background, and a
+    /// page written before it was copied is copied first, so the checkpoint holds the values at the call. The
+    /// buffers must stay allocated and mapped until the request finishes (one unmapped or released meanwhile fails
+    /// the save, naming its tensor). Refused with [`SaveOptions::in_place`] or a memory [`Tier`]; where the kernel
+    /// refuses userfaultfd the save copies at the call, as without it.
+    pub fn copy_on_write(mut self, copy_on_write: bool) -> Self {
+        self.copy_on_write = copy_on_write;
         self
     }
 
@@ -166,6 +179,9 @@ where
     opts.tier = options.tier.to_c();
     if options.in_place {
         opts.flags |= sys::CKPT_SAVE_IN_PLACE;
+    }
+    if options.copy_on_write {
+        opts.flags |= sys::CKPT_SAVE_COPY_ON_WRITE;
     }
     opts.metadata_count =
         u32::try_from(metadata.keys.len()).map_err(|_| Error::invalid_argument("too many metadata entries"))?;

@@ -39,6 +39,11 @@ pub struct ContextStats {
     pub control_bytes_received: u64,
     /// Collectives that went through the TCP store (0 when the job's collectives carry them, or on one rank).
     pub store_collectives: u64,
+    /// How the last load read its tensors: [`sys::CKPT_LOAD_READS_ONCE`] (read once + exchange) or
+    /// [`sys::CKPT_LOAD_READS_OWN`] (each rank its own pieces); 0 before any load.
+    pub last_load_reads: u64,
+    /// The last load's read amplification × 1000: bytes read by all ranks over the distinct stored bytes needed.
+    pub last_load_read_amplification_milli: u64,
 }
 
 impl From<sys::ckpt_context_stats> for ContextStats {
@@ -59,6 +64,8 @@ impl From<sys::ckpt_context_stats> for ContextStats {
             control_bytes_sent: raw.control_bytes_sent,
             control_bytes_received: raw.control_bytes_received,
             store_collectives: raw.store_collectives,
+            last_load_reads: raw.last_load_reads,
+            last_load_read_amplification_milli: raw.last_load_read_amplification_milli,
         }
     }
 }

@@ -104,6 +104,9 @@ pub const CKPT_TRANSPORT_NONE: i32 = 1;
 pub const CKPT_TRANSPORT_UCX: i32 = 2;
 pub const CKPT_TRANSPORT_NCCL: i32 = 3;
 
+pub const CKPT_LOAD_READS_ONCE: u64 = 1;
+pub const CKPT_LOAD_READS_OWN: u64 = 2;
+
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
 pub struct ckpt_context_options {
@@ -144,6 +147,8 @@ pub struct ckpt_context_stats {
     pub control_bytes_sent: u64,
     pub control_bytes_received: u64,
     pub store_collectives: u64,
+    pub last_load_reads: u64,
+    pub last_load_read_amplification_milli: u64,
 }
 
 // State ------------------------------------------------------------------------------------------------------------
@@ -225,6 +230,7 @@ pub const CKPT_TIER_MEMORY: u64 = 1;
 pub const CKPT_TIER_BOTH: u64 = 2;
 
 pub const CKPT_SAVE_IN_PLACE: u64 = 1;
+pub const CKPT_SAVE_COPY_ON_WRITE: u64 = 2;
 
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]

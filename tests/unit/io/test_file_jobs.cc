@@ -359,8 +359,9 @@ TEST_P(FileJobsTest, ReadIntoCallerMemoryReportsTheBlockOfAFlippedByte) {
 }
 
 // Direct I/O rounds lengths up to 4096 bytes: into caller memory that would overwrite what follows a segment, so a
-// segment whose length is not a multiple of 4096 is refused, as are unaligned memory and anything past its end. An
-// executor for caller memory has no arena: its arena jobs are refused and create no file.
+// segment whose length is not a multiple of 4096 is refused where the memory has no room for its last page whole,
+// as are unaligned memory and anything past its end. An executor for caller memory has no arena: its arena jobs are
+// refused and create no file.
 TEST_P(FileJobsTest, ReadIntoRefusesWhatWouldReachPastItsMemoryAndArenaJobsOfACallerMemoryExecutor) {
   const std::vector<FileSegment> segments = Layout({3 * kPage});
   StageAll(segments, 25);
@@ -375,7 +376,7 @@ TEST_P(FileJobsTest, ReadIntoRefusesWhatWouldReachPastItsMemoryAndArenaJobsOfACa
   ReadJob ragged = job;
   ragged.segments[0].length = 3 * kPage - 8;
   ragged.expected_checksums[0] = {};
-  EXPECT_EQ((*reader)->ReadInto(ragged, memory.data(), memory.size(), nullptr).code(), Code::kInvalidArgument);
+  EXPECT_EQ((*reader)->ReadInto(ragged, memory.data(), 3 * kPage - 8, nullptr).code(), Code::kInvalidArgument);
   EXPECT_EQ((*reader)->ReadInto(job, memory.data() + 8, memory.size() - 8, nullptr).code(), Code::kInvalidArgument);
   ReadJob beyond = job;
   beyond.segments[0].arena_offset = 2 * kPage;

@@ -55,6 +55,8 @@ PHASES = {0: "planning", 1: "staging", 2: "writing", 3: "committing", 4: "commit
 
 TRANSPORT_DEFAULT = -1
 TRANSPORTS = {"auto": 0, "none": 1, "ucx": 2, "nccl": 3}
+# ckpt_context_stats.last_load_reads: how the last load read its tensors (0: no load yet).
+LOAD_READS = {"once": 1, "own": 2}
 
 STRICT_FAIL = 0
 STRICT_LOG = 1
@@ -72,8 +74,10 @@ TIERS = {"storage": 0, "memory": 1, "both": 2}
 # CKPT_BEST_*, by the names CheckpointManager's `best_mode` takes.
 BEST_MODES = {"max": 0, "min": 1}
 
-# CKPT_SAVE_* bits of ckpt_save_options.flags: ckpt.save's and CheckpointManager.save's `in_place`.
+# CKPT_SAVE_* bits of ckpt_save_options.flags: ckpt.save's and CheckpointManager.save's `in_place` and
+# `copy_on_write`.
 SAVE_IN_PLACE = 0x1
+SAVE_COPY_ON_WRITE = 0x2
 
 
 class Collectives(ctypes.Structure):
@@ -127,6 +131,8 @@ class ContextStats(ctypes.Structure):
         ("control_bytes_sent", c_u64),
         ("control_bytes_received", c_u64),
         ("store_collectives", c_u64),
+        ("last_load_reads", c_u64),
+        ("last_load_read_amplification_milli", c_u64),
     ]
 
 

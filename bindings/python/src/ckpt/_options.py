@@ -6,7 +6,7 @@ from __future__ import annotations
 import ctypes
 import sys
 import traceback
-from typing import Callable, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, List, Mapping, Optional, Sequence, Tuple
 
 from . import _native
 from ._state import encode_key
@@ -26,11 +26,13 @@ def tier_code(tier: object) -> int:
         raise ValueError(f"tier must be 'storage', 'memory' or 'both', not {tier!r}") from None
 
 
-def save_flags(in_place: object) -> int:
-    """The CKPT_SAVE_* bits of an `in_place` argument: True or False."""
+def save_flags(in_place: object, copy_on_write: object = False) -> int:
+    """The CKPT_SAVE_* bits of the `in_place` and `copy_on_write` arguments: each True or False."""
     if in_place not in (True, False):
         raise ValueError(f"in_place must be True or False, not {in_place!r}")
-    return _native.SAVE_IN_PLACE if in_place else 0
+    if copy_on_write not in (True, False):
+        raise ValueError(f"copy_on_write must be True or False, not {copy_on_write!r}")
+    return (_native.SAVE_IN_PLACE if in_place else 0) | (_native.SAVE_COPY_ON_WRITE if copy_on_write else 0)
 
 
 def load_flags(allow_dtype_cast: bool) -> int:
@@ -63,12 +65,15 @@ def progress_callback(progress: Optional[Progress]) -> Optional[_native.CFunctio
 
 
 class SaveOptions:
-    """ckpt_save_options for user metadata (a str -> str mapping), a progress callable, a tier and the in_place
-    flag, with the C arrays and the C callback they point at."""
+    """ckpt_save_options for user metadata (a str -> str mapping), a progress callable, a tier and the in_place and
+    copy_on_write flags, with the C arrays and the C callback they point at. A copy-on-write save also keeps here
+    the buffers it reads (`buffers`) until its request finishes: the library copies them after the call."""
 
     def __init__(self, metadata: Optional[Mapping[str, str]], progress: Optional[Progress], tier: Tier,
-                 in_place: bool = False) -> None:
-        self.struct = _native.new(_native.SaveOptions, tier=tier_code(tier), flags=save_flags(in_place))
+                 in_place: bool = False, copy_on_write: bool = False) -> None:
+        self.struct = _native.new(_native.SaveOptions, tier=tier_code(tier), flags=save_flags(in_place, copy_on_write))
+        self.copy_on_write = copy_on_write
+        self.buffers: List[Any] = []
         self._progress = progress_callback(progress)
         if self._progress is not None:
             self.struct.progress = self._progress

@@ -21,7 +21,7 @@ __all__ = ["Request", "restore", "save"]
 
 def save(path: StrPath, tree: PyTree, *, context: Optional[Context] = None,
          metadata: Optional[Mapping[str, str]] = None, progress: Optional[Progress] = None, tier: Tier = "storage",
-         in_place: bool = False) -> Request:
+         in_place: bool = False, copy_on_write: bool = False) -> Request:
     """Collective: every rank calls it with its part of the tree. Saves `tree` as the checkpoint directory `path`
     and returns a Request as soon as this rank's arrays may change; the checkpoint is written and committed in the
     background, and exists only once the Request succeeds.
@@ -50,7 +50,13 @@ def save(path: StrPath, tree: PyTree, *, context: Optional[Context] = None,
 
     `in_place=True` writes this rank's bytes straight from its arrays, with no staging copy: save() then returns
     only once they are durable (the Request still finishes with the commit), and the arrays must not change until
-    it returns. It suits a save that is waited for anyway: the last one of a job, or a blocking checkpoint."""
+    it returns. It suits a save that is waited for anyway: the last one of a job, or a blocking checkpoint.
+
+    `copy_on_write=True` (CKPT_SAVE_COPY_ON_WRITE, host memory, Linux) returns once this rank's numpy buffers are
+    write-protected, before any copy: a page written before the library copied it is copied first, so the
+    checkpoint holds the values at the call. The Request keeps the arrays alive until it finishes; resizing or
+    freeing their memory otherwise (an unmap, madvise) fails the save. Refused with in_place or a memory tier;
+    where the kernel refuses userfaultfd the save copies at the call, as without it."""
     ctx = context or default_context()
     target = os.fsencode(os.fspath(path))
 
@@ -59,7 +65,7 @@ def save(path: StrPath, tree: PyTree, *, context: Optional[Context] = None,
         call("ckpt_save", ctx.handle, state.handle, target, ctypes.byref(opts), ctypes.byref(handle))
         return handle
 
-    return start_save(ctx, tree, os.fspath(path), metadata, submit, progress, tier, in_place)
+    return start_save(ctx, tree, os.fspath(path), metadata, submit, progress, tier, in_place, copy_on_write)
 
 
 def restore(path: StrPath, target: Optional[PyTree] = None, *, context: Optional[Context] = None,

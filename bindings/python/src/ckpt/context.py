@@ -60,6 +60,8 @@ class ContextStats(TypedDict):
     control_bytes_sent: int
     control_bytes_received: int
     store_collectives: int
+    last_load_reads: int  # ckpt_context_stats: CKPT_LOAD_READS_ONCE (1) or _OWN (2); 0 before any load
+    last_load_read_amplification_milli: int
 
 
 _live_contexts: weakref.WeakSet[Context] = weakref.WeakSet()
