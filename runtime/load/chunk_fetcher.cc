@@ -86,22 +86,6 @@ std::string Describe(const ChunkFetch& f) {
   return "tensor '" + f.tensor->key + "' chunk " + f.tensor->chunks[f.chunk].box.ToString();
 }
 
-// The whole blocks of the chunk that hold every consumer's region.
-std::pair<uint64_t, uint64_t> NeededBlocks(const ChunkFetch& f) {
-  const ChunkRecord& chunk = f.tensor->chunks[f.chunk];
-  const size_t element_size = DTypeSize(f.tensor->dtype);
-  uint64_t lo = UINT64_MAX, hi = 0;
-  for (const ChunkConsumer& c : f.consumers) {
-    ForEachRun(chunk.box, c.dst_box, c.region, element_size, [&](uint64_t src_off, uint64_t, uint64_t n) {
-      lo = std::min(lo, src_off);
-      hi = std::max(hi, src_off + n);
-    });
-  }
-  if (lo >= hi) return {0, 0};
-  const uint64_t bs = chunk.bytes.block_size;
-  return {lo / bs * bs, std::min(chunk.bytes.byte_length, (hi + bs - 1) / bs * bs)};
-}
-
 std::vector<Window> CutWindows(const std::vector<ChunkFetch>& fetches, uint64_t cap) {
   std::vector<Window> windows;
   for (size_t i = 0; i < fetches.size(); ++i) {
@@ -638,6 +622,21 @@ Result<uint64_t> Fetch(const Engine& engine, const std::string& dir, const Manif
 }
 
 }  // namespace
+
+std::pair<uint64_t, uint64_t> NeededBlocks(const ChunkFetch& f) {
+  const ChunkRecord& chunk = f.tensor->chunks[f.chunk];
+  const size_t element_size = DTypeSize(f.tensor->dtype);
+  uint64_t lo = UINT64_MAX, hi = 0;
+  for (const ChunkConsumer& c : f.consumers) {
+    ForEachRun(chunk.box, c.dst_box, c.region, element_size, [&](uint64_t src_off, uint64_t, uint64_t n) {
+      lo = std::min(lo, src_off);
+      hi = std::max(hi, src_off + n);
+    });
+  }
+  if (lo >= hi) return {0, 0};
+  const uint64_t bs = chunk.bytes.block_size;
+  return {lo / bs * bs, std::min(chunk.bytes.byte_length, (hi + bs - 1) / bs * bs)};
+}
 
 Result<uint64_t> FetchChunks(const FetchEngine& engine, const std::string& dir, const Manifest& manifest,
                              const std::vector<ChunkFetch>& fetches) {

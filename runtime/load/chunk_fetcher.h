@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/status.h"
@@ -45,6 +46,10 @@ struct FetchEngine {
   // How this process reads windows straight into their destinations; null: every window goes through the arena.
   const io::IoTuning* direct_tuning = nullptr;
 };
+
+// Chunk-relative bytes [begin, end) of the whole checksum blocks that hold every consumer's region of `f`: what a fetch
+// reads of its chunk; {0, 0} when the consumers take nothing.
+std::pair<uint64_t, uint64_t> NeededBlocks(const ChunkFetch& f);
 
 // Reads and delivers every fetch from the checkpoint in `dir`; returns the bytes read from storage. A checksum
 // failure is kCorrupt naming the tensor, the chunk and the file.

@@ -7,8 +7,6 @@
 
 #include "common/settings.h"
 #include "io/s3/s3_client.h"
-#include "runtime/core/box.h"
-#include "runtime/core/dtype.h"
 
 namespace ckpt::runtime {
 namespace {
@@ -32,22 +30,6 @@ constexpr std::array<int64_t, 16> kRemoteFileSystems = {
     0x19830326,  // BeeGFS
     0x01161970,  // GFS2
 };
-
-// The byte range FetchChunks reads of one fetch's chunk (its NeededBlocks).
-uint64_t FetchBytes(const ChunkFetch& f) {
-  const ChunkRecord& chunk = f.tensor->chunks[f.chunk];
-  const size_t element_size = DTypeSize(f.tensor->dtype);
-  uint64_t lo = UINT64_MAX, hi = 0;
-  for (const ChunkConsumer& c : f.consumers) {
-    ForEachRun(chunk.box, c.dst_box, c.region, element_size, [&](uint64_t src_off, uint64_t, uint64_t n) {
-      lo = std::min(lo, src_off);
-      hi = std::max(hi, src_off + n);
-    });
-  }
-  const uint64_t bs = chunk.bytes.block_size;
-  if (lo >= hi || bs == 0) return 0;
-  return std::min(chunk.bytes.byte_length, (hi + bs - 1) / bs * bs) - lo / bs * bs;
-}
 
 }  // namespace
 
@@ -98,7 +80,10 @@ bool StorageIsLocal(const std::string& dir) {
 
 uint64_t OwnReadBytes(const std::vector<ChunkFetch>& fetches) {
   uint64_t bytes = 0;
-  for (const ChunkFetch& f : fetches) bytes += FetchBytes(f);
+  for (const ChunkFetch& f : fetches) {
+    const auto [begin, end] = NeededBlocks(f);
+    bytes += end - begin;
+  }
   return bytes;
 }
 
