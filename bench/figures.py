@@ -442,9 +442,10 @@ def report(path, state_mib, dedup_mib, reshard_mib):
         for name in ("save_vs_fio_write", "save_cpu_vs_fio", "save_in_place_vs_fio_write", "save_in_place_cpu_vs_fio",
                      "load_vs_fio_read", "load_cpu_vs_fio",
                      "export_vs_fio_write", "export_vs_fio_copy", "safetensors_load_vs_fio_read",
-                     "async_block_vs_memcpy", "dedup_save_vs_fio_write", "reshard_load_vs_fio_read",
-                     "exchange_vs_ucx_perftest", "d2h_stage_vs_memcpy", "mem_save_block_vs_memcpy",
-                     "mem_save_complete_vs_fresh",
+                     "async_block_vs_memcpy", "cow_save_block_vs_memcpy", "cow_save_durable_vs_fio_write",
+                     "dedup_save_vs_fio_write", "reshard_load_vs_fio_read", "reshard_once_load_vs_fio_read",
+                     "reshard_own_load_vs_fio_read", "exchange_vs_ucx_perftest", "d2h_stage_vs_memcpy",
+                     "mem_save_block_vs_memcpy", "mem_save_complete_vs_fresh",
                      "mem_restore_vs_storage_load", "crash_to_committed_vs_fio_write",
                      "replication_vs_ucx_perftest", "replication_fresh_vs_ucx_perftest",
                      "replication_first_recycled_vs_ucx_perftest", "replication_vs_ucx_perftest_peer_errors"):

@@ -114,12 +114,14 @@ def figures_of(results):
         f[f"{peer}_save_durable_gibps"] = gib / r["durable_s"]
         f[f"{peer}_restore_gibps"] = gib / r["restore_s"]
         f[f"{peer}_reshard_restore_gibps"] = gib / r["reshard_restore_s"]
+        f[f"{peer}_warm_restore_gibps"] = gib / r["warm_restore_s"]
+        f[f"{peer}_warm_reshard_restore_gibps"] = gib / r["warm_reshard_restore_s"]
         if peer != "ckpt":
             f[f"ckpt_vs_{peer}_block"] = f["ckpt_save_block_s"] / r["block_s"]
             f[f"ckpt_vs_{peer}_save_durable"] = f["ckpt_save_durable_gibps"] / f[f"{peer}_save_durable_gibps"]
             f[f"ckpt_vs_{peer}_restore"] = f["ckpt_restore_gibps"] / f[f"{peer}_restore_gibps"]
-            f[f"ckpt_vs_{peer}_reshard_restore"] = (f["ckpt_reshard_restore_gibps"] /
-                                                    f[f"{peer}_reshard_restore_gibps"])
+            for phase in ("reshard_restore", "warm_restore", "warm_reshard_restore"):
+                f[f"ckpt_vs_{peer}_{phase}"] = f[f"ckpt_{phase}_gibps"] / f[f"{peer}_{phase}_gibps"]
     return f
 
 
@@ -137,7 +139,11 @@ ORDER = ["ckpt_save_block_s", "orbax_save_block_s", "dcp_save_block_s", "ckpt_vs
          "ckpt_restore_gibps", "orbax_restore_gibps", "dcp_restore_gibps", "ckpt_vs_orbax_restore",
          "ckpt_vs_dcp_restore",
          "ckpt_reshard_restore_gibps", "orbax_reshard_restore_gibps", "dcp_reshard_restore_gibps",
-         "ckpt_vs_orbax_reshard_restore", "ckpt_vs_dcp_reshard_restore"]
+         "ckpt_vs_orbax_reshard_restore", "ckpt_vs_dcp_reshard_restore",
+         "ckpt_warm_restore_gibps", "orbax_warm_restore_gibps", "dcp_warm_restore_gibps",
+         "ckpt_vs_orbax_warm_restore", "ckpt_vs_dcp_warm_restore",
+         "ckpt_warm_reshard_restore_gibps", "orbax_warm_reshard_restore_gibps", "dcp_warm_reshard_restore_gibps",
+         "ckpt_vs_orbax_warm_reshard_restore", "ckpt_vs_dcp_warm_reshard_restore"]
 
 
 def caches_droppable():
@@ -182,7 +188,9 @@ def main():
               "only (2 data-parallel replicas); reshard restore: into a mesh model=4, every array split by columns")
         print("# block: until the save call returned; durable: until the save's wait and sync(2) returned on every "
               "process; restore: until the restored arrays were ready on every process; the slowest process counts; "
-              "every restored element checked")
+              "every restored element checked; warm_*: the same restores right after each process touched and "
+              "freed as much memory as it restores (bench/peers_memory.py), so that no peer's outputs land in memory "
+              "colder than another's")
         print(f"# runs: {options.runs}, the peers' order alternating between runs")
         for run in range(options.runs):
             order = ["ckpt", "orbax"] if run % 2 == 0 else ["orbax", "ckpt"]

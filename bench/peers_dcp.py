@@ -1,6 +1,7 @@
 """One rank of bench/peers' torch.distributed.checkpoint job: the same state as peers_jax.py (the same size, arrays,
 mesh and placements) as DTensors on CPU over gloo, saved with dcp.async_save and loaded with dcp.load, in place, into
-the same mesh and into another one. Started by bench/peers with torchrun's variables (RANK, WORLD_SIZE, MASTER_ADDR,
+the same mesh and into another one, each cold and then right after the rank touched and freed as much memory as
+it loads (peers_memory.py). Started by bench/peers with torchrun's variables (RANK, WORLD_SIZE, MASTER_ADDR,
 MASTER_PORT); rank 0 writes the slowest rank's times to --out.
 """
 
@@ -15,6 +16,8 @@ import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
 from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.tensor import DTensor, Replicate, Shard
+
+from peers_memory import touch_and_free
 
 ROWS = 1024
 
@@ -102,9 +105,15 @@ def main():
     durable = time.perf_counter() - start
     results = {"block_s": slowest(block), "durable_s": slowest(durable)}
 
-    for phase, mesh, placements in (("restore_s", saving, save_placements),
-                                    ("reshard_restore_s", other, lambda i: [Shard(1)])):
+    phases = (("restore_s", saving, save_placements, False), ("reshard_restore_s", other, lambda i: [Shard(1)], False),
+              ("warm_restore_s", saving, save_placements, True),
+              ("warm_reshard_restore_s", other, lambda i: [Shard(1)], True))
+    for phase, mesh, placements, warm in phases:
         drop_caches()
+        if warm:
+            touch_and_free(sum(4 * shape[0] * shape[1] for shape, _ in
+                               (local_box(mesh, placements(i), ROWS, columns) for i in range(args.arrays))))
+            dist.barrier()
         start = time.perf_counter()
         target = state_dict(mesh, placements, args.arrays, ROWS, columns, fill=False)
         dcp.load(target, checkpoint_id=path)

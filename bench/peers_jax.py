@@ -5,7 +5,8 @@ order given, with every phase timed on every process (the slowest process counts
 
 Phases, for each peer: an asynchronous save (`block`: until the call returns and the arrays may change;
 `durable`: until the save's wait returned and sync(2) returned), then, with the page cache dropped before each, a
-restore into the same mesh and one into another mesh; every restored element is compared with its expected value.
+restore into the same mesh and one into another mesh, then both again right after each process touched and freed
+as much memory as it restores (peers_memory.py); every restored element is compared with its expected value.
 The processes come from bench/peers (JAX_COORDINATOR_ADDRESS, NUM_PROCESSES, PROCESS_ID) with 1 CPU device each.
 """
 
@@ -26,6 +27,7 @@ jax.distributed.initialize(num_processes=int(os.environ["NUM_PROCESSES"]), proce
 import ckpt  # noqa: E402
 import orbax.checkpoint as ocp  # noqa: E402
 from jax._src import distributed  # noqa: E402
+from peers_memory import touch_and_free  # noqa: E402
 
 CLIENT = distributed.global_state.client
 PROCESS = jax.process_index()
@@ -80,6 +82,12 @@ def make_state(shape, shardings):
 
 def targets(state, shardings):
     return {k: jax.ShapeDtypeStruct(v.shape, v.dtype, sharding=s) for (k, v), s in zip(state.items(), shardings)}
+
+
+def restored_bytes(state, shardings):
+    """The bytes this process holds of `state` laid out by `shardings`."""
+    return sum(int(np.prod(s.shard_shape(v.shape))) * v.dtype.itemsize * len(s.addressable_devices)
+               for v, s in zip(state.values(), shardings))
 
 
 def check(restored):
@@ -138,8 +146,13 @@ def measure(peer, directory, state, save_shardings, other_shardings):
     durable = time.perf_counter() - start
     results = {"block_s": slowest(f"{peer.name}-block", block), "durable_s": slowest(f"{peer.name}-durable", durable)}
 
-    for phase, shardings in (("restore_s", save_shardings), ("reshard_restore_s", other_shardings)):
+    phases = (("restore_s", save_shardings, False), ("reshard_restore_s", other_shardings, False),
+              ("warm_restore_s", save_shardings, True), ("warm_reshard_restore_s", other_shardings, True))
+    for phase, shardings, warm in phases:
         drop_caches()
+        if warm:
+            touch_and_free(restored_bytes(state, shardings))
+            barrier()
         start = time.perf_counter()
         restored = peer.restore(path, targets(state, shardings))
         jax.block_until_ready(restored)
