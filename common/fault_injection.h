@@ -5,6 +5,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
@@ -24,10 +25,10 @@ inline constexpr char kEioPathVar[] = "CKPT_FAULT_EIO_PATH";
 // request completes short and must be resumed. A multiple of 4096 keeps O_DIRECT requests aligned.
 inline constexpr char kShortTransferVar[] = "CKPT_FAULT_SHORT_TRANSFER_BYTES";
 // CKPT_FAULT_EXIT_BEFORE_EXCHANGE: the rank with this number exits abruptly right before a load's data exchange, as
-// a crashed peer would.
+// a crashed peer would; RANK@ROUND: before the exchange of that round (from 0), while its peers read the next one.
 inline constexpr char kExitBeforeExchangeVar[] = "CKPT_FAULT_EXIT_BEFORE_EXCHANGE";
 // CKPT_FAULT_STOP_BEFORE_EXCHANGE: the rank with this number stops (SIGSTOP) right before a load's data exchange, as
-// a hung peer would: alive, connected, silent.
+// a hung peer would: alive, connected, silent. RANK@ROUND as above.
 inline constexpr char kStopBeforeExchangeVar[] = "CKPT_FAULT_STOP_BEFORE_EXCHANGE";
 // CKPT_FAULT_AGENT_DIES_ON_PUSH_ASK: the ckpt-agent of the node with this name dies (SIGKILL) when a peer asks it to
 // send files for a fetch, as a node lost after it told the fetching peer what it holds.
@@ -69,15 +70,19 @@ inline uint64_t LimitTransfer(uint64_t length) {
   return limit < length ? limit : length;
 }
 
-// Whether `rank` is the one told to die before a load's exchange.
-inline bool ExitBeforeExchange(int rank) {
-  return settings::StringFromEnv(kExitBeforeExchangeVar) == std::to_string(rank);
+// Whether the setting of `var` ("RANK" or "RANK@ROUND"; a bare rank means round 0) names `rank` at `round`.
+inline bool NamesRankAtRound(const char* var, int rank, size_t round) {
+  const std::string value = settings::StringFromEnv(var);
+  const size_t at = value.find('@');
+  const std::string named_round = at == std::string::npos ? "0" : value.substr(at + 1);
+  return value.substr(0, at) == std::to_string(rank) && named_round == std::to_string(round);
 }
 
-// Whether `rank` is the one told to stop before a load's exchange.
-inline bool StopBeforeExchange(int rank) {
-  return settings::StringFromEnv(kStopBeforeExchangeVar) == std::to_string(rank);
-}
+// Whether `rank` is the one told to die before the exchange of a load's round `round`.
+inline bool ExitBeforeExchange(int rank, size_t round) { return NamesRankAtRound(kExitBeforeExchangeVar, rank, round); }
+
+// Whether `rank` is the one told to stop before the exchange of a load's round `round`.
+inline bool StopBeforeExchange(int rank, size_t round) { return NamesRankAtRound(kStopBeforeExchangeVar, rank, round); }
 
 // Whether the agent of node `node` is the one told to die when asked to push files for a fetch.
 inline bool AgentDiesOnPushAsk(const std::string& node) {
@@ -117,8 +122,8 @@ inline int InjectedDirectorySyncError(const std::string& path) {
 inline constexpr bool kCompiledIn = false;
 constexpr int InjectedIoError(const std::string&) { return 0; }
 constexpr uint64_t LimitTransfer(uint64_t length) { return length; }
-constexpr bool ExitBeforeExchange(int) { return false; }
-constexpr bool StopBeforeExchange(int) { return false; }
+constexpr bool ExitBeforeExchange(int, size_t) { return false; }
+constexpr bool StopBeforeExchange(int, size_t) { return false; }
 inline bool AgentDiesOnPushAsk(const std::string&) { return false; }
 constexpr std::chrono::milliseconds ListenDelay() { return std::chrono::milliseconds(0); }
 inline void PauseBeforeStagingWindow() {}

@@ -171,14 +171,15 @@ struct Arrival {
 class Round {
  public:
   Round(Context& ctx, const ExchangePlane& exchange, RoundMemory& memory, const std::string& path,
-        const Manifest& manifest, const LoadPlan& plan, uint64_t tag, const PiecesByTensor& pieces)
+        const Manifest& manifest, const LoadPlan& plan, size_t index, const PiecesByTensor& pieces)
       : ctx_(ctx),
         exchange_(exchange),
         memory_(memory),
         path_(path),
         manifest_(manifest),
         plan_(plan),
-        tag_(tag),
+        index_(index),
+        tag_(index & coll::kMaxTransferTag),
         pieces_(pieces) {}
 
   // Lays out the round's buffers and reads what feeds its sends (Prepare); not collective, so that it can run while
@@ -381,8 +382,8 @@ class Round {
 
   Status ExchangeAndUnpack() {
     // Tests make one rank die here, between the reads and the exchange, to check that its peers fail cleanly.
-    if (fault::ExitBeforeExchange(ctx_.rank())) _exit(99);
-    if (fault::StopBeforeExchange(ctx_.rank())) raise(SIGSTOP);
+    if (fault::ExitBeforeExchange(ctx_.rank(), index_)) _exit(99);
+    if (fault::StopBeforeExchange(ctx_.rank(), index_)) raise(SIGSTOP);
     const auto started = std::chrono::steady_clock::now();
     const Status exchanged = exchange_.transport->Exchange(sends_, recvs_, ctx_.timeout());
     counters_.exchange_ns +=
@@ -420,6 +421,7 @@ class Round {
   const std::string& path_;
   const Manifest& manifest_;
   const LoadPlan& plan_;
+  const size_t index_;  // the round's place in the load, from 0
   const uint64_t tag_;
   const PiecesByTensor& pieces_;
   ExchangeCounters counters_;
@@ -491,8 +493,7 @@ Result<ExchangeCounters> ExchangeLoad(Context& ctx, LoadPlanCache& plans, const 
   // given up; the agreements keep their order (r's exchange, then r + 1's reads), only the reads move earlier.
   RoundMemory memory[2] = {RoundMemory(plane.device), RoundMemory(plane.device)};
   auto round_at = [&](size_t r) {
-    return std::make_unique<Round>(ctx, plane, memory[r % 2], path, manifest, (*rounds)[r],
-                                   r & coll::kMaxTransferTag, by_tensor);
+    return std::make_unique<Round>(ctx, plane, memory[r % 2], path, manifest, (*rounds)[r], r, by_tensor);
   };
   ExchangeCounters counters;
   std::unique_ptr<Round> current = rounds->empty() ? nullptr : round_at(0);

@@ -34,6 +34,19 @@ case "$name" in
     [ "$rc" = 99 ] || { echo "expected the launcher to report the victim's exit code 99, got $rc" >&2; exit 1; }
     if echo "$out" | grep -q "FAILED\|killed by signal"; then echo "a surviving rank failed or hung" >&2; exit 1; fi
     echo "$out" | grep -q "peer died in the exchange" || { echo "rank 0 did not report the failure" >&2; exit 1; } ;;
+  peer-dies-in-later-round)  # rounds of 64 KiB: the last rank dies before round 2's exchange, while every other
+    # rank reads round 3 ahead on a thread of its own: every other rank fails cleanly, none hangs or aborts. The victim
+    # dies only if the load has that many rounds (else it ends well and the launcher's code is 0).
+    run 4 "$core" save-replicated "$ck"
+    rc=0
+    out=$(CKPT_FAULT_LOAD_ROUND_BYTES=65536 CKPT_LOAD_READS=once CKPT_TRANSPORT=ucx CKPT_FAULT_EXIT_BEFORE_EXCHANGE=3@2 \
+          CKPT_TIMEOUT_MS=30000 "$launch" -n 4 --grace 60 --timeout 120 -- \
+          "$exchange" load-replicated-expect-failure "$ck" 2>&1) || rc=$?
+    echo "$out"
+    [ "$rc" = 99 ] || { echo "expected the launcher to report the victim's exit code 99, got $rc" >&2; exit 1; }
+    if echo "$out" | grep -q "FAILED\|killed by signal"; then echo "a surviving rank failed or hung" >&2; exit 1; fi
+    [ "$(echo "$out" | grep -c "peer failed in the exchange")" = 3 ] ||
+      { echo "expected the 3 other ranks to report the failed peer" >&2; exit 1; } ;;
   peer-stops-in-exchange)  # the last rank stops (alive, silent) before the exchange: the others fail within 1.5 x
     run 4 "$core" save-replicated "$ck"
     CKPT_FAULT_STOP_BEFORE_EXCHANGE=3 CKPT_TIMEOUT_MS=8000 "$launch" -n 4 --grace 60 --timeout 120 -- \
