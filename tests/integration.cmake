@@ -27,8 +27,8 @@ foreach(name reshard reshard-in-place dedup invalid-overlap invalid-gap invalid-
              truncated-file missing-manifest foreign-manifest corrupt-manifest manifest-bad-chunk newer-version strictness
              shape-mismatch dtype-cast dead-rank async plan-cache worker-killed big-state full-disk read-once
              reshard-no-exchange peer-dies-in-exchange peer-dies-in-later-round worker-missing without-ucx io-error
-             short-transfers mismatched-collectives rank0-dies-mid-save manager-rank0-dies stopped-peer launchers-store-port
-             launchers-mpich launchers-slurm peer-stops-in-exchange request-stats read-once-3to5-columns
+             short-transfers mismatched-collectives rank0-dies-mid-save manager-rank0-dies stopped-peer
+             launchers-store-port launchers-mpich launchers-slurm peer-stops-in-exchange request-stats read-once-3to5-columns
              read-once-4to3-rows read-once-2to7-rows read-once-many-rounds kept-read-corrupt sent-read-corrupt)
   add_test(NAME mp_${name}
            COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/integration/run.sh ${name} $<TARGET_FILE:ckpt-launch>

@@ -479,8 +479,9 @@ Result<ExchangeCounters> ExchangeLoad(Context& ctx, LoadPlanCache& plans, const 
                                       const std::vector<LocalPiece>& pieces,
                                       const std::function<void(uint64_t)>& filled) {
   // Reads go through the staging arena; the exchange buffers of a round take as much memory again (twice: two rounds
-  // are in flight at once), committed once per load and reused round after round. Rounds are capped so that a load commits a bounded amount of exchange
-  // memory, not one in proportion to the arena: committing fresh pages costs about as much as copying into them.
+  // are in flight at once), committed once per load and reused round after round. Rounds are capped so that a load
+  // commits a bounded amount of exchange memory, not one in proportion to the arena: committing fresh pages costs
+  // about as much as copying into them.
   const uint64_t budget = fault::LoadRoundBytes(
       std::min(std::max<uint64_t>(ctx.arena().capacity(), kMinRoundBytes), kMaxRoundBytes));
   ASSIGN_OR_RETURN(std::shared_ptr<const std::vector<LoadPlan>> rounds,

@@ -39,8 +39,8 @@ case "$name" in
     # dies only if the load has that many rounds (else it ends well and the launcher's code is 0).
     run 4 "$core" save-replicated "$ck"
     rc=0
-    out=$(CKPT_FAULT_LOAD_ROUND_BYTES=65536 CKPT_LOAD_READS=once CKPT_TRANSPORT=ucx CKPT_FAULT_EXIT_BEFORE_EXCHANGE=3@2 \
-          CKPT_TIMEOUT_MS=30000 "$launch" -n 4 --grace 60 --timeout 120 -- \
+    out=$(CKPT_FAULT_LOAD_ROUND_BYTES=65536 CKPT_LOAD_READS=once CKPT_TRANSPORT=ucx \
+          CKPT_FAULT_EXIT_BEFORE_EXCHANGE=3@2 CKPT_TIMEOUT_MS=30000 "$launch" -n 4 --grace 60 --timeout 120 -- \
           "$exchange" load-replicated-expect-failure "$ck" 2>&1) || rc=$?
     echo "$out"
     [ "$rc" = 99 ] || { echo "expected the launcher to report the victim's exit code 99, got $rc" >&2; exit 1; }
