@@ -105,14 +105,13 @@ def main():
     durable = time.perf_counter() - start
     results = {"block_s": slowest(block), "durable_s": slowest(durable)}
 
-    phases = (("restore_s", saving, save_placements, False), ("reshard_restore_s", other, lambda i: [Shard(1)], False),
-              ("warm_restore_s", saving, save_placements, True),
-              ("warm_reshard_restore_s", other, lambda i: [Shard(1)], True))
+    layouts = (("restore_s", saving, save_placements), ("reshard_restore_s", other, lambda i: [Shard(1)]))
+    phases = [(p, m, pl, False) for p, m, pl in layouts] + [("warm_" + p, m, pl, True) for p, m, pl in layouts]
     for phase, mesh, placements, warm in phases:
         drop_caches()
         if warm:
-            touch_and_free(sum(4 * shape[0] * shape[1] for shape, _ in
-                               (local_box(mesh, placements(i), ROWS, columns) for i in range(args.arrays))))
+            shapes = (local_box(mesh, placements(i), ROWS, columns)[0] for i in range(args.arrays))
+            touch_and_free(sum(4 * rows * cols for rows, cols in shapes))
             dist.barrier()
         start = time.perf_counter()
         target = state_dict(mesh, placements, args.arrays, ROWS, columns, fill=False)

@@ -146,8 +146,8 @@ def measure(peer, directory, state, save_shardings, other_shardings):
     durable = time.perf_counter() - start
     results = {"block_s": slowest(f"{peer.name}-block", block), "durable_s": slowest(f"{peer.name}-durable", durable)}
 
-    phases = (("restore_s", save_shardings, False), ("reshard_restore_s", other_shardings, False),
-              ("warm_restore_s", save_shardings, True), ("warm_reshard_restore_s", other_shardings, True))
+    layouts = (("restore_s", save_shardings), ("reshard_restore_s", other_shardings))
+    phases = [(p, s, False) for p, s in layouts] + [("warm_" + p, s, True) for p, s in layouts]
     for phase, shardings, warm in phases:
         drop_caches()
         if warm:
