@@ -226,7 +226,8 @@ Result<uint64_t> UploadCheckpoint(const std::string& source, const std::string& 
   const std::string data_directory = runtime::DataDirectoryOf(target, save_id);
   ASSIGN_OR_RETURN(const std::vector<std::string> names, DataFileNames(source));
   ASSIGN_OR_RETURN(uint64_t bytes, CopyDataFiles(source, names, io::JoinPath(target, data_directory)));
-  ASSIGN_OR_RETURN(const std::string held, io::ReadWholeFile(source, runtime::kManifestName, runtime::kMaxManifestBytes));
+  ASSIGN_OR_RETURN(const std::string held,
+                   io::ReadWholeFile(source, runtime::kManifestName, runtime::kMaxManifestBytes));
   ASSIGN_OR_RETURN(runtime::Manifest manifest,
                    runtime::DecodeManifest(held, io::JoinPath(source, runtime::kManifestName)));
   // Each is "data/<name>" (DecodeManifest checks it): the same name under the save's own folder.
@@ -243,7 +244,7 @@ Result<uint64_t> UploadCheckpoint(const std::string& source, const std::string& 
 // only its own.
 Result<uint64_t> PersistToObjectStore(const std::string& source, const std::string& target) {
   const std::string save_id = runtime::NewSaveId();
-  ASSIGN_OR_RETURN(UniqueFd claim, runtime::ClaimSaveDirectory(target, save_id));
+  ASSIGN_OR_RETURN(io::Claim claim, runtime::ClaimSaveDirectory(target, save_id));
   Result<uint64_t> uploaded = UploadCheckpoint(source, target, save_id);
   if (!uploaded.ok()) (void)io::RemoveTree(runtime::UncommittedSaveFiles(target, save_id));
   return uploaded;
@@ -307,7 +308,7 @@ Result<uint64_t> CopyOwnFiles(const std::string& source, const MemoryCheckpoint&
 Result<uint64_t> CommitAcrossNodes(const std::string& source, const MemoryCheckpoint& checkpoint,
                                    const std::string& temporary, std::chrono::milliseconds peer_wait) {
   const std::string& target = checkpoint.storage_path;
-  ASSIGN_OR_RETURN(UniqueFd claim, runtime::ClaimSaveDirectory(target, checkpoint.save_id));
+  ASSIGN_OR_RETURN(io::Claim claim, runtime::ClaimSaveDirectory(target, checkpoint.save_id));
   Result<uint64_t> copied = CopyOwnFiles(source, checkpoint, temporary);
   Status committed = copied.status();
   std::vector<uint32_t> missing;
@@ -403,7 +404,7 @@ Result<PersistReport> PersistCheckpoint(const std::string& memory_dir, const Mem
     ASSIGN_OR_RETURN(report.bytes, PersistToObjectStore(source, target));
   } else {
     const std::string save_id = runtime::NewSaveId();
-    ASSIGN_OR_RETURN(UniqueFd claim, runtime::ClaimSaveDirectory(target, save_id));
+    ASSIGN_OR_RETURN(io::Claim claim, runtime::ClaimSaveDirectory(target, save_id));
     const std::string temporary = runtime::TemporaryDirectory(target, save_id);
     Result<uint64_t> copied = CopyCheckpoint(source, temporary);
     Status committed = copied.status();

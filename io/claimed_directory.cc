@@ -24,14 +24,14 @@ int TryLock(int fd) {
 
 }  // namespace
 
-Result<UniqueFd> ClaimDirectory(const std::string& path) {
+Result<Claim> ClaimDirectory(const std::string& path) {
   RETURN_IF_ERROR(MakeDirectories(path));
   UniqueFd fd = OpenDirectory(path);
   if (!fd.valid()) return OsError("cannot open " + Quoted(path) + " to claim it", errno);
   const int err = TryLock(fd.get());
-  if (err == 0) return fd;
+  if (err == 0) return Claim(std::move(fd));
   if (err == EWOULDBLOCK) return AlreadyExists(Quoted(path) + " is claimed by another live process");
-  return UniqueFd();
+  return Claim();
 }
 
 bool IsClaimed(const std::string& path) {

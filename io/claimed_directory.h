@@ -6,14 +6,14 @@
 #include <string>
 
 #include "common/status.h"
-#include "common/unique_fd.h"
+#include "io/claim.h"
 
 namespace ckpt::io {
 
-// Creates `path` (and its parents) if missing and claims it. An invalid descriptor if the file system cannot lock
+// Creates `path` (and its parents) if missing and claims it. No claim (an invalid one) if the file system cannot lock
 // a directory (NFS, for one): the directory exists but is unclaimed, and IsClaimed then answers true for everyone,
 // so nothing is removed that cannot be known dead. kAlreadyExists if another process holds the claim.
-Result<UniqueFd> ClaimDirectory(const std::string& path);
+Result<Claim> ClaimDirectory(const std::string& path);
 
 // Whether some process holds a claim on `path`, or whether that cannot be known; false for a directory whose claim
 // was released or never taken, and for a path that is not a directory.

@@ -51,10 +51,10 @@ Status WriteNote(int fd, const std::string& path, std::string_view note) {
 
 }  // namespace
 
-Result<UniqueFd> ClaimFile(const std::string& path, std::string_view note) {
+Result<Claim> ClaimFile(const std::string& path, std::string_view note) {
   UniqueFd fd(open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0644));
   // A read-only file system cannot be written by any job, so there is nothing for a claim to protect.
-  if (!fd.valid() && errno == EROFS) return UniqueFd();
+  if (!fd.valid() && errno == EROFS) return Claim();
   if (!fd.valid()) return OsError("cannot open " + Quoted(path) + " to claim it", errno);
   struct stat st = {};
   if (fstat(fd.get(), &st) != 0) return OsError("cannot stat " + Quoted(path), errno);
@@ -65,9 +65,9 @@ Result<UniqueFd> ClaimFile(const std::string& path, std::string_view note) {
     return AlreadyExists(Quoted(path) + " is claimed by another live process (" +
                          (holder.empty() ? std::string("which has not yet written who it is") : holder) + ")");
   }
-  if (err != 0) return UniqueFd();
+  if (err != 0) return Claim();
   RETURN_IF_ERROR(WriteNote(fd.get(), path, note));
-  return fd;
+  return Claim(std::move(fd));
 }
 
 }  // namespace ckpt::io

@@ -11,14 +11,14 @@
 #include <string_view>
 
 #include "common/status.h"
-#include "common/unique_fd.h"
+#include "io/claim.h"
 
 namespace ckpt::io {
 
 // Creates `path` if missing, claims it, and replaces its contents with `note`. kAlreadyExists if another open
 // description of the file holds the claim (another process, or another claim in this one), with the holder's note
-// in the message; kInvalidArgument if `path` is not a regular file. An invalid descriptor if the file system cannot
+// in the message; kInvalidArgument if `path` is not a regular file. No claim (an invalid one) if the file system cannot
 // lock files (some NFS mounts) or is read-only: the caller decides whether to go on unclaimed.
-Result<UniqueFd> ClaimFile(const std::string& path, std::string_view note);
+Result<Claim> ClaimFile(const std::string& path, std::string_view note);
 
 }  // namespace ckpt::io

@@ -40,9 +40,7 @@ std::string NewSaveId() {
   return text;
 }
 
-std::chrono::seconds StaleObjectAge() {
-  return std::chrono::seconds(settings::CountFromEnv(kStaleAgeVar, 3600));
-}
+std::chrono::seconds StaleObjectAge() { return std::chrono::seconds(settings::CountFromEnv(kStaleAgeVar, 3600)); }
 
 std::string TemporaryDirectory(const std::string& path, const std::string& save_id) {
   if (io::IsObjectStorePath(path)) return path;
@@ -59,7 +57,7 @@ std::string UncommittedSaveFiles(const std::string& path, const std::string& sav
   return TemporaryDirectory(path, save_id);
 }
 
-Result<UniqueFd> ClaimSaveDirectory(const std::string& path, const std::string& save_id) {
+Result<io::Claim> ClaimSaveDirectory(const std::string& path, const std::string& save_id) {
   if (io::IsObjectStorePath(path)) {
     const Result<uint64_t> manifest = io::ObjectSize(io::JoinPath(path, kManifestName));
     if (manifest.ok()) {
@@ -74,7 +72,7 @@ Result<UniqueFd> ClaimSaveDirectory(const std::string& path, const std::string& 
       return removed.WithContext("removing the objects of saves that died");
     }
     RETURN_IF_ERROR(removed);
-    return UniqueFd();
+    return io::Claim();
   }
   if (io::PathExists(path)) {
     return AlreadyExists(Quoted(path) + " already exists; a committed checkpoint is never overwritten");

@@ -10,12 +10,11 @@
 #pragma once
 
 #include <chrono>
-
 #include <string>
 #include <string_view>
 
 #include "common/status.h"
-#include "common/unique_fd.h"
+#include "io/claim.h"
 
 namespace ckpt::runtime {
 
@@ -42,6 +41,6 @@ std::chrono::seconds StaleObjectAge();
 // the unclaimed temporaries of earlier saves to `path`, then creates and claims this save's temporary directory.
 // The claim is invalid where the file system cannot lock directories, and on object storage, where the stale objects
 // under <path>/data/ are removed instead.
-Result<UniqueFd> ClaimSaveDirectory(const std::string& path, const std::string& save_id);
+Result<io::Claim> ClaimSaveDirectory(const std::string& path, const std::string& save_id);
 
 }  // namespace ckpt::runtime

@@ -70,10 +70,10 @@ Result<std::unique_ptr<CheckpointManager>> CheckpointManager::Claim(std::string 
     // A lease object would need renewing for as long as the job runs, and a store's clock to judge it by.
     *warning = "object storage cannot lock, so the checkpoint root " + Quoted(manager->root()) +
                " is not claimed: a second job started on it would go unnoticed";
-    return Claimed(std::move(manager), UniqueFd());
+    return Claimed(std::move(manager), io::Claim());
   }
   RETURN_IF_ERROR(CreateRoot(root));
-  Result<UniqueFd> claim = io::ClaimFile(io::JoinPath(root, kClaimFileName), holder);
+  Result<io::Claim> claim = io::ClaimFile(io::JoinPath(root, kClaimFileName), holder);
   if (claim.status().code() == Code::kAlreadyExists) {
     return AlreadyExists("the checkpoint root " + Quoted(root) +
                          " belongs to another job, whose steps this one would remove or overwrite: " +
@@ -92,7 +92,7 @@ Result<std::unique_ptr<CheckpointManager>> CheckpointManager::Claim(std::string 
 }
 
 Result<std::unique_ptr<CheckpointManager>> CheckpointManager::Claimed(std::unique_ptr<CheckpointManager> manager,
-                                                                      UniqueFd claim) {
+                                                                      io::Claim claim) {
   manager->claim_ = std::move(claim);
   ASSIGN_OR_RETURN(std::vector<uint64_t> committed, manager->CommittedSteps());
   manager->removable_.insert(committed.begin(), committed.end());

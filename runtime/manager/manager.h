@@ -34,7 +34,7 @@
 #include <vector>
 
 #include "common/status.h"
-#include "common/unique_fd.h"
+#include "io/claim.h"
 #include "runtime/manager/object_store_root.h"
 #include "runtime/manager/step_record.h"
 
@@ -138,7 +138,8 @@ class CheckpointManager {
       : root_(std::move(root)), policy_(policy), objects_(std::move(objects)) {}
   // The manager of the existing `root` that holds `claim` (or, on object storage, no claim): the steps committed
   // there now are ones retention may remove.
-  static Result<std::unique_ptr<CheckpointManager>> Claimed(std::unique_ptr<CheckpointManager> manager, UniqueFd claim);
+  static Result<std::unique_ptr<CheckpointManager>> Claimed(std::unique_ptr<CheckpointManager> manager,
+                                                            io::Claim claim);
   // Open and Claim of a root on object storage.
   static Result<std::unique_ptr<CheckpointManager>> OpenObjectStore(std::string root, RetentionPolicy policy);
 
@@ -171,7 +172,7 @@ class CheckpointManager {
   RetentionPolicy policy_;
   // Set when the root is on object storage, which then does what touches storage.
   std::optional<ObjectStoreRoot> objects_;
-  UniqueFd claim_;  // <root>/manager.lock, locked; invalid when opened unclaimed
+  io::Claim claim_;  // <root>/manager.lock, locked; invalid when opened unclaimed
   // Serialises retention, and guards `removable_`, which saves committing on their own threads extend.
   std::mutex retention_mutex_;
   std::set<uint64_t> removable_;

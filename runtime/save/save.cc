@@ -208,7 +208,7 @@ void StartBackgroundStaging(Context& ctx, RankSaves& saves, const std::shared_pt
 // Everything after rank 0's claim, filling `ticket`; `claim` moves into it, which holds it until the commit or
 // abandonment.
 Status BeginSave(Context& ctx, RankSaves& saves, MemoryAttachment& attachment, const State& state,
-                 const std::string& path, const std::string& save_id, const Status& claimed, UniqueFd claim,
+                 const std::string& path, const std::string& save_id, const Status& claimed, io::Claim claim,
                  const SaveSettings& settings, const MemoryTarget& memory, const std::shared_ptr<SaveTicket>& ticket) {
   const RankDescriptor mine = state.Describe(ctx.rank(), ctx.node_name());
   const std::string encoded_mine = EncodeRankDescriptor(mine);
@@ -307,7 +307,7 @@ Status CheckCopyOnWrite(const SaveSettings& settings) {
   return Status::Ok();
 }
 
-Result<UniqueFd> ClaimFor(const std::string& path, const std::string& save_id, const MemoryTarget& memory) {
+Result<io::Claim> ClaimFor(const std::string& path, const std::string& save_id, const MemoryTarget& memory) {
   if (memory.agent != nullptr && OnStorage(memory.storage_path)) {
     return AlreadyExists("'" + memory.storage_path + "' already exists on storage");
   }
@@ -341,12 +341,12 @@ Result<std::shared_ptr<SaveTicket>> StartSave(Context& ctx, RankSaves& saves, Me
   // Rank 0 claims the temporary directory before any rank can write into it, so that no cleanup ever takes this
   // save for a dead one.
   const std::string save_id = ctx.rank() == 0 ? NewSaveId() : std::string();
-  Result<UniqueFd> claim = !refused.ok()     ? Result<UniqueFd>(refused)
-                           : ctx.rank() == 0 ? ClaimFor(path, save_id, memory)
-                                             : Result<UniqueFd>(UniqueFd());
+  Result<io::Claim> claim = !refused.ok()     ? Result<io::Claim>(refused)
+                            : ctx.rank() == 0 ? ClaimFor(path, save_id, memory)
+                                              : Result<io::Claim>(io::Claim());
   const bool claimed_here = ctx.rank() == 0 && claim.ok();
   const Status started = BeginSave(ctx, saves, attachment, state, path, save_id, claim.status(),
-                                   claim.ok() ? std::move(claim).value() : UniqueFd(), settings, memory, ticket);
+                                   claim.ok() ? std::move(claim).value() : io::Claim(), settings, memory, ticket);
   if (started.ok()) return ticket;
   // A save that never reached the executor leaves nothing behind: its ranks stop before writing anything.
   if (claimed_here) (void)io::RemoveTree(UncommittedSaveFiles(path, save_id));

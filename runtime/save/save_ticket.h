@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "common/status.h"
-#include "common/unique_fd.h"
+#include "io/claim.h"
 #include "io/file_jobs.h"
 #include "io/staging_arena.h"
 #include "runtime/core/progress.h"
@@ -48,7 +48,7 @@ struct PendingWrite {
 struct CommitInputs {
   std::string path;
   std::string tmp_dir;
-  UniqueFd
+  io::Claim
       claim;  // rank 0: its claim on tmp_dir (runtime/format/save_directory.h), released once committed or abandoned
   std::string save_id;
   int world_size = 1;

@@ -100,7 +100,7 @@ TEST_F(AgentMemoryStoreTest, ReserveRefusesNamesOutsideTheMemoryDirectory) {
 TEST_F(AgentMemoryStoreTest, ReleaseRemovesAnUnclaimedTemporaryButNotAClaimedOne) {
   auto store = Open(1000);
   ASSERT_TRUE(io::MakeDirectories(memory_ + "/dead.tmp-1/data").ok());
-  Result<UniqueFd> claim = io::ClaimDirectory(memory_ + "/live.tmp-2");
+  Result<io::Claim> claim = io::ClaimDirectory(memory_ + "/live.tmp-2");
   ASSERT_TRUE(claim.ok());
   ASSERT_TRUE(store->Reserve(1, "dead.tmp-1", 10).ok());
   ASSERT_TRUE(store->Reserve(1, "live.tmp-2", 10).ok());
@@ -331,7 +331,7 @@ TEST_F(AgentMemoryStoreTest, AdoptionKeepsCheckpointsWithSidecarsAndClaimedSaves
   }  // the first agent dies: nothing is removed
   MakeCheckpoint("no-sidecar", 10);
   ASSERT_TRUE(io::MakeDirectories(memory_ + "/dead.tmp-1").ok());
-  Result<UniqueFd> claim = io::ClaimDirectory(memory_ + "/live.tmp-2");
+  Result<io::Claim> claim = io::ClaimDirectory(memory_ + "/live.tmp-2");
   ASSERT_TRUE(claim.ok());
   std::ofstream(memory_ + "/stray-file") << "x";
   std::ofstream(memory_ + "/.gone.meta") << "not a sidecar of anything";

@@ -32,7 +32,7 @@ class ClaimedDirectoryTest : public testing::TempDirTest {
 
 TEST_F(ClaimedDirectoryTest, AClaimHoldsUntilItsDescriptorIsClosed) {
   const std::string path = io::JoinPath(dir(), "a/b.tmp-1");
-  Result<UniqueFd> claim = io::ClaimDirectory(path);
+  Result<io::Claim> claim = io::ClaimDirectory(path);
   ASSERT_TRUE(claim.ok()) << claim.status().message();
   ASSERT_TRUE(claim->valid());
   EXPECT_TRUE(io::IsDirectory(path));
@@ -49,7 +49,7 @@ TEST_F(ClaimedDirectoryTest, AClaimDiesWithItsProcessHoweverItDies) {
   ASSERT_EQ(pipe(ready), 0);
   const pid_t child = fork();
   if (child == 0) {
-    Result<UniqueFd> claim = io::ClaimDirectory(path);
+    Result<io::Claim> claim = io::ClaimDirectory(path);
     const char byte = claim.ok() && claim->valid() ? 1 : 0;
     (void)!write(ready[1], &byte, 1);
     pause();  // until killed
@@ -72,9 +72,9 @@ TEST_F(ClaimedDirectoryTest, ASaveRemovesTheTemporariesOfDeadSavesToItsPathOnly)
   const std::string dead = Leftover("ckpt.tmp-0123");
   const std::string other_path = Leftover("ckpt-other.tmp-4567");
   const std::string live = io::JoinPath(dir(), "ckpt.tmp-89ab");
-  Result<UniqueFd> live_claim = io::ClaimDirectory(live);
+  Result<io::Claim> live_claim = io::ClaimDirectory(live);
   ASSERT_TRUE(live_claim.ok());
-  Result<UniqueFd> claim = runtime::ClaimSaveDirectory(path, "cdef");
+  Result<io::Claim> claim = runtime::ClaimSaveDirectory(path, "cdef");
   ASSERT_TRUE(claim.ok()) << claim.status().message();
   EXPECT_FALSE(io::PathExists(dead));
   EXPECT_TRUE(io::PathExists(other_path));
@@ -92,7 +92,7 @@ TEST_F(ClaimedDirectoryTest, ASaveOntoACommittedPathIsRefusedBeforeAnythingIsCre
 TEST_F(ClaimedDirectoryTest, TheManagerRemovesDeadSavesTemporariesAndKeepsLiveOnes) {
   const std::string dead = Leftover("step-000000000007.tmp-0123");
   const std::string live = io::JoinPath(dir(), "step-000000000008.tmp-4567");
-  Result<UniqueFd> live_claim = io::ClaimDirectory(live);
+  Result<io::Claim> live_claim = io::ClaimDirectory(live);
   ASSERT_TRUE(live_claim.ok());
   Result<std::unique_ptr<runtime::CheckpointManager>> manager =
       runtime::CheckpointManager::Open(dir(), runtime::RetentionPolicy{});
