@@ -459,6 +459,18 @@ typedef void (*ckpt_progress_fn)(void* user, int32_t phase, uint64_t done, uint6
  * protect (a file-backed mapping) is copied at the call, into memory of its own. CKPT_E_INVALID_ARGUMENT with
  * CKPT_SAVE_IN_PLACE or a tier other than CKPT_TIER_STORAGE, on every rank. */
 #define CKPT_SAVE_COPY_ON_WRITE 2u
+/* CKPT_SAVE_CHECK_REPLICAS: the ranks holding replicas of a box (data parallelism) check each other before the
+ * save commits. The rank that writes a box checksums it while staging it, as every save does; each other holder
+ * computes the block checksums of its own copy (XXH3, 64-bit, per block of 1 MiB), and rank 0 compares them with the
+ * written ones before the commit. Any difference fails the save on every rank with CKPT_E_CORRUPT and commits
+ * nothing: the message names the tensor (or object cell), the box, the blocks that differ and which ranks agree
+ * with which, the written copy marked, so that a rank whose memory went bad is found before its bytes become the
+ * checkpoint. The replicas are checksummed as they were at the call: after it, on the save's thread, their host
+ * buffers write-protected meanwhile as CKPT_SAVE_COPY_ON_WRITE's are (a page written before it was read is copied
+ * first), so that they must stay mapped until the request finishes; during the call, on a thread beside the
+ * staging, where that cannot be (userfaultfd refused, device memory, CKPT_SAVE_IN_PLACE, a memory tier). The same
+ * on every rank (CKPT_E_MISMATCH otherwise). */
+#define CKPT_SAVE_CHECK_REPLICAS 4u
 
 typedef struct ckpt_save_options {
   uint32_t struct_size;

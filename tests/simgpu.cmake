@@ -94,6 +94,16 @@ set_tests_properties(simgpu_mp_cuda_peer_dies_over_nccl PROPERTIES TIMEOUT 120 E
                      "CKPT_WORKER_PATH=$<TARGET_FILE:ckpt-io-worker>;CKPT_TRANSPORT=nccl;CKPT_SIMGPU_DEVICES=4")
 ckpt_needs_fault_hooks(simgpu_mp_cuda_peer_dies_over_nccl)
 
+# Replicas in device memory checked against each other (CKPT_SAVE_CHECK_REPLICAS): one element of the last rank's
+# replicated "b" differs, and the save fails naming it, committing nothing.
+add_test(NAME simgpu_mp_cuda_flipped_replica
+         COMMAND ${CKPT_SIMGPU_RUN} sh -c "rm -rf \"$2\" && \"$0\" -n 3 -- \"$1\" save-flipped-replica \"$2\" && \
+                                          [ ! -e \"$2\" ] || { echo \"a checkpoint was committed at $2\"; exit 1; }"
+                 $<TARGET_FILE:ckpt-launch> $<TARGET_FILE:ckpt_cuda_scenario>
+                 ${CMAKE_CURRENT_BINARY_DIR}/scenarios/simgpu_mp_cuda_flipped_replica/ckpt)
+set_tests_properties(simgpu_mp_cuda_flipped_replica PROPERTIES TIMEOUT 120 ENVIRONMENT
+                     "CKPT_WORKER_PATH=$<TARGET_FILE:ckpt-io-worker>;CKPT_SIMGPU_DEVICES=4")
+
 add_test(NAME simgpu_mp_nccl_transport
          COMMAND ${CKPT_SIMGPU_RUN} bash ${CKPT_SIMGPU_SOURCE}/nccl_transport_mp.sh $<TARGET_FILE:ckpt-launch>
                  $<TARGET_FILE:simgpu_nccl_transport_mp>)

@@ -161,12 +161,14 @@ Status ToSaveSettings(const ckpt_save_options* user_opts, rt::SaveSettings* sett
                                  " is none of CKPT_TIER_STORAGE, CKPT_TIER_MEMORY and CKPT_TIER_BOTH");
   }
   settings->tier = static_cast<rt::Tier>(opts.tier);
-  if ((opts.flags & ~uint64_t{CKPT_SAVE_IN_PLACE | CKPT_SAVE_COPY_ON_WRITE}) != 0) {
+  if ((opts.flags & ~uint64_t{CKPT_SAVE_IN_PLACE | CKPT_SAVE_COPY_ON_WRITE | CKPT_SAVE_CHECK_REPLICAS}) != 0) {
     return ckpt::InvalidArgument("save flags " + std::to_string(opts.flags) +
-                                 " hold bits other than CKPT_SAVE_IN_PLACE and CKPT_SAVE_COPY_ON_WRITE");
+                                 " hold bits other than CKPT_SAVE_IN_PLACE, CKPT_SAVE_COPY_ON_WRITE and "
+                                 "CKPT_SAVE_CHECK_REPLICAS");
   }
   settings->in_place = (opts.flags & CKPT_SAVE_IN_PLACE) != 0;
   settings->copy_on_write = (opts.flags & CKPT_SAVE_COPY_ON_WRITE) != 0;
+  settings->plan.replica_checks = (opts.flags & CKPT_SAVE_CHECK_REPLICAS) != 0;
   return Status::Ok();
 }
 

@@ -7,6 +7,7 @@
 #include "io/file_io.h"
 #include "io/object_storage.h"
 #include "runtime/format/manifest.h"
+#include "runtime/save/replica_check.h"
 
 namespace ckpt::runtime {
 namespace {
@@ -66,6 +67,7 @@ Status CommitSave(const CommitInputs& inputs, const std::vector<std::string>& en
     ASSIGN_OR_RETURN(WriterReport report, DecodeWriterReport(encoded_reports[r], static_cast<int>(r)));
     reports.push_back(std::move(report));
   }
+  RETURN_IF_ERROR(CheckReplicas(reports));
   Manifest manifest = BuildManifest(inputs, std::move(reports));
   // On object storage the data objects are where they stay: the manifest, created only if absent, is the commit.
   if (io::IsObjectStorePath(inputs.path)) {

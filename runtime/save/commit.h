@@ -11,7 +11,8 @@
 
 namespace ckpt::runtime {
 
-// Decodes every rank's report, builds the manifest, and commits it. On failure the temporary directory remains
+// Decodes every rank's report, checks the replicas they carry (runtime/save/replica_check.h), builds the manifest,
+// and commits it. On failure the temporary directory remains
 // for the caller to remove.
 Status CommitSave(const CommitInputs& inputs, const std::vector<std::string>& encoded_reports);
 

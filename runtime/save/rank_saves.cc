@@ -32,7 +32,10 @@ WriteFaultHandler* RankSaves::CopyOnWrite(const Context& ctx) {
       copy_on_write_ = std::move(started).value();
     } else {
       copy_on_write_refused_ = true;
-      ctx.Log(LogLevel::kInfo, "copy-on-write saves stage at the call: " + started.status().message());
+      ctx.Log(LogLevel::kInfo,
+              "write protection is refused, so copy-on-write saves stage at the call, and replicas are checksummed "
+              "during it: " +
+                  started.status().message());
     }
   }
   return copy_on_write_.get();

@@ -33,8 +33,8 @@ class RankSaves {
   SaveExecutor& executor() { return *executor_; }
   PlanCache& plan_cache() { return plan_cache_; }
 
-  // The fault handler of copy-on-write saves, started at the first; null where userfaultfd is refused, which the
-  // first asking logs at INFO (the saves then stage at the call).
+  // The fault handler of copy-on-write saves and of replica checks, started at the first; null where userfaultfd is
+  // refused, which the first asking logs at INFO (the saves then stage, and checksum replicas, at the call).
   WriteFaultHandler* CopyOnWrite(const Context& ctx);
   // Saves stage one at a time, as they share the arena and the workers: a save waits here for the staging of the
   // copy-on-write save before it, which runs on after its call (`ticket`: that save, from RanInBackground).

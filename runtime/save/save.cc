@@ -23,6 +23,7 @@ struct Proposal {
   uint64_t structure = 0;
   uint64_t cached_structure = 0;
   bool memory_peers_stale = false;  // this rank's agent is new: the agents must learn its address
+  bool check_replicas = false;      // CKPT_SAVE_CHECK_REPLICAS
 };
 
 std::string EncodeProposal(const Proposal& p) {
@@ -32,6 +33,7 @@ std::string EncodeProposal(const Proposal& p) {
   out.U64(p.structure);
   out.U64(p.cached_structure);
   out.U8(p.memory_peers_stale ? 1 : 0);
+  out.U8(p.check_replicas ? 1 : 0);
   return out.Take();
 }
 
@@ -42,10 +44,12 @@ Result<Proposal> DecodeProposal(std::string_view bytes, int rank) {
   RETURN_IF_ERROR(in.Bytes(&p.save_id));
   RETURN_IF_ERROR(in.U64(&p.structure));
   RETURN_IF_ERROR(in.U64(&p.cached_structure));
-  uint8_t stale = 0;
+  uint8_t stale = 0, check = 0;
   RETURN_IF_ERROR(in.U8(&stale));
+  RETURN_IF_ERROR(in.U8(&check));
   RETURN_IF_ERROR(in.ExpectDone());
   p.memory_peers_stale = stale != 0;
+  p.check_replicas = check != 0;
   return p;
 }
 
@@ -54,11 +58,17 @@ std::string StripTrailingSlashes(std::string path) {
   return path;
 }
 
-Status CheckSamePath(const std::vector<Proposal>& proposals) {
+// Every rank saves to the same path, all with replica checks or all without.
+Status CheckSameSave(const std::vector<Proposal>& proposals) {
   for (size_t r = 1; r < proposals.size(); ++r) {
     if (proposals[r].path != proposals[0].path) {
       return Mismatch("ranks save to different paths: rank 0 to '" + proposals[0].path + "', rank " +
                       std::to_string(r) + " to '" + proposals[r].path + "'");
+    }
+    if (proposals[r].check_replicas != proposals[0].check_replicas) {
+      return Mismatch(std::string("ranks disagree on CKPT_SAVE_CHECK_REPLICAS: rank 0 ") +
+                      (proposals[0].check_replicas ? "asks for it" : "does not") + ", rank " + std::to_string(r) +
+                      (proposals[r].check_replicas ? " does" : " does not"));
     }
   }
   return Status::Ok();
@@ -82,15 +92,15 @@ struct Verdict {
 // `local`: rank 0's verdict on the path (ClaimSaveDirectory). The proposals travel to rank 0 only.
 Result<Verdict> ExchangeProposals(Context& ctx, RankSaves& saves, const MemoryAttachment& attachment,
                                   const std::string& path, const std::string& save_id, uint64_t structure,
-                                  const Status& local) {
-  Proposal mine{path, save_id, structure, saves.plan_cache().structure, attachment.peers_stale()};
+                                  bool check_replicas, const Status& local) {
+  Proposal mine{path, save_id, structure, saves.plan_cache().structure, attachment.peers_stale(), check_replicas};
   auto decide = [](std::vector<std::string> payloads) -> Result<std::string> {
     std::vector<Proposal> proposals;
     for (size_t r = 0; r < payloads.size(); ++r) {
       ASSIGN_OR_RETURN(Proposal p, DecodeProposal(payloads[r], static_cast<int>(r)));
       proposals.push_back(std::move(p));
     }
-    RETURN_IF_ERROR(CheckSamePath(proposals));
+    RETURN_IF_ERROR(CheckSameSave(proposals));
     ByteWriter verdict;
     verdict.Bytes(proposals[0].save_id);
     verdict.U8(CachedPlanHolds(proposals) ? 1 : 0);
@@ -194,10 +204,10 @@ std::function<void()> ReplicaWait(Context& ctx, const MemoryTarget& memory, cons
   };
 }
 
-// A copy-on-write save's staging, on a thread of its own from now on (not behind earlier saves' commits in the
-// executor: the trainer would fault on every page it writes meanwhile); the executor joins it.
+// A copy-on-write save's staging (or the checksums of write-protected replicas), on a thread of its own from now on
+// (not behind earlier saves' commits in the executor: the trainer would fault on every page it writes meanwhile);
+// the executor joins it.
 void StartBackgroundStaging(Context& ctx, RankSaves& saves, const std::shared_ptr<SaveTicket>& ticket) {
-  ticket->marks.stages_in_background = true;
   ticket->staging = std::thread([&ctx, t = ticket.get(), stage = std::move(ticket->stage_later)] {
     stage();
     ctx.stats().bytes_staged += t->bytes_staged;
@@ -212,11 +222,14 @@ Status BeginSave(Context& ctx, RankSaves& saves, MemoryAttachment& attachment, c
                  const SaveSettings& settings, const MemoryTarget& memory, const std::shared_ptr<SaveTicket>& ticket) {
   const RankDescriptor mine = state.Describe(ctx.rank(), ctx.node_name());
   const std::string encoded_mine = EncodeRankDescriptor(mine);
-  const uint64_t structure = io::Checksum(encoded_mine.data(), encoded_mine.size()) | 1;  // never 0: "no plan"
+  // A plan with replica checks lists more than one without, so the flag is part of the structure it was made for.
+  const uint64_t replica_checks = settings.plan.replica_checks ? 0x5eed'0000'0000'0000ull : 0;
+  const uint64_t structure =
+      (io::Checksum(encoded_mine.data(), encoded_mine.size()) ^ replica_checks) | 1;  // never 0: "no plan"
   // A memory checkpoint's directory differs from node to node; the storage path it stands for is the job's.
   const std::string& proposed = memory.agent != nullptr ? memory.storage_path : path;
-  ASSIGN_OR_RETURN(const Verdict verdict,
-                   ExchangeProposals(ctx, saves, attachment, proposed, save_id, structure, claimed));
+  ASSIGN_OR_RETURN(const Verdict verdict, ExchangeProposals(ctx, saves, attachment, proposed, save_id, structure,
+                                                            settings.plan.replica_checks, claimed));
   if (verdict.refresh_memory_peers) RETURN_IF_ERROR(attachment.RefreshPeers(ctx));
   if (verdict.reuse_plan) {
     ++ctx.stats().plans_reused;
@@ -264,8 +277,13 @@ Status BeginSave(Context& ctx, RankSaves& saves, MemoryAttachment& attachment, c
       return agent->Reserve(name, bytes, files, sizes);
     };
   }
-  if (settings.copy_on_write) {
-    staging.copy_on_write = saves.CopyOnWrite(ctx);
+  if (settings.copy_on_write) staging.copy_on_write = saves.CopyOnWrite(ctx);
+  // Replicas are checksummed after the call where their buffers can be protected meanwhile; a memory tier's agent
+  // takes the staged bytes once staging ends, and a save in place returns once written: both checksum at the call.
+  if (settings.plan.replica_checks && !settings.in_place && memory.agent == nullptr) {
+    staging.replica_protection = saves.CopyOnWrite(ctx);
+  }
+  if (staging.copy_on_write != nullptr || staging.replica_protection != nullptr) {
     staging.note = [&ctx](const std::string& note) { ctx.Log(LogLevel::kInfo, note); };
   }
   saves.AwaitBackgroundStaging();

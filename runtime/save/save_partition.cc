@@ -44,9 +44,11 @@ Status DecodeItem(ByteReader* r, const std::string& source, int writer, WriteIte
   return Status::Ok();
 }
 
-// What an owner tells one rank: its items; to rank 0 also the owner's records (and, from rank 0, the node count).
+// What an owner tells one rank: its items and the replicas it checks; to rank 0 also the owner's records (and, from
+// rank 0, the node count).
 struct OwnerMessage {
   std::vector<WriteItem> items;
+  std::vector<WriteItem> replicas;  // writer: the rank that writes it
   std::vector<TensorRecord> tensors;
   std::vector<ObjectRecord> objects;
   uint32_t node_count = 0;
@@ -56,6 +58,11 @@ std::string EncodeOwnerMessage(const OwnerMessage& m) {
   ByteWriter w;
   w.U32(static_cast<uint32_t>(m.items.size()));
   for (const WriteItem& item : m.items) EncodeItem(item, &w);
+  w.U32(static_cast<uint32_t>(m.replicas.size()));
+  for (const WriteItem& item : m.replicas) {
+    EncodeItem(item, &w);
+    w.I32(item.writer);
+  }
   w.U32(static_cast<uint32_t>(m.tensors.size()));
   for (const TensorRecord& t : m.tensors) {
     w.Bytes(t.key);
@@ -71,7 +78,7 @@ std::string EncodeOwnerMessage(const OwnerMessage& m) {
   return w.Take();
 }
 
-Result<OwnerMessage> DecodeOwnerMessage(std::string_view bytes, int owner, int rank) {
+Result<OwnerMessage> DecodeOwnerMessage(std::string_view bytes, int owner, int rank, int world_size) {
   const std::string source = "save plan from rank " + std::to_string(owner);
   ByteReader r(bytes, source);
   OwnerMessage m;
@@ -79,6 +86,18 @@ Result<OwnerMessage> DecodeOwnerMessage(std::string_view bytes, int owner, int r
   RETURN_IF_ERROR(r.Count(&count, kMaxEntries, kMinItemBytes));
   m.items.resize(count);
   for (WriteItem& item : m.items) RETURN_IF_ERROR(DecodeItem(&r, source, rank, &item));
+  RETURN_IF_ERROR(r.Count(&count, kMaxEntries, kMinItemBytes + 4));
+  m.replicas.resize(count);
+  for (WriteItem& item : m.replicas) {
+    int32_t writer = 0;
+    RETURN_IF_ERROR(DecodeItem(&r, source, rank, &item));
+    RETURN_IF_ERROR(r.I32(&writer));
+    if (writer < 0 || writer >= world_size || writer == rank) {
+      return Corrupt(source + ": rank " + std::to_string(rank) + " is to check its replica of '" + item.key +
+                     "' against rank " + std::to_string(writer) + "'s copy");
+    }
+    item.writer = writer;
+  }
   RETURN_IF_ERROR(r.Count(&count, kMaxEntries, kMinTensorRecordBytes));
   m.tensors.resize(count);
   for (TensorRecord& t : m.tensors) {
@@ -141,6 +160,7 @@ std::vector<std::string> RouteWriteItems(const SavePlan& owned_plan, const std::
   const int world_size = static_cast<int>(owned.size());
   std::vector<OwnerMessage> messages(world_size);
   for (const WriteItem& item : owned_plan.items) messages[item.writer].items.push_back(item);
+  for (const ReplicaCheck& check : owned_plan.replicas) messages[check.holder].replicas.push_back(check.item);
   // Each key once, with the dtype and global shape every holder agreed on (ValidateCoverage).
   std::set<std::string> seen;
   std::set<std::string> nodes;
@@ -158,7 +178,9 @@ std::vector<std::string> RouteWriteItems(const SavePlan& owned_plan, const std::
   std::vector<std::string> encoded(world_size);
   for (int writer = 0; writer < world_size; ++writer) {
     const OwnerMessage& m = messages[writer];
-    if (m.items.empty() && m.tensors.empty() && m.objects.empty() && m.node_count == 0) continue;
+    if (m.items.empty() && m.replicas.empty() && m.tensors.empty() && m.objects.empty() && m.node_count == 0) {
+      continue;
+    }
     encoded[writer] = EncodeOwnerMessage(m);
   }
   return encoded;
@@ -169,17 +191,21 @@ Result<SavePlan> MergeWriteItems(const std::vector<std::string>& incoming, int r
   plan.bytes_per_rank.assign(incoming.size(), 0);
   for (size_t owner = 0; owner < incoming.size(); ++owner) {
     if (incoming[owner].empty()) continue;
-    ASSIGN_OR_RETURN(OwnerMessage m, DecodeOwnerMessage(incoming[owner], static_cast<int>(owner), rank));
+    ASSIGN_OR_RETURN(OwnerMessage m, DecodeOwnerMessage(incoming[owner], static_cast<int>(owner), rank,
+                                                        static_cast<int>(incoming.size())));
     for (WriteItem& item : m.items) {
       plan.bytes_per_rank[rank] += item.bytes;
       plan.items.push_back(std::move(item));
     }
+    for (WriteItem& item : m.replicas) plan.replicas.push_back(ReplicaCheck{std::move(item), rank});
     if (skeleton == nullptr) continue;
     for (TensorRecord& t : m.tensors) skeleton->tensors.push_back(std::move(t));
     for (ObjectRecord& o : m.objects) skeleton->objects.push_back(std::move(o));
     if (owner == 0) skeleton->node_count = m.node_count;
   }
   std::sort(plan.items.begin(), plan.items.end(), WriteItemLess);
+  std::sort(plan.replicas.begin(), plan.replicas.end(),
+            [](const ReplicaCheck& a, const ReplicaCheck& b) { return WriteItemLess(a.item, b.item); });
   if (skeleton != nullptr) {
     auto by_key = [](const auto& a, const auto& b) { return a.key < b.key; };
     std::sort(skeleton->tensors.begin(), skeleton->tensors.end(), by_key);

@@ -1,10 +1,11 @@
 // The save's planning protocol, partitioned by key so that no rank handles every rank's descriptors (issue #12):
 //   1. each rank sends the shards of each key only to the key's owner (KeyChecker), in one all-to-all;
 //   2. each owner checks the coverage of its keys (ValidateCoverage), deduplicates them and chooses their writers
-//      (PlanSave), and in a second all-to-all sends each writer its own write items, and rank 0 the records the
-//      manifest needs (every key's dtype and global shape, or grid); the check's outcome travels with them
-//      (WithStatus, agreement.h), so a failed check is every rank's error without a round of its own;
-//   3. each rank merges what the owners sent into its plan: its own items only.
+//      (PlanSave), and in a second all-to-all sends each writer its own write items (and, for replica checks, each
+//      other holder the items it checks), and rank 0 the records the manifest needs (every key's dtype and global
+//      shape, or grid); the check's outcome travels with them (WithStatus, agreement.h), so a failed check is every
+//      rank's error without a round of its own;
+//   3. each rank merges what the owners sent into its plan: its own items (and replicas) only.
 // Rank 0 also learns every rank's node (each rank sends it a message in step 1, empty of shards if need be), so the
 // manifest can count nodes. What a rank sends and receives grows with its own shards and keys, not with the job.
 #pragma once
@@ -42,8 +43,8 @@ std::vector<std::string> RouteWriteItems(const SavePlan& owned_plan, const std::
                                          int owner);
 
 // Step 3: this rank's plan from the owners' messages (items sorted as PlanSave sorts them, bytes_per_rank holding
-// this rank's bytes at its index); on rank 0 also the skeleton. kCorrupt naming the owner for a malformed message
-// or an item for another writer.
+// this rank's bytes at its index, replicas its own to check); on rank 0 also the skeleton. kCorrupt naming the owner
+// for a malformed message, an item for another writer, or a replica to check against this rank's own copy.
 Result<SavePlan> MergeWriteItems(const std::vector<std::string>& incoming, int rank, ManifestSkeleton* skeleton);
 
 }  // namespace ckpt::runtime

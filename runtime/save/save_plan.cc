@@ -345,8 +345,9 @@ void CollectObjectCandidates(const KeyHoldings<ObjectShardDesc>& objects, std::v
 
 // Greedy balancing, largest items first: the least loaded node among the holders', then its least loaded holder.
 // Ties go to the node whose lowest rank, then to the rank, comes first in rank order starting at `rotation`.
-void ChooseWriters(const std::vector<RankDescriptor>& all, int rotation, std::vector<Candidate>* candidates,
-                   SavePlan* plan) {
+void ChooseWriters(const std::vector<RankDescriptor>& all, const SavePlanOptions& options,
+                   std::vector<Candidate>* candidates, SavePlan* plan) {
+  const int rotation = options.rotation;
   const int world_size = static_cast<int>(all.size());
   std::vector<std::string_view> node_of(all.size());
   for (const auto& desc : all) {
@@ -384,11 +385,20 @@ void ChooseWriters(const std::vector<RankDescriptor>& all, int rotation, std::ve
     candidate.item.writer = best;
     node_bytes[node_of[best]] += candidate.item.bytes;
     plan->bytes_per_rank[best] += candidate.item.bytes;
+    if (options.replica_checks) {
+      for (int holder : candidate.holders) {
+        if (holder != best) plan->replicas.push_back(ReplicaCheck{candidate.item, holder});
+      }
+    }
     plan->items.push_back(std::move(candidate.item));
   }
   std::sort(plan->items.begin(), plan->items.end(), [](const WriteItem& a, const WriteItem& b) {
     if (a.writer != b.writer) return a.writer < b.writer;
     return WriteItemLess(a, b);
+  });
+  std::sort(plan->replicas.begin(), plan->replicas.end(), [](const ReplicaCheck& a, const ReplicaCheck& b) {
+    if (a.holder != b.holder) return a.holder < b.holder;
+    return WriteItemLess(a.item, b.item);
   });
 }
 
@@ -451,7 +461,7 @@ SavePlan PlanSave(const std::vector<RankDescriptor>& all, const SavePlanOptions&
   std::vector<Candidate> candidates;
   CollectTensorCandidates(tensors, options, &candidates);
   CollectObjectCandidates(objects, &candidates);
-  ChooseWriters(all, options.rotation, &candidates, &plan);
+  ChooseWriters(all, options, &candidates, &plan);
   return plan;
 }
 

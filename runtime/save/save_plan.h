@@ -40,14 +40,24 @@ struct SavePlanOptions {
   // their keys apart (runtime/save/save_partition.h) each start at their own rank, so that they do not all favour the
   // same holders.
   int rotation = 0;
+  // CKPT_SAVE_CHECK_REPLICAS: the plan also lists, for every holder of an item other than its writer, the item it
+  // checks (SavePlan::replicas).
+  bool replica_checks = false;
 };
 
 // The order of items within one writer's list.
 bool WriteItemLess(const WriteItem& a, const WriteItem& b);
 
+// An item that a holder other than its writer checksums in its own copy (SavePlanOptions::replica_checks).
+struct ReplicaCheck {
+  WriteItem item;  // writer: the rank that writes it
+  int holder = 0;
+};
+
 struct SavePlan {
   std::vector<WriteItem> items;          // sorted by (writer, is_object, key, box/index)
   std::vector<uint64_t> bytes_per_rank;  // world_size entries
+  std::vector<ReplicaCheck> replicas;    // sorted by (holder, is_object, key, box/index); empty unless asked
 };
 
 // Deduplicates replicas and chooses each item's writer among its holders by greedy byte balancing: items in

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <deque>
 #include <functional>
+#include <future>
 #include <memory>
 #include <optional>
 #include <string>
@@ -308,6 +309,7 @@ Status StageThroughWorkers(FileLayout& layout, const StagingSettings& settings, 
 // the snapshot of their buffers.
 struct StagingJob {
   std::vector<Unit> units;
+  std::vector<Unit> replicas;  // CKPT_SAVE_CHECK_REPLICAS: the copies this rank checksums (report.replicas)
   FileLayout layout;
   StagingSettings settings;
   std::deque<std::string> common_copies;  // rank 0's large common entries, owned by the state, copied at the call
@@ -321,43 +323,127 @@ std::string UnitName(const Unit& unit, const SaveTicket& ticket) {
                              : ticket.report.stored_common[unit.target - items].key;
 }
 
-// Write-protects the job's host buffers (their snapshot at the call) and points the units at the snapshot. Common
-// entries live in the state, which the caller may change or free once the call returns: they are copied now.
+// Write-protects the buffers of `units` (named by `names`) through `handler`, as their snapshot at the call, and
+// points the units at the snapshot.
+void ProtectUnits(StagingJob& job, const std::vector<Unit*>& units, const std::vector<std::string>& names,
+                  WriteFaultHandler& handler) {
+  std::vector<cow::SpanRequest> spans;
+  for (size_t i = 0; i < units.size(); ++i) spans.push_back(staging::SpanOf(*units[i], names[i]));
+  std::string fallback;
+  job.snapshot = handler.Protect(spans, &fallback);
+  for (size_t i = 0; i < units.size(); ++i) {
+    units[i]->source.snapshot = job.snapshot.get();
+    units[i]->source.span = i;
+  }
+  if (!fallback.empty() && job.settings.note) {
+    job.settings.note("a save copies some buffers at the call, their pages refused write protection: " + fallback);
+  }
+}
+
+// The replica units and their names, to protect.
+void AddReplicas(StagingJob& job, const SaveTicket& ticket, std::vector<Unit*>* units,
+                 std::vector<std::string>* names) {
+  for (Unit& u : job.replicas) {
+    units->push_back(&u);
+    names->push_back(ticket.report.replicas[u.target].key);
+  }
+}
+
+// Write-protects the job's host buffers (their snapshot at the call), replicas included, and points the units at
+// the snapshot. Common entries live in the state, which the caller may change or free once the call returns: they
+// are copied now.
 void ProtectForBackground(StagingJob& job, const SaveTicket& ticket) {
   const size_t items = ticket.report.items.size();
-  std::vector<cow::SpanRequest> spans;
-  std::vector<Unit*> protected_units;
+  std::vector<Unit*> units;
+  std::vector<std::string> names;
   for (Unit& u : job.units) {
     if (u.target >= items) {
       job.common_copies.emplace_back(u.source.base, u.bytes);
       u.source.base = job.common_copies.back().data();
       continue;
     }
-    spans.push_back(staging::SpanOf(u, UnitName(u, ticket)));
-    protected_units.push_back(&u);
+    units.push_back(&u);
+    names.push_back(UnitName(u, ticket));
   }
-  std::string fallback;
-  job.snapshot = job.settings.copy_on_write->Protect(spans, &fallback);
-  for (size_t i = 0; i < protected_units.size(); ++i) {
-    protected_units[i]->source.snapshot = job.snapshot.get();
-    protected_units[i]->source.span = i;
-  }
-  if (!fallback.empty() && job.settings.note) {
-    job.settings.note("a copy-on-write save copies some buffers at the call, their pages refused protection: " +
-                      fallback);
-  }
+  AddReplicas(job, ticket, &units, &names);
+  ProtectUnits(job, units, names, *job.settings.copy_on_write);
 }
 
-// The body of a copy-on-write save's staging thread: the windows staged through the snapshot, which is lifted at
-// the end whatever happens; a failure becomes the save's.
+// Fills the checksums of report.replicas from the replica units.
+Status ChecksumReplicas(const std::vector<Unit>& replicas, SaveTicket& ticket) {
+  for (const Unit& u : replicas) {
+    StoredBytes& sums = ticket.report.replicas[u.target].bytes;
+    ASSIGN_OR_RETURN(sums.block_checksums, staging::ChecksumUnit(u.source, u.bytes, sums.block_size));
+  }
+  return Status::Ok();
+}
+
+// The body of a copy-on-write save's staging thread: the replicas checksummed first (their pages stay protected,
+// and fault on the trainer's writes, until then) and the windows staged, all through the snapshot, which is lifted
+// at the end whatever happens; a failure becomes the save's.
 void StageInBackground(StagingJob& job, io::StagingArena& arena, io::WorkerPool& workers, SaveTicket& ticket) {
   Status staged;
   const std::optional<Status> thrown = ExceptionIn("while staging a copy-on-write save", [&] {
-    staged = StageThroughWorkers(job.layout, job.settings, arena, workers, ticket);
+    staged = ChecksumReplicas(job.replicas, ticket);
+    if (staged.ok()) staged = StageThroughWorkers(job.layout, job.settings, arena, workers, ticket);
   });
   job.settings.copy_on_write->Deactivate(*job.snapshot);
   if (thrown) staged = *thrown;
   if (!staged.ok() && ticket.failure.ok()) ticket.failure = staged;
+  ticket.MarkStaged();
+}
+
+// Whether a copy-on-write save can stage after its call: only host memory can be protected.
+bool StagesInBackground(const StagingJob& job, const StagingSettings& settings) {
+  if (settings.copy_on_write == nullptr || settings.in_place != nullptr || job.units.empty()) return false;
+  auto on_device = [](const Unit& u) { return u.source.device >= 0; };
+  return std::none_of(job.units.begin(), job.units.end(), on_device) &&
+         std::none_of(job.replicas.begin(), job.replicas.end(), on_device);
+}
+
+// StageSave's writes, the job's units collected.
+Status StageWrites(const std::shared_ptr<StagingJob>& job, const StagingSettings& settings, io::StagingArena& arena,
+                   io::WorkerPool& workers, SaveTicket& ticket) {
+  std::vector<Unit>& units = job->units;
+  for (const Unit& u : units) ticket.bytes_to_write += u.bytes;
+  ticket.progress.Enter(Phase::kStaging, 0, ticket.bytes_to_write);
+  if (units.empty()) return settings.reserve ? settings.reserve(0, {}, {}) : Status::Ok();
+  RETURN_IF_ERROR(io::MakeDirectories(io::JoinPath(ticket.commit.tmp_dir, settings.data_directory)));
+
+  const int file_count = std::max(1, workers.size());
+  const uint64_t cap = WindowCap(arena, file_count, settings.block_size);
+  job->layout = LayOutSave(units, file_count, cap, settings, ticket);
+  RETURN_IF_ERROR(ReserveFiles(settings, ticket));
+  if (settings.in_place != nullptr) return WriteFilesInPlace(job->layout, settings, arena, ticket);
+  if (StagesInBackground(*job, settings)) {
+    job->settings = settings;
+    ProtectForBackground(*job, ticket);
+    ticket.marks.stages_in_background = true;
+    ticket.stage_later = [job, &arena, &workers, &ticket] { StageInBackground(*job, arena, workers, ticket); };
+    return Status::Ok();
+  }
+  if (settings.copy_on_write != nullptr && settings.note) {
+    settings.note("a copy-on-write save of device memory stages all of it at the call");
+  }
+  return StageThroughWorkers(job->layout, settings, arena, workers, ticket);
+}
+
+// Whether the replicas this rank checks are checksummed after the call, through write protection, in a save that
+// stages at the call: only host memory can be protected.
+bool ChecksReplicasInBackground(const StagingJob& job, const StagingSettings& settings) {
+  if (settings.replica_protection == nullptr || job.replicas.empty()) return false;
+  return std::none_of(job.replicas.begin(), job.replicas.end(), [](const Unit& u) { return u.source.device >= 0; });
+}
+
+// The body of the thread that checksums the replicas of a save staged at the call, through the snapshot, which is
+// lifted at the end whatever happens; a failure becomes the save's.
+void ChecksumReplicasInBackground(StagingJob& job, SaveTicket& ticket) {
+  Status checked;
+  const std::optional<Status> thrown =
+      ExceptionIn("while checksumming replicas", [&] { checked = ChecksumReplicas(job.replicas, ticket); });
+  job.settings.replica_protection->Deactivate(*job.snapshot);
+  if (thrown) checked = *thrown;
+  if (!checked.ok() && ticket.failure.ok()) ticket.failure = checked;
   ticket.MarkStaged();
 }
 
@@ -386,27 +472,31 @@ Status StageSave(const State& state, const SavePlan& plan, const StagingSettings
                  io::WorkerPool& workers, SaveTicket& ticket) {
   auto job = std::make_shared<StagingJob>();
   ASSIGN_OR_RETURN(job->units, staging::CollectUnits(state, plan, settings, ticket));
-  std::vector<Unit>& units = job->units;
-  for (const Unit& u : units) ticket.bytes_to_write += u.bytes;
-  ticket.progress.Enter(Phase::kStaging, 0, ticket.bytes_to_write);
-  if (units.empty()) return settings.reserve ? settings.reserve(0, {}, {}) : Status::Ok();
-  RETURN_IF_ERROR(io::MakeDirectories(io::JoinPath(ticket.commit.tmp_dir, settings.data_directory)));
-
-  const int file_count = std::max(1, workers.size());
-  const uint64_t cap = WindowCap(arena, file_count, settings.block_size);
-  job->layout = LayOutSave(units, file_count, cap, settings, ticket);
-  RETURN_IF_ERROR(ReserveFiles(settings, ticket));
-  if (settings.in_place != nullptr) return WriteFilesInPlace(job->layout, settings, arena, ticket);
-  if (settings.copy_on_write != nullptr) {
-    if (std::none_of(units.begin(), units.end(), [](const Unit& u) { return u.source.device >= 0; })) {
-      job->settings = settings;
-      ProtectForBackground(*job, ticket);
-      ticket.stage_later = [job, &arena, &workers, &ticket] { StageInBackground(*job, arena, workers, ticket); };
-      return Status::Ok();
-    }
-    if (settings.note) settings.note("a copy-on-write save of device memory stages all of it at the call");
+  ASSIGN_OR_RETURN(job->replicas, staging::CollectReplicaUnits(state, plan, settings, ticket));
+  if (job->replicas.empty() || StagesInBackground(*job, settings)) {
+    return StageWrites(job, settings, arena, workers, ticket);
   }
-  return StageThroughWorkers(job->layout, settings, arena, workers, ticket);
+  if (ChecksReplicasInBackground(*job, settings)) {
+    job->settings = settings;
+    std::vector<Unit*> units;
+    std::vector<std::string> names;
+    AddReplicas(*job, ticket, &units, &names);
+    ProtectUnits(*job, units, names, *settings.replica_protection);
+    const Status staged = StageWrites(job, settings, arena, workers, ticket);
+    if (!staged.ok()) {
+      settings.replica_protection->Deactivate(*job->snapshot);
+      return staged;
+    }
+    ticket.stage_later = [job, &ticket] { ChecksumReplicasInBackground(*job, ticket); };
+    return Status::Ok();
+  }
+  // The replicas are checksummed beside the staging, which reads other buffers, and both end before the call (the
+  // future's destructor waits, should the staging throw).
+  std::future<Status> checked = std::async(std::launch::async, [&] { return ChecksumReplicas(job->replicas, ticket); });
+  const Status staged = StageWrites(job, settings, arena, workers, ticket);
+  const Status replicas = checked.get();
+  RETURN_IF_ERROR(staged);
+  return replicas;
 }
 
 }  // namespace ckpt::runtime

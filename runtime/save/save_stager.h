@@ -47,6 +47,10 @@ struct StagingSettings {
   // CKPT_SAVE_COPY_ON_WRITE: the host buffers are write-protected through this handler and staged on a thread of
   // their own (SaveTicket::stage_later); null: staged within the call.
   WriteFaultHandler* copy_on_write = nullptr;
+  // CKPT_SAVE_CHECK_REPLICAS without copy-on-write, a save staged at the call to storage: the buffers of the
+  // replicas this rank checks are write-protected through this handler and checksummed after the call, on the
+  // thread of SaveTicket::stage_later; null: checksummed during the call, beside the staging.
+  WriteFaultHandler* replica_protection = nullptr;
   // Where a copy-on-write save says why it copies some buffers at the call after all.
   std::function<void(const std::string&)> note;
 };
@@ -56,7 +60,9 @@ struct StagingSettings {
 // in the arena or written (in place: written and durable, nothing pending): the caller's buffers may change
 // afterwards. With settings.copy_on_write, returns once the host buffers are write-protected (device memory, which
 // cannot be, makes the whole save stage at the call), leaving ticket.stage_later to stage them, which the caller
-// starts.
+// starts. The replicas this rank checks (plan.replicas) are checksummed into ticket.report.replicas: after the call
+// where their buffers are write-protected (settings.copy_on_write or settings.replica_protection; on
+// ticket.stage_later too), else during it.
 Status StageSave(const State& state, const SavePlan& plan, const StagingSettings& settings, io::StagingArena& arena,
                  io::WorkerPool& workers, SaveTicket& ticket);
 

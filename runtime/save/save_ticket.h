@@ -88,10 +88,12 @@ struct CommitInputs {
 struct SaveMarks {
   std::atomic<int64_t> called{0};   // ckpt_save was entered
   std::atomic<int64_t> planned{0};  // every rank agreed on the plan
-  std::atomic<int64_t> staged{0};   // this rank's bytes are in the arena (or written, in place)
-  // ckpt_save returned: when staged, but for a copy-on-write save, which stages in the background from then on.
+  // This rank's bytes are in the arena (or written, in place), and the replicas it checks checksummed.
+  std::atomic<int64_t> staged{0};
+  // ckpt_save returned: when staged, but for a copy-on-write save, which stages in the background from then on, and
+  // one whose write-protected replicas are checksummed from then on.
   std::atomic<int64_t> returned{0};
-  // A copy-on-write save's: set before `returned`.
+  // A copy-on-write save's whose writes stage after the call: set before `returned`.
   std::atomic<bool> stages_in_background{false};
   std::atomic<int64_t> durable{0};  // every write of this rank was answered (its files synced)
   std::atomic<int64_t> finished{0};
@@ -140,9 +142,10 @@ class SaveTicket {
   SaveMarks marks;
   // The caller's progress callback: the calling thread's until the ticket is queued, then the save thread's.
   ProgressReporter progress;
-  // A copy-on-write save (runtime/save/write_fault_handler.h): its staging, which StageSave prepares and the caller
-  // starts on `staging` once the save is handed to the executor, which joins it before finalizing. It sets
-  // marks.staged (MarkStaged) when done; nothing else of the ticket is touched by the caller meanwhile.
+  // A copy-on-write save (runtime/save/write_fault_handler.h), or replicas write-protected to be checksummed after
+  // the call: its staging, which StageSave prepares and the caller starts on `staging` once the save is handed to
+  // the executor, which joins it before finalizing. It sets marks.staged (MarkStaged) when done; nothing else of the
+  // ticket is touched by the caller meanwhile.
   std::function<void()> stage_later;
   std::thread staging;
   // Sets marks.staged and wakes AwaitStaged.

@@ -32,7 +32,7 @@ Result<Source> TensorSource(const State& state, const WriteItem& item) {
       return s;
     }
   }
-  return Internal("the plan asks this rank to write tensor '" + item.key + "' box " + item.box.ToString() +
+  return Internal("the plan gives this rank tensor '" + item.key + "' box " + item.box.ToString() +
                   ", which it does not hold");
 }
 
@@ -45,7 +45,11 @@ Result<Source> ObjectSource(const State& state, const WriteItem& item) {
       return s;
     }
   }
-  return Internal("the plan asks this rank to write object '" + item.key + "', which it does not hold");
+  return Internal("the plan gives this rank object '" + item.key + "', which it does not hold");
+}
+
+Result<Source> ItemSource(const State& state, const WriteItem& item) {
+  return item.is_object ? ObjectSource(state, item) : TensorSource(state, item);
 }
 
 }  // namespace
@@ -61,11 +65,7 @@ Result<std::vector<Unit>> CollectUnits(const State& state, const SavePlan& plan,
   for (const WriteItem& item : plan.items) {
     if (item.writer != settings.rank) continue;
     Unit unit;
-    if (item.is_object) {
-      ASSIGN_OR_RETURN(unit.source, ObjectSource(state, item));
-    } else {
-      ASSIGN_OR_RETURN(unit.source, TensorSource(state, item));
-    }
+    ASSIGN_OR_RETURN(unit.source, ItemSource(state, item));
     unit.bytes = item.bytes;
     unit.target = ticket.report.items.size();
     ticket.report.items.push_back(WrittenItem{item.is_object, item.key, item.box, item.index, {}});
@@ -87,6 +87,50 @@ Result<std::vector<Unit>> CollectUnits(const State& state, const SavePlan& plan,
   }
   for (const Unit& unit : units) Target(ticket, unit.target).block_size = settings.block_size;
   return units;
+}
+
+Result<std::vector<Unit>> CollectReplicaUnits(const State& state, const SavePlan& plan, const StagingSettings& settings,
+                                              SaveTicket& ticket) {
+  std::vector<Unit> units;
+  for (const ReplicaCheck& check : plan.replicas) {
+    if (check.holder != settings.rank) continue;
+    const WriteItem& item = check.item;
+    Unit unit;
+    ASSIGN_OR_RETURN(unit.source, ItemSource(state, item));
+    unit.bytes = item.bytes;
+    unit.target = ticket.report.replicas.size();
+    StoredBytes stored;
+    stored.byte_length = item.bytes;
+    stored.block_size = settings.block_size;
+    ticket.report.replicas.push_back(WrittenItem{item.is_object, item.key, item.box, item.index, std::move(stored)});
+    units.push_back(std::move(unit));
+  }
+  return units;
+}
+
+Result<std::vector<uint64_t>> ChecksumUnit(const Source& s, uint64_t bytes, uint64_t block_size) {
+  io::BlockChecksummer checksummer(block_size);
+  if (s.device < 0 && s.snapshot == nullptr) {
+    if (s.contiguous) {
+      checksummer.Update(s.base, bytes);
+    } else {
+      ForEachRun(s.src_box, s.box, s.box, s.element_size,
+                 [&](uint64_t src_off, uint64_t, uint64_t n) { checksummer.Update(s.base + src_off, n); });
+    }
+    return checksummer.Finish();
+  }
+  // Large enough for device copies and snapshot reads to run near their full speed, small enough to stay cached.
+  constexpr uint64_t kBounceBytes = 4ull << 20;
+  std::vector<char> bounce(std::min(bytes, kBounceBytes));
+  gpu::DeviceCopier device_copies;
+  for (uint64_t done = 0; done < bytes;) {
+    const uint64_t piece = std::min<uint64_t>(bounce.size(), bytes - done);
+    RETURN_IF_ERROR(CopyUnitRange(s, done, piece, bounce.data(), device_copies));
+    RETURN_IF_ERROR(device_copies.Wait());
+    checksummer.Update(bounce.data(), piece);
+    done += piece;
+  }
+  return checksummer.Finish();
 }
 
 std::vector<std::vector<Unit*>> LayOutFiles(std::vector<Unit>& units, int file_count) {

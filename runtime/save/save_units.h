@@ -70,6 +70,15 @@ cow::SpanRequest SpanOf(const Unit& unit, std::string name);
 Result<std::vector<Unit>> CollectUnits(const State& state, const SavePlan& plan, const StagingSettings& settings,
                                        SaveTicket& ticket);
 
+// CKPT_SAVE_CHECK_REPLICAS: the replicas this rank checks (plan.replicas), as units whose `target` indexes
+// ticket.report.replicas, entries it adds (block_size and byte_length set, checksums to come).
+Result<std::vector<Unit>> CollectReplicaUnits(const State& state, const SavePlan& plan, const StagingSettings& settings,
+                                              SaveTicket& ticket);
+
+// The block checksums of a unit's row-major bytes, read where they are: hashed in place from host memory, through a
+// bounce buffer from device memory or a copy-on-write snapshot (which fails where the buffer went away).
+Result<std::vector<uint64_t>> ChecksumUnit(const Source& s, uint64_t bytes, uint64_t block_size);
+
 // Spreads the units over one file per worker, largest first onto the lightest file, and gives each its offset.
 std::vector<std::vector<Unit*>> LayOutFiles(std::vector<Unit>& units, int file_count);
 

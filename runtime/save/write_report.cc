@@ -23,6 +23,26 @@ Status DecodeStored(ByteReader& in, StoredBytes* s) {
   return in.U64s(&s->block_checksums, kMaxListCount);
 }
 
+void EncodeItem(ByteWriter& out, const WrittenItem& item) {
+  out.U8(item.is_object ? 1 : 0);
+  out.Bytes(item.key);
+  out.U64s(item.box.offset);
+  out.U64s(item.box.shape);
+  out.U64s(item.index);
+  EncodeStored(out, item.bytes);
+}
+
+Status DecodeItem(ByteReader& in, WrittenItem* item) {
+  uint8_t is_object = 0;
+  RETURN_IF_ERROR(in.U8(&is_object));
+  item->is_object = is_object != 0;
+  RETURN_IF_ERROR(in.Bytes(&item->key));
+  RETURN_IF_ERROR(in.U64s(&item->box.offset, 8));
+  RETURN_IF_ERROR(in.U64s(&item->box.shape, 8));
+  RETURN_IF_ERROR(in.U64s(&item->index, 8));
+  return DecodeStored(in, &item->bytes);
+}
+
 }  // namespace
 
 std::string EncodeWriterReport(const WriterReport& report) {
@@ -33,19 +53,14 @@ std::string EncodeWriterReport(const WriterReport& report) {
     out.U64(file.size);
   }
   out.U32(static_cast<uint32_t>(report.items.size()));
-  for (const WrittenItem& item : report.items) {
-    out.U8(item.is_object ? 1 : 0);
-    out.Bytes(item.key);
-    out.U64s(item.box.offset);
-    out.U64s(item.box.shape);
-    out.U64s(item.index);
-    EncodeStored(out, item.bytes);
-  }
+  for (const WrittenItem& item : report.items) EncodeItem(out, item);
   out.U32(static_cast<uint32_t>(report.stored_common.size()));
   for (const CommonRecord& c : report.stored_common) {
     out.Bytes(c.key);
     EncodeStored(out, c.stored);
   }
+  out.U32(static_cast<uint32_t>(report.replicas.size()));
+  for (const WrittenItem& item : report.replicas) EncodeItem(out, item);
   return out.Take();
 }
 
@@ -61,16 +76,7 @@ Result<WriterReport> DecodeWriterReport(std::string_view bytes, int from_rank) {
   }
   RETURN_IF_ERROR(in.Count(&count, kMaxListCount, 1));
   report.items.resize(count);
-  for (WrittenItem& item : report.items) {
-    uint8_t is_object = 0;
-    RETURN_IF_ERROR(in.U8(&is_object));
-    item.is_object = is_object != 0;
-    RETURN_IF_ERROR(in.Bytes(&item.key));
-    RETURN_IF_ERROR(in.U64s(&item.box.offset, 8));
-    RETURN_IF_ERROR(in.U64s(&item.box.shape, 8));
-    RETURN_IF_ERROR(in.U64s(&item.index, 8));
-    RETURN_IF_ERROR(DecodeStored(in, &item.bytes));
-  }
+  for (WrittenItem& item : report.items) RETURN_IF_ERROR(DecodeItem(in, &item));
   RETURN_IF_ERROR(in.Count(&count, kMaxListCount, 1));
   report.stored_common.resize(count);
   for (CommonRecord& c : report.stored_common) {
@@ -78,6 +84,9 @@ Result<WriterReport> DecodeWriterReport(std::string_view bytes, int from_rank) {
     RETURN_IF_ERROR(in.Bytes(&c.key));
     RETURN_IF_ERROR(DecodeStored(in, &c.stored));
   }
+  RETURN_IF_ERROR(in.Count(&count, kMaxListCount, 1));
+  report.replicas.resize(count);
+  for (WrittenItem& item : report.replicas) RETURN_IF_ERROR(DecodeItem(in, &item));
   RETURN_IF_ERROR(in.ExpectDone());
   return report;
 }

@@ -1,4 +1,5 @@
-// What each rank tells the committer about its writes: its data files, and where each item it wrote lies.
+// What each rank tells the committer about its writes: its data files, where each item it wrote lies, and the
+// checksums of the replicas it checked.
 #pragma once
 
 #include <cstdint>
@@ -25,6 +26,9 @@ struct WriterReport {
   std::vector<DataFileRecord> files;  // names relative to the checkpoint directory
   std::vector<WrittenItem> items;
   std::vector<CommonRecord> stored_common;  // rank 0 only
+  // CKPT_SAVE_CHECK_REPLICAS: the block checksums of this rank's copies of items other ranks write (bytes:
+  // byte_length, block_size and block_checksums only).
+  std::vector<WrittenItem> replicas;
 };
 
 std::string EncodeWriterReport(const WriterReport& report);

@@ -4,8 +4,10 @@
 // TRANSPORT names the data plane the load must have used for device memory: "ucx" (staged through host memory) or
 // "nccl" (device to device; needs one device per rank). `cuda_scenario load-expect-peer-failure DIR TRANSPORT` is the
 // load with a rank dying before the exchange (CKPT_FAULT_EXIT_BEFORE_EXCHANGE): it must fail with CKPT_E_PEER_FAILED or
-// CKPT_E_TIMEOUT. Exits 77 (skipped) where no CUDA device exists, or too few for
-// NCCL.
+// CKPT_E_TIMEOUT. Saves check the replicas of "b" against each other (CKPT_SAVE_CHECK_REPLICAS), each rank hashing
+// its copy in device memory; `cuda_scenario save-flipped-replica DIR` is the save with one element of the last rank's
+// "b" changed: it must fail with CKPT_E_CORRUPT naming "b" and that rank, and commit nothing. Exits 77 (skipped)
+// where no CUDA device exists, or too few for NCCL.
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -94,7 +96,8 @@ int main(int argc, char** argv) {
     return 77;
   }
   const int device = rank % devices;
-  const bool save = mode == "save";
+  const bool flipped = mode == "save-flipped-replica";
+  const bool save = mode == "save" || flipped;
   const bool expect_peer_failure = mode == "load-expect-peer-failure";
 
   // Every rank holds a column slab of "w": a load on another number of ranks reshards, and the columns a rank
@@ -114,18 +117,32 @@ int main(int argc, char** argv) {
   b.offset = {0};
   b.host.resize(kBias);
   for (uint64_t i = 0; i < kBias; ++i) b.host[i] = save ? BiasAt(i) : -1.0f;
+  if (flipped && rank == world - 1) b.host[777] += 1.0f;
 
   ckpt_state_t* state = nullptr;
   ckpt_state_create(&state, err);
   AddShard(state, "w", w, device, **cuda, rank, err);
   AddShard(state, "b", b, device, **cuda, rank, err);
   if (save) {
+    ckpt_save_options opts = CKPT_SAVE_OPTIONS_INIT;
+    opts.flags = CKPT_SAVE_CHECK_REPLICAS;
     ckpt_request_t* request = nullptr;
-    if (ckpt_save(ctx, state, argv[2], nullptr, &request, err) != CKPT_OK ||
-        ckpt_request_wait(request, 0, err) != CKPT_OK) {
-      Die(rank, ckpt_error_message(err));
-    }
+    if (ckpt_save(ctx, state, argv[2], &opts, &request, err) != CKPT_OK) Die(rank, ckpt_error_message(err));
+    const int32_t outcome = ckpt_request_wait(request, 0, err);
     ckpt_request_free(request);
+    const std::string message = ckpt_error_message(err);
+    if (!flipped && outcome != CKPT_OK) Die(rank, message);
+    if (flipped) {
+      const std::string odd = "rank " + std::to_string(world - 1);
+      const bool named = message.find("tensor 'b'") != std::string::npos &&
+                         (message.find(odd + " differs from them") != std::string::npos ||
+                          message.find(odd + " (written) differs from them") != std::string::npos);
+      if (outcome != CKPT_E_CORRUPT || !named) {
+        Die(rank, std::string("expected CKPT_E_CORRUPT naming 'b' and ") + odd + ", got " +
+                      ckpt_status_string(outcome) + ": " + message);
+      }
+      if (rank == 0) std::printf("cuda: the flipped replica was found before the commit: %s\n", message.c_str());
+    }
   } else if (expect_peer_failure) {
     const int32_t status = ckpt_load(ctx, state, argv[2], nullptr, err);
     if (status != CKPT_E_PEER_FAILED && status != CKPT_E_TIMEOUT) {
