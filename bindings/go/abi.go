@@ -273,6 +273,7 @@ func cConstants() map[string]int64 {
 		"CKPT_TIER_BOTH":                  C.CKPT_TIER_BOTH,
 		"CKPT_SAVE_IN_PLACE":              C.CKPT_SAVE_IN_PLACE,
 		"CKPT_SAVE_COPY_ON_WRITE":         C.CKPT_SAVE_COPY_ON_WRITE,
+		"CKPT_SAVE_CHECK_REPLICAS":        C.CKPT_SAVE_CHECK_REPLICAS,
 		"CKPT_BEST_MAX":                   C.CKPT_BEST_MAX,
 		"CKPT_BEST_MIN":                   C.CKPT_BEST_MIN,
 		"CKPT_STRICT_FAIL":                C.CKPT_STRICT_FAIL,

@@ -21,6 +21,16 @@ func TestSaveOnTwoRanksCommitsACheckpoint(t *testing.T) {
 	}
 }
 
+func TestSaveOnTwoRanksCheckingReplicasCommitsAndLoadsWhole(t *testing.T) {
+	dir := filepath.Join(testRoot, "two-ranks-checking-replicas")
+	if err := runRanks("save-checking-replicas", 2, dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := runRanks("load-whole", 1, dir); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestLoadOnThreeRanksReshardsByColumns(t *testing.T) {
 	if err := runRanks("load-columns", 3, savedCheckpoint(t)); err != nil {
 		t.Fatal(err)

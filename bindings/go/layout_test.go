@@ -104,6 +104,17 @@ func product(shape []uint64) uint64 {
 
 // saveTwoRankLayout is one rank of the two-rank save described above.
 func saveTwoRankLayout(ctx *Context, dir string) error {
+	return saveTwoRankLayoutWith(ctx, dir, SaveOptions{})
+}
+
+// saveTwoRankLayoutCheckingReplicas is saveTwoRankLayout with SaveOptions.CheckReplicas: the two copies of the bias
+// are compared before the save commits.
+func saveTwoRankLayoutCheckingReplicas(ctx *Context, dir string) error {
+	return saveTwoRankLayoutWith(ctx, dir, SaveOptions{CheckReplicas: true})
+}
+
+// saveTwoRankLayoutWith saves the layout with `options` and the metadata every test of it reads.
+func saveTwoRankLayoutWith(ctx *Context, dir string, options SaveOptions) error {
 	if ctx.WorldSize() != 2 {
 		return fmt.Errorf("the save layout needs 2 ranks, not %d", ctx.WorldSize())
 	}
@@ -128,7 +139,8 @@ func saveTwoRankLayout(ctx *Context, dir string) error {
 	if err := state.AddCommon("step", stepBytes(savedStep)); err != nil {
 		return err
 	}
-	request, err := ctx.Save(state.State, dir, &SaveOptions{Metadata: map[string]string{"framework": savedFramework}})
+	options.Metadata = map[string]string{"framework": savedFramework}
+	request, err := ctx.Save(state.State, dir, &options)
 	if err != nil {
 		return err
 	}

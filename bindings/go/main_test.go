@@ -28,10 +28,11 @@ const testArenaBytes = 64 << 20
 
 // childRoles are the jobs a re-executed test binary can run as one rank.
 var childRoles = map[string]func(ctx *Context, dir string) error{
-	"save":         saveTwoRankLayout,
-	"load-columns": loadByColumns,
-	"load-whole":   loadWhole,
-	"manager":      saveThreeStepsKeepTwo,
+	"save":                   saveTwoRankLayout,
+	"save-checking-replicas": saveTwoRankLayoutCheckingReplicas,
+	"load-columns":           loadByColumns,
+	"load-whole":             loadWhole,
+	"manager":                saveThreeStepsKeepTwo,
 }
 
 // testRoot holds every checkpoint that the tests write; TestMain removes it.

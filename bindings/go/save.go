@@ -64,6 +64,11 @@ type SaveOptions struct {
 	// until the request finishes (one unmapped or released meanwhile fails the save, naming its tensor). Refused
 	// with InPlace or a memory Tier; where the kernel refuses userfaultfd the save copies at the call.
 	CopyOnWrite bool
+	// CheckReplicas has the ranks holding replicas of a box compare their copies' block checksums before the save
+	// commits (CKPT_SAVE_CHECK_REPLICAS); a difference fails the save (ErrCorrupt, CKPT_E_CORRUPT) naming the
+	// tensor, box, blocks and ranks. The same on every rank. The replicas' host Buffers are read after Save
+	// returns (write-protected meanwhile, as CopyOnWrite's): they must stay allocated until the request finishes.
+	CheckReplicas bool
 	// Metrics, through a Manager only: the text of a JSON object (at most 1 MiB) stored with the step, which
 	// commits with it (Manager.Metrics reads it back); empty: none. Rank 0's is stored.
 	Metrics string
@@ -199,6 +204,9 @@ func (o *SaveOptions) toC(allocs *cAllocs) (C.ckpt_save_options, error) {
 	}
 	if o.CopyOnWrite {
 		copts.flags |= C.CKPT_SAVE_COPY_ON_WRITE
+	}
+	if o.CheckReplicas {
+		copts.flags |= C.CKPT_SAVE_CHECK_REPLICAS
 	}
 	var err error
 	if o.Metrics != "" {

@@ -18,8 +18,8 @@ end
 release(request::SaveRequest) = LibCkpt.ckpt_request_free(request.handle)
 
 """
-    Ckpt.save(ctx, state, path; metadata=(), tier=CKPT_TIER_STORAGE, in_place=false, copy_on_write=false)
-        -> SaveRequest
+    Ckpt.save(ctx, state, path; metadata=(), tier=CKPT_TIER_STORAGE, in_place=false, copy_on_write=false,
+              check_replicas=false) -> SaveRequest
 
 Collective: saves `state` as the checkpoint directory `path`, with `metadata` (pairs of strings, taken from rank 0)
 in its manifest. Returns as soon as this rank's arrays are copied into the staging arena: they may be modified from
@@ -45,22 +45,27 @@ are write-protected, before any copy: the copy runs in the background, and a pag
 copied first, so the checkpoint holds the values at the call. The request keeps the state (and its arrays) alive
 until it is closed; an array unmapped meanwhile fails the save, naming its tensor. Refused with `in_place` or a
 memory tier; where the kernel refuses userfaultfd the save copies at the call.
+
+With `check_replicas = true` (`CKPT_SAVE_CHECK_REPLICAS`) the ranks holding replicas of a box compare their copies'
+block checksums before the save commits; a difference fails the save (CKPT_E_CORRUPT) naming the tensor, box, blocks
+and ranks. The same on every rank. The replicas' arrays are read after the call (write-protected meanwhile, as with
+`copy_on_write`): keep them alive until the request finishes.
 """
 function save(ctx::Context, state::State, path::AbstractString; metadata = (), tier::Integer = CKPT_TIER_STORAGE,
-              in_place::Bool = false, copy_on_write::Bool = false)
+              in_place::Bool = false, copy_on_write::Bool = false, check_replicas::Bool = false)
     target = c_string(path)
-    return start_save(ctx, state, metadata, tier, in_place; copy_on_write) do options, out, err
+    return start_save(ctx, state, metadata, tier, in_place; copy_on_write, check_replicas) do options, out, err
         LibCkpt.ckpt_save(ctx, state, target, options, out, err)
     end
 end
 
 """
 Calls `start(options, out, err)`, a C call that starts a save of `state`, with the save options holding `metadata`,
-`tier` and the `in_place` and `copy_on_write` flags, and returns the request it stored in `out`.
+`tier` and the `in_place`, `copy_on_write` and `check_replicas` flags, and returns the request it stored in `out`.
 """
 function start_save(start, ctx::Context, state::State, metadata, tier::Integer, in_place::Bool;
-                    copy_on_write::Bool = false, metrics::Union{Nothing,AbstractString} = nothing,
-                    best_value::Union{Nothing,Real} = nothing)
+                    copy_on_write::Bool = false, check_replicas::Bool = false,
+                    metrics::Union{Nothing,AbstractString} = nothing, best_value::Union{Nothing,Real} = nothing)
     metadata_keys = String[c_string(k) for (k, _) in metadata]
     metadata_values = String[c_string(v) for (_, v) in metadata]
     key_pointers = Ptr{Cchar}[chars(k) for k in metadata_keys]
@@ -70,7 +75,8 @@ function start_save(start, ctx::Context, state::State, metadata, tier::Integer, 
         options = Ref(LibCkpt.ckpt_save_options(sizeof(LibCkpt.ckpt_save_options), length(metadata_keys),
                                                 pointer(key_pointers), pointer(value_pointers), C_NULL, C_NULL,
                                                 tier, (in_place ? LibCkpt.CKPT_SAVE_IN_PLACE : UInt64(0)) |
-                                                      (copy_on_write ? LibCkpt.CKPT_SAVE_COPY_ON_WRITE : UInt64(0)),
+                                                      (copy_on_write ? LibCkpt.CKPT_SAVE_COPY_ON_WRITE : UInt64(0)) |
+                                                      (check_replicas ? LibCkpt.CKPT_SAVE_CHECK_REPLICAS : UInt64(0)),
                                                 metrics_text === nothing ? LibCkpt.NULL_CHARS : chars(metrics_text),
                                                 best_value === nothing ? 0.0 : Float64(best_value),
                                                 best_value === nothing ? 0 : 1))

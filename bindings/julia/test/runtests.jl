@@ -278,6 +278,31 @@ end
     end
 end
 
+@testset "a save checking replicas commits and loads back" begin
+    mktempdir() do dir
+        ctx = Context(rank = 0, world_size = 1, arena_bytes = TEST_ARENA_BYTES)
+        weight = reshape(Float32.(1:1024), 32, 32)
+        steps = Int64[10, -20, 30, 7]
+        state = State()
+        add_tensor!(state, "weight", weight)
+        add_tensor!(state, "steps", steps)
+        request = Ckpt.save(ctx, state, joinpath(dir, "c"); check_replicas = true)
+        @test wait(request)
+        close(request)
+        close(state)
+
+        loaded = (zeros(Float32, 32, 32), zeros(Int64, 4))
+        state = State()
+        for (key, array) in zip(("weight", "steps"), loaded)
+            add_tensor!(state, key, array)
+        end
+        load!(ctx, state, joinpath(dir, "c"))
+        @test loaded == (weight, steps)
+        close(state)
+        close(ctx)
+    end
+end
+
 @testset "manager keeps the last two steps and resumes from the latest" begin
     mktempdir() do dir
         ctx = Context(rank = 0, world_size = 1)

@@ -6,6 +6,8 @@ every element it restores.
     numpy_job.py reshard-columns DIR   (2 ranks) restores column blocks of DIR/rows, and the whole tree untargeted
     numpy_job.py manager DIR           (2 ranks) retention, save interval, resume from the latest step
     numpy_job.py mismatch DIR          (2 ranks) overlapping boxes and missing keys fail on every rank, named
+    numpy_job.py check-replicas DIR    (3 ranks) replicas checked against each other: equal ones commit, one element
+                                       changed on the last rank fails the save on every rank, naming it
     numpy_job.py allgather DIR         (3 ranks) a context bootstrapped through the job's own allgather
     numpy_job.py collectives DIR       (3 ranks) a context whose collectives are the job's own
 """
@@ -165,6 +167,27 @@ def mismatch(directory):
     print(f"rank {ctx.rank}: mismatches refused on every rank")
 
 
+def check_replicas(directory):
+    ctx = ckpt.Context(timeout=30)
+    # "w" is replicated on every rank (whole arrays are), "own" is each rank's row block.
+    w = np.arange(3 << 18, dtype=np.float32).reshape(3, -1)
+    tree = {"w": w, "own": ckpt.Shard(np.full((2, 4), ctx.rank, np.int32), (2 * ctx.world_size, 4), (2 * ctx.rank, 0))}
+    ckpt.save(os.path.join(directory, "good"), tree, check_replicas=True).wait()
+    restored = ckpt.restore(os.path.join(directory, "good"), {"w": np.zeros_like(w)}, partial=True)
+    assert restored["w"].tobytes() == w.tobytes()
+    odd = ctx.world_size - 1
+    if ctx.rank == odd:
+        w[2, 12345] += 1  # in the third of three 1 MiB blocks
+    try:
+        ckpt.save(os.path.join(directory, "flipped"), tree, check_replicas=True).wait()
+        raise AssertionError("a save with a replica that differs committed")
+    except ckpt.CorruptError as e:
+        assert "tensor 'w'" in str(e) and "block 2 of 3" in str(e), e
+        assert f"rank {odd} differs from them" in str(e) or f"rank {odd} (written) differs from them" in str(e), e
+    assert not os.path.exists(os.path.join(directory, "flipped"))
+    print(f"rank {ctx.rank}: a replica that differs is named before the commit")
+
+
 def file_allgather(directory, rank, world_size):
     """The job's own allgather, as an MPI or JAX job would bring: here, files in a shared directory."""
     calls = iter(range(1 << 30))
@@ -272,7 +295,8 @@ def collectives(directory):
 def main(argv):
     command, directory = argv
     {"save-whole": save_whole, "reshard-rows": reshard_rows, "reshard-columns": reshard_columns,
-     "manager": manager, "mismatch": mismatch, "allgather": allgather, "collectives": collectives}[command](directory)
+     "manager": manager, "mismatch": mismatch, "check-replicas": check_replicas, "allgather": allgather,
+     "collectives": collectives}[command](directory)
     return 0
 
 

@@ -144,6 +144,17 @@ def test_request_reports_completion_and_buffers_are_free_on_return(tmp_path):
     assert ckpt.Reader(tmp_path / "c").metadata == {"run": "7"}
 
 
+def test_a_save_checking_replicas_commits_and_restores(tmp_path):
+    tree = {"w": np.arange(3 << 18, dtype=np.float32).reshape(3, -1), "b": np.linspace(-1, 1, 7), "step": 5}
+    ckpt.save(tmp_path / "c", tree, check_replicas=True).wait()
+    restored = ckpt.restore(tmp_path / "c", tree)
+    for key in ("w", "b"):
+        assert restored[key].tobytes() == tree[key].tobytes(), key
+    assert restored["step"] == 5
+    with pytest.raises(ValueError, match="check_replicas must be True or False"):
+        ckpt.save(tmp_path / "d", tree, check_replicas="yes")
+
+
 def test_saving_over_a_committed_checkpoint_is_refused(tmp_path):
     ckpt.save(tmp_path / "c", {"v": np.ones(3)}).wait()
     with pytest.raises(ckpt.AlreadyExistsError, match="already exists") as raised:

@@ -38,6 +38,10 @@ def test_mismatches_fail_on_every_rank(tmp_path):
     assert launch(2, "mismatch", tmp_path).count("refused on every rank") == 2
 
 
+def test_replicas_that_differ_fail_the_save_on_3_ranks(tmp_path):
+    assert launch(3, "check-replicas", tmp_path).count("a replica that differs is named before the commit") == 3
+
+
 def test_a_context_bootstrapped_through_the_jobs_allgather_on_3_ranks(tmp_path):
     assert launch(3, "allgather", tmp_path).count("bootstrapped through the job's allgather") == 3
 

@@ -53,6 +53,7 @@ pub struct SaveOptions {
     tier: Tier,
     in_place: bool,
     copy_on_write: bool,
+    check_replicas: bool,
     metrics: Option<String>,
     best_value: Option<f64>,
 }
@@ -65,6 +66,7 @@ impl std::fmt::Debug for SaveOptions {
             .field("tier", &self.tier)
             .field("in_place", &self.in_place)
             .field("copy_on_write", &self.copy_on_write)
+            .field("check_replicas", &self.check_replicas)
             .field("metrics", &self.metrics)
             .field("best_value", &self.best_value)
             .finish()
@@ -120,6 +122,16 @@ impl SaveOptions {
     /// refuses userfaultfd the save copies at the call, as without it.
     pub fn copy_on_write(mut self, copy_on_write: bool) -> Self {
         self.copy_on_write = copy_on_write;
+        self
+    }
+
+    /// The ranks holding replicas of a box compare their copies' block checksums before the save commits
+    /// (`sys::CKPT_SAVE_CHECK_REPLICAS`; off by default); a difference fails the save (`CKPT_E_CORRUPT`) naming the
+    /// tensor, box, blocks and ranks. The same on every rank. The replicas' host buffers are read after the save
+    /// call (write-protected meanwhile, as [`SaveOptions::copy_on_write`]'s): they must stay allocated and mapped
+    /// until the request finishes.
+    pub fn check_replicas(mut self, check_replicas: bool) -> Self {
+        self.check_replicas = check_replicas;
         self
     }
 
@@ -182,6 +194,9 @@ where
     }
     if options.copy_on_write {
         opts.flags |= sys::CKPT_SAVE_COPY_ON_WRITE;
+    }
+    if options.check_replicas {
+        opts.flags |= sys::CKPT_SAVE_CHECK_REPLICAS;
     }
     opts.metadata_count =
         u32::try_from(metadata.keys.len()).map_err(|_| Error::invalid_argument("too many metadata entries"))?;

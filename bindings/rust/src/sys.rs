@@ -231,6 +231,7 @@ pub const CKPT_TIER_BOTH: u64 = 2;
 
 pub const CKPT_SAVE_IN_PLACE: u64 = 1;
 pub const CKPT_SAVE_COPY_ON_WRITE: u64 = 2;
+pub const CKPT_SAVE_CHECK_REPLICAS: u64 = 4;
 
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]

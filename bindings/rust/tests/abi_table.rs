@@ -275,6 +275,7 @@ fn rust_constants() -> BTreeMap<String, i64> {
         CKPT_TIER_BOTH,
         CKPT_SAVE_IN_PLACE,
         CKPT_SAVE_COPY_ON_WRITE,
+        CKPT_SAVE_CHECK_REPLICAS,
         CKPT_BEST_MAX,
         CKPT_BEST_MIN,
         CKPT_STRICT_FAIL,

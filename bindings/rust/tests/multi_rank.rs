@@ -10,6 +10,7 @@ use ckpt::{Context, LoadOptions, LoadState, Reader, SaveOptions, SaveState, Shar
 use common::*;
 
 const SAVE: &str = "save-rows";
+const SAVE_CHECKING_REPLICAS: &str = "save-rows-checking-replicas";
 const LOAD_WHOLE: &str = "load-whole";
 const LOAD_COLUMNS: &str = "load-columns";
 
@@ -23,15 +24,17 @@ fn rank_process() {
     let dir = PathBuf::from(env::var_os(DIR_VAR).expect("checkpoint directory"));
     let ctx = Context::from_env().expect("context from the launcher's environment");
     match role.as_str() {
-        SAVE => save_rows(&ctx, &dir),
+        SAVE => save_rows(&ctx, &dir, false),
+        SAVE_CHECKING_REPLICAS => save_rows(&ctx, &dir, true),
         LOAD_WHOLE => load_whole(&ctx, &dir),
         LOAD_COLUMNS => load_columns(&ctx, &dir),
         other => panic!("unknown role {}", other),
     }
 }
 
-/// Rank r of 2 holds rows [2r, 2r + 2) of the weight and a replica of the whole bias.
-fn save_rows(ctx: &Context, dir: &std::path::Path) {
+/// Rank r of 2 holds rows [2r, 2r + 2) of the weight and a replica of the whole bias; with `check_replicas` the two
+/// copies of the bias are compared before the save commits.
+fn save_rows(ctx: &Context, dir: &std::path::Path, check_replicas: bool) {
     assert_eq!(ctx.world_size(), 2);
     let rank = u64::from(ctx.rank());
     let rows = 2 * rank..2 * rank + 2;
@@ -42,7 +45,7 @@ fn save_rows(ctx: &Context, dir: &std::path::Path) {
     state.add_tensor(&weight_shard, &weight).unwrap();
     state.add_tensor(&Shard::new(BIAS, &[BIAS_LEN]).replica(&[ctx.rank()]), &bias).unwrap();
     state.add_common(STEP_KEY, &STEP.to_le_bytes()).unwrap();
-    let options = SaveOptions::new().metadata("layout", "rows-2");
+    let options = SaveOptions::new().metadata("layout", "rows-2").check_replicas(check_replicas);
     let mut request = ctx.save(&mut state, dir, &options).unwrap();
     request.wait().unwrap();
     // Without the job's collectives, the TCP store carried the save's plan and agreements.
@@ -91,6 +94,13 @@ fn load_columns(ctx: &Context, dir: &std::path::Path) {
 fn two_rank_save_loads_whole_on_one_rank() {
     let temp = TempDir::new();
     run_ranks(SAVE, 2, &temp);
+    run_ranks(LOAD_WHOLE, 1, &temp);
+}
+
+#[test]
+fn two_rank_save_checking_replicas_commits_and_loads_whole_on_one_rank() {
+    let temp = TempDir::new();
+    run_ranks(SAVE_CHECKING_REPLICAS, 2, &temp);
     run_ranks(LOAD_WHOLE, 1, &temp);
 }
 

@@ -74,10 +74,11 @@ TIERS = {"storage": 0, "memory": 1, "both": 2}
 # CKPT_BEST_*, by the names CheckpointManager's `best_mode` takes.
 BEST_MODES = {"max": 0, "min": 1}
 
-# CKPT_SAVE_* bits of ckpt_save_options.flags: ckpt.save's and CheckpointManager.save's `in_place` and
-# `copy_on_write`.
+# CKPT_SAVE_* bits of ckpt_save_options.flags: ckpt.save's and CheckpointManager.save's `in_place`,
+# `copy_on_write` and `check_replicas`.
 SAVE_IN_PLACE = 0x1
 SAVE_COPY_ON_WRITE = 0x2
+SAVE_CHECK_REPLICAS = 0x4
 
 
 class Collectives(ctypes.Structure):

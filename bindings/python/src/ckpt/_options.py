@@ -26,13 +26,17 @@ def tier_code(tier: object) -> int:
         raise ValueError(f"tier must be 'storage', 'memory' or 'both', not {tier!r}") from None
 
 
-def save_flags(in_place: object, copy_on_write: object = False) -> int:
-    """The CKPT_SAVE_* bits of the `in_place` and `copy_on_write` arguments: each True or False."""
-    if in_place not in (True, False):
-        raise ValueError(f"in_place must be True or False, not {in_place!r}")
-    if copy_on_write not in (True, False):
-        raise ValueError(f"copy_on_write must be True or False, not {copy_on_write!r}")
-    return (_native.SAVE_IN_PLACE if in_place else 0) | (_native.SAVE_COPY_ON_WRITE if copy_on_write else 0)
+def save_flags(in_place: object, copy_on_write: object = False, check_replicas: object = False) -> int:
+    """The CKPT_SAVE_* bits of the `in_place`, `copy_on_write` and `check_replicas` arguments: each True or
+    False."""
+    flags = 0
+    for name, value, bit in (("in_place", in_place, _native.SAVE_IN_PLACE),
+                             ("copy_on_write", copy_on_write, _native.SAVE_COPY_ON_WRITE),
+                             ("check_replicas", check_replicas, _native.SAVE_CHECK_REPLICAS)):
+        if value not in (True, False):
+            raise ValueError(f"{name} must be True or False, not {value!r}")
+        flags |= bit if value else 0
+    return flags
 
 
 def load_flags(allow_dtype_cast: bool) -> int:
@@ -65,14 +69,17 @@ def progress_callback(progress: Optional[Progress]) -> Optional[_native.CFunctio
 
 
 class SaveOptions:
-    """ckpt_save_options for user metadata (a str -> str mapping), a progress callable, a tier and the in_place and
-    copy_on_write flags, with the C arrays and the C callback they point at. A copy-on-write save also keeps here
-    the buffers it reads (`buffers`) until its request finishes: the library copies them after the call."""
+    """ckpt_save_options for user metadata (a str -> str mapping), a progress callable, a tier and the in_place,
+    copy_on_write and check_replicas flags, with the C arrays and the C callback they point at. A copy-on-write save,
+    or one that checks replicas, also keeps here the buffers it reads (`buffers`) until its request finishes: the
+    library may read them after the call."""
 
     def __init__(self, metadata: Optional[Mapping[str, str]], progress: Optional[Progress], tier: Tier,
-                 in_place: bool = False, copy_on_write: bool = False) -> None:
-        self.struct = _native.new(_native.SaveOptions, tier=tier_code(tier), flags=save_flags(in_place, copy_on_write))
-        self.copy_on_write = copy_on_write
+                 in_place: bool = False, copy_on_write: bool = False, check_replicas: bool = False) -> None:
+        self.struct = _native.new(_native.SaveOptions, tier=tier_code(tier),
+                                  flags=save_flags(in_place, copy_on_write, check_replicas))
+        # The library may read the buffers after the call: copy-on-write saves and the replicas a save checks.
+        self.reads_after_call = copy_on_write or check_replicas
         self.buffers: List[Any] = []
         self._progress = progress_callback(progress)
         if self._progress is not None:

@@ -193,12 +193,12 @@ def register_tree(state: State, tree: PyTree) -> bool:
 
 def start_save(ctx: Context, tree: PyTree, path: str, metadata: Optional[Mapping[str, str]], submit: Submit,
                progress: Optional[Progress] = None, tier: Tier = "storage", in_place: bool = False,
-               copy_on_write: bool = False) -> Request:
+               copy_on_write: bool = False, check_replicas: bool = False) -> Request:
     """Registers `tree`, then has the context's thread call submit(state, options) -> request handle: at once when
     the tree holds numpy buffers (the caller may change them as soon as this returns) or the save is in place (it
     returns once this rank's bytes are durable), else in the background. Returns a Request, tracked by the
     context."""
-    options = SaveOptions(metadata, progress, tier, in_place, copy_on_write)
+    options = SaveOptions(metadata, progress, tier, in_place, copy_on_write, check_replicas)
     state = State()
     try:
         immutable = register_tree(state, tree)
@@ -210,9 +210,10 @@ def start_save(ctx: Context, tree: PyTree, path: str, metadata: Optional[Mapping
         try:
             return submit(state, options.struct)
         finally:
-            # A copy-on-write save reads the buffers after the call: the Request keeps them alive (through its
-            # options) until it finishes, the copies register_tree made as well as the caller's arrays.
-            if options.copy_on_write:
+            # A copy-on-write save, or one checking replicas, may read the buffers after the call: the Request keeps
+            # them alive (through its options) until it finishes, the copies register_tree made as well as the
+            # caller's arrays.
+            if options.reads_after_call:
                 options.buffers = list(state._buffers)
             state.close()
 

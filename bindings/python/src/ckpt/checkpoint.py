@@ -21,7 +21,7 @@ __all__ = ["Request", "restore", "save"]
 
 def save(path: StrPath, tree: PyTree, *, context: Optional[Context] = None,
          metadata: Optional[Mapping[str, str]] = None, progress: Optional[Progress] = None, tier: Tier = "storage",
-         in_place: bool = False, copy_on_write: bool = False) -> Request:
+         in_place: bool = False, copy_on_write: bool = False, check_replicas: bool = False) -> Request:
     """Collective: every rank calls it with its part of the tree. Saves `tree` as the checkpoint directory `path`
     and returns a Request as soon as this rank's arrays may change; the checkpoint is written and committed in the
     background, and exists only once the Request succeeds.
@@ -56,7 +56,12 @@ def save(path: StrPath, tree: PyTree, *, context: Optional[Context] = None,
     write-protected, before any copy: a page written before the library copied it is copied first, so the
     checkpoint holds the values at the call. The Request keeps the arrays alive until it finishes; resizing or
     freeing their memory otherwise (an unmap, madvise) fails the save. Refused with in_place or a memory tier;
-    where the kernel refuses userfaultfd the save copies at the call, as without it."""
+    where the kernel refuses userfaultfd the save copies at the call, as without it.
+
+    `check_replicas=True` (CKPT_SAVE_CHECK_REPLICAS): the ranks holding replicas of a box compare their copies'
+    block checksums before the save commits; a difference fails the save (CKPT_E_CORRUPT, ckpt.CorruptError)
+    naming the tensor, box, blocks and ranks. It must be the same on every rank. The replicas are read after the
+    call (write-protected meanwhile, as copy_on_write's arrays): the Request keeps them alive until it finishes."""
     ctx = context or default_context()
     target = os.fsencode(os.fspath(path))
 
@@ -65,7 +70,8 @@ def save(path: StrPath, tree: PyTree, *, context: Optional[Context] = None,
         call("ckpt_save", ctx.handle, state.handle, target, ctypes.byref(opts), ctypes.byref(handle))
         return handle
 
-    return start_save(ctx, tree, os.fspath(path), metadata, submit, progress, tier, in_place, copy_on_write)
+    return start_save(ctx, tree, os.fspath(path), metadata, submit, progress, tier, in_place, copy_on_write,
+                      check_replicas)
 
 
 def restore(path: StrPath, target: Optional[PyTree] = None, *, context: Optional[Context] = None,
