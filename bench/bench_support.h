@@ -181,6 +181,8 @@ void RunReplicatedLoad(const Args& args);
 void RunCudaProbe();
 void RunDeviceSave(const Args& args);
 
+// bench/replica_mode.cc: the stall that replicas checking each other (CKPT_SAVE_CHECK_REPLICAS) add to a save.
+void RunReplicaCheck(const Args& args);
 // bench/memory_modes.cc: the memory tier.
 void RunMemory(const Args& args);
 void RunMemoryCrash(const Args& args);

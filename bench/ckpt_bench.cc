@@ -465,6 +465,7 @@ Mode FindMode(const std::string& name) {
   if (name == "device-save") return RunDeviceSave;
   if (name == "memory") return RunMemory;
   if (name == "memory-crash") return RunMemoryCrash;
+  if (name == "replica-check") return RunReplicaCheck;
   return nullptr;
 }
 

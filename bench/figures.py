@@ -70,6 +70,16 @@ FIGURES = [
     ("cow_save_block_vs_memcpy", "ratio", "%.3f"),
     ("cow_save_durable_gibps", "GiB/s", "%.3f"),
     ("cow_save_durable_vs_fio_write", "ratio", "%.3f"),
+    # Replicas checking each other (CKPT_SAVE_CHECK_REPLICAS) on bench/run's replica ranks, each holding the whole
+    # state: the blocking time of the slowest rank with the check and without, for the copy-on-write save (target:
+    # the check adds <= 0.1 of a memcpy of the state) and for the default save staged at the call.
+    ("replica_cow_block_ms", "ms", "%.1f"),
+    ("replica_cow_check_block_ms", "ms", "%.1f"),
+    ("replica_memcpy_ms", "ms", "%.1f"),
+    ("replica_check_stall_vs_memcpy", "ratio", "%.3f"),
+    ("replica_staged_block_ms", "ms", "%.1f"),
+    ("replica_staged_check_block_ms", "ms", "%.1f"),
+    ("replica_check_staged_stall_vs_memcpy", "ratio", "%.3f"),
     # The dedup save beside fio writing as many bytes right before it.
     ("dedup_save_ms", "ms", "%.1f"),
     ("dedup_fio_write_ms", "ms", "%.1f"),
@@ -341,6 +351,25 @@ def copy_on_write_figures(raw, f, state_gib):
     f["cow_save_durable_vs_fio_write"] = f["cow_save_durable_gibps"] / f["fio_write_gibps"]
 
 
+def replica_check_figures(raw, f):
+    """The stall replica checks add: the slowest rank's median blocking time with CKPT_SAVE_CHECK_REPLICAS minus
+    without, over the ranks' median memcpy of the state; nothing where ckpt_bench did not measure it."""
+    if "replica_ranks" not in raw:
+        return
+    ranks = range(per_rank_count(raw, "replica"))
+
+    def slowest(name):
+        return max(need(raw, "%s.rank%d" % (name, r)) for r in ranks)
+
+    f["replica_memcpy_ms"] = statistics.median(need(raw, "replica_memcpy_ms.rank%d" % r) for r in ranks)
+    for kind, figure in (("cow", "replica_check_stall_vs_memcpy"),
+                         ("staged", "replica_check_staged_stall_vs_memcpy")):
+        f["replica_%s_block_ms" % kind] = slowest("replica_%s_block_ms" % kind)
+        f["replica_%s_check_block_ms" % kind] = slowest("replica_%s_check_block_ms" % kind)
+        added = f["replica_%s_check_block_ms" % kind] - f["replica_%s_block_ms" % kind]
+        f[figure] = added / max(f["replica_memcpy_ms"], 1e-6)
+
+
 def run_figures(raw, state_gib, dedup_gib, reshard_gib):
     """The figures of one run; a missing raw value names itself."""
     def measured(name):
@@ -367,6 +396,7 @@ def run_figures(raw, state_gib, dedup_gib, reshard_gib):
     f["memcpy_ms"] = measured("memcpy_ms")
     f["async_block_vs_memcpy"] = f["async_block_ms"] / max(f["memcpy_ms"], 1e-6)
     copy_on_write_figures(raw, f, state_gib)
+    replica_check_figures(raw, f)
     f["dedup_save_ms"] = measured("dedup_save_seconds") * 1e3
     f["dedup_fio_write_ms"] = dedup_gib * GIB / measured("dedup_fio_write_bps") * 1e3
     f["dedup_save_vs_fio_write"] = f["dedup_fio_write_ms"] / f["dedup_save_ms"]
@@ -443,6 +473,7 @@ def report(path, state_mib, dedup_mib, reshard_mib):
                      "load_vs_fio_read", "load_cpu_vs_fio",
                      "export_vs_fio_write", "export_vs_fio_copy", "safetensors_load_vs_fio_read",
                      "async_block_vs_memcpy", "cow_save_block_vs_memcpy", "cow_save_durable_vs_fio_write",
+                     "replica_check_stall_vs_memcpy", "replica_check_staged_stall_vs_memcpy",
                      "dedup_save_vs_fio_write", "reshard_load_vs_fio_read", "reshard_once_load_vs_fio_read",
                      "reshard_own_load_vs_fio_read", "exchange_vs_ucx_perftest", "d2h_stage_vs_memcpy",
                      "mem_save_block_vs_memcpy", "mem_save_complete_vs_fresh",
