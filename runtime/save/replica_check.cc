@@ -56,8 +56,9 @@ std::string DifferingBlocks(const std::vector<Copy>& copies, const StoredBytes& 
     if (differs) blocks.push_back(b);
   }
   std::string text = blocks.size() == 1 ? "block " : "blocks ";
-  for (size_t i = 0; i < blocks.size() && i < kMaxBlocksNamed; ++i)
+  for (size_t i = 0; i < blocks.size() && i < kMaxBlocksNamed; ++i) {
     text += (i > 0 ? ", " : "") + std::to_string(blocks[i]);
+  }
   if (blocks.size() > kMaxBlocksNamed) text += " and " + std::to_string(blocks.size() - kMaxBlocksNamed) + " more";
   return text + " of " + std::to_string(count) + " (" + std::to_string(reference.block_size) + " bytes each)" +
          (blocks.size() == 1 ? " differs" : " differ");
@@ -132,14 +133,18 @@ Status CheckReplicas(const std::vector<WriterReport>& reports) {
     }
   }
   std::vector<std::string> differences;
-  for (const auto& [id, copies] : checked) {
-    const bool all_same = std::all_of(copies.begin() + 1, copies.end(),
-                                      [&](const Copy& c) { return SameBytes(*c.sums, *copies.front().sums); });
-    if (!all_same) differences.push_back(Disagreement(*written.at(id), copies));
+  for (const auto& entry : checked) {
+    const std::vector<Copy>& copies = entry.second;
+    const StoredBytes& first = *copies.front().sums;
+    const bool all_same =
+        std::all_of(copies.begin() + 1, copies.end(), [&](const Copy& c) { return SameBytes(*c.sums, first); });
+    if (!all_same) differences.push_back(Disagreement(*written.at(entry.first), copies));
   }
   if (differences.empty()) return Status::Ok();
   std::string message = "replicas of the same data differ, so the save was not committed (CKPT_SAVE_CHECK_REPLICAS): ";
-  for (size_t i = 0; i < differences.size() && i < kMaxItemsNamed; ++i) message += (i > 0 ? "; " : "") + differences[i];
+  for (size_t i = 0; i < differences.size() && i < kMaxItemsNamed; ++i) {
+    message += (i > 0 ? "; " : "") + differences[i];
+  }
   if (differences.size() > kMaxItemsNamed) {
     message += "; and " + std::to_string(differences.size() - kMaxItemsNamed) + " more items";
   }
