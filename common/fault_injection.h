@@ -36,8 +36,9 @@ inline constexpr char kAgentDiesOnPushAskVar[] = "CKPT_FAULT_AGENT_DIES_ON_PUSH_
 // CKPT_FAULT_LISTEN_DELAY_MS: a socket bound by AgentListener (collectives/agent/agent_socket.h) starts listening only
 // this many milliseconds later, as when the ckpt-agent that bound it is preempted there.
 inline constexpr char kListenDelayVar[] = "CKPT_FAULT_LISTEN_DELAY_MS";
-// CKPT_FAULT_STAGING_PAUSE_MS: a save's staging pauses this many milliseconds before each window it copies, as a
-// slow copy would, so that a test can see what the I/O workers do meanwhile.
+// CKPT_FAULT_STAGING_PAUSE_MS: a save's staging pauses this many milliseconds before each window it copies, and
+// before each replica it checksums (CKPT_SAVE_CHECK_REPLICAS), as a slow copy would, so that a test can see what the
+// I/O workers, or the trainer, do meanwhile.
 inline constexpr char kStagingPauseVar[] = "CKPT_FAULT_STAGING_PAUSE_MS";
 // CKPT_FAULT_DIRECTORY_SYNC_EIO: syncing the directory whose path is exactly this text, as the library spells it,
 // fails with EIO (in io::SyncDirectory, which every directory sync goes through), so that a test can prove the
@@ -94,7 +95,7 @@ inline std::chrono::milliseconds ListenDelay() {
   return std::chrono::milliseconds(settings::PositiveFromEnv(kListenDelayVar, 0));
 }
 
-inline void PauseBeforeStagingWindow() {
+inline void PauseBeforeStaging() {
   std::this_thread::sleep_for(std::chrono::milliseconds(settings::PositiveFromEnv(kStagingPauseVar, 0)));
 }
 
@@ -126,7 +127,7 @@ constexpr bool ExitBeforeExchange(int, size_t) { return false; }
 constexpr bool StopBeforeExchange(int, size_t) { return false; }
 inline bool AgentDiesOnPushAsk(const std::string&) { return false; }
 constexpr std::chrono::milliseconds ListenDelay() { return std::chrono::milliseconds(0); }
-inline void PauseBeforeStagingWindow() {}
+inline void PauseBeforeStaging() {}
 inline void PauseBeforeRetention() {}
 inline int InjectedDirectorySyncError(const std::string&) { return 0; }
 constexpr uint64_t LoadRoundBytes(uint64_t bytes) { return bytes; }

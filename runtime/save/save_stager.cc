@@ -250,7 +250,7 @@ Result<io::ArenaRegion> StageWindow(Window& w, const StagingSettings& settings, 
                      AbsorbOldest(arena, ticket);
                      return true;
                    }));
-  fault::PauseBeforeStagingWindow();
+  fault::PauseBeforeStaging();
   const Status filled = FillWindow(w, arena.data() + region.offset, settings.block_size, checksums);
   if (!filled.ok()) {
     arena.Release(region);
@@ -372,6 +372,7 @@ void ProtectForBackground(StagingJob& job, const SaveTicket& ticket) {
 // Fills the checksums of report.replicas from the replica units.
 Status ChecksumReplicas(const std::vector<Unit>& replicas, SaveTicket& ticket) {
   for (const Unit& u : replicas) {
+    fault::PauseBeforeStaging();
     StoredBytes& sums = ticket.report.replicas[u.target].bytes;
     ASSIGN_OR_RETURN(sums.block_checksums, staging::ChecksumUnit(u.source, u.bytes, sums.block_size));
   }

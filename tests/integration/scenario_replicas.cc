@@ -6,8 +6,11 @@
 //                        checksummed in the background, through write protection
 //   flipped DIR RANK     rank RANK flips one bit in block 2 of its "w": the save fails on every rank with
 //                        CKPT_E_CORRUPT naming the tensor, the block and the rank, and nothing is committed at DIR
+//   unmapped DIR         every rank unmaps its "w" right after its call, while the replicas wait to be checksummed
+//                        (CKPT_FAULT_STAGING_PAUSE_MS): the save fails on every rank naming "w", commits nothing
 //   disagree DIR         rank 0 alone asks for the check: ckpt_save fails on every rank with CKPT_E_MISMATCH
 //                        naming the flag, before anything is written
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -47,6 +50,14 @@ void Register(const Session& s, ckpt_state_t* state, Layout& layout, bool fill) 
           "ckpt_state_add_object");
 }
 
+// A state holding `layout`, registered (with its values if `fill`).
+ckpt_state_t* RegisteredState(const Session& s, Layout& layout, bool fill) {
+  ckpt_state_t* state = nullptr;
+  s.Check(ckpt_state_create(&state, s.err), "ckpt_state_create");
+  Register(s, state, layout, fill);
+  return state;
+}
+
 ckpt_request_t* Save(const Session& s, ckpt_state_t* state, const char* dir, uint64_t flags) {
   ckpt_save_options opts = CKPT_SAVE_OPTIONS_INIT;
   opts.flags = CKPT_SAVE_CHECK_REPLICAS | flags;
@@ -58,9 +69,7 @@ ckpt_request_t* Save(const Session& s, ckpt_state_t* state, const char* dir, uin
 int Agree(const char* dir, bool cow) {
   Session s;
   Layout saved;
-  ckpt_state_t* state = nullptr;
-  s.Check(ckpt_state_create(&state, s.err), "ckpt_state_create");
-  Register(s, state, saved, true);
+  ckpt_state_t* state = RegisteredState(s, saved, true);
   ckpt_request_t* request = Save(s, state, dir, cow ? CKPT_SAVE_COPY_ON_WRITE : 0);
   // The trainer's next step, before the background checksums ran: they must see the values at the call.
   std::memset(saved.w.data(), 0x7f, saved.w.size() * sizeof(float));
@@ -69,8 +78,7 @@ int Agree(const char* dir, bool cow) {
   ckpt_state_free(state);
 
   Layout loaded;
-  s.Check(ckpt_state_create(&state, s.err), "ckpt_state_create");
-  Register(s, state, loaded, false);
+  state = RegisteredState(s, loaded, false);
   s.Check(ckpt_load(s.ctx, state, dir, nullptr, s.err), "ckpt_load");
   CheckRows(s, "w", 21, loaded.w, 0);
   CheckRows(s, "rows", 22, loaded.rows, loaded.first_row * kColsSharded);
@@ -82,9 +90,7 @@ int Agree(const char* dir, bool cow) {
 int Flipped(const char* dir, int flipped) {
   Session s;
   Layout layout;
-  ckpt_state_t* state = nullptr;
-  s.Check(ckpt_state_create(&state, s.err), "ckpt_state_create");
-  Register(s, state, layout, true);
+  ckpt_state_t* state = RegisteredState(s, layout, true);
   if (s.rank == flipped) {
     // One bit of block 2 (bytes [2 MiB, 3 MiB)).
     reinterpret_cast<unsigned char*>(layout.w.data())[(2u << 20) + 12345] ^= 0x10;
@@ -105,12 +111,37 @@ int Flipped(const char* dir, int flipped) {
   return 0;
 }
 
+int Unmapped(const char* dir) {
+  Session s;
+  const size_t bytes = kRowsW * kColsW * sizeof(float);
+  void* w = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (w == MAP_FAILED) Die(s.rank, "mmap of 'w' failed");
+  const std::vector<float> values = RowSlab(21, kColsW, 0, kRowsW);
+  std::memcpy(w, values.data(), bytes);
+  ckpt_state_t* state = nullptr;
+  s.Check(ckpt_state_create(&state, s.err), "ckpt_state_create");
+  const uint32_t replica = static_cast<uint32_t>(s.rank);
+  AddTypedShard(s, state, "w", CKPT_DTYPE_F32, {kRowsW, kColsW}, {kRowsW, kColsW}, {0, 0}, w, kRowsW * kColsW, 0, 0, 0,
+                &replica, 1);
+  ckpt_request_t* request = Save(s, state, dir, 0);
+  if (munmap(w, bytes) != 0) Die(s.rank, "munmap of 'w' failed");
+  const int32_t outcome = ckpt_request_wait(request, 0, s.err);
+  const std::string message = ckpt_error_message(s.err);
+  if (outcome == CKPT_OK || message.find("'w': its buffer was unmapped") == std::string::npos) {
+    Die(s.rank, "expected the save to fail naming the unmapped replica of 'w', got " +
+                    std::string(ckpt_status_string(outcome)) + ": " + message);
+  }
+  ckpt_request_free(request);
+  ckpt_state_free(state);
+  if (access(dir, F_OK) == 0) Die(s.rank, std::string("a checkpoint was committed at ") + dir);
+  if (s.rank == 0) std::printf("rank 0: the save failed as it should: %s\n", message.c_str());
+  return 0;
+}
+
 int Disagree(const char* dir) {
   Session s;
   Layout layout;
-  ckpt_state_t* state = nullptr;
-  s.Check(ckpt_state_create(&state, s.err), "ckpt_state_create");
-  Register(s, state, layout, true);
+  ckpt_state_t* state = RegisteredState(s, layout, true);
   ckpt_save_options opts = CKPT_SAVE_OPTIONS_INIT;
   opts.flags = s.rank == 0 ? CKPT_SAVE_CHECK_REPLICAS : 0;
   ckpt_request_t* request = nullptr;
@@ -128,6 +159,7 @@ int main(int argc, char** argv) {
   const std::string mode = argc > 2 ? argv[1] : "";
   if (mode == "agree") return Agree(argv[2], argc > 3 && std::string(argv[3]) == "cow");
   if (mode == "flipped" && argc > 3) return Flipped(argv[2], std::atoi(argv[3]));
+  if (mode == "unmapped") return Unmapped(argv[2]);
   if (mode == "disagree") return Disagree(argv[2]);
-  Die(-1, "usage: ckpt_scenario_replicas agree DIR [cow] | flipped DIR RANK | disagree DIR");
+  Die(-1, "usage: ckpt_scenario_replicas agree DIR [cow] | flipped DIR RANK | unmapped DIR | disagree DIR");
 }

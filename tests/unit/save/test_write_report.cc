@@ -1,0 +1,59 @@
+// The write report each rank sends the committer (runtime/save/write_report.h): what it wrote and the replicas it
+// checked come back whole, and a report cut short anywhere is refused naming the rank, never misread.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "runtime/save/write_report.h"
+
+namespace ckpt::runtime {
+namespace {
+
+WriterReport Sample() {
+  WriterReport report;
+  report.files.push_back(DataFileRecord{"data/2-0.bin", 8192});
+  WrittenItem written;
+  written.key = "w";
+  written.box = Box{{0, 0}, {4, 8}};
+  written.bytes = StoredBytes{0, 4096, 128, 64, {11, 12}};
+  report.items.push_back(written);
+  WrittenItem replica;
+  replica.is_object = true;
+  replica.key = "rng";
+  replica.index = {3};
+  replica.bytes = StoredBytes{0, 0, 5000, 1 << 20, {21}};
+  report.replicas.push_back(replica);
+  return report;
+}
+
+TEST(WriteReportTest, ItemsAndCheckedReplicasRoundTrip) {
+  Result<WriterReport> decoded = DecodeWriterReport(EncodeWriterReport(Sample()), 2);
+  ASSERT_TRUE(decoded.ok()) << decoded.status().message();
+  ASSERT_EQ(decoded->items.size(), 1u);
+  EXPECT_EQ(decoded->items[0].box, (Box{{0, 0}, {4, 8}}));
+  EXPECT_EQ(decoded->items[0].bytes.block_checksums, (std::vector<uint64_t>{11, 12}));
+  ASSERT_EQ(decoded->replicas.size(), 1u);
+  const WrittenItem& replica = decoded->replicas[0];
+  EXPECT_TRUE(replica.is_object);
+  EXPECT_EQ(replica.key, "rng");
+  EXPECT_EQ(replica.index, (Shape{3}));
+  EXPECT_EQ(replica.bytes.byte_length, 5000u);
+  EXPECT_EQ(replica.bytes.block_checksums, (std::vector<uint64_t>{21}));
+}
+
+TEST(WriteReportTest, EveryTruncationIsRefusedNamingTheRank) {
+  const std::string encoded = EncodeWriterReport(Sample());
+  for (size_t length = 0; length < encoded.size(); ++length) {
+    const Result<WriterReport> decoded = DecodeWriterReport(encoded.substr(0, length), 2);
+    ASSERT_FALSE(decoded.ok()) << "a report cut to " << length << " bytes was accepted";
+    EXPECT_NE(decoded.status().message().find("write report from rank 2"), std::string::npos)
+        << decoded.status().message();
+  }
+}
+
+TEST(WriteReportTest, TrailingBytesAreRefused) {
+  EXPECT_FALSE(DecodeWriterReport(EncodeWriterReport(Sample()) + "x", 2).ok());
+}
+
+}  // namespace
+}  // namespace ckpt::runtime
