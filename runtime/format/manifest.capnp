@@ -23,6 +23,7 @@ struct Tensor {
   dtype @1 :Int32;                   # CKPT_DTYPE_* numbering
   shape @2 :List(UInt64);
   chunks @3 :List(Chunk);
+  digests @4 :List(BoxDigests);      # boxes as the save wrote them (its units), which chunks may split
 }
 
 struct ObjectPiece {
@@ -47,6 +48,18 @@ struct Common {
 struct DataFile {
   name @0 :Text;                     # relative, under data/
   size @1 :UInt64;
+  # Empty: the file is this checkpoint's. Otherwise the name of the sibling checkpoint directory (same parent) that
+  # holds it, which an incremental save refers to instead of writing the same bytes again (format 2).
+  checkpoint @2 :Text;
+}
+
+# The SHA-256 of each block_size block of one box's row-major bytes, as the save that wrote the box hashed them
+# (CKPT_SAVE_INCREMENTAL): what a later save compares its own blocks with.
+struct BoxDigests {
+  offset @0 :List(UInt64);
+  shape @1 :List(UInt64);
+  blockSize @2 :UInt64;
+  sha256 @3 :Data;                   # 32 bytes per block
 }
 
 struct KeyValue {

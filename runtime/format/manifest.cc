@@ -102,6 +102,16 @@ void FillStoredBytes(schema::StoredBytes::Builder out, const StoredBytes& in) {
   FillUInt64s(out.initBlockChecksums(static_cast<unsigned>(in.block_checksums.size())), in.block_checksums);
 }
 
+void FillDigests(capnp::List<schema::BoxDigests>::Builder out, const std::vector<BoxDigests>& in) {
+  for (size_t i = 0; i < in.size(); ++i) {
+    auto d = out[static_cast<unsigned>(i)];
+    FillUInt64s(d.initOffset(static_cast<unsigned>(in[i].box.offset.size())), in[i].box.offset);
+    FillUInt64s(d.initShape(static_cast<unsigned>(in[i].box.shape.size())), in[i].box.shape);
+    d.setBlockSize(in[i].block_size);
+    d.setSha256(kj::arrayPtr(reinterpret_cast<const kj::byte*>(in[i].sha256.data()), in[i].sha256.size()));
+  }
+}
+
 void FillTensor(schema::Tensor::Builder out, const TensorRecord& in) {
   out.setKey(AsText(in.key));
   out.setDtype(in.dtype);
@@ -114,6 +124,7 @@ void FillTensor(schema::Tensor::Builder out, const TensorRecord& in) {
     FillUInt64s(c.initShape(static_cast<unsigned>(chunk.box.shape.size())), chunk.box.shape);
     FillStoredBytes(c.initBytes(), chunk.bytes);
   }
+  if (!in.digests.empty()) FillDigests(out.initDigests(static_cast<unsigned>(in.digests.size())), in.digests);
 }
 
 void FillObject(schema::Object::Builder out, const ObjectRecord& in) {
@@ -152,6 +163,7 @@ void FillManifest(schema::Manifest::Builder out, const Manifest& in) {
   for (size_t i = 0; i < in.files.size(); ++i) {
     files[static_cast<unsigned>(i)].setName(AsText(in.files[i].name));
     files[static_cast<unsigned>(i)].setSize(in.files[i].size);
+    if (!in.files[i].checkpoint.empty()) files[static_cast<unsigned>(i)].setCheckpoint(AsText(in.files[i].checkpoint));
   }
   auto tensors = out.initTensors(static_cast<unsigned>(in.tensors.size()));
   for (size_t i = 0; i < in.tensors.size(); ++i) FillTensor(tensors[static_cast<unsigned>(i)], in.tensors[i]);
@@ -192,6 +204,17 @@ std::vector<ChunkRecord> ToChunks(capnp::List<schema::Chunk>::Reader in) {
   return out;
 }
 
+std::vector<BoxDigests> ToDigests(capnp::List<schema::BoxDigests>::Reader in) {
+  std::vector<BoxDigests> out;
+  out.reserve(in.size());
+  for (auto d : in) {
+    auto sha = d.getSha256();
+    out.push_back(BoxDigests{Box{ToShape(d.getOffset()), ToShape(d.getShape())}, d.getBlockSize(),
+                             std::string(reinterpret_cast<const char*>(sha.begin()), sha.size())});
+  }
+  return out;
+}
+
 enum class Chunks { kDecode, kLeaveEncoded };
 
 TensorRecord ToTensor(schema::Tensor::Reader in, Chunks chunks) {
@@ -199,7 +222,10 @@ TensorRecord ToTensor(schema::Tensor::Reader in, Chunks chunks) {
   out.key = ToString(in.getKey());
   out.dtype = in.getDtype();
   out.shape = ToShape(in.getShape());
-  if (chunks == Chunks::kDecode) out.chunks = ToChunks(in.getChunks());
+  if (chunks == Chunks::kDecode) {
+    out.chunks = ToChunks(in.getChunks());
+    out.digests = ToDigests(in.getDigests());
+  }
   return out;
 }
 
@@ -240,7 +266,9 @@ Result<Manifest> ToManifest(schema::Manifest::Reader in, Chunks chunks, const st
   out.world_size = in.getWorldSize();
   out.node_count = in.getNodeCount();
   for (auto kv : in.getMetadata()) out.metadata.emplace_back(ToString(kv.getKey()), ToString(kv.getValue()));
-  for (auto file : in.getFiles()) out.files.push_back(DataFileRecord{ToString(file.getName()), file.getSize()});
+  for (auto file : in.getFiles()) {
+    out.files.push_back(DataFileRecord{ToString(file.getName()), file.getSize(), ToString(file.getCheckpoint())});
+  }
   for (auto tensor : in.getTensors()) out.tensors.push_back(ToTensor(tensor, chunks));
   for (auto object : in.getObjects()) out.objects.push_back(ToObject(object));
   for (auto common : in.getCommon()) {
@@ -316,6 +344,30 @@ Result<std::string> ReadManifestFile(const std::string& dir) {
 
 }  // namespace
 
+std::string DataFileRoot(const std::string& dir, const DataFileRecord& file) {
+  return file.checkpoint.empty() ? dir : io::ParentDirectory(dir);
+}
+
+std::string DataFileBeneathRoot(const DataFileRecord& file) {
+  return file.checkpoint.empty() ? file.name : io::JoinPath(file.checkpoint, file.name);
+}
+
+std::string DataFilePath(const std::string& dir, const DataFileRecord& file) {
+  return io::JoinPath(DataFileRoot(dir, file), DataFileBeneathRoot(file));
+}
+
+std::string DescribeDataFile(const DataFileRecord& file) {
+  if (file.checkpoint.empty()) return Quoted(file.name);
+  return Quoted(file.name) + " of checkpoint " + Quoted(file.checkpoint) + " (which this incremental checkpoint refers to)";
+}
+
+uint32_t FormatMajorFor(const std::vector<DataFileRecord>& files) {
+  for (const DataFileRecord& file : files) {
+    if (!file.checkpoint.empty()) return kFormatMajor;
+  }
+  return kFormatMajorWithoutReferences;
+}
+
 Result<std::string> EncodeManifest(const Manifest& manifest) {
   Status valid = ValidateManifest(manifest);
   if (!valid.ok()) return Internal("refusing to write an inconsistent manifest: " + valid.message());
@@ -380,9 +432,11 @@ class EncodedChunks::Impl {
         if (decoded_[t]) continue;  // asked twice in one call
         TensorRecord& tensor = manifest.tensors[t];
         tensor.chunks = ToChunks(stored[t].getChunks());
+        tensor.digests = ToDigests(stored[t].getDigests());
         const Status valid = ValidateTensorChunks(tensor, manifest.files);
         if (!valid.ok()) {
-          tensor.chunks.clear();  // nothing may plan with records that failed their checks
+          tensor.chunks.clear();
+          tensor.digests.clear();  // nothing may plan with records that failed their checks
           return valid.WithContext("tensor " + Quoted(tensor.key)).WithContext(origin_);
         }
         decoded_[t] = true;
@@ -438,7 +492,7 @@ std::vector<bool> HeldDataFiles(const Manifest& manifest, const std::string& dir
   for (const DataFileRecord& file : manifest.files) {
     struct stat st;
     // A link is no data file of the copy: lstat, so that it counts as missing.
-    held.push_back(lstat(io::JoinPath(dir, file.name).c_str(), &st) == 0 && S_ISREG(st.st_mode) &&
+    held.push_back(lstat(DataFilePath(dir, file).c_str(), &st) == 0 && S_ISREG(st.st_mode) &&
                    static_cast<uint64_t>(st.st_size) == file.size);
   }
   return held;

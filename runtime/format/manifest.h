@@ -20,7 +20,11 @@
 
 namespace ckpt::runtime {
 
-inline constexpr uint32_t kFormatMajor = 1;
+// The format a manifest is written in: 1.0, or 2.0 where it refers to another checkpoint's data files, so that a
+// library that cannot follow such references refuses the checkpoint instead of reading its own files there.
+// kFormatMajor is the newest major this library reads.
+inline constexpr uint32_t kFormatMajor = 2;
+inline constexpr uint32_t kFormatMajorWithoutReferences = 1;
 inline constexpr uint32_t kFormatMinor = 0;
 inline constexpr char kManifestName[] = "MANIFEST";
 inline constexpr char kDataDirName[] = "data";
@@ -42,11 +46,22 @@ struct ChunkRecord {
   StoredBytes bytes;
 };
 
+// SHA-256 of each block of a box's row-major bytes (the last block may be short).
+struct BoxDigests {
+  Box box;
+  uint64_t block_size = 0;
+  std::string sha256;  // 32 bytes per block
+};
+
+inline constexpr size_t kDigestBytes = 32;
+
 struct TensorRecord {
   std::string key;
   int32_t dtype = 0;
   Shape shape;
   std::vector<ChunkRecord> chunks;  // tile `shape` exactly
+  // CKPT_SAVE_INCREMENTAL: the digests of the boxes the save wrote (or referred to), decoded with the chunks.
+  std::vector<BoxDigests> digests;
 };
 
 struct ObjectPieceRecord {
@@ -69,12 +84,26 @@ struct CommonRecord {
 };
 
 struct DataFileRecord {
-  std::string name;  // relative to the checkpoint directory, e.g. "data/0-0.bin"
+  std::string name;  // relative to the checkpoint directory that holds it, e.g. "data/0-0.bin"
   uint64_t size = 0;
+  // Empty: the checkpoint's own file. Otherwise the sibling checkpoint directory (one plain name, in the same
+  // parent directory) whose file this is: an incremental save's reference to bytes it did not write again.
+  std::string checkpoint;
 };
 
+// The directory a data file of the checkpoint at `dir` lies beneath, which reads of it are confined to: `dir`
+// itself, or for a file of a sibling checkpoint, their common parent.
+std::string DataFileRoot(const std::string& dir, const DataFileRecord& file);
+// Its path relative to that directory, and its whole path.
+std::string DataFileBeneathRoot(const DataFileRecord& file);
+std::string DataFilePath(const std::string& dir, const DataFileRecord& file);
+// How errors name it: its name, with the sibling checkpoint that holds it.
+std::string DescribeDataFile(const DataFileRecord& file);
+// The format major a manifest with these files is written in.
+uint32_t FormatMajorFor(const std::vector<DataFileRecord>& files);
+
 struct Manifest {
-  uint32_t format_major = kFormatMajor;
+  uint32_t format_major = kFormatMajorWithoutReferences;  // FormatMajorFor(files)
   uint32_t format_minor = kFormatMinor;
   std::string library_version;
   std::string checkpoint_id;

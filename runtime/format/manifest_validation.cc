@@ -28,12 +28,26 @@ Status ValidateFileName(const std::string& name) {
   return Status::Ok();
 }
 
+// A referenced checkpoint is a sibling of this one: one plain name, so that its files stay inside the parent
+// directory the two share.
+Status ValidateCheckpointName(const std::string& name) {
+  if (name.size() > 255) return Corrupt("checkpoint name of " + std::to_string(name.size()) + " bytes");
+  if (name.find('\0') != std::string::npos) return Corrupt("checkpoint name " + Quoted(name) + " contains a NUL byte");
+  const std::vector<std::string> components = io::PathComponents(name);
+  if (components.size() != 1 || components.front() != name || io::FirstNonPlainComponent(components) != nullptr) {
+    return Corrupt("checkpoint name " + Quoted(name) + " is not one plain name of a sibling directory");
+  }
+  return Status::Ok();
+}
+
 Status ValidateFiles(const std::vector<DataFileRecord>& files) {
-  std::set<std::string> seen;
+  std::set<std::pair<std::string, std::string>> seen;
   for (size_t i = 0; i < files.size(); ++i) {
-    RETURN_IF_ERROR(ValidateFileName(files[i].name).WithContext("data file " + std::to_string(i)));
-    if (!seen.insert(files[i].name).second) {
-      return Corrupt("data file " + Quoted(files[i].name) + " is listed twice");
+    const std::string where = "data file " + std::to_string(i);
+    RETURN_IF_ERROR(ValidateFileName(files[i].name).WithContext(where));
+    if (!files[i].checkpoint.empty()) RETURN_IF_ERROR(ValidateCheckpointName(files[i].checkpoint).WithContext(where));
+    if (!seen.emplace(files[i].checkpoint, files[i].name).second) {
+      return Corrupt("data file " + DescribeDataFile(files[i]) + " is listed twice");
     }
   }
   return Status::Ok();
@@ -52,7 +66,7 @@ Status ValidateStoredBytes(const StoredBytes& s, const std::vector<DataFileRecor
   const DataFileRecord& file = files[s.file_index];
   if (s.byte_length > file.size || s.file_offset > file.size - s.byte_length) {
     return Corrupt("byte range [" + std::to_string(s.file_offset) + ", +" + std::to_string(s.byte_length) +
-                   ") is past the end of " + Quoted(file.name) + " (" + std::to_string(file.size) + " bytes)");
+                   ") is past the end of " + DescribeDataFile(file) + " (" + std::to_string(file.size) + " bytes)");
   }
   if (s.block_size == 0) return Corrupt("block size is 0");
   const uint64_t expected = SafeBlockCount(s.byte_length, s.block_size);
@@ -229,12 +243,31 @@ Status ValidateTensorChunks(const TensorRecord& t, const std::vector<DataFileRec
     RETURN_IF_ERROR(ValidateChunkGeometry(t.chunks[i], t.shape, element_size).WithContext(where));
     RETURN_IF_ERROR(ValidateStoredBytes(t.chunks[i].bytes, files).WithContext(where));
   }
+  for (size_t i = 0; i < t.digests.size(); ++i) {
+    const BoxDigests& d = t.digests[i];
+    const std::string where = "digests " + std::to_string(i);
+    ChunkRecord as_chunk{d.box, {}};
+    as_chunk.bytes.byte_length = d.box.offset.size() == t.shape.size() ? d.box.volume() * element_size : 0;
+    RETURN_IF_ERROR(ValidateChunkGeometry(as_chunk, t.shape, element_size).WithContext(where));
+    if (d.block_size == 0) return Corrupt(where + ": block size is 0");
+    const uint64_t blocks = SafeBlockCount(as_chunk.bytes.byte_length, d.block_size);
+    if (d.sha256.size() / kDigestBytes != blocks || d.sha256.size() % kDigestBytes != 0) {
+      return Corrupt(where + ": " + std::to_string(d.sha256.size()) + " digest bytes for " + std::to_string(blocks) +
+                     " blocks of " + std::to_string(d.block_size) + " bytes");
+    }
+  }
   return ValidateTiling(t.chunks, t.shape);
 }
 
 Status ValidateManifestWithoutChunks(const Manifest& m) {
   if (m.world_size == 0) return Corrupt("world size is 0");
   RETURN_IF_ERROR(ValidateFiles(m.files));
+  if (m.format_major < FormatMajorFor(m.files)) {
+    return Corrupt("format " + std::to_string(m.format_major) + " cannot refer to another checkpoint's files, as " +
+                   DescribeDataFile(*std::find_if(m.files.begin(), m.files.end(),
+                                                  [](const DataFileRecord& f) { return !f.checkpoint.empty(); })) +
+                   " does");
+  }
   RETURN_IF_ERROR(ValidateMetadata(m.metadata));
   auto& files = m.files;
   RETURN_IF_ERROR(ValidateRecords(m.tensors, "tensor", ValidateTensorHeader));

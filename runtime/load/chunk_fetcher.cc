@@ -361,8 +361,8 @@ class Fetcher {
     const ChunkFetch& f = fetches_[w.fetch];
     const StoredBytes& stored = f.tensor->chunks[f.chunk].bytes;
     io::ReadJob job;
-    job.root = dir_;
-    job.path = io::JoinPath(dir_, manifest_.files[stored.file_index].name);
+    job.root = DataFileRoot(dir_, manifest_.files[stored.file_index]);
+    job.path = DataFilePath(dir_, manifest_.files[stored.file_index]);
     job.block_size = stored.block_size;
     job.segments.push_back(io::FileSegment{stored.file_offset + w.begin - lead, at, lead + w.end - w.begin});
     if (stored.block_checksums.empty()) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "common/key_text.h"
 #include "io/checksum.h"
 #include "runtime/core/dtype.h"
 
@@ -92,13 +93,14 @@ Result<const io::File*> CheckpointFiles::Open(uint32_t file_index) {
   if (file_index >= files_.size()) return Internal("file index " + std::to_string(file_index) + " out of range");
   if (!files_[file_index]) {
     const DataFileRecord& record = manifest_.files[file_index];
-    const std::string path = io::JoinPath(dir_, record.name);
-    auto opened = io::File::OpenBeneath(dir_, record.name);
+    const std::string path = DataFilePath(dir_, record);
+    auto opened = io::File::OpenBeneath(DataFileRoot(dir_, record), DataFileBeneathRoot(record));
     if (!opened.ok()) {
-      if (opened.status().code() == Code::kNotFound) {
-        return Corrupt("data file " + record.name + " is missing from " + dir_);
-      }
-      return opened.status();
+      if (opened.status().code() != Code::kNotFound) return opened.status();
+      if (record.checkpoint.empty()) return Corrupt("data file " + record.name + " is missing from " + dir_);
+      return Corrupt("data file " + DescribeDataFile(record) + " is missing from " + DataFileRoot(dir_, record) +
+                     ": the checkpoint " + Quoted(record.checkpoint) + " was deleted or moved, and " + dir_ +
+                     " cannot be read without it");
     }
     ASSIGN_OR_RETURN(uint64_t size, opened->Size());
     if (size < record.size) {

@@ -135,6 +135,13 @@ void WriteManifestSeeds(SeedWriter& out) {
   m.tensors.push_back(TensorRecord{"w", f32, {2, 3}, {ChunkRecord{Box{{0, 0}, {2, 3}}, {0, 4096, 24, 4096, {7}}}}});
   m.common.push_back(CommonRecord{"config", true, "lr=0.1", {}});
   out.Write("manifest", "one-tensor", EncodeManifest(m).value());
+  // An incremental checkpoint's: half of "w" in a sibling checkpoint's file, and the digests of the box it wrote.
+  m.files.push_back(DataFileRecord{"data/0-0.bin", 4096 + 12, "step-000000000001"});
+  m.format_major = FormatMajorFor(m.files);
+  m.tensors[0].chunks = {ChunkRecord{Box{{0, 0}, {1, 3}}, {1, 4096, 12, 4096, {8}}},
+                         ChunkRecord{Box{{1, 0}, {1, 3}}, {0, 4096, 12, 4096, {9}}}};
+  m.tensors[0].digests = {BoxDigests{Box{{0, 0}, {2, 3}}, 4096, std::string(kDigestBytes, 'd')}};
+  out.Write("manifest", "incremental", EncodeManifest(m).value());
 }
 
 // A safetensors input is a whole file: the header, then the data its tensors tile (zeros).

@@ -52,7 +52,7 @@ void PutLittleEndian(std::string* out, uint64_t value, size_t bytes) {
 }
 
 // A MANIFEST file around `message`, with a header that is correct unless the caller says otherwise.
-std::string WithHeader(const std::string& message, uint32_t major = kFormatMajor, uint32_t minor = kFormatMinor) {
+std::string WithHeader(const std::string& message, uint32_t major = kFormatMajorWithoutReferences, uint32_t minor = kFormatMinor) {
   std::string file = "CKPTMNFS";
   PutLittleEndian(&file, major, 4);
   PutLittleEndian(&file, minor, 4);
@@ -77,7 +77,7 @@ class HostileManifest {
   schema::Tensor::Builder matrix() { return root().getTensors()[1]; }
   schema::Chunk::Builder chunk(unsigned i) { return matrix().getChunks()[i]; }
 
-  std::string File(uint32_t major = kFormatMajor, uint32_t minor = kFormatMinor) {
+  std::string File(uint32_t major = kFormatMajorWithoutReferences, uint32_t minor = kFormatMinor) {
     const kj::Array<capnp::word> words = capnp::messageToFlatArray(builder_);
     const auto bytes = words.asBytes();
     return WithHeader(std::string(reinterpret_cast<const char*>(bytes.begin()), bytes.size()), major, minor);
@@ -115,7 +115,7 @@ TEST(Manifest, RoundTripReencodesToTheSameBytes) {
 
 TEST(Manifest, RoundTripKeepsEveryField) {
   const Manifest m = DecodeManifest(EncodeManifest(SampleManifest()).value(), kOrigin).value();
-  EXPECT_EQ(m.format_major, kFormatMajor);
+  EXPECT_EQ(m.format_major, kFormatMajorWithoutReferences);
   EXPECT_EQ(m.library_version, "0.1.0");
   EXPECT_EQ(m.checkpoint_id, "save-42");
   EXPECT_EQ(m.world_size, 2u);
@@ -228,23 +228,23 @@ TEST(ManifestHeader, LengthFieldShorterThanTheFileLeavesTrailingBytes) {
 
 TEST(ManifestHeader, NewerMajorIsAVersionError) {
   HostileManifest m;
-  m.root().setFormatMajor(2);
-  Result<Manifest> decoded = DecodeManifest(m.File(2, 3), kOrigin);
+  m.root().setFormatMajor(3);
+  Result<Manifest> decoded = DecodeManifest(m.File(3, 3), kOrigin);
   EXPECT_EQ(decoded.status().code(), Code::kVersion);
-  EXPECT_EQ(decoded.status().message(), std::string(kOrigin) + ": written by format 2.3, this library reads up to 1.x");
+  EXPECT_EQ(decoded.status().message(), std::string(kOrigin) + ": written by format 3.3, this library reads up to 2.x");
 }
 
 TEST(ManifestHeader, NewerMinorIsRead) {
   HostileManifest m;
   m.root().setFormatMinor(9);
-  Result<Manifest> decoded = DecodeManifest(m.File(kFormatMajor, 9), kOrigin);
+  Result<Manifest> decoded = DecodeManifest(m.File(kFormatMajorWithoutReferences, 9), kOrigin);
   ASSERT_TRUE(decoded.ok()) << decoded.status().message();
   EXPECT_EQ(decoded->format_minor, 9u);
 }
 
 TEST(ManifestHeader, VersionDisagreeingWithTheMessageIsCorrupt) {
   HostileManifest m;
-  ExpectCorrupt(m.File(kFormatMajor, 4), "the message says 1.0");
+  ExpectCorrupt(m.File(kFormatMajorWithoutReferences, 4), "the message says 1.0");
 }
 
 TEST(ManifestHeader, ValidChecksumOverGarbageIsMalformed) {
@@ -269,6 +269,75 @@ TEST(ManifestFiles, DataDirectoryItselfIsRefused) { ExpectBadFileName("data", "n
 TEST(ManifestFiles, NulInNameIsRefused) { ExpectBadFileName(std::string("data/x\0y", 8), "NUL"); }
 TEST(ManifestFiles, OverlongNameIsRefused) { ExpectBadFileName("data/" + std::string(5000, 'x'), "5005 bytes"); }
 TEST(ManifestFiles, DuplicateNameIsRefused) { ExpectBadFileName("data/0-0.bin", "listed twice"); }
+
+// ---- Incremental checkpoints: files of sibling checkpoints, block digests ---------------------------------------
+
+// The sample with its second file moved to the sibling checkpoint "step-1" and digests for the matrix's two rows.
+Manifest IncrementalSample() {
+  Manifest m = SampleManifest();
+  m.files[1].checkpoint = "step-1";
+  m.format_major = FormatMajorFor(m.files);
+  m.tensors[1].digests = {BoxDigests{Box{{0, 0}, {4, 6}}, 64, std::string(kDigestBytes * 2, 'd')}};
+  return m;
+}
+
+TEST(ManifestReferences, AFileOfAnotherCheckpointMakesFormat2AndRoundTrips) {
+  const Manifest sample = IncrementalSample();
+  EXPECT_EQ(sample.format_major, 2u);
+  const Manifest m = DecodeManifest(EncodeManifest(sample).value(), kOrigin).value();
+  EXPECT_EQ(m.format_major, 2u);
+  EXPECT_EQ(m.files[0].checkpoint, "");
+  EXPECT_EQ(m.files[1].checkpoint, "step-1");
+  ASSERT_EQ(m.tensors[1].digests.size(), 1u);
+  EXPECT_EQ(m.tensors[1].digests[0].box, (Box{{0, 0}, {4, 6}}));
+  EXPECT_EQ(m.tensors[1].digests[0].block_size, 64u);
+  EXPECT_EQ(m.tensors[1].digests[0].sha256, std::string(kDigestBytes * 2, 'd'));
+  EXPECT_EQ(DataFilePath("/r/step-2", m.files[1]), "/r/step-1/data/1-0.bin");
+  EXPECT_EQ(DataFileRoot("/r/step-2", m.files[1]), "/r");
+  EXPECT_EQ(DataFilePath("/r/step-2", m.files[0]), "/r/step-2/data/0-0.bin");
+}
+
+TEST(ManifestReferences, TheSameNameInTwoCheckpointsIsTwoFiles) {
+  Manifest m = IncrementalSample();
+  m.files[1].name = m.files[0].name;
+  EXPECT_TRUE(DecodeManifest(EncodeManifest(m).value(), kOrigin).ok());
+}
+
+TEST(ManifestReferences, Format1MayNotReferToAnotherCheckpoint) {
+  HostileManifest hostile;
+  hostile.root().getFiles()[1].setCheckpoint("step-1");
+  ExpectCorrupt(hostile.File(), "format 1 cannot refer to another checkpoint's files");
+}
+
+void ExpectBadCheckpointName(const std::string& name) {
+  HostileManifest m;
+  m.root().setFormatMajor(2);
+  m.root().getFiles()[1].setCheckpoint(kj::StringPtr(name.c_str(), name.size()));
+  ExpectCorrupt(m.File(2, 0), "is not one plain name of a sibling directory");
+}
+
+TEST(ManifestReferences, ACheckpointNameMustBeOnePlainName) {
+  ExpectBadCheckpointName("..");
+  ExpectBadCheckpointName(".");
+  ExpectBadCheckpointName("a/b");
+  ExpectBadCheckpointName("/etc");
+  ExpectBadCheckpointName("step-1/");
+}
+
+TEST(ManifestReferences, DigestsOfAnotherCountOrBoxAreCorrupt) {
+  Manifest short_digests = IncrementalSample();
+  short_digests.tensors[1].digests[0].sha256.resize(kDigestBytes);
+  Result<std::string> encoded = EncodeManifest(short_digests);
+  ASSERT_FALSE(encoded.ok());
+  EXPECT_NE(encoded.status().message().find("32 digest bytes for 2 blocks"), std::string::npos)
+      << encoded.status().message();
+  Manifest outside = IncrementalSample();
+  outside.tensors[1].digests[0].box = Box{{2, 0}, {4, 6}};
+  encoded = EncodeManifest(outside);
+  ASSERT_FALSE(encoded.ok());
+  EXPECT_NE(encoded.status().message().find("outside the tensor's shape"), std::string::npos)
+      << encoded.status().message();
+}
 
 // ---- Tensors ------------------------------------------------------------------------------------------------------
 
