@@ -104,6 +104,18 @@ add_test(NAME simgpu_mp_cuda_flipped_replica
 set_tests_properties(simgpu_mp_cuda_flipped_replica PROPERTIES TIMEOUT 120 ENVIRONMENT
                      "CKPT_WORKER_PATH=$<TARGET_FILE:ckpt-io-worker>;CKPT_SIMGPU_DEVICES=4")
 
+# An incremental save of shards in device memory (CKPT_SAVE_INCREMENTAL), hashed there: unchanged since its base, it
+# writes no tensor bytes (its data directory holds no file over 4 KiB) and loads back exactly on another number of
+# ranks.
+add_test(NAME simgpu_mp_cuda_incremental
+         COMMAND ${CKPT_SIMGPU_RUN} sh -c "rm -rf \"$2\" \"$2-base\" && \"$0\" -n 2 -- \"$1\" save-incremental \"$2\" && \
+                                          [ -z \"$(find \"$2/data\" -type f -size +4k)\" ] && \
+                                          \"$0\" -n 3 -- \"$1\" load \"$2\""
+                 $<TARGET_FILE:ckpt-launch> $<TARGET_FILE:ckpt_cuda_scenario>
+                 ${CMAKE_CURRENT_BINARY_DIR}/scenarios/simgpu_mp_cuda_incremental/ckpt)
+set_tests_properties(simgpu_mp_cuda_incremental PROPERTIES TIMEOUT 120 ENVIRONMENT
+                     "CKPT_WORKER_PATH=$<TARGET_FILE:ckpt-io-worker>;CKPT_SIMGPU_DEVICES=4")
+
 add_test(NAME simgpu_mp_nccl_transport
          COMMAND ${CKPT_SIMGPU_RUN} bash ${CKPT_SIMGPU_SOURCE}/nccl_transport_mp.sh $<TARGET_FILE:ckpt-launch>
                  $<TARGET_FILE:simgpu_nccl_transport_mp>)

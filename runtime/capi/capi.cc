@@ -161,14 +161,21 @@ Status ToSaveSettings(const ckpt_save_options* user_opts, rt::SaveSettings* sett
                                  " is none of CKPT_TIER_STORAGE, CKPT_TIER_MEMORY and CKPT_TIER_BOTH");
   }
   settings->tier = static_cast<rt::Tier>(opts.tier);
-  if ((opts.flags & ~uint64_t{CKPT_SAVE_IN_PLACE | CKPT_SAVE_COPY_ON_WRITE | CKPT_SAVE_CHECK_REPLICAS}) != 0) {
+  constexpr uint64_t kKnownFlags =
+      CKPT_SAVE_IN_PLACE | CKPT_SAVE_COPY_ON_WRITE | CKPT_SAVE_CHECK_REPLICAS | CKPT_SAVE_INCREMENTAL;
+  if ((opts.flags & ~kKnownFlags) != 0) {
     return ckpt::InvalidArgument("save flags " + std::to_string(opts.flags) +
-                                 " hold bits other than CKPT_SAVE_IN_PLACE, CKPT_SAVE_COPY_ON_WRITE and "
-                                 "CKPT_SAVE_CHECK_REPLICAS");
+                                 " hold bits other than CKPT_SAVE_IN_PLACE, CKPT_SAVE_COPY_ON_WRITE, "
+                                 "CKPT_SAVE_CHECK_REPLICAS and CKPT_SAVE_INCREMENTAL");
   }
   settings->in_place = (opts.flags & CKPT_SAVE_IN_PLACE) != 0;
   settings->copy_on_write = (opts.flags & CKPT_SAVE_COPY_ON_WRITE) != 0;
   settings->plan.replica_checks = (opts.flags & CKPT_SAVE_CHECK_REPLICAS) != 0;
+  settings->incremental = (opts.flags & CKPT_SAVE_INCREMENTAL) != 0;
+  if (opts.base != nullptr) {
+    settings->base = opts.base;
+    if (settings->base.empty()) return ckpt::InvalidArgument("base is empty: pass NULL for none");
+  }
   return Status::Ok();
 }
 

@@ -1,6 +1,7 @@
 // The reader functions of include/ckpt.h: any process, no collective.
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "ckpt.h"
 #include "runtime/capi/capi_internal.h"
@@ -15,6 +16,9 @@ namespace rt = ckpt::runtime;
 
 struct ckpt_reader {
   std::unique_ptr<rt::CheckpointReader> impl;
+  // ckpt_chunk_info.file of each data file: its name, or for a file of another checkpoint (an incremental
+  // checkpoint's reference), its path from this checkpoint's directory.
+  std::vector<std::string> file_paths;
 };
 
 extern "C" {
@@ -24,7 +28,11 @@ int32_t ckpt_reader_open(const char* path, ckpt_reader_t** out, ckpt_error_t* er
     if (path == nullptr || out == nullptr) return NullArgument("path or out");
     *out = nullptr;
     ASSIGN_OR_RETURN(std::unique_ptr<rt::CheckpointReader> impl, rt::CheckpointReader::Open(path));
-    *out = new ckpt_reader{std::move(impl)};
+    std::vector<std::string> file_paths;
+    for (const rt::DataFileRecord& file : impl->manifest().files) {
+      file_paths.push_back(file.checkpoint.empty() ? file.name : "../" + rt::DataFileBeneathRoot(file));
+    }
+    *out = new ckpt_reader{std::move(impl), std::move(file_paths)};
     return Status::Ok();
   });
 }
@@ -85,7 +93,7 @@ int32_t ckpt_reader_chunk(const ckpt_reader_t* reader, uint64_t tensor_index, ui
     full.ndim = static_cast<uint32_t>(c.box.ndim());
     std::copy(c.box.offset.begin(), c.box.offset.end(), full.offset);
     std::copy(c.box.shape.begin(), c.box.shape.end(), full.shape);
-    full.file = m.files[c.bytes.file_index].name.c_str();
+    full.file = reader->file_paths[c.bytes.file_index].c_str();
     full.file_offset = c.bytes.file_offset;
     full.byte_length = c.bytes.byte_length;
     return FillInfo(full, info, "ckpt_chunk_info");

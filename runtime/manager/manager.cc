@@ -178,8 +178,59 @@ Result<std::vector<uint64_t>> CheckpointManager::ApplyRetention() {
   const std::vector<uint64_t> removable = Removable(committed);
   ASSIGN_OR_RETURN(const auto facts, FactsOf(removable));
   std::vector<uint64_t> doomed = StepsToRemove(removable, latest, facts);
+  RETURN_IF_ERROR(SpareReferenced(committed, doomed).WithContext("applying retention under " + Quoted(root_)));
   RETURN_IF_ERROR(RemoveSteps(doomed).WithContext("applying retention under " + Quoted(root_)));
+  for (const uint64_t step : doomed) references_.erase(step);
   return doomed;
+}
+
+Result<std::optional<uint64_t>> CheckpointManager::PinLatest() {
+  std::lock_guard<std::mutex> lock(retention_mutex_);
+  ASSIGN_OR_RETURN(const std::optional<uint64_t> latest, Latest());
+  if (latest) pinned_.insert(*latest);
+  return latest;
+}
+
+void CheckpointManager::Unpin(uint64_t step) {
+  std::lock_guard<std::mutex> lock(retention_mutex_);
+  if (const auto it = pinned_.find(step); it != pinned_.end()) pinned_.erase(it);
+}
+
+Status CheckpointManager::SpareReferenced(const std::vector<uint64_t>& committed, std::vector<uint64_t>& doomed) {
+  // Object storage takes no incremental saves (runtime/save/save.cc), so its steps refer to nothing.
+  if (objects_ || doomed.empty()) return Status::Ok();
+  std::set<uint64_t> removing(doomed.begin(), doomed.end());
+  for (const uint64_t step : pinned_) removing.erase(step);
+  std::vector<uint64_t> kept;
+  for (const uint64_t step : committed) {
+    if (removing.count(step) == 0) kept.push_back(step);
+  }
+  while (!kept.empty()) {
+    const uint64_t step = kept.back();
+    kept.pop_back();
+    if (!IsCommitted(step)) continue;
+    ASSIGN_OR_RETURN(const std::set<uint64_t> referenced, ReferencedSteps(step));
+    for (const uint64_t other : referenced) {
+      if (removing.erase(other) != 0) kept.push_back(other);
+    }
+  }
+  doomed.assign(removing.begin(), removing.end());
+  return Status::Ok();
+}
+
+Result<std::set<uint64_t>> CheckpointManager::ReferencedSteps(uint64_t step) {
+  if (auto known = references_.find(step); known != references_.end()) return known->second;
+  Result<ManifestWithoutChunks> read = ReadManifestWithoutChunks(StepPath(step));
+  if (!read.ok()) {
+    return read.status().WithContext("reading which steps step " + std::to_string(step) + " refers to");
+  }
+  std::set<uint64_t> referenced;
+  for (const DataFileRecord& file : read->manifest.files) {
+    if (file.checkpoint.empty()) continue;
+    if (const std::optional<uint64_t> other = ParseStepDirectoryName(file.checkpoint)) referenced.insert(*other);
+  }
+  references_.emplace(step, referenced);
+  return referenced;
 }
 
 Result<std::vector<std::string>> CheckpointManager::CleanupUncommitted() {

@@ -111,6 +111,11 @@ class CheckpointManager {
 
   // Marks `step` as one this manager's job committed, which retention may then remove.
   void AdoptStep(uint64_t step);
+  // The step an incremental save compares itself with (CKPT_SAVE_INCREMENTAL): the latest committed step, pinned
+  // until as many Unpin calls, so that retention keeps it, and the steps it refers to, while the save may still
+  // refer to them. nullopt (and nothing pinned) when no step is committed.
+  Result<std::optional<uint64_t>> PinLatest();
+  void Unpin(uint64_t step);
   // Lets go of the root's claim (another job may claim it from now on) and of every step retention could remove:
   // the manager only reads the root from then on.
   void ReleaseClaim();
@@ -121,6 +126,9 @@ class CheckpointManager {
   // step Latest() returns. Calls are serialised, so that two saves committing at once never remove one step
   // twice. Each step is first renamed to a ".tmp-deleting" name and the rename made durable, so a crash
   // mid-removal leaves debris for CleanupUncommitted, never a half-deleted directory that still looks committed.
+  // A step that a kept or pinned step refers to (an incremental save's references, runtime/save/incremental_units.h)
+  // is kept too, and so on through what it refers to, so that every step left is loadable; a MANIFEST that cannot
+  // be read then fails the pass, naming it, before anything is removed.
   // On object storage the step leaves the index, then loses its MANIFEST, then its data, to the same end. A step
   // record that cannot be read (keep_best, keep_for) fails the pass, naming it, before anything is removed.
   Result<std::vector<uint64_t>> ApplyRetention();
@@ -162,6 +170,10 @@ class CheckpointManager {
   std::set<uint64_t> KeptByRecords(const std::map<uint64_t, StepFacts>& facts) const;
   std::vector<uint64_t> StepsToRemove(const std::vector<uint64_t>& committed, std::optional<uint64_t> latest,
                                       const std::map<uint64_t, StepFacts>& facts) const;
+  // Takes out of `doomed` every step that the others of `committed`, or a pinned step, refer to, however indirectly.
+  Status SpareReferenced(const std::vector<uint64_t>& committed, std::vector<uint64_t>& doomed);
+  // The steps of this root whose data files the MANIFEST of `step` refers to (read once: a MANIFEST never changes).
+  Result<std::set<uint64_t>> ReferencedSteps(uint64_t step);
   Status RemoveSteps(const std::vector<uint64_t>& steps);
   // <step path>.tmp-deleting: where a step goes while it is being removed.
   std::string DeletingPath(uint64_t step) const;
@@ -177,6 +189,8 @@ class CheckpointManager {
   std::mutex retention_mutex_;
   std::set<uint64_t> removable_;
   std::map<uint64_t, StepFacts> facts_;  // guarded by retention_mutex_
+  std::multiset<uint64_t> pinned_;                   // guarded by retention_mutex_ (PinLatest)
+  std::map<uint64_t, std::set<uint64_t>> references_;  // guarded by retention_mutex_ (ReferencedSteps)
 };
 
 }  // namespace ckpt::runtime

@@ -109,6 +109,17 @@ Result<std::shared_ptr<SaveTicket>> ManagerSession::Save(const State& state, uin
     settings.manager_root = AbsoluteStoragePath(manager_->root());
     settings.step = step;
   }
+  if (ctx_.rank() == 0 && settings.incremental && settings.base.empty() && !in_memory) {
+    ASSIGN_OR_RETURN(const std::optional<uint64_t> base, manager_->PinLatest());
+    if (base) {
+      settings.base = manager_->StepPath(*base);
+      settings.base_pin = std::shared_ptr<void>(
+          new char, [weak = std::weak_ptr<CheckpointManager>(manager_), step = *base](char* token) {
+            delete token;
+            if (const std::shared_ptr<CheckpointManager> manager = weak.lock()) manager->Unpin(step);
+          });
+    }
+  }
   if (ctx_.rank() == 0) {
     // A step saved to memory reaches storage through the agent, which publishes it there; retention still runs.
     // Weak: a request the caller keeps must not keep the manager, and with it the root's claim, alive.

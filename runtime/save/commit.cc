@@ -30,6 +30,25 @@ Manifest BuildManifest(const CommitInputs& inputs, std::vector<WriterReport> rep
   for (const ObjectRecord& o : inputs.skeleton->objects) objects.emplace(o.key, o);
   m.node_count = inputs.skeleton->node_count;
 
+  // Other checkpoints' files, listed once however many ranks refer to them, after this checkpoint's own.
+  std::map<std::pair<std::string, std::string>, uint32_t> referenced;
+  std::vector<DataFileRecord> referenced_files;
+  std::vector<std::pair<WrittenItem, uint32_t>> references;  // with the index into referenced_files
+  for (WriterReport& report : reports) {
+    std::vector<uint32_t> renumbered;
+    for (DataFileRecord& file : report.referenced_files) {
+      const auto [at, added] = referenced.emplace(std::make_pair(file.checkpoint, file.name),
+                                                  static_cast<uint32_t>(referenced_files.size()));
+      if (added) referenced_files.push_back(std::move(file));
+      renumbered.push_back(at->second);
+    }
+    for (WrittenItem& item : report.references) {
+      const uint32_t file = renumbered[item.bytes.file_index];
+      references.emplace_back(std::move(item), file);
+    }
+    for (TensorDigests& d : report.digests) tensors[d.key].digests.push_back(std::move(d.digests));
+  }
+
   for (WriterReport& report : reports) {
     const auto base = static_cast<uint32_t>(m.files.size());
     for (DataFileRecord& file : report.files) m.files.push_back(std::move(file));
@@ -46,10 +65,18 @@ Manifest BuildManifest(const CommitInputs& inputs, std::vector<WriterReport> rep
       m.common.push_back(std::move(c));
     }
   }
+  const auto first_referenced = static_cast<uint32_t>(m.files.size());
+  for (DataFileRecord& file : referenced_files) m.files.push_back(std::move(file));
+  for (auto& [item, file] : references) {
+    item.bytes.file_index = first_referenced + file;
+    tensors[item.key].chunks.push_back(ChunkRecord{item.box, std::move(item.bytes)});
+  }
+  m.format_major = FormatMajorFor(m.files);
   for (const CommonRecord& c : inputs.inline_common) m.common.push_back(c);
   SortBy(m.common, [](const auto& a, const auto& b) { return a.key < b.key; });
   for (auto& [key, t] : tensors) {
     SortBy(t.chunks, [](const auto& a, const auto& b) { return a.box < b.box; });
+    SortBy(t.digests, [](const auto& a, const auto& b) { return a.box < b.box; });
     m.tensors.push_back(std::move(t));
   }
   for (auto& [key, o] : objects) {

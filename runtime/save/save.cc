@@ -24,6 +24,7 @@ struct Proposal {
   uint64_t cached_structure = 0;
   bool memory_peers_stale = false;  // this rank's agent is new: the agents must learn its address
   bool check_replicas = false;      // CKPT_SAVE_CHECK_REPLICAS
+  std::string base;                 // CKPT_SAVE_INCREMENTAL: rank 0's is every rank's
 };
 
 std::string EncodeProposal(const Proposal& p) {
@@ -34,6 +35,7 @@ std::string EncodeProposal(const Proposal& p) {
   out.U64(p.cached_structure);
   out.U8(p.memory_peers_stale ? 1 : 0);
   out.U8(p.check_replicas ? 1 : 0);
+  out.Bytes(p.base);
   return out.Take();
 }
 
@@ -47,6 +49,7 @@ Result<Proposal> DecodeProposal(std::string_view bytes, int rank) {
   uint8_t stale = 0, check = 0;
   RETURN_IF_ERROR(in.U8(&stale));
   RETURN_IF_ERROR(in.U8(&check));
+  RETURN_IF_ERROR(in.Bytes(&p.base));
   RETURN_IF_ERROR(in.ExpectDone());
   p.memory_peers_stale = stale != 0;
   p.check_replicas = check != 0;
@@ -85,6 +88,7 @@ bool CachedPlanHolds(const std::vector<Proposal>& proposals) {
 // What rank 0 decides from every rank's proposal: the save's identity, and whether the cached plans still hold.
 struct Verdict {
   std::string save_id;
+  std::string base;  // CKPT_SAVE_INCREMENTAL: rank 0's; empty: none
   bool reuse_plan = false;
   bool refresh_memory_peers = false;  // some rank's agent is new (MemoryAttachment::RefreshPeers)
 };
@@ -92,8 +96,8 @@ struct Verdict {
 // `local`: rank 0's verdict on the path (ClaimSaveDirectory). The proposals travel to rank 0 only.
 Result<Verdict> ExchangeProposals(Context& ctx, RankSaves& saves, const MemoryAttachment& attachment,
                                   const std::string& path, const std::string& save_id, uint64_t structure,
-                                  bool check_replicas, const Status& local) {
-  Proposal mine{path, save_id, structure, saves.plan_cache().structure, attachment.peers_stale(), check_replicas};
+                                  bool check_replicas, const std::string& base, const Status& local) {
+  Proposal mine{path, save_id, structure, saves.plan_cache().structure, attachment.peers_stale(), check_replicas, base};
   auto decide = [](std::vector<std::string> payloads) -> Result<std::string> {
     std::vector<Proposal> proposals;
     for (size_t r = 0; r < payloads.size(); ++r) {
@@ -107,6 +111,7 @@ Result<Verdict> ExchangeProposals(Context& ctx, RankSaves& saves, const MemoryAt
     verdict.U8(std::any_of(proposals.begin(), proposals.end(), [](const Proposal& p) { return p.memory_peers_stale; })
                    ? 1
                    : 0);
+    verdict.Bytes(proposals[0].base);
     return verdict.Take();
   };
   ASSIGN_OR_RETURN(std::string decided,
@@ -117,6 +122,7 @@ Result<Verdict> ExchangeProposals(Context& ctx, RankSaves& saves, const MemoryAt
   RETURN_IF_ERROR(in.Bytes(&verdict.save_id));
   RETURN_IF_ERROR(in.U8(&reuse));
   RETURN_IF_ERROR(in.U8(&refresh));
+  RETURN_IF_ERROR(in.Bytes(&verdict.base));
   RETURN_IF_ERROR(in.ExpectDone());
   verdict.reuse_plan = reuse != 0;
   verdict.refresh_memory_peers = refresh != 0;
@@ -229,7 +235,7 @@ Status BeginSave(Context& ctx, RankSaves& saves, MemoryAttachment& attachment, c
   // A memory checkpoint's directory differs from node to node; the storage path it stands for is the job's.
   const std::string& proposed = memory.agent != nullptr ? memory.storage_path : path;
   ASSIGN_OR_RETURN(const Verdict verdict, ExchangeProposals(ctx, saves, attachment, proposed, save_id, structure,
-                                                            settings.plan.replica_checks, claimed));
+                                                            settings.plan.replica_checks, settings.base, claimed));
   if (verdict.refresh_memory_peers) RETURN_IF_ERROR(attachment.RefreshPeers(ctx));
   if (verdict.reuse_plan) {
     ++ctx.stats().plans_reused;
@@ -251,6 +257,7 @@ Status BeginSave(Context& ctx, RankSaves& saves, MemoryAttachment& attachment, c
     commit.metadata = settings.metadata;
     commit.after_commit = settings.after_commit;
     commit.before_commit = settings.before_commit;
+    commit.base_pin = settings.base_pin;
   }
   StagingSettings staging;
   staging.rank = ctx.rank();
@@ -286,8 +293,22 @@ Status BeginSave(Context& ctx, RankSaves& saves, MemoryAttachment& attachment, c
   if (staging.copy_on_write != nullptr || staging.replica_protection != nullptr) {
     staging.note = [&ctx](const std::string& note) { ctx.Log(LogLevel::kInfo, note); };
   }
+  std::unique_ptr<IncrementalBase> base;
+  Status staged = Status::Ok();
+  if (settings.incremental) {
+    staging.record_digests = true;
+    if (!verdict.base.empty()) {
+      Result<std::unique_ptr<IncrementalBase>> opened = IncrementalBase::Open(path, verdict.base);
+      if (opened.ok()) {
+        base = std::move(opened).value();
+        staging.base = base.get();
+      } else {
+        staged = opened.status();
+      }
+    }
+  }
   saves.AwaitBackgroundStaging();
-  const Status staged = StageSave(state, cache.plan, staging, ctx.arena(), ctx.workers(), *ticket);
+  if (staged.ok()) staged = StageSave(state, cache.plan, staging, ctx.arena(), ctx.workers(), *ticket);
   // A rank that cannot stage still reports, so that every rank's request fails instead of waiting for it.
   if (!staged.ok() && ticket->failure.ok()) ticket->failure = staged;
   if (ticket->failure.ok()) ticket->progress.Enter(Phase::kWriting, ticket->bytes_written, ticket->bytes_to_write);
@@ -325,6 +346,25 @@ Status CheckCopyOnWrite(const SaveSettings& settings) {
   return Status::Ok();
 }
 
+// CKPT_SAVE_INCREMENTAL's limits: its references name sibling directories of a file system, and a replica check
+// compares the boxes the plan gave, which an incremental save writes in slabs.
+Status CheckIncremental(const std::string& path, const SaveSettings& settings) {
+  if (!settings.incremental) {
+    if (!settings.base.empty()) return InvalidArgument("a base checkpoint is given without CKPT_SAVE_INCREMENTAL");
+    return Status::Ok();
+  }
+  if (settings.tier != Tier::kStorage) {
+    return InvalidArgument("CKPT_SAVE_INCREMENTAL saves to storage only (CKPT_TIER_STORAGE)");
+  }
+  if (io::IsObjectStorePath(path)) {
+    return InvalidArgument("CKPT_SAVE_INCREMENTAL saves to a file system only, not to object storage (" + path + ")");
+  }
+  if (settings.plan.replica_checks) {
+    return InvalidArgument("CKPT_SAVE_INCREMENTAL cannot be combined with CKPT_SAVE_CHECK_REPLICAS");
+  }
+  return Status::Ok();
+}
+
 Result<io::Claim> ClaimFor(const std::string& path, const std::string& save_id, const MemoryTarget& memory) {
   if (memory.agent != nullptr && OnStorage(memory.storage_path)) {
     return AlreadyExists("'" + memory.storage_path + "' already exists on storage");
@@ -344,7 +384,8 @@ Result<std::shared_ptr<SaveTicket>> StartSave(Context& ctx, RankSaves& saves, Me
   ticket->progress = ProgressReporter(settings.progress);
   ticket->progress.Enter(Phase::kPlanning, 0, 0);
   // A refusal agreed with the proposals, so that a rank refusing does not leave the others waiting for it.
-  const Status refused = CheckCopyOnWrite(settings);
+  Status refused = CheckCopyOnWrite(settings);
+  if (refused.ok()) refused = CheckIncremental(path, settings);
   MemoryTarget memory;
   if (settings.tier != Tier::kStorage && refused.ok()) {
     Result<std::shared_ptr<MemoryTier>> agent = attachment.Attach(ctx);

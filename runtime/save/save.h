@@ -37,6 +37,15 @@ struct SaveSettings {
   // staged in the background, each page the trainer writes first copied before (runtime/save/cow_snapshot.h). Not
   // with in_place, nor with a memory tier.
   bool copy_on_write = false;
+  // CKPT_SAVE_INCREMENTAL: the block digests of every tensor box written go into the manifest, and with `base` (a
+  // committed checkpoint beside `path`; empty: none) the rows whose blocks equal the base's are referred to there
+  // instead of written (runtime/save/incremental_units.h). Storage on a file system only; not with replica checks.
+  // Rank 0's base is every rank's (CheckSameSave agrees on it).
+  bool incremental = false;
+  std::string base;
+  // Rank 0: held until the save has committed or failed (a manager's pin on its base step, which retention keeps
+  // meanwhile). Null: none.
+  std::shared_ptr<void> base_pin;
   // A manager's step (memory tiers): the agent publishes it as the root's latest once it is on storage.
   std::string manager_root;
   uint64_t step = 0;

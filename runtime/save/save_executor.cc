@@ -82,6 +82,7 @@ Status SaveExecutor::GuardedFinalize(SaveTicket& t) {
   if (rank_ == 0) {
     (void)io::RemoveTree(UncommittedSaveFiles(t.commit.path, t.commit.save_id));
     t.commit.claim.Reset();
+    t.commit.base_pin.reset();
     // Should this throw too, the others time out naming rank 0, which is still the truth.
     (void)ExceptionIn("while posting the save's failure", [&] {
       (void)channel_->PostOutcome(t.commit.save_id, *failure);
@@ -134,6 +135,7 @@ Status SaveExecutor::Finalize(SaveTicket& t) {
   }
   if (!outcome.ok()) (void)io::RemoveTree(UncommittedSaveFiles(t.commit.path, t.commit.save_id));
   t.commit.claim.Reset();
+  t.commit.base_pin.reset();
   if (outcome.ok() && t.commit.after_commit) RunAfterCommit(t.commit);
   // Across nodes, a first round that failed was posted as such, and no rank waits for a second.
   const Status shared = outcome_id == id && across_nodes ? Status::Ok() : channel_->PostOutcome(outcome_id, outcome);

@@ -15,6 +15,7 @@
 #include "io/worker_pool.h"
 #include "runtime/format/manifest.h"
 #include "runtime/core/state.h"
+#include "runtime/save/incremental_base.h"
 #include "runtime/save/save_plan.h"
 #include "runtime/save/save_ticket.h"
 #include "runtime/save/write_fault_handler.h"
@@ -51,6 +52,10 @@ struct StagingSettings {
   // replicas this rank checks are write-protected through this handler and checksummed after the call, on the
   // thread of SaveTicket::stage_later; null: checksummed during the call, beside the staging.
   WriteFaultHandler* replica_protection = nullptr;
+  // CKPT_SAVE_INCREMENTAL: the block digests of the tensor boxes this rank writes are reported, and against `base`
+  // (null: none) the rows equal to the base's are referred to instead of written (runtime/save/incremental_units.h).
+  bool record_digests = false;
+  IncrementalBase* base = nullptr;
   // Where a copy-on-write save says why it copies some buffers at the call after all.
   std::function<void(const std::string&)> note;
 };

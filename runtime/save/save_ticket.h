@@ -72,6 +72,8 @@ struct CommitInputs {
   // directory the commit publishes (`dir`: the temporary directory, or the step's URL on object storage), which
   // then commit with the checkpoint (the manager's step record). Its failure fails the save.
   std::function<Status(const std::string& dir)> before_commit;
+  // Rank 0, a manager's incremental save: its pin on the base step (SaveSettings::base_pin), released with the claim.
+  std::shared_ptr<void> base_pin;
   // A memory-tier save: the node's agent this rank reserved with (held until the save ends, whatever the context
   // attaches to meanwhile), and the temporary directory's name the bytes were reserved under, released by every
   // rank once the save has finished. Null and empty: a save to storage.

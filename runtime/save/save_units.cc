@@ -6,6 +6,7 @@
 
 #include "io/streaming_copy.h"
 #include "runtime/core/dtype.h"
+#include "runtime/save/incremental_units.h"
 
 namespace ckpt::runtime::staging {
 namespace {
@@ -48,11 +49,11 @@ Result<Source> ObjectSource(const State& state, const WriteItem& item) {
   return Internal("the plan gives this rank object '" + item.key + "', which it does not hold");
 }
 
+}  // namespace
+
 Result<Source> ItemSource(const State& state, const WriteItem& item) {
   return item.is_object ? ObjectSource(state, item) : TensorSource(state, item);
 }
-
-}  // namespace
 
 StoredBytes& Target(SaveTicket& ticket, size_t target) {
   const size_t items = ticket.report.items.size();
@@ -64,6 +65,10 @@ Result<std::vector<Unit>> CollectUnits(const State& state, const SavePlan& plan,
   std::vector<Unit> units;
   for (const WriteItem& item : plan.items) {
     if (item.writer != settings.rank) continue;
+    if (settings.record_digests && !item.is_object) {
+      RETURN_IF_ERROR(AddIncrementalUnits(state, item, settings, ticket, units));
+      continue;
+    }
     Unit unit;
     ASSIGN_OR_RETURN(unit.source, ItemSource(state, item));
     unit.bytes = item.bytes;

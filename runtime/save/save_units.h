@@ -66,7 +66,10 @@ StoredBytes& Target(SaveTicket& ticket, size_t target);
 // copy-on-write snapshot; `name` names the unit in messages.
 cow::SpanRequest SpanOf(const Unit& unit, std::string name);
 
-// The units this rank stores, with the report entries they fill.
+// Where the bytes of a plan's item lie in this rank's state.
+Result<Source> ItemSource(const State& state, const WriteItem& item);
+
+// The units this rank stores, with the report entries they fill (CKPT_SAVE_INCREMENTAL: runtime/save/incremental_units.h).
 Result<std::vector<Unit>> CollectUnits(const State& state, const SavePlan& plan, const StagingSettings& settings,
                                        SaveTicket& ticket);
 

@@ -61,6 +61,22 @@ std::string EncodeWriterReport(const WriterReport& report) {
   }
   out.U32(static_cast<uint32_t>(report.replicas.size()));
   for (const WrittenItem& item : report.replicas) EncodeItem(out, item);
+  out.U32(static_cast<uint32_t>(report.digests.size()));
+  for (const TensorDigests& d : report.digests) {
+    out.Bytes(d.key);
+    out.U64s(d.digests.box.offset);
+    out.U64s(d.digests.box.shape);
+    out.U64(d.digests.block_size);
+    out.Bytes(d.digests.sha256);
+  }
+  out.U32(static_cast<uint32_t>(report.referenced_files.size()));
+  for (const DataFileRecord& file : report.referenced_files) {
+    out.Bytes(file.name);
+    out.U64(file.size);
+    out.Bytes(file.checkpoint);
+  }
+  out.U32(static_cast<uint32_t>(report.references.size()));
+  for (const WrittenItem& item : report.references) EncodeItem(out, item);
   return out.Take();
 }
 
@@ -87,6 +103,31 @@ Result<WriterReport> DecodeWriterReport(std::string_view bytes, int from_rank) {
   RETURN_IF_ERROR(in.Count(&count, kMaxListCount, 1));
   report.replicas.resize(count);
   for (WrittenItem& item : report.replicas) RETURN_IF_ERROR(DecodeItem(in, &item));
+  RETURN_IF_ERROR(in.Count(&count, kMaxListCount, 1));
+  report.digests.resize(count);
+  for (TensorDigests& d : report.digests) {
+    RETURN_IF_ERROR(in.Bytes(&d.key));
+    RETURN_IF_ERROR(in.U64s(&d.digests.box.offset, 8));
+    RETURN_IF_ERROR(in.U64s(&d.digests.box.shape, 8));
+    RETURN_IF_ERROR(in.U64(&d.digests.block_size));
+    RETURN_IF_ERROR(in.Bytes(&d.digests.sha256));
+  }
+  RETURN_IF_ERROR(in.Count(&count, kMaxListCount, 1));
+  report.referenced_files.resize(count);
+  for (DataFileRecord& file : report.referenced_files) {
+    RETURN_IF_ERROR(in.Bytes(&file.name));
+    RETURN_IF_ERROR(in.U64(&file.size));
+    RETURN_IF_ERROR(in.Bytes(&file.checkpoint));
+  }
+  RETURN_IF_ERROR(in.Count(&count, kMaxListCount, 1));
+  report.references.resize(count);
+  for (WrittenItem& item : report.references) {
+    RETURN_IF_ERROR(DecodeItem(in, &item));
+    if (item.bytes.file_index >= report.referenced_files.size()) {
+      return Corrupt("write report from rank " + std::to_string(from_rank) + ": a reference to file " +
+                     std::to_string(item.bytes.file_index) + " of " + std::to_string(report.referenced_files.size()));
+    }
+  }
   RETURN_IF_ERROR(in.ExpectDone());
   return report;
 }

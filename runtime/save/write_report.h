@@ -22,6 +22,12 @@ struct WrittenItem {
   StoredBytes bytes;  // file_index counts this rank's files until the committer renumbers it
 };
 
+// CKPT_SAVE_INCREMENTAL: the digests of one tensor box a writer stored.
+struct TensorDigests {
+  std::string key;
+  BoxDigests digests;
+};
+
 struct WriterReport {
   std::vector<DataFileRecord> files;  // names relative to the checkpoint directory
   std::vector<WrittenItem> items;
@@ -29,6 +35,11 @@ struct WriterReport {
   // CKPT_SAVE_CHECK_REPLICAS: the block checksums of this rank's copies of items other ranks write (bytes:
   // byte_length, block_size and block_checksums only).
   std::vector<WrittenItem> replicas;
+  // CKPT_SAVE_INCREMENTAL: the digests of the boxes this rank wrote, and the chunks it refers to in other
+  // checkpoints' files instead (bytes.file_index into referenced_files, whose `checkpoint` is set).
+  std::vector<TensorDigests> digests;
+  std::vector<DataFileRecord> referenced_files;
+  std::vector<WrittenItem> references;
 };
 
 std::string EncodeWriterReport(const WriterReport& report);

@@ -6,7 +6,9 @@
 // load with a rank dying before the exchange (CKPT_FAULT_EXIT_BEFORE_EXCHANGE): it must fail with CKPT_E_PEER_FAILED or
 // CKPT_E_TIMEOUT. Saves check the replicas of "b" against each other (CKPT_SAVE_CHECK_REPLICAS), each rank hashing
 // its copy in device memory; `cuda_scenario save-flipped-replica DIR` is the save with one element of the last rank's
-// "b" changed: it must fail with CKPT_E_CORRUPT naming "b" and that rank, and commit nothing. Exits 77 (skipped)
+// "b" changed: it must fail with CKPT_E_CORRUPT naming "b" and that rank, and commit nothing. `cuda_scenario
+// save-incremental DIR` saves DIR-base and then DIR against it (CKPT_SAVE_INCREMENTAL), hashing the shards in device
+// memory, so that DIR refers to DIR-base's bytes for all of them. Exits 77 (skipped)
 // where no CUDA device exists, or too few for NCCL.
 #include <cstdio>
 #include <cstdlib>
@@ -97,7 +99,8 @@ int main(int argc, char** argv) {
   }
   const int device = rank % devices;
   const bool flipped = mode == "save-flipped-replica";
-  const bool save = mode == "save" || flipped;
+  const bool incremental = mode == "save-incremental";
+  const bool save = mode == "save" || flipped || incremental;
   const bool expect_peer_failure = mode == "load-expect-peer-failure";
 
   // Every rank holds a column slab of "w": a load on another number of ranks reshards, and the columns a rank
@@ -123,7 +126,19 @@ int main(int argc, char** argv) {
   ckpt_state_create(&state, err);
   AddShard(state, "w", w, device, **cuda, rank, err);
   AddShard(state, "b", b, device, **cuda, rank, err);
-  if (save) {
+  if (incremental) {
+    const std::string base = std::string(argv[2]) + "-base";
+    for (const char* base_of_save : {static_cast<const char*>(nullptr), base.c_str()}) {
+      ckpt_save_options opts = CKPT_SAVE_OPTIONS_INIT;
+      opts.flags = CKPT_SAVE_INCREMENTAL;
+      opts.base = base_of_save;
+      const char* path = base_of_save == nullptr ? base.c_str() : argv[2];
+      ckpt_request_t* request = nullptr;
+      if (ckpt_save(ctx, state, path, &opts, &request, err) != CKPT_OK) Die(rank, ckpt_error_message(err));
+      if (ckpt_request_wait(request, 0, err) != CKPT_OK) Die(rank, ckpt_error_message(err));
+      ckpt_request_free(request);
+    }
+  } else if (save) {
     ckpt_save_options opts = CKPT_SAVE_OPTIONS_INIT;
     opts.flags = CKPT_SAVE_CHECK_REPLICAS;
     ckpt_request_t* request = nullptr;

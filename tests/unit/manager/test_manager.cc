@@ -29,6 +29,16 @@ namespace {
 using Steps = std::vector<uint64_t>;
 using Names = std::vector<std::string>;
 
+// The MANIFEST of a step that holds nothing, as retention reads it (for the steps it refers to); with `refers_to`,
+// one that lists a data file of each of those steps, as an incremental save's does.
+Manifest StepManifest(const std::vector<uint64_t>& refers_to = {}) {
+  Manifest m;
+  m.world_size = 1;
+  for (const uint64_t step : refers_to) m.files.push_back(DataFileRecord{"data/0-0.bin", 0, StepDirectoryName(step)});
+  m.format_major = FormatMajorFor(m.files);
+  return m;
+}
+
 class ManagerTest : public testing::TempDirTest {
  protected:
   void SetUp() override {
@@ -59,7 +69,7 @@ class ManagerTest : public testing::TempDirTest {
   // A fake committed checkpoint: the manager only looks for the MANIFEST.
   void Commit(uint64_t step) {
     MakeUncommitted(step);
-    WriteFile(io::JoinPath(StepDirectoryName(step), kManifestName), "");
+    WriteFile(io::JoinPath(StepDirectoryName(step), kManifestName), EncodeManifest(StepManifest()).value());
   }
   // A step this manager's job saved: committed, then adopted, as the session does after a commit.
   void SaveStep(uint64_t step) {

@@ -26,6 +26,16 @@ namespace {
 
 using Steps = std::vector<uint64_t>;
 
+// The MANIFEST of a step that holds nothing, as retention reads it (for the steps it refers to); with `refers_to`,
+// one that lists a data file of each of those steps, as an incremental save's does.
+Manifest StepManifest(const std::vector<uint64_t>& refers_to = {}) {
+  Manifest m;
+  m.world_size = 1;
+  for (const uint64_t step : refers_to) m.files.push_back(DataFileRecord{"data/0-0.bin", 0, StepDirectoryName(step)});
+  m.format_major = FormatMajorFor(m.files);
+  return m;
+}
+
 int64_t NowNs() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
       .count();
@@ -59,10 +69,16 @@ class ManagerPoliciesTest : public testing::TempDirTest {
   void SaveStep(uint64_t step, std::optional<StepRecord> record = StepRecord{NowNs(), std::nullopt, ""}) {
     ASSERT_TRUE(io::MakeDirectories(StepPath(step)).ok());
     if (record) ASSERT_TRUE(WriteStepRecord(StepPath(step), *record).ok());
-    std::ofstream(io::JoinPath(StepPath(step), kManifestName)) << "";
+    std::ofstream(io::JoinPath(StepPath(step), kManifestName)) << EncodeManifest(StepManifest()).value();
     manager_->AdoptStep(step);
   }
   void SaveScored(uint64_t step, double score) { SaveStep(step, StepRecord{NowNs(), score, ""}); }
+  // A step this job committed whose MANIFEST refers to data files of the steps `refers_to` (an incremental save's).
+  void SaveReferring(uint64_t step, const std::vector<uint64_t>& refers_to) {
+    SaveStep(step);
+    std::ofstream(io::JoinPath(StepPath(step), kManifestName), std::ios::trunc)
+        << EncodeManifest(StepManifest(refers_to)).value();
+  }
   void WriteRecordText(uint64_t step, const std::string& text) {
     std::ofstream(io::JoinPath(StepPath(step), kStepRecordName), std::ios::trunc) << text;
   }
@@ -154,6 +170,43 @@ TEST_F(ManagerPoliciesTest, WithoutAnyRuleButKeepEveryEveryStepIsKept) {
   Open(Policy(0, 10, 0, BestMode::kMax, 0));
   for (uint64_t step = 1; step <= 4; ++step) SaveScored(step, 1.0);
   EXPECT_EQ(Retain(), Steps{});
+}
+
+TEST_F(ManagerPoliciesTest, RetentionKeepsEveryStepAKeptStepRefersToHoweverIndirectly) {
+  Open(Policy(1, 0, 0, BestMode::kMax, 0));
+  SaveStep(1);
+  SaveReferring(2, {1});
+  SaveStep(3);
+  SaveReferring(4, {2});
+  // Step 4 is kept; it refers to step 2, which refers to step 1: both stay loadable. Step 3 goes.
+  EXPECT_EQ(Retain(), Steps{3});
+  SaveStep(5);
+  EXPECT_EQ(Retain(), (Steps{1, 2, 4}));
+}
+
+TEST_F(ManagerPoliciesTest, RetentionKeepsAPinnedBaseAndWhatItRefersToUntilUnpinned) {
+  Open(Policy(1, 0, 0, BestMode::kMax, 0));
+  SaveStep(1);
+  SaveReferring(2, {1});
+  Result<std::optional<uint64_t>> pinned = manager_->PinLatest();
+  ASSERT_TRUE(pinned.ok()) << pinned.status().message();
+  ASSERT_EQ(*pinned, std::optional<uint64_t>(2));
+  // An incremental save against step 2 is in flight while step 3 commits: neither 2 nor 1 may go.
+  SaveStep(3);
+  EXPECT_EQ(Retain(), Steps{});
+  manager_->Unpin(2);
+  EXPECT_EQ(Retain(), (Steps{1, 2}));
+}
+
+TEST_F(ManagerPoliciesTest, AKeptStepWhoseManifestCannotBeReadFailsRetentionNamingItAndRemovesNothing) {
+  Open(Policy(1, 0, 0, BestMode::kMax, 0));
+  SaveStep(1);
+  SaveStep(2);
+  std::ofstream(io::JoinPath(StepPath(2), kManifestName), std::ios::trunc) << "damaged";
+  Result<Steps> removed = manager_->ApplyRetention();
+  ASSERT_FALSE(removed.ok());
+  EXPECT_NE(removed.status().message().find("step 2 refers to"), std::string::npos) << removed.status().message();
+  EXPECT_EQ(Committed(), (Steps{1, 2}));
 }
 
 TEST_F(ManagerPoliciesTest, RetentionReadsEachRecordOnce) {

@@ -23,6 +23,13 @@ WriterReport Sample() {
   replica.index = {3};
   replica.bytes = StoredBytes{0, 0, 5000, 1 << 20, {21}};
   report.replicas.push_back(replica);
+  report.digests.push_back(TensorDigests{"w", BoxDigests{Box{{0, 0}, {4, 8}}, 64, std::string(64, 'd')}});
+  report.referenced_files.push_back(DataFileRecord{"data/0-0.bin", 4096, "step-000000000001"});
+  WrittenItem reference;
+  reference.key = "w";
+  reference.box = Box{{4, 0}, {4, 8}};
+  reference.bytes = StoredBytes{0, 0, 128, 64, {31, 32}};
+  report.references.push_back(reference);
   return report;
 }
 
@@ -39,6 +46,29 @@ TEST(WriteReportTest, ItemsAndCheckedReplicasRoundTrip) {
   EXPECT_EQ(replica.index, (Shape{3}));
   EXPECT_EQ(replica.bytes.byte_length, 5000u);
   EXPECT_EQ(replica.bytes.block_checksums, (std::vector<uint64_t>{21}));
+}
+
+TEST(WriteReportTest, DigestsAndReferencesToOtherCheckpointsRoundTrip) {
+  Result<WriterReport> decoded = DecodeWriterReport(EncodeWriterReport(Sample()), 2);
+  ASSERT_TRUE(decoded.ok()) << decoded.status().message();
+  ASSERT_EQ(decoded->digests.size(), 1u);
+  EXPECT_EQ(decoded->digests[0].key, "w");
+  EXPECT_EQ(decoded->digests[0].digests.box, (Box{{0, 0}, {4, 8}}));
+  EXPECT_EQ(decoded->digests[0].digests.sha256, std::string(64, 'd'));
+  ASSERT_EQ(decoded->referenced_files.size(), 1u);
+  EXPECT_EQ(decoded->referenced_files[0].checkpoint, "step-000000000001");
+  ASSERT_EQ(decoded->references.size(), 1u);
+  EXPECT_EQ(decoded->references[0].box, (Box{{4, 0}, {4, 8}}));
+  EXPECT_EQ(decoded->references[0].bytes.block_checksums, (std::vector<uint64_t>{31, 32}));
+}
+
+TEST(WriteReportTest, AReferenceToAFileTheReportDoesNotListIsRefused) {
+  WriterReport report = Sample();
+  report.references[0].bytes.file_index = 1;
+  const Result<WriterReport> decoded = DecodeWriterReport(EncodeWriterReport(report), 2);
+  ASSERT_FALSE(decoded.ok());
+  EXPECT_NE(decoded.status().message().find("a reference to file 1 of 1"), std::string::npos)
+      << decoded.status().message();
 }
 
 TEST(WriteReportTest, EveryTruncationIsRefusedNamingTheRank) {
