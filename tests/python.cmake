@@ -75,6 +75,8 @@ ckpt_python_test(python_numpy_manager_2_ranks test_numpy_multirank.py::test_mana
 ckpt_python_test(python_numpy_mismatch_2_ranks test_numpy_multirank.py::test_mismatches_fail_on_every_rank)
 ckpt_python_test(python_numpy_check_replicas_3_ranks
                  test_numpy_multirank.py::test_replicas_that_differ_fail_the_save_on_3_ranks)
+ckpt_python_test(python_numpy_incremental_3_ranks
+                 test_numpy_multirank.py::test_incremental_steps_under_retention_restore_exactly_on_3_ranks)
 ckpt_python_test(python_allgather_bootstrap_3_ranks
                  test_numpy_multirank.py::test_a_context_bootstrapped_through_the_jobs_allgather_on_3_ranks)
 ckpt_python_test(python_job_collectives_3_ranks test_numpy_multirank.py::test_a_context_over_the_jobs_collectives_on_3_ranks)

@@ -116,6 +116,7 @@ func cStructs() []cStruct {
 			{"metrics", unsafe.Offsetof(saveOptions.metrics), unsafe.Sizeof(saveOptions.metrics)},
 			{"best_value", unsafe.Offsetof(saveOptions.best_value), unsafe.Sizeof(saveOptions.best_value)},
 			{"has_best_value", unsafe.Offsetof(saveOptions.has_best_value), unsafe.Sizeof(saveOptions.has_best_value)},
+			{"base", unsafe.Offsetof(saveOptions.base), unsafe.Sizeof(saveOptions.base)},
 		}},
 		{"ckpt_request_stats", unsafe.Sizeof(requestStats), unsafe.Alignof(requestStats), []cField{
 			{"struct_size", unsafe.Offsetof(requestStats.struct_size), unsafe.Sizeof(requestStats.struct_size)},
@@ -274,6 +275,7 @@ func cConstants() map[string]int64 {
 		"CKPT_SAVE_IN_PLACE":              C.CKPT_SAVE_IN_PLACE,
 		"CKPT_SAVE_COPY_ON_WRITE":         C.CKPT_SAVE_COPY_ON_WRITE,
 		"CKPT_SAVE_CHECK_REPLICAS":        C.CKPT_SAVE_CHECK_REPLICAS,
+		"CKPT_SAVE_INCREMENTAL":           C.CKPT_SAVE_INCREMENTAL,
 		"CKPT_BEST_MAX":                   C.CKPT_BEST_MAX,
 		"CKPT_BEST_MIN":                   C.CKPT_BEST_MIN,
 		"CKPT_STRICT_FAIL":                C.CKPT_STRICT_FAIL,

@@ -1,7 +1,10 @@
 package ckpt
 
 import (
+	"bytes"
 	"errors"
+	"io/fs"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -104,6 +107,103 @@ func TestSaveRequestReportsCompletion(t *testing.T) {
 	if _, err := request.Test(); !errors.Is(err, ErrInvalidArgument) {
 		t.Errorf("Test after Close = %v, expected ErrInvalidArgument", err)
 	}
+}
+
+func TestIncrementalSaveWritesOnlyTheChangedTensorAndLoadsTheNewValues(t *testing.T) {
+	ctx := singleRankContext(t)
+	root := t.TempDir()
+	full, changes := filepath.Join(root, "a"), filepath.Join(root, "b")
+	weight, bias := newTestBuffer(t, DtypeF32, 1<<20), newTestBuffer(t, DtypeF64, 5)
+	for i := range weight.Float32s() {
+		weight.Float32s()[i] = float32(i)
+	}
+	for i := range bias.Float64s() {
+		bias.Float64s()[i] = float64(i) - 2.5
+	}
+	if err := saveWeightAndBias(t, ctx, full, weight, bias, &SaveOptions{Incremental: true}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range bias.Float64s() {
+		bias.Float64s()[i] *= 2
+	}
+	incremental := &SaveOptions{Incremental: true, Base: full}
+	if err := saveWeightAndBias(t, ctx, changes, weight, bias, incremental); err != nil {
+		t.Fatal(err)
+	}
+	writtenInFull, writtenChanges := directoryBytes(t, filepath.Join(full, "data")),
+		directoryBytes(t, filepath.Join(changes, "data"))
+	if writtenChanges*100 >= writtenInFull {
+		t.Errorf("the incremental save wrote %d bytes, the full one %d", writtenChanges, writtenInFull)
+	}
+
+	weightBack, biasBack := newTestBuffer(t, DtypeF32, 1<<20), newTestBuffer(t, DtypeF64, 5)
+	state := newTestState(t)
+	for _, shard := range weightAndBias(weightBack, biasBack) {
+		if err := state.AddTensor(shard); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := ctx.Load(state, changes, nil); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(weightBack.Bytes(), weight.Bytes()) || !bytes.Equal(biasBack.Bytes(), bias.Bytes()) {
+		t.Errorf("the incremental checkpoint loads other values: bias %v, expected %v", biasBack.Float64s(),
+			bias.Float64s())
+	}
+
+	refused := filepath.Join(root, "c")
+	err := saveWeightAndBias(t, ctx, refused, weight, bias, &SaveOptions{Base: full})
+	if !errors.Is(err, ErrInvalidArgument) || !strings.Contains(err.Error(), "CKPT_SAVE_INCREMENTAL") {
+		t.Errorf("a Base without Incremental: %v, expected ErrInvalidArgument naming CKPT_SAVE_INCREMENTAL", err)
+	}
+	if _, err := os.Stat(refused); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the refused save left %s: %v", refused, err)
+	}
+}
+
+// weightAndBias are the shards of a whole "weight" (F32, 64 rows of 64 KiB) and "bias" (F64 [5]).
+func weightAndBias(weight, bias *Buffer) []TensorShard {
+	return []TensorShard{
+		{Key: "weight", Dtype: DtypeF32, GlobalShape: []uint64{64, 1 << 14}, Data: weight},
+		{Key: "bias", Dtype: DtypeF64, GlobalShape: []uint64{5}, Data: bias},
+	}
+}
+
+// saveWeightAndBias saves weightAndBias as `dir` with `options` and waits for the commit.
+func saveWeightAndBias(t *testing.T, ctx *Context, dir string, weight, bias *Buffer, options *SaveOptions) error {
+	t.Helper()
+	state := newTestState(t)
+	for _, shard := range weightAndBias(weight, bias) {
+		if err := state.AddTensor(shard); err != nil {
+			t.Fatal(err)
+		}
+	}
+	request, err := ctx.Save(state, dir, options)
+	if err != nil {
+		return err
+	}
+	defer request.Close()
+	return request.Wait(0)
+}
+
+// directoryBytes is the size of every file under `dir`.
+func directoryBytes(t *testing.T, dir string) int64 {
+	t.Helper()
+	var total int64
+	err := filepath.WalkDir(dir, func(_ string, entry fs.DirEntry, err error) error {
+		if err != nil || entry.IsDir() {
+			return err
+		}
+		info, err := entry.Info()
+		if err == nil {
+			total += info.Size()
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return total
 }
 
 func TestContextCloseFreesUnclosedRequests(t *testing.T) {

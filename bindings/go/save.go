@@ -69,6 +69,16 @@ type SaveOptions struct {
 	// tensor, box, blocks and ranks. The same on every rank. The replicas' host Buffers are read after Save
 	// returns (write-protected meanwhile, as CopyOnWrite's): they must stay allocated until the request finishes.
 	CheckReplicas bool
+	// Incremental hashes every tensor box the save writes (SHA-256 per block of 1 MiB, at the call) into the
+	// manifest, so that a later save can name this one as its Base (CKPT_SAVE_INCREMENTAL); with a Base, only the
+	// rows that changed since it are written. Storage Tier only, and not with CheckReplicas (ErrInvalidArgument).
+	Incremental bool
+	// Base, with Incremental only (ErrInvalidArgument without it): the path of a committed checkpoint beside the
+	// save's, saved with Incremental, whose bytes the save refers to instead of writing the rows whose blocks all
+	// hash as its blocks do. The new checkpoint needs it: a load after it was deleted fails with ErrCorrupt naming
+	// it; ErrNotFound when it holds no checkpoint. Empty: a save to a path writes everything, and a Manager's save
+	// takes the latest committed step.
+	Base string
 	// Metrics, through a Manager only: the text of a JSON object (at most 1 MiB) stored with the step, which
 	// commits with it (Manager.Metrics reads it back); empty: none. Rank 0's is stored.
 	Metrics string
@@ -208,7 +218,15 @@ func (o *SaveOptions) toC(allocs *cAllocs) (C.ckpt_save_options, error) {
 	if o.CheckReplicas {
 		copts.flags |= C.CKPT_SAVE_CHECK_REPLICAS
 	}
+	if o.Incremental {
+		copts.flags |= C.CKPT_SAVE_INCREMENTAL
+	}
 	var err error
+	if o.Base != "" {
+		if copts.base, err = allocs.str("base checkpoint path", o.Base); err != nil {
+			return copts, err
+		}
+	}
 	if o.Metrics != "" {
 		if copts.metrics, err = allocs.str("metrics", o.Metrics); err != nil {
 			return copts, err

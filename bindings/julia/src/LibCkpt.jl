@@ -150,6 +150,7 @@ const CKPT_TIER_BOTH = UInt64(2)
 const CKPT_SAVE_IN_PLACE = UInt64(0x1)
 const CKPT_SAVE_COPY_ON_WRITE = UInt64(0x2)
 const CKPT_SAVE_CHECK_REPLICAS = UInt64(0x4)
+const CKPT_SAVE_INCREMENTAL = UInt64(0x8)
 
 const CKPT_BEST_MAX = Int32(0)
 const CKPT_BEST_MIN = Int32(1)
@@ -261,9 +262,10 @@ struct ckpt_save_options
     metrics::Ptr{Cchar}
     best_value::Float64
     has_best_value::UInt64
+    base::Ptr{Cchar}
 end
 ckpt_save_options() = ckpt_save_options(sizeof(ckpt_save_options), 0, Ptr{Ptr{Cchar}}(C_NULL), Ptr{Ptr{Cchar}}(C_NULL),
-                                        C_NULL, C_NULL, CKPT_TIER_STORAGE, 0, NULL_CHARS, 0.0, 0)
+                                        C_NULL, C_NULL, CKPT_TIER_STORAGE, 0, NULL_CHARS, 0.0, 0, NULL_CHARS)
 
 struct ckpt_request_stats
     struct_size::UInt32

@@ -19,7 +19,7 @@ release(request::SaveRequest) = LibCkpt.ckpt_request_free(request.handle)
 
 """
     Ckpt.save(ctx, state, path; metadata=(), tier=CKPT_TIER_STORAGE, in_place=false, copy_on_write=false,
-              check_replicas=false) -> SaveRequest
+              check_replicas=false, incremental=false, base=nothing) -> SaveRequest
 
 Collective: saves `state` as the checkpoint directory `path`, with `metadata` (pairs of strings, taken from rank 0)
 in its manifest. Returns as soon as this rank's arrays are copied into the staging arena: they may be modified from
@@ -50,36 +50,49 @@ With `check_replicas = true` (`CKPT_SAVE_CHECK_REPLICAS`) the ranks holding repl
 block checksums before the save commits; a difference fails the save (CKPT_E_CORRUPT) naming the tensor, box, blocks
 and ranks. The same on every rank. The replicas' arrays are read after the call (write-protected meanwhile, as with
 `copy_on_write`): keep them alive until the request finishes.
+
+With `incremental = true` (`CKPT_SAVE_INCREMENTAL`) every array box the save writes is hashed (SHA-256 per block of
+1 MiB, at the call) into the manifest, so that a later save can name this one as its `base`. With `base`, the path of
+a committed checkpoint beside `path` saved with `incremental = true`, the rows of each box whose blocks all hash as
+the base's are not written: the new checkpoint refers to the base's bytes, and needs it (a load after it was deleted
+throws CKPT_E_CORRUPT naming it). Storage tier only, and not with `check_replicas` (CKPT_E_INVALID_ARGUMENT); a
+`base` without `incremental = true` is refused the same way, and CKPT_E_NOT_FOUND says the base holds no checkpoint.
 """
 function save(ctx::Context, state::State, path::AbstractString; metadata = (), tier::Integer = CKPT_TIER_STORAGE,
-              in_place::Bool = false, copy_on_write::Bool = false, check_replicas::Bool = false)
+              in_place::Bool = false, copy_on_write::Bool = false, check_replicas::Bool = false,
+              incremental::Bool = false, base::Union{Nothing,AbstractString} = nothing)
     target = c_string(path)
-    return start_save(ctx, state, metadata, tier, in_place; copy_on_write, check_replicas) do options, out, err
+    return start_save(ctx, state, metadata, tier, in_place; copy_on_write, check_replicas, incremental,
+                      base) do options, out, err
         LibCkpt.ckpt_save(ctx, state, target, options, out, err)
     end
 end
 
 """
 Calls `start(options, out, err)`, a C call that starts a save of `state`, with the save options holding `metadata`,
-`tier` and the `in_place`, `copy_on_write` and `check_replicas` flags, and returns the request it stored in `out`.
+`tier`, the `in_place`, `copy_on_write`, `check_replicas` and `incremental` flags and the incremental save's `base`,
+and returns the request it stored in `out`.
 """
 function start_save(start, ctx::Context, state::State, metadata, tier::Integer, in_place::Bool;
-                    copy_on_write::Bool = false, check_replicas::Bool = false,
-                    metrics::Union{Nothing,AbstractString} = nothing, best_value::Union{Nothing,Real} = nothing)
+                    copy_on_write::Bool = false, check_replicas::Bool = false, incremental::Bool = false,
+                    base::Union{Nothing,AbstractString} = nothing, metrics::Union{Nothing,AbstractString} = nothing,
+                    best_value::Union{Nothing,Real} = nothing)
     metadata_keys = String[c_string(k) for (k, _) in metadata]
     metadata_values = String[c_string(v) for (_, v) in metadata]
     key_pointers = Ptr{Cchar}[chars(k) for k in metadata_keys]
     value_pointers = Ptr{Cchar}[chars(v) for v in metadata_values]
     metrics_text = metrics === nothing ? nothing : c_string(metrics)
-    handle = GC.@preserve metadata_keys metadata_values key_pointers value_pointers metrics_text state begin
+    base_path = base === nothing ? nothing : c_string(base)
+    handle = GC.@preserve metadata_keys metadata_values key_pointers value_pointers metrics_text base_path state begin
         options = Ref(LibCkpt.ckpt_save_options(sizeof(LibCkpt.ckpt_save_options), length(metadata_keys),
                                                 pointer(key_pointers), pointer(value_pointers), C_NULL, C_NULL,
                                                 tier, (in_place ? LibCkpt.CKPT_SAVE_IN_PLACE : UInt64(0)) |
                                                       (copy_on_write ? LibCkpt.CKPT_SAVE_COPY_ON_WRITE : UInt64(0)) |
-                                                      (check_replicas ? LibCkpt.CKPT_SAVE_CHECK_REPLICAS : UInt64(0)),
+                                                      (check_replicas ? LibCkpt.CKPT_SAVE_CHECK_REPLICAS : UInt64(0)) |
+                                                      (incremental ? LibCkpt.CKPT_SAVE_INCREMENTAL : UInt64(0)),
                                                 metrics_text === nothing ? LibCkpt.NULL_CHARS : chars(metrics_text),
                                                 best_value === nothing ? 0.0 : Float64(best_value),
-                                                best_value === nothing ? 0 : 1))
+                                                best_value === nothing ? 0 : 1, chars(base_path)))
         create_handle() do out, err
             start(options, out, err)
         end

@@ -303,6 +303,55 @@ end
     end
 end
 
+"""The bytes of every file under `dir`."""
+directory_bytes(dir) = sum(filesize(joinpath(root, file)) for (root, _, files) in walkdir(dir) for file in files)
+
+@testset "an incremental save writes only the changed array and loads the new values" begin
+    mktempdir() do dir
+        ctx = Context(rank = 0, world_size = 1, arena_bytes = TEST_ARENA_BYTES)
+        weight = reshape(Float32.(1:(1 << 20)), 1 << 14, 64)  # 64 rows of 64 KiB in C order
+        bias = [-2.5, -1.5, -0.5, 0.5, 1.5]
+        function save_weight_and_bias(path; options...)
+            state = State()
+            add_tensor!(state, "weight", weight)
+            add_tensor!(state, "bias", bias)
+            try
+                request = Ckpt.save(ctx, state, path; options...)
+                done = wait(request)
+                close(request)
+                return done
+            finally
+                close(state)
+            end
+        end
+        full, changes = joinpath(dir, "a"), joinpath(dir, "b")
+        @test save_weight_and_bias(full; incremental = true)
+        bias .*= 2
+        @test save_weight_and_bias(changes; incremental = true, base = full)
+        @test directory_bytes(joinpath(changes, "data")) * 100 < directory_bytes(joinpath(full, "data"))
+
+        loaded = (zeros(Float32, size(weight)), zeros(Float64, length(bias)))
+        state = State()
+        for (key, array) in zip(("weight", "bias"), loaded)
+            add_tensor!(state, key, array)
+        end
+        load!(ctx, state, changes)
+        @test loaded == (weight, bias)
+        close(state)
+
+        refused = joinpath(dir, "c")
+        failure = try
+            save_weight_and_bias(refused; base = full)
+        catch caught
+            caught
+        end
+        @test failure isa CkptError && failure.status == CKPT_E_INVALID_ARGUMENT
+        @test failure isa CkptError && occursin("CKPT_SAVE_INCREMENTAL", failure.message)
+        @test !ispath(refused)
+        close(ctx)
+    end
+end
+
 @testset "manager keeps the last two steps and resumes from the latest" begin
     mktempdir() do dir
         ctx = Context(rank = 0, world_size = 1)

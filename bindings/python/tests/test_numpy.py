@@ -155,6 +155,29 @@ def test_a_save_checking_replicas_commits_and_restores(tmp_path):
         ckpt.save(tmp_path / "d", tree, check_replicas="yes")
 
 
+def directory_bytes(path):
+    """The bytes of every file under `path`."""
+    return sum(entry.stat().st_size for entry in path.rglob("*") if entry.is_file())
+
+
+def test_an_incremental_save_writes_only_the_changed_array_and_restores_the_new_values(tmp_path):
+    tree = {"w": np.arange(4 << 20, dtype=np.float32).reshape(64, -1), "b": np.linspace(-1, 1, 7), "step": 5}
+    ckpt.save(tmp_path / "a", tree, incremental=True).wait()
+    tree["b"] = tree["b"] * 2
+    tree["step"] = 6
+    ckpt.save(tmp_path / "b", tree, incremental=True, base=tmp_path / "a").wait()
+    written_in_full = directory_bytes(tmp_path / "a" / "data")
+    written_changes = directory_bytes(tmp_path / "b" / "data")
+    assert written_changes * 100 < written_in_full, (written_changes, written_in_full)
+    restored = ckpt.restore(tmp_path / "b", tree)
+    for key in ("w", "b"):
+        assert restored[key].tobytes() == tree[key].tobytes(), key
+    assert restored["step"] == 6
+    with pytest.raises(ckpt.InvalidArgumentError, match="without CKPT_SAVE_INCREMENTAL"):
+        ckpt.save(tmp_path / "c", tree, base=tmp_path / "a")
+    assert not (tmp_path / "c").exists()
+
+
 def test_saving_over_a_committed_checkpoint_is_refused(tmp_path):
     ckpt.save(tmp_path / "c", {"v": np.ones(3)}).wait()
     with pytest.raises(ckpt.AlreadyExistsError, match="already exists") as raised:

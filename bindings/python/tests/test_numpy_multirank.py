@@ -42,6 +42,10 @@ def test_replicas_that_differ_fail_the_save_on_3_ranks(tmp_path):
     assert launch(3, "check-replicas", tmp_path).count("a replica that differs is named before the commit") == 3
 
 
+def test_incremental_steps_under_retention_restore_exactly_on_3_ranks(tmp_path):
+    assert launch(3, "incremental", tmp_path).count("incremental steps under retention restore exactly") == 3
+
+
 def test_a_context_bootstrapped_through_the_jobs_allgather_on_3_ranks(tmp_path):
     assert launch(3, "allgather", tmp_path).count("bootstrapped through the job's allgather") == 3
 

@@ -3,7 +3,7 @@
 use std::ffi::CString;
 use std::marker::PhantomData;
 use std::os::raw::c_char;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::ptr::{self, NonNull};
 use std::time::Duration;
 
@@ -54,6 +54,8 @@ pub struct SaveOptions {
     in_place: bool,
     copy_on_write: bool,
     check_replicas: bool,
+    incremental: bool,
+    base: Option<PathBuf>,
     metrics: Option<String>,
     best_value: Option<f64>,
 }
@@ -67,6 +69,8 @@ impl std::fmt::Debug for SaveOptions {
             .field("in_place", &self.in_place)
             .field("copy_on_write", &self.copy_on_write)
             .field("check_replicas", &self.check_replicas)
+            .field("incremental", &self.incremental)
+            .field("base", &self.base)
             .field("metrics", &self.metrics)
             .field("best_value", &self.best_value)
             .finish()
@@ -135,6 +139,25 @@ impl SaveOptions {
         self
     }
 
+    /// Hashes every tensor box the save writes (SHA-256 per block of 1 MiB, at the call) into the manifest, so
+    /// that a later save can name this one as its [`base`](SaveOptions::base) (`sys::CKPT_SAVE_INCREMENTAL`; off
+    /// by default); with a base, writes only the rows that changed since it. Storage tier only, and not with
+    /// [`SaveOptions::check_replicas`] (`CKPT_E_INVALID_ARGUMENT`).
+    pub fn incremental(mut self, incremental: bool) -> Self {
+        self.incremental = incremental;
+        self
+    }
+
+    /// With [`SaveOptions::incremental`] only (`CKPT_E_INVALID_ARGUMENT` without it): the committed checkpoint,
+    /// beside the save's path and saved incrementally, whose bytes the save refers to instead of writing the rows
+    /// whose blocks all hash as its blocks do. The new checkpoint needs it: a load after it was deleted fails with
+    /// `CKPT_E_CORRUPT` naming it; `CKPT_E_NOT_FOUND` when it holds no checkpoint. Without it a save to a path
+    /// writes everything, and a [`Manager`](crate::Manager)'s save takes the latest committed step.
+    pub fn base(mut self, path: impl Into<PathBuf>) -> Self {
+        self.base = Some(path.into());
+        self
+    }
+
     /// Through a [`Manager`](crate::Manager) only: the text of a JSON object (at most 1 MiB) stored with the step,
     /// which commits with it; [`Manager::metrics`](crate::Manager::metrics) reads it back. Rank 0's is stored.
     pub fn metrics(mut self, json: impl Into<String>) -> Self {
@@ -198,6 +221,11 @@ where
     if options.check_replicas {
         opts.flags |= sys::CKPT_SAVE_CHECK_REPLICAS;
     }
+    if options.incremental {
+        opts.flags |= sys::CKPT_SAVE_INCREMENTAL;
+    }
+    let base = options.base.as_deref().map(c_path).transpose()?;
+    opts.base = base.as_ref().map_or(ptr::null(), |path| path.as_ptr());
     opts.metadata_count =
         u32::try_from(metadata.keys.len()).map_err(|_| Error::invalid_argument("too many metadata entries"))?;
     opts.metadata_keys = metadata.keys.as_ptr();

@@ -232,6 +232,7 @@ pub const CKPT_TIER_BOTH: u64 = 2;
 pub const CKPT_SAVE_IN_PLACE: u64 = 1;
 pub const CKPT_SAVE_COPY_ON_WRITE: u64 = 2;
 pub const CKPT_SAVE_CHECK_REPLICAS: u64 = 4;
+pub const CKPT_SAVE_INCREMENTAL: u64 = 8;
 
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
@@ -247,6 +248,7 @@ pub struct ckpt_save_options {
     pub metrics: *const c_char,
     pub best_value: f64,
     pub has_best_value: u64,
+    pub base: *const c_char,
 }
 
 #[repr(C)]
@@ -718,6 +720,7 @@ mod tests {
         assert!(opts.metadata_keys.is_null() && opts.metadata_values.is_null());
         assert!(opts.progress.is_none() && opts.progress_user.is_null());
         assert_eq!((opts.tier, opts.flags), (CKPT_TIER_STORAGE, 0));
+        assert!(opts.base.is_null());
     }
 
     #[test]

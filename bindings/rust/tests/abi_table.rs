@@ -137,6 +137,7 @@ fn rust_layouts() -> BTreeMap<String, Layout> {
             metrics,
             best_value,
             has_best_value,
+            base,
         }),
         layout!(ckpt_request_stats {
             struct_size,
@@ -276,6 +277,7 @@ fn rust_constants() -> BTreeMap<String, i64> {
         CKPT_SAVE_IN_PLACE,
         CKPT_SAVE_COPY_ON_WRITE,
         CKPT_SAVE_CHECK_REPLICAS,
+        CKPT_SAVE_INCREMENTAL,
         CKPT_BEST_MAX,
         CKPT_BEST_MIN,
         CKPT_STRICT_FAIL,

@@ -3,6 +3,8 @@
 
 mod common;
 
+use std::fs;
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -134,6 +136,65 @@ fn in_place_save_is_durable_when_the_call_returns() {
     ctx.load(&mut state, temp.checkpoint(), &LoadOptions::new()).unwrap();
     drop(state);
     assert_eq!((weight_back, bias_back, ids_back), (weight, bias, ids));
+}
+
+/// Saves "weight" (whole, 64 rows of 64 KiB) and "bias" from a single rank with `options`.
+fn save_weight_and_bias(
+    ctx: &Context,
+    path: &Path,
+    weight: &[f32],
+    bias: &[f64],
+    options: &SaveOptions,
+) -> ckpt::Result<()> {
+    let mut state = SaveState::new().unwrap();
+    state.add_tensor(&Shard::new(WEIGHT, &[64, 1 << 14]), weight).unwrap();
+    state.add_tensor(&Shard::new(BIAS, &[BIAS_LEN]), bias).unwrap();
+    ctx.save(&mut state, path, options)?.wait()
+}
+
+/// The bytes of every file under `dir`.
+fn directory_bytes(dir: &Path) -> u64 {
+    fs::read_dir(dir)
+        .unwrap()
+        .map(|entry| {
+            let entry = entry.unwrap();
+            let metadata = entry.metadata().unwrap();
+            if metadata.is_dir() {
+                directory_bytes(&entry.path())
+            } else {
+                metadata.len()
+            }
+        })
+        .sum()
+}
+
+#[test]
+fn incremental_save_writes_only_the_changed_tensor_and_loads_the_new_values() {
+    let (ctx, temp) = (solo_context(), TempDir::new());
+    let (full, changes) = (temp.path().join("a"), temp.path().join("b"));
+    let weight: Vec<f32> = (0..1 << 20).map(|i| i as f32).collect();
+    let mut bias = bias();
+    save_weight_and_bias(&ctx, &full, &weight, &bias, &SaveOptions::new().incremental(true)).unwrap();
+    bias.iter_mut().for_each(|value| *value *= 2.0);
+    save_weight_and_bias(&ctx, &changes, &weight, &bias, &SaveOptions::new().incremental(true).base(&full)).unwrap();
+    let (written_in_full, written_changes) =
+        (directory_bytes(&full.join("data")), directory_bytes(&changes.join("data")));
+    assert!(written_changes * 100 < written_in_full, "{} bytes written against {}", written_changes, written_in_full);
+
+    let (mut weight_back, mut bias_back) = (vec![0f32; weight.len()], vec![0f64; bias.len()]);
+    let mut state = LoadState::new().unwrap();
+    state.add_tensor(&Shard::new(WEIGHT, &[64, 1 << 14]), &mut weight_back).unwrap();
+    state.add_tensor(&Shard::new(BIAS, &[BIAS_LEN]), &mut bias_back).unwrap();
+    ctx.load(&mut state, &changes, &LoadOptions::new()).unwrap();
+    drop(state);
+    assert!(weight_back == weight && bias_back == bias, "the incremental checkpoint loads other values");
+
+    let refused = temp.path().join("c");
+    let error = save_weight_and_bias(&ctx, &refused, &weight, &bias, &SaveOptions::new().base(&full))
+        .expect_err("a base without incremental");
+    assert_eq!(error.status(), CKPT_E_INVALID_ARGUMENT, "{}", error);
+    assert!(error.message().contains("CKPT_SAVE_INCREMENTAL"), "{}", error);
+    assert!(!refused.exists());
 }
 
 #[test]

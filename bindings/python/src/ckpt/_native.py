@@ -75,10 +75,11 @@ TIERS = {"storage": 0, "memory": 1, "both": 2}
 BEST_MODES = {"max": 0, "min": 1}
 
 # CKPT_SAVE_* bits of ckpt_save_options.flags: ckpt.save's and CheckpointManager.save's `in_place`,
-# `copy_on_write` and `check_replicas`.
+# `copy_on_write`, `check_replicas` and `incremental`.
 SAVE_IN_PLACE = 0x1
 SAVE_COPY_ON_WRITE = 0x2
 SAVE_CHECK_REPLICAS = 0x4
+SAVE_INCREMENTAL = 0x8
 
 
 class Collectives(ctypes.Structure):
@@ -171,6 +172,7 @@ class SaveOptions(ctypes.Structure):
         ("metrics", c_char_p),
         ("best_value", ctypes.c_double),
         ("has_best_value", c_u64),
+        ("base", c_char_p),
     ]
 
 

@@ -4,13 +4,14 @@ ckpt.save, ckpt.restore, CheckpointManager and JitSaver, with the C arrays and c
 from __future__ import annotations
 
 import ctypes
+import os
 import sys
 import traceback
 from typing import Any, Callable, List, Mapping, Optional, Sequence, Tuple
 
 from . import _native
 from ._state import encode_key
-from ._types import KeyMap, Missing, Progress, Tier
+from ._types import KeyMap, Missing, Progress, StrPath, Tier
 
 # The CKPT_STRICT_* of restore's `missing`.
 MISSING = {"error": _native.STRICT_FAIL, "warn": _native.STRICT_LOG, "ignore": _native.STRICT_IGNORE}
@@ -26,13 +27,15 @@ def tier_code(tier: object) -> int:
         raise ValueError(f"tier must be 'storage', 'memory' or 'both', not {tier!r}") from None
 
 
-def save_flags(in_place: object, copy_on_write: object = False, check_replicas: object = False) -> int:
-    """The CKPT_SAVE_* bits of the `in_place`, `copy_on_write` and `check_replicas` arguments: each True or
-    False."""
+def save_flags(in_place: object, copy_on_write: object = False, check_replicas: object = False,
+               incremental: object = False) -> int:
+    """The CKPT_SAVE_* bits of the `in_place`, `copy_on_write`, `check_replicas` and `incremental` arguments: each
+    True or False."""
     flags = 0
     for name, value, bit in (("in_place", in_place, _native.SAVE_IN_PLACE),
                              ("copy_on_write", copy_on_write, _native.SAVE_COPY_ON_WRITE),
-                             ("check_replicas", check_replicas, _native.SAVE_CHECK_REPLICAS)):
+                             ("check_replicas", check_replicas, _native.SAVE_CHECK_REPLICAS),
+                             ("incremental", incremental, _native.SAVE_INCREMENTAL)):
         if value not in (True, False):
             raise ValueError(f"{name} must be True or False, not {value!r}")
         flags |= bit if value else 0
@@ -69,15 +72,19 @@ def progress_callback(progress: Optional[Progress]) -> Optional[_native.CFunctio
 
 
 class SaveOptions:
-    """ckpt_save_options for user metadata (a str -> str mapping), a progress callable, a tier and the in_place,
-    copy_on_write and check_replicas flags, with the C arrays and the C callback they point at. A copy-on-write save,
-    or one that checks replicas, also keeps here the buffers it reads (`buffers`) until its request finishes: the
-    library may read them after the call."""
+    """ckpt_save_options for user metadata (a str -> str mapping), a progress callable, a tier, the in_place,
+    copy_on_write, check_replicas and incremental flags and an incremental save's base checkpoint, with the C arrays,
+    the C callback and the C string they point at. A copy-on-write save, or one that checks replicas, also keeps here
+    the buffers it reads (`buffers`) until its request finishes: the library may read them after the call."""
 
     def __init__(self, metadata: Optional[Mapping[str, str]], progress: Optional[Progress], tier: Tier,
-                 in_place: bool = False, copy_on_write: bool = False, check_replicas: bool = False) -> None:
+                 in_place: bool = False, copy_on_write: bool = False, check_replicas: bool = False,
+                 incremental: bool = False, base: Optional[StrPath] = None) -> None:
         self.struct = _native.new(_native.SaveOptions, tier=tier_code(tier),
-                                  flags=save_flags(in_place, copy_on_write, check_replicas))
+                                  flags=save_flags(in_place, copy_on_write, check_replicas, incremental))
+        # The struct points into these bytes: they live as long as the options, past the call that reads them.
+        self._base = None if base is None else os.fsencode(os.fspath(base))
+        self.struct.base = self._base
         # The library may read the buffers after the call: copy-on-write saves and the replicas a save checks.
         self.reads_after_call = copy_on_write or check_replicas
         self.buffers: List[Any] = []

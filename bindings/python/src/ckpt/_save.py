@@ -15,7 +15,7 @@ from . import _dtypes, _native, _tree, errors
 from ._native import call, call_status, lib
 from ._options import SaveOptions
 from ._state import State
-from ._types import Progress, PyTree, Tier
+from ._types import Progress, PyTree, StrPath, Tier
 from .context import Context
 from .progress import RequestStats
 from .tree import Shard
@@ -193,12 +193,13 @@ def register_tree(state: State, tree: PyTree) -> bool:
 
 def start_save(ctx: Context, tree: PyTree, path: str, metadata: Optional[Mapping[str, str]], submit: Submit,
                progress: Optional[Progress] = None, tier: Tier = "storage", in_place: bool = False,
-               copy_on_write: bool = False, check_replicas: bool = False) -> Request:
+               copy_on_write: bool = False, check_replicas: bool = False, incremental: bool = False,
+               base: Optional[StrPath] = None) -> Request:
     """Registers `tree`, then has the context's thread call submit(state, options) -> request handle: at once when
     the tree holds numpy buffers (the caller may change them as soon as this returns) or the save is in place (it
     returns once this rank's bytes are durable), else in the background. Returns a Request, tracked by the
     context."""
-    options = SaveOptions(metadata, progress, tier, in_place, copy_on_write, check_replicas)
+    options = SaveOptions(metadata, progress, tier, in_place, copy_on_write, check_replicas, incremental, base)
     state = State()
     try:
         immutable = register_tree(state, tree)

@@ -21,7 +21,8 @@ __all__ = ["Request", "restore", "save"]
 
 def save(path: StrPath, tree: PyTree, *, context: Optional[Context] = None,
          metadata: Optional[Mapping[str, str]] = None, progress: Optional[Progress] = None, tier: Tier = "storage",
-         in_place: bool = False, copy_on_write: bool = False, check_replicas: bool = False) -> Request:
+         in_place: bool = False, copy_on_write: bool = False, check_replicas: bool = False,
+         incremental: bool = False, base: Optional[StrPath] = None) -> Request:
     """Collective: every rank calls it with its part of the tree. Saves `tree` as the checkpoint directory `path`
     and returns a Request as soon as this rank's arrays may change; the checkpoint is written and committed in the
     background, and exists only once the Request succeeds.
@@ -61,7 +62,16 @@ def save(path: StrPath, tree: PyTree, *, context: Optional[Context] = None,
     `check_replicas=True` (CKPT_SAVE_CHECK_REPLICAS): the ranks holding replicas of a box compare their copies'
     block checksums before the save commits; a difference fails the save (CKPT_E_CORRUPT, ckpt.CorruptError)
     naming the tensor, box, blocks and ranks. It must be the same on every rank. The replicas are read after the
-    call (write-protected meanwhile, as copy_on_write's arrays): the Request keeps them alive until it finishes."""
+    call (write-protected meanwhile, as copy_on_write's arrays): the Request keeps them alive until it finishes.
+
+    `incremental=True` (CKPT_SAVE_INCREMENTAL) hashes every array box the save writes (SHA-256 per 1 MiB block, at
+    the call) into the manifest, so that a later save can name this one as its `base`. With `base`, a committed
+    checkpoint beside `path` (in the same directory) saved with incremental=True, the rows of each box whose blocks
+    all hash as the base's are not written: `path` refers to the base's bytes instead, and needs the base to stay
+    (a load or verify after it was deleted raises CorruptError naming it). A base without digests, or an array whose
+    box, dtype or shape changed, is written in full. Storage tier only, and not with check_replicas
+    (InvalidArgumentError); `base` without incremental=True is refused the same way, and NotFoundError says the base
+    holds no checkpoint."""
     ctx = context or default_context()
     target = os.fsencode(os.fspath(path))
 
@@ -71,7 +81,7 @@ def save(path: StrPath, tree: PyTree, *, context: Optional[Context] = None,
         return handle
 
     return start_save(ctx, tree, os.fspath(path), metadata, submit, progress, tier, in_place, copy_on_write,
-                      check_replicas)
+                      check_replicas, incremental, base)
 
 
 def restore(path: StrPath, target: Optional[PyTree] = None, *, context: Optional[Context] = None,
