@@ -183,6 +183,8 @@ void RunDeviceSave(const Args& args);
 
 // bench/replica_mode.cc: the stall that replicas checking each other (CKPT_SAVE_CHECK_REPLICAS) add to a save.
 void RunReplicaCheck(const Args& args);
+// bench/incremental_mode.cc: what an incremental save (CKPT_SAVE_INCREMENTAL) writes, beside a full save.
+void RunIncremental(const Args& args);
 // bench/memory_modes.cc: the memory tier.
 void RunMemory(const Args& args);
 void RunMemoryCrash(const Args& args);

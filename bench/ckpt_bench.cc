@@ -60,7 +60,7 @@ constexpr int kChildRefreshSamples = 20;
 
 constexpr const char* kUsage =
     "usage: ckpt_bench save|save-in-place|save-cow|load|dedup|reshard-save|reshard-load|replicated-load|device-save\n"
-    "                  |memory|memory-crash\n"
+    "                  |memory|memory-crash|replica-check|incremental\n"
     "                  --dir DIR --mib S\n"
     "                  [--tensors T] [--transport auto|none|ucx]\n"
     "       ckpt_bench cuda-probe|version\n"
@@ -466,6 +466,7 @@ Mode FindMode(const std::string& name) {
   if (name == "memory") return RunMemory;
   if (name == "memory-crash") return RunMemoryCrash;
   if (name == "replica-check") return RunReplicaCheck;
+  if (name == "incremental") return RunIncremental;
   return nullptr;
 }
 
