@@ -229,7 +229,10 @@ CKPT_API int32_t ckpt_context_options_init(ckpt_context_options* opts, uint32_t 
  * the timeout for all of them; a one-rank job needs no network), and starts its I/O workers. Returns CKPT_OK,
  * CKPT_E_INVALID_ARGUMENT (bad rank/world/address), CKPT_E_TIMEOUT (a rank never connected: the message names it),
  * CKPT_E_IO (cannot bind or connect), CKPT_E_NOT_FOUND (the ckpt-io-worker executable is missing on some rank:
- * the message names it), CKPT_E_UNSUPPORTED (a transport asked for by name cannot be used). */
+ * the message names it), CKPT_E_UNSUPPORTED (a transport asked for by name cannot be used; or the hard limit on
+ * open files, RLIMIT_NOFILE, cannot hold this rank's connections, before anything connects: 3 descriptors per rank
+ * at rank 0, 1 per rank elsewhere; the message says how many. A soft limit below those plus 256 is raised to the
+ * hard one, as the usual soft default of 1,024 would not hold a job of a few hundred ranks). */
 CKPT_API int32_t ckpt_context_create(const ckpt_context_options* opts, ckpt_context_t** out, ckpt_error_t* err);
 /* Not collective, but every rank should free its context at the end; a rank that exits early is seen as dead. */
 CKPT_API void ckpt_context_free(ckpt_context_t* ctx);

@@ -12,6 +12,7 @@
 #include "collectives/transport/nccl_transport.h"
 #include "collectives/transport/ucx_transport.h"
 #include "common/bytes.h"
+#include "common/descriptor_limit.h"
 #include "common/settings.h"
 #include "gpu/cuda_runtime.h"
 #include "runtime/core/agreement.h"
@@ -114,6 +115,8 @@ Result<std::unique_ptr<Context>> Context::Create(ContextConfig config) {
           ? config.timeout
           : std::chrono::milliseconds(settings::PositiveFromEnv(settings::kTimeoutVar, settings::kDefaultTimeoutMs));
   ctx->log_ = config.log ? std::move(config.log) : StandardErrorSink(ctx->identity_.rank);
+  // Before the control plane connects anything: a rank short of descriptors fails here, naming what it needs.
+  RETURN_IF_ERROR(EnsureDescriptors(ctx->rank(), ctx->world_size()));
   RETURN_IF_ERROR(ctx->StartControlPlane(config));
   // A rank whose workers or arena cannot start tells the others, instead of leaving them in the next collective.
   RETURN_IF_ERROR(Agree(ctx->control(), "context create (I/O)", ctx->StartIo(config)));

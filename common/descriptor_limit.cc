@@ -1,0 +1,54 @@
+#include "common/descriptor_limit.h"
+
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdint>
+#include <string>
+
+#include "common/os_error.h"
+
+namespace ckpt {
+namespace {
+
+// What a rank holds besides its connections to the other ranks: at least the standard streams and the I/O workers'
+// pipes; at most also the trainer's own files, the data files a load reads at once and UCX's sockets and pipes.
+constexpr uint64_t kFewestBesides = 16;
+constexpr uint64_t kMostBesides = 256;
+constexpr uint64_t kPerRankAtRankZero = 3;  // the store's two connections and a peer link
+constexpr uint64_t kPerRankElsewhere = 1;   // a peer link
+// A hard limit of "unlimited" is not taken at its word: the kernel caps descriptors at fs.nr_open (2^20 by default).
+constexpr uint64_t kMostRaised = 1ull << 20;
+
+}  // namespace
+
+Status EnsureDescriptors(int rank, int world_size) {
+  const uint64_t connections =
+      (rank == 0 ? kPerRankAtRankZero : kPerRankElsewhere) * static_cast<uint64_t>(std::max(world_size, 1));
+  const uint64_t wanted = connections + kMostBesides, needed = connections + kFewestBesides;
+  struct rlimit limit;
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0) return OsError("cannot read RLIMIT_NOFILE", errno);
+  if (limit.rlim_cur == RLIM_INFINITY || limit.rlim_cur >= wanted) return Status::Ok();
+  const uint64_t hard = limit.rlim_max == RLIM_INFINITY ? kMostRaised : static_cast<uint64_t>(limit.rlim_max);
+  if (hard < needed) {
+    return Status(Code::kUnsupported,
+                  "rank " + std::to_string(rank) + " of " + std::to_string(world_size) + " needs at least " +
+                      std::to_string(needed) + " file descriptors (" +
+                      (rank == 0 ? "3 per rank at rank 0" : "1 per rank") + ", plus " +
+                      std::to_string(kFewestBesides) + "; " + std::to_string(wanted) +
+                      " to be safe), but the hard limit RLIMIT_NOFILE is " + std::to_string(limit.rlim_max) +
+                      ": raise it (ulimit -Hn as root, nofile in /etc/security/limits.conf, LimitNOFILE= of a "
+                      "systemd unit, or the job scheduler's setting)");
+  }
+  struct rlimit raised = limit;
+  raised.rlim_cur = std::min(hard, kMostRaised);
+  if (setrlimit(RLIMIT_NOFILE, &raised) != 0 && limit.rlim_cur < needed) {
+    return OsError("cannot raise the soft RLIMIT_NOFILE from " + std::to_string(limit.rlim_cur) + " to " +
+                       std::to_string(raised.rlim_cur) + " (" + std::to_string(needed) + " needed)",
+                   errno);
+  }
+  return Status::Ok();
+}
+
+}  // namespace ckpt
