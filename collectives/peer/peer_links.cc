@@ -18,8 +18,9 @@ namespace {
 
 using store_wire::MessageType;
 
-// A wait longer than this asks the store whether a rank died, and again after each as long: often enough to stop
-// soon after a death, rarely enough that thousands of waiting ranks do not make rank 0's store the hot spot.
+// A wait longer than this asks the store whether a rank died, and again after each as long; the store asks rank 0
+// at most once per PeerCheckInterval (tcp_store.h), which grows with the world so that thousands of waiting ranks do
+// not make rank 0's store the hot spot.
 constexpr std::chrono::milliseconds kPeerCheckInterval{250};
 constexpr uint64_t kAckBytes = sizeof(uint64_t);
 // A peer whose inbox turns a connection away (too many strangers) is tried again, backing off between these bounds.

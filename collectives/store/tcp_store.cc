@@ -469,8 +469,22 @@ Status TcpStore::Barrier() {
 ControlPlaneCounters TcpStore::counters() const { return impl_->counters(); }
 Status TcpStore::Set(std::string_view key, std::string_view value) { return impl_->Set(key, value); }
 Status TcpStore::Delete(std::string_view key) { return impl_->Delete(key); }
+std::chrono::milliseconds PeerCheckInterval(int world_size, std::chrono::milliseconds timeout) {
+  constexpr std::chrono::milliseconds kSmallJobInterval{250};
+  constexpr int64_t kRankZeroChecksPerSecond = 4000;
+  const std::chrono::milliseconds spread{static_cast<int64_t>(world_size) * 1000 / kRankZeroChecksPerSecond};
+  return std::max(kSmallJobInterval, std::min(spread, timeout / 4));
+}
+
 // The server answers any Get with the dead ranks' error once one has died.
-Status TcpStore::CheckPeers() { return impl_->Get("ckpt/peers-alive").status(); }
+Status TcpStore::CheckPeers() {
+  std::lock_guard<std::mutex> lock(peer_check_mutex_);
+  const auto now = std::chrono::steady_clock::now();
+  if (!last_peer_check_.ok() || now < next_peer_check_) return last_peer_check_;
+  last_peer_check_ = impl_->Get("ckpt/peers-alive").status();
+  next_peer_check_ = now + PeerCheckInterval(impl_->config().world_size, impl_->config().timeout);
+  return last_peer_check_;
+}
 Result<std::optional<std::string>> TcpStore::Get(std::string_view key) { return impl_->Get(key); }
 Result<std::string> TcpStore::Wait(std::string_view key) { return impl_->Wait(key, impl_->config().timeout); }
 Result<std::string> TcpStore::Wait(std::string_view key, std::chrono::milliseconds timeout) {

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -42,6 +43,12 @@ struct TcpStoreConfig {
   std::function<Result<StoreAddress>(int bound_port, const std::string& secret)> rendezvous;
 };
 
+// How often a rank of `world_size` asks rank 0's store whether a rank died, while it waits: every 250 ms in a small
+// job, and in a larger one every world_size / 4,000 seconds, so that rank 0 answers at most about 4,000 such
+// questions a second however many ranks wait (a straggler keeps them all waiting); at most a quarter of `timeout`,
+// so that a death is still found well within it.
+std::chrono::milliseconds PeerCheckInterval(int world_size, std::chrono::milliseconds timeout);
+
 class TcpStore : public ControlPlane {
  public:
   // Rank 0 starts the server (a background thread) and connects to it; the others connect, retrying until the
@@ -68,6 +75,7 @@ class TcpStore : public ControlPlane {
   // An all-to-all of nothing: each rank's frame and its reply hold a few bytes, where the base version's all-gather
   // of nothing would send every rank a length per rank.
   Status Barrier() override;
+  // Asks the store at most once per PeerCheckInterval (from any thread); in between, says what it last heard.
   Status CheckPeers() override;
   ControlPlaneCounters counters() const override;
 
@@ -86,6 +94,9 @@ class TcpStore : public ControlPlane {
  private:
   explicit TcpStore(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
+  std::mutex peer_check_mutex_;
+  std::chrono::steady_clock::time_point next_peer_check_{};  // guarded by peer_check_mutex_
+  Status last_peer_check_;                                  // guarded by peer_check_mutex_
 };
 
 }  // namespace ckpt::coll

@@ -281,6 +281,28 @@ TEST(TcpStoreTest, ABoundedAllGatherFailsForEveryRankWhenItsBoundPasses) {
   });
 }
 
+TEST(PeerCheckIntervalTest, GrowsWithTheWorldSoThatRankZeroAnswersAFixedRateButStaysWithinTheTimeout) {
+  const milliseconds timeout(300000);
+  EXPECT_EQ(PeerCheckInterval(16, timeout), milliseconds(250));
+  EXPECT_EQ(PeerCheckInterval(1024, timeout), milliseconds(256));
+  EXPECT_EQ(PeerCheckInterval(16384, timeout), milliseconds(4096));
+  EXPECT_EQ(PeerCheckInterval(65536, timeout), milliseconds(16384));
+  EXPECT_EQ(PeerCheckInterval(65536, milliseconds(20000)), milliseconds(5000));
+}
+
+TEST(TcpStoreTest, CheckPeersAsksTheStoreAtMostOncePerInterval) {
+  const int port = PickFreePort();
+  RunAllRanks(1, port, [](TcpStore& store) {
+    ASSERT_TRUE(store.CheckPeers().ok());
+    const uint64_t before = store.counters().sent;
+    ASSERT_TRUE(store.CheckPeers().ok());  // may fall in the next interval: one question
+    const uint64_t one_question = store.counters().sent - before;
+    for (int i = 0; i < 100; ++i) ASSERT_TRUE(store.CheckPeers().ok());
+    // Without the limit, 100 questions; a slow machine may cross one more interval boundary.
+    EXPECT_LE(store.counters().sent - before, 3 * std::max<uint64_t>(one_question, 1));
+  });
+}
+
 TEST(TcpStoreTest, DeadRankFailsTheOthersAllGatherWithPeerFailed) {
   const int port = PickFreePort();
   const pid_t child = ForkRankThatDiesOnRequest(2, 3, port);
