@@ -19,6 +19,10 @@
 // store: scale_peer_busiest_control_ratio. Were the TCP store to route them (CKPT_PEER_CONTROL=0), rank 0's server
 // would relay every byte of every rank, which scale_store_rank0_control_ratio shows.
 //
+// Failure detection: while the ranks wait for a straggler, each asks rank 0's store whether a rank died once per the
+// library's PeerCheckInterval (collectives/store/tcp_store.h), not simulated in real time but taken from that same
+// function: scale_rank0_requests_per_s, beside the 250 ms of every rank that the interval replaced.
+//
 // Usage: ckpt_bench_scale [--ranks 1024,4096,16384,32768] [--limit-s 300]
 // Prints `name value unit` lines; a figure whose child ran past the limit prints the limit and a `#` line saying so.
 #include <signal.h>
@@ -42,7 +46,9 @@
 #include "bench/scale_common.h"
 #include "bench/scale_load.h"
 #include "bench/scale_model.h"
+#include "collectives/store/tcp_store.h"
 #include "common/bytes.h"
+#include "common/settings.h"
 #include "io/checksum.h"
 #include "runtime/save/save_partition.h"
 
@@ -303,6 +309,11 @@ Figures Simulate(const ParallelLayout& layout, const ParallelLayout& target, int
         static_cast<double>(std::max(save_bytes.PeerBusiest(), load_bytes.PeerBusiest())) / descriptor_bytes, "x");
   Print("scale_store_rank0_control_ratio" + suffix,
         static_cast<double>(save_bytes.store_relay + load_bytes.store_relay) / descriptor_bytes, "x");
+  const auto interval =
+      ckpt::coll::PeerCheckInterval(ranks, std::chrono::milliseconds(ckpt::settings::kDefaultTimeoutMs));
+  Print("scale_rank0_requests_per_s" + suffix, (ranks - 1) * 1000.0 / static_cast<double>(interval.count()), "/s");
+  Print("scale_rank0_requests_per_s_every_250ms" + suffix, (ranks - 1) * 4.0, "/s");
+  Print("scale_death_found_within_s" + suffix, static_cast<double>(interval.count()) / 1000.0, "s");
   return f;
 }
 

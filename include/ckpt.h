@@ -517,7 +517,8 @@ typedef struct ckpt_save_options {
   double best_value;
   uint64_t has_best_value; /* 0 or 1; 64 bits wide so that the struct holds no padding */
   /* CKPT_SAVE_INCREMENTAL: the checkpoint directory this save writes only the changes against, beside `path`;
-   * NULL: none for ckpt_save (a full save that records digests), the latest committed step for ckpt_manager_save. */
+   * NULL: none for ckpt_save (a full save that records digests), the latest committed step for ckpt_manager_save.
+   * Rank 0's is every rank's. */
   const char* base;
 } ckpt_save_options;
 
