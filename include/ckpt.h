@@ -485,9 +485,10 @@ typedef void (*ckpt_progress_fn)(void* user, int32_t phase, uint64_t done, uint6
  * the checkpoints it refers to (ckpt_reader_info's format_major is 2 then): deleting one by hand makes loads and
  * verify fail with CKPT_E_CORRUPT naming it, and a manager's retention keeps every step a kept step refers to.
  * The base must be a committed checkpoint in the same directory as `path`, saved with this flag (a base without
- * digests, or a tensor whose box, dtype or shape changed, is written in full). CKPT_E_INVALID_ARGUMENT with a tier
- * other than CKPT_TIER_STORAGE, on object storage, with CKPT_SAVE_CHECK_REPLICAS, or with a `base` but not the
- * flag; CKPT_E_NOT_FOUND when the base holds no checkpoint. */
+ * digests, or a tensor whose box, dtype or shape changed, is written in full). With CKPT_SAVE_CHECK_REPLICAS the
+ * replicas are compared with the writer's whole copy, written or not. CKPT_E_INVALID_ARGUMENT with a tier other
+ * than CKPT_TIER_STORAGE, on object storage, or with a `base` but not the flag; CKPT_E_NOT_FOUND when the base
+ * holds no checkpoint. */
 #define CKPT_SAVE_INCREMENTAL 8u
 
 typedef struct ckpt_save_options {

@@ -207,6 +207,14 @@ Status AddIncrementalUnits(const State& state, const WriteItem& item, const Stag
   }
   ticket.report.digests.push_back(TensorDigests{item.key, BoxDigests{box, settings.block_size, std::move(digests)}});
   if (refs.empty()) return AddUnit(state, item, settings, ticket, units);
+  if (settings.replica_checks) {
+    // Its replicas hash the whole box, which no chunk of this save holds: the writer's copy is hashed whole too.
+    WrittenItem whole{false, item.key, box, {}, {}};
+    whole.bytes.byte_length = item.bytes;
+    whole.bytes.block_size = settings.block_size;
+    ASSIGN_OR_RETURN(whole.bytes.block_checksums, ChecksumUnit(source, item.bytes, settings.block_size));
+    ticket.report.split_items.push_back(std::move(whole));
+  }
   uint64_t written_to = 0;
   auto write_rows = [&](uint64_t first, uint64_t last) -> Status {
     if (first >= last) return Status::Ok();

@@ -115,11 +115,14 @@ Status CheckReplicas(const std::vector<WriterReport>& reports) {
   if (checked.empty()) return Status::Ok();
   std::map<ItemId, const WrittenItem*> written;
   for (size_t r = 0; r < reports.size(); ++r) {
-    for (const WrittenItem& item : reports[r].items) {
-      auto it = checked.find(IdOf(item));
-      if (it == checked.end()) continue;
-      it->second.push_back(Copy{static_cast<int>(r), &item.bytes});
-      written.emplace(it->first, &item);
+    // An item an incremental save split into slabs (or referred to) is compared whole, as its replicas hash it.
+    for (const std::vector<WrittenItem>* list : {&reports[r].items, &reports[r].split_items}) {
+      for (const WrittenItem& item : *list) {
+        auto it = checked.find(IdOf(item));
+        if (it == checked.end()) continue;
+        it->second.push_back(Copy{static_cast<int>(r), &item.bytes});
+        written.emplace(it->first, &item);
+      }
     }
   }
   for (size_t r = 0; r < reports.size(); ++r) {

@@ -297,6 +297,7 @@ Status BeginSave(Context& ctx, RankSaves& saves, MemoryAttachment& attachment, c
   Status staged = Status::Ok();
   if (settings.incremental) {
     staging.record_digests = true;
+    staging.replica_checks = settings.plan.replica_checks;
     if (!verdict.base.empty()) {
       Result<std::unique_ptr<IncrementalBase>> opened = IncrementalBase::Open(path, verdict.base);
       if (opened.ok()) {
@@ -346,8 +347,7 @@ Status CheckCopyOnWrite(const SaveSettings& settings) {
   return Status::Ok();
 }
 
-// CKPT_SAVE_INCREMENTAL's limits: its references name sibling directories of a file system, and a replica check
-// compares the boxes the plan gave, which an incremental save writes in slabs.
+// CKPT_SAVE_INCREMENTAL's limits: its references name sibling directories of a file system.
 Status CheckIncremental(const std::string& path, const SaveSettings& settings) {
   if (!settings.incremental) {
     if (!settings.base.empty()) return InvalidArgument("a base checkpoint is given without CKPT_SAVE_INCREMENTAL");
@@ -358,9 +358,6 @@ Status CheckIncremental(const std::string& path, const SaveSettings& settings) {
   }
   if (io::IsObjectStorePath(path)) {
     return InvalidArgument("CKPT_SAVE_INCREMENTAL saves to a file system only, not to object storage (" + path + ")");
-  }
-  if (settings.plan.replica_checks) {
-    return InvalidArgument("CKPT_SAVE_INCREMENTAL cannot be combined with CKPT_SAVE_CHECK_REPLICAS");
   }
   return Status::Ok();
 }

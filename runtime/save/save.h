@@ -39,7 +39,7 @@ struct SaveSettings {
   bool copy_on_write = false;
   // CKPT_SAVE_INCREMENTAL: the block digests of every tensor box written go into the manifest, and with `base` (a
   // committed checkpoint beside `path`; empty: none) the rows whose blocks equal the base's are referred to there
-  // instead of written (runtime/save/incremental_units.h). Storage on a file system only; not with replica checks.
+  // instead of written (runtime/save/incremental_units.h). Storage on a file system only.
   // Rank 0's base is every rank's: the save's verdict carries it to the others.
   bool incremental = false;
   std::string base;

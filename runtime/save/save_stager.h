@@ -56,6 +56,9 @@ struct StagingSettings {
   // (null: none) the rows equal to the base's are referred to instead of written (runtime/save/incremental_units.h).
   bool record_digests = false;
   IncrementalBase* base = nullptr;
+  // CKPT_SAVE_CHECK_REPLICAS: the plan lists replicas to check, which an incremental save's slabs must still be
+  // compared with (WriterReport::split_items).
+  bool replica_checks = false;
   // Where a copy-on-write save says why it copies some buffers at the call after all.
   std::function<void(const std::string&)> note;
 };

@@ -77,6 +77,8 @@ std::string EncodeWriterReport(const WriterReport& report) {
   }
   out.U32(static_cast<uint32_t>(report.references.size()));
   for (const WrittenItem& item : report.references) EncodeItem(out, item);
+  out.U32(static_cast<uint32_t>(report.split_items.size()));
+  for (const WrittenItem& item : report.split_items) EncodeItem(out, item);
   return out.Take();
 }
 
@@ -128,6 +130,9 @@ Result<WriterReport> DecodeWriterReport(std::string_view bytes, int from_rank) {
                      std::to_string(item.bytes.file_index) + " of " + std::to_string(report.referenced_files.size()));
     }
   }
+  RETURN_IF_ERROR(in.Count(&count, kMaxListCount, 1));
+  report.split_items.resize(count);
+  for (WrittenItem& item : report.split_items) RETURN_IF_ERROR(DecodeItem(in, &item));
   RETURN_IF_ERROR(in.ExpectDone());
   return report;
 }

@@ -40,6 +40,10 @@ struct WriterReport {
   std::vector<TensorDigests> digests;
   std::vector<DataFileRecord> referenced_files;
   std::vector<WrittenItem> references;
+  // CKPT_SAVE_INCREMENTAL with CKPT_SAVE_CHECK_REPLICAS: the block checksums of each box of the plan this rank wrote
+  // as slabs or referred to (bytes: byte_length, block_size and block_checksums only), which its replicas' are
+  // compared with.
+  std::vector<WrittenItem> split_items;
 };
 
 std::string EncodeWriterReport(const WriterReport& report);

@@ -4,8 +4,11 @@
 //   agree DIR [cow]      every copy is equal: the save commits (with cow: copy-on-write), and loads back, although
 //                        each rank overwrites "w" right after its call, while its replicas are still being
 //                        checksummed in the background, through write protection
-//   flipped DIR RANK     rank RANK flips one bit in block 2 of its "w": the save fails on every rank with
-//                        CKPT_E_CORRUPT naming the tensor, the block and the rank, and nothing is committed at DIR
+//   flipped DIR RANK [incremental]
+//                        rank RANK flips one bit in block 2 of its "w": the save fails on every rank with
+//                        CKPT_E_CORRUPT naming the tensor, the block and the rank, and nothing is committed at DIR;
+//                        incremental: the same for a save against DIR-base (CKPT_SAVE_INCREMENTAL), which refers to
+//                        the base for most of the written copy
 //   unmapped DIR         every rank unmaps its "w" right after its call, while the replicas wait to be checksummed
 //                        (CKPT_FAULT_STAGING_PAUSE_MS): the save fails on every rank naming "w", commits nothing
 //   disagree DIR         rank 0 alone asks for the check: ckpt_save fails on every rank with CKPT_E_MISMATCH
@@ -87,15 +90,27 @@ int Agree(const char* dir, bool cow) {
   return 0;
 }
 
-int Flipped(const char* dir, int flipped) {
+// Incremental: a first save (dir + "-base") of the same state commits, recording digests, and the one with the
+// flipped bit is incremental against it, so that the written copy of "w" is mostly referred to rather than written.
+int Flipped(const char* dir, int flipped, bool incremental) {
   Session s;
   Layout layout;
   ckpt_state_t* state = RegisteredState(s, layout, true);
+  const std::string base = std::string(dir) + "-base";
+  if (incremental) {
+    ckpt_request_t* first = Save(s, state, base.c_str(), CKPT_SAVE_INCREMENTAL);
+    s.Check(ckpt_request_wait(first, 0, s.err), "the incremental save's base");
+    ckpt_request_free(first);
+  }
   if (s.rank == flipped) {
     // One bit of block 2 (bytes [2 MiB, 3 MiB)).
     reinterpret_cast<unsigned char*>(layout.w.data())[(2u << 20) + 12345] ^= 0x10;
   }
-  ckpt_request_t* request = Save(s, state, dir, 0);
+  ckpt_save_options opts = CKPT_SAVE_OPTIONS_INIT;
+  opts.flags = CKPT_SAVE_CHECK_REPLICAS | (incremental ? CKPT_SAVE_INCREMENTAL : 0);
+  opts.base = incremental ? base.c_str() : nullptr;
+  ckpt_request_t* request = nullptr;
+  s.Check(ckpt_save(s.ctx, state, dir, &opts, &request, s.err), "ckpt_save");
   const int32_t outcome = ckpt_request_wait(request, 0, s.err);
   const std::string rank = std::to_string(flipped);
   const std::string message = ckpt_error_message(s.err);
@@ -158,8 +173,11 @@ int Disagree(const char* dir) {
 int main(int argc, char** argv) {
   const std::string mode = argc > 2 ? argv[1] : "";
   if (mode == "agree") return Agree(argv[2], argc > 3 && std::string(argv[3]) == "cow");
-  if (mode == "flipped" && argc > 3) return Flipped(argv[2], std::atoi(argv[3]));
+  if (mode == "flipped" && argc > 3) {
+    return Flipped(argv[2], std::atoi(argv[3]), argc > 4 && std::string(argv[4]) == "incremental");
+  }
   if (mode == "unmapped") return Unmapped(argv[2]);
   if (mode == "disagree") return Disagree(argv[2]);
-  Die(-1, "usage: ckpt_scenario_replicas agree DIR [cow] | flipped DIR RANK | unmapped DIR | disagree DIR");
+  Die(-1, "usage: ckpt_scenario_replicas agree DIR [cow] | flipped DIR RANK [incremental] | unmapped DIR | "
+      "disagree DIR");
 }

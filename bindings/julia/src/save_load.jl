@@ -55,8 +55,8 @@ With `incremental = true` (`CKPT_SAVE_INCREMENTAL`) every array box the save wri
 1 MiB, at the call) into the manifest, so that a later save can name this one as its `base`. With `base`, the path of
 a committed checkpoint beside `path` saved with `incremental = true`, the rows of each box whose blocks all hash as
 the base's are not written: the new checkpoint refers to the base's bytes, and needs it (a load after it was deleted
-throws CKPT_E_CORRUPT naming it). Storage tier only, and not with `check_replicas` (CKPT_E_INVALID_ARGUMENT); a
-`base` without `incremental = true` is refused the same way, and CKPT_E_NOT_FOUND says the base holds no checkpoint.
+throws CKPT_E_CORRUPT naming it). Storage tier only (CKPT_E_INVALID_ARGUMENT); a `base` without
+`incremental = true` is refused the same way, and CKPT_E_NOT_FOUND says the base holds no checkpoint.
 """
 function save(ctx::Context, state::State, path::AbstractString; metadata = (), tier::Integer = CKPT_TIER_STORAGE,
               in_place::Bool = false, copy_on_write::Bool = false, check_replicas::Bool = false,

@@ -30,6 +30,11 @@ WriterReport Sample() {
   reference.box = Box{{4, 0}, {4, 8}};
   reference.bytes = StoredBytes{0, 0, 128, 64, {31, 32}};
   report.references.push_back(reference);
+  WrittenItem whole;
+  whole.key = "w";
+  whole.box = Box{{0, 0}, {8, 8}};
+  whole.bytes = StoredBytes{0, 0, 256, 64, {41, 42, 43, 44}};
+  report.split_items.push_back(whole);
   return report;
 }
 
@@ -48,7 +53,7 @@ TEST(WriteReportTest, ItemsAndCheckedReplicasRoundTrip) {
   EXPECT_EQ(replica.bytes.block_checksums, (std::vector<uint64_t>{21}));
 }
 
-TEST(WriteReportTest, DigestsAndReferencesToOtherCheckpointsRoundTrip) {
+TEST(WriteReportTest, DigestsReferencesToOtherCheckpointsAndSplitItemsRoundTrip) {
   Result<WriterReport> decoded = DecodeWriterReport(EncodeWriterReport(Sample()), 2);
   ASSERT_TRUE(decoded.ok()) << decoded.status().message();
   ASSERT_EQ(decoded->digests.size(), 1u);
@@ -60,6 +65,9 @@ TEST(WriteReportTest, DigestsAndReferencesToOtherCheckpointsRoundTrip) {
   ASSERT_EQ(decoded->references.size(), 1u);
   EXPECT_EQ(decoded->references[0].box, (Box{{4, 0}, {4, 8}}));
   EXPECT_EQ(decoded->references[0].bytes.block_checksums, (std::vector<uint64_t>{31, 32}));
+  ASSERT_EQ(decoded->split_items.size(), 1u);
+  EXPECT_EQ(decoded->split_items[0].box, (Box{{0, 0}, {8, 8}}));
+  EXPECT_EQ(decoded->split_items[0].bytes.block_checksums, (std::vector<uint64_t>{41, 42, 43, 44}));
 }
 
 TEST(WriteReportTest, AReferenceToAFileTheReportDoesNotListIsRefused) {

@@ -69,9 +69,8 @@ def save(path: StrPath, tree: PyTree, *, context: Optional[Context] = None,
     checkpoint beside `path` (in the same directory) saved with incremental=True, the rows of each box whose blocks
     all hash as the base's are not written: `path` refers to the base's bytes instead, and needs the base to stay
     (a load or verify after it was deleted raises CorruptError naming it). A base without digests, or an array whose
-    box, dtype or shape changed, is written in full. Storage tier only, and not with check_replicas
-    (InvalidArgumentError); `base` without incremental=True is refused the same way, and NotFoundError says the base
-    holds no checkpoint."""
+    box, dtype or shape changed, is written in full. Storage tier only (InvalidArgumentError); `base` without
+    incremental=True is refused the same way, and NotFoundError says the base holds no checkpoint."""
     ctx = context or default_context()
     target = os.fsencode(os.fspath(path))
 
