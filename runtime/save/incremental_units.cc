@@ -7,7 +7,6 @@
 #include <thread>
 #include <utility>
 
-#include "gpu/device_copy.h"
 #include "io/block_digests.h"
 #include "io/io_backend.h"
 #include "runtime/core/dtype.h"
@@ -18,28 +17,14 @@ namespace {
 
 constexpr unsigned kMaxDigestThreads = 8;
 
-// The digests of a unit's row-major bytes, read where they are (as ChecksumUnit reads them).
+// The digests of a unit's row-major bytes, read as ReadUnit reads them; host memory in one run on several threads.
 Result<std::string> DigestSource(const Source& s, uint64_t bytes, uint64_t block_size) {
   if (s.device < 0 && s.snapshot == nullptr && s.contiguous) {
     const unsigned threads = std::clamp(std::thread::hardware_concurrency(), 1u, kMaxDigestThreads);
     return io::DigestBlocks(s.base, bytes, block_size, threads);
   }
   io::BlockDigester digester(block_size);
-  if (s.device < 0 && s.snapshot == nullptr) {
-    ForEachRun(s.src_box, s.box, s.box, s.element_size,
-               [&](uint64_t src_off, uint64_t, uint64_t n) { digester.Update(s.base + src_off, n); });
-    return digester.Finish();
-  }
-  constexpr uint64_t kBounceBytes = 4ull << 20;
-  std::vector<char> bounce(std::min(bytes, kBounceBytes));
-  gpu::DeviceCopier device_copies;
-  for (uint64_t done = 0; done < bytes;) {
-    const uint64_t piece = std::min<uint64_t>(bounce.size(), bytes - done);
-    RETURN_IF_ERROR(CopyUnitRange(s, done, piece, bounce.data(), device_copies));
-    RETURN_IF_ERROR(device_copies.Wait());
-    digester.Update(bounce.data(), piece);
-    done += piece;
-  }
+  RETURN_IF_ERROR(ReadUnit(s, bytes, [&](const char* data, uint64_t n) { digester.Update(data, n); }));
   return digester.Finish();
 }
 

@@ -1,6 +1,7 @@
 #include "runtime/save/save_units.h"
 
 #include <algorithm>
+#include <functional>
 #include <string>
 #include <utility>
 
@@ -113,16 +114,15 @@ Result<std::vector<Unit>> CollectReplicaUnits(const State& state, const SavePlan
   return units;
 }
 
-Result<std::vector<uint64_t>> ChecksumUnit(const Source& s, uint64_t bytes, uint64_t block_size) {
-  io::BlockChecksummer checksummer(block_size);
+Status ReadUnit(const Source& s, uint64_t bytes, const std::function<void(const char*, uint64_t)>& consume) {
   if (s.device < 0 && s.snapshot == nullptr) {
     if (s.contiguous) {
-      checksummer.Update(s.base, bytes);
+      consume(s.base, bytes);
     } else {
       ForEachRun(s.src_box, s.box, s.box, s.element_size,
-                 [&](uint64_t src_off, uint64_t, uint64_t n) { checksummer.Update(s.base + src_off, n); });
+                 [&](uint64_t src_off, uint64_t, uint64_t n) { consume(s.base + src_off, n); });
     }
-    return checksummer.Finish();
+    return Status::Ok();
   }
   // Large enough for device copies and snapshot reads to run near their full speed, small enough to stay cached.
   constexpr uint64_t kBounceBytes = 4ull << 20;
@@ -132,9 +132,15 @@ Result<std::vector<uint64_t>> ChecksumUnit(const Source& s, uint64_t bytes, uint
     const uint64_t piece = std::min<uint64_t>(bounce.size(), bytes - done);
     RETURN_IF_ERROR(CopyUnitRange(s, done, piece, bounce.data(), device_copies));
     RETURN_IF_ERROR(device_copies.Wait());
-    checksummer.Update(bounce.data(), piece);
+    consume(bounce.data(), piece);
     done += piece;
   }
+  return Status::Ok();
+}
+
+Result<std::vector<uint64_t>> ChecksumUnit(const Source& s, uint64_t bytes, uint64_t block_size) {
+  io::BlockChecksummer checksummer(block_size);
+  RETURN_IF_ERROR(ReadUnit(s, bytes, [&](const char* data, uint64_t n) { checksummer.Update(data, n); }));
   return checksummer.Finish();
 }
 

@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "common/status.h"
@@ -78,8 +79,11 @@ Result<std::vector<Unit>> CollectUnits(const State& state, const SavePlan& plan,
 Result<std::vector<Unit>> CollectReplicaUnits(const State& state, const SavePlan& plan, const StagingSettings& settings,
                                               SaveTicket& ticket);
 
-// The block checksums of a unit's row-major bytes, read where they are: hashed in place from host memory, through a
-// bounce buffer from device memory or a copy-on-write snapshot (which fails where the buffer went away).
+// Hands `consume` a unit's row-major bytes in order, read where they are: in place from host memory, through a bounce
+// buffer from device memory or a copy-on-write snapshot (which fails where the buffer went away).
+Status ReadUnit(const Source& s, uint64_t bytes, const std::function<void(const char*, uint64_t)>& consume);
+
+// The block checksums of a unit's row-major bytes, read as ReadUnit reads them.
 Result<std::vector<uint64_t>> ChecksumUnit(const Source& s, uint64_t bytes, uint64_t block_size);
 
 // Spreads the units over one file per worker, largest first onto the lightest file, and gives each its offset.

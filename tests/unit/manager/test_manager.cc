@@ -21,6 +21,7 @@
 #include "io/file_io.h"
 #include "runtime/format/manifest.h"
 #include "runtime/manager/manager.h"
+#include "tests/unit/manager/step_manifest.h"
 #include "tests/unit/support/temp_dir.h"
 
 namespace ckpt::runtime {
@@ -28,16 +29,6 @@ namespace {
 
 using Steps = std::vector<uint64_t>;
 using Names = std::vector<std::string>;
-
-// The MANIFEST of a step that holds nothing, as retention reads it (for the steps it refers to); with `refers_to`,
-// one that lists a data file of each of those steps, as an incremental save's does.
-Manifest StepManifest(const std::vector<uint64_t>& refers_to = {}) {
-  Manifest m;
-  m.world_size = 1;
-  for (const uint64_t step : refers_to) m.files.push_back(DataFileRecord{"data/0-0.bin", 0, StepDirectoryName(step)});
-  m.format_major = FormatMajorFor(m.files);
-  return m;
-}
 
 class ManagerTest : public testing::TempDirTest {
  protected:

@@ -18,6 +18,7 @@
 #include "runtime/format/manifest.h"
 #include "runtime/manager/background_retention.h"
 #include "runtime/manager/manager.h"
+#include "tests/unit/manager/step_manifest.h"
 #include "runtime/manager/step_record.h"
 #include "tests/unit/support/temp_dir.h"
 
@@ -25,16 +26,6 @@ namespace ckpt::runtime {
 namespace {
 
 using Steps = std::vector<uint64_t>;
-
-// The MANIFEST of a step that holds nothing, as retention reads it (for the steps it refers to); with `refers_to`,
-// one that lists a data file of each of those steps, as an incremental save's does.
-Manifest StepManifest(const std::vector<uint64_t>& refers_to = {}) {
-  Manifest m;
-  m.world_size = 1;
-  for (const uint64_t step : refers_to) m.files.push_back(DataFileRecord{"data/0-0.bin", 0, StepDirectoryName(step)});
-  m.format_major = FormatMajorFor(m.files);
-  return m;
-}
 
 int64_t NowNs() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
