@@ -1,8 +1,8 @@
 # Incremental saves (CKPT_SAVE_INCREMENTAL) on 3 real ranks through ckpt-launch (tests/integration/scenario_incremental.cc):
 # a manager's chain of steps under retention, every kept step loading back exactly in another layout; saves written in
-# place and copy-on-write against a base; a checkpoint
-# whose base was deleted by hand, refused by the load and by verify naming it; a rank killed during an incremental
-# save, after which the base is the latest step and loads back exactly.
+# place and copy-on-write against a base; a checkpoint whose base was deleted by hand, refused by the load and by
+# verify naming it, while its copy made self-contained by `ckpt import` before still verifies; a rank killed during an
+# incremental save, after which the base is the latest step and loads back exactly.
 add_executable(ckpt_scenario_incremental integration/scenario_incremental.cc)
 target_link_libraries(ckpt_scenario_incremental PRIVATE ckpt_scenario_common ckpt)
 
@@ -10,11 +10,14 @@ set(incremental_dir ${CMAKE_CURRENT_BINARY_DIR}/scenarios/incremental)
 add_test(NAME mp_incremental_chain_under_retention
          COMMAND sh -c "rm -rf \"$1\" && \"$0\" -n 3 --timeout 60 -- \"$2\" chain \"$1\""
                  $<TARGET_FILE:ckpt-launch> ${incremental_dir}/chain $<TARGET_FILE:ckpt_scenario_incremental>)
+# `ckpt import` of the incremental checkpoint, made before the base goes, is self-contained: it still verifies after.
 add_test(NAME mp_incremental_deleted_base
          COMMAND sh -c "rm -rf \"$1\" && mkdir -p \"$1\" && \
-                        \"$0\" -n 3 --timeout 60 -- \"$2\" pair \"$1/base\" \"$1/next\" && rm -rf \"$1/base\" && \
-                        \"$0\" -n 3 --timeout 60 -- \"$2\" orphan \"$1/next\" \"$1/base\""
-                 $<TARGET_FILE:ckpt-launch> ${incremental_dir}/deleted $<TARGET_FILE:ckpt_scenario_incremental>)
+                        \"$0\" -n 3 --timeout 60 -- \"$2\" pair \"$1/base\" \"$1/next\" && \
+                        \"$3\" import \"$1/next\" \"$1/whole\" && rm -rf \"$1/base\" && \
+                        \"$0\" -n 3 --timeout 60 -- \"$2\" orphan \"$1/next\" \"$1/base\" && \"$3\" verify \"$1/whole\""
+                 $<TARGET_FILE:ckpt-launch> ${incremental_dir}/deleted $<TARGET_FILE:ckpt_scenario_incremental>
+                 $<TARGET_FILE:ckpt_cli>)
 foreach(how IN ITEMS in-place cow)
   add_test(NAME mp_incremental_${how}
            COMMAND sh -c "rm -rf \"$1\" && mkdir -p \"$1\" && \
