@@ -71,7 +71,8 @@ type SaveOptions struct {
 	CheckReplicas bool
 	// Incremental hashes every tensor box the save writes (SHA-256 per block of 1 MiB, at the call) into the
 	// manifest, so that a later save can name this one as its Base (CKPT_SAVE_INCREMENTAL); with a Base, only the
-	// rows that changed since it are written. Storage Tier only, and not with CheckReplicas (ErrInvalidArgument).
+	// rows that changed since it are written. Storage Tier only (ErrInvalidArgument); with CheckReplicas the
+	// replicas are compared with the writer's whole copy, written or not.
 	Incremental bool
 	// Base, with Incremental only (ErrInvalidArgument without it): the path of a committed checkpoint beside the
 	// save's, saved with Incremental, whose bytes the save refers to instead of writing the rows whose blocks all

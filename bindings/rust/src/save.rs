@@ -141,8 +141,9 @@ impl SaveOptions {
 
     /// Hashes every tensor box the save writes (SHA-256 per block of 1 MiB, at the call) into the manifest, so
     /// that a later save can name this one as its [`base`](SaveOptions::base) (`sys::CKPT_SAVE_INCREMENTAL`; off
-    /// by default); with a base, writes only the rows that changed since it. Storage tier only, and not with
-    /// [`SaveOptions::check_replicas`] (`CKPT_E_INVALID_ARGUMENT`).
+    /// by default); with a base, writes only the rows that changed since it. Storage tier only
+    /// (`CKPT_E_INVALID_ARGUMENT`); with [`SaveOptions::check_replicas`] the replicas are compared with the writer's
+    /// whole copy, written or not.
     pub fn incremental(mut self, incremental: bool) -> Self {
         self.incremental = incremental;
         self
