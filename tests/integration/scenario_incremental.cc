@@ -138,6 +138,10 @@ int Chain(const char* root) {
     ckpt_request_free(request);
     s.Check(ckpt_manager_wait(manager, s.err), "ckpt_manager_wait");
   }
+  // Collective: every rank sees the root once rank 0's removals have finished.
+  uint64_t resumed = 0;
+  s.Check(ckpt_manager_resume_step(manager, &resumed, s.err), "ckpt_manager_resume_step");
+  if (resumed != 4) Die(s.rank, "resumes from step " + std::to_string(resumed) + ", not 4");
   uint64_t steps[8], count = 0;
   s.Check(ckpt_manager_steps(manager, steps, 8, &count, s.err), "ckpt_manager_steps");
   if (count != 2 || steps[0] != 1 || steps[1] != 4) {
