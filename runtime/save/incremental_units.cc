@@ -150,19 +150,6 @@ uint32_t ReferencedFileIndex(WriterReport& report, const DataFileRecord& file) {
   return static_cast<uint32_t>(report.referenced_files.size() - 1);
 }
 
-Status AddUnit(const State& state, WriteItem item, const StagingSettings& settings, SaveTicket& ticket,
-               std::vector<Unit>& units) {
-  Unit unit;
-  ASSIGN_OR_RETURN(unit.source, ItemSource(state, item));
-  unit.bytes = item.bytes;
-  unit.target = ticket.report.items.size();
-  StoredBytes stored;
-  stored.block_size = settings.block_size;
-  ticket.report.items.push_back(WrittenItem{false, item.key, item.box, item.index, std::move(stored)});
-  units.push_back(std::move(unit));
-  return Status::Ok();
-}
-
 // The base's record of the item's tensor where it has the same dtype and shape as the state's; null otherwise.
 Result<const TensorRecord*> BaseTensor(const State& state, IncrementalBase& base, const std::string& key) {
   ASSIGN_OR_RETURN(const TensorRecord* tensor, base.Tensor(key));
@@ -191,7 +178,7 @@ Status AddIncrementalUnits(const State& state, const WriteItem& item, const Stag
     }
   }
   ticket.report.digests.push_back(TensorDigests{item.key, BoxDigests{box, settings.block_size, std::move(digests)}});
-  if (refs.empty()) return AddUnit(state, item, settings, ticket, units);
+  if (refs.empty()) return AddItemUnit(state, item, ticket, units);
   if (settings.replica_checks) {
     // Its replicas hash the whole box, which no chunk of this save holds: the writer's copy is hashed whole too.
     WrittenItem whole{false, item.key, box, {}, {}};
@@ -206,7 +193,7 @@ Status AddIncrementalUnits(const State& state, const WriteItem& item, const Stag
     WriteItem slab = item;
     slab.box = Slab(box, rows, first, last);
     slab.bytes = (last - first) * rows.bytes;
-    return AddUnit(state, std::move(slab), settings, ticket, units);
+    return AddItemUnit(state, slab, ticket, units);
   };
   for (const Reference& ref : refs) {
     RETURN_IF_ERROR(write_rows(written_to, ref.first));

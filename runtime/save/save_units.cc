@@ -61,6 +61,16 @@ StoredBytes& Target(SaveTicket& ticket, size_t target) {
   return target < items ? ticket.report.items[target].bytes : ticket.report.stored_common[target - items].stored;
 }
 
+Status AddItemUnit(const State& state, const WriteItem& item, SaveTicket& ticket, std::vector<Unit>& units) {
+  Unit unit;
+  ASSIGN_OR_RETURN(unit.source, ItemSource(state, item));
+  unit.bytes = item.bytes;
+  unit.target = ticket.report.items.size();
+  ticket.report.items.push_back(WrittenItem{item.is_object, item.key, item.box, item.index, {}});
+  units.push_back(std::move(unit));
+  return Status::Ok();
+}
+
 Result<std::vector<Unit>> CollectUnits(const State& state, const SavePlan& plan, const StagingSettings& settings,
                                        SaveTicket& ticket) {
   std::vector<Unit> units;
@@ -70,12 +80,7 @@ Result<std::vector<Unit>> CollectUnits(const State& state, const SavePlan& plan,
       RETURN_IF_ERROR(AddIncrementalUnits(state, item, settings, ticket, units));
       continue;
     }
-    Unit unit;
-    ASSIGN_OR_RETURN(unit.source, ItemSource(state, item));
-    unit.bytes = item.bytes;
-    unit.target = ticket.report.items.size();
-    ticket.report.items.push_back(WrittenItem{item.is_object, item.key, item.box, item.index, {}});
-    units.push_back(std::move(unit));
+    RETURN_IF_ERROR(AddItemUnit(state, item, ticket, units));
   }
   if (settings.rank == 0) {
     for (const auto& [key, bytes] : state.common()) {

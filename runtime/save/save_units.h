@@ -70,6 +70,9 @@ cow::SpanRequest SpanOf(const Unit& unit, std::string name);
 // Where the bytes of a plan's item lie in this rank's state.
 Result<Source> ItemSource(const State& state, const WriteItem& item);
 
+// Adds the unit of `item` with its report entry (the block size is set once all units are collected).
+Status AddItemUnit(const State& state, const WriteItem& item, SaveTicket& ticket, std::vector<Unit>& units);
+
 // The units this rank stores, with the report entries they fill (CKPT_SAVE_INCREMENTAL: runtime/save/incremental_units.h).
 Result<std::vector<Unit>> CollectUnits(const State& state, const SavePlan& plan, const StagingSettings& settings,
                                        SaveTicket& ticket);
