@@ -490,7 +490,7 @@ def report(path, state_mib, dedup_mib, reshard_mib):
                      "export_vs_fio_write", "export_vs_fio_copy", "safetensors_load_vs_fio_read",
                      "async_block_vs_memcpy", "cow_save_block_vs_memcpy", "cow_save_durable_vs_fio_write",
                      "replica_check_stall_vs_memcpy", "replica_check_staged_stall_vs_memcpy",
-                     "dedup_save_vs_fio_write", "reshard_load_vs_fio_read", "reshard_once_load_vs_fio_read",
+                     "incremental_bytes_ratio", "incremental_time_ratio", "dedup_save_vs_fio_write", "reshard_load_vs_fio_read", "reshard_once_load_vs_fio_read",
                      "reshard_own_load_vs_fio_read", "exchange_vs_ucx_perftest", "d2h_stage_vs_memcpy",
                      "mem_save_block_vs_memcpy", "mem_save_complete_vs_fresh",
                      "mem_restore_vs_storage_load", "crash_to_committed_vs_fio_write",
