@@ -226,8 +226,12 @@ Figures Simulate(const ParallelLayout& layout, const ParallelLayout& target, int
   for (int writer = 0; writer < ranks; ++writer) {
     uint64_t offset = 0;
     for (runtime::WriteItem& item : items[writer]) {
-      runtime::StoredBytes bytes{static_cast<uint32_t>(writer), offset, item.bytes, kBlockSize,
-                                 std::vector<uint64_t>(io::BlockCount(item.bytes, kBlockSize), 0)};
+      runtime::StoredBytes bytes;
+      bytes.file_index = static_cast<uint32_t>(writer);
+      bytes.file_offset = offset;
+      bytes.byte_length = item.bytes;
+      bytes.block_size = kBlockSize;
+      bytes.block_checksums.assign(io::BlockCount(item.bytes, kBlockSize), 0);
       offset += (item.bytes + 4095) / 4096 * 4096;
       if (item.is_object) {
         manifest.objects[object_index[item.key]].pieces.push_back({item.index, std::move(bytes)});

@@ -94,6 +94,8 @@ ckpt_require_module(URING liburing>=2.2 IMPORTED_TARGET NEEDS "liburing 2.2 or n
                     DEBIAN liburing-dev FEDORA liburing-devel)
 # Headers only: libckpt loads UCX at run time.
 ckpt_require_module(UCX ucx NEEDS "UCX's headers (ucx.pc)" DEBIAN libucx-dev FEDORA ucx-devel)
+# Lossless compression of stored blocks (CKPT_SAVE_COMPRESS, io/block_codec.h).
+ckpt_require_module(ZSTD libzstd IMPORTED_TARGET NEEDS "zstd (libzstd)" DEBIAN libzstd-dev FEDORA libzstd-devel)
 # The XML of S3's replies.
 ckpt_require_module(EXPAT expat IMPORTED_TARGET NEEDS "expat (XML)" DEBIAN libexpat1-dev FEDORA expat-devel)
 # Headers only: libckpt loads libcurl at run time (io/s3); 7.75 or newer for CURLOPT_AWS_SIGV4. Any of Debian's

@@ -10,7 +10,7 @@ target_compile_definitions(ckpt_layer_base INTERFACE CKPT_BUILDING_LIBRARY CKPT_
 target_compile_options(ckpt_layer_base INTERFACE -Wall -Wextra -fvisibility=hidden -fvisibility-inlines-hidden)
 target_link_libraries(ckpt_layer_base INTERFACE CapnProto::capnp PkgConfig::XXHASH PkgConfig::URING OpenSSL::Crypto
                                                 Threads::Threads ${CMAKE_DL_LIBS} nlohmann_json::nlohmann_json
-                                                PkgConfig::EXPAT)
+                                                PkgConfig::EXPAT PkgConfig::ZSTD)
 # libcurl's headers only: io/s3 loads libcurl.so.4 at run time (io/s3/curl_library.h).
 target_include_directories(ckpt_layer_base SYSTEM INTERFACE ${CURL_INCLUDE_DIRS})
 # UCX is loaded at run time (collectives/transport/ucx_library.h): its headers are needed, its libraries never linked.
@@ -136,7 +136,7 @@ add_library(ckpt SHARED ${CKPT_LAYER_OBJECTS})
 target_include_directories(ckpt PUBLIC $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/include>
                                        $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>)
 target_link_libraries(ckpt PRIVATE CapnProto::capnp PkgConfig::XXHASH PkgConfig::URING OpenSSL::Crypto Threads::Threads
-                                   ${CMAKE_DL_LIBS} PkgConfig::EXPAT)
+                                   ${CMAKE_DL_LIBS} PkgConfig::EXPAT PkgConfig::ZSTD)
 target_link_options(ckpt PRIVATE -Wl,--version-script=${CKPT_VERSION_SCRIPT})
 # A sanitized libckpt.so leaves the runtime's symbols to the executable (clang's TSan runtime lives only there).
 if(NOT CKPT_SANITIZE)
@@ -153,7 +153,8 @@ target_link_libraries(ckpt_static PUBLIC CapnProto::capnp Threads::Threads ${CMA
                                          $<BUILD_INTERFACE:PkgConfig::XXHASH> $<INSTALL_INTERFACE:xxhash>
                                          $<BUILD_INTERFACE:PkgConfig::URING> $<INSTALL_INTERFACE:uring>
                                          $<BUILD_INTERFACE:OpenSSL::Crypto> $<INSTALL_INTERFACE:crypto>
-                                         $<BUILD_INTERFACE:PkgConfig::EXPAT> $<INSTALL_INTERFACE:expat>)
+                                         $<BUILD_INTERFACE:PkgConfig::EXPAT> $<INSTALL_INTERFACE:expat>
+                                         $<BUILD_INTERFACE:PkgConfig::ZSTD> $<INSTALL_INTERFACE:zstd>)
 
 # Internal targets for tests: everything, including hidden C++ symbols, and the generated manifest header.
 add_library(ckpt_internal INTERFACE)

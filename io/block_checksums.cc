@@ -27,11 +27,20 @@ Status ValidateExpectedChecksums(const ReadJob& job) {
 Status ChecksumMismatch(const ReadJob& job, size_t segment, uint64_t block, ReadFailure* failure) {
   if (failure != nullptr) *failure = ReadFailure{segment, block};
   const FileSegment& s = job.segments[segment];
-  const uint64_t start = block * job.block_size;
-  const uint64_t end = std::min(start + job.block_size, s.length);
+  uint64_t start = block * job.block_size;
+  uint64_t end = std::min(start + job.block_size, s.length);
+  std::string stored;
+  if (job.codec != Codec::kNone && segment < job.stored_sizes.size() && block < job.stored_sizes[segment].size()) {
+    // The block's stored form is where the file's bytes are; the checksum is of the block decompressed.
+    const std::vector<uint32_t>& sizes = job.stored_sizes[segment];
+    start = 0;
+    for (uint64_t b = 0; b < block; ++b) start += sizes[b];
+    end = start + sizes[block];
+    stored = ", compressed";
+  }
   return Corrupt("checksum mismatch in " + Quoted(job.path) + ": segment " + std::to_string(segment) + ", block " +
                  std::to_string(block) + " (file bytes [" + std::to_string(s.file_offset + start) + ", " +
-                 std::to_string(s.file_offset + end) + "))");
+                 std::to_string(s.file_offset + end) + ")" + stored + ")");
 }
 
 Status VerifyBlocks(const ReadJob& job, const char* memory, ReadFailure* failure) {

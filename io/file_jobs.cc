@@ -18,6 +18,7 @@
 #include "common/os_error.h"
 #include "io/block_checksums.h"
 #include "io/checksum.h"
+#include "io/coded_file_jobs.h"
 #include "io/confined_open.h"
 #include "io/io_backend.h"
 #include "io/s3_file_jobs.h"
@@ -558,14 +559,16 @@ Result<std::unique_ptr<FileJobExecutor>> FileJobExecutor::Create(char* arena, ui
   }
   RETURN_IF_ERROR(ValidateTuning(tuning));
   ASSIGN_OR_RETURN(std::unique_ptr<IoBackend> backend, ChooseBackend(tuning, arena, arena_size));
-  return RouteObjectStoreJobs(std::make_unique<Executor>(arena, arena_size, tuning, std::move(backend)), arena,
-                              arena_size);
+  return CodeBlocks(
+      RouteObjectStoreJobs(std::make_unique<Executor>(arena, arena_size, tuning, std::move(backend)), arena, arena_size),
+      arena, arena_size);
 }
 
 Result<std::unique_ptr<FileJobExecutor>> FileJobExecutor::CreateForCallerMemory(const IoTuning& tuning) {
   RETURN_IF_ERROR(ValidateTuning(tuning));
   ASSIGN_OR_RETURN(std::unique_ptr<IoBackend> backend, ChooseBackend(tuning, nullptr, 0));
-  return RouteObjectStoreJobs(std::make_unique<Executor>(nullptr, 0, tuning, std::move(backend)), nullptr, 0);
+  return CodeBlocks(RouteObjectStoreJobs(std::make_unique<Executor>(nullptr, 0, tuning, std::move(backend)), nullptr, 0),
+                    nullptr, 0);
 }
 
 }  // namespace ckpt::io

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "io/block_codec.h"
 
 namespace ckpt::io {
 
@@ -34,11 +35,26 @@ struct WriteJob {
   std::vector<FileSegment> segments;  // increasing file offsets; the arena holds zeros up to each 4 KiB boundary
   // false: the caller checksummed the segments as it staged them, and the result carries no checksums.
   bool compute_checksums = true;
+  // Codec::kZstd: every block of segment i is compressed on its own (io/block_codec.h), its elements' bytes grouped
+  // by byte_groups[i], and the stored forms are appended to the file one after another, the segments' file offsets
+  // notwithstanding: the file's layout is the executor's, which the result reports. A create job starts the file
+  // at offset 0, each later job where the one before ended (a job after a failed one of the same file fails), and
+  // `finish` cuts the file where the last one ended. Arena jobs only (Write, not WriteFrom).
+  Codec codec = Codec::kNone;
+  // Per segment; 0: stored as it is, from the next 4096-byte boundary of the file (its stored sizes are its
+  // blocks' lengths), so that it can be read with direct I/O.
+  std::vector<uint32_t> byte_groups;
 };
 
 struct WriteResult {
-  // Per segment: XXH3-64 of each block_size block; none where the job did not compute them.
+  // Per segment: XXH3-64 of each block_size block (of the bytes as given, before any compression); none where the
+  // job did not compute them.
   std::vector<std::vector<uint64_t>> checksums;
+  // A compressed job's layout: per segment, the file offset where its first block's stored form begins and each
+  // block's stored size (the block's length: stored raw); and where the file ends after the job.
+  std::vector<uint64_t> stored_offsets;
+  std::vector<std::vector<uint32_t>> stored_sizes;
+  uint64_t file_end = 0;
 };
 
 struct ReadJob {
@@ -48,6 +64,12 @@ struct ReadJob {
   std::vector<FileSegment> segments;  // file offsets 4 KiB-aligned; length may end anywhere
   // Per segment, per block; verified before returning. An empty list reads the segment unverified (safetensors).
   std::vector<std::vector<uint64_t>> expected_checksums;
+  // Codec::kZstd: segment i's blocks are stored compressed one after another from its file offset (which may be
+  // any), block b in stored_sizes[i][b] bytes; its length is that of its bytes decompressed, which land in memory
+  // and are verified there, so its memory needs no alignment nor room past its length.
+  Codec codec = Codec::kNone;
+  uint32_t byte_groups = 1;
+  std::vector<std::vector<uint32_t>> stored_sizes;
 };
 
 // Where a read failed its checksum, so the caller can name the tensor.

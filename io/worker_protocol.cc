@@ -105,6 +105,29 @@ Status GetChecksumLists(ByteReader* r, std::vector<std::vector<uint64_t>>* lists
   return Status::Ok();
 }
 
+void PutSizeLists(ByteWriter* w, const std::vector<std::vector<uint32_t>>& lists) {
+  w->U32(static_cast<uint32_t>(lists.size()));
+  for (const auto& list : lists) w->U32s(list);
+}
+
+Status GetSizeLists(ByteReader* r, std::vector<std::vector<uint32_t>>* lists) {
+  uint32_t count = 0;
+  RETURN_IF_ERROR(r->Count(&count, kMaxListCount, sizeof(uint32_t)));
+  lists->resize(count);
+  for (auto& list : *lists) RETURN_IF_ERROR(r->U32s(&list, kMaxListCount));
+  return Status::Ok();
+}
+
+Status GetCodec(ByteReader* r, Codec* codec) {
+  uint8_t raw = 0;
+  RETURN_IF_ERROR(r->U8(&raw));
+  if (raw > static_cast<uint8_t>(Codec::kZstd)) {
+    return Corrupt(std::string(kWhat) + ": unknown codec " + std::to_string(raw));
+  }
+  *codec = static_cast<Codec>(raw);
+  return Status::Ok();
+}
+
 Status GetBool(ByteReader* r, bool* value) {
   uint8_t byte = 0;
   RETURN_IF_ERROR(r->U8(&byte));
@@ -328,6 +351,8 @@ std::string EncodeWriteRequest(uint64_t job_id, const WriteJob& job) {
   w.U64(job.block_size);
   w.U8(job.compute_checksums ? 1 : 0);
   PutSegments(&w, job.segments);
+  w.U8(static_cast<uint8_t>(job.codec));
+  w.U32s(job.byte_groups);
   return Frame(w.data());
 }
 
@@ -338,6 +363,9 @@ std::string EncodeReadRequest(uint64_t job_id, const ReadJob& job) {
   w.U64(job.block_size);
   PutSegments(&w, job.segments);
   PutChecksumLists(&w, job.expected_checksums);
+  w.U8(static_cast<uint8_t>(job.codec));
+  w.U32(job.byte_groups);
+  PutSizeLists(&w, job.stored_sizes);
   return Frame(w.data());
 }
 
@@ -351,7 +379,12 @@ std::string EncodeWriteReply(uint64_t job_id, const Result<WriteResult>& result,
   ByteWriter w = StartBody(MessageType::kWriteDone, job_id);
   PutStatus(&w, result.status());
   w.Bytes(backend);
-  if (result.ok()) PutChecksumLists(&w, result.value().checksums);
+  if (result.ok()) {
+    PutChecksumLists(&w, result.value().checksums);
+    w.U64s(result.value().stored_offsets);
+    PutSizeLists(&w, result.value().stored_sizes);
+    w.U64(result.value().file_end);
+  }
   return Frame(w.data());
 }
 
@@ -402,6 +435,8 @@ Result<WorkerRequest> DecodeRequest(std::string_view body) {
     RETURN_IF_ERROR(r.U64(&job.block_size));
     RETURN_IF_ERROR(GetBool(&r, &job.compute_checksums));
     RETURN_IF_ERROR(GetSegments(&r, &job.segments));
+    RETURN_IF_ERROR(GetCodec(&r, &job.codec));
+    RETURN_IF_ERROR(r.U32s(&job.byte_groups, kMaxListCount));
   } else {
     ReadJob& job = request.read;
     RETURN_IF_ERROR(r.Bytes(&job.root));
@@ -409,6 +444,9 @@ Result<WorkerRequest> DecodeRequest(std::string_view body) {
     RETURN_IF_ERROR(r.U64(&job.block_size));
     RETURN_IF_ERROR(GetSegments(&r, &job.segments));
     RETURN_IF_ERROR(GetChecksumLists(&r, &job.expected_checksums));
+    RETURN_IF_ERROR(GetCodec(&r, &job.codec));
+    RETURN_IF_ERROR(r.U32(&job.byte_groups));
+    RETURN_IF_ERROR(GetSizeLists(&r, &job.stored_sizes));
   }
   RETURN_IF_ERROR(r.ExpectDone());
   return request;
@@ -422,7 +460,13 @@ Result<WorkerReply> DecodeReply(std::string_view body) {
   RETURN_IF_ERROR(GetStatus(&r, &reply.status));
   RETURN_IF_ERROR(r.Bytes(&reply.backend));
   if (reply.type == MessageType::kWriteDone) {
-    if (reply.status.ok()) RETURN_IF_ERROR(GetChecksumLists(&r, &reply.write_result.checksums));
+    if (reply.status.ok()) {
+      WriteResult& result = reply.write_result;
+      RETURN_IF_ERROR(GetChecksumLists(&r, &result.checksums));
+      RETURN_IF_ERROR(r.U64s(&result.stored_offsets, kMaxListCount));
+      RETURN_IF_ERROR(GetSizeLists(&r, &result.stored_sizes));
+      RETURN_IF_ERROR(r.U64(&result.file_end));
+    }
   } else if (reply.type == MessageType::kReadDone) {
     uint64_t segment = 0;
     RETURN_IF_ERROR(r.U64(&segment));

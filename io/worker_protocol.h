@@ -23,7 +23,7 @@
 namespace ckpt::io {
 
 // Bumped whenever a message changes; the pool refuses a worker that reports another version.
-inline constexpr uint32_t kWorkerProtocolVersion = 5;
+inline constexpr uint32_t kWorkerProtocolVersion = 6;
 // The descriptors the pool installs in a worker before exec.
 inline constexpr int kWorkerSocketFd = 3;
 inline constexpr int kWorkerArenaFd = 4;

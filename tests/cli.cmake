@@ -233,6 +233,16 @@ test "$("$0" meta "$work/copy" layout)" = tensors || exit 1
 rm -rf "$work"
 ]=])
 
+# --compress stores the copy compressed (format 3), and it still holds the same tensors.
+ckpt_tool_test(ckpt_import_compress_keeps_its_tensors [=[
+work="$1/$3"
+rm -rf "$work" && mkdir -p "$work" || exit 1
+"$0" import --compress "$1/tensors" "$work/copy" >/dev/null || exit 1
+"$0" verify "$work/copy" && "$0" diff "$1/tensors" "$work/copy" | tail -n 1 | grep -qx "the tensors are equal" &&
+"$0" ls --json "$work/copy" | "$2" -c "import json, sys; sys.exit(json.load(sys.stdin)['format'] != '3.0')" || exit 1
+rm -rf "$work"
+]=])
+
 ckpt_tool_test(ckpt_import_refuses_a_flipped_data_bit [=[
 work="$1/$3"
 rm -rf "$work" && mkdir -p "$work/out" && cp -r "$1/tensors" "$work/source" || exit 1

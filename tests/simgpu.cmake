@@ -116,6 +116,17 @@ add_test(NAME simgpu_mp_cuda_incremental
 set_tests_properties(simgpu_mp_cuda_incremental PROPERTIES TIMEOUT 120 ENVIRONMENT
                      "CKPT_WORKER_PATH=$<TARGET_FILE:ckpt-io-worker>;CKPT_SIMGPU_DEVICES=4")
 
+# A compressed save of shards in device memory (CKPT_SAVE_COMPRESS): staged to the host, compressed by the workers
+# (format 3.0), loaded back exactly into device memory on another number of ranks.
+add_test(NAME simgpu_mp_cuda_compressed
+         COMMAND ${CKPT_SIMGPU_RUN} sh -c "rm -rf \"$2\" && \"$0\" -n 2 -- \"$1\" save-compressed \"$2\" && \
+                                          \"$3\" ls --json \"$2\" | grep -q '\"format\": \"3.0\"' && \
+                                          \"$0\" -n 3 -- \"$1\" load \"$2\""
+                 $<TARGET_FILE:ckpt-launch> $<TARGET_FILE:ckpt_cuda_scenario>
+                 ${CMAKE_CURRENT_BINARY_DIR}/scenarios/simgpu_mp_cuda_compressed/ckpt $<TARGET_FILE:ckpt_cli>)
+set_tests_properties(simgpu_mp_cuda_compressed PROPERTIES TIMEOUT 120 ENVIRONMENT
+                     "CKPT_WORKER_PATH=$<TARGET_FILE:ckpt-io-worker>;CKPT_SIMGPU_DEVICES=4")
+
 add_test(NAME simgpu_mp_nccl_transport
          COMMAND ${CKPT_SIMGPU_RUN} bash ${CKPT_SIMGPU_SOURCE}/nccl_transport_mp.sh $<TARGET_FILE:ckpt-launch>
                  $<TARGET_FILE:simgpu_nccl_transport_mp>)

@@ -170,6 +170,8 @@ CLI::App* AddImport(CLI::App& app, ImportOptions& options) {
               "starts, so it holds the whole model in memory: about its size in RAM.");
   command->add_option("SOURCE", options.source, "the safetensors weights, or a checkpoint directory")->required();
   command->add_option("DIR", options.dir, "the checkpoint to create")->required();
+  command->add_flag("--compress", options.compress,
+                    "store it compressed (CKPT_SAVE_COMPRESS: each 1 MiB block losslessly, floats by byte groups)");
   return command;
 }
 

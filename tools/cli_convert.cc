@@ -194,7 +194,7 @@ int ImportCommonAndMetadata(Checkpoint& source, const ckpt_checkpoint_info& info
 }
 
 // Saves what was imported as the checkpoint `dir` on one rank; `err` is the source's error object.
-int SaveImported(Imported& imported, const std::string& dir, ckpt_error_t* err) {
+int SaveImported(Imported& imported, const std::string& dir, bool compress, ckpt_error_t* err) {
   ckpt_context_options context_options = CKPT_CONTEXT_OPTIONS_INIT;
   context_options.rank = 0;
   context_options.world_size = 1;
@@ -212,6 +212,7 @@ int SaveImported(Imported& imported, const std::string& dir, ckpt_error_t* err) 
   save_options.metadata_count = static_cast<uint32_t>(imported.metadata_keys.size());
   save_options.metadata_keys = imported.metadata_keys.data();
   save_options.metadata_values = imported.metadata_values.data();
+  if (compress) save_options.flags |= CKPT_SAVE_COMPRESS;
   ckpt_request_t* raw_request = nullptr;
   if (const int32_t status = ckpt_save(ctx.get(), imported.state.get(), dir.c_str(), &save_options, &raw_request, err);
       status != CKPT_OK) {
@@ -247,7 +248,9 @@ int Import(const ImportOptions& options) {
   // Everything is read and checked before the save starts: damaged bytes never become a checkpoint.
   if (const int code = ImportTensors(*source, *info, &imported); code != kExitOk) return code;
   if (const int code = ImportCommonAndMetadata(*source, *info, &imported); code != kExitOk) return code;
-  if (const int code = SaveImported(imported, options.dir, source->err.get()); code != kExitOk) return code;
+  if (const int code = SaveImported(imported, options.dir, options.compress, source->err.get()); code != kExitOk) {
+    return code;
+  }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   std::printf("imported %s into %s: %llu tensors in %.2f s\n", Escaped(options.source).c_str(),
               Escaped(options.dir).c_str(), static_cast<unsigned long long>(info->tensor_count), seconds);

@@ -66,6 +66,7 @@ int Export(const ExportOptions& options);
 struct ImportOptions {
   std::string source;
   std::string dir;
+  bool compress = false;  // CKPT_SAVE_COMPRESS
 };
 int Import(const ImportOptions& options);
 

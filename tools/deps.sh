@@ -14,6 +14,7 @@ packages=(
   abigail-tools  # abidiff: the ABI of libckpt against the previous release's (tests/abi.cmake)
   clang libclang-rt-14-dev llvm
   libcurl4-openssl-dev  # HTTP and SigV4 signing for the S3 storage backend
+  libzstd-dev  # lossless compression of stored blocks (CKPT_SAVE_COMPRESS)
   libexpat1-dev  # the S3 backend parses the XML answers of S3 (listings, errors, multipart uploads)
   ceph-mon ceph-osd radosgw  # a real S3 server for the S3 tests: a one-host Ceph cluster (tools/s3_server.sh)
   curl  # tools/s3_server.sh and tests/s3/ talk to that server with curl's --aws-sigv4

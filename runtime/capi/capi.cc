@@ -49,7 +49,7 @@ namespace {
 
 constexpr uint32_t kMaxReplicaNdim = 16;
 constexpr uint32_t kKnownShardFlags =
-    CKPT_SHARD_FLATTENED | CKPT_SHARD_ALLOW_SHAPE_MISMATCH | CKPT_SHARD_ALLOW_DTYPE_CAST;
+    CKPT_SHARD_FLATTENED | CKPT_SHARD_ALLOW_SHAPE_MISMATCH | CKPT_SHARD_ALLOW_DTYPE_CAST | CKPT_SHARD_COMPRESS;
 
 Status ConvertShard(const ckpt_tensor_shard& c, rt::TensorShard* out) {
   if (c.key == nullptr) return NullArgument("shard key");
@@ -78,6 +78,7 @@ Status ConvertShard(const ckpt_tensor_shard& c, rt::TensorShard* out) {
   out->flattened = (c.flags & CKPT_SHARD_FLATTENED) != 0;
   out->allow_shape_mismatch = (c.flags & CKPT_SHARD_ALLOW_SHAPE_MISMATCH) != 0;
   out->allow_dtype_cast = (c.flags & CKPT_SHARD_ALLOW_DTYPE_CAST) != 0;
+  out->compress = (c.flags & CKPT_SHARD_COMPRESS) != 0;
   out->flat_start = c.flat_start;
   out->flat_end = c.flat_end;
   out->data = c.data;
@@ -161,17 +162,18 @@ Status ToSaveSettings(const ckpt_save_options* user_opts, rt::SaveSettings* sett
                                  " is none of CKPT_TIER_STORAGE, CKPT_TIER_MEMORY and CKPT_TIER_BOTH");
   }
   settings->tier = static_cast<rt::Tier>(opts.tier);
-  constexpr uint64_t kKnownFlags =
-      CKPT_SAVE_IN_PLACE | CKPT_SAVE_COPY_ON_WRITE | CKPT_SAVE_CHECK_REPLICAS | CKPT_SAVE_INCREMENTAL;
+  constexpr uint64_t kKnownFlags = CKPT_SAVE_IN_PLACE | CKPT_SAVE_COPY_ON_WRITE | CKPT_SAVE_CHECK_REPLICAS |
+                                   CKPT_SAVE_INCREMENTAL | CKPT_SAVE_COMPRESS;
   if ((opts.flags & ~kKnownFlags) != 0) {
     return ckpt::InvalidArgument("save flags " + std::to_string(opts.flags) +
                                  " hold bits other than CKPT_SAVE_IN_PLACE, CKPT_SAVE_COPY_ON_WRITE, "
-                                 "CKPT_SAVE_CHECK_REPLICAS and CKPT_SAVE_INCREMENTAL");
+                                 "CKPT_SAVE_CHECK_REPLICAS, CKPT_SAVE_INCREMENTAL and CKPT_SAVE_COMPRESS");
   }
   settings->in_place = (opts.flags & CKPT_SAVE_IN_PLACE) != 0;
   settings->copy_on_write = (opts.flags & CKPT_SAVE_COPY_ON_WRITE) != 0;
   settings->plan.replica_checks = (opts.flags & CKPT_SAVE_CHECK_REPLICAS) != 0;
   settings->incremental = (opts.flags & CKPT_SAVE_INCREMENTAL) != 0;
+  settings->compress = (opts.flags & CKPT_SAVE_COMPRESS) != 0;
   if (opts.base != nullptr) {
     settings->base = opts.base;
     if (settings->base.empty()) return ckpt::InvalidArgument("base is empty: pass NULL for none");

@@ -1,4 +1,4 @@
-# The MANIFEST message of checkpoint format 1 (see runtime/format/manifest.h for the file header around it).
+# The MANIFEST message of checkpoint formats 1 to 3 (see runtime/format/manifest.h for the file header around it).
 # Field numbers are the format: append fields, never renumber or reuse.
 @0xc3b1f0a4d2e5f697;
 
@@ -9,7 +9,12 @@ struct StoredBytes {
   fileOffset @1 :UInt64;
   byteLength @2 :UInt64;
   blockSize @3 :UInt64;
-  blockChecksums @4 :List(UInt64);   # XXH3-64 of each block_size block of the byte range
+  blockChecksums @4 :List(UInt64);   # XXH3-64 of each block_size block of the byte range (uncompressed)
+  # Format 3: 0 the bytes as they are; 1 each block compressed on its own (io/block_codec.h), the elements' bytes
+  # grouped by byteGroups, the blocks' stored forms one after another from fileOffset.
+  codec @5 :UInt8;
+  byteGroups @6 :UInt8;
+  storedSizes @7 :List(UInt32);      # with a codec, per block: its stored size (the block's own length: raw)
 }
 
 struct Chunk {

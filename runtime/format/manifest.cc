@@ -100,6 +100,12 @@ void FillStoredBytes(schema::StoredBytes::Builder out, const StoredBytes& in) {
   out.setByteLength(in.byte_length);
   out.setBlockSize(in.block_size);
   FillUInt64s(out.initBlockChecksums(static_cast<unsigned>(in.block_checksums.size())), in.block_checksums);
+  if (IsCompressed(in)) {
+    out.setCodec(in.codec);
+    out.setByteGroups(in.byte_groups);
+    auto sizes = out.initStoredSizes(static_cast<unsigned>(in.stored_sizes.size()));
+    for (size_t i = 0; i < in.stored_sizes.size(); ++i) sizes.set(static_cast<unsigned>(i), in.stored_sizes[i]);
+  }
 }
 
 void FillDigests(capnp::List<schema::BoxDigests>::Builder out, const std::vector<BoxDigests>& in) {
@@ -191,6 +197,12 @@ StoredBytes ToStoredBytes(schema::StoredBytes::Reader in) {
   out.byte_length = in.getByteLength();
   out.block_size = in.getBlockSize();
   out.block_checksums = ToShape(in.getBlockChecksums());
+  out.codec = in.getCodec();
+  out.byte_groups = in.getByteGroups();
+  std::vector<uint32_t> sizes;
+  sizes.reserve(in.getStoredSizes().size());
+  for (uint32_t size : in.getStoredSizes()) sizes.push_back(size);
+  out.stored_sizes = StoredSizes(std::move(sizes));
   return out;
 }
 
@@ -361,9 +373,44 @@ std::string DescribeDataFile(const DataFileRecord& file) {
   return Quoted(file.name) + " of checkpoint " + Quoted(file.checkpoint) + " (which this incremental checkpoint refers to)";
 }
 
-uint32_t FormatMajorFor(const std::vector<DataFileRecord>& files) {
-  for (const DataFileRecord& file : files) {
-    if (!file.checkpoint.empty()) return kFormatMajor;
+uint64_t StoredLength(const StoredBytes& stored) {
+  if (!IsCompressed(stored)) return stored.byte_length;
+  uint64_t length = 0;
+  for (uint32_t size : stored.stored_sizes) length += size;
+  return length;
+}
+
+uint64_t StoredBlockOffset(const StoredBytes& stored, uint64_t block) {
+  uint64_t offset = stored.file_offset;
+  for (uint64_t b = 0; b < block && b < stored.stored_sizes.size(); ++b) offset += stored.stored_sizes[b];
+  return offset;
+}
+
+namespace {
+
+bool AnyCompressed(const Manifest& m) {
+  for (const TensorRecord& t : m.tensors) {
+    for (const ChunkRecord& c : t.chunks) {
+      if (IsCompressed(c.bytes)) return true;
+    }
+  }
+  for (const ObjectRecord& o : m.objects) {
+    for (const ObjectPieceRecord& p : o.pieces) {
+      if (IsCompressed(p.bytes)) return true;
+    }
+  }
+  for (const CommonRecord& c : m.common) {
+    if (!c.is_inline && IsCompressed(c.stored)) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+uint32_t FormatMajorFor(const Manifest& manifest) {
+  if (AnyCompressed(manifest)) return kFormatMajor;
+  for (const DataFileRecord& file : manifest.files) {
+    if (!file.checkpoint.empty()) return kFormatMajorWithReferences;
   }
   return kFormatMajorWithoutReferences;
 }

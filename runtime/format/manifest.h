@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
 #include <memory>
 #include <string>
 #include <utility>
@@ -20,10 +21,12 @@
 
 namespace ckpt::runtime {
 
-// The format a manifest is written in: 1.0, or 2.0 where it refers to another checkpoint's data files, so that a
-// library that cannot follow such references refuses the checkpoint instead of reading its own files there.
-// kFormatMajor is the newest major this library reads.
-inline constexpr uint32_t kFormatMajor = 2;
+// The format a manifest is written in: 1.0; 2.0 where it refers to another checkpoint's data files, so that a
+// library that cannot follow such references refuses the checkpoint instead of reading its own files there; 3.0
+// where some of its bytes are compressed, so that a library without the codec refuses the checkpoint instead of
+// failing its checksums. kFormatMajor is the newest major this library reads.
+inline constexpr uint32_t kFormatMajor = 3;
+inline constexpr uint32_t kFormatMajorWithReferences = 2;
 inline constexpr uint32_t kFormatMajorWithoutReferences = 1;
 inline constexpr uint32_t kFormatMinor = 0;
 inline constexpr char kManifestName[] = "MANIFEST";
@@ -31,14 +34,57 @@ inline constexpr char kDataDirName[] = "data";
 // Upper bound on a MANIFEST's size; a larger file is refused as hostile.
 inline constexpr uint64_t kMaxManifestBytes = 1ull << 31;
 
+// The stored size of each block of compressed bytes. Most bytes are not compressed, and a manifest holds a record
+// per chunk (140,000 for a safetensors file of many small tensors): uncompressed, it is one null pointer.
+class StoredSizes {
+ public:
+  StoredSizes() = default;
+  StoredSizes(std::initializer_list<uint32_t> sizes) : StoredSizes(std::vector<uint32_t>(sizes)) {}
+  explicit StoredSizes(std::vector<uint32_t> sizes)
+      : sizes_(sizes.empty() ? nullptr : std::make_unique<std::vector<uint32_t>>(std::move(sizes))) {}
+  StoredSizes(const StoredSizes& other) : StoredSizes(other.values()) {}
+  StoredSizes& operator=(const StoredSizes& other) { return *this = StoredSizes(other); }
+  StoredSizes(StoredSizes&&) = default;
+  StoredSizes& operator=(StoredSizes&&) = default;
+
+  const std::vector<uint32_t>& values() const { return sizes_ ? *sizes_ : kNone; }
+  size_t size() const { return values().size(); }
+  bool empty() const { return values().empty(); }
+  uint32_t operator[](size_t i) const { return values()[i]; }
+  std::vector<uint32_t>::const_iterator begin() const { return values().begin(); }
+  std::vector<uint32_t>::const_iterator end() const { return values().end(); }
+  void Append(std::vector<uint32_t>::const_iterator first, std::vector<uint32_t>::const_iterator last) {
+    if (first == last) return;
+    if (!sizes_) sizes_ = std::make_unique<std::vector<uint32_t>>();
+    sizes_->insert(sizes_->end(), first, last);
+  }
+
+ private:
+  static inline const std::vector<uint32_t> kNone;
+  std::unique_ptr<std::vector<uint32_t>> sizes_;
+};
+
 // Where some bytes live in the data files, with their block checksums.
 struct StoredBytes {
   uint32_t file_index = 0;  // into Manifest::files
+  // io::Codec: kNone, or kZstd, each block compressed on its own (io/block_codec.h) with its elements' bytes grouped
+  // by `byte_groups` (1: not grouped). The blocks' stored forms follow each other from file_offset. Beside
+  // file_index, where they take no room of their own.
+  uint8_t codec = 0;
+  uint8_t byte_groups = 0;
   uint64_t file_offset = 0;
   uint64_t byte_length = 0;
   uint64_t block_size = 0;
-  std::vector<uint64_t> block_checksums;  // BlockCount(byte_length, block_size) values
+  std::vector<uint64_t> block_checksums;  // BlockCount(byte_length, block_size) values, of the bytes uncompressed
+  StoredSizes stored_sizes;               // with a codec: one per block, its stored size (the block's length: raw)
 };
+
+// Whether the bytes are compressed (stored_sizes says where their blocks lie).
+inline bool IsCompressed(const StoredBytes& stored) { return stored.codec != 0; }
+// How many bytes of their file the bytes take.
+uint64_t StoredLength(const StoredBytes& stored);
+// Where block `block` of compressed bytes starts in their file.
+uint64_t StoredBlockOffset(const StoredBytes& stored, uint64_t block);
 
 // One stored box of a tensor, row-major.
 struct ChunkRecord {
@@ -99,11 +145,12 @@ std::string DataFileBeneathRoot(const DataFileRecord& file);
 std::string DataFilePath(const std::string& dir, const DataFileRecord& file);
 // How errors name it: its name, with the sibling checkpoint that holds it.
 std::string DescribeDataFile(const DataFileRecord& file);
-// The format major a manifest with these files is written in.
-uint32_t FormatMajorFor(const std::vector<DataFileRecord>& files);
+struct Manifest;
+// The format major a manifest is written in: the oldest that holds what it holds.
+uint32_t FormatMajorFor(const Manifest& manifest);
 
 struct Manifest {
-  uint32_t format_major = kFormatMajorWithoutReferences;  // FormatMajorFor(files)
+  uint32_t format_major = kFormatMajorWithoutReferences;  // FormatMajorFor(*this)
   uint32_t format_minor = kFormatMinor;
   std::string library_version;
   std::string checkpoint_id;

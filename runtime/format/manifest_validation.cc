@@ -4,6 +4,7 @@
 #include <set>
 
 #include "common/key_text.h"
+#include "io/block_codec.h"
 #include "io/confined_open.h"
 #include "runtime/core/dtype.h"
 
@@ -58,21 +59,48 @@ uint64_t SafeBlockCount(uint64_t length, uint64_t block_size) {
   return length / block_size + (length % block_size != 0 ? 1 : 0);
 }
 
+// A codec's fields: a known codec and grouping, and one stored size per block, none longer than its block.
+Status ValidateCoding(const StoredBytes& s, uint64_t blocks) {
+  if (s.codec == static_cast<uint8_t>(io::Codec::kNone)) {
+    if (!s.stored_sizes.empty()) return Corrupt("stored sizes for bytes that are not compressed");
+    return Status::Ok();
+  }
+  if (s.codec != static_cast<uint8_t>(io::Codec::kZstd)) return Corrupt("unknown codec " + std::to_string(s.codec));
+  if (!io::ValidByteGroups(s.byte_groups)) {
+    return Corrupt("byte grouping " + std::to_string(s.byte_groups) + " is none of 1, 2, 4 and 8");
+  }
+  if (s.stored_sizes.size() != blocks) {
+    return Corrupt(std::to_string(s.stored_sizes.size()) + " stored sizes for " + std::to_string(blocks) +
+                   " blocks");
+  }
+  for (uint64_t b = 0; b < blocks; ++b) {
+    const uint64_t length = std::min(s.block_size, s.byte_length - b * s.block_size);
+    if (s.stored_sizes[b] > length || (s.stored_sizes[b] == 0 && length > 0)) {
+      return Corrupt("block " + std::to_string(b) + " of " + std::to_string(length) + " bytes is stored in " +
+                     std::to_string(s.stored_sizes[b]));
+    }
+  }
+  return Status::Ok();
+}
+
 Status ValidateStoredBytes(const StoredBytes& s, const std::vector<DataFileRecord>& files) {
   if (s.file_index >= files.size()) {
     return Corrupt("file index " + std::to_string(s.file_index) + " out of range (" + std::to_string(files.size()) +
                    " data files)");
-  }
-  const DataFileRecord& file = files[s.file_index];
-  if (s.byte_length > file.size || s.file_offset > file.size - s.byte_length) {
-    return Corrupt("byte range [" + std::to_string(s.file_offset) + ", +" + std::to_string(s.byte_length) +
-                   ") is past the end of " + DescribeDataFile(file) + " (" + std::to_string(file.size) + " bytes)");
   }
   if (s.block_size == 0) return Corrupt("block size is 0");
   const uint64_t expected = SafeBlockCount(s.byte_length, s.block_size);
   if (s.block_checksums.size() != expected) {
     return Corrupt(std::to_string(s.block_checksums.size()) + " block checksums for " + std::to_string(expected) +
                    " blocks of " + std::to_string(s.block_size) + " bytes");
+  }
+  RETURN_IF_ERROR(ValidateCoding(s, expected));
+  // Stored sizes are at most their blocks' lengths (checked above): their sum cannot overflow.
+  const uint64_t length = StoredLength(s);
+  const DataFileRecord& file = files[s.file_index];
+  if (length > file.size || s.file_offset > file.size - length) {
+    return Corrupt("byte range [" + std::to_string(s.file_offset) + ", +" + std::to_string(length) +
+                   ") is past the end of " + DescribeDataFile(file) + " (" + std::to_string(file.size) + " bytes)");
   }
   return Status::Ok();
 }
@@ -262,11 +290,11 @@ Status ValidateTensorChunks(const TensorRecord& t, const std::vector<DataFileRec
 Status ValidateManifestWithoutChunks(const Manifest& m) {
   if (m.world_size == 0) return Corrupt("world size is 0");
   RETURN_IF_ERROR(ValidateFiles(m.files));
-  if (m.format_major < FormatMajorFor(m.files)) {
+  const auto reference = std::find_if(m.files.begin(), m.files.end(),
+                                      [](const DataFileRecord& f) { return !f.checkpoint.empty(); });
+  if (reference != m.files.end() && m.format_major < kFormatMajorWithReferences) {
     return Corrupt("format " + std::to_string(m.format_major) + " cannot refer to another checkpoint's files, as " +
-                   DescribeDataFile(*std::find_if(m.files.begin(), m.files.end(),
-                                                  [](const DataFileRecord& f) { return !f.checkpoint.empty(); })) +
-                   " does");
+                   DescribeDataFile(*reference) + " does");
   }
   RETURN_IF_ERROR(ValidateMetadata(m.metadata));
   auto& files = m.files;

@@ -20,6 +20,7 @@
 #include "io/streaming_copy.h"
 #include "runtime/core/dtype.h"
 #include "runtime/load/chunk_reader.h"
+#include "runtime/load/stored_blocks.h"
 
 namespace ckpt::runtime {
 namespace {
@@ -145,7 +146,11 @@ std::vector<DirectWindow> DirectParts(const ChunkFetch& f, const Window& w, uint
   const ChunkRecord& chunk = f.tensor->chunks[f.chunk];
   const StoredBytes& stored = chunk.bytes;
   const uint64_t granule = stored.block_checksums.empty() ? io::kDirectAlignment : stored.block_size;
-  if (granule % io::kDirectAlignment != 0 || stored.file_offset % io::kDirectAlignment != 0) return parts;
+  // A compressed chunk's blocks are decoded straight into the destination: no alignment asked of either.
+  const bool compressed = IsCompressed(stored);
+  if (!compressed && (granule % io::kDirectAlignment != 0 || stored.file_offset % io::kDirectAlignment != 0)) {
+    return parts;
+  }
   ForEachRun(chunk.box, c.dst_box, c.region, DTypeSize(f.tensor->dtype),
              [&](uint64_t src_off, uint64_t dst_off, uint64_t n) {
                const uint64_t lo = std::max(src_off, w.begin), hi = std::min(src_off + n, w.end);
@@ -154,10 +159,10 @@ std::vector<DirectWindow> DirectParts(const ChunkFetch& f, const Window& w, uint
                uint64_t end = hi / granule * granule;
                // The chunk's last block is shorter than the others; it can still go straight in when the whole part
                // stays a multiple of 4096 bytes (direct I/O is not cut short of the chunk's end, nor rounded past it).
-               if (hi == stored.byte_length && (hi - begin) % io::kDirectAlignment == 0) end = hi;
+               if (hi == stored.byte_length && (compressed || (hi - begin) % io::kDirectAlignment == 0)) end = hi;
                if (begin >= end) return;
                char* dst = c.dst + dst_off + (begin - src_off);
-               if (reinterpret_cast<uintptr_t>(dst) % memory_alignment != 0) return;
+               if (!compressed && reinterpret_cast<uintptr_t>(dst) % memory_alignment != 0) return;
                parts.push_back(DirectWindow{Window{w.fetch, begin, end}, dst});
              });
   return parts;
@@ -364,7 +369,17 @@ class Fetcher {
     job.root = DataFileRoot(dir_, manifest_.files[stored.file_index]);
     job.path = DataFilePath(dir_, manifest_.files[stored.file_index]);
     job.block_size = stored.block_size;
-    job.segments.push_back(io::FileSegment{stored.file_offset + w.begin - lead, at, lead + w.end - w.begin});
+    if (IsCompressed(stored)) {
+      const uint64_t first = w.begin / stored.block_size;
+      const auto sizes = stored.stored_sizes.begin() + static_cast<std::ptrdiff_t>(first);
+      job.segments.push_back(io::FileSegment{StoredBlockOffset(stored, first), at, w.end - w.begin});
+      job.codec = io::Codec::kZstd;
+      job.byte_groups = stored.byte_groups;
+      job.stored_sizes.emplace_back(
+          sizes, sizes + static_cast<std::ptrdiff_t>(io::BlockCount(w.end - w.begin, stored.block_size)));
+    } else {
+      job.segments.push_back(io::FileSegment{stored.file_offset + w.begin - lead, at, lead + w.end - w.begin});
+    }
     if (stored.block_checksums.empty()) {
       job.expected_checksums.emplace_back();
     } else {
@@ -523,7 +538,7 @@ class TmpfsFetcher {
     const StoredBytes& stored = f.tensor->chunks[f.chunk].bytes;
     const OpenFile& file = files_open_[stored.file_index];
     // CheckpointFiles::Open checked the file against the manifest's size, which covers every chunk in it.
-    if (stored.file_offset + w.end > file.size) {
+    if (stored.file_offset + (IsCompressed(stored) ? StoredLength(stored) : w.end) > file.size) {
       return Corrupt(Quoted(files_.name(stored.file_index)) + " ends before the chunk does");
     }
     const uint64_t step = std::max<uint64_t>(1, kVerifiedPieceBytes / stored.block_size) * stored.block_size;
@@ -539,7 +554,8 @@ class TmpfsFetcher {
       }
       if (straight == nullptr && bounce.size() < length) bounce.resize(length);
       char* data = straight != nullptr ? straight : bounce.data();
-      RETURN_IF_ERROR(file.file->ReadAt(data, length, stored.file_offset + piece.begin));
+      RETURN_IF_ERROR(ReadStoredBlocks(*file.file, stored, piece.begin / stored.block_size,
+                                       io::BlockCount(length, stored.block_size), data, "the chunk"));
       for (uint64_t at = piece.begin; !stored.block_checksums.empty() && at < piece.end; at += stored.block_size) {
         const uint64_t block = std::min(stored.block_size, piece.end - at);
         if (io::Checksum(data + (at - piece.begin), block) != stored.block_checksums[at / stored.block_size]) {

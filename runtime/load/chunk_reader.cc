@@ -6,6 +6,7 @@
 #include "common/key_text.h"
 #include "io/checksum.h"
 #include "runtime/core/dtype.h"
+#include "runtime/load/stored_blocks.h"
 
 namespace ckpt::runtime {
 namespace {
@@ -19,17 +20,19 @@ Status ReadBlocks(CheckpointFiles& files, const StoredBytes& stored, uint64_t fi
   ASSIGN_OR_RETURN(const io::File* file, files.Open(stored.file_index));
   const uint64_t begin = first_block * stored.block_size;
   const uint64_t end = std::min(stored.byte_length, (first_block + count) * stored.block_size);
-  RETURN_IF_ERROR(file->ReadAt(out, end - begin, stored.file_offset + begin).WithContext(what));
+  RETURN_IF_ERROR(ReadStoredBlocks(*file, stored, first_block, count, out, what));
   files.CountRead(end - begin);
   if (stored.block_checksums.empty()) return Status::Ok();  // safetensors carry no checksums to verify
   for (uint64_t b = 0; b < count; ++b) {
     const uint64_t block_begin = b * stored.block_size;
     const uint64_t block_len = std::min(stored.block_size, end - begin - block_begin);
     if (io::Checksum(out + block_begin, block_len) != stored.block_checksums[first_block + b]) {
-      const uint64_t at = stored.file_offset + begin + block_begin;
+      const bool compressed = IsCompressed(stored);
+      const uint64_t at = compressed ? StoredBlockOffset(stored, first_block + b) : stored.file_offset + begin + block_begin;
+      const uint64_t length = compressed ? stored.stored_sizes[first_block + b] : block_len;
       return Corrupt(what + ": checksum mismatch in file " + files.name(stored.file_index) + ", block " +
                      std::to_string(first_block + b) + " (file bytes " + std::to_string(at) + " to " +
-                     std::to_string(at + block_len) + ")");
+                     std::to_string(at + length) + (compressed ? ", compressed)" : ")"));
     }
   }
   return Status::Ok();

@@ -71,7 +71,6 @@ Manifest BuildManifest(const CommitInputs& inputs, std::vector<WriterReport> rep
     item.bytes.file_index = first_referenced + file;
     tensors[item.key].chunks.push_back(ChunkRecord{item.box, std::move(item.bytes)});
   }
-  m.format_major = FormatMajorFor(m.files);
   for (const CommonRecord& c : inputs.inline_common) m.common.push_back(c);
   SortBy(m.common, [](const auto& a, const auto& b) { return a.key < b.key; });
   for (auto& [key, t] : tensors) {
@@ -83,6 +82,7 @@ Manifest BuildManifest(const CommitInputs& inputs, std::vector<WriterReport> rep
     SortBy(o.pieces, [](const auto& a, const auto& b) { return a.index < b.index; });
     m.objects.push_back(std::move(o));
   }
+  m.format_major = FormatMajorFor(m);
   return m;
 }
 

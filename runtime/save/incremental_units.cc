@@ -118,7 +118,8 @@ const BoxDigests* DigestsOf(const TensorRecord& tensor, const Box& box, uint64_t
 }
 
 // The rows of the box that may be referred to: unchanged, in base chunks that are slabs of the box in files the
-// save may refer to, from a 4 KiB boundary of the file on. Empty where the base's chunks cut the box otherwise.
+// save may refer to, from a 4 KiB boundary of the file on; a compressed chunk only whole, since its blocks' stored
+// forms lie wherever they shrank to. Empty where the base's chunks cut the box otherwise.
 std::vector<Reference> FindReferences(IncrementalBase& base, const TensorRecord& tensor, const Box& box,
                                       const Rows& rows, const Ranges& unchanged) {
   std::vector<Reference> refs;
@@ -126,9 +127,15 @@ std::vector<Reference> FindReferences(IncrementalBase& base, const TensorRecord&
   for (const ChunkRecord& chunk : tensor.chunks) {
     if (!Intersect(chunk.box, box)) continue;
     if (!IsSlabOf(chunk.box, box, rows)) return {};
-    if (!base.CanReferTo(chunk.bytes.file_index) || chunk.bytes.file_offset % io::kDirectAlignment != 0) continue;
+    if (!base.CanReferTo(chunk.bytes.file_index)) continue;
     const uint64_t c0 = box.ndim() == 0 ? 0 : chunk.box.offset[rows.dim] - box.offset[rows.dim];
     const uint64_t c1 = box.ndim() == 0 ? 1 : c0 + chunk.box.shape[rows.dim];
+    if (IsCompressed(chunk.bytes)) {
+      const auto whole = [&](const std::pair<uint64_t, uint64_t>& r) { return r.first <= c0 && c1 <= r.second; };
+      if (std::any_of(unchanged.begin(), unchanged.end(), whole)) refs.push_back(Reference{c0, c1, &chunk, c0});
+      continue;
+    }
+    if (chunk.bytes.file_offset % io::kDirectAlignment != 0) continue;
     for (const auto& [a, b] : unchanged) {
       uint64_t first = std::max(a, c0);
       const uint64_t last = std::min(b, c1);
@@ -200,8 +207,15 @@ Status AddIncrementalUnits(const State& state, const WriteItem& item, const Stag
     written_to = ref.last;
     WrittenItem referred{false, item.key, Slab(box, rows, ref.first, ref.last), {}, {}};
     StoredBytes& stored = referred.bytes;
-    stored.file_index =
-        ReferencedFileIndex(ticket.report, settings.base->ReferTo(ref.chunk->bytes.file_index));
+    const uint32_t file_index = ReferencedFileIndex(ticket.report, settings.base->ReferTo(ref.chunk->bytes.file_index));
+    if (IsCompressed(ref.chunk->bytes)) {
+      // The whole chunk, as the base stored it: the same bytes (their digests say so), so the same checksums.
+      stored = ref.chunk->bytes;
+      stored.file_index = file_index;
+      ticket.report.references.push_back(std::move(referred));
+      continue;
+    }
+    stored.file_index = file_index;
     stored.file_offset = ref.chunk->bytes.file_offset + (ref.first - ref.chunk_first) * rows.bytes;
     stored.byte_length = (ref.last - ref.first) * rows.bytes;
     stored.block_size = settings.block_size;

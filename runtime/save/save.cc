@@ -265,6 +265,12 @@ Status BeginSave(Context& ctx, RankSaves& saves, MemoryAttachment& attachment, c
   staging.inline_common_max = settings.inline_common_max;
   staging.timeout = ctx.timeout();
   staging.data_directory = DataDirectoryOf(path, commit.save_id);
+  // Compressed files are laid out by the workers as they write, which writes from the buffers, an agent's memory
+  // and object uploads do not do: those saves store every tensor as it is.
+  if (!settings.in_place && memory.agent == nullptr && !io::IsObjectStorePath(path)) {
+    staging.compression = settings.compress ? StagingSettings::Compression::kAll
+                                            : StagingSettings::Compression::kShardsAsking;
+  }
   // Objects are written by the workers' uploads: a rank writing its files itself has no path to them.
   if (settings.in_place && !io::IsObjectStorePath(path)) staging.in_place = &ctx.io_tuning();
   if (memory.agent != nullptr) {
@@ -362,6 +368,17 @@ Status CheckIncremental(const std::string& path, const SaveSettings& settings) {
   return Status::Ok();
 }
 
+// CKPT_SAVE_COMPRESS's limits: the workers lay compressed files out as they write them, through the arena.
+Status CheckCompress(const std::string& path, const SaveSettings& settings) {
+  if (!settings.compress) return Status::Ok();
+  if (settings.in_place) return InvalidArgument("CKPT_SAVE_COMPRESS cannot be combined with CKPT_SAVE_IN_PLACE");
+  if (settings.tier != Tier::kStorage) return InvalidArgument("CKPT_SAVE_COMPRESS saves to storage only (CKPT_TIER_STORAGE)");
+  if (io::IsObjectStorePath(path)) {
+    return InvalidArgument("CKPT_SAVE_COMPRESS saves to a file system only, not to object storage (" + path + ")");
+  }
+  return Status::Ok();
+}
+
 Result<io::Claim> ClaimFor(const std::string& path, const std::string& save_id, const MemoryTarget& memory) {
   if (memory.agent != nullptr && OnStorage(memory.storage_path)) {
     return AlreadyExists("'" + memory.storage_path + "' already exists on storage");
@@ -383,6 +400,7 @@ Result<std::shared_ptr<SaveTicket>> StartSave(Context& ctx, RankSaves& saves, Me
   // A refusal agreed with the proposals, so that a rank refusing does not leave the others waiting for it.
   Status refused = CheckCopyOnWrite(settings);
   if (refused.ok()) refused = CheckIncremental(path, settings);
+  if (refused.ok()) refused = CheckCompress(path, settings);
   MemoryTarget memory;
   if (settings.tier != Tier::kStorage && refused.ok()) {
     Result<std::shared_ptr<MemoryTier>> agent = attachment.Attach(ctx);

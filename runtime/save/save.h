@@ -43,6 +43,9 @@ struct SaveSettings {
   // Rank 0's base is every rank's: the save's verdict carries it to the others.
   bool incremental = false;
   std::string base;
+  // CKPT_SAVE_COMPRESS: every block written is compressed (io/block_codec.h); tensors whose shards ask for it
+  // (TensorShard::compress) are in any save. Storage on a file system only, staged (not in_place).
+  bool compress = false;
   // Rank 0: held until the save has committed or failed (a manager's pin on its base step, which retention keeps
   // meanwhile). Null: none.
   std::shared_ptr<void> base_pin;

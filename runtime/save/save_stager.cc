@@ -148,6 +148,8 @@ struct HeldWrite {
   std::vector<StagedPiece> pieces;
   bool finishes_file = false;
   std::vector<std::vector<uint64_t>> checksums;  // per segment, from the staging copy; empty: the worker hashes
+  bool compressed = false;
+  uint32_t report_file = 0;
 };
 
 // The staged windows' writes not yet handed to their workers: every one until staging ends where
@@ -167,7 +169,8 @@ class HeldWrites {
   void HandOut() {
     for (HeldWrite& h : held_) {
       ticket_.pending.push_back(PendingWrite{workers_.SubmitWrite(h.worker, std::move(h.job)), h.region,
-                                             std::move(h.pieces), h.finishes_file, std::move(h.checksums)});
+                                             std::move(h.pieces), h.finishes_file, std::move(h.checksums),
+                                             h.compressed, h.report_file});
     }
     held_.clear();
   }
@@ -180,9 +183,11 @@ class HeldWrites {
 };
 
 // This rank's data files: the windows of each (none: the file is not written) and its index in report.files.
+// `compressed`: some units are, and every file is laid out as its worker writes it (io::WriteJob::codec).
 struct FileLayout {
   std::vector<std::vector<Window>> windows;
   std::vector<uint32_t> report_index;
+  bool compressed = false;
 };
 
 // Lays the units out over `file_count` files cut into windows of at most `cap` bytes, and records in the report each
@@ -191,6 +196,7 @@ FileLayout LayOutSave(std::vector<Unit>& units, int file_count, uint64_t cap, co
                       SaveTicket& ticket) {
   const std::vector<std::vector<Unit*>> files = staging::LayOutFiles(units, file_count);
   FileLayout layout{std::vector<std::vector<Window>>(file_count), std::vector<uint32_t>(file_count)};
+  layout.compressed = std::any_of(units.begin(), units.end(), [](const Unit& u) { return u.byte_groups != 0; });
   for (int f = 0; f < file_count; ++f) {
     if (files[f].empty()) continue;
     layout.windows[f] = staging::CutWindows(files[f], cap, settings.block_size);
@@ -204,7 +210,8 @@ FileLayout LayOutSave(std::vector<Unit>& units, int file_count, uint64_t cap, co
   for (Unit& u : units) {
     StoredBytes& stored = Target(ticket, u.target);
     stored.file_index = layout.report_index[u.file];
-    stored.file_offset = u.file_offset;
+    // A compressed layout's offsets come from the workers (AbsorbOldest); an empty unit keeps 0.
+    stored.file_offset = layout.compressed ? 0 : u.file_offset;
     stored.byte_length = u.bytes;
   }
   return layout;
@@ -262,8 +269,8 @@ Result<io::ArenaRegion> StageWindow(Window& w, const StagingSettings& settings, 
 // The write job of window `index` of the `count` of file `record`, staged at `region`: the window's segments move
 // into it.
 io::WriteJob WindowJob(Window& w, size_t index, size_t count, const DataFileRecord& record,
-                       const io::ArenaRegion& region, bool compute_checksums, const StagingSettings& settings,
-                       const SaveTicket& ticket) {
+                       const io::ArenaRegion& region, bool compute_checksums, bool compressed,
+                       const StagingSettings& settings, const SaveTicket& ticket) {
   io::WriteJob job;
   job.path = io::JoinPath(ticket.commit.tmp_dir, record.name);
   job.create = index == 0;
@@ -272,6 +279,10 @@ io::WriteJob WindowJob(Window& w, size_t index, size_t count, const DataFileReco
   job.final_size = record.size;
   job.block_size = settings.block_size;
   job.compute_checksums = compute_checksums;
+  if (compressed) {
+    job.codec = io::Codec::kZstd;
+    for (const Unit* unit : w.sources) job.byte_groups.push_back(unit->byte_groups);
+  }
   job.segments = std::move(w.segments);
   for (io::FileSegment& seg : job.segments) seg.arena_offset += region.offset;
   return job;
@@ -292,10 +303,12 @@ Status StageThroughWorkers(FileLayout& layout, const StagingSettings& settings, 
       ASSIGN_OR_RETURN(const io::ArenaRegion region,
                        StageWindow(windows[i], settings, arena, held, ticket, &checksums));
       const DataFileRecord& record = ticket.report.files[layout.report_index[f]];
-      io::WriteJob job = WindowJob(windows[i], i, windows.size(), record, region, checksums.empty(), settings, ticket);
+      io::WriteJob job = WindowJob(windows[i], i, windows.size(), record, region, checksums.empty(),
+                                   layout.compressed, settings, ticket);
       for (const StagedPiece& piece : windows[i].pieces) ticket.bytes_staged += piece.length;
       held.Hold(HeldWrite{static_cast<int>(f), std::move(job), region, std::move(windows[i].pieces),
-                          i + 1 == windows.size(), std::move(checksums)});
+                          i + 1 == windows.size(), std::move(checksums), layout.compressed,
+                          layout.report_index[f]});
       if (!settings.writes_after_staging) held.HandOut();
       // A copy-on-write save stages after its call returned, when only the save thread reports progress.
       if (!ticket.marks.stages_in_background) ticket.progress.Update(ticket.bytes_staged);
@@ -466,6 +479,16 @@ void AbsorbOldest(io::StagingArena& arena, SaveTicket& ticket) {
     sums.insert(sums.end(), checksums[i].begin(), checksums[i].end());
     ticket.bytes_written += write.pieces[i].length;
   }
+  // A compressed layout: where the worker put each piece (a unit's pieces follow each other in its file).
+  for (size_t i = 0; write.compressed && i < write.pieces.size() && i < result->stored_offsets.size(); ++i) {
+    StoredBytes& stored = Target(ticket, write.pieces[i].item);
+    if (write.pieces[i].item_offset == 0) stored.file_offset = result->stored_offsets[i];
+    for (uint32_t size : result->stored_sizes[i]) ticket.bytes_stored += size;
+    if (IsCompressed(stored)) {
+      stored.stored_sizes.Append(result->stored_sizes[i].begin(), result->stored_sizes[i].end());
+    }
+  }
+  if (write.finishes_file && write.compressed) ticket.report.files[write.report_file].size = result->file_end;
   if (write.finishes_file) ++ticket.files_written;
 }
 

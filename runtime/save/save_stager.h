@@ -59,6 +59,11 @@ struct StagingSettings {
   // CKPT_SAVE_CHECK_REPLICAS: the plan lists replicas to check, which an incremental save's slabs must still be
   // compared with (WriterReport::split_items).
   bool replica_checks = false;
+  // Which units are compressed: none (a save in place, to a memory tier or to object storage), the tensors whose
+  // shards ask (CKPT_SHARD_COMPRESS), or all (CKPT_SAVE_COMPRESS). A save with any compressed unit lays its files
+  // out as the workers write them (io::WriteJob::codec).
+  enum class Compression { kNone, kShardsAsking, kAll };
+  Compression compression = Compression::kNone;
   // Where a copy-on-write save says why it copies some buffers at the call after all.
   std::function<void(const std::string&)> note;
 };

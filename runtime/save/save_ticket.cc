@@ -79,6 +79,7 @@ std::string DescribeSave(const SaveTicket& ticket) {
   const SaveStats s = ticket.Stats();
   return "saved '" + ticket.commit.path + "': " + DescribeThroughput(s.bytes_written, s.total_ns) +
          " from this rank in " + std::to_string(s.files_written) + (s.files_written == 1 ? " file" : " files") +
+         (ticket.bytes_stored != 0 ? ", stored compressed in " + DescribeBytes(ticket.bytes_stored) : std::string()) +
          "; the call blocked " + DescribeSeconds(s.blocking_ns) + ", writes durable after " +
          DescribeSeconds(s.blocking_ns + s.writing_ns) + ", committed after " + DescribeSeconds(s.total_ns);
 }

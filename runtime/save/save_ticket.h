@@ -42,6 +42,10 @@ struct PendingWrite {
   bool finishes_file = false;  // the file's last job: answered once the whole file is durable
   // Per piece, the block checksums computed while staging it; empty: the worker's result carries them.
   std::vector<std::vector<uint64_t>> staged_checksums;
+  // A compressed layout (io::WriteJob::codec): the worker says where the pieces went, and the file's last job its
+  // size, which goes to report.files[report_file].
+  bool compressed = false;
+  uint32_t report_file = 0;
 };
 
 // Everything the commit needs that the state may no longer hold once ckpt_save has returned.
@@ -141,6 +145,7 @@ class SaveTicket {
   std::atomic<uint64_t> bytes_staged{0};
   std::atomic<uint64_t> bytes_written{0};
   std::atomic<uint64_t> files_written{0};
+  std::atomic<uint64_t> bytes_stored{0};  // a compressed layout's: what bytes_written took in its files
   SaveMarks marks;
   // The caller's progress callback: the calling thread's until the ticket is queued, then the save thread's.
   ProgressReporter progress;

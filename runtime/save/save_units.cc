@@ -25,6 +25,8 @@ Result<Source> TensorSource(const State& state, const WriteItem& item) {
       s.box = item.box;
       s.element_size = element_size;
       s.device = shard.device;
+      s.dtype = shard.dtype;
+      s.compress = shard.compress;
       uint64_t runs = 0, first = 0;
       ForEachRun(s.src_box, s.box, s.box, element_size, [&](uint64_t src_off, uint64_t, uint64_t) {
         if (runs++ == 0) first = src_off;
@@ -48,6 +50,25 @@ Result<Source> ObjectSource(const State& state, const WriteItem& item) {
     }
   }
   return Internal("the plan gives this rank object '" + item.key + "', which it does not hold");
+}
+
+// How a compressed unit groups its bytes: floating-point elements (complex ones as their two parts) by their width,
+// so that exponent bytes code apart from mantissa bytes; anything else not at all.
+uint32_t ByteGroupsOf(const Source& source) {
+  if (source.element_size == 0) return 1;
+  switch (static_cast<DType>(source.dtype)) {
+    case DType::kF16:
+    case DType::kBF16:
+      return 2;
+    case DType::kF32:
+    case DType::kC64:
+      return 4;
+    case DType::kF64:
+    case DType::kC128:
+      return 8;
+    default:
+      return 1;
+  }
 }
 
 }  // namespace
@@ -96,7 +117,17 @@ Result<std::vector<Unit>> CollectUnits(const State& state, const SavePlan& plan,
       units.push_back(std::move(unit));
     }
   }
-  for (const Unit& unit : units) Target(ticket, unit.target).block_size = settings.block_size;
+  for (Unit& unit : units) {
+    StoredBytes& stored = Target(ticket, unit.target);
+    stored.block_size = settings.block_size;
+    using Compression = StagingSettings::Compression;
+    if (settings.compression == Compression::kAll ||
+        (settings.compression == Compression::kShardsAsking && unit.source.compress)) {
+      unit.byte_groups = ByteGroupsOf(unit.source);
+      stored.codec = static_cast<uint8_t>(io::Codec::kZstd);
+      stored.byte_groups = static_cast<uint8_t>(unit.byte_groups);
+    }
+  }
   return units;
 }
 

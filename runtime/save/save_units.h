@@ -40,6 +40,8 @@ struct Source {
   // (runtime/save/cow_snapshot.h). Null: read the buffer itself.
   cow::Snapshot* snapshot = nullptr;
   size_t span = 0;
+  int32_t dtype = 0;      // tensors: CKPT_DTYPE_*
+  bool compress = false;  // tensors: the shard asks for compression (CKPT_SHARD_COMPRESS)
 };
 
 // One thing to store: an item of the plan or a common entry; `target` is its index in the report (see Target).
@@ -49,6 +51,8 @@ struct Unit {
   size_t target = 0;
   uint32_t file = 0;
   uint64_t file_offset = 0;
+  // 0: stored as it is; else compressed (io/block_codec.h), its elements' bytes grouped by this many.
+  uint32_t byte_groups = 0;
 };
 
 // A stretch of one file that one write job covers: its segments, the piece of a unit each holds, and that unit.

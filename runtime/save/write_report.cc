@@ -13,6 +13,9 @@ void EncodeStored(ByteWriter& out, const StoredBytes& s) {
   out.U64(s.byte_length);
   out.U64(s.block_size);
   out.U64s(s.block_checksums);
+  out.U8(s.codec);
+  out.U8(s.byte_groups);
+  out.U32s(s.stored_sizes.values());
 }
 
 Status DecodeStored(ByteReader& in, StoredBytes* s) {
@@ -20,7 +23,13 @@ Status DecodeStored(ByteReader& in, StoredBytes* s) {
   RETURN_IF_ERROR(in.U64(&s->file_offset));
   RETURN_IF_ERROR(in.U64(&s->byte_length));
   RETURN_IF_ERROR(in.U64(&s->block_size));
-  return in.U64s(&s->block_checksums, kMaxListCount);
+  RETURN_IF_ERROR(in.U64s(&s->block_checksums, kMaxListCount));
+  RETURN_IF_ERROR(in.U8(&s->codec));
+  RETURN_IF_ERROR(in.U8(&s->byte_groups));
+  std::vector<uint32_t> sizes;
+  RETURN_IF_ERROR(in.U32s(&sizes, kMaxListCount));
+  s->stored_sizes = StoredSizes(std::move(sizes));
+  return Status::Ok();
 }
 
 void EncodeItem(ByteWriter& out, const WrittenItem& item) {

@@ -122,6 +122,22 @@ void WriteWorkerProtocolSeeds(SeedWriter& out) {
                 EncodeAbandonReply(4, ckpt::Status::Ok(), "io_uring"));
 }
 
+// Stored bytes in file `file` at `offset`, with one checksum; compressed when `codec` is set.
+ckpt::runtime::StoredBytes Stored(uint32_t file, uint64_t offset, uint64_t length, uint64_t checksum,
+                                  uint8_t codec = 0, uint8_t byte_groups = 0,
+                                  ckpt::runtime::StoredSizes sizes = {}) {
+  ckpt::runtime::StoredBytes stored;
+  stored.file_index = file;
+  stored.file_offset = offset;
+  stored.byte_length = length;
+  stored.block_size = 4096;
+  stored.block_checksums = {checksum};
+  stored.codec = codec;
+  stored.byte_groups = byte_groups;
+  stored.stored_sizes = std::move(sizes);
+  return stored;
+}
+
 void WriteManifestSeeds(SeedWriter& out) {
   using namespace ckpt::runtime;
   Manifest m;
@@ -132,16 +148,24 @@ void WriteManifestSeeds(SeedWriter& out) {
   m.metadata = {{"step", "1"}};
   m.files = {{"data/0-0.bin", 4096 + 24}};
   const int32_t f32 = static_cast<int32_t>(DType::kF32);
-  m.tensors.push_back(TensorRecord{"w", f32, {2, 3}, {ChunkRecord{Box{{0, 0}, {2, 3}}, {0, 4096, 24, 4096, {7}}}}});
+  m.tensors.push_back(TensorRecord{"w", f32, {2, 3}, {ChunkRecord{Box{{0, 0}, {2, 3}}, Stored(0, 4096, 24, 7)}}});
   m.common.push_back(CommonRecord{"config", true, "lr=0.1", {}});
   out.Write("manifest", "one-tensor", EncodeManifest(m).value());
   // An incremental checkpoint's: half of "w" in a sibling checkpoint's file, and the digests of the box it wrote.
   m.files.push_back(DataFileRecord{"data/0-0.bin", 4096 + 12, "step-000000000001"});
-  m.format_major = FormatMajorFor(m.files);
-  m.tensors[0].chunks = {ChunkRecord{Box{{0, 0}, {1, 3}}, {1, 4096, 12, 4096, {8}}},
-                         ChunkRecord{Box{{1, 0}, {1, 3}}, {0, 4096, 12, 4096, {9}}}};
+  m.format_major = FormatMajorFor(m);
+  m.tensors[0].chunks = {ChunkRecord{Box{{0, 0}, {1, 3}}, Stored(1, 4096, 12, 8)},
+                         ChunkRecord{Box{{1, 0}, {1, 3}}, Stored(0, 4096, 12, 9)}};
   m.tensors[0].digests = {BoxDigests{Box{{0, 0}, {2, 3}}, 4096, std::string(kDigestBytes, 'd')}};
   out.Write("manifest", "incremental", EncodeManifest(m).value());
+  // A compressed checkpoint's: "w" in two chunks of one file, the first coded as F32 (its 12 bytes in 9), the
+  // second coded ungrouped and stored raw.
+  m.files = {{"data/0-0.bin", 4096 + 9 + 12}};
+  m.tensors[0].chunks = {ChunkRecord{Box{{0, 0}, {1, 3}}, Stored(0, 4096, 12, 8, 1, 4, {9})},
+                         ChunkRecord{Box{{1, 0}, {1, 3}}, Stored(0, 4096 + 9, 12, 9, 1, 1, {12})}};
+  m.tensors[0].digests.clear();
+  m.format_major = FormatMajorFor(m);
+  out.Write("manifest", "compressed", EncodeManifest(m).value());
 }
 
 // A safetensors input is a whole file: the header, then the data its tensors tile (zeros).

@@ -8,7 +8,8 @@
 // its copy in device memory; `cuda_scenario save-flipped-replica DIR` is the save with one element of the last rank's
 // "b" changed: it must fail with CKPT_E_CORRUPT naming "b" and that rank, and commit nothing. `cuda_scenario
 // save-incremental DIR` saves DIR-base and then DIR against it (CKPT_SAVE_INCREMENTAL), hashing the shards in device
-// memory, so that DIR refers to DIR-base's bytes for all of them. Exits 77 (skipped)
+// memory, so that DIR refers to DIR-base's bytes for all of them. `cuda_scenario save-compressed DIR` is the save
+// compressed (CKPT_SAVE_COMPRESS): the workers compress what was staged from device memory. Exits 77 (skipped)
 // where no CUDA device exists, or too few for NCCL.
 #include <cstdio>
 #include <cstdlib>
@@ -100,7 +101,8 @@ int main(int argc, char** argv) {
   const int device = rank % devices;
   const bool flipped = mode == "save-flipped-replica";
   const bool incremental = mode == "save-incremental";
-  const bool save = mode == "save" || flipped || incremental;
+  const bool compressed = mode == "save-compressed";
+  const bool save = mode == "save" || flipped || incremental || compressed;
   const bool expect_peer_failure = mode == "load-expect-peer-failure";
 
   // Every rank holds a column slab of "w": a load on another number of ranks reshards, and the columns a rank
@@ -140,7 +142,7 @@ int main(int argc, char** argv) {
     }
   } else if (save) {
     ckpt_save_options opts = CKPT_SAVE_OPTIONS_INIT;
-    opts.flags = CKPT_SAVE_CHECK_REPLICAS;
+    opts.flags = CKPT_SAVE_CHECK_REPLICAS | (compressed ? CKPT_SAVE_COMPRESS : 0);
     ckpt_request_t* request = nullptr;
     if (ckpt_save(ctx, state, argv[2], &opts, &request, err) != CKPT_OK) Die(rank, ckpt_error_message(err));
     const int32_t outcome = ckpt_request_wait(request, 0, err);

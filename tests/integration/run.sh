@@ -99,9 +99,9 @@ case "$name" in
     "$programs/ckpt_manifest_tamper" "$ck" w
     run 3 "$core" load-expect "$ck" 5 "tensor 'w'" "block size is 0"
     CKPT_TRANSPORT=none run 3 "$core" load-expect "$ck" 5 "tensor 'w'" "block size is 0" ;;
-  newer-version)      # format major 1 -> 3 in the header: refused as a newer version
+  newer-version)      # format major 1 -> 5 in the header: refused as a newer version
     run 2 "$core" save "$ck"
-    "$core" xor-byte "$ck/MANIFEST" 8 0x02
+    "$core" xor-byte "$ck/MANIFEST" 8 0x04
     run 2 "$core" load-expect "$ck" 6 ;;
   strictness)
     run 2 "$core" save "$ck"

@@ -6,6 +6,7 @@
 #include <random>
 #include <tuple>
 
+#include "io/block_codec.h"
 #include "io/checksum.h"
 #include "io/file_io.h"
 #include "manifest.capnp.h"
@@ -21,7 +22,11 @@ const char kOrigin[] = "/ckpt/step-7/MANIFEST";
 const int32_t kF32 = static_cast<int32_t>(DType::kF32);
 
 StoredBytes Stored(uint32_t file_index, uint64_t offset, uint64_t length, uint64_t block_size = 32) {
-  StoredBytes s{file_index, offset, length, block_size, {}};
+  StoredBytes s;
+  s.file_index = file_index;
+  s.file_offset = offset;
+  s.byte_length = length;
+  s.block_size = block_size;
   for (uint64_t b = 0; b < io::BlockCount(length, block_size); ++b) s.block_checksums.push_back(0x1000 + b);
   return s;
 }
@@ -65,8 +70,8 @@ std::string WithHeader(const std::string& message, uint32_t major = kFormatMajor
 // what is exercised is the decoder's semantic validation rather than its header checks.
 class HostileManifest {
  public:
-  HostileManifest() {
-    const std::string file = EncodeManifest(SampleManifest()).value();
+  explicit HostileManifest(const Manifest& sample = SampleManifest()) {
+    const std::string file = EncodeManifest(sample).value();
     kj::Array<capnp::word> words = kj::heapArray<capnp::word>((file.size() - kHeaderBytes) / sizeof(capnp::word));
     std::memcpy(words.begin(), file.data() + kHeaderBytes, file.size() - kHeaderBytes);
     capnp::FlatArrayMessageReader reader(words.asPtr());
@@ -228,10 +233,12 @@ TEST(ManifestHeader, LengthFieldShorterThanTheFileLeavesTrailingBytes) {
 
 TEST(ManifestHeader, NewerMajorIsAVersionError) {
   HostileManifest m;
-  m.root().setFormatMajor(3);
-  Result<Manifest> decoded = DecodeManifest(m.File(3, 3), kOrigin);
+  m.root().setFormatMajor(kFormatMajor + 1);
+  Result<Manifest> decoded = DecodeManifest(m.File(kFormatMajor + 1, 3), kOrigin);
   EXPECT_EQ(decoded.status().code(), Code::kVersion);
-  EXPECT_EQ(decoded.status().message(), std::string(kOrigin) + ": written by format 3.3, this library reads up to 2.x");
+  EXPECT_EQ(decoded.status().message(), std::string(kOrigin) + ": written by format " +
+                                            std::to_string(kFormatMajor + 1) + ".3, this library reads up to " +
+                                            std::to_string(kFormatMajor) + ".x");
 }
 
 TEST(ManifestHeader, NewerMinorIsRead) {
@@ -276,7 +283,7 @@ TEST(ManifestFiles, DuplicateNameIsRefused) { ExpectBadFileName("data/0-0.bin", 
 Manifest IncrementalSample() {
   Manifest m = SampleManifest();
   m.files[1].checkpoint = "step-1";
-  m.format_major = FormatMajorFor(m.files);
+  m.format_major = FormatMajorFor(m);
   m.tensors[1].digests = {BoxDigests{Box{{0, 0}, {4, 6}}, 64, std::string(kDigestBytes * 2, 'd')}};
   return m;
 }
@@ -337,6 +344,147 @@ TEST(ManifestReferences, DigestsOfAnotherCountOrBoxAreCorrupt) {
   ASSERT_FALSE(encoded.ok());
   EXPECT_NE(encoded.status().message().find("outside the tensor's shape"), std::string::npos)
       << encoded.status().message();
+}
+
+// ---- Compressed bytes (format 3) ----------------------------------------------------------------------------------
+
+// The sample with chunk 0 of the matrix compressed (F32: its 32- and 16-byte blocks stored in 20 and 16 bytes) and
+// the first object piece compressed ungrouped, its one block stored raw.
+Manifest CompressedSample() {
+  Manifest m = SampleManifest();
+  StoredBytes& chunk = m.tensors[1].chunks[0].bytes;
+  chunk.codec = static_cast<uint8_t>(io::Codec::kZstd);
+  chunk.byte_groups = 4;
+  chunk.stored_sizes = {20, 16};
+  StoredBytes& piece = m.objects[0].pieces[0].bytes;
+  piece.codec = static_cast<uint8_t>(io::Codec::kZstd);
+  piece.byte_groups = 1;
+  piece.stored_sizes = {10};
+  m.format_major = FormatMajorFor(m);
+  return m;
+}
+
+schema::StoredBytes::Builder CompressedChunk(HostileManifest& m) { return m.chunk(0).getBytes(); }
+
+TEST(ManifestCompressed, CompressedBytesRoundTripWithTheirCodecGroupingAndStoredSizes) {
+  const std::string file = EncodeManifest(CompressedSample()).value();
+  const Manifest m = DecodeManifest(file, kOrigin).value();
+  EXPECT_EQ(m.format_major, 3u);
+  const StoredBytes& chunk = m.tensors[1].chunks[0].bytes;
+  EXPECT_EQ(chunk.codec, 1u);
+  EXPECT_EQ(chunk.byte_groups, 4u);
+  EXPECT_EQ(chunk.stored_sizes.values(), (std::vector<uint32_t>{20, 16}));
+  EXPECT_EQ(chunk.byte_length, 48u);
+  EXPECT_EQ(chunk.block_checksums, (std::vector<uint64_t>{0x1000, 0x1001}));
+  const StoredBytes& piece = m.objects[0].pieces[0].bytes;
+  EXPECT_EQ(piece.codec, 1u);
+  EXPECT_EQ(piece.byte_groups, 1u);
+  EXPECT_EQ(piece.stored_sizes.values(), (std::vector<uint32_t>{10}));
+  EXPECT_FALSE(IsCompressed(m.tensors[1].chunks[1].bytes));
+  EXPECT_TRUE(m.tensors[1].chunks[1].bytes.stored_sizes.empty());
+  EXPECT_EQ(EncodeManifest(m).value(), file);
+}
+
+TEST(ManifestCompressed, ChunksDecodedOnDemandKeepTheirStoredSizes) {
+  Result<ManifestWithoutChunks> read = DecodeManifestWithoutChunks(EncodeManifest(CompressedSample()).value(), kOrigin);
+  ASSERT_TRUE(read.ok()) << read.status().message();
+  ASSERT_TRUE(read->chunks->DecodeInto(read->manifest, {1}).ok());
+  const StoredBytes& chunk = read->manifest.tensors[1].chunks[0].bytes;
+  EXPECT_EQ(chunk.codec, 1u);
+  EXPECT_EQ(chunk.byte_groups, 4u);
+  EXPECT_EQ(chunk.stored_sizes.values(), (std::vector<uint32_t>{20, 16}));
+}
+
+TEST(ManifestCompressed, FormatMajorIsThreeWithCompressedBytesTwoWithReferencesOnlyOneOtherwise) {
+  EXPECT_EQ(FormatMajorFor(SampleManifest()), 1u);
+  EXPECT_EQ(FormatMajorFor(IncrementalSample()), 2u);
+  EXPECT_EQ(FormatMajorFor(CompressedSample()), 3u);
+  Manifest both = CompressedSample();
+  both.files[1].checkpoint = "step-1";
+  EXPECT_EQ(FormatMajorFor(both), 3u);
+  Manifest common = SampleManifest();
+  common.common[1].stored.codec = 1;
+  common.common[1].stored.byte_groups = 1;
+  common.common[1].stored.stored_sizes = {32, 32, 32, 4};
+  EXPECT_EQ(FormatMajorFor(common), 3u);
+  EXPECT_EQ(kFormatMajor, 3u);
+}
+
+// As format 1 may not refer to another checkpoint's files: a library that reads format 2 but has no codec must be
+// told by the major, not by failing checksums.
+TEST(ManifestCompressed, AnUnknownCodecIsRefused) {
+  HostileManifest m(CompressedSample());
+  CompressedChunk(m).setCodec(2);
+  ExpectCorrupt(m.File(3), "tensor 'w': chunk 0: unknown codec 2");
+}
+
+TEST(ManifestCompressed, AnInvalidByteGroupingIsRefused) {
+  HostileManifest m(CompressedSample());
+  CompressedChunk(m).setByteGroups(3);
+  ExpectCorrupt(m.File(3), "tensor 'w': chunk 0: byte grouping 3 is none of 1, 2, 4 and 8");
+}
+
+TEST(ManifestCompressed, AByteGroupingOfZeroIsRefused) {
+  HostileManifest m(CompressedSample());
+  CompressedChunk(m).setByteGroups(0);
+  ExpectCorrupt(m.File(3), "byte grouping 0 is none of 1, 2, 4 and 8");
+}
+
+TEST(ManifestCompressed, AStoredSizeCountOtherThanTheBlockCountIsRefused) {
+  HostileManifest m(CompressedSample());
+  auto sizes = CompressedChunk(m).initStoredSizes(3);
+  for (unsigned i = 0; i < 3; ++i) sizes.set(i, 10);
+  ExpectCorrupt(m.File(3), "tensor 'w': chunk 0: 3 stored sizes for 2 blocks");
+}
+
+TEST(ManifestCompressed, AStoredSizeLargerThanItsBlockIsRefused) {
+  HostileManifest m(CompressedSample());
+  CompressedChunk(m).getStoredSizes().set(1, 17);  // block 1 holds the last 16 of 48 bytes
+  ExpectCorrupt(m.File(3), "tensor 'w': chunk 0: block 1 of 16 bytes is stored in 17");
+}
+
+TEST(ManifestCompressed, AStoredSizeOfZeroForANonEmptyBlockIsRefused) {
+  HostileManifest m(CompressedSample());
+  CompressedChunk(m).getStoredSizes().set(0, 0);
+  ExpectCorrupt(m.File(3), "tensor 'w': chunk 0: block 0 of 32 bytes is stored in 0");
+}
+
+TEST(ManifestCompressed, StoredSizesOnUncompressedBytesAreRefused) {
+  HostileManifest m;
+  auto sizes = m.chunk(1).getBytes().initStoredSizes(2);
+  sizes.set(0, 32);
+  sizes.set(1, 16);
+  ExpectCorrupt(m.File(), "tensor 'w': chunk 1: stored sizes for bytes that are not compressed");
+}
+
+// Chunk 0 takes 36 bytes of 'data/0-0.bin' (8192 bytes), though it holds 48.
+TEST(ManifestCompressed, ACompressedRangeEndingAtItsFilesEndIsAccepted) {
+  HostileManifest m(CompressedSample());
+  CompressedChunk(m).setFileOffset(8192 - 36);
+  const Result<Manifest> decoded = DecodeManifest(m.File(3), kOrigin);
+  EXPECT_TRUE(decoded.ok()) << decoded.status().message();
+}
+
+TEST(ManifestCompressed, ACompressedRangePastItsFilesEndIsRefusedWithItsStoredLength) {
+  HostileManifest m(CompressedSample());
+  CompressedChunk(m).setFileOffset(8192 - 35);
+  ExpectCorrupt(m.File(3),
+                "tensor 'w': chunk 0: byte range [8157, +36) is past the end of 'data/0-0.bin' (8192 bytes)");
+}
+
+TEST(ManifestCompressed, StoredLengthIsTheSumOfTheStoredSizesOrTheByteLength) {
+  const Manifest m = CompressedSample();
+  EXPECT_EQ(StoredLength(m.tensors[1].chunks[0].bytes), 36u);
+  EXPECT_EQ(StoredLength(m.tensors[1].chunks[1].bytes), 48u);
+  EXPECT_EQ(StoredLength(m.objects[0].pieces[0].bytes), 10u);
+}
+
+TEST(ManifestCompressed, StoredBlockOffsetIsWhereEachBlocksStoredFormStarts) {
+  const Manifest m = CompressedSample();
+  const StoredBytes& chunk = m.tensors[1].chunks[0].bytes;
+  EXPECT_EQ(StoredBlockOffset(chunk, 0), 4096u);
+  EXPECT_EQ(StoredBlockOffset(chunk, 1), 4096u + 20);
+  EXPECT_EQ(StoredBlockOffset(chunk, 2), 4096u + 36);
 }
 
 // ---- Tensors ------------------------------------------------------------------------------------------------------

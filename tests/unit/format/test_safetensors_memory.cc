@@ -90,7 +90,7 @@ uint64_t PeakGrowthOpening(const std::string& path) {
   return growth;
 }
 
-TEST(SafetensorsMemory, OpeningAHeaderOfManySmallTensorsPeaksUnderSixTimesItsSize) {
+TEST(SafetensorsMemory, OpeningAHeaderOfManySmallTensorsPeaksUnderSixAndAHalfTimesItsSize) {
   if (kSanitized) GTEST_SKIP() << "a sanitizer's allocator changes what memory costs";
   const testing::TempDir dir("safetensors-memory");
   const std::string path = dir.Path("model.safetensors");
@@ -99,10 +99,11 @@ TEST(SafetensorsMemory, OpeningAHeaderOfManySmallTensorsPeaksUnderSixTimesItsSiz
   const uint64_t growth = PeakGrowthOpening(path);
   if (growth == kCannotMeasure) GTEST_SKIP() << "cannot reset and read a process's peak size in /proc/self";
   ASSERT_NE(growth, kOpenFailed) << "the child could not open the file";
-  // The parse holds the header's text and ~110 bytes a tensor, the opened source ~260 bytes a tensor (its
-  // manifest's records), where the header spends ~70: about 5.3 times the header's size at the peak. (Before:
-  // 7.0, with a set of every name for duplicates and records grown by doubling.)
-  EXPECT_LT(growth, 6 * header_bytes) << "peak grew by " << growth << " bytes for a header of " << header_bytes;
+  // The parse holds the header's text and ~110 bytes a tensor, the opened source ~270 bytes a tensor (its
+  // manifest's records, whose stored bytes carry a pointer to compressed blocks' sizes), where the header spends
+  // ~70: 6.04 times the header's size at the peak here (5.93 before that pointer). (Before: 7.0, with a set of every
+  // name for duplicates and records grown by doubling.)
+  EXPECT_LT(growth, 6.5 * header_bytes) << "peak grew by " << growth << " bytes for a header of " << header_bytes;
 }
 
 }  // namespace

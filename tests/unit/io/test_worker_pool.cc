@@ -177,6 +177,74 @@ TEST(WorkerProtocolTest, RepliesCarryStatusChecksumsAndReadFailure) {
   EXPECT_EQ(read->read_failure.block, 7u);
 }
 
+TEST(WorkerProtocolTest, CompressedWriteRequestRoundTripsWithItsCodecAndGroupings) {
+  WriteJob job = SampleWrite();
+  job.codec = Codec::kZstd;
+  job.byte_groups = {4, 0};
+  Result<WorkerRequest> decoded = DecodeRequest(BodyOf(EncodeWriteRequest(78, job)));
+  ASSERT_TRUE(decoded.ok()) << decoded.status().message();
+  EXPECT_EQ(decoded->write.codec, Codec::kZstd);
+  EXPECT_EQ(decoded->write.byte_groups, (std::vector<uint32_t>{4, 0}));
+  EXPECT_EQ(decoded->write.segments.size(), 2u);
+}
+
+TEST(WorkerProtocolTest, CompressedReadRequestRoundTripsWithItsCodecGroupingAndStoredSizes) {
+  ReadJob job;
+  job.root = "/ckpt";
+  job.path = "/ckpt/f";
+  job.block_size = 4096;
+  job.segments = {{5000, 0, 9000}, {20000, 12288, 4096}};
+  job.expected_checksums = {{1, 2, 3}, {4}};
+  job.codec = Codec::kZstd;
+  job.byte_groups = 2;
+  job.stored_sizes = {{1000, 4096, 700}, {4096}};
+  Result<WorkerRequest> decoded = DecodeRequest(BodyOf(EncodeReadRequest(6, job)));
+  ASSERT_TRUE(decoded.ok()) << decoded.status().message();
+  EXPECT_EQ(decoded->read.codec, Codec::kZstd);
+  EXPECT_EQ(decoded->read.byte_groups, 2u);
+  EXPECT_EQ(decoded->read.stored_sizes, job.stored_sizes);
+  EXPECT_EQ(decoded->read.expected_checksums, job.expected_checksums);
+  EXPECT_EQ(decoded->read.segments[1].file_offset, 20000u);
+}
+
+TEST(WorkerProtocolTest, WriteReplyCarriesTheStoredLayout) {
+  WriteResult result;
+  result.checksums = {{10, 11}, {12}};
+  result.stored_offsets = {0, 8192};
+  result.stored_sizes = {{3000, 65536}, {4000}};
+  result.file_end = 12192;
+  Result<WorkerReply> reply = DecodeReply(BodyOf(EncodeWriteReply(9, result, "pwrite")));
+  ASSERT_TRUE(reply.ok()) << reply.status().message();
+  EXPECT_EQ(reply->write_result.checksums, result.checksums);
+  EXPECT_EQ(reply->write_result.stored_offsets, result.stored_offsets);
+  EXPECT_EQ(reply->write_result.stored_sizes, result.stored_sizes);
+  EXPECT_EQ(reply->write_result.file_end, 12192u);
+}
+
+TEST(WorkerProtocolTest, AnUnknownCodecIsCorrupt) {
+  WriteJob write = SampleWrite();
+  write.codec = Codec::kZstd;
+  write.byte_groups = {4, 4};
+  std::string body = BodyOf(EncodeWriteRequest(1, write));
+  const size_t codec_at = body.size() - sizeof(uint32_t) * 3 - 1;  // before the count and two groupings
+  ASSERT_EQ(body[codec_at], static_cast<char>(Codec::kZstd));
+  body[codec_at] = 2;
+  Status status = DecodeRequest(body).status();
+  EXPECT_EQ(status.code(), Code::kCorrupt);
+  EXPECT_NE(status.message().find("unknown codec 2"), std::string::npos) << status.message();
+
+  ReadJob read;
+  read.path = "/ckpt/f";
+  read.codec = Codec::kZstd;
+  body = BodyOf(EncodeReadRequest(2, read));
+  const size_t read_codec_at = body.size() - sizeof(uint32_t) * 2 - 1;  // before the grouping and no stored sizes
+  ASSERT_EQ(body[read_codec_at], static_cast<char>(Codec::kZstd));
+  body[read_codec_at] = '\xff';
+  status = DecodeRequest(body).status();
+  EXPECT_EQ(status.code(), Code::kCorrupt);
+  EXPECT_NE(status.message().find("unknown codec 255"), std::string::npos) << status.message();
+}
+
 TEST(WorkerProtocolTest, AbandonRequestAndReplyRoundTrip) {
   Result<WorkerRequest> request = DecodeRequest(BodyOf(EncodeAbandonRequest(12, "/ckpt/step-3.tmp-ab")));
   ASSERT_TRUE(request.ok()) << request.status().message();
@@ -199,7 +267,8 @@ TEST(WorkerProtocolTest, EveryTruncationOfAMessageIsCorrupt) {
 
 TEST(WorkerProtocolTest, HugeCountIsRefusedBeforeAllocating) {
   std::string body = BodyOf(EncodeWriteRequest(1, SampleWrite()));
-  const size_t count_at = body.size() - 2 * 3 * sizeof(uint64_t) - sizeof(uint32_t);
+  // The segment count: before the two segments, the codec byte and the empty list of byte groupings.
+  const size_t count_at = body.size() - 1 - sizeof(uint32_t) - 2 * 3 * sizeof(uint64_t) - sizeof(uint32_t);
   const uint32_t huge = 0xffffffffu;
   std::memcpy(&body[count_at], &huge, sizeof huge);
   const Status status = DecodeRequest(body).status();

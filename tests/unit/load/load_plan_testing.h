@@ -25,8 +25,12 @@ inline TensorRecord Stored(const std::string& key, const Shape& shape, const std
   uint64_t offset = 0;
   for (const Box& box : chunks) {
     const uint64_t bytes = box.volume() * DTypeSize(dtype);
-    std::vector<uint64_t> checksums(io::BlockCount(bytes, block_size), 0);
-    tensor.chunks.push_back(ChunkRecord{box, StoredBytes{0, offset, bytes, block_size, std::move(checksums)}});
+    StoredBytes stored;
+    stored.file_offset = offset;
+    stored.byte_length = bytes;
+    stored.block_size = block_size;
+    stored.block_checksums.assign(io::BlockCount(bytes, block_size), 0);
+    tensor.chunks.push_back(ChunkRecord{box, std::move(stored)});
     offset += (bytes + 4095) / 4096 * 4096;
   }
   return tensor;

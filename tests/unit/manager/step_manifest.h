@@ -14,7 +14,7 @@ inline Manifest StepManifest(const std::vector<uint64_t>& refers_to = {}) {
   Manifest m;
   m.world_size = 1;
   for (const uint64_t step : refers_to) m.files.push_back(DataFileRecord{"data/0-0.bin", 0, StepDirectoryName(step)});
-  m.format_major = FormatMajorFor(m.files);
+  m.format_major = FormatMajorFor(m);
   return m;
 }
 

@@ -25,7 +25,7 @@ class IncrementalBaseTest : public testing::TempDirTest {
     m.files.push_back(DataFileRecord{"data/0-0.bin", 4096, ""});
     std::ofstream(io::JoinPath(dir, "data/0-0.bin")) << std::string(4096, 'x');
     if (!refers_to.empty()) m.files.push_back(DataFileRecord{"data/0-0.bin", 4096, refers_to});
-    m.format_major = FormatMajorFor(m.files);
+    m.format_major = FormatMajorFor(m);
     ASSERT_TRUE(WriteManifest(dir, m).ok());
   }
 

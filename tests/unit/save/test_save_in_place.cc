@@ -201,10 +201,10 @@ TEST_F(SaveInPlaceTest, UnknownSaveFlagsAreRefusedAndNothingIsCreated) {
   std::vector<std::unique_ptr<Bytes>> buffers;
   ckpt_state_t* state = MakeState({{"a", kMiB, 0}}, 1, &buffers);
   ckpt_save_options opts = CKPT_SAVE_OPTIONS_INIT;
-  opts.flags = CKPT_SAVE_IN_PLACE | 16;
+  opts.flags = CKPT_SAVE_IN_PLACE | 32;
   ckpt_request_t* request = nullptr;
   EXPECT_EQ(ckpt_save(ctx_, state, Path("step-1").c_str(), &opts, &request, err_), CKPT_E_INVALID_ARGUMENT);
-  EXPECT_NE(message().find("save flags 17"), std::string::npos) << message();
+  EXPECT_NE(message().find("save flags 33"), std::string::npos) << message();
   EXPECT_EQ(request, nullptr);
   EXPECT_TRUE(std::filesystem::is_empty(dir()));
   ckpt_state_free(state);

@@ -3,11 +3,21 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <vector>
 
 #include "runtime/save/write_report.h"
 
 namespace ckpt::runtime {
 namespace {
+
+StoredBytes Stored(uint64_t file_offset, uint64_t byte_length, uint64_t block_size, std::vector<uint64_t> checksums) {
+  StoredBytes stored;
+  stored.file_offset = file_offset;
+  stored.byte_length = byte_length;
+  stored.block_size = block_size;
+  stored.block_checksums = std::move(checksums);
+  return stored;
+}
 
 WriterReport Sample() {
   WriterReport report;
@@ -15,25 +25,28 @@ WriterReport Sample() {
   WrittenItem written;
   written.key = "w";
   written.box = Box{{0, 0}, {4, 8}};
-  written.bytes = StoredBytes{0, 4096, 128, 64, {11, 12}};
+  written.bytes = Stored(4096, 128, 64, {11, 12});
+  written.bytes.codec = 1;  // compressed: its two blocks stored in 40 and 64 bytes, bytes grouped in pairs
+  written.bytes.byte_groups = 2;
+  written.bytes.stored_sizes = {40, 64};
   report.items.push_back(written);
   WrittenItem replica;
   replica.is_object = true;
   replica.key = "rng";
   replica.index = {3};
-  replica.bytes = StoredBytes{0, 0, 5000, 1 << 20, {21}};
+  replica.bytes = Stored(0, 5000, 1 << 20, {21});
   report.replicas.push_back(replica);
   report.digests.push_back(TensorDigests{"w", BoxDigests{Box{{0, 0}, {4, 8}}, 64, std::string(64, 'd')}});
   report.referenced_files.push_back(DataFileRecord{"data/0-0.bin", 4096, "step-000000000001"});
   WrittenItem reference;
   reference.key = "w";
   reference.box = Box{{4, 0}, {4, 8}};
-  reference.bytes = StoredBytes{0, 0, 128, 64, {31, 32}};
+  reference.bytes = Stored(0, 128, 64, {31, 32});
   report.references.push_back(reference);
   WrittenItem whole;
   whole.key = "w";
   whole.box = Box{{0, 0}, {8, 8}};
-  whole.bytes = StoredBytes{0, 0, 256, 64, {41, 42, 43, 44}};
+  whole.bytes = Stored(0, 256, 64, {41, 42, 43, 44});
   report.split_items.push_back(whole);
   return report;
 }
@@ -68,6 +81,19 @@ TEST(WriteReportTest, DigestsReferencesToOtherCheckpointsAndSplitItemsRoundTrip)
   ASSERT_EQ(decoded->split_items.size(), 1u);
   EXPECT_EQ(decoded->split_items[0].box, (Box{{0, 0}, {8, 8}}));
   EXPECT_EQ(decoded->split_items[0].bytes.block_checksums, (std::vector<uint64_t>{41, 42, 43, 44}));
+}
+
+// A compressed save's items: each block's stored size, with the codec and the grouping its bytes were coded with.
+TEST(WriteReportTest, CompressedItemsRoundTripWithTheirCodecGroupingAndStoredSizes) {
+  Result<WriterReport> decoded = DecodeWriterReport(EncodeWriterReport(Sample()), 2);
+  ASSERT_TRUE(decoded.ok()) << decoded.status().message();
+  ASSERT_EQ(decoded->items.size(), 1u);
+  EXPECT_EQ(decoded->items[0].bytes.codec, 1u);
+  EXPECT_EQ(decoded->items[0].bytes.byte_groups, 2u);
+  EXPECT_EQ(decoded->items[0].bytes.stored_sizes.values(), (std::vector<uint32_t>{40, 64}));
+  EXPECT_EQ(decoded->items[0].bytes.block_checksums, (std::vector<uint64_t>{11, 12}));
+  EXPECT_EQ(decoded->replicas[0].bytes.codec, 0u);
+  EXPECT_TRUE(decoded->replicas[0].bytes.stored_sizes.empty());
 }
 
 TEST(WriteReportTest, AReferenceToAFileTheReportDoesNotListIsRefused) {
