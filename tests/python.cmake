@@ -40,6 +40,8 @@ endfunction()
 ckpt_python_test(python_abi test_abi.py)
 ckpt_python_test(python_library_discovery test_library.py)
 ckpt_python_test(python_numpy test_numpy.py)
+# compress=True and compress_keys (CKPT_SAVE_COMPRESS, CKPT_SHARD_COMPRESS): exact, format 3, fewer bytes; refusals.
+ckpt_python_test(python_compress test_compress.py)
 ckpt_python_test(python_progress test_progress.py)
 ckpt_python_test(python_copy_on_write test_copy_on_write.py)
 ckpt_python_test(python_memory_tier_tier_names test_memory_tier.py::test_a_tier_is_storage_memory_or_both)

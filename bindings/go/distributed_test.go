@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -159,6 +160,152 @@ func TestIncrementalSaveWritesOnlyTheChangedTensorAndLoadsTheNewValues(t *testin
 	if _, err := os.Stat(refused); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("the refused save left %s: %v", refused, err)
 	}
+}
+
+// weightLike is a weight-like value: small, of both signs, spread over a few binary orders of magnitude.
+func weightLike(i uint64) float32 {
+	h := (i + 1) * 0x9E3779B97F4A7C15
+	h ^= h >> 29
+	h *= 0xBF58476D1CE4E5B9
+	h ^= h >> 32
+	return float32((float64(h%20001) - 10000.0) * 1e-6)
+}
+
+// compressible is "w" (2 MiB of BF16 weights), "m" (2 MiB of F32 weights) and "ids" (2 MiB of I32 in a repeating
+// pattern), each [512, 1024] but "w" [1024, 1024].
+type compressible struct{ w, m, ids *Buffer }
+
+func newCompressible(t *testing.T) compressible {
+	const elements = 512 * 1024
+	c := compressible{newTestBuffer(t, DtypeBF16, 2*elements), newTestBuffer(t, DtypeF32, elements),
+		newTestBuffer(t, DtypeI32, elements)}
+	for i := range c.w.Uint16s() {
+		c.w.Uint16s()[i] = uint16(math.Float32bits(weightLike(uint64(i))) >> 16)
+	}
+	for i := range c.m.Float32s() {
+		c.m.Float32s()[i] = weightLike(uint64(i + 2*elements))
+	}
+	for i := range c.ids.Int32s() {
+		c.ids.Int32s()[i] = int32(i * 7 % 1000)
+	}
+	return c
+}
+
+func (c compressible) bytes() int64 { return int64(c.w.Size() + c.m.Size() + c.ids.Size()) }
+
+// shards are the whole tensors over c's Buffers, "w"'s flagged compressed if compressW.
+func (c compressible) shards(compressW bool) []TensorShard {
+	return []TensorShard{
+		{Key: "w", Dtype: DtypeBF16, GlobalShape: []uint64{1024, 1024}, Compress: compressW, Data: c.w},
+		{Key: "m", Dtype: DtypeF32, GlobalShape: []uint64{512, 1024}, Data: c.m},
+		{Key: "ids", Dtype: DtypeI32, GlobalShape: []uint64{512, 1024}, Data: c.ids},
+	}
+}
+
+// save saves c as dir with options and waits for the commit.
+func (c compressible) save(t *testing.T, ctx *Context, dir string, compressW bool, options *SaveOptions) error {
+	t.Helper()
+	state := newTestState(t)
+	for _, shard := range c.shards(compressW) {
+		if err := state.AddTensor(shard); err != nil {
+			t.Fatal(err)
+		}
+	}
+	request, err := ctx.Save(state, dir, options)
+	if err != nil {
+		return err
+	}
+	defer request.Close()
+	return request.Wait(0)
+}
+
+// checkLoadsExactly loads dir into fresh Buffers and compares every byte with c's.
+func (c compressible) checkLoadsExactly(t *testing.T, ctx *Context, dir string) {
+	t.Helper()
+	back := compressible{newTestBuffer(t, DtypeBF16, c.w.Size()/2), newTestBuffer(t, DtypeF32, c.m.Size()/4),
+		newTestBuffer(t, DtypeI32, c.ids.Size()/4)}
+	state := newTestState(t)
+	for _, shard := range back.shards(false) {
+		if err := state.AddTensor(shard); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := ctx.Load(state, dir, nil); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(back.w.Bytes(), c.w.Bytes()) || !bytes.Equal(back.m.Bytes(), c.m.Bytes()) ||
+		!bytes.Equal(back.ids.Bytes(), c.ids.Bytes()) {
+		t.Errorf("%s loads other values", dir)
+	}
+}
+
+// formatMajor is the format of the checkpoint at dir, as its reader says.
+func formatMajor(t *testing.T, dir string) uint32 {
+	t.Helper()
+	reader, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reader.Close()
+	info, err := reader.Info()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := reader.Verify(); err != nil {
+		t.Errorf("verify %s: %v", dir, err)
+	}
+	return info.FormatMajor
+}
+
+func TestCompressedSaveLoadsExactlyAsFormat3InFewerBytesAndIsRefusedInPlace(t *testing.T) {
+	ctx := singleRankContext(t)
+	root := t.TempDir()
+	c := newCompressible(t)
+	plain, all, wOnly := filepath.Join(root, "plain"), filepath.Join(root, "all"), filepath.Join(root, "w")
+	for _, save := range []struct {
+		dir       string
+		compressW bool
+		options   *SaveOptions
+	}{{plain, false, nil}, {all, false, &SaveOptions{Compress: true}}, {wOnly, true, nil}} {
+		if err := c.save(t, ctx, save.dir, save.compressW, save.options); err != nil {
+			t.Fatal(err)
+		}
+		c.checkLoadsExactly(t, ctx, save.dir)
+	}
+	if format := formatMajor(t, plain); format >= 3 {
+		t.Errorf("an uncompressed checkpoint is format %d", format)
+	}
+	if formatAll, formatW := formatMajor(t, all), formatMajor(t, wOnly); formatAll != 3 || formatW != 3 {
+		t.Errorf("compressed checkpoints are format %d and %d, expected 3", formatAll, formatW)
+	}
+	plainBytes, allBytes, wOnlyBytes := directoryBytes(t, filepath.Join(plain, "data")),
+		directoryBytes(t, filepath.Join(all, "data")), directoryBytes(t, filepath.Join(wOnly, "data"))
+	if plainBytes != c.bytes() || allBytes >= c.bytes()*3/4 {
+		t.Errorf("%d bytes of data: %d written, %d compressed", c.bytes(), plainBytes, allBytes)
+	}
+	// BF16 weights shrink by about 1.5x: "w" alone saves a sixth of its bytes or more.
+	if plainBytes-wOnlyBytes <= int64(c.w.Size())/6 || allBytes >= wOnlyBytes {
+		t.Errorf("\"w\" compressed alone: %d bytes, against %d uncompressed and %d all compressed", wOnlyBytes,
+			plainBytes, allBytes)
+	}
+
+	refused := filepath.Join(root, "in-place")
+	err := c.save(t, ctx, refused, false, &SaveOptions{Compress: true, InPlace: true})
+	if !errors.Is(err, ErrInvalidArgument) || !strings.Contains(err.Error(), "CKPT_SAVE_COMPRESS") {
+		t.Errorf("Compress with InPlace: %v, expected ErrInvalidArgument naming CKPT_SAVE_COMPRESS", err)
+	}
+	if _, err := os.Stat(refused); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the refused save left %s: %v", refused, err)
+	}
+	// A shard's flag alone is no refusal: a save in place stores the tensor as it is.
+	inPlace := filepath.Join(root, "w-in-place")
+	if err := c.save(t, ctx, inPlace, true, &SaveOptions{InPlace: true}); err != nil {
+		t.Fatal(err)
+	}
+	if format := formatMajor(t, inPlace); format >= 3 {
+		t.Errorf("a save in place is format %d", format)
+	}
+	c.checkLoadsExactly(t, ctx, inPlace)
 }
 
 // weightAndBias are the shards of a whole "weight" (F32, 64 rows of 64 KiB) and "bias" (F64 [5]).

@@ -28,6 +28,10 @@ type TensorShard struct {
 	// AllowShapeMismatch, for a load, accepts a checkpoint whose global shape differs: missing elements are
 	// zeroed, extra ones dropped.
 	AllowShapeMismatch bool
+	// Compress, for a save, stores this tensor's bytes compressed, as SaveOptions.Compress stores every tensor's
+	// (CKPT_SHARD_COMPRESS), in any staged save to a file system; a save in place, to a memory Tier or to object
+	// storage stores them as they are. The rank that writes a box decides by its own shard's flag.
+	Compress bool
 	// Data holds the box's elements in row-major order (or those of Flat); its size must match exactly.
 	Data *Buffer
 }
@@ -136,6 +140,9 @@ func (t *TensorShard) toC(allocs *cAllocs) (C.ckpt_tensor_shard, error) {
 	}
 	if t.AllowShapeMismatch {
 		cshard.flags |= C.CKPT_SHARD_ALLOW_SHAPE_MISMATCH
+	}
+	if t.Compress {
+		cshard.flags |= C.CKPT_SHARD_COMPRESS
 	}
 	return cshard, nil
 }

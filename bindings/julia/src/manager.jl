@@ -61,7 +61,8 @@ release(manager::Manager) = LibCkpt.ckpt_manager_free(manager.handle)
 
 """
     Ckpt.save(manager, state, step; metadata=(), tier=CKPT_TIER_STORAGE, in_place=false, copy_on_write=false,
-              check_replicas=false, incremental=false, base=nothing, metrics=nothing, best_value=nothing)
+              check_replicas=false, incremental=false, base=nothing, compress=false, metrics=nothing,
+              best_value=nothing)
         -> SaveRequest
 
 Collective: saves `state` as step `step`, as `Ckpt.save(ctx, state, path)` does: returns once the arrays are
@@ -73,16 +74,16 @@ returns once the arrays are write-protected; so is `check_replicas`: the ranks h
 their copies' block checksums before the step commits, and a difference fails the save (CKPT_E_CORRUPT) naming the
 tensor, box, blocks and ranks; so is `incremental`: the step records its blocks' digests and writes only the rows
 that changed since `base`, by default the latest committed step (a `step_path` of this root otherwise), and
-retention keeps every step a kept step refers to. `metrics`, the text of a JSON object (at most 1 MiB), is stored
-with the step ([`Ckpt.metrics`](@ref) reads it back); `best_value` is the step's score for keep_best; rank 0's are
-stored.
+retention keeps every step a kept step refers to; so is `compress`: the step's blocks are stored losslessly
+compressed, a format 3 checkpoint. `metrics`, the text of a JSON object (at most 1 MiB), is stored with the step
+([`Ckpt.metrics`](@ref) reads it back); `best_value` is the step's score for keep_best; rank 0's are stored.
 """
 function save(manager::Manager, state::State, step::Integer; metadata = (), tier::Integer = CKPT_TIER_STORAGE,
               in_place::Bool = false, copy_on_write::Bool = false, check_replicas::Bool = false,
-              incremental::Bool = false, base::Union{Nothing,AbstractString} = nothing,
+              incremental::Bool = false, base::Union{Nothing,AbstractString} = nothing, compress::Bool = false,
               metrics::Union{Nothing,AbstractString} = nothing, best_value::Union{Nothing,Real} = nothing)
     return start_save(manager.context, state, metadata, tier, in_place; copy_on_write, check_replicas, incremental,
-                      base, metrics, best_value) do options, out, err
+                      base, compress, metrics, best_value) do options, out, err
         LibCkpt.ckpt_manager_save(manager, state, step, options, out, err)
     end
 end

@@ -19,7 +19,7 @@ release(request::SaveRequest) = LibCkpt.ckpt_request_free(request.handle)
 
 """
     Ckpt.save(ctx, state, path; metadata=(), tier=CKPT_TIER_STORAGE, in_place=false, copy_on_write=false,
-              check_replicas=false, incremental=false, base=nothing) -> SaveRequest
+              check_replicas=false, incremental=false, base=nothing, compress=false) -> SaveRequest
 
 Collective: saves `state` as the checkpoint directory `path`, with `metadata` (pairs of strings, taken from rank 0)
 in its manifest. Returns as soon as this rank's arrays are copied into the staging arena: they may be modified from
@@ -57,26 +57,33 @@ a committed checkpoint beside `path` saved with `incremental = true`, the rows o
 the base's are not written: the new checkpoint refers to the base's bytes, and needs it (a load after it was deleted
 throws CKPT_E_CORRUPT naming it). Storage tier only (CKPT_E_INVALID_ARGUMENT); a `base` without
 `incremental = true` is refused the same way, and CKPT_E_NOT_FOUND says the base holds no checkpoint.
+
+With `compress = true` (`CKPT_SAVE_COMPRESS`) everything the save writes is stored losslessly compressed: each block
+of 1 MiB on its own, in the I/O workers, so that ranged and resharded loads decode only the blocks they read;
+floating-point arrays with their bytes grouped by significance, then zstd (BF16 weights shrink by about 1.5x). Worth
+it on storage slower than about a GiB/s per I/O worker. The checkpoint is format 3
+(`Ckpt.checkpoint_info(reader).format_major`). Refused (CKPT_E_INVALID_ARGUMENT) with `in_place = true`, a memory
+tier or on object storage. One array alone: [`add_tensor!`](@ref)'s `compress`.
 """
 function save(ctx::Context, state::State, path::AbstractString; metadata = (), tier::Integer = CKPT_TIER_STORAGE,
               in_place::Bool = false, copy_on_write::Bool = false, check_replicas::Bool = false,
-              incremental::Bool = false, base::Union{Nothing,AbstractString} = nothing)
+              incremental::Bool = false, base::Union{Nothing,AbstractString} = nothing, compress::Bool = false)
     target = c_string(path)
-    return start_save(ctx, state, metadata, tier, in_place; copy_on_write, check_replicas, incremental,
-                      base) do options, out, err
+    return start_save(ctx, state, metadata, tier, in_place; copy_on_write, check_replicas, incremental, base,
+                      compress) do options, out, err
         LibCkpt.ckpt_save(ctx, state, target, options, out, err)
     end
 end
 
 """
 Calls `start(options, out, err)`, a C call that starts a save of `state`, with the save options holding `metadata`,
-`tier`, the `in_place`, `copy_on_write`, `check_replicas` and `incremental` flags and the incremental save's `base`,
-and returns the request it stored in `out`.
+`tier`, the `in_place`, `copy_on_write`, `check_replicas`, `incremental` and `compress` flags and the incremental
+save's `base`, and returns the request it stored in `out`.
 """
 function start_save(start, ctx::Context, state::State, metadata, tier::Integer, in_place::Bool;
                     copy_on_write::Bool = false, check_replicas::Bool = false, incremental::Bool = false,
-                    base::Union{Nothing,AbstractString} = nothing, metrics::Union{Nothing,AbstractString} = nothing,
-                    best_value::Union{Nothing,Real} = nothing)
+                    compress::Bool = false, base::Union{Nothing,AbstractString} = nothing,
+                    metrics::Union{Nothing,AbstractString} = nothing, best_value::Union{Nothing,Real} = nothing)
     metadata_keys = String[c_string(k) for (k, _) in metadata]
     metadata_values = String[c_string(v) for (_, v) in metadata]
     key_pointers = Ptr{Cchar}[chars(k) for k in metadata_keys]
@@ -89,7 +96,8 @@ function start_save(start, ctx::Context, state::State, metadata, tier::Integer, 
                                                 tier, (in_place ? LibCkpt.CKPT_SAVE_IN_PLACE : UInt64(0)) |
                                                       (copy_on_write ? LibCkpt.CKPT_SAVE_COPY_ON_WRITE : UInt64(0)) |
                                                       (check_replicas ? LibCkpt.CKPT_SAVE_CHECK_REPLICAS : UInt64(0)) |
-                                                      (incremental ? LibCkpt.CKPT_SAVE_INCREMENTAL : UInt64(0)),
+                                                      (incremental ? LibCkpt.CKPT_SAVE_INCREMENTAL : UInt64(0)) |
+                                                      (compress ? LibCkpt.CKPT_SAVE_COMPRESS : UInt64(0)),
                                                 metrics_text === nothing ? LibCkpt.NULL_CHARS : chars(metrics_text),
                                                 best_value === nothing ? 0.0 : Float64(best_value),
                                                 best_value === nothing ? 0 : 1, chars(base_path)))

@@ -24,12 +24,14 @@ struct ShardLayout
     global_offset::Any
     replica_id::Any
     allow_shape_mismatch::Bool
+    compress::Bool
     flat_range::Union{Nothing,AbstractUnitRange}
 end
 
 function shard_flags(layout::ShardLayout)
     flags = layout.flat_range === nothing ? UInt32(0) : CKPT_SHARD_FLATTENED
-    return layout.allow_shape_mismatch ? flags | CKPT_SHARD_ALLOW_SHAPE_MISMATCH : flags
+    flags = layout.allow_shape_mismatch ? flags | CKPT_SHARD_ALLOW_SHAPE_MISMATCH : flags
+    return layout.compress ? flags | CKPT_SHARD_COMPRESS : flags
 end
 
 # The flattened range as the C API counts it: [start, end) in zero-based elements of the box.
@@ -38,23 +40,27 @@ flat_bounds(::Nothing) = (UInt64(0), UInt64(0))
 
 """
     add_tensor!(state, key, data::Array; global_shape=size(data), global_offset=zeros, replica_id=(),
-                dtype=dtype_of(eltype(data)), allow_shape_mismatch=false) -> state
+                dtype=dtype_of(eltype(data)), allow_shape_mismatch=false, compress=false) -> state
 
 Registers `data` as the box of tensor `key` starting at `global_offset` (zero-based, Julia order) of a tensor of
 `global_shape` (Julia order); see the module documentation for the dimension order. For a save, `replica_id` tells
 apart the ranks holding the same box (all zeros: the main replica, which is the one written). For a load,
-`allow_shape_mismatch` accepts a checkpoint whose global shape differs (missing elements are zeroed).
+`allow_shape_mismatch` accepts a checkpoint whose global shape differs (missing elements are zeroed). For a save,
+`compress` (`CKPT_SHARD_COMPRESS`) stores this tensor's bytes compressed, as `Ckpt.save(...; compress = true)` stores
+every tensor's, in any staged save to a file system (a save in place, to a memory tier or to object storage stores
+them as they are); the rank that writes a box decides by its own shard's flag.
 """
 function add_tensor!(state::State, key::AbstractString, data::Array{T,N}; global_shape = size(data),
                      global_offset = ntuple(_ -> 0, N), replica_id = (), dtype::Integer = dtype_of(T),
-                     allow_shape_mismatch::Bool = false) where {T,N}
-    layout = ShardLayout(size(data), global_shape, global_offset, replica_id, allow_shape_mismatch, nothing)
+                     allow_shape_mismatch::Bool = false, compress::Bool = false) where {T,N}
+    layout = ShardLayout(size(data), global_shape, global_offset, replica_id, allow_shape_mismatch, compress, nothing)
     return register_tensor!(state, key, data, Int32(dtype), layout)
 end
 
 """
     add_flattened_tensor!(state, key, data::Vector, box_shape, range; global_shape=box_shape, global_offset=zeros,
-                          replica_id=(), dtype=dtype_of(eltype(data)), allow_shape_mismatch=false) -> state
+                          replica_id=(), dtype=dtype_of(eltype(data)), allow_shape_mismatch=false,
+                          compress=false) -> state
 
 Registers the elements `range` (Julia linear indices, 1-based, inclusive) of the box `box_shape` at `global_offset`
 of tensor `key`, as a distributed optimizer holds them: `data` holds just those `length(range)` elements. Julia's
@@ -63,11 +69,12 @@ column-major linear order of the box is exactly the row-major order of the rever
 function add_flattened_tensor!(state::State, key::AbstractString, data::Vector{T}, box_shape, range::AbstractUnitRange;
                                global_shape = box_shape, global_offset = ntuple(_ -> 0, length(box_shape)),
                                replica_id = (), dtype::Integer = dtype_of(T),
-                               allow_shape_mismatch::Bool = false) where {T}
+                               allow_shape_mismatch::Bool = false, compress::Bool = false) where {T}
     length(data) == length(range) || throw(ArgumentError(
         "tensor '$key': data holds $(length(data)) elements but the range $range has $(length(range))"))
     first(range) >= 1 || throw(ArgumentError("tensor '$key': the range $range starts before element 1"))
-    layout = ShardLayout(Tuple(box_shape), global_shape, global_offset, replica_id, allow_shape_mismatch, range)
+    layout = ShardLayout(Tuple(box_shape), global_shape, global_offset, replica_id, allow_shape_mismatch, compress,
+                         range)
     return register_tensor!(state, key, data, Int32(dtype), layout)
 end
 

@@ -352,6 +352,83 @@ directory_bytes(dir) = sum(filesize(joinpath(root, file)) for (root, _, files) i
     end
 end
 
+"""A weight-like value: small, of both signs, spread over a few binary orders of magnitude."""
+function weight_like(i::UInt64)
+    h = (i + 1) * 0x9E3779B97F4A7C15
+    h ⊻= h >> 29
+    h *= 0xBF58476D1CE4E5B9
+    h ⊻= h >> 32
+    return Float32((Float64(h % 20001) - 10000.0) * 1e-6)
+end
+
+@testset "a compressed save loads exactly as format 3 in fewer bytes and is refused in place" begin
+    mktempdir() do dir
+        ctx = Context(rank = 0, world_size = 1, arena_bytes = TEST_ARENA_BYTES)
+        # 2 MiB of BF16 weights (their raw bits), 2 MiB of F32 weights and 2 MiB of I32 in a repeating pattern.
+        w = reshape(UInt16[reinterpret(UInt32, weight_like(UInt64(i))) >> 16 for i in 0:(1 << 20) - 1], 1024, 1024)
+        m = reshape(Float32[weight_like(UInt64(i + (1 << 20))) for i in 0:(1 << 19) - 1], 1024, 512)
+        ids = reshape(Int32[i * 7 % 1000 for i in 0:(1 << 19) - 1], 1024, 512)
+        raw_bytes = sizeof(w) + sizeof(m) + sizeof(ids)
+        function save_three(path; compress_w = false, options...)
+            state = State()
+            add_tensor!(state, "w", w; dtype = CKPT_DTYPE_BF16, compress = compress_w)
+            add_tensor!(state, "m", m)
+            add_tensor!(state, "ids", ids)
+            try
+                request = Ckpt.save(ctx, state, path; options...)
+                done = wait(request)
+                close(request)
+                return done
+            finally
+                close(state)
+            end
+        end
+        function loads_exactly(path)
+            loaded = (zeros(UInt16, size(w)), zeros(Float32, size(m)), zeros(Int32, size(ids)))
+            state = State()
+            add_tensor!(state, "w", loaded[1]; dtype = CKPT_DTYPE_BF16)
+            add_tensor!(state, "m", loaded[2])
+            add_tensor!(state, "ids", loaded[3])
+            load!(ctx, state, path)
+            close(state)
+            return loaded == (w, m, ids)
+        end
+        format_major(path) = Reader(reader -> Ckpt.checkpoint_info(reader).format_major, path)
+
+        plain, everything, w_only = joinpath(dir, "plain"), joinpath(dir, "all"), joinpath(dir, "w")
+        @test save_three(plain)
+        @test save_three(everything; compress = true)
+        @test save_three(w_only; compress_w = true)
+        @test all(loads_exactly, (plain, everything, w_only))
+        @test format_major(plain) < 3
+        @test format_major(everything) == 3 && format_major(w_only) == 3
+        @test Reader(Ckpt.verify, everything) === nothing
+        plain_bytes, all_bytes, w_only_bytes =
+            (directory_bytes(joinpath(p, "data")) for p in (plain, everything, w_only))
+        @test plain_bytes == raw_bytes
+        @test all_bytes < raw_bytes * 3 ÷ 4
+        # BF16 weights shrink by about 1.5x: "w" alone saves a sixth of its bytes or more.
+        @test plain_bytes - w_only_bytes > sizeof(w) ÷ 6
+        @test all_bytes < w_only_bytes
+
+        refused = joinpath(dir, "in-place")
+        failure = try
+            save_three(refused; compress = true, in_place = true)
+        catch caught
+            caught
+        end
+        @test failure isa CkptError && failure.status == CKPT_E_INVALID_ARGUMENT
+        @test failure isa CkptError && occursin("CKPT_SAVE_COMPRESS", failure.message)
+        @test !ispath(refused)
+        # An array's flag alone is no refusal: a save in place stores it as it is.
+        in_place = joinpath(dir, "w-in-place")
+        @test save_three(in_place; compress_w = true, in_place = true)
+        @test format_major(in_place) < 3
+        @test loads_exactly(in_place)
+        close(ctx)
+    end
+end
+
 @testset "manager keeps the last two steps and resumes from the latest" begin
     mktempdir() do dir
         ctx = Context(rank = 0, world_size = 1)

@@ -55,10 +55,12 @@ def test_every_constant_has_the_tables_value():
                      CKPT_SHARD_FLATTENED=_native.SHARD_FLATTENED, CKPT_MEMORY_HOST=_native.MEMORY_HOST,
                      CKPT_SHARD_ALLOW_SHAPE_MISMATCH=_native.SHARD_ALLOW_SHAPE_MISMATCH,
                      CKPT_SHARD_ALLOW_DTYPE_CAST=_native.SHARD_ALLOW_DTYPE_CAST,
+                     CKPT_SHARD_COMPRESS=_native.SHARD_COMPRESS,
                      CKPT_MAX_NDIM=_native.MAX_NDIM, CKPT_VERSION_MAJOR=_native.ABI_MAJOR,
                      CKPT_SAVE_IN_PLACE=_native.SAVE_IN_PLACE,
                      CKPT_SAVE_COPY_ON_WRITE=_native.SAVE_COPY_ON_WRITE,
                      CKPT_SAVE_CHECK_REPLICAS=_native.SAVE_CHECK_REPLICAS,
+                     CKPT_SAVE_INCREMENTAL=_native.SAVE_INCREMENTAL, CKPT_SAVE_COMPRESS=_native.SAVE_COMPRESS,
                      CKPT_E_IN_PROGRESS=_native.IN_PROGRESS)
     constants.update({f"CKPT_LOAD_READS_{name.upper()}": value for name, value in _native.LOAD_READS.items()})
     constants.update({f"CKPT_PHASE_{name.upper()}": value for value, name in _native.PHASES.items()})

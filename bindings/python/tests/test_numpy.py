@@ -67,7 +67,7 @@ def test_a_checkpoint_whose_pytree_lacks_shapes_or_that_has_none_restores_withou
     assert older["step"] == 7 and older["w"].tolist() == tree["w"].tolist()
 
     # As another language writes it: no pytree, a flat dict of its tensors and common bytes comes back.
-    def register_without_pytree(state, tree):
+    def register_without_pytree(state, tree, compressed=frozenset()):
         state.add_tensor("w", tree["w"], tree["w"].shape, (0, 0))
         state.add_common("note", b"from C")
         return False

@@ -28,6 +28,7 @@ pub struct Shard {
     replica_id: Vec<u32>,
     flat_range: Option<Range<u64>>,
     allow_shape_mismatch: bool,
+    compress: bool,
 }
 
 impl Shard {
@@ -41,6 +42,7 @@ impl Shard {
             replica_id: Vec::new(),
             flat_range: None,
             allow_shape_mismatch: false,
+            compress: false,
         }
     }
 
@@ -67,6 +69,15 @@ impl Shard {
     /// Load only: the checkpoint's global shape may differ; missing elements are zeroed, extra ones dropped.
     pub fn allow_shape_mismatch(mut self) -> Self {
         self.allow_shape_mismatch = true;
+        self
+    }
+
+    /// Save only: this tensor's bytes are stored compressed, as [`SaveOptions::compress`](crate::SaveOptions::compress)
+    /// stores every tensor's (`sys::CKPT_SHARD_COMPRESS`), in any staged save to a file system; a save in place, to
+    /// a memory tier or to object storage stores them as they are. The rank that writes a box decides by its own
+    /// shard's flag.
+    pub fn compress(mut self) -> Self {
+        self.compress = true;
         self
     }
 
@@ -111,6 +122,9 @@ impl Shard {
         }
         if self.allow_shape_mismatch {
             raw.flags |= sys::CKPT_SHARD_ALLOW_SHAPE_MISMATCH;
+        }
+        if self.compress {
+            raw.flags |= sys::CKPT_SHARD_COMPRESS;
         }
         raw.data = data;
         raw.data_size = bytes as u64;

@@ -190,6 +190,7 @@ pub const CKPT_MEMORY_CUDA: i32 = 1;
 pub const CKPT_SHARD_FLATTENED: u32 = 0x1;
 pub const CKPT_SHARD_ALLOW_SHAPE_MISMATCH: u32 = 0x2;
 pub const CKPT_SHARD_ALLOW_DTYPE_CAST: u32 = 0x4;
+pub const CKPT_SHARD_COMPRESS: u32 = 0x8;
 
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
@@ -233,6 +234,7 @@ pub const CKPT_SAVE_IN_PLACE: u64 = 1;
 pub const CKPT_SAVE_COPY_ON_WRITE: u64 = 2;
 pub const CKPT_SAVE_CHECK_REPLICAS: u64 = 4;
 pub const CKPT_SAVE_INCREMENTAL: u64 = 8;
+pub const CKPT_SAVE_COMPRESS: u64 = 16;
 
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]

@@ -10,7 +10,8 @@ use std::sync::{Arc, Mutex};
 
 use ckpt::sys::{CKPT_E_ALREADY_EXISTS, CKPT_E_INVALID_ARGUMENT, CKPT_E_MISMATCH, CKPT_E_NOT_FOUND};
 use ckpt::{
-    Context, ErrorKind, LoadOptions, LoadState, LogLevel, Reader, SaveOptions, SaveState, Shard, Strictness, Transport,
+    Bf16Bits, Context, ErrorKind, LoadOptions, LoadState, LogLevel, Reader, SaveOptions, SaveState, Shard, Strictness,
+    Transport,
 };
 use common::*;
 
@@ -195,6 +196,103 @@ fn incremental_save_writes_only_the_changed_tensor_and_loads_the_new_values() {
     assert_eq!(error.status(), CKPT_E_INVALID_ARGUMENT, "{}", error);
     assert!(error.message().contains("CKPT_SAVE_INCREMENTAL"), "{}", error);
     assert!(!refused.exists());
+}
+
+/// A weight-like value: small, of both signs, spread over a few binary orders of magnitude.
+fn weight_like(i: u64) -> f32 {
+    let mut h = (i + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    h ^= h >> 29;
+    h = h.wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    h ^= h >> 32;
+    ((h % 20001) as f64 - 10000.0) as f32 * 1e-6
+}
+
+const COMPRESSED_ROWS: u64 = 512;
+const COMPRESSED_COLUMNS: u64 = 1024;
+
+/// "w" (2 MiB of BF16 weights), "m" (2 MiB of F32 weights) and "ids" (2 MiB of I32 in a repeating pattern).
+struct Compressible {
+    w: Vec<Bf16Bits>,
+    m: Vec<f32>,
+    ids: Vec<i32>,
+}
+
+impl Compressible {
+    fn new() -> Self {
+        let n = COMPRESSED_ROWS * COMPRESSED_COLUMNS * 2;
+        Compressible {
+            w: (0..n).map(|i| Bf16Bits((weight_like(i).to_bits() >> 16) as u16)).collect(),
+            m: (0..n / 2).map(|i| weight_like(i + n)).collect(),
+            ids: (0..n / 2).map(|i| ((i * 7) % 1000) as i32).collect(),
+        }
+    }
+
+    fn bytes(&self) -> u64 {
+        (self.w.len() * 2 + self.m.len() * 4 + self.ids.len() * 4) as u64
+    }
+
+    /// Saves the three from a single rank with `options`, "w"'s shard flagged compressed if `compress_w`.
+    fn save(&self, ctx: &Context, path: &Path, compress_w: bool, options: &SaveOptions) -> ckpt::Result<()> {
+        let w = Shard::new("w", &[COMPRESSED_ROWS * 2, COMPRESSED_COLUMNS]);
+        let mut state = SaveState::new().unwrap();
+        state.add_tensor(&if compress_w { w.compress() } else { w }, &self.w).unwrap();
+        state.add_tensor(&Shard::new("m", &[COMPRESSED_ROWS, COMPRESSED_COLUMNS]), &self.m).unwrap();
+        state.add_tensor(&Shard::new("ids", &[COMPRESSED_ROWS, COMPRESSED_COLUMNS]), &self.ids).unwrap();
+        ctx.save(&mut state, path, options)?.wait()
+    }
+
+    /// Loads `path` and checks every element.
+    fn assert_loads_exactly(&self, ctx: &Context, path: &Path) {
+        let mut back = Compressible {
+            w: vec![Bf16Bits::default(); self.w.len()],
+            m: vec![0.0; self.m.len()],
+            ids: vec![0; self.ids.len()],
+        };
+        let mut state = LoadState::new().unwrap();
+        state.add_tensor(&Shard::new("w", &[COMPRESSED_ROWS * 2, COMPRESSED_COLUMNS]), &mut back.w).unwrap();
+        state.add_tensor(&Shard::new("m", &[COMPRESSED_ROWS, COMPRESSED_COLUMNS]), &mut back.m).unwrap();
+        state.add_tensor(&Shard::new("ids", &[COMPRESSED_ROWS, COMPRESSED_COLUMNS]), &mut back.ids).unwrap();
+        ctx.load(&mut state, path, &LoadOptions::new()).unwrap();
+        drop(state);
+        assert!(back.w == self.w && back.m == self.m && back.ids == self.ids, "{} loads other values", path.display());
+    }
+}
+
+#[test]
+fn compressed_save_loads_exactly_as_format_3_in_fewer_bytes_and_is_refused_in_place() {
+    let (ctx, temp) = (solo_context(), TempDir::new());
+    let tensors = Compressible::new();
+    let (plain, all, w_only) = (temp.path().join("plain"), temp.path().join("all"), temp.path().join("w"));
+    tensors.save(&ctx, &plain, false, &SaveOptions::new()).unwrap();
+    tensors.save(&ctx, &all, false, &SaveOptions::new().compress(true)).unwrap();
+    tensors.save(&ctx, &w_only, true, &SaveOptions::new()).unwrap();
+    for path in [&plain, &all, &w_only] {
+        tensors.assert_loads_exactly(&ctx, path);
+    }
+    let format = |path: &Path| Reader::open(path).unwrap().info().unwrap().format_major;
+    assert!(format(&plain) < 3, "an uncompressed checkpoint is format {}", format(&plain));
+    assert_eq!((format(&all), format(&w_only)), (3, 3));
+    Reader::open(&all).unwrap().verify().unwrap();
+    let [plain_bytes, all_bytes, w_only_bytes] =
+        [&plain, &all, &w_only].map(|path| directory_bytes(&path.join("data")));
+    assert_eq!(plain_bytes, tensors.bytes());
+    assert!(all_bytes < tensors.bytes() * 3 / 4, "{} bytes written of {}", all_bytes, tensors.bytes());
+    // BF16 weights shrink by about 1.5x: "w" alone saves a sixth of its bytes or more.
+    assert!(plain_bytes - w_only_bytes > tensors.w.len() as u64 * 2 / 6, "{} bytes of {}", w_only_bytes, plain_bytes);
+    assert!(all_bytes < w_only_bytes, "everything compressed takes {}, \"w\" alone {}", all_bytes, w_only_bytes);
+
+    let refused = temp.path().join("in-place");
+    let error = tensors
+        .save(&ctx, &refused, false, &SaveOptions::new().compress(true).in_place(true))
+        .expect_err("compress with in_place");
+    assert_eq!(error.status(), CKPT_E_INVALID_ARGUMENT, "{}", error);
+    assert!(error.message().contains("CKPT_SAVE_COMPRESS"), "{}", error);
+    assert!(!refused.exists());
+    // A shard's flag alone is no refusal: a save in place stores the tensor as it is.
+    let in_place = temp.path().join("w-in-place");
+    tensors.save(&ctx, &in_place, true, &SaveOptions::new().in_place(true)).unwrap();
+    assert!(format(&in_place) < 3, "a save in place is format {}", format(&in_place));
+    tensors.assert_loads_exactly(&ctx, &in_place);
 }
 
 #[test]

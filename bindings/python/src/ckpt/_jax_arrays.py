@@ -7,7 +7,7 @@ Imported by a save or a restore only when its tree holds JAX values."""
 from __future__ import annotations
 
 import functools
-from typing import Any, Callable, Dict, List, Optional, Protocol, Sequence, Set, Tuple
+from typing import AbstractSet, Any, Callable, Dict, List, Optional, Protocol, Sequence, Set, Tuple
 
 import jax
 import numpy as np
@@ -15,7 +15,7 @@ import numpy.typing as npt
 from jax.sharding import NamedSharding, PartitionSpec, Sharding, SingleDeviceSharding
 from jax.typing import DTypeLike
 
-from . import _dtypes, errors
+from . import _dtypes, _native, errors
 from ._state import State, empty_aligned
 from ._tree import Description, array_description
 
@@ -70,10 +70,11 @@ def _host_copies(buffers: List[jax.Array]) -> List[npt.NDArray[Any]]:
     return [np.asarray(b) if cpu else next(fetched) for b, cpu in zip(buffers, on_cpu)]
 
 
-def register_for_save(state: State, leaves: List[Tuple[str, Any]]) -> List[Tuple[int, Description]]:
+def register_for_save(state: State, leaves: List[Tuple[str, Any]],
+                      compressed: AbstractSet[str] = frozenset()) -> List[Tuple[int, Description]]:
     """Registers the addressable shards of each (key, jax.Array) in `leaves`: one box per distinct shard index of
-    this process (the lowest replica among its devices), with the global offset from the shard's index. Returns
-    [(position, description)] for the pytree structure."""
+    this process (the lowest replica among its devices), with the global offset from the shard's index, and
+    CKPT_SHARD_COMPRESS for the keys in `compressed`. Returns [(position, description)] for the pytree structure."""
     arrays: List[Tuple[str, jax.Array]] = []
     descriptions = []
     for key, leaf in leaves:
@@ -98,7 +99,8 @@ def register_for_save(state: State, leaves: List[Tuple[str, Any]]) -> List[Tuple
         chosen.extend((key, array.shape, offset, lowest[offset]) for offset in sorted(lowest))
     host = _host_copies([shard.data for _, _, _, shard in chosen])
     for (key, shape, offset, shard), data in zip(chosen, host):
-        state.add_tensor(key, _dtypes.native(data), shape, offset, shard.replica_id)
+        flags = _native.SHARD_COMPRESS if key in compressed else 0
+        state.add_tensor(key, _dtypes.native(data), shape, offset, shard.replica_id, flags)
     return list(enumerate(descriptions))
 
 

@@ -65,6 +65,7 @@ STRICT_IGNORE = 2
 SHARD_FLATTENED = 0x1
 SHARD_ALLOW_SHAPE_MISMATCH = 0x2
 SHARD_ALLOW_DTYPE_CAST = 0x4
+SHARD_COMPRESS = 0x8
 
 MEMORY_HOST = 0
 
@@ -75,11 +76,12 @@ TIERS = {"storage": 0, "memory": 1, "both": 2}
 BEST_MODES = {"max": 0, "min": 1}
 
 # CKPT_SAVE_* bits of ckpt_save_options.flags: ckpt.save's and CheckpointManager.save's `in_place`,
-# `copy_on_write`, `check_replicas` and `incremental`.
+# `copy_on_write`, `check_replicas`, `incremental` and `compress`.
 SAVE_IN_PLACE = 0x1
 SAVE_COPY_ON_WRITE = 0x2
 SAVE_CHECK_REPLICAS = 0x4
 SAVE_INCREMENTAL = 0x8
+SAVE_COMPRESS = 0x10
 
 
 class Collectives(ctypes.Structure):

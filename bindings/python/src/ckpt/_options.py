@@ -3,11 +3,12 @@ ckpt.save, ckpt.restore, CheckpointManager and JitSaver, with the C arrays and c
 
 from __future__ import annotations
 
+import collections.abc
 import ctypes
 import os
 import sys
 import traceback
-from typing import Any, Callable, List, Mapping, Optional, Sequence, Tuple
+from typing import AbstractSet, Any, Callable, FrozenSet, List, Mapping, Optional, Sequence, Tuple
 
 from . import _native
 from ._state import encode_key
@@ -28,18 +29,40 @@ def tier_code(tier: object) -> int:
 
 
 def save_flags(in_place: object, copy_on_write: object = False, check_replicas: object = False,
-               incremental: object = False) -> int:
-    """The CKPT_SAVE_* bits of the `in_place`, `copy_on_write`, `check_replicas` and `incremental` arguments: each
-    True or False."""
+               incremental: object = False, compress: object = False) -> int:
+    """The CKPT_SAVE_* bits of the `in_place`, `copy_on_write`, `check_replicas`, `incremental` and `compress`
+    arguments: each True or False."""
     flags = 0
     for name, value, bit in (("in_place", in_place, _native.SAVE_IN_PLACE),
                              ("copy_on_write", copy_on_write, _native.SAVE_COPY_ON_WRITE),
                              ("check_replicas", check_replicas, _native.SAVE_CHECK_REPLICAS),
-                             ("incremental", incremental, _native.SAVE_INCREMENTAL)):
+                             ("incremental", incremental, _native.SAVE_INCREMENTAL),
+                             ("compress", compress, _native.SAVE_COMPRESS)):
         if value not in (True, False):
             raise ValueError(f"{name} must be True or False, not {value!r}")
         flags |= bit if value else 0
     return flags
+
+
+def compressed_keys(compress_keys: object) -> FrozenSet[str]:
+    """The keys of a save's `compress_keys` argument (an iterable of str, not one str, whose characters would be
+    taken for keys): the arrays whose shards get CKPT_SHARD_COMPRESS."""
+    if isinstance(compress_keys, (str, bytes)) or not isinstance(compress_keys, collections.abc.Iterable):
+        raise TypeError(f"compress_keys must be an iterable of keys (str), not a {type(compress_keys).__name__}")
+    keys = frozenset(compress_keys)
+    wrong = sorted(repr(key) for key in keys if not isinstance(key, str))
+    if wrong:
+        raise TypeError(f"compress_keys must hold keys (str), not {', '.join(wrong)}")
+    return keys
+
+
+def check_compressed(compressed: AbstractSet[str], array_keys: Sequence[str]) -> None:
+    """Refuses (ValueError) a key of `compress_keys` that names none of the tree's arrays (`array_keys`): a misspelt
+    key would otherwise leave its array uncompressed without a word."""
+    unknown = sorted(compressed - set(array_keys))
+    if unknown:
+        raise ValueError(f"compress_keys names {len(unknown)} keys that are no array of the tree: {_listed(unknown)}; "
+                         f"the tree's arrays: {_listed(list(array_keys))}")
 
 
 def load_flags(allow_dtype_cast: bool) -> int:
@@ -73,15 +96,16 @@ def progress_callback(progress: Optional[Progress]) -> Optional[_native.CFunctio
 
 class SaveOptions:
     """ckpt_save_options for user metadata (a str -> str mapping), a progress callable, a tier, the in_place,
-    copy_on_write, check_replicas and incremental flags and an incremental save's base checkpoint, with the C arrays,
-    the C callback and the C string they point at. A copy-on-write save, or one that checks replicas, also keeps here
-    the buffers it reads (`buffers`) until its request finishes: the library may read them after the call."""
+    copy_on_write, check_replicas, incremental and compress flags and an incremental save's base checkpoint, with the
+    C arrays, the C callback and the C string they point at. A copy-on-write save, or one that checks replicas, also
+    keeps here the buffers it reads (`buffers`) until its request finishes: the library may read them after the
+    call."""
 
     def __init__(self, metadata: Optional[Mapping[str, str]], progress: Optional[Progress], tier: Tier,
                  in_place: bool = False, copy_on_write: bool = False, check_replicas: bool = False,
-                 incremental: bool = False, base: Optional[StrPath] = None) -> None:
+                 incremental: bool = False, base: Optional[StrPath] = None, compress: bool = False) -> None:
         self.struct = _native.new(_native.SaveOptions, tier=tier_code(tier),
-                                  flags=save_flags(in_place, copy_on_write, check_replicas, incremental))
+                                  flags=save_flags(in_place, copy_on_write, check_replicas, incremental, compress))
         # The struct points into these bytes: they live as long as the options, past the call that reads them.
         self._base = None if base is None else os.fsencode(os.fspath(base))
         self.struct.base = self._base

@@ -7,13 +7,13 @@ import concurrent.futures
 import ctypes
 import threading
 import time
-from typing import Any, Callable, List, Mapping, Optional, Tuple, Union
+from typing import AbstractSet, Any, Callable, Iterable, List, Mapping, Optional, Tuple, Union
 
 import numpy as np
 
 from . import _dtypes, _native, _tree, errors
 from ._native import call, call_status, lib
-from ._options import SaveOptions
+from ._options import SaveOptions, check_compressed, compressed_keys
 from ._state import State
 from ._types import Progress, PyTree, StrPath, Tier
 from .context import Context
@@ -155,23 +155,26 @@ def _encode_common(value: Union[bool, int, float, str, bytes]) -> bytes:
     return bytes(value)
 
 
-def register_tree(state: State, tree: PyTree) -> bool:
-    """Registers every leaf of `tree` in `state` for a save. Returns whether every registered buffer is immutable
-    (jax.Arrays, or copies this package owns), so that the staging copy may run after save() returns."""
+def register_tree(state: State, tree: PyTree, compressed: AbstractSet[str] = frozenset()) -> bool:
+    """Registers every leaf of `tree` in `state` for a save, the arrays whose keys are in `compressed` with
+    CKPT_SHARD_COMPRESS. Returns whether every registered buffer is immutable (jax.Arrays, or copies this package
+    owns), so that the staging copy may run after save() returns."""
     leaves, structure = _tree.flatten(tree)
+    check_compressed(compressed, [key for key, leaf in leaves if type(leaf) not in _tree.COMMON_KINDS])
     descriptions: List[Optional[_tree.Description]] = []
     jax_leaves: List[Tuple[int, str, Any]] = []
     immutable = True
     for key, leaf in leaves:
         if isinstance(leaf, (Shard, np.ndarray, np.generic)):
             immutable = False
+        flags = _native.SHARD_COMPRESS if key in compressed else 0
         if isinstance(leaf, Shard):
             data = _dtypes.native(np.asarray(leaf.data))
-            state.add_tensor(key, data, leaf.global_shape, leaf.offset, leaf.replica)
+            state.add_tensor(key, data, leaf.global_shape, leaf.offset, leaf.replica, flags)
             descriptions.append(_tree.array_description(key, "array", leaf.global_shape, data.dtype))
         elif isinstance(leaf, (np.ndarray, np.generic)):
             array = _dtypes.native(np.asarray(leaf))
-            state.add_tensor(key, array, array.shape, (0,) * array.ndim)
+            state.add_tensor(key, array, array.shape, (0,) * array.ndim, flags=flags)
             descriptions.append(_tree.array_description(key, "array", array.shape, array.dtype))
         elif type(leaf) in _tree.COMMON_KINDS:
             state.add_common(key, _encode_common(leaf))
@@ -184,7 +187,8 @@ def register_tree(state: State, tree: PyTree) -> bool:
                             "are arrays (numpy, jax), ckpt.Shard, bool, int, float, str or bytes")
     if jax_leaves:
         from . import _jax_arrays  # imports jax, which numpy users never need
-        for index, description in _jax_arrays.register_for_save(state, [(k, v) for _, k, v in jax_leaves]):
+        for index, description in _jax_arrays.register_for_save(state, [(k, v) for _, k, v in jax_leaves],
+                                                                    compressed):
             descriptions[jax_leaves[index][0]] = description
     text = _tree.describe(structure, [d for d in descriptions if d is not None])
     state.add_common(_tree.STRUCTURE_KEY, text.encode())
@@ -194,15 +198,17 @@ def register_tree(state: State, tree: PyTree) -> bool:
 def start_save(ctx: Context, tree: PyTree, path: str, metadata: Optional[Mapping[str, str]], submit: Submit,
                progress: Optional[Progress] = None, tier: Tier = "storage", in_place: bool = False,
                copy_on_write: bool = False, check_replicas: bool = False, incremental: bool = False,
-               base: Optional[StrPath] = None) -> Request:
-    """Registers `tree`, then has the context's thread call submit(state, options) -> request handle: at once when
-    the tree holds numpy buffers (the caller may change them as soon as this returns) or the save is in place (it
-    returns once this rank's bytes are durable), else in the background. Returns a Request, tracked by the
-    context."""
-    options = SaveOptions(metadata, progress, tier, in_place, copy_on_write, check_replicas, incremental, base)
+               base: Optional[StrPath] = None, compress: bool = False, compress_keys: Iterable[str] = ()) -> Request:
+    """Registers `tree` (the arrays named by `compress_keys` to be stored compressed), then has the context's thread
+    call submit(state, options) -> request handle: at once when the tree holds numpy buffers (the caller may change
+    them as soon as this returns) or the save is in place (it returns once this rank's bytes are durable), else in
+    the background. Returns a Request, tracked by the context."""
+    options = SaveOptions(metadata, progress, tier, in_place, copy_on_write, check_replicas, incremental, base,
+                          compress)
+    compressed = compressed_keys(compress_keys)
     state = State()
     try:
-        immutable = register_tree(state, tree)
+        immutable = register_tree(state, tree, compressed)
     except BaseException:
         state.close()
         raise

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import ctypes
 import os
-from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Tuple
 
 from . import _native, _tree
 from ._native import call
@@ -22,7 +22,8 @@ __all__ = ["Request", "restore", "save"]
 def save(path: StrPath, tree: PyTree, *, context: Optional[Context] = None,
          metadata: Optional[Mapping[str, str]] = None, progress: Optional[Progress] = None, tier: Tier = "storage",
          in_place: bool = False, copy_on_write: bool = False, check_replicas: bool = False,
-         incremental: bool = False, base: Optional[StrPath] = None) -> Request:
+         incremental: bool = False, base: Optional[StrPath] = None, compress: bool = False,
+         compress_keys: Iterable[str] = ()) -> Request:
     """Collective: every rank calls it with its part of the tree. Saves `tree` as the checkpoint directory `path`
     and returns a Request as soon as this rank's arrays may change; the checkpoint is written and committed in the
     background, and exists only once the Request succeeds.
@@ -70,7 +71,17 @@ def save(path: StrPath, tree: PyTree, *, context: Optional[Context] = None,
     all hash as the base's are not written: `path` refers to the base's bytes instead, and needs the base to stay
     (a load or verify after it was deleted raises CorruptError naming it). A base without digests, or an array whose
     box, dtype or shape changed, is written in full. Storage tier only (InvalidArgumentError); `base` without
-    incremental=True is refused the same way, and NotFoundError says the base holds no checkpoint."""
+    incremental=True is refused the same way, and NotFoundError says the base holds no checkpoint.
+
+    `compress=True` (CKPT_SAVE_COMPRESS) stores everything the save writes losslessly compressed, each 1 MiB block
+    on its own (floating-point arrays with their bytes grouped by significance, then zstd), so that restores of any
+    box still read only the blocks they need; a block that does not shrink is stored as it is. It suits storage
+    slower than about a GiB/s per I/O worker. The checkpoint is format 3 (Reader(path).info.format_version[0]), which
+    libraries before it refuse. Refused (InvalidArgumentError) with in_place=True, a tier other than "storage", or
+    on object storage (s3://). `compress_keys` asks the same for the arrays of those keys only (leaf keys, as
+    Reader.tensors lists them, "params/layer_0/kernel"; CKPT_SHARD_COMPRESS on their shards): a key that names no
+    array of the tree is a ValueError. Unlike compress=True, it is never refused: a save in place or to the memory
+    tier (or object storage) stores those arrays as they are."""
     ctx = context or default_context()
     target = os.fsencode(os.fspath(path))
 
@@ -80,7 +91,7 @@ def save(path: StrPath, tree: PyTree, *, context: Optional[Context] = None,
         return handle
 
     return start_save(ctx, tree, os.fspath(path), metadata, submit, progress, tier, in_place, copy_on_write,
-                      check_replicas, incremental, base)
+                      check_replicas, incremental, base, compress, compress_keys)
 
 
 def restore(path: StrPath, target: Optional[PyTree] = None, *, context: Optional[Context] = None,

@@ -9,11 +9,11 @@ import math
 import numbers
 import os
 import weakref
-from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple, Union
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Tuple, Union
 
 from . import _native, errors
 from ._native import call, lib
-from ._options import save_flags, tier_code
+from ._options import compressed_keys, save_flags, tier_code
 from ._save import Request, start_save
 from ._state import State
 from ._types import KeyMap, Missing, Progress, PyTree, StrPath, Tier
@@ -121,7 +121,8 @@ class CheckpointManager:
     def save(self, step: int, tree: PyTree, *, metrics: Optional[Mapping[str, Any]] = None,
              metadata: Optional[Mapping[str, str]] = None, force: bool = False, progress: Optional[Progress] = None,
              tier: Optional[Tier] = None, in_place: bool = False, copy_on_write: bool = False,
-             check_replicas: bool = False, incremental: bool = False, base: Optional[StrPath] = None) -> bool:
+             check_replicas: bool = False, incremental: bool = False, base: Optional[StrPath] = None,
+             compress: bool = False, compress_keys: Iterable[str] = ()) -> bool:
         """Collective. Saves `tree` as `step` when should_save(step) or `force`, and returns whether it did. Returns
         once this rank's buffers are staged; the step commits in the background (wait() waits for it). `progress`
         is called as ckpt.save's is; last_request holds the step's Request (its stats()).
@@ -135,14 +136,16 @@ class CheckpointManager:
         before the step commits; a difference fails the save (CorruptError) naming the tensor, box, blocks and
         ranks. `incremental` is ckpt.save's: the step records its blocks' digests and writes only the rows that
         changed since `base`, by default the latest committed step (a step_path of this root otherwise); retention
-        keeps every step a kept step refers to.
+        keeps every step a kept step refers to. `compress` and `compress_keys` are ckpt.save's: the step's blocks
+        (or those of the named arrays) are stored losslessly compressed, a format 3 checkpoint.
 
         `metrics` (a JSON-serialisable mapping, at most 1 MiB as JSON) is stored with the step, committing with it;
         metrics(step) reads it back. With keep_best, best_fn(metrics) scores the step: every process computes it
         (so that one failing fails on every process before the collective save), and process 0's metrics and score
         are stored. Metrics do not go through the memory tier (the agents copy the checkpoint alone): saving a step
         there with metrics raises InvalidArgumentError."""
-        save_flags(in_place, copy_on_write, check_replicas, incremental)
+        save_flags(in_place, copy_on_write, check_replicas, incremental, compress)
+        compress_keys = compressed_keys(compress_keys)  # checked before should_save, once (an iterator ends)
         if tier is not None:
             tier_code(tier)
             if tier == "storage" and self.memory_tier:
@@ -164,7 +167,7 @@ class CheckpointManager:
 
         request = start_save(self._context, tree, self.step_path(step), metadata, submit, progress,
                              "storage" if tier is None else tier, in_place, copy_on_write, check_replicas,
-                             incremental, base)
+                             incremental, base, compress, compress_keys)
         self._requests = [r for r in self._requests if not r._finished] + [request]
         self.last_request = request
         return True
