@@ -185,6 +185,10 @@ void RunDeviceSave(const Args& args);
 void RunReplicaCheck(const Args& args);
 // bench/incremental_mode.cc: what an incremental save (CKPT_SAVE_INCREMENTAL) writes, beside a full save.
 void RunIncremental(const Args& args);
+// bench/compress_mode.cc: ckpt's block codec beside zstd (`codec`), and saves with and without CKPT_SAVE_COMPRESS
+// (`throttled-save`); each parses its own command line (argv[1] is the mode).
+void RunCodec(int argc, char** argv);
+void RunThrottledSave(int argc, char** argv);
 // bench/memory_modes.cc: the memory tier.
 void RunMemory(const Args& args);
 void RunMemoryCrash(const Args& args);

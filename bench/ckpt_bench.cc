@@ -21,6 +21,10 @@
 //                    the state in CUDA memory of device 0: cudaMemcpy of every tensor into pinned host memory
 //                    (baseline), then two saves (D, removed, and D.warm): how long the second ckpt_save blocks
 //                    while it stages the tensors into the arena; D.warm is loaded back and checked
+//   ckpt_bench codec --input FILE --byte-groups N [--zstd-level L]
+//   ckpt_bench throttled-save --input FILE --dir D --mib S [--tensors T]
+//                    bench/compress's modes (compress_mode.cc): ckpt's block codec beside plain zstd, and saves
+//                    with and without CKPT_SAVE_COMPRESS; the codec mode alone goes beyond the C API, to the codec
 //   ckpt_bench cuda-probe                            "available", or "unavailable: <ckpt's reason>"
 //   ckpt_bench version
 //
@@ -63,6 +67,8 @@ constexpr const char* kUsage =
     "                  |memory|memory-crash|replica-check|incremental\n"
     "                  --dir DIR --mib S\n"
     "                  [--tensors T] [--transport auto|none|ucx]\n"
+    "       ckpt_bench codec --input FILE --byte-groups N [--zstd-level L]\n"
+    "       ckpt_bench throttled-save --input FILE --dir DIR --mib S [--tensors T]\n"
     "       ckpt_bench cuda-probe|version\n"
     "Run under ckpt-launch; prints `name value` lines. See bench/run.\n";
 
@@ -494,6 +500,8 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (argc == 2 && first == "cuda-probe") return Guarded(RunCudaProbe);
+  if (first == "codec") return Guarded([&] { RunCodec(argc, argv); });
+  if (first == "throttled-save") return Guarded([&] { RunThrottledSave(argc, argv); });
   if (argc < 2) {
     std::fputs(kUsage, stderr);
     return kExitUsage;
