@@ -161,6 +161,16 @@ ckpt_context_stats Stats(const Session& s) {
   return stats;
 }
 
+uint64_t DataBytes(const std::string& dir) {
+  const std::string command = "du -sb --apparent-size '" + dir + "/data' | cut -f1";
+  FILE* pipe = popen(command.c_str(), "r");
+  unsigned long long bytes = 0;
+  const bool measured = pipe != nullptr && std::fscanf(pipe, "%llu", &bytes) == 1;
+  if (pipe != nullptr) pclose(pipe);
+  if (!measured) Die(0, "cannot measure the data files of " + dir);
+  return bytes;
+}
+
 void SaveAndWait(const Session& s, ckpt_state_t* state, const char* dir, const std::string& what) {
   ckpt_request_t* request = nullptr;
   s.Check(ckpt_save(s.ctx, state, dir, nullptr, &request, s.err), what.c_str());

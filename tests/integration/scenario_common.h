@@ -101,4 +101,7 @@ ckpt_context_stats Stats(const Session& s);
 // Saves `state` to `dir` and waits until it is committed; dies naming `what` otherwise.
 void SaveAndWait(const Session& s, ckpt_state_t* state, const char* dir, const std::string& what);
 
+// The bytes of the checkpoint `dir`'s data files (their apparent sizes); dies if they cannot be measured.
+uint64_t DataBytes(const std::string& dir);
+
 }  // namespace scenario

@@ -122,15 +122,6 @@ void Save(const Session& s, const char* dir, uint64_t step, uint64_t flags, uint
   ckpt_state_free(state);
 }
 
-uint64_t DataBytes(const std::string& dir) {
-  const std::string command = "du -sb --apparent-size '" + dir + "/data' | cut -f1";
-  FILE* pipe = popen(command.c_str(), "r");
-  unsigned long long bytes = 0;
-  if (pipe == nullptr || std::fscanf(pipe, "%llu", &bytes) != 1) Die(0, "cannot measure " + dir);
-  pclose(pipe);
-  return bytes;
-}
-
 constexpr uint64_t kWBytes = kWRows * kWCols * 2;
 constexpr uint64_t kRawBytes = kWBytes + kMRows * kMCols * 4 + kIdsRows * kIdsCols * 4 + kCommonBytes;
 
@@ -153,36 +144,57 @@ int SaveMode(const char* dir, const std::string& how) {
   return 0;
 }
 
-// Loads `dir` into this rank's `part` of every tensor (whole or a column slice) and checks step `step`'s values.
-void LoadPart(const Session& s, const std::string& dir, uint64_t step, bool columns) {
+// The boxes a rank loads: whole tensors, or with `columns` a slice of columns of each (ranged reads inside blocks).
+struct Parts {
+  Box2 w, m, ids;
+};
+
+Parts PartsOf(const Session& s, bool columns) {
   auto part = [&](uint64_t rows, uint64_t cols) {
     return columns ? Box2{0, rows, SplitPoint(cols, s.rank, s.world) + 3, SplitPoint(cols, s.rank + 1, s.world)}
                    : Box2{0, rows, 0, cols};
   };
-  const Box2 w = part(kWRows, kWCols), m = part(kMRows, kMCols), ids = part(kIdsRows, kIdsCols);
-  Tensors got;
-  got.w.resize(w.size());
-  got.m.resize(m.size());
-  got.ids.resize(ids.size());
+  return {part(kWRows, kWCols), part(kMRows, kMCols), part(kIdsRows, kIdsCols)};
+}
+
+// A state to load the parts into, `got` sized for them.
+ckpt_state_t* LoadingState(const Session& s, const Parts& p, Tensors& got) {
+  got.w.resize(p.w.size());
+  got.m.resize(p.m.size());
+  got.ids.resize(p.ids.size());
   ckpt_state_t* state = nullptr;
   s.Check(ckpt_state_create(&state, s.err), "ckpt_state_create");
-  Add(s, state, "w", CKPT_DTYPE_BF16, kWRows, kWCols, w, got.w.data(), 0, nullptr);
-  Add(s, state, "m", CKPT_DTYPE_F32, kMRows, kMCols, m, got.m.data(), 0, nullptr);
-  Add(s, state, "ids", CKPT_DTYPE_I32, kIdsRows, kIdsCols, ids, got.ids.data(), 0, nullptr);
+  Add(s, state, "w", CKPT_DTYPE_BF16, kWRows, kWCols, p.w, got.w.data(), 0, nullptr);
+  Add(s, state, "m", CKPT_DTYPE_F32, kMRows, kMCols, p.m, got.m.data(), 0, nullptr);
+  Add(s, state, "ids", CKPT_DTYPE_I32, kIdsRows, kIdsCols, p.ids, got.ids.data(), 0, nullptr);
+  return state;
+}
+
+// Dies unless the parts loaded into `got` hold "w" and "m" of `step` and "ids" of `ids_step`.
+void CheckParts(const Session& s, const std::string& what, const Parts& p, const Tensors& got, uint64_t step,
+                uint64_t ids_step) {
+  Tensors want;
+  Fill(want.w, p.w, kWCols, [&](uint64_t i) { return WAt(step, i); });
+  Fill(want.m, p.m, kMCols, [&](uint64_t i) { return MAt(step, i); });
+  Fill(want.ids, p.ids, kIdsCols, [&](uint64_t i) { return IdsAt(ids_step, i); });
+  if (got.w != want.w) Die(s.rank, what + ": 'w' differs from step " + std::to_string(step) + "'s");
+  if (got.m != want.m) Die(s.rank, what + ": 'm' differs from step " + std::to_string(step) + "'s");
+  if (got.ids != want.ids) Die(s.rank, what + ": 'ids' differs from step " + std::to_string(ids_step) + "'s");
+}
+
+// Loads `dir` into this rank's parts and checks step `step`'s values, the common entry's included.
+void LoadPart(const Session& s, const std::string& dir, uint64_t step, bool columns) {
+  const Parts parts = PartsOf(s, columns);
+  Tensors got;
+  ckpt_state_t* state = LoadingState(s, parts, got);
   s.Check(ckpt_load(s.ctx, state, dir.c_str(), nullptr, s.err), ("loading " + dir).c_str());
   const void* notes = nullptr;
   uint64_t notes_size = 0;
   s.Check(ckpt_state_common(state, "notes", &notes, &notes_size, s.err), "ckpt_state_common");
   const std::string common(static_cast<const char*>(notes), notes_size);
   ckpt_state_free(state);
-  Tensors want;
-  Fill(want.w, w, kWCols, [&](uint64_t i) { return WAt(step, i); });
-  Fill(want.m, m, kMCols, [&](uint64_t i) { return MAt(step, i); });
-  Fill(want.ids, ids, kIdsCols, [&](uint64_t i) { return IdsAt(step, i); });
   const std::string what = dir + (columns ? " (column slices)" : " (whole tensors)");
-  if (got.w != want.w) Die(s.rank, what + ": 'w' differs from step " + std::to_string(step) + "'s");
-  if (got.m != want.m) Die(s.rank, what + ": 'm' differs");
-  if (got.ids != want.ids) Die(s.rank, what + ": 'ids' differs");
+  CheckParts(s, what, parts, got, step, step);
   if (common != CommonOf(step)) Die(s.rank, what + ": 'notes' differs");
 }
 
@@ -206,15 +218,7 @@ int CorruptMode(const char* dir) {
   std::fputc(byte ^ 0x10, f);
   std::fclose(f);
   Tensors got;
-  got.w.resize(kWRows * kWCols);
-  got.m.resize(kMRows * kMCols);
-  got.ids.resize(kIdsRows * kIdsCols);
-  ckpt_state_t* state = nullptr;
-  s.Check(ckpt_state_create(&state, s.err), "ckpt_state_create");
-  const Box2 w{0, kWRows, 0, kWCols}, m{0, kMRows, 0, kMCols}, ids{0, kIdsRows, 0, kIdsCols};
-  Add(s, state, "w", CKPT_DTYPE_BF16, kWRows, kWCols, w, got.w.data(), 0, nullptr);
-  Add(s, state, "m", CKPT_DTYPE_F32, kMRows, kMCols, m, got.m.data(), 0, nullptr);
-  Add(s, state, "ids", CKPT_DTYPE_I32, kIdsRows, kIdsCols, ids, got.ids.data(), 0, nullptr);
+  ckpt_state_t* state = LoadingState(s, PartsOf(s, false), got);
   ExpectStatus(s, ckpt_load(s.ctx, state, dir, nullptr, s.err), CKPT_E_CORRUPT, "loading a flipped byte",
                {"data/0-0.bin"});
   ckpt_state_free(state);
@@ -268,28 +272,13 @@ int IncrementMode(const char* base, const char* next) {
     std::printf("the incremental step wrote %llu data bytes\n", static_cast<unsigned long long>(bytes));
     if (bytes > kIdsRows * kIdsCols * 4) Die(0, "the incremental step wrote " + std::to_string(bytes) + " bytes");
   }
-  // "w" and "m" as step 1's, "ids" and "notes" as step 2's.
+  // "w" and "m" as step 1's, "ids" as step 2's.
+  const Parts parts = PartsOf(s, false);
   Tensors got;
-  const Box2 w{0, kWRows, 0, kWCols}, m{0, kMRows, 0, kMCols}, ids{0, kIdsRows, 0, kIdsCols};
-  got.w.resize(w.size());
-  got.m.resize(m.size());
-  got.ids.resize(ids.size());
-  ckpt_state_t* loaded = nullptr;
-  s.Check(ckpt_state_create(&loaded, s.err), "ckpt_state_create");
-  Add(s, loaded, "w", CKPT_DTYPE_BF16, kWRows, kWCols, w, got.w.data(), 0, nullptr);
-  Add(s, loaded, "m", CKPT_DTYPE_F32, kMRows, kMCols, m, got.m.data(), 0, nullptr);
-  Add(s, loaded, "ids", CKPT_DTYPE_I32, kIdsRows, kIdsCols, ids, got.ids.data(), 0, nullptr);
+  ckpt_state_t* loaded = LoadingState(s, parts, got);
   s.Check(ckpt_load(s.ctx, loaded, next, nullptr, s.err), "loading the incremental step");
   ckpt_state_free(loaded);
-  for (uint64_t i = 0; i < got.w.size(); ++i) {
-    if (got.w[i] != WAt(1, i)) Die(s.rank, "'w' element " + std::to_string(i) + " is not step 1's");
-  }
-  for (uint64_t i = 0; i < got.m.size(); ++i) {
-    if (got.m[i] != MAt(1, i)) Die(s.rank, "'m' element " + std::to_string(i) + " is not step 1's");
-  }
-  for (uint64_t i = 0; i < got.ids.size(); ++i) {
-    if (got.ids[i] != IdsAt(2, i)) Die(s.rank, "'ids' element " + std::to_string(i) + " is not step 2's");
-  }
+  CheckParts(s, next, parts, got, 1, 2);
   if (s.rank == 0) CheckpointReader(next).Verify();
   return 0;
 }

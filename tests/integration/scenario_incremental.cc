@@ -94,15 +94,6 @@ void LoadAndCheck(const Session& s, const std::string& dir, uint64_t step) {
   if (s.rank == 0) CheckpointReader(dir).Verify();
 }
 
-uint64_t DirectoryBytes(const std::string& dir) {
-  const std::string command = "du -sb --apparent-size '" + dir + "/data' | cut -f1";
-  FILE* pipe = popen(command.c_str(), "r");
-  unsigned long long bytes = 0;
-  if (pipe == nullptr || std::fscanf(pipe, "%llu", &bytes) != 1) Die(0, "cannot measure " + dir);
-  pclose(pipe);
-  return bytes;
-}
-
 ckpt_manager_t* OpenManager(const Session& s, const char* root, uint32_t keep_last) {
   ckpt_manager_options opts = CKPT_MANAGER_OPTIONS_INIT;
   opts.keep_last = keep_last;
@@ -149,7 +140,7 @@ int Chain(const char* root) {
   }
   const std::string first = StepPath(s, manager, 1), last = StepPath(s, manager, 4);
   if (s.rank == 0) {
-    const uint64_t full = DirectoryBytes(first), incremental = DirectoryBytes(last);
+    const uint64_t full = DataBytes(first), incremental = DataBytes(last);
     std::printf("step 1 wrote %llu bytes, step 4 %llu\n", static_cast<unsigned long long>(full),
                 static_cast<unsigned long long>(incremental));
     if (incremental * 5 > full) Die(0, "step 4 wrote more than a fifth of step 1's bytes");
