@@ -32,7 +32,8 @@ void Group(const char* in, uint64_t count, char* out) {
     Word v;
     std::memcpy(&v, in + i * kBytes, kBytes);
     v = RotateLeft(v);
-    for (int b = 0; b < kBytes; ++b) out[static_cast<uint64_t>(b) * count + i] = static_cast<char>(v >> (8 * (kBytes - 1 - b)));
+    for (int b = 0; b < kBytes; ++b)
+      out[static_cast<uint64_t>(b) * count + i] = static_cast<char>(v >> (8 * (kBytes - 1 - b)));
   }
 }
 
@@ -124,19 +125,18 @@ struct BlockDecompressor::Contexts {
 BlockDecompressor::BlockDecompressor() : contexts_(std::make_unique<Contexts>()) {}
 BlockDecompressor::~BlockDecompressor() = default;
 
-Status BlockDecompressor::Decompress(const char* in, uint64_t stored, uint32_t byte_groups, char* out,
-                                     uint64_t length, const std::string& what) {
+Status BlockDecompressor::Decompress(const char* in, uint64_t stored, uint32_t byte_groups, char* out, uint64_t length,
+                                     const std::string& what) {
   if (stored == length) {
     std::memcpy(out, in, length);
     return Status::Ok();
   }
   if (stored > length) {
-    return Corrupt(what + ": stored in " + std::to_string(stored) + " bytes, more than its " +
-                   std::to_string(length));
+    return Corrupt(what + ": stored in " + std::to_string(stored) + " bytes, more than its " + std::to_string(length));
   }
   if (!ValidByteGroups(byte_groups) || length % byte_groups != 0) {
-    return Corrupt(what + ": " + std::to_string(length) + " bytes cannot be grouped in " +
-                   std::to_string(byte_groups) + "-byte elements");
+    return Corrupt(what + ": " + std::to_string(length) + " bytes cannot be grouped in " + std::to_string(byte_groups) +
+                   "-byte elements");
   }
   if (contexts_->context == nullptr) return Internal("cannot create a zstd decompression context");
   const bool grouped = byte_groups > 1;
@@ -155,8 +155,8 @@ Status BlockDecompressor::Decompress(const char* in, uint64_t stored, uint32_t b
       return Corrupt(what + group + ": its zstd frame does not hold the " + std::to_string(group_length) +
                      " bytes expected");
     }
-    const size_t size = ZSTD_decompressDCtx(contexts_->context, target + g * group_length, group_length,
-                                            in + consumed, frame);
+    const size_t size =
+        ZSTD_decompressDCtx(contexts_->context, target + g * group_length, group_length, in + consumed, frame);
     if (ZSTD_isError(size) || size != group_length) {
       return Corrupt(what + group + ": cannot be decompressed (" +
                      (ZSTD_isError(size) ? ZSTD_getErrorName(size) : "short frame") + ")");

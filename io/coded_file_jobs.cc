@@ -103,7 +103,7 @@ class CodingExecutor final : public FileJobExecutor {
 
 Status CodingExecutor::CheckWriteJob(const WriteJob& job) const {
   const std::string what = "write job for " + Quoted(job.path);
-  if (arena_ == nullptr) return InvalidArgument("I/O job for " + Quoted(job.path) + ": this executor reads into caller memory only");
+  if (arena_ == nullptr) return InvalidArgument(what + ": this executor has no arena to write from");
   if (job.block_size == 0) return InvalidArgument(what + ": checksum block size is 0");
   if (job.byte_groups.size() != job.segments.size()) {
     return InvalidArgument(what + " has " + std::to_string(job.segments.size()) + " segments but byte groupings for " +
@@ -121,8 +121,9 @@ Status CodingExecutor::CheckWriteJob(const WriteJob& job) const {
     }
   }
   if (!job.create && ends_.count(job.path) == 0) {
-    return InvalidArgument(what + " continues a compressed file that no earlier job of this executor started (or "
-                                  "whose earlier job failed)");
+    return InvalidArgument(what +
+                           " continues a compressed file that no earlier job of this executor started (or "
+                           "whose earlier job failed)");
   }
   return Status::Ok();
 }
@@ -196,8 +197,8 @@ Status CodingExecutor::ReadCompressed(const ReadJob& job, char* memory, uint64_t
       return InvalidArgument(segment + " reaches past its memory of " + std::to_string(size) + " bytes");
     }
     if (sizes.size() != BlockCount(s.length, job.block_size)) {
-      return InvalidArgument(segment + " has " + std::to_string(BlockCount(s.length, job.block_size)) +
-                             " blocks but " + std::to_string(sizes.size()) + " stored sizes");
+      return InvalidArgument(segment + " has " + std::to_string(BlockCount(s.length, job.block_size)) + " blocks but " +
+                             std::to_string(sizes.size()) + " stored sizes");
     }
     uint64_t stored = 0;
     for (uint32_t n : sizes) stored += n;
@@ -219,7 +220,8 @@ Status CodingExecutor::ReadCompressed(const ReadJob& job, char* memory, uint64_t
       const uint64_t at = b * job.block_size;
       const uint64_t length = std::min(job.block_size, s.length - at);
       const std::string block = Quoted(job.path) + ": segment " + std::to_string(i) + ", block " + std::to_string(b);
-      const Status decoded = decompressor_.Decompress(in + consumed, sizes[b], job.byte_groups, out + at, length, block);
+      const Status decoded =
+          decompressor_.Decompress(in + consumed, sizes[b], job.byte_groups, out + at, length, block);
       if (!decoded.ok()) {
         if (failure != nullptr) *failure = ReadFailure{i, b};
         return decoded;

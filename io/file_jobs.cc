@@ -559,16 +559,15 @@ Result<std::unique_ptr<FileJobExecutor>> FileJobExecutor::Create(char* arena, ui
   }
   RETURN_IF_ERROR(ValidateTuning(tuning));
   ASSIGN_OR_RETURN(std::unique_ptr<IoBackend> backend, ChooseBackend(tuning, arena, arena_size));
-  return CodeBlocks(
-      RouteObjectStoreJobs(std::make_unique<Executor>(arena, arena_size, tuning, std::move(backend)), arena, arena_size),
-      arena, arena_size);
+  auto local = std::make_unique<Executor>(arena, arena_size, tuning, std::move(backend));
+  return CodeBlocks(RouteObjectStoreJobs(std::move(local), arena, arena_size), arena, arena_size);
 }
 
 Result<std::unique_ptr<FileJobExecutor>> FileJobExecutor::CreateForCallerMemory(const IoTuning& tuning) {
   RETURN_IF_ERROR(ValidateTuning(tuning));
   ASSIGN_OR_RETURN(std::unique_ptr<IoBackend> backend, ChooseBackend(tuning, nullptr, 0));
-  return CodeBlocks(RouteObjectStoreJobs(std::make_unique<Executor>(nullptr, 0, tuning, std::move(backend)), nullptr, 0),
-                    nullptr, 0);
+  auto local = std::make_unique<Executor>(nullptr, 0, tuning, std::move(backend));
+  return CodeBlocks(RouteObjectStoreJobs(std::move(local), nullptr, 0), nullptr, 0);
 }
 
 }  // namespace ckpt::io

@@ -24,8 +24,8 @@ struct TensorShard {
   uint64_t flat_start = 0;
   uint64_t flat_end = 0;
   bool allow_shape_mismatch = false;
-  bool allow_dtype_cast = false;
-  bool compress = false;  // save only: stored compressed (CKPT_SHARD_COMPRESS)  // load only: `data` takes the stored values converted to `dtype`
+  bool allow_dtype_cast = false;  // load only: `data` takes the stored values converted to `dtype`
+  bool compress = false;          // save only: stored compressed (CKPT_SHARD_COMPRESS)
   void* data = nullptr;
   uint64_t data_size = 0;
   int device = -1;  // the CUDA device holding `data`; -1: host memory

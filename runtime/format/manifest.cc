@@ -1,5 +1,7 @@
 #include "runtime/format/manifest.h"
 
+#include <algorithm>
+
 #include <capnp/message.h>
 #include <capnp/serialize.h>
 #include <kj/exception.h>
@@ -202,7 +204,7 @@ StoredBytes ToStoredBytes(schema::StoredBytes::Reader in) {
   std::vector<uint32_t> sizes;
   sizes.reserve(in.getStoredSizes().size());
   for (uint32_t size : in.getStoredSizes()) sizes.push_back(size);
-  out.stored_sizes = StoredSizes(std::move(sizes));
+  out.stored_sizes = StoredSizes(sizes);
   return out;
 }
 
@@ -374,16 +376,11 @@ std::string DescribeDataFile(const DataFileRecord& file) {
 }
 
 uint64_t StoredLength(const StoredBytes& stored) {
-  if (!IsCompressed(stored)) return stored.byte_length;
-  uint64_t length = 0;
-  for (uint32_t size : stored.stored_sizes) length += size;
-  return length;
+  return IsCompressed(stored) ? stored.stored_sizes.Before(stored.stored_sizes.size()) : stored.byte_length;
 }
 
 uint64_t StoredBlockOffset(const StoredBytes& stored, uint64_t block) {
-  uint64_t offset = stored.file_offset;
-  for (uint64_t b = 0; b < block && b < stored.stored_sizes.size(); ++b) offset += stored.stored_sizes[b];
-  return offset;
+  return stored.file_offset + stored.stored_sizes.Before(std::min<uint64_t>(block, stored.stored_sizes.size()));
 }
 
 namespace {

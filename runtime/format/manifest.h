@@ -34,34 +34,44 @@ inline constexpr char kDataDirName[] = "data";
 // Upper bound on a MANIFEST's size; a larger file is refused as hostile.
 inline constexpr uint64_t kMaxManifestBytes = 1ull << 31;
 
-// The stored size of each block of compressed bytes. Most bytes are not compressed, and a manifest holds a record
-// per chunk (140,000 for a safetensors file of many small tensors): uncompressed, it is one null pointer.
+// The stored size of each block of compressed bytes, with where each block starts past the first, so that a read of
+// any blocks finds them at once (reads in pieces of a large chunk would otherwise sum the sizes before each piece
+// again). Most bytes are not compressed, and a manifest holds a record per chunk (140,000 for a safetensors file of
+// many small tensors): uncompressed, it is one null pointer.
 class StoredSizes {
  public:
   StoredSizes() = default;
   StoredSizes(std::initializer_list<uint32_t> sizes) : StoredSizes(std::vector<uint32_t>(sizes)) {}
-  explicit StoredSizes(std::vector<uint32_t> sizes)
-      : sizes_(sizes.empty() ? nullptr : std::make_unique<std::vector<uint32_t>>(std::move(sizes))) {}
-  StoredSizes(const StoredSizes& other) : StoredSizes(other.values()) {}
+  explicit StoredSizes(const std::vector<uint32_t>& sizes) { Append(sizes.begin(), sizes.end()); }
+  StoredSizes(const StoredSizes& other) : sizes_(other.sizes_ ? std::make_unique<Sizes>(*other.sizes_) : nullptr) {}
   StoredSizes& operator=(const StoredSizes& other) { return *this = StoredSizes(other); }
   StoredSizes(StoredSizes&&) = default;
   StoredSizes& operator=(StoredSizes&&) = default;
 
-  const std::vector<uint32_t>& values() const { return sizes_ ? *sizes_ : kNone; }
+  const std::vector<uint32_t>& values() const { return sizes_ ? sizes_->sizes : kNone; }
   size_t size() const { return values().size(); }
   bool empty() const { return values().empty(); }
   uint32_t operator[](size_t i) const { return values()[i]; }
   std::vector<uint32_t>::const_iterator begin() const { return values().begin(); }
   std::vector<uint32_t>::const_iterator end() const { return values().end(); }
+  // The sum of the sizes of the blocks before `block` (at most size()).
+  uint64_t Before(size_t block) const { return block == 0 || !sizes_ ? 0 : sizes_->ends[block - 1]; }
   void Append(std::vector<uint32_t>::const_iterator first, std::vector<uint32_t>::const_iterator last) {
     if (first == last) return;
-    if (!sizes_) sizes_ = std::make_unique<std::vector<uint32_t>>();
-    sizes_->insert(sizes_->end(), first, last);
+    if (!sizes_) sizes_ = std::make_unique<Sizes>();
+    for (; first != last; ++first) {
+      sizes_->sizes.push_back(*first);
+      sizes_->ends.push_back(Before(sizes_->sizes.size() - 1) + *first);
+    }
   }
 
  private:
+  struct Sizes {
+    std::vector<uint32_t> sizes;
+    std::vector<uint64_t> ends;  // ends[b]: the sum of sizes[0..b]
+  };
   static inline const std::vector<uint32_t> kNone;
-  std::unique_ptr<std::vector<uint32_t>> sizes_;
+  std::unique_ptr<Sizes> sizes_;
 };
 
 // Where some bytes live in the data files, with their block checksums.

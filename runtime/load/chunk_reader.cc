@@ -28,7 +28,8 @@ Status ReadBlocks(CheckpointFiles& files, const StoredBytes& stored, uint64_t fi
     const uint64_t block_len = std::min(stored.block_size, end - begin - block_begin);
     if (io::Checksum(out + block_begin, block_len) != stored.block_checksums[first_block + b]) {
       const bool compressed = IsCompressed(stored);
-      const uint64_t at = compressed ? StoredBlockOffset(stored, first_block + b) : stored.file_offset + begin + block_begin;
+      const uint64_t at =
+          compressed ? StoredBlockOffset(stored, first_block + b) : stored.file_offset + begin + block_begin;
       const uint64_t length = compressed ? stored.stored_sizes[first_block + b] : block_len;
       return Corrupt(what + ": checksum mismatch in file " + files.name(stored.file_index) + ", block " +
                      std::to_string(first_block + b) + " (file bytes " + std::to_string(at) + " to " +

@@ -16,8 +16,7 @@ Status ReadStoredBlocks(const io::File& file, const StoredBytes& stored, uint64_
   thread_local io::BlockDecompressor decompressor;
   thread_local std::vector<char> buffer;
   const uint64_t at = StoredBlockOffset(stored, first_block);
-  uint64_t length = 0;
-  for (uint64_t b = first_block; b < first_block + count; ++b) length += stored.stored_sizes[b];
+  const uint64_t length = StoredBlockOffset(stored, first_block + count) - at;
   buffer.resize(length);
   RETURN_IF_ERROR(file.ReadAt(buffer.data(), length, at).WithContext(what));
   uint64_t consumed = 0;
@@ -25,8 +24,7 @@ Status ReadStoredBlocks(const io::File& file, const StoredBytes& stored, uint64_
     const uint64_t offset = b * stored.block_size;
     const uint64_t size = std::min(stored.block_size, stored.byte_length - offset);
     RETURN_IF_ERROR(decompressor.Decompress(buffer.data() + consumed, stored.stored_sizes[b], stored.byte_groups,
-                                            out + (offset - begin), size,
-                                            what + ": block " + std::to_string(b)));
+                                            out + (offset - begin), size, what + ": block " + std::to_string(b)));
     consumed += stored.stored_sizes[b];
   }
   return Status::Ok();

@@ -372,7 +372,9 @@ Status CheckIncremental(const std::string& path, const SaveSettings& settings) {
 Status CheckCompress(const std::string& path, const SaveSettings& settings) {
   if (!settings.compress) return Status::Ok();
   if (settings.in_place) return InvalidArgument("CKPT_SAVE_COMPRESS cannot be combined with CKPT_SAVE_IN_PLACE");
-  if (settings.tier != Tier::kStorage) return InvalidArgument("CKPT_SAVE_COMPRESS saves to storage only (CKPT_TIER_STORAGE)");
+  if (settings.tier != Tier::kStorage) {
+    return InvalidArgument("CKPT_SAVE_COMPRESS saves to storage only (CKPT_TIER_STORAGE)");
+  }
   if (io::IsObjectStorePath(path)) {
     return InvalidArgument("CKPT_SAVE_COMPRESS saves to a file system only, not to object storage (" + path + ")");
   }

@@ -28,7 +28,7 @@ Status DecodeStored(ByteReader& in, StoredBytes* s) {
   RETURN_IF_ERROR(in.U8(&s->byte_groups));
   std::vector<uint32_t> sizes;
   RETURN_IF_ERROR(in.U32s(&sizes, kMaxListCount));
-  s->stored_sizes = StoredSizes(std::move(sizes));
+  s->stored_sizes = StoredSizes(sizes);
   return Status::Ok();
 }
 

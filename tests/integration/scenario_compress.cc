@@ -28,8 +28,8 @@ using namespace scenario;
 
 namespace {
 
-constexpr uint64_t kWRows = 1536, kWCols = 1024;    // BF16
-constexpr uint64_t kMRows = 512, kMCols = 1024;     // F32, replicated
+constexpr uint64_t kWRows = 1536, kWCols = 1024;     // BF16
+constexpr uint64_t kMRows = 512, kMCols = 1024;      // F32, replicated
 constexpr uint64_t kIdsRows = 256, kIdsCols = 1024;  // I32
 constexpr uint64_t kCommonBytes = 96 << 10;
 
@@ -85,8 +85,8 @@ void Fill(std::vector<T>& data, const Box2& b, uint64_t cols, F value) {
 
 void Add(const Session& s, ckpt_state_t* state, const char* key, int32_t dtype, uint64_t rows, uint64_t cols,
          const Box2& b, void* data, uint32_t flags, const uint32_t* replica) {
-  AddTypedShard(s, state, key, dtype, {rows, cols}, {b.r1 - b.r0, b.c1 - b.c0}, {b.r0, b.c0}, data, b.size(), flags,
-                0, 0, replica, replica != nullptr ? 1 : 0);
+  AddTypedShard(s, state, key, dtype, {rows, cols}, {b.r1 - b.r0, b.c1 - b.c0}, {b.r0, b.c0}, data, b.size(), flags, 0,
+                0, replica, replica != nullptr ? 1 : 0);
 }
 
 // The state of `step` as saved: "w" and "ids" rows split, "m" replicated; `w_flags` on "w"'s shard.
@@ -127,7 +127,9 @@ constexpr uint64_t kRawBytes = kWBytes + kMRows * kMCols * 4 + kIdsRows * kIdsCo
 
 int SaveMode(const char* dir, const std::string& how) {
   Session s;
-  const uint64_t flags = how == "shard" ? 0 : how == "cow" ? CKPT_SAVE_COMPRESS | CKPT_SAVE_COPY_ON_WRITE : CKPT_SAVE_COMPRESS;
+  const uint64_t flags = how == "shard" ? 0
+                         : how == "cow" ? CKPT_SAVE_COMPRESS | CKPT_SAVE_COPY_ON_WRITE
+                                        : CKPT_SAVE_COMPRESS;
   Save(s, dir, 1, flags, how == "shard" ? CKPT_SHARD_COMPRESS : 0, nullptr);
   if (s.rank == 0) {
     const uint64_t bytes = DataBytes(dir);

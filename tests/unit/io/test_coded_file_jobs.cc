@@ -3,6 +3,8 @@
 // compressed write jobs store its blocks back to back and report where, reads of that layout give back the bytes
 // staged, damage is refused naming the file's stored bytes, and jobs that cannot continue a file are refused.
 #include <gtest/gtest.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
 
 #include <cstring>
 #include <filesystem>
@@ -315,6 +317,29 @@ TEST_P(CodedFileJobsTest, AContinuingJobAfterTheFinishingOneIsRefused) {
   ASSERT_TRUE(executor_->Write(Stage("f", SampleJobs()[0], true, true)).ok());
   const Result<WriteResult> next = executor_->Write(Stage("f", SampleJobs()[1], false, true));
   EXPECT_EQ(next.status().code(), Code::kInvalidArgument) << next.status().message();
+}
+
+// A full file system fails the compressed job with kNoSpace naming the file, and the file's next job is refused
+// rather than written where the failed one would have ended.
+TEST_P(CodedFileJobsTest, AFullFileSystemIsNoSpaceAndTheFilesNextJobIsRefused) {
+  const std::string mount_point = Path("small");
+  ASSERT_EQ(mkdir(mount_point.c_str(), 0700), 0);
+  if (mount("tmpfs", mount_point.c_str(), "tmpfs", 0, "size=1m") != 0) {
+    GTEST_SKIP() << "cannot mount a 1 MiB tmpfs: " << std::strerror(errno);
+  }
+  // Random bytes do not shrink: 2 MiB stored in 2 MiB, on 1 MiB.
+  WriteJob job = Stage("unused", {Piece{Pattern(2ull << 20, 7), 1}}, true, false);
+  job.path = mount_point + "/f";
+  const Result<WriteResult> written = executor_->Write(job);
+  WriteJob next = Stage("unused", {Piece{Pattern(kBlockBytes, 8), 1}}, false, true);
+  next.path = job.path;
+  const Result<WriteResult> refused = executor_->Write(next);
+  umount2(mount_point.c_str(), MNT_DETACH);
+
+  ASSERT_FALSE(written.ok());
+  EXPECT_EQ(written.status().code(), Code::kNoSpace) << written.status().message();
+  EXPECT_NE(written.status().message().find(job.path), std::string::npos) << written.status().message();
+  EXPECT_EQ(refused.status().code(), Code::kInvalidArgument) << refused.status().message();
 }
 
 TEST_P(CodedFileJobsTest, AJobWithoutAGroupingPerSegmentIsRefused) {
