@@ -328,10 +328,10 @@ TEST_P(CodedFileJobsTest, AFullFileSystemIsNoSpaceAndTheFilesNextJobIsRefused) {
     GTEST_SKIP() << "cannot mount a 1 MiB tmpfs: " << std::strerror(errno);
   }
   // Random bytes do not shrink: 2 MiB stored in 2 MiB, on 1 MiB.
-  WriteJob job = Stage("unused", {Piece{Pattern(2ull << 20, 7), 1}}, true, false);
+  WriteJob job = Stage("unused", {Piece{testing::Pattern(2ull << 20, 7), 1}}, true, false);
   job.path = mount_point + "/f";
   const Result<WriteResult> written = executor_->Write(job);
-  WriteJob next = Stage("unused", {Piece{Pattern(kBlockBytes, 8), 1}}, false, true);
+  WriteJob next = Stage("unused", {Piece{testing::Pattern(kBlockBytes, 8), 1}}, false, true);
   next.path = job.path;
   const Result<WriteResult> refused = executor_->Write(next);
   umount2(mount_point.c_str(), MNT_DETACH);
