@@ -2,6 +2,7 @@
 
 #include <fstream>
 
+#include "runtime/load/exchange_load.h"
 #include "runtime/load/load_partition.h"
 
 namespace ckpt::bench {
@@ -31,6 +32,21 @@ std::string ReadFile(const std::string& path) {
   return bytes;
 }
 
+// The rank's destinations as it registers them for its request: host memory holding each box asked for.
+std::vector<runtime::LocalPiece> PiecesOf(const runtime::LoadRequest& request) {
+  std::vector<runtime::LocalPiece> pieces;
+  for (const runtime::RequestedBox& asked : request.boxes) {
+    pieces.push_back(runtime::LocalPiece{asked.tensor, asked.box, asked.box, nullptr, -1});
+  }
+  return pieces;
+}
+
+// The transfers that take no round memory on `rank`, as its exchange lays them out (host memory, no GPU).
+runtime::Bufferless BufferlessOf(const ParallelLayout& target, int rank, const runtime::LoadPlan& view,
+                                 const runtime::Manifest& manifest) {
+  return runtime::BufferlessTransfers(view, rank, manifest, PiecesOf(RequestOf(target, rank, manifest)), -1);
+}
+
 uint32_t RoundsNeeded(const runtime::LoadPlan& view, int rank, const std::vector<uint32_t>& placed) {
   uint32_t needed = 0;
   for (size_t i = 0; i < view.reads.size(); ++i) {
@@ -45,6 +61,7 @@ LoadFigures SimulateLoad(const ParallelLayout& target, const runtime::Manifest& 
                          const std::string& inputs_path) {
   const int ranks = target.world();
   std::vector<RankWork> work(ranks);
+  std::vector<runtime::Bufferless> bufferless(ranks);
   std::vector<Messages> inbox(ranks);
   LoadFigures figures;
   for (int r = 0; r < ranks; ++r) {
@@ -86,7 +103,8 @@ LoadFigures SimulateLoad(const ParallelLayout& target, const runtime::Manifest& 
     Result<runtime::LoadPlan> view = runtime::MergeLoadPlan(ToIncoming(parts_in[r], ranks), r, manifest, AllDecoded);
     Check(view.status(), "merging");
     work[r].view = std::move(view).value();
-    std::vector<std::string> shares = runtime::ReaderShares(work[r].view, r, kRoundBytes);
+    bufferless[r] = BufferlessOf(target, r, work[r].view, manifest);
+    std::vector<std::string> shares = runtime::ReaderShares(work[r].view, r, kRoundBytes, bufferless[r]);
     work[r].steps[2] = Since(start);
     for (int to = 0; to < ranks; ++to) {
       if (shares[to].empty()) continue;
@@ -101,7 +119,8 @@ LoadFigures SimulateLoad(const ParallelLayout& target, const runtime::Manifest& 
   for (int r = 0; r < ranks; ++r) {
     const Clock::time_point start = Clock::now();
     Result<std::vector<uint32_t>> placed =
-        runtime::PlaceOwnReads(work[r].view, r, ToIncoming(shares_in[r], ranks), kRoundBytes);
+        runtime::PlaceOwnReads(work[r].view, r, ToIncoming(shares_in[r], ranks), kRoundBytes, bufferless[r]);
+    bufferless[r] = {};
     Check(placed.status(), "placing reads");
     std::vector<std::string> transfer_rounds = runtime::TransferRounds(work[r].view, r, *placed);
     work[r].steps[3] = Since(start);
@@ -171,9 +190,10 @@ int ReplayLoad(const ParallelLayout& target, int rank, uint32_t round_count, con
   Result<runtime::LoadPlan> view =
       runtime::MergeLoadPlan(ToIncoming(std::move(inputs[kParts]), ranks), rank, manifest, decode_chunks);
   Check(view.status(), "merging");
-  (void)runtime::ReaderShares(*view, rank, kRoundBytes);
+  const runtime::Bufferless bufferless = runtime::BufferlessTransfers(*view, rank, manifest, PiecesOf(mine), -1);
+  (void)runtime::ReaderShares(*view, rank, kRoundBytes, bufferless);
   Result<std::vector<uint32_t>> placed =
-      runtime::PlaceOwnReads(*view, rank, ToIncoming(std::move(inputs[kReaderShares]), ranks), kRoundBytes);
+      runtime::PlaceOwnReads(*view, rank, ToIncoming(std::move(inputs[kReaderShares]), ranks), kRoundBytes, bufferless);
   Check(placed.status(), "placing");
   (void)runtime::TransferRounds(*view, rank, *placed);
   Result<std::vector<runtime::LoadPlan>> cut = runtime::CutIntoRounds(

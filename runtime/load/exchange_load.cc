@@ -10,9 +10,11 @@
 #include <map>
 #include <memory>
 #include <new>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
+#include <utility>
 
 #include "common/bytes.h"
 #include "common/fault_injection.h"
@@ -39,6 +41,58 @@ void ForEachDestination(const PiecesByTensor& pieces, uint32_t tensor, const Box
   }
 }
 
+PiecesByTensor ByTensor(const std::vector<LocalPiece>& pieces) {
+  PiecesByTensor by_tensor;
+  for (const LocalPiece& piece : pieces) by_tensor[piece.tensor].push_back(&piece);
+  return by_tensor;
+}
+
+// Where a transfer can be received in place: its region lies in one registered piece only, whole and in one
+// contiguous run, in the memory the plane moves (host memory, or device memory of the plane's `device`). The piece,
+// and the run's offset in it.
+std::optional<std::pair<const LocalPiece*, uint64_t>> InPlaceRun(const LoadPlan& plan, const Manifest& manifest,
+                                                                 const PiecesByTensor& pieces, int device,
+                                                                 const Transfer& t) {
+  const uint32_t tensor = plan.reads[t.read].tensor;
+  const LocalPiece* only = nullptr;
+  int overlapping = 0;
+  ForEachDestination(pieces, tensor, t.region, [&](const LocalPiece& piece, const Box& part) {
+    ++overlapping;
+    if (part == t.region) only = &piece;
+  });
+  if (overlapping != 1 || only == nullptr || only->device != device) return std::nullopt;
+  uint64_t offset = 0;
+  int runs = 0;
+  ForEachRun(t.region, only->box, t.region, DTypeSize(manifest.tensors[tensor].dtype),
+             [&](uint64_t, uint64_t dst_offset, uint64_t) {
+               ++runs;
+               offset = dst_offset;
+             });
+  if (runs != 1) return std::nullopt;
+  return std::make_pair(only, offset);
+}
+
+// Read -> the regions its local copies fill on `rank`, where `rank` reads it.
+std::multimap<size_t, const Box*> KeptRegions(const LoadPlan& plan, int rank) {
+  std::multimap<size_t, const Box*> kept;
+  for (const Transfer& copy : plan.local_copies) {
+    if (plan.reads[copy.read].reader == rank) kept.emplace(copy.read, &copy.region);
+  }
+  return kept;
+}
+
+// Whether a transfer `rank` sends can be sent from its own destination: a local copy of the same read fills the
+// whole region there (before the exchange, as reads that feed sends run first), in one contiguous run of memory the
+// plane moves.
+bool SentFromKept(const LoadPlan& plan, const Manifest& manifest, const PiecesByTensor& pieces, int device,
+                  const Transfer& t, const std::multimap<size_t, const Box*>& kept_regions) {
+  const auto [first, last] = kept_regions.equal_range(t.read);
+  for (auto it = first; it != last; ++it) {
+    if (Contains(*it->second, t.region)) return InPlaceRun(plan, manifest, pieces, device, t).has_value();
+  }
+  return false;
+}
+
 // Bounds of a round's reads and of its exchange buffers (each).
 constexpr uint64_t kMinRoundBytes = 64ull << 20;
 constexpr uint64_t kMaxRoundBytes = 128ull << 20;
@@ -60,12 +114,14 @@ Result<std::string> MostRounds(std::vector<std::string> payloads) {
 
 // This rank's rounds of the job's plan (runtime/load/load_partition.h), planned with the other ranks unless every rank
 // still holds the plan of `verdict.plan_key`. Every step that can fail on one rank is agreed, so that all ranks stop
-// together.
+// together. Rounds bound what takes memory, as `pieces` on the plane's `device` tell (BufferlessTransfers); a reused
+// plan was made for the same boxes, and pieces that moved to another device change only the memory a round takes.
 Result<std::shared_ptr<const std::vector<LoadPlan>>> RoundsFor(Context& ctx, LoadPlanCache& cache,
                                                                const Manifest& manifest,
                                                                const ChunkDecoder& decode_chunks,
                                                                const LoadRequest& mine, const LoadVerdict& verdict,
-                                                               const FileHolders* holders, uint64_t max_round_bytes) {
+                                                               const FileHolders* holders, uint64_t max_round_bytes,
+                                                               const std::vector<LocalPiece>& pieces, int device) {
   if (verdict.reuse_plan && cache.key == verdict.plan_key && cache.rounds) return cache.rounds;
   cache = LoadPlanCache{};
   coll::ControlPlane& control = ctx.control();
@@ -79,9 +135,10 @@ Result<std::shared_ptr<const std::vector<LoadPlan>>> RoundsFor(Context& ctx, Loa
   Result<LoadPlan> view = MergeLoadPlan(routed, ctx.rank(), manifest, decode_chunks);
   routed = {};
   RETURN_IF_ERROR(Agree(control, "load (plan parts)", view.status()));
-  ASSIGN_OR_RETURN(std::vector<std::string> counts,
-                   control.AllToAllV(ReaderShares(*view, ctx.rank(), max_round_bytes), control.timeout()));
-  Result<std::vector<uint32_t>> placed = PlaceOwnReads(*view, ctx.rank(), counts, max_round_bytes);
+  const Bufferless bufferless = BufferlessTransfers(*view, ctx.rank(), manifest, pieces, device);
+  std::vector<std::string> offered = ReaderShares(*view, ctx.rank(), max_round_bytes, bufferless);
+  ASSIGN_OR_RETURN(std::vector<std::string> shares, control.AllToAllV(std::move(offered), control.timeout()));
+  Result<std::vector<uint32_t>> placed = PlaceOwnReads(*view, ctx.rank(), shares, max_round_bytes, bufferless);
   uint32_t needed = 0;
   if (placed.ok()) {
     for (size_t i = 0; i < view->reads.size(); ++i) {
@@ -232,7 +289,7 @@ class Round {
   Status Prepare() {
     SlotLayout layout;
     std::vector<ChunkFetch> fetches;
-    std::multimap<size_t, const Box*> kept_regions;  // read -> the regions its local copies fill on this rank
+    const std::multimap<size_t, const Box*> kept_regions = KeptRegions(plan_, ctx_.rank());
     std::map<size_t, size_t> fetch_of_read;
     auto fetch_for = [&](size_t read) -> ChunkFetch& {
       auto [it, added] = fetch_of_read.emplace(read, fetches.size());
@@ -244,7 +301,6 @@ class Round {
     };
     for (const Transfer& copy : plan_.local_copies) {
       if (plan_.reads[copy.read].reader != ctx_.rank()) continue;
-      kept_regions.emplace(copy.read, &copy.region);
       ForEachDestination(
           pieces_, plan_.reads[copy.read].tensor, copy.region, [&](const LocalPiece& piece, const Box& part) {
             fetch_for(copy.read).consumers.push_back(ChunkConsumer{part, piece.dst, piece.box, piece.device});
@@ -346,38 +402,18 @@ class Round {
     counters_.bytes_received += bytes;
   }
 
-  // Where a transfer this rank sends can be sent from: its own destination, when a local copy of the same read fills
-  // the whole region there (before the exchange, as reads that feed sends run first) in one contiguous run of memory
-  // the plane moves (`kept_regions`: read -> the regions its local copies fill). The read then needs no send buffer,
-  // and with its destination as its only consumer it can be read straight there (a replicated tensor's share: one copy
-  // less, and none through the staging arena).
+  // Where a transfer this rank sends can be sent from: its own destination (SentFromKept). The read then needs no
+  // send buffer, and with its destination as its only consumer it can be read straight there (a replicated tensor's
+  // share: one copy less, and none through the staging arena).
   const char* KeptDestination(const Transfer& t, const std::multimap<size_t, const Box*>& kept_regions) const {
-    const auto [first, last] = kept_regions.equal_range(t.read);
-    for (auto it = first; it != last; ++it) {
-      if (Contains(*it->second, t.region)) return InPlaceDestination(t);
-    }
-    return nullptr;
+    if (!SentFromKept(plan_, manifest_, pieces_, exchange_.device, t, kept_regions)) return nullptr;
+    return InPlaceDestination(t);
   }
 
-  // Where a transfer can be received in place: its region lies in one registered piece only, whole and in one
-  // contiguous run, in the memory the plane moves (host memory, or device memory of the plane's device).
+  // Where a transfer can be received in place (InPlaceRun), or null.
   char* InPlaceDestination(const Transfer& t) const {
-    const uint32_t tensor = plan_.reads[t.read].tensor;
-    const LocalPiece* only = nullptr;
-    int overlapping = 0;
-    ForEachDestination(pieces_, tensor, t.region, [&](const LocalPiece& piece, const Box& part) {
-      ++overlapping;
-      if (part == t.region) only = &piece;
-    });
-    if (overlapping != 1 || only == nullptr || only->device != exchange_.device) return nullptr;
-    char* destination = nullptr;
-    int runs = 0;
-    ForEachRun(t.region, only->box, t.region, DTypeSize(manifest_.tensors[tensor].dtype),
-               [&](uint64_t, uint64_t dst_offset, uint64_t) {
-                 ++runs;
-                 destination = only->dst + dst_offset;
-               });
-    return runs == 1 ? destination : nullptr;
+    const auto run = InPlaceRun(plan_, manifest_, pieces_, exchange_.device, t);
+    return run ? run->first->dst + run->second : nullptr;
   }
 
   Status ExchangeAndUnpack() {
@@ -472,6 +508,23 @@ Status DecodeChunksOfCachedPlan(int rank, const LoadPlanCache& cache, const Mani
   return decode_chunks(tensors);
 }
 
+Bufferless BufferlessTransfers(const LoadPlan& view, int rank, const Manifest& manifest,
+                               const std::vector<LocalPiece>& pieces, int device) {
+  const PiecesByTensor by_tensor = ByTensor(pieces);
+  const std::multimap<size_t, const Box*> kept_regions = KeptRegions(view, rank);
+  Bufferless bufferless(view.transfers.size(), false);
+  for (size_t i = 0; i < view.transfers.size(); ++i) {
+    const Transfer& t = view.transfers[i];
+    if (t.bytes < view.separate_bytes) continue;  // packed with the pair's other small transfers
+    if (t.consumer == rank) {
+      bufferless[i] = InPlaceRun(view, manifest, by_tensor, device, t).has_value();
+    } else if (view.reads[t.read].reader == rank) {
+      bufferless[i] = SentFromKept(view, manifest, by_tensor, device, t, kept_regions);
+    }
+  }
+  return bufferless;
+}
+
 Result<ExchangeCounters> ExchangeLoad(Context& ctx, LoadPlanCache& plans, const ExchangePlane& plane,
                                       const std::string& path, const Manifest& manifest,
                                       const ChunkDecoder& decode_chunks, const LoadRequest& mine,
@@ -482,12 +535,12 @@ Result<ExchangeCounters> ExchangeLoad(Context& ctx, LoadPlanCache& plans, const 
   // are in flight at once), committed once per load and reused round after round. Rounds are capped so that a load
   // commits a bounded amount of exchange memory, not one in proportion to the arena: committing fresh pages costs
   // about as much as copying into them.
-  const uint64_t budget = fault::LoadRoundBytes(
-      std::min(std::max<uint64_t>(ctx.arena().capacity(), kMinRoundBytes), kMaxRoundBytes));
-  ASSIGN_OR_RETURN(std::shared_ptr<const std::vector<LoadPlan>> rounds,
-                   RoundsFor(ctx, plans, manifest, decode_chunks, mine, verdict, holders, budget));
-  PiecesByTensor by_tensor;
-  for (const LocalPiece& piece : pieces) by_tensor[piece.tensor].push_back(&piece);
+  const uint64_t budget =
+      fault::LoadRoundBytes(std::min(std::max<uint64_t>(ctx.arena().capacity(), kMinRoundBytes), kMaxRoundBytes));
+  ASSIGN_OR_RETURN(
+      std::shared_ptr<const std::vector<LoadPlan>> rounds,
+      RoundsFor(ctx, plans, manifest, decode_chunks, mine, verdict, holders, budget, pieces, plane.device));
+  const PiecesByTensor by_tensor = ByTensor(pieces);
   // Rounds overlap: while round r exchanges, round r + 1 reads what it will send, into the other of two blocks of
   // round memory (round r + 2 reuses r's once r has ended). Every rank agrees after a round's reads and after its
   // exchange, so that a failure anywhere stops every rank at the same point and no rank waits on a peer that has

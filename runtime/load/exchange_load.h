@@ -15,6 +15,7 @@
 #include "runtime/core/context.h"
 #include "runtime/format/manifest.h"
 #include "runtime/load/load_agreement.h"
+#include "runtime/load/load_partition.h"
 #include "runtime/load/load_plan.h"
 
 namespace ckpt::runtime {
@@ -61,6 +62,14 @@ struct LoadPlanCache {
 // step.
 Status DecodeChunksOfCachedPlan(int rank, const LoadPlanCache& cache, const Manifest& manifest,
                                 const ChunkDecoder& decode_chunks);
+
+// The transfers of `view` that take no round memory on `rank` (runtime/load/load_partition.h: Bufferless), as a round
+// of the exchange lays them out: a large transfer (LoadPlan::separate_bytes) that `rank` receives whole and in one
+// contiguous run into one of its `pieces` in the memory the plane moves (host memory where `device` is -1, else that
+// CUDA device's), or one it sends from where a local copy of the same read put the whole region so. Depends on the
+// pieces' boxes and devices, not on where their memory lies.
+Bufferless BufferlessTransfers(const LoadPlan& view, int rank, const Manifest& manifest,
+                               const std::vector<LocalPiece>& pieces, int device);
 
 // Collective over `plane`, the same on every rank. `mine` is this rank's request; `verdict` the load's agreed start
 // (runtime/load/load_agreement.h): the plan is made by the tensors' owners (runtime/load/load_partition.h), who decode

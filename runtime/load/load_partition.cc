@@ -127,6 +127,17 @@ std::vector<uint32_t> RequestedTensors(const std::vector<LoadRequest>& requests)
   return tensors;
 }
 
+bool IsBufferless(const Bufferless& bufferless, size_t transfer) { return !bufferless.empty() && bufferless[transfer]; }
+
+// The pair's in-place flags as a share message carries them: one bit per transfer, in the pair's order.
+std::string PackFlags(const std::vector<bool>& flags) {
+  std::string bits((flags.size() + 7) / 8, '\0');
+  for (size_t i = 0; i < flags.size(); ++i) {
+    if (flags[i]) bits[i / 8] = static_cast<char>(bits[i / 8] | (1 << (i % 8)));
+  }
+  return bits;
+}
+
 }  // namespace
 
 std::vector<std::string> PartitionLoadRequest(const LoadRequest& mine, const Manifest& manifest, int world_size) {
@@ -280,34 +291,67 @@ Result<LoadPlan> MergeLoadPlan(const std::vector<std::string>& incoming, int ran
   return view;
 }
 
-std::vector<std::string> ReaderShares(const LoadPlan& view, int rank, uint64_t max_bytes) {
+std::vector<std::string> ReaderShares(const LoadPlan& view, int rank, uint64_t max_bytes,
+                                      const Bufferless& bufferless) {
   const uint64_t pool = max_bytes / 3;
   std::map<int, uint64_t> from;
+  std::map<int, std::vector<bool>> in_place;  // by reader, in the pair's order
   uint64_t total = 0;
-  for (const Transfer& t : view.transfers) {
+  for (size_t i = 0; i < view.transfers.size(); ++i) {
+    const Transfer& t = view.transfers[i];
     if (t.consumer != rank) continue;
-    from[view.reads[t.read].reader] += TransferBufferBytes(view, t);
+    const int reader = view.reads[t.read].reader;
+    const bool bufferless_here = IsBufferless(bufferless, i);
+    in_place[reader].push_back(bufferless_here);
+    if (bufferless_here) continue;
+    from[reader] += TransferBufferBytes(view, t);
     total += TransferBufferBytes(view, t);
   }
   std::vector<std::string> messages(view.read_bytes_per_rank.size());
-  for (const auto& [reader, bytes] : from) {
+  for (const auto& [reader, flags] : in_place) {
     // What fits in two thirds of the bound comes at once. Otherwise each reader gets the larger of an equal part of a
     // third and a part of another third in proportion to what it sends: a reader sending much needs no more rounds
     // than the others, one sending many small pieces is not held to one a round. The shares add up to at most two
     // thirds of the bound.
-    const uint64_t proportional = static_cast<uint64_t>(static_cast<double>(pool) * bytes / total);
+    const uint64_t bytes = from.count(reader) ? from.at(reader) : 0;
+    const uint64_t proportional = total == 0 ? 0 : static_cast<uint64_t>(static_cast<double>(pool) * bytes / total);
     const uint64_t share = total <= 2 * pool ? bytes : std::max<uint64_t>({1, proportional, pool / from.size()});
     ByteWriter w;
     w.U64(share);
+    w.Bytes(PackFlags(flags));
     messages[reader] = w.Take();
   }
   return messages;
 }
 
 Result<std::vector<uint32_t>> PlaceOwnReads(const LoadPlan& view, int rank,
-                                            const std::vector<std::string>& reader_shares, uint64_t max_bytes) {
+                                            const std::vector<std::string>& reader_shares, uint64_t max_bytes,
+                                            const Bufferless& bufferless) {
   // A third of the bound for this rank's send buffers; ReaderShares gives its receive buffers the rest.
   const uint64_t send_bound = max_bytes / 3;
+  // Each consumer's share and in-place bits, and how many of this rank's transfers to it have been taken.
+  struct ConsumerTerms {
+    uint64_t share = 0;
+    std::string in_place;
+    size_t taken = 0;
+  };
+  std::map<int, ConsumerTerms> terms;
+  std::map<int, size_t> transfers_to;
+  for (const Transfer& t : view.transfers) {
+    if (view.reads[t.read].reader == rank) ++transfers_to[t.consumer];
+  }
+  for (const auto& [consumer, count] : transfers_to) {
+    const std::string source = "receive share from rank " + std::to_string(consumer);
+    ByteReader in(reader_shares[consumer], source);
+    ConsumerTerms& c = terms[consumer];
+    RETURN_IF_ERROR(in.U64(&c.share));
+    RETURN_IF_ERROR(in.Bytes(&c.in_place));
+    RETURN_IF_ERROR(in.ExpectDone());
+    if (c.in_place.size() != (count + 7) / 8) {
+      return Corrupt(source + " names " + std::to_string(c.in_place.size()) + " bytes of in-place flags for the " +
+                     std::to_string(count) + " transfers this rank sends it");
+    }
+  }
   // What each of this rank's reads costs it (send buffers: a separate region once whatever its consumers) and each
   // consumer (receive buffers).
   struct Cost {
@@ -316,12 +360,16 @@ Result<std::vector<uint32_t>> PlaceOwnReads(const LoadPlan& view, int rank,
   };
   std::vector<Cost> costs(view.reads.size());
   std::vector<std::vector<Box>> sent_alone(view.reads.size());
-  std::map<int, uint64_t> share;  // each consumer's bound on what this rank sends it in a round
-  for (const Transfer& t : view.transfers) {
+  for (size_t i = 0; i < view.transfers.size(); ++i) {
+    const Transfer& t = view.transfers[i];
     if (view.reads[t.read].reader != rank) continue;
-    const bool alone = t.bytes >= view.separate_bytes;
+    ConsumerTerms& c = terms[t.consumer];
+    const size_t bit = c.taken++;
+    const bool received_in_place = (c.in_place[bit / 8] >> (bit % 8)) & 1;
     const uint64_t bytes = TransferBufferBytes(view, t);
-    costs[t.read].to[t.consumer] += bytes;
+    if (!received_in_place) costs[t.read].to[t.consumer] += bytes;
+    if (IsBufferless(bufferless, i)) continue;
+    const bool alone = t.bytes >= view.separate_bytes;
     std::vector<Box>& sent = sent_alone[t.read];
     if (!alone) {
       costs[t.read].send += bytes;
@@ -329,10 +377,6 @@ Result<std::vector<uint32_t>> PlaceOwnReads(const LoadPlan& view, int rank,
       sent.push_back(t.region);
       costs[t.read].send += bytes;
     }
-    if (share.count(t.consumer)) continue;
-    ByteReader in(reader_shares[t.consumer], "receive share from rank " + std::to_string(t.consumer));
-    RETURN_IF_ERROR(in.U64(&share[t.consumer]));
-    RETURN_IF_ERROR(in.ExpectDone());
   }
   std::vector<size_t> order;
   for (size_t i = 0; i < view.reads.size(); ++i) {
@@ -353,7 +397,7 @@ Result<std::vector<uint32_t>> PlaceOwnReads(const LoadPlan& view, int rank,
     if (used.send > 0 && used.send + cost.send > send_bound) return false;
     for (const auto& [consumer, bytes] : cost.to) {
       auto it = used.to.find(consumer);
-      if (it != used.to.end() && it->second + bytes > share[consumer]) return false;
+      if (it != used.to.end() && it->second + bytes > terms[consumer].share) return false;
     }
     return true;
   };

@@ -45,15 +45,27 @@ Result<std::vector<std::string>> PlanOwnedTensors(const std::vector<std::string>
 Result<LoadPlan> MergeLoadPlan(const std::vector<std::string>& incoming, int rank, const Manifest& manifest,
                                const ChunkDecoder& decode_chunks);
 
-// Step 4a, consumer: to each rank that sends it anything, the bytes that rank may send it in one round; `max_bytes`
-// is the memory bound of a round.
-std::vector<std::string> ReaderShares(const LoadPlan& view, int rank, uint64_t max_bytes);
+// Which transfers of a view take no round memory on this rank, by index into view.transfers: true where the
+// exchange receives the transfer straight into this rank's destination, or sends it from where this rank's own
+// copy of the region already lies (runtime/load/exchange_load.h: BufferlessTransfers). Rounds bound only what takes
+// memory, so that a replicated tensor received in place by every data-parallel rank does not multiply the rounds.
+// Empty: every transfer takes a buffer.
+using Bufferless = std::vector<bool>;
+
+// Step 4a, consumer: to each rank that sends it anything, the bytes that rank may send it in one round, counting
+// only the transfers `bufferless` does not name, and which of that rank's transfers to it (in the pair's order) it
+// receives in place; `max_bytes` is the memory bound of a round.
+std::vector<std::string> ReaderShares(const LoadPlan& view, int rank, uint64_t max_bytes,
+                                      const Bufferless& bufferless = {});
 
 // Step 4b, reader: the round of each of this rank's reads (indexed as view.reads; other readers' reads get 0),
-// given what each consumer sent in step 4a. A read that alone exceeds a bound gets a round where it adds to nothing
-// else of what that bound limits.
+// given what each consumer sent in step 4a; transfers its consumer receives in place, or that `bufferless` says this
+// rank sends from its own destination, cost no round memory. A read that alone exceeds a bound gets a round where it
+// adds to nothing else of what that bound limits. kCorrupt naming the consumer for a share that does not match the
+// view.
 Result<std::vector<uint32_t>> PlaceOwnReads(const LoadPlan& view, int rank,
-                                            const std::vector<std::string>& reader_shares, uint64_t max_bytes);
+                                            const std::vector<std::string>& reader_shares, uint64_t max_bytes,
+                                            const Bufferless& bufferless = {});
 
 // Step 4c, reader: to each consumer, the rounds of the transfers it sends it, in the pair's order.
 std::vector<std::string> TransferRounds(const LoadPlan& view, int rank, const std::vector<uint32_t>& round_of_read);

@@ -268,6 +268,86 @@ TEST(LoadPartitionTest, EveryPairSeesItsTransfersAlikeInEveryRoundWithinItsShare
   EXPECT_GT(trials_of_several_rounds, 10) << "the bounds are small enough to need several rounds in most jobs";
 }
 
+// Steps 4a and 4b for every rank of a job: the rounds the readers need, with `bufferless[r]` on rank r.
+uint32_t RoundsNeeded(const std::vector<LoadPlan>& views, uint64_t bound, const std::vector<Bufferless>& bufferless) {
+  const int world = static_cast<int>(views.size());
+  std::vector<std::vector<std::string>> shares_to(world, std::vector<std::string>(world));
+  for (int c = 0; c < world; ++c) {
+    std::vector<std::string> shares = ReaderShares(views[c], c, bound, bufferless[c]);
+    for (int p = 0; p < world; ++p) shares_to[p][c] = std::move(shares[p]);
+  }
+  uint32_t rounds = 0;
+  for (int p = 0; p < world; ++p) {
+    Result<std::vector<uint32_t>> own = PlaceOwnReads(views[p], p, shares_to[p], bound, bufferless[p]);
+    EXPECT_TRUE(own.ok()) << own.status().message();
+    if (!own.ok()) return 0;
+    for (size_t i = 0; i < views[p].reads.size(); ++i) {
+      if (views[p].reads[i].reader == p) rounds = std::max(rounds, (*own)[i] + 1);
+    }
+  }
+  return rounds;
+}
+
+// Where every rank receives each transfer in place and sends each from its own copy, no transfer takes round
+// memory and every read fits the first round, though the same jobs with buffers need several.
+TEST(LoadPartitionTest, TransfersThatTakeNoBufferTakeNoShareOfARound) {
+  Rng rng(13);
+  int trials_of_several_rounds = 0;
+  for (int trial = 0; trial < 40; ++trial) {
+    const int world = static_cast<int>(Uniform(rng, 2, 7));
+    std::vector<LoadPlan> views = Views(RandomJob(rng, world));
+    for (LoadPlan& view : views) view.separate_bytes = 1;  // every transfer a message of its own, as large ones are
+    const uint64_t bound = Uniform(rng, 1, 12) * 512;
+    const uint32_t buffered = RoundsNeeded(views, bound, std::vector<Bufferless>(world));
+    trials_of_several_rounds += buffered > 1 ? 1 : 0;
+    std::vector<Bufferless> none_buffered(world);
+    for (int r = 0; r < world; ++r) none_buffered[r].assign(views[r].transfers.size(), true);
+    EXPECT_LE(RoundsNeeded(views, bound, none_buffered), 1u)
+        << "trial " << trial << " (" << buffered << " rounds with buffers)";
+    // Received in place only: the readers' send buffers still bound their rounds, the consumers' shares no more.
+    std::vector<Bufferless> received_in_place(world);
+    for (int r = 0; r < world; ++r) {
+      for (const Transfer& t : views[r].transfers) received_in_place[r].push_back(t.consumer == r);
+    }
+    EXPECT_LE(RoundsNeeded(views, bound, received_in_place), buffered) << "trial " << trial;
+  }
+  EXPECT_GT(trials_of_several_rounds, 10) << "the bounds are small enough to need several rounds in most jobs";
+}
+
+// A share whose in-place flags do not cover the transfers the reader sends that consumer is refused, naming it.
+TEST(LoadPartitionTest, AShareWithTheWrongNumberOfInPlaceFlagsIsRefusedNamingItsConsumer) {
+  Rng rng(17);
+  for (int trial = 0; trial < 40; ++trial) {
+    const int world = static_cast<int>(Uniform(rng, 2, 7));
+    const std::vector<LoadPlan> views = Views(RandomJob(rng, world));
+    for (int c = 0; c < world; ++c) {
+      std::vector<std::string> shares = ReaderShares(views[c], c, 4096);
+      for (int p = 0; p < world; ++p) {
+        if (p == c || shares[p].empty()) continue;
+        std::vector<std::string> to_reader(world);
+        for (int other = 0; other < world; ++other) {
+          if (other != p) to_reader[other] = ReaderShares(views[other], other, 4096)[p];
+        }
+        ByteReader in(shares[p], "share");
+        uint64_t share = 0;
+        std::string flags;
+        ASSERT_TRUE(in.U64(&share).ok());
+        ASSERT_TRUE(in.Bytes(&flags).ok());
+        ByteWriter wrong;
+        wrong.U64(share);
+        wrong.Bytes(flags + '\0');
+        to_reader[c] = wrong.Take();
+        Result<std::vector<uint32_t>> placed = PlaceOwnReads(views[p], p, to_reader, 4096);
+        EXPECT_EQ(placed.status().code(), Code::kCorrupt) << "trial " << trial;
+        EXPECT_NE(placed.status().message().find("from rank " + std::to_string(c)), std::string::npos)
+            << placed.status().message();
+        return;
+      }
+    }
+  }
+  ADD_FAILURE() << "no trial had a consumer receive from another rank";
+}
+
 TEST(LoadPartitionTest, EachRankDecodesTheChunksOfTheTensorsItPlansOrReadsAndNoOthers) {
   Rng rng(11);
   for (int trial = 0; trial < 40; ++trial) {

@@ -1,0 +1,69 @@
+// Which transfers take no round memory (runtime/load/exchange_load.h: BufferlessTransfers), as a round of the exchange
+// lays them out: large ones received whole and contiguously into one destination piece of the plane's memory, and
+// large ones sent from where the reader's own copy of the region lies; never a small (packed) transfer, a region
+// that spans rows of a wider piece, two pieces, or a piece on another device.
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "runtime/load/exchange_load.h"
+#include "tests/unit/load/load_plan_testing.h"
+
+namespace ckpt::runtime {
+namespace {
+
+constexpr uint64_t kRows = 8, kCols = 1024;  // F32: 4 KiB a row
+
+// Tensor "w" of kRows x kCols stored whole, read by rank 0 in one read; transfers of it go to rank 1.
+struct Plan {
+  Manifest manifest = WithTensors({Stored("w", {kRows, kCols}, {Box{{0, 0}, {kRows, kCols}}}, 1 << 20)});
+  LoadPlan view;
+
+  Plan() {
+    view.reads.push_back(ChunkRead{0, 0, 0, 0, 1, kRows * kCols * 4});
+    view.read_bytes_per_rank = {kRows * kCols * 4, 0};
+    view.separate_bytes = 8 << 10;  // two rows
+  }
+  void Send(int consumer, const Box& region) {
+    view.transfers.push_back(Transfer{0, consumer, region, region.volume() * 4});
+  }
+  void Keep(const Box& region) { view.local_copies.push_back(Transfer{0, 0, region, region.volume() * 4}); }
+};
+
+LocalPiece Piece(const Box& box, int device = -1) { return LocalPiece{0, box, box, nullptr, device}; }
+
+TEST(BufferlessTransfersTest, ALargeRegionThatLandsContiguouslyInOnePieceIsReceivedInPlace) {
+  Plan plan;
+  plan.Send(1, Box{{0, 0}, {4, kCols}});      // four whole rows of the piece below: one run
+  plan.Send(1, Box{{4, 0}, {4, kCols / 2}});  // half rows: four runs
+  plan.Send(1, Box{{0, 0}, {1, kCols}});      // one row: under separate_bytes, packed with the pair's others
+  const std::vector<LocalPiece> pieces{Piece(Box{{0, 0}, {kRows, kCols}})};
+  EXPECT_EQ(BufferlessTransfers(plan.view, 1, plan.manifest, pieces, -1), (Bufferless{true, false, false}));
+  // The reader's side of the same transfers: it holds no copy of them, so each is sent from a buffer.
+  EXPECT_EQ(BufferlessTransfers(plan.view, 0, plan.manifest, pieces, -1), (Bufferless{false, false, false}));
+}
+
+TEST(BufferlessTransfersTest, ARegionAcrossTwoPiecesOrInAnotherDevicesMemoryIsBuffered) {
+  Plan plan;
+  plan.Send(1, Box{{0, 0}, {4, kCols}});
+  const std::vector<LocalPiece> split{Piece(Box{{0, 0}, {2, kCols}}), Piece(Box{{2, 0}, {6, kCols}})};
+  EXPECT_EQ(BufferlessTransfers(plan.view, 1, plan.manifest, split, -1), (Bufferless{false}));
+  const std::vector<LocalPiece> on_device{Piece(Box{{0, 0}, {kRows, kCols}}, 0)};
+  EXPECT_EQ(BufferlessTransfers(plan.view, 1, plan.manifest, on_device, -1), (Bufferless{false}));
+  EXPECT_EQ(BufferlessTransfers(plan.view, 1, plan.manifest, on_device, 0), (Bufferless{true}));
+}
+
+TEST(BufferlessTransfersTest, ARegionTheReaderKeepsWholeInOneRunIsSentFromItsOwnCopy) {
+  Plan plan;
+  plan.Keep(Box{{0, 0}, {kRows, kCols}});
+  plan.Send(1, Box{{0, 0}, {4, kCols}});
+  plan.Send(1, Box{{4, 0}, {4, kCols / 2}});
+  const std::vector<LocalPiece> whole{Piece(Box{{0, 0}, {kRows, kCols}})};
+  EXPECT_EQ(BufferlessTransfers(plan.view, 0, plan.manifest, whole, -1), (Bufferless{true, false}));
+  // Without the local copy the reader holds nothing to send from, whatever its pieces.
+  plan.view.local_copies.clear();
+  EXPECT_EQ(BufferlessTransfers(plan.view, 0, plan.manifest, whole, -1), (Bufferless{false, false}));
+}
+
+}  // namespace
+}  // namespace ckpt::runtime
