@@ -138,6 +138,26 @@ std::string PackFlags(const std::vector<bool>& flags) {
   return bits;
 }
 
+// What each read of `rank` takes in its send buffers (by index into view.reads; 0 for other readers' reads): its
+// small transfers each, and each large region once whatever the number of its consumers, unless `bufferless` says it
+// is sent from this rank's own copy.
+std::vector<uint64_t> SendCosts(const LoadPlan& view, int rank, const Bufferless& bufferless) {
+  std::vector<uint64_t> send(view.reads.size(), 0);
+  std::vector<std::vector<Box>> sent_alone(view.reads.size());
+  for (size_t i = 0; i < view.transfers.size(); ++i) {
+    const Transfer& t = view.transfers[i];
+    if (view.reads[t.read].reader != rank || IsBufferless(bufferless, i)) continue;
+    std::vector<Box>& sent = sent_alone[t.read];
+    if (t.bytes < view.separate_bytes) {
+      send[t.read] += TransferBufferBytes(view, t);
+    } else if (std::find(sent.begin(), sent.end(), t.region) == sent.end()) {
+      sent.push_back(t.region);
+      send[t.read] += TransferBufferBytes(view, t);
+    }
+  }
+  return send;
+}
+
 }  // namespace
 
 std::vector<std::string> PartitionLoadRequest(const LoadRequest& mine, const Manifest& manifest, int world_size) {
@@ -293,7 +313,11 @@ Result<LoadPlan> MergeLoadPlan(const std::vector<std::string>& incoming, int ran
 
 std::vector<std::string> ReaderShares(const LoadPlan& view, int rank, uint64_t max_bytes,
                                       const Bufferless& bufferless) {
-  const uint64_t pool = max_bytes / 3;
+  // The bound less what this rank's own sends may take in a round (PlaceOwnReads holds them to a third of it), in
+  // two halves.
+  uint64_t sending = 0;
+  for (uint64_t bytes : SendCosts(view, rank, bufferless)) sending += bytes;
+  const uint64_t pool = (max_bytes - std::min(sending, max_bytes / 3)) / 2;
   std::map<int, uint64_t> from;
   std::map<int, std::vector<bool>> in_place;  // by reader, in the pair's order
   uint64_t total = 0;
@@ -309,10 +333,10 @@ std::vector<std::string> ReaderShares(const LoadPlan& view, int rank, uint64_t m
   }
   std::vector<std::string> messages(view.read_bytes_per_rank.size());
   for (const auto& [reader, flags] : in_place) {
-    // What fits in two thirds of the bound comes at once. Otherwise each reader gets the larger of an equal part of a
-    // third and a part of another third in proportion to what it sends: a reader sending much needs no more rounds
-    // than the others, one sending many small pieces is not held to one a round. The shares add up to at most two
-    // thirds of the bound.
+    // What fits in the pool's two halves comes at once. Otherwise each reader gets the larger of an equal part of one
+    // half and a part of the other in proportion to what it sends: a reader sending much needs no more rounds than
+    // the others, one sending many small pieces is not held to one a round. The shares add up to at most the bound
+    // less this rank's sends: two thirds of it where this rank sends much, all of it where it sends nothing.
     const uint64_t bytes = from.count(reader) ? from.at(reader) : 0;
     const uint64_t proportional = total == 0 ? 0 : static_cast<uint64_t>(static_cast<double>(pool) * bytes / total);
     const uint64_t share = total <= 2 * pool ? bytes : std::max<uint64_t>({1, proportional, pool / from.size()});
@@ -359,24 +383,15 @@ Result<std::vector<uint32_t>> PlaceOwnReads(const LoadPlan& view, int rank,
     std::map<int, uint64_t> to;
   };
   std::vector<Cost> costs(view.reads.size());
-  std::vector<std::vector<Box>> sent_alone(view.reads.size());
+  const std::vector<uint64_t> send_costs = SendCosts(view, rank, bufferless);
+  for (size_t i = 0; i < view.reads.size(); ++i) costs[i].send = send_costs[i];
   for (size_t i = 0; i < view.transfers.size(); ++i) {
     const Transfer& t = view.transfers[i];
     if (view.reads[t.read].reader != rank) continue;
     ConsumerTerms& c = terms[t.consumer];
     const size_t bit = c.taken++;
     const bool received_in_place = (c.in_place[bit / 8] >> (bit % 8)) & 1;
-    const uint64_t bytes = TransferBufferBytes(view, t);
-    if (!received_in_place) costs[t.read].to[t.consumer] += bytes;
-    if (IsBufferless(bufferless, i)) continue;
-    const bool alone = t.bytes >= view.separate_bytes;
-    std::vector<Box>& sent = sent_alone[t.read];
-    if (!alone) {
-      costs[t.read].send += bytes;
-    } else if (std::find(sent.begin(), sent.end(), t.region) == sent.end()) {
-      sent.push_back(t.region);
-      costs[t.read].send += bytes;
-    }
+    if (!received_in_place) costs[t.read].to[t.consumer] += TransferBufferBytes(view, t);
   }
   std::vector<size_t> order;
   for (size_t i = 0; i < view.reads.size(); ++i) {

@@ -5,7 +5,8 @@
 //   3. each rank merges those parts into its own view of the plan (LoadPlan, holding only what involves it);
 //   4. rounds: each reader places its reads in rounds so that, in any round, its send buffers stay within a third
 //      of the memory bound and what it sends any one consumer within the share that consumer gave it (the shares of
-//      one consumer add up to at most two thirds of the bound); the readers then tell each consumer the round of
+//      one consumer add up to at most the bound less what its own sends may take in a round: two thirds of it where
+//      it sends a third or more, all of it where it sends nothing); the readers then tell each consumer the round of
 //      every transfer it receives. Every rank runs the largest number of rounds any reader needs.
 // What a rank sends and receives grows with its own requests and reads, not with the job.
 #pragma once

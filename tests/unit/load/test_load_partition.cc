@@ -183,6 +183,7 @@ TEST(LoadPartitionTest, WithFileHoldersOnlyRanksOfHoldingNodesReadAndEveryPieceA
 TEST(LoadPartitionTest, EveryPairSeesItsTransfersAlikeInEveryRoundWithinItsShares) {
   Rng rng(11);
   int trials_of_several_rounds = 0;
+  int trials_granting_more_than_two_thirds = 0;
   for (int trial = 0; trial < 40; ++trial) {
     const int world = static_cast<int>(Uniform(rng, 2, 7));
     const Job job = RandomJob(rng, world);
@@ -191,6 +192,16 @@ TEST(LoadPartitionTest, EveryPairSeesItsTransfersAlikeInEveryRoundWithinItsShare
     std::vector<std::vector<std::string>> shares_to(world, std::vector<std::string>(world));
     for (int c = 0; c < world; ++c) {
       std::vector<std::string> shares = ReaderShares(views[c], c, bound);
+      // A consumer's shares never add up to more than the bound; one that sends less than a third of it may be
+      // granted more than two thirds.
+      uint64_t granted = 0;
+      for (const std::string& message : shares) {
+        ByteReader in(message, "share");
+        uint64_t share = 0;
+        if (in.U64(&share).ok()) granted += share;
+      }
+      EXPECT_LE(granted, bound) << "trial " << trial << ", rank " << c;
+      trials_granting_more_than_two_thirds += 3 * granted > 2 * bound ? 1 : 0;
       for (int p = 0; p < world; ++p) shares_to[p][c] = std::move(shares[p]);
     }
     std::vector<std::vector<uint32_t>> placed(world);
@@ -266,6 +277,7 @@ TEST(LoadPartitionTest, EveryPairSeesItsTransfersAlikeInEveryRoundWithinItsShare
     }
   }
   EXPECT_GT(trials_of_several_rounds, 10) << "the bounds are small enough to need several rounds in most jobs";
+  EXPECT_GT(trials_granting_more_than_two_thirds, 0) << "no consumer was granted what it does not send";
 }
 
 // Steps 4a and 4b for every rank of a job: the rounds the readers need, with `bufferless[r]` on rank r.
