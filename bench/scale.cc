@@ -9,8 +9,10 @@
 // Load, as the library runs it (bench/scale_load.h): every rank decodes the manifest without the tensors' chunks and
 // sends each tensor's owner its request; owners decode their tensors' chunks, plan them and route the parts; each
 // rank merges its part, decoding the chunks it reads, and places its reads in rounds. The planning figure is the
-// largest sum of one rank's steps; reading and decoding the manifest (the file, its skeleton and the chunks the
-// busiest rank decodes) is a figure of its own, and the peak memory includes it.
+// largest sum of one rank's steps; reading and decoding the manifest (its header and first message, and the sections
+// of the tensors whose chunks the busiest rank decodes) is a figure of its own, and the peak memory includes it;
+// scale_manifest_read_mib is how much of the file that rank reads. (On local storage, under CKPT_LOAD_READS=auto, a
+// rank also decodes the tensors it asks for, to estimate its own reads; on a shared file system it does not.)
 // Control-plane bytes are counted per rank under the job's own collectives (ckpt_collectives): an all-to-all moves
 // each message once between its two ranks; a gather to rank 0 delivers every contribution to it; a broadcast is a
 // binomial tree, so its busiest sender sends ceil(log2 ranks) copies. They are compared with the bytes of every
@@ -245,6 +247,7 @@ Figures Simulate(const ParallelLayout& layout, const ParallelLayout& target, int
   for (runtime::TensorRecord& t : manifest.tensors) {
     std::sort(t.chunks.begin(), t.chunks.end(), [](const auto& a, const auto& b) { return a.box < b.box; });
   }
+  manifest.format_major = runtime::FormatMajorFor(manifest);
   Result<std::string> encoded = runtime::EncodeManifest(manifest);
   Check(encoded.status(), "encoding the manifest");
   std::ofstream(tmp + "/MANIFEST", std::ios::binary) << *encoded;
@@ -273,9 +276,11 @@ Figures Simulate(const ParallelLayout& layout, const ParallelLayout& target, int
                limit_s, &load_kib);
   double decode_s = limit_s, replay_s = limit_s;
   size_t tensors_decoded = 0, tensors = 0;
+  unsigned long long manifest_read = 0;
   if (!load_out.empty()) {
     unsigned long long kib = 0;
-    std::sscanf(load_out.c_str(), "%lf %lf %llu %zu %zu", &decode_s, &replay_s, &kib, &tensors_decoded, &tensors);
+    std::sscanf(load_out.c_str(), "%lf %lf %llu %zu %zu %llu", &decode_s, &replay_s, &kib, &tensors_decoded, &tensors,
+                &manifest_read);
     load_kib = kib;
   } else {
     std::printf(
@@ -308,6 +313,7 @@ Figures Simulate(const ParallelLayout& layout, const ParallelLayout& target, int
   Print("scale_load_busiest_control_ratio" + suffix, load_ratio, "x");
   Print("scale_peak_rss_mib" + suffix, f.peak_rss_mib, "MiB");
   Print("scale_manifest_mib" + suffix, f.manifest_mib, "MiB");
+  Print("scale_manifest_read_mib" + suffix, static_cast<double>(manifest_read) / (1 << 20), "MiB");
   Print("scale_busiest_control_ratio" + suffix, f.control_ratio, "x");
   Print("scale_peer_busiest_control_ratio" + suffix,
         static_cast<double>(std::max(save_bytes.PeerBusiest(), load_bytes.PeerBusiest())) / descriptor_bytes, "x");

@@ -1,7 +1,6 @@
 #include "bench/scale_load.h"
 
-#include <fstream>
-
+#include "io/file_io.h"
 #include "runtime/load/exchange_load.h"
 #include "runtime/load/load_partition.h"
 
@@ -22,15 +21,6 @@ struct RankWork {
 
 // The simulator holds the whole manifest decoded.
 Status AllDecoded(const std::vector<uint32_t>&) { return Status::Ok(); }
-
-// The manifest file's bytes, read into one buffer as the library reads it.
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary | std::ios::ate);
-  std::string bytes(static_cast<size_t>(in.tellg()), '\0');
-  in.seekg(0);
-  in.read(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-  return bytes;
-}
 
 // The rank's destinations as it registers them for its request: host memory holding each box asked for.
 std::vector<runtime::LocalPiece> PiecesOf(const runtime::LoadRequest& request) {
@@ -169,8 +159,8 @@ int ReplayLoad(const ParallelLayout& target, int rank, uint32_t round_count, con
   std::vector<Messages> inputs = ReadMessages(inputs_path);
   if (inputs.size() != kSteps) Check(Corrupt("the replay's inputs have the wrong number of steps"), "replaying");
   const Clock::time_point start = Clock::now();
-  Result<runtime::ManifestWithoutChunks> read =
-      runtime::DecodeManifestWithoutChunks(ReadFile(manifest_path), manifest_path);
+  // As the library reads it: the header and first message now, the sections of the tensors it decodes later.
+  Result<runtime::ManifestWithoutChunks> read = runtime::ReadManifestWithoutChunks(io::ParentDirectory(manifest_path));
   Check(read.status(), "decoding the manifest");
   runtime::Manifest& manifest = read->manifest;
   const Clock::time_point planning = Clock::now();
@@ -200,8 +190,9 @@ int ReplayLoad(const ParallelLayout& target, int rank, uint32_t round_count, con
       *view, rank, std::move(placed).value(), ToIncoming(std::move(inputs[kTransferRounds]), ranks), round_count);
   Check(cut.status(), "cutting");
   const double decode_s = std::chrono::duration<double>(planning - start).count() + chunks_s;
-  std::printf("%.3f %.3f %llu %zu %zu\n", decode_s, Since(planning) - chunks_s,
-              static_cast<unsigned long long>(PeakRssKib()), read->chunks->decoded_count(), manifest.tensors.size());
+  std::printf("%.3f %.3f %llu %zu %zu %llu\n", decode_s, Since(planning) - chunks_s,
+              static_cast<unsigned long long>(PeakRssKib()), read->chunks->decoded_count(), manifest.tensors.size(),
+              static_cast<unsigned long long>(read->chunks->file_bytes_read()));
   return 0;
 }
 

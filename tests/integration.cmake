@@ -23,7 +23,7 @@ foreach(transport ucx nccl)
                        ENVIRONMENT
                        "CKPT_WORKER_PATH=$<TARGET_FILE:ckpt-io-worker>;CKPT_TRANSPORT=${transport};CKPT_LOAD_READS=once")
 endforeach()
-foreach(name reshard reshard-in-place dedup invalid-overlap invalid-gap invalid-dtype invalid-shape exists corrupt-byte
+foreach(name reshard reshard-in-place manifest-sections dedup invalid-overlap invalid-gap invalid-dtype invalid-shape exists corrupt-byte
              truncated-file missing-manifest foreign-manifest corrupt-manifest manifest-bad-chunk newer-version strictness
              shape-mismatch dtype-cast dead-rank async plan-cache worker-killed big-state full-disk read-once
              reshard-no-exchange peer-dies-in-exchange peer-dies-in-later-round worker-missing without-ucx io-error

@@ -1,4 +1,4 @@
-# The MANIFEST message of checkpoint formats 1 to 3 (see runtime/format/manifest.h for the file header around it).
+# The MANIFEST messages of checkpoint formats 1 to 4 (runtime/format/manifest.h says how the file lays them out).
 # Field numbers are the format: append fields, never renumber or reuse.
 @0xc3b1f0a4d2e5f697;
 
@@ -72,6 +72,24 @@ struct KeyValue {
   value @1 :Text;
 }
 
+# Format 4: where the chunk records of a tensor lie. They are not in the Manifest message but in sections after it,
+# one ChunkList message each, back to back in the order of this index (a section starts where the one before it
+# ends), so that a rank reads only the sections of the tensors it needs.
+struct ChunkSection {
+  tensor @0 :UInt32;                 # index into Manifest.tensors; sections are sorted by it
+  firstChunk @1 :UInt32;             # the tensor's sections hold its chunks in order, the first from chunk 0
+  chunkCount @2 :UInt32;
+  length @3 :UInt64;                 # bytes, a whole number of words
+  checksum @4 :UInt64;               # XXH3-64 of the section's bytes
+}
+
+# One section: chunks firstChunk to firstChunk + chunkCount - 1 of its tensor, and in the tensor's first section
+# the tensor's digests.
+struct ChunkList {
+  chunks @0 :List(Chunk);
+  digests @1 :List(BoxDigests);
+}
+
 struct Manifest {
   formatMajor @0 :UInt32;
   formatMinor @1 :UInt32;
@@ -84,4 +102,5 @@ struct Manifest {
   tensors @8 :List(Tensor);
   objects @9 :List(Object);
   common @10 :List(Common);
+  chunkSections @11 :List(ChunkSection);   # format 4; the tensors' own chunks and digests are then empty
 }

@@ -1,29 +1,29 @@
 #include "runtime/format/manifest.h"
 
-#include <algorithm>
-
-#include <capnp/message.h>
-#include <capnp/serialize.h>
-#include <kj/exception.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cstring>
+#include <functional>
+#include <memory>
+#include <utility>
 
 #include "io/checksum.h"
 #include "io/file_io.h"
-#include "manifest.capnp.h"  // generated into the build's runtime/ directory
+#include "runtime/format/manifest_capnp.h"
 #include "runtime/format/manifest_validation.h"
 
 namespace ckpt::runtime {
 namespace {
 
+using manifest_capnp::AlignedWords;
+using manifest_capnp::Chunks;
+using manifest_capnp::ReadMessage;
+
 constexpr char kMagic[8] = {'C', 'K', 'P', 'T', 'M', 'N', 'F', 'S'};
 constexpr size_t kHeaderBytes = 32;
-// Every capnp object of a well-formed manifest is read once; the factor and slack leave room for the reader's
-// own accounting while still bounding the work a hostile message can cause to a multiple of its size.
-constexpr uint64_t kTraversalWordsPerWord = 8;
-constexpr uint64_t kTraversalSlackWords = 1024;
-constexpr int kNestingLimit = 16;
+// The most bytes of back-to-back sections read at once; a section larger than this is read alone.
+constexpr uint64_t kMostSectionBytesPerRead = 64ull << 20;
 
 // ---- Header -------------------------------------------------------------------------------------------------------
 
@@ -44,316 +44,135 @@ struct Header {
   uint32_t minor = 0;
   uint64_t message_length = 0;
   uint64_t message_checksum = 0;
+  uint64_t message_end() const { return kHeaderBytes + message_length; }
 };
 
 std::string FormatVersion(uint32_t major, uint32_t minor) {
   return std::to_string(major) + "." + std::to_string(minor);
 }
 
-// The header checks, in the order that gives the most useful error for each kind of bad file.
-Result<Header> ParseHeader(const std::string& bytes, const std::string& origin) {
-  if (bytes.size() < kHeaderBytes) {
-    return Corrupt(origin + ": truncated: " + std::to_string(bytes.size()) + " bytes, shorter than the " +
+// The header checks against a file of `file_size` bytes whose first bytes are `bytes` (kHeaderBytes of them, when
+// the file has that many), in the order that gives the most useful error for each kind of bad file.
+Result<Header> ParseHeader(const char* bytes, uint64_t file_size, const std::string& origin) {
+  if (file_size < kHeaderBytes) {
+    return Corrupt(origin + ": truncated: " + std::to_string(file_size) + " bytes, shorter than the " +
                    std::to_string(kHeaderBytes) + "-byte MANIFEST header");
   }
-  if (std::memcmp(bytes.data(), kMagic, sizeof kMagic) != 0)
-    return Corrupt(origin + ": not a ckpt MANIFEST (foreign file)");
+  if (std::memcmp(bytes, kMagic, sizeof kMagic) != 0) return Corrupt(origin + ": not a ckpt MANIFEST (foreign file)");
   Header h;
-  h.major = GetLittleEndian<uint32_t>(bytes.data() + 8);
-  h.minor = GetLittleEndian<uint32_t>(bytes.data() + 12);
-  h.message_length = GetLittleEndian<uint64_t>(bytes.data() + 16);
-  h.message_checksum = GetLittleEndian<uint64_t>(bytes.data() + 24);
+  h.major = GetLittleEndian<uint32_t>(bytes + 8);
+  h.minor = GetLittleEndian<uint32_t>(bytes + 12);
+  h.message_length = GetLittleEndian<uint64_t>(bytes + 16);
+  h.message_checksum = GetLittleEndian<uint64_t>(bytes + 24);
   if (h.major > kFormatMajor) {
     return VersionError(origin + ": written by format " + FormatVersion(h.major, h.minor) +
                         ", this library reads up to " + std::to_string(kFormatMajor) + ".x");
   }
   if (h.major == 0) return Corrupt(origin + ": format " + FormatVersion(h.major, h.minor) + " does not exist");
-  const uint64_t present = bytes.size() - kHeaderBytes;
+  const uint64_t present = file_size - kHeaderBytes;
   if (h.message_length > present) {
     return Corrupt(origin + ": truncated: the header announces a " + std::to_string(h.message_length) +
                    "-byte message, only " + std::to_string(present) + " bytes follow");
   }
-  if (h.message_length < present) {
+  // In format 4 the sections follow, which their index accounts for.
+  if (h.message_length < present && h.major < kFormatMajorWithSections) {
     return Corrupt(origin + ": " + std::to_string(present - h.message_length) + " trailing bytes after the " +
                    std::to_string(h.message_length) + "-byte message");
   }
   if (h.message_length % sizeof(capnp::word) != 0) {
     return Corrupt(origin + ": message length " + std::to_string(h.message_length) + " is not a whole number of words");
   }
-  const uint64_t actual = io::Checksum(bytes.data() + kHeaderBytes, h.message_length);
+  return h;
+}
+
+Status CheckMessage(const char* message, const Header& h, const std::string& origin) {
+  const uint64_t actual = io::Checksum(message, h.message_length);
   if (actual != h.message_checksum) {
     return Corrupt(origin + ": checksum mismatch: the message hashes to " + std::to_string(actual) +
                    ", the header records " + std::to_string(h.message_checksum) + " (damaged file)");
   }
-  return h;
+  return Status::Ok();
 }
 
-// ---- Model -> Cap'n Proto ---------------------------------------------------------------------------------------
+// ---- Sections (format 4) ------------------------------------------------------------------------------------------
 
-kj::StringPtr AsText(const std::string& s) { return kj::StringPtr(s.c_str(), s.size()); }
-
-void FillUInt64s(capnp::List<uint64_t>::Builder out, const std::vector<uint64_t>& values) {
-  for (size_t i = 0; i < values.size(); ++i) out.set(static_cast<unsigned>(i), values[i]);
-}
-
-void FillStoredBytes(schema::StoredBytes::Builder out, const StoredBytes& in) {
-  out.setFileIndex(in.file_index);
-  out.setFileOffset(in.file_offset);
-  out.setByteLength(in.byte_length);
-  out.setBlockSize(in.block_size);
-  FillUInt64s(out.initBlockChecksums(static_cast<unsigned>(in.block_checksums.size())), in.block_checksums);
-  if (IsCompressed(in)) {
-    out.setCodec(in.codec);
-    out.setByteGroups(in.byte_groups);
-    auto sizes = out.initStoredSizes(static_cast<unsigned>(in.stored_sizes.size()));
-    for (size_t i = 0; i < in.stored_sizes.size(); ++i) sizes.set(static_cast<unsigned>(i), in.stored_sizes[i]);
-  }
-}
-
-void FillDigests(capnp::List<schema::BoxDigests>::Builder out, const std::vector<BoxDigests>& in) {
-  for (size_t i = 0; i < in.size(); ++i) {
-    auto d = out[static_cast<unsigned>(i)];
-    FillUInt64s(d.initOffset(static_cast<unsigned>(in[i].box.offset.size())), in[i].box.offset);
-    FillUInt64s(d.initShape(static_cast<unsigned>(in[i].box.shape.size())), in[i].box.shape);
-    d.setBlockSize(in[i].block_size);
-    d.setSha256(kj::arrayPtr(reinterpret_cast<const kj::byte*>(in[i].sha256.data()), in[i].sha256.size()));
-  }
-}
-
-void FillTensor(schema::Tensor::Builder out, const TensorRecord& in) {
-  out.setKey(AsText(in.key));
-  out.setDtype(in.dtype);
-  FillUInt64s(out.initShape(static_cast<unsigned>(in.shape.size())), in.shape);
-  auto chunks = out.initChunks(static_cast<unsigned>(in.chunks.size()));
-  for (size_t i = 0; i < in.chunks.size(); ++i) {
-    const ChunkRecord& chunk = in.chunks[i];
-    auto c = chunks[static_cast<unsigned>(i)];
-    FillUInt64s(c.initOffset(static_cast<unsigned>(chunk.box.offset.size())), chunk.box.offset);
-    FillUInt64s(c.initShape(static_cast<unsigned>(chunk.box.shape.size())), chunk.box.shape);
-    FillStoredBytes(c.initBytes(), chunk.bytes);
-  }
-  if (!in.digests.empty()) FillDigests(out.initDigests(static_cast<unsigned>(in.digests.size())), in.digests);
-}
-
-void FillObject(schema::Object::Builder out, const ObjectRecord& in) {
-  out.setKey(AsText(in.key));
-  FillUInt64s(out.initGridShape(static_cast<unsigned>(in.grid_shape.size())), in.grid_shape);
-  auto pieces = out.initPieces(static_cast<unsigned>(in.pieces.size()));
-  for (size_t i = 0; i < in.pieces.size(); ++i) {
-    auto p = pieces[static_cast<unsigned>(i)];
-    FillUInt64s(p.initIndex(static_cast<unsigned>(in.pieces[i].index.size())), in.pieces[i].index);
-    FillStoredBytes(p.initBytes(), in.pieces[i].bytes);
-  }
-}
-
-void FillCommon(schema::Common::Builder out, const CommonRecord& in) {
-  out.setKey(AsText(in.key));
-  if (in.is_inline) {
-    out.setInline(kj::arrayPtr(reinterpret_cast<const kj::byte*>(in.inline_bytes.data()), in.inline_bytes.size()));
-  } else {
-    FillStoredBytes(out.initStored(), in.stored);
-  }
-}
-
-void FillManifest(schema::Manifest::Builder out, const Manifest& in) {
-  out.setFormatMajor(in.format_major);
-  out.setFormatMinor(in.format_minor);
-  out.setLibraryVersion(AsText(in.library_version));
-  out.setCheckpointId(AsText(in.checkpoint_id));
-  out.setWorldSize(in.world_size);
-  out.setNodeCount(in.node_count);
-  auto metadata = out.initMetadata(static_cast<unsigned>(in.metadata.size()));
-  for (size_t i = 0; i < in.metadata.size(); ++i) {
-    metadata[static_cast<unsigned>(i)].setKey(AsText(in.metadata[i].first));
-    metadata[static_cast<unsigned>(i)].setValue(AsText(in.metadata[i].second));
-  }
-  auto files = out.initFiles(static_cast<unsigned>(in.files.size()));
-  for (size_t i = 0; i < in.files.size(); ++i) {
-    files[static_cast<unsigned>(i)].setName(AsText(in.files[i].name));
-    files[static_cast<unsigned>(i)].setSize(in.files[i].size);
-    if (!in.files[i].checkpoint.empty()) files[static_cast<unsigned>(i)].setCheckpoint(AsText(in.files[i].checkpoint));
-  }
-  auto tensors = out.initTensors(static_cast<unsigned>(in.tensors.size()));
-  for (size_t i = 0; i < in.tensors.size(); ++i) FillTensor(tensors[static_cast<unsigned>(i)], in.tensors[i]);
-  auto objects = out.initObjects(static_cast<unsigned>(in.objects.size()));
-  for (size_t i = 0; i < in.objects.size(); ++i) FillObject(objects[static_cast<unsigned>(i)], in.objects[i]);
-  auto common = out.initCommon(static_cast<unsigned>(in.common.size()));
-  for (size_t i = 0; i < in.common.size(); ++i) FillCommon(common[static_cast<unsigned>(i)], in.common[i]);
-}
-
-// ---- Cap'n Proto -> model (throws kj::Exception on a malformed message) -------------------------------------------
-
-std::string ToString(capnp::Text::Reader text) { return std::string(text.begin(), text.size()); }
-
-Shape ToShape(capnp::List<uint64_t>::Reader list) {
-  Shape shape;
-  shape.reserve(list.size());
-  for (uint64_t extent : list) shape.push_back(extent);
-  return shape;
-}
-
-StoredBytes ToStoredBytes(schema::StoredBytes::Reader in) {
-  StoredBytes out;
-  out.file_index = in.getFileIndex();
-  out.file_offset = in.getFileOffset();
-  out.byte_length = in.getByteLength();
-  out.block_size = in.getBlockSize();
-  out.block_checksums = ToShape(in.getBlockChecksums());
-  out.codec = in.getCodec();
-  out.byte_groups = in.getByteGroups();
-  std::vector<uint32_t> sizes;
-  sizes.reserve(in.getStoredSizes().size());
-  for (uint32_t size : in.getStoredSizes()) sizes.push_back(size);
-  out.stored_sizes = StoredSizes(sizes);
-  return out;
-}
-
-std::vector<ChunkRecord> ToChunks(capnp::List<schema::Chunk>::Reader in) {
-  std::vector<ChunkRecord> out;
-  out.reserve(in.size());
-  for (auto chunk : in) {
-    out.push_back(
-        ChunkRecord{Box{ToShape(chunk.getOffset()), ToShape(chunk.getShape())}, ToStoredBytes(chunk.getBytes())});
-  }
-  return out;
-}
-
-std::vector<BoxDigests> ToDigests(capnp::List<schema::BoxDigests>::Reader in) {
-  std::vector<BoxDigests> out;
-  out.reserve(in.size());
-  for (auto d : in) {
-    auto sha = d.getSha256();
-    out.push_back(BoxDigests{Box{ToShape(d.getOffset()), ToShape(d.getShape())}, d.getBlockSize(),
-                             std::string(reinterpret_cast<const char*>(sha.begin()), sha.size())});
-  }
-  return out;
-}
-
-enum class Chunks { kDecode, kLeaveEncoded };
-
-TensorRecord ToTensor(schema::Tensor::Reader in, Chunks chunks) {
-  TensorRecord out;
-  out.key = ToString(in.getKey());
-  out.dtype = in.getDtype();
-  out.shape = ToShape(in.getShape());
-  if (chunks == Chunks::kDecode) {
-    out.chunks = ToChunks(in.getChunks());
-    out.digests = ToDigests(in.getDigests());
-  }
-  return out;
-}
-
-ObjectRecord ToObject(schema::Object::Reader in) {
-  ObjectRecord out;
-  out.key = ToString(in.getKey());
-  out.grid_shape = ToShape(in.getGridShape());
-  for (auto piece : in.getPieces()) {
-    out.pieces.push_back(ObjectPieceRecord{ToShape(piece.getIndex()), ToStoredBytes(piece.getBytes())});
-  }
-  return out;
-}
-
-Result<CommonRecord> ToCommon(schema::Common::Reader in, const std::string& origin) {
-  CommonRecord out;
-  out.key = ToString(in.getKey());
-  switch (in.which()) {
-    case schema::Common::INLINE: {
-      auto data = in.getInline();
-      out.inline_bytes.assign(reinterpret_cast<const char*>(data.begin()), data.size());
-      return out;
-    }
-    case schema::Common::STORED:
-      out.is_inline = false;
-      out.stored = ToStoredBytes(in.getStored());
-      return out;
-  }
-  return Corrupt(origin + ": common '" + out.key + "' has an unknown storage kind " +
-                 std::to_string(static_cast<unsigned>(in.which())));
-}
-
-Result<Manifest> ToManifest(schema::Manifest::Reader in, Chunks chunks, const std::string& origin) {
-  Manifest out;
-  out.format_major = in.getFormatMajor();
-  out.format_minor = in.getFormatMinor();
-  out.library_version = ToString(in.getLibraryVersion());
-  out.checkpoint_id = ToString(in.getCheckpointId());
-  out.world_size = in.getWorldSize();
-  out.node_count = in.getNodeCount();
-  for (auto kv : in.getMetadata()) out.metadata.emplace_back(ToString(kv.getKey()), ToString(kv.getValue()));
-  for (auto file : in.getFiles()) {
-    out.files.push_back(DataFileRecord{ToString(file.getName()), file.getSize(), ToString(file.getCheckpoint())});
-  }
-  for (auto tensor : in.getTensors()) out.tensors.push_back(ToTensor(tensor, chunks));
-  for (auto object : in.getObjects()) out.objects.push_back(ToObject(object));
-  for (auto common : in.getCommon()) {
-    ASSIGN_OR_RETURN(CommonRecord record, ToCommon(common, origin));
-    out.common.push_back(std::move(record));
-  }
-  return out;
-}
-
-// A message's words: in place when the file's bytes are word-aligned, as a heap buffer is (FlatArrayMessageReader
-// needs alignment, which std::string does not promise), else an aligned copy. Keeps the bytes it reads, and so
-// cannot move: the words may point into them.
-class MessageWords {
- public:
-  MessageWords(std::string file, uint64_t length) : file_(std::move(file)) {
-    const char* data = file_.data() + kHeaderBytes;
-    const size_t count = length / sizeof(capnp::word);
-    if (reinterpret_cast<uintptr_t>(data) % alignof(capnp::word) == 0) {
-      words_ = kj::arrayPtr(reinterpret_cast<const capnp::word*>(data), count);
-      return;
-    }
-    copy_ = kj::heapArray<capnp::word>(count);
-    std::memcpy(copy_.begin(), data, length);
-    words_ = copy_.asPtr();
-  }
-  MessageWords(const MessageWords&) = delete;
-  MessageWords& operator=(const MessageWords&) = delete;
-
-  // Calls `read` with the message's root, bounding the work a hostile message can cause; a malformed message (which
-  // Cap'n Proto reports by throwing) is kCorrupt naming `origin`.
-  template <typename Read>
-  auto WithRoot(const std::string& origin, Read&& read) const -> decltype(read(schema::Manifest::Reader())) {
-    capnp::ReaderOptions options;
-    options.traversalLimitInWords = words_.size() * kTraversalWordsPerWord + kTraversalSlackWords;
-    options.nestingLimit = kNestingLimit;
-    try {
-      capnp::FlatArrayMessageReader reader(words_, options);
-      if (reader.getEnd() != words_.end()) return Corrupt(origin + ": data after the end of the Cap'n Proto message");
-      return read(reader.getRoot<schema::Manifest>());
-    } catch (const kj::Exception& e) {
-      return Corrupt(origin + ": malformed message: " + e.getDescription().cStr());
-    }
-  }
-
- private:
-  std::string file_;
-  kj::Array<capnp::word> copy_;
-  kj::ArrayPtr<const capnp::word> words_;
+struct Section {
+  uint32_t tensor = 0;
+  uint32_t first_chunk = 0;
+  uint32_t chunk_count = 0;
+  uint64_t offset = 0;  // in the file: where the section before it ends
+  uint64_t length = 0;
+  uint64_t checksum = 0;
 };
 
-// The header, the message and every check but (with Chunks::kLeaveEncoded) those of the tensors' chunks.
-Result<Manifest> DecodeMessage(const MessageWords& words, const Header& header, Chunks chunks,
-                               const std::string& origin) {
-  ASSIGN_OR_RETURN(Manifest manifest, words.WithRoot(origin, [&](schema::Manifest::Reader root) {
-    return ToManifest(root, chunks, origin);
-  }));
-  if (manifest.format_major != header.major || manifest.format_minor != header.minor) {
-    return Corrupt(origin + ": the header says format " + FormatVersion(header.major, header.minor) +
-                   ", the message says " + FormatVersion(manifest.format_major, manifest.format_minor));
-  }
-  const Status valid = chunks == Chunks::kDecode ? ValidateManifest(manifest) : ValidateManifestWithoutChunks(manifest);
-  RETURN_IF_ERROR(valid.WithContext(origin));
-  return manifest;
+// Appends the sections of tensor `index` to `out` and `sections`; a tensor without chunks or digests has none.
+void AppendSections(const TensorRecord& tensor, uint32_t index, std::string* out, std::vector<Section>* sections) {
+  if (tensor.chunks.empty() && tensor.digests.empty()) return;
+  size_t first = 0;
+  do {
+    const size_t count = std::min<size_t>(kChunksPerSection, tensor.chunks.size() - first);
+    capnp::MallocMessageBuilder builder;
+    manifest_capnp::FillChunkList(builder.initRoot<schema::ChunkList>(), tensor, first, count);
+    const kj::Array<capnp::word> words = capnp::messageToFlatArray(builder);
+    const kj::ArrayPtr<const kj::byte> bytes = words.asBytes();
+    sections->push_back(Section{index, static_cast<uint32_t>(first), static_cast<uint32_t>(count), 0, bytes.size(),
+                                io::Checksum(bytes.begin(), bytes.size())});
+    out->append(reinterpret_cast<const char*>(bytes.begin()), bytes.size());
+    first += count;
+  } while (first < tensor.chunks.size());
 }
 
-Result<std::string> ReadManifestFile(const std::string& dir) {
-  Result<std::string> bytes = io::ReadWholeFile(dir, kManifestName, kMaxManifestBytes);
-  if (!bytes.ok() && bytes.status().code() == Code::kNotFound) {
-    return NotFound("no checkpoint at " + dir + " (MANIFEST missing)");
+std::vector<Section> ToSections(capnp::List<schema::ChunkSection>::Reader in) {
+  std::vector<Section> out;
+  out.reserve(in.size());
+  for (auto s : in) {
+    out.push_back(Section{s.getTensor(), s.getFirstChunk(), s.getChunkCount(), 0, s.getLength(), s.getChecksum()});
   }
-  return bytes;
+  return out;
+}
+
+std::string DescribeSection(const std::vector<Section>& sections, size_t i) {
+  return "chunk section " + std::to_string(i) + " (tensor " + std::to_string(sections[i].tensor) + ", chunks from " +
+         std::to_string(sections[i].first_chunk) + ")";
+}
+
+// Checks the index of a file of `file_size` bytes whose sections start at `start`, and sets their offsets: sorted by
+// tensor, each tensor's chunks from 0 on without gaps (a section without chunks only alone), lengths of whole words,
+// and the sections filling the rest of the file exactly.
+Status PlaceSections(std::vector<Section>& sections, size_t tensors, uint64_t start, uint64_t file_size,
+                     const std::string& origin) {
+  uint64_t offset = start;
+  for (size_t i = 0; i < sections.size(); ++i) {
+    Section& s = sections[i];
+    if (s.tensor >= tensors) {
+      return Corrupt(origin + ": " + DescribeSection(sections, i) + " names tensor " + std::to_string(s.tensor) +
+                     " of " + std::to_string(tensors));
+    }
+    const bool continues = i > 0 && sections[i - 1].tensor == s.tensor;
+    const bool follows = continues
+                             ? sections[i - 1].chunk_count > 0 &&
+                                   s.first_chunk == uint64_t{sections[i - 1].first_chunk} + sections[i - 1].chunk_count
+                             : s.first_chunk == 0 && (i == 0 || sections[i - 1].tensor < s.tensor);
+    if (!follows || (continues && s.chunk_count == 0)) {
+      return Corrupt(origin + ": " + DescribeSection(sections, i) + " does not follow " +
+                     (i == 0 ? std::string("the start of the index") : DescribeSection(sections, i - 1)) +
+                     ": a tensor's sections hold its chunks in order from chunk 0");
+    }
+    if (s.length == 0 || s.length % sizeof(capnp::word) != 0) {
+      return Corrupt(origin + ": " + DescribeSection(sections, i) + " is " + std::to_string(s.length) +
+                     " bytes, not a whole number of words");
+    }
+    if (s.length > file_size - offset) {
+      return Corrupt(origin + ": truncated: " + DescribeSection(sections, i) + " ends past the file's " +
+                     std::to_string(file_size) + " bytes");
+    }
+    s.offset = offset;
+    offset += s.length;
+  }
+  if (offset < file_size) {
+    return Corrupt(origin + ": " + std::to_string(file_size - offset) + " trailing bytes after the chunk sections");
+  }
+  return Status::Ok();
 }
 
 }  // namespace
@@ -372,7 +191,8 @@ std::string DataFilePath(const std::string& dir, const DataFileRecord& file) {
 
 std::string DescribeDataFile(const DataFileRecord& file) {
   if (file.checkpoint.empty()) return Quoted(file.name);
-  return Quoted(file.name) + " of checkpoint " + Quoted(file.checkpoint) + " (which this incremental checkpoint refers to)";
+  return Quoted(file.name) + " of checkpoint " + Quoted(file.checkpoint) +
+         " (which this incremental checkpoint refers to)";
 }
 
 uint64_t StoredLength(const StoredBytes& stored) {
@@ -405,7 +225,10 @@ bool AnyCompressed(const Manifest& m) {
 }  // namespace
 
 uint32_t FormatMajorFor(const Manifest& manifest) {
-  if (AnyCompressed(manifest)) return kFormatMajor;
+  uint64_t chunks = 0;
+  for (const TensorRecord& t : manifest.tensors) chunks += t.chunks.size();
+  if (chunks >= kSectionedFromChunks) return kFormatMajorWithSections;
+  if (AnyCompressed(manifest)) return kFormatMajorCompressed;
   for (const DataFileRecord& file : manifest.files) {
     if (!file.checkpoint.empty()) return kFormatMajorWithReferences;
   }
@@ -415,10 +238,30 @@ uint32_t FormatMajorFor(const Manifest& manifest) {
 Result<std::string> EncodeManifest(const Manifest& manifest) {
   Status valid = ValidateManifest(manifest);
   if (!valid.ok()) return Internal("refusing to write an inconsistent manifest: " + valid.message());
+  const bool sectioned = manifest.format_major >= kFormatMajorWithSections;
   std::string out(kHeaderBytes, '\0');
+  std::string sections;
   try {
+    std::vector<Section> index;
+    if (sectioned) {
+      for (size_t t = 0; t < manifest.tensors.size(); ++t) {
+        AppendSections(manifest.tensors[t], static_cast<uint32_t>(t), &sections, &index);
+      }
+    }
     capnp::MallocMessageBuilder builder;
-    FillManifest(builder.initRoot<schema::Manifest>(), manifest);
+    auto root = builder.initRoot<schema::Manifest>();
+    manifest_capnp::FillManifest(root, manifest, sectioned ? Chunks::kElsewhere : Chunks::kInMessage);
+    if (sectioned) {
+      auto list = root.initChunkSections(static_cast<unsigned>(index.size()));
+      for (size_t i = 0; i < index.size(); ++i) {
+        auto s = list[static_cast<unsigned>(i)];
+        s.setTensor(index[i].tensor);
+        s.setFirstChunk(index[i].first_chunk);
+        s.setChunkCount(index[i].chunk_count);
+        s.setLength(index[i].length);
+        s.setChecksum(index[i].checksum);
+      }
+    }
     const kj::Array<capnp::word> words = capnp::messageToFlatArray(builder);
     const kj::ArrayPtr<const kj::byte> message = words.asBytes();
     out.append(reinterpret_cast<const char*>(message.begin()), message.size());
@@ -431,34 +274,18 @@ Result<std::string> EncodeManifest(const Manifest& manifest) {
   PutLittleEndian<uint32_t>(out.data() + 12, manifest.format_minor);
   PutLittleEndian<uint64_t>(out.data() + 16, length);
   PutLittleEndian<uint64_t>(out.data() + 24, io::Checksum(out.data() + kHeaderBytes, length));
+  out += sections;
   return out;
 }
 
-namespace {
+// ---- Decoding -----------------------------------------------------------------------------------------------------
 
-// The whole decode of a file's bytes, which it takes so that a file read for it is not copied again.
-Result<Manifest> DecodeWhole(std::string file, const std::string& origin) {
-  ASSIGN_OR_RETURN(const Header header, ParseHeader(file, origin));
-  return DecodeMessage(MessageWords(std::move(file), header.message_length), header, Chunks::kDecode, origin);
-}
-
-}  // namespace
-
-Result<Manifest> DecodeManifest(const std::string& bytes, const std::string& origin) {
-  return DecodeWhole(bytes, origin);
-}
-
+// What decodes the tensors' chunks of a manifest decoded without them.
 class EncodedChunks::Impl {
  public:
-  Impl(std::string file, const Header& header, std::string origin)
-      : words_(std::move(file), header.message_length), header_(header), origin_(std::move(origin)) {}
-
-  // The manifest without its tensors' chunks, which this then decodes on demand.
-  Result<Manifest> DecodeWithoutChunks() {
-    ASSIGN_OR_RETURN(Manifest manifest, DecodeMessage(words_, header_, Chunks::kLeaveEncoded, origin_));
-    decoded_.assign(manifest.tensors.size(), false);
-    return manifest;
-  }
+  Impl(std::string origin, size_t tensors, uint64_t file_bytes_read)
+      : origin_(std::move(origin)), decoded_(tensors, false), file_bytes_read_(file_bytes_read) {}
+  virtual ~Impl() = default;
 
   Status DecodeInto(Manifest& manifest, const std::vector<uint32_t>& tensors) {
     std::vector<uint32_t> missing;
@@ -469,36 +296,230 @@ class EncodedChunks::Impl {
       }
       if (!decoded_[t]) missing.push_back(t);
     }
-    if (missing.empty()) return Status::Ok();
-    return words_.WithRoot(origin_, [&](schema::Manifest::Reader root) -> Status {
-      const auto stored = root.getTensors();
-      for (uint32_t t : missing) {
-        if (decoded_[t]) continue;  // asked twice in one call
-        TensorRecord& tensor = manifest.tensors[t];
-        tensor.chunks = ToChunks(stored[t].getChunks());
-        tensor.digests = ToDigests(stored[t].getDigests());
-        const Status valid = ValidateTensorChunks(tensor, manifest.files);
-        if (!valid.ok()) {
-          tensor.chunks.clear();
-          tensor.digests.clear();  // nothing may plan with records that failed their checks
-          return valid.WithContext("tensor " + Quoted(tensor.key)).WithContext(origin_);
-        }
-        decoded_[t] = true;
-        ++decoded_count_;
+    std::sort(missing.begin(), missing.end());
+    missing.erase(std::unique(missing.begin(), missing.end()), missing.end());
+    Status status = Decode(manifest, missing);
+    size_t checked = 0;
+    for (; status.ok() && checked < missing.size(); ++checked) {
+      const TensorRecord& tensor = manifest.tensors[missing[checked]];
+      status = ValidateTensorChunks(tensor, manifest.files).WithContext("tensor " + Quoted(tensor.key));
+      if (!status.ok()) break;
+      decoded_[missing[checked]] = true;
+      ++decoded_count_;
+    }
+    if (status.ok()) return status;
+    for (size_t i = checked; i < missing.size(); ++i) {
+      manifest.tensors[missing[i]].chunks.clear();  // nothing may plan with records that failed their checks
+      manifest.tensors[missing[i]].digests.clear();
+    }
+    return status.WithContext(origin_);
+  }
+
+  size_t decoded_count() const { return decoded_count_; }
+  uint64_t file_bytes_read() const { return file_bytes_read_; }
+
+ protected:
+  // Puts the chunks and digests of `tensors` (sorted, none decoded yet) into `manifest`, unchecked; errors are
+  // given the file's name by the caller.
+  virtual Status Decode(Manifest& manifest, const std::vector<uint32_t>& tensors) = 0;
+
+  const std::string origin_;
+  std::vector<bool> decoded_;
+  size_t decoded_count_ = 0;
+  uint64_t file_bytes_read_ = 0;
+};
+
+namespace {
+
+// Formats 1 to 3: the chunks lie in the one message, which this keeps.
+class ChunksInMessage : public EncodedChunks::Impl {
+ public:
+  ChunksInMessage(std::unique_ptr<AlignedWords> message, std::string origin, size_t tensors, uint64_t file_size)
+      : Impl(std::move(origin), tensors, file_size), message_(std::move(message)) {}
+
+ protected:
+  Status Decode(Manifest& manifest, const std::vector<uint32_t>& tensors) override {
+    if (tensors.empty()) return Status::Ok();
+    return ReadMessage<schema::Manifest>(
+        message_->words(), "the tensors' chunks", [&](schema::Manifest::Reader root) -> Status {
+          const auto stored = root.getTensors();
+          for (uint32_t t : tensors) {
+            manifest.tensors[t].chunks = manifest_capnp::ToChunks(stored[t].getChunks());
+            manifest.tensors[t].digests = manifest_capnp::ToDigests(stored[t].getDigests());
+          }
+          return Status::Ok();
+        });
+  }
+
+ private:
+  std::unique_ptr<AlignedWords> message_;
+};
+
+// Reads `size` bytes at `offset` of the MANIFEST file.
+using ReadAt = std::function<Status(void* data, size_t size, uint64_t offset)>;
+
+// Format 4: the chunks lie in sections, which this reads when they are asked for.
+class ChunksInSections : public EncodedChunks::Impl {
+ public:
+  ChunksInSections(ReadAt read_at, std::vector<Section> sections, std::string origin, size_t tensors,
+                   uint64_t file_bytes_read)
+      : Impl(std::move(origin), tensors, file_bytes_read),
+        read_at_(std::move(read_at)),
+        sections_(std::move(sections)),
+        first_section_(tensors + 1, 0) {
+    // first_section_[t]: the first section of tensor t or of a later one (sections are sorted by tensor).
+    size_t s = 0;
+    for (size_t t = 0; t <= tensors; ++t) {
+      while (s < sections_.size() && sections_[s].tensor < t) ++s;
+      first_section_[t] = s;
+    }
+  }
+
+ protected:
+  Status Decode(Manifest& manifest, const std::vector<uint32_t>& tensors) override {
+    std::vector<size_t> wanted;  // in file order, as `tensors` is sorted
+    for (uint32_t t : tensors) {
+      for (size_t s = first_section_[t]; s < first_section_[t + 1]; ++s) wanted.push_back(s);
+    }
+    for (size_t i = 0; i < wanted.size();) {
+      // Sections back to back are read at once.
+      const uint64_t begin = sections_[wanted[i]].offset;
+      uint64_t end = begin + sections_[wanted[i]].length;
+      size_t j = i + 1;
+      for (; j < wanted.size() && sections_[wanted[j]].offset == end &&
+             end + sections_[wanted[j]].length - begin <= kMostSectionBytesPerRead;
+           ++j) {
+        end += sections_[wanted[j]].length;
+      }
+      kj::Array<capnp::word> words = kj::heapArray<capnp::word>((end - begin) / sizeof(capnp::word));
+      RETURN_IF_ERROR(read_at_(words.begin(), end - begin, begin));
+      file_bytes_read_ += end - begin;
+      for (; i < j; ++i) {
+        const Section& s = sections_[wanted[i]];
+        const size_t from = (s.offset - begin) / sizeof(capnp::word);
+        RETURN_IF_ERROR(DecodeSection(manifest, wanted[i], words.slice(from, from + s.length / sizeof(capnp::word))));
+      }
+    }
+    return Status::Ok();
+  }
+
+ private:
+  Status DecodeSection(Manifest& manifest, size_t index, kj::ArrayPtr<const capnp::word> words) const {
+    const Section& s = sections_[index];
+    TensorRecord& tensor = manifest.tensors[s.tensor];
+    const std::string where = DescribeSection(sections_, index) + " of tensor " + Quoted(tensor.key);
+    const uint64_t actual = io::Checksum(words.begin(), s.length);
+    if (actual != s.checksum) {
+      return Corrupt(where + ": checksum mismatch: it hashes to " + std::to_string(actual) + ", the index records " +
+                     std::to_string(s.checksum) + " (damaged file)");
+    }
+    return ReadMessage<schema::ChunkList>(words, where, [&](schema::ChunkList::Reader list) -> Status {
+      if (list.getChunks().size() != s.chunk_count) {
+        return Corrupt(where + ": holds " + std::to_string(list.getChunks().size()) + " chunks, the index says " +
+                       std::to_string(s.chunk_count));
+      }
+      if (s.first_chunk != 0 && list.getDigests().size() != 0) {
+        return Corrupt(where + ": holds digests, which only a tensor's first section may");
+      }
+      std::vector<ChunkRecord> chunks = manifest_capnp::ToChunks(list.getChunks());
+      if (s.first_chunk == 0) {
+        tensor.chunks = std::move(chunks);
+        tensor.digests = manifest_capnp::ToDigests(list.getDigests());
+      } else {
+        tensor.chunks.insert(tensor.chunks.end(), std::make_move_iterator(chunks.begin()),
+                             std::make_move_iterator(chunks.end()));
       }
       return Status::Ok();
     });
   }
 
-  size_t decoded_count() const { return decoded_count_; }
-
- private:
-  const MessageWords words_;
-  const Header header_;
-  const std::string origin_;
-  std::vector<bool> decoded_;
-  size_t decoded_count_ = 0;
+  const ReadAt read_at_;
+  const std::vector<Section> sections_;
+  std::vector<size_t> first_section_;
 };
+
+// Decodes the first message (`message`, its checksum checked) of a file of `file_size` bytes with `header`, every
+// check made but those of the tensors' chunks. Formats 1 to 3 keep the message for the chunks; format 4 checks the
+// index of sections and reads them with `read_at` when asked.
+Result<ManifestWithoutChunks> DecodeFirstMessage(std::unique_ptr<AlignedWords> message, const Header& header,
+                                                 uint64_t file_size, ReadAt read_at, const std::string& origin) {
+  std::vector<Section> sections;
+  ASSIGN_OR_RETURN(
+      Manifest manifest,
+      ReadMessage<schema::Manifest>(message->words(), origin, [&](schema::Manifest::Reader root) -> Result<Manifest> {
+        sections = ToSections(root.getChunkSections());
+        return manifest_capnp::ToManifest(root, Chunks::kElsewhere, origin);
+      }));
+  if (manifest.format_major != header.major || manifest.format_minor != header.minor) {
+    return Corrupt(origin + ": the header says format " + FormatVersion(header.major, header.minor) +
+                   ", the message says " + FormatVersion(manifest.format_major, manifest.format_minor));
+  }
+  RETURN_IF_ERROR(ValidateManifestWithoutChunks(manifest).WithContext(origin));
+  const size_t tensors = manifest.tensors.size();
+  std::unique_ptr<EncodedChunks::Impl> chunks;
+  if (header.major >= kFormatMajorWithSections) {
+    RETURN_IF_ERROR(PlaceSections(sections, tensors, header.message_end(), file_size, origin));
+    chunks = std::make_unique<ChunksInSections>(std::move(read_at), std::move(sections), origin, tensors,
+                                                header.message_end());
+  } else {
+    if (!sections.empty()) {
+      return Corrupt(origin + ": format " + FormatVersion(header.major, header.minor) + " has no chunk sections, " +
+                     "but the message indexes " + std::to_string(sections.size()));
+    }
+    chunks = std::make_unique<ChunksInMessage>(std::move(message), origin, tensors, file_size);
+  }
+  return ManifestWithoutChunks{std::move(manifest), std::make_unique<EncodedChunks>(std::move(chunks))};
+}
+
+// A whole file's bytes, held for the reads of its sections.
+Result<ManifestWithoutChunks> DecodeFile(std::string file, const std::string& origin) {
+  ASSIGN_OR_RETURN(const Header header, ParseHeader(file.data(), file.size(), origin));
+  RETURN_IF_ERROR(CheckMessage(file.data() + kHeaderBytes, header, origin));
+  const uint64_t size = file.size();
+  if (header.major < kFormatMajorWithSections) {
+    return DecodeFirstMessage(std::make_unique<AlignedWords>(std::move(file), kHeaderBytes, header.message_length),
+                              header, size, nullptr, origin);
+  }
+  auto message =
+      std::make_unique<AlignedWords>(file.substr(kHeaderBytes, header.message_length), 0, header.message_length);
+  auto bytes = std::make_shared<const std::string>(std::move(file));
+  ReadAt read_at = [bytes](void* data, size_t length, uint64_t offset) {
+    std::memcpy(data, bytes->data() + offset, length);  // the index was checked to lie inside the file
+    return Status::Ok();
+  };
+  return DecodeFirstMessage(std::move(message), header, size, std::move(read_at), origin);
+}
+
+// The whole decode, which takes the bytes so that a file read for it is not copied again.
+Result<Manifest> DecodeWhole(std::string file, const std::string& origin) {
+  ASSIGN_OR_RETURN(ManifestWithoutChunks read, DecodeFile(std::move(file), origin));
+  std::vector<uint32_t> every(read.manifest.tensors.size());
+  for (size_t t = 0; t < every.size(); ++t) every[t] = static_cast<uint32_t>(t);
+  RETURN_IF_ERROR(read.chunks->DecodeInto(read.manifest, every));
+  return std::move(read.manifest);
+}
+
+Result<io::File> OpenManifestFile(const std::string& dir) {
+  Result<io::File> file = io::File::OpenBeneath(dir, kManifestName);
+  if (!file.ok() && file.status().code() == Code::kNotFound) {
+    return NotFound("no checkpoint at " + dir + " (MANIFEST missing)");
+  }
+  return file;
+}
+
+Result<std::string> ReadManifestFile(const std::string& dir) {
+  Result<std::string> bytes = io::ReadWholeFile(dir, kManifestName, kMaxManifestBytes);
+  if (!bytes.ok() && bytes.status().code() == Code::kNotFound) {
+    return NotFound("no checkpoint at " + dir + " (MANIFEST missing)");
+  }
+  return bytes;
+}
+
+}  // namespace
+
+Result<Manifest> DecodeManifest(const std::string& bytes, const std::string& origin) {
+  return DecodeWhole(bytes, origin);
+}
 
 EncodedChunks::EncodedChunks(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 EncodedChunks::~EncodedChunks() = default;
@@ -508,12 +529,10 @@ Status EncodedChunks::DecodeInto(Manifest& manifest, const std::vector<uint32_t>
 }
 
 size_t EncodedChunks::decoded_count() const { return impl_->decoded_count(); }
+uint64_t EncodedChunks::file_bytes_read() const { return impl_->file_bytes_read(); }
 
 Result<ManifestWithoutChunks> DecodeManifestWithoutChunks(std::string bytes, const std::string& origin) {
-  ASSIGN_OR_RETURN(const Header header, ParseHeader(bytes, origin));
-  auto chunks = std::make_unique<EncodedChunks::Impl>(std::move(bytes), header, origin);
-  ASSIGN_OR_RETURN(Manifest manifest, chunks->DecodeWithoutChunks());
-  return ManifestWithoutChunks{std::move(manifest), std::make_unique<EncodedChunks>(std::move(chunks))};
+  return DecodeFile(std::move(bytes), origin);
 }
 
 Status WriteManifest(const std::string& dir, const Manifest& manifest) {
@@ -527,8 +546,28 @@ Result<Manifest> ReadManifest(const std::string& dir) {
 }
 
 Result<ManifestWithoutChunks> ReadManifestWithoutChunks(const std::string& dir) {
-  ASSIGN_OR_RETURN(std::string bytes, ReadManifestFile(dir));
-  return DecodeManifestWithoutChunks(std::move(bytes), io::JoinPath(dir, kManifestName));
+  const std::string origin = io::JoinPath(dir, kManifestName);
+  ASSIGN_OR_RETURN(io::File opened, OpenManifestFile(dir));
+  ASSIGN_OR_RETURN(const uint64_t size, opened.Size());
+  if (size > kMaxManifestBytes) {
+    return Corrupt(Quoted(origin) + " is " + std::to_string(size) + " bytes, more than the limit of " +
+                   std::to_string(kMaxManifestBytes));
+  }
+  char head[kHeaderBytes] = {};
+  if (size >= kHeaderBytes) RETURN_IF_ERROR(opened.ReadAt(head, kHeaderBytes, 0));
+  ASSIGN_OR_RETURN(const Header header, ParseHeader(head, size, origin));
+  if (header.major < kFormatMajorWithSections) {
+    std::string bytes(size, '\0');
+    RETURN_IF_ERROR(opened.ReadAt(bytes.data(), bytes.size(), 0));
+    return DecodeFile(std::move(bytes), origin);
+  }
+  std::string message(header.message_length, '\0');
+  RETURN_IF_ERROR(opened.ReadAt(message.data(), message.size(), kHeaderBytes));
+  RETURN_IF_ERROR(CheckMessage(message.data(), header, origin));
+  auto file = std::make_shared<const io::File>(std::move(opened));
+  ReadAt read_at = [file](void* data, size_t length, uint64_t offset) { return file->ReadAt(data, length, offset); };
+  return DecodeFirstMessage(std::make_unique<AlignedWords>(std::move(message), 0, header.message_length), header, size,
+                            std::move(read_at), origin);
 }
 
 std::vector<bool> HeldDataFiles(const Manifest& manifest, const std::string& dir) {

@@ -1,11 +1,15 @@
 // The checkpoint's index: an in-memory model, and its encoding as the MANIFEST file.
 //
-// MANIFEST layout: a 32-byte header, then one unpacked Cap'n Proto message (manifest.capnp).
+// MANIFEST layout: a 32-byte header, then one unpacked Cap'n Proto message (manifest.capnp), then in format 4 the
+// tensors' chunk records in sections.
 //   bytes 0-7   magic "CKPTMNFS"
 //   bytes 8-11  format major (u32 LE)      bytes 12-15 format minor (u32 LE)
 //   bytes 16-23 message length in bytes    bytes 24-31 XXH3-64 of the message
 // The header is checked before the message is parsed, so a foreign, truncated, corrupt or newer-major file is
-// refused with a precise error and never reaches the Cap'n Proto decoder.
+// refused with a precise error and never reaches the Cap'n Proto decoder. In format 4 the message leaves out every
+// tensor's chunks and digests and indexes the sections that hold them: each section is a message of its own with its
+// own XXH3-64 in the index, and they follow the first message back to back to the end of the file. A rank of a large
+// load reads the header, the first message and the sections of the tensors it plans or reads, and checks each.
 #pragma once
 
 #include <cstdint>
@@ -24,8 +28,12 @@ namespace ckpt::runtime {
 // The format a manifest is written in: 1.0; 2.0 where it refers to another checkpoint's data files, so that a
 // library that cannot follow such references refuses the checkpoint instead of reading its own files there; 3.0
 // where some of its bytes are compressed, so that a library without the codec refuses the checkpoint instead of
-// failing its checksums. kFormatMajor is the newest major this library reads.
-inline constexpr uint32_t kFormatMajor = 3;
+// failing its checksums; 4.0 where it holds kSectionedFromChunks chunk records or more, which it keeps in sections
+// (a library that reads every manifest whole refuses it instead of finding no chunks). kFormatMajor is the newest
+// major this library reads.
+inline constexpr uint32_t kFormatMajor = 4;
+inline constexpr uint32_t kFormatMajorWithSections = 4;
+inline constexpr uint32_t kFormatMajorCompressed = 3;
 inline constexpr uint32_t kFormatMajorWithReferences = 2;
 inline constexpr uint32_t kFormatMajorWithoutReferences = 1;
 inline constexpr uint32_t kFormatMinor = 0;
@@ -33,6 +41,11 @@ inline constexpr char kManifestName[] = "MANIFEST";
 inline constexpr char kDataDirName[] = "data";
 // Upper bound on a MANIFEST's size; a larger file is refused as hostile.
 inline constexpr uint64_t kMaxManifestBytes = 1ull << 31;
+// A manifest of this many chunk records or more is written in sections (format 4): a job of a few ranks keeps the
+// older formats, which older libraries read, and one of thousands of ranks, whose manifest is hundreds of MiB, lets
+// each rank read its part. Each section holds up to kChunksPerSection records of one tensor.
+inline constexpr uint64_t kSectionedFromChunks = 4096;
+inline constexpr uint32_t kChunksPerSection = 256;
 
 // The stored size of each block of compressed bytes, with where each block starts past the first, so that a read of
 // any blocks finds them at once (reads in pieces of a large chunk would otherwise sum the sizes before each piece
@@ -199,6 +212,9 @@ class EncodedChunks {
   Status DecodeInto(Manifest& manifest, const std::vector<uint32_t>& tensors);
   // How many tensors have their chunks decoded so far.
   size_t decoded_count() const;
+  // How many bytes of the MANIFEST file have been read so far (from memory: would have been): the whole file for
+  // formats 1 to 3; the header, the first message and the sections decoded so far for format 4.
+  uint64_t file_bytes_read() const;
 
  private:
   std::unique_ptr<Impl> impl_;
@@ -209,8 +225,9 @@ struct ManifestWithoutChunks {
   std::unique_ptr<EncodedChunks> chunks;
 };
 
-// DecodeManifest but for the tensors' chunks: the same header, checksum (of the whole message) and checks, except
-// those of each tensor's chunks, which EncodedChunks::DecodeInto makes when it decodes them. Keeps `bytes`.
+// DecodeManifest but for the tensors' chunks: the same header, checksum (of the first message) and checks, except
+// those of each tensor's chunks (and in format 4 their sections' checksums), which EncodedChunks::DecodeInto makes
+// when it decodes them. Keeps `bytes`.
 Result<ManifestWithoutChunks> DecodeManifestWithoutChunks(std::string bytes, const std::string& origin);
 
 // What a load calls to have the chunks of some tensors (indices into Manifest::tensors) in its manifest before it
@@ -221,7 +238,8 @@ using ChunkDecoder = std::function<Status(const std::vector<uint32_t>& tensors)>
 Status WriteManifest(const std::string& dir, const Manifest& manifest);
 // Reads and decodes <dir>/MANIFEST; kNotFound naming the directory if it has none.
 Result<Manifest> ReadManifest(const std::string& dir);
-// The same without the tensors' chunks (DecodeManifestWithoutChunks).
+// The same without the tensors' chunks (DecodeManifestWithoutChunks). Reads the whole file of formats 1 to 3; of
+// format 4 the header and first message now and each section when DecodeInto needs it, from the file opened now.
 Result<ManifestWithoutChunks> ReadManifestWithoutChunks(const std::string& dir);
 // The data files the manifest of `dir` lists that `files_dir` lacks or holds at another size (`files_dir` is `dir`
 // but for a copy being assembled elsewhere). Memory copies are assembled from several nodes: none is used, or

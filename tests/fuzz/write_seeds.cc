@@ -123,9 +123,8 @@ void WriteWorkerProtocolSeeds(SeedWriter& out) {
 }
 
 // Stored bytes in file `file` at `offset`, with one checksum; compressed when `codec` is set.
-ckpt::runtime::StoredBytes Stored(uint32_t file, uint64_t offset, uint64_t length, uint64_t checksum,
-                                  uint8_t codec = 0, uint8_t byte_groups = 0,
-                                  ckpt::runtime::StoredSizes sizes = {}) {
+ckpt::runtime::StoredBytes Stored(uint32_t file, uint64_t offset, uint64_t length, uint64_t checksum, uint8_t codec = 0,
+                                  uint8_t byte_groups = 0, ckpt::runtime::StoredSizes sizes = {}) {
   ckpt::runtime::StoredBytes stored;
   stored.file_index = file;
   stored.file_offset = offset;
@@ -166,6 +165,13 @@ void WriteManifestSeeds(SeedWriter& out) {
   m.tensors[0].digests.clear();
   m.format_major = FormatMajorFor(m);
   out.Write("manifest", "compressed", EncodeManifest(m).value());
+  // The same in sections (format 4, which a manifest of thousands of chunks takes): "w" in one section, a second
+  // tensor "x" with digests in another.
+  m.files.push_back(DataFileRecord{"data/1-0.bin", 4096 + 8, ""});
+  m.tensors.push_back(TensorRecord{"x", f32, {2}, {ChunkRecord{Box{{0}, {2}}, Stored(1, 4096, 8, 10)}}});
+  m.tensors[1].digests = {BoxDigests{Box{{0}, {2}}, 4096, std::string(kDigestBytes, 'e')}};
+  m.format_major = kFormatMajorWithSections;
+  out.Write("manifest", "sectioned", EncodeManifest(m).value());
 }
 
 // A safetensors input is a whole file: the header, then the data its tensors tile (zeros).

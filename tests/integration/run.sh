@@ -5,7 +5,7 @@
 set -euo pipefail
 name=$1 launch=$2 programs=$3 work=$4
 core="$programs/ckpt_scenario_core" async="$programs/ckpt_scenario_async" exchange="$programs/ckpt_scenario_exchange"
-control="$programs/ckpt_scenario_control"
+control="$programs/ckpt_scenario_control" reads="$programs/ckpt_scenario_reads"
 rm -rf "$work" && mkdir -p "$work"
 ck="$work/ckpt"
 run() { local n=$1 program=$2; shift 2; "$launch" -n "$n" --timeout 60 -- "$program" "$@"; }
@@ -20,6 +20,11 @@ case "$name" in
     run 4 "$core" save-in-place "$ck"
     for m in 1 3 5; do run "$m" "$core" load "$ck"; done
     run 3 "$core" save-in-place "$ck-3" && run 2 "$core" load "$ck-3" ;;
+  manifest-sections)  # 4,608 chunks saved on 4 ranks: a manifest in sections (format 4), loaded on 3 and 5 ranks
+    # through the exchange and on 2 without it, each rank reading the sections it needs
+    run 4 "$reads" save-sections "$ck"
+    for m in 3 5; do run "$m" "$reads" load-sections "$ck"; done
+    CKPT_TRANSPORT=none run 2 "$reads" load-sections "$ck" ;;
   reshard-no-exchange)  # the same without a transport: every rank reads what it needs itself
     export CKPT_TRANSPORT=none
     run 4 "$core" save "$ck"

@@ -8,6 +8,9 @@
 //                                chosen READS (once or own) with an amplification x 1000 within [MIN, MAX]
 //   load-whole DIR READS MIN MAX    every rank loads the whole of "w" (a replicated state), checked the same way
 //   load-refused DIR CODE TEXT   the load must fail with CODE on every rank, naming TEXT
+//   save-sections DIR            "rows" (kSectionRows x 8 F32) saved as one-row shards dealt round the world: a
+//                                manifest of more chunks than kSectionedFromChunks, written in sections (format 4)
+//   load-sections DIR            every rank loads a near-equal row block of "rows" and checks every element
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -22,6 +25,8 @@ namespace scenario {
 namespace {
 
 constexpr uint64_t kSeed = 17, kReadRows = 2048, kReadCols = 1024;
+// runtime/format/manifest.h writes a manifest of 4,096 chunks or more in sections.
+constexpr uint64_t kSectionRows = 4608, kSectionCols = 8, kSectionSeed = 29;
 
 // The INFO lines of this rank's loads.
 void KeepInfo(void* user, int32_t level, const char* message) {
@@ -88,6 +93,44 @@ int LoadRefused(const char* dir, int32_t code, const char* text) {
   return 0;
 }
 
+int SaveSections(const char* dir) {
+  Session s;
+  ckpt_state_t* state = nullptr;
+  s.Check(ckpt_state_create(&state, s.err), "state");
+  Buffers buffers;
+  for (uint64_t row = static_cast<uint64_t>(s.rank); row < kSectionRows; row += static_cast<uint64_t>(s.world)) {
+    std::vector<float>& data = buffers.New(kSectionCols);
+    data = RowSlab(kSectionSeed, kSectionCols, row, row + 1);
+    AddShard(s, state, "rows", {kSectionRows, kSectionCols}, {1, kSectionCols}, {row, 0}, data);
+  }
+  SaveAndWait(s, state, dir, "save");
+  ckpt_state_free(state);
+  if (s.rank != 0) return 0;
+  const CheckpointReader reader(dir);
+  if (reader.info().format_major != 4) {
+    Die(s.rank, "the manifest of " + std::to_string(kSectionRows) + " chunks is format " +
+                    std::to_string(reader.info().format_major) + ", expected 4 (in sections)");
+  }
+  if (reader.Tensor(0).chunk_count != kSectionRows) {
+    Die(s.rank, "\"rows\" has " + std::to_string(reader.Tensor(0).chunk_count) + " chunks, expected one per row");
+  }
+  reader.Verify();
+  return 0;
+}
+
+int LoadSections(const char* dir) {
+  Session s;
+  ckpt_state_t* state = nullptr;
+  s.Check(ckpt_state_create(&state, s.err), "state");
+  const uint64_t r0 = SplitPoint(kSectionRows, s.rank, s.world), r1 = SplitPoint(kSectionRows, s.rank + 1, s.world);
+  std::vector<float> rows((r1 - r0) * kSectionCols, -1.0f);
+  AddShard(s, state, "rows", {kSectionRows, kSectionCols}, {r1 - r0, kSectionCols}, {r0, 0}, rows);
+  s.Check(ckpt_load(s.ctx, state, dir, nullptr, s.err), "load");
+  CheckRows(s, "rows", kSectionSeed, rows, r0 * kSectionCols);
+  ckpt_state_free(state);
+  return 0;
+}
+
 }  // namespace
 }  // namespace scenario
 
@@ -95,13 +138,15 @@ int main(int argc, char** argv) {
   using namespace scenario;
   const std::string mode = argc > 2 ? argv[1] : "";
   if (mode == "save") return Save(argv[2]);
+  if (mode == "save-sections") return SaveSections(argv[2]);
+  if (mode == "load-sections") return LoadSections(argv[2]);
   if (mode == "load-refused" && argc == 5) return LoadRefused(argv[2], std::atoi(argv[3]), argv[4]);
   if ((mode == "load-shards" || mode == "load-whole") && argc == 6) {
     return Load(argv[2], mode == "load-whole", argv[3], std::strtoull(argv[4], nullptr, 10),
                 std::strtoull(argv[5], nullptr, 10));
   }
   std::fprintf(stderr,
-               "usage: %s save DIR | load-refused DIR CODE TEXT | load-shards|load-whole DIR once|own MILLI_MIN "
+               "usage: %s save|save-sections|load-sections DIR | load-refused DIR CODE TEXT | load-shards|load-whole DIR once|own MILLI_MIN "
                "MILLI_MAX\n",
                argv[0]);
   return 2;

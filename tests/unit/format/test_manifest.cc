@@ -407,7 +407,7 @@ TEST(ManifestCompressed, FormatMajorIsThreeWithCompressedBytesTwoWithReferencesO
   common.common[1].stored.byte_groups = 1;
   common.common[1].stored.stored_sizes = {32, 32, 32, 4};
   EXPECT_EQ(FormatMajorFor(common), 3u);
-  EXPECT_EQ(kFormatMajor, 3u);
+  EXPECT_EQ(kFormatMajorCompressed, 3u);
 }
 
 // As format 1 may not refer to another checkpoint's files: a library that reads format 2 but has no codec must be
