@@ -166,12 +166,19 @@ int ReplayLoad(const ParallelLayout& target, int rank, uint32_t round_count, con
   const Clock::time_point planning = Clock::now();
   // The chunks this rank decodes as it plans and merges count as decoding, not planning.
   double chunks_s = 0;
-  const runtime::ChunkDecoder decode_chunks = [&](const std::vector<uint32_t>& tensors) {
-    const Clock::time_point begin = Clock::now();
-    const Status decoded = read->chunks->DecodeInto(manifest, tensors);
-    chunks_s += Since(begin);
-    return decoded;
-  };
+  const runtime::ChunkDecoder decode_chunks(
+      [&](const std::vector<uint32_t>& tensors) {
+        const Clock::time_point begin = Clock::now();
+        const Status decoded = read->chunks->DecodeInto(manifest, tensors);
+        chunks_s += Since(begin);
+        return decoded;
+      },
+      [&](const std::vector<runtime::ChunkIndex>& chunks) {
+        const Clock::time_point begin = Clock::now();
+        const Status decoded = read->chunks->DecodeRecordsInto(manifest, chunks);
+        chunks_s += Since(begin);
+        return decoded;
+      });
   const runtime::LoadRequest mine = RequestOf(target, rank, manifest);
   (void)runtime::PartitionLoadRequest(mine, manifest, ranks);
   Check(runtime::PlanOwnedTensors(ToIncoming(std::move(inputs[kRequests]), ranks), manifest, rank, decode_chunks)

@@ -143,9 +143,14 @@ Result<CheckpointSource> OpenCheckpointSource(const std::string& path, ChunkDeco
 }
 
 ChunkDecoder ChunkDecoderOf(CheckpointSource& source) {
-  return [&source](const std::vector<uint32_t>& tensors) {
-    return source.encoded_chunks ? source.encoded_chunks->DecodeInto(source.manifest, tensors) : Status::Ok();
-  };
+  if (!source.encoded_chunks) return ChunkDecoder();
+  return ChunkDecoder(
+      [&source](const std::vector<uint32_t>& tensors) {
+        return source.encoded_chunks->DecodeInto(source.manifest, tensors);
+      },
+      [&source](const std::vector<ChunkIndex>& chunks) {
+        return source.encoded_chunks->DecodeRecordsInto(source.manifest, chunks);
+      });
 }
 
 }  // namespace ckpt::runtime

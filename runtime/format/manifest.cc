@@ -162,6 +162,11 @@ Status PlaceSections(std::vector<Section>& sections, size_t tensors, uint64_t st
       return Corrupt(origin + ": " + DescribeSection(sections, i) + " is " + std::to_string(s.length) +
                      " bytes, not a whole number of words");
     }
+    // Each Chunk of a list takes its three pointers' words at least; a reader sizes a tensor's records by the index.
+    if (s.chunk_count > s.length / (3 * sizeof(capnp::word))) {
+      return Corrupt(origin + ": " + DescribeSection(sections, i) + " names " + std::to_string(s.chunk_count) +
+                     " chunks, more than its " + std::to_string(s.length) + " bytes can hold");
+    }
     if (s.length > file_size - offset) {
       return Corrupt(origin + ": truncated: " + DescribeSection(sections, i) + " ends past the file's " +
                      std::to_string(file_size) + " bytes");
@@ -290,10 +295,7 @@ class EncodedChunks::Impl {
   Status DecodeInto(Manifest& manifest, const std::vector<uint32_t>& tensors) {
     std::vector<uint32_t> missing;
     for (uint32_t t : tensors) {
-      if (t >= decoded_.size() || t >= manifest.tensors.size()) {
-        return InvalidArgument("tensor " + std::to_string(t) + " of " + origin_ + ", which holds " +
-                               std::to_string(decoded_.size()));
-      }
+      RETURN_IF_ERROR(CheckIndex(manifest, t));
       if (!decoded_[t]) missing.push_back(t);
     }
     std::sort(missing.begin(), missing.end());
@@ -308,23 +310,40 @@ class EncodedChunks::Impl {
       ++decoded_count_;
     }
     if (status.ok()) return status;
-    for (size_t i = checked; i < missing.size(); ++i) {
-      manifest.tensors[missing[i]].chunks.clear();  // nothing may plan with records that failed their checks
-      manifest.tensors[missing[i]].digests.clear();
-    }
+    for (size_t i = checked; i < missing.size(); ++i) Forget(manifest, missing[i]);
     return status.WithContext(origin_);
+  }
+
+  // Formats 1 to 3: whole tensors.
+  virtual Status DecodeRecordsInto(Manifest& manifest, const std::vector<ChunkIndex>& chunks) {
+    std::vector<uint32_t> tensors;
+    tensors.reserve(chunks.size());
+    for (const ChunkIndex& c : chunks) tensors.push_back(c.tensor);
+    return DecodeInto(manifest, tensors);
   }
 
   size_t decoded_count() const { return decoded_count_; }
   uint64_t file_bytes_read() const { return file_bytes_read_; }
 
  protected:
-  // Puts the chunks and digests of `tensors` (sorted, none decoded yet) into `manifest`, unchecked; errors are
+  Status CheckIndex(const Manifest& manifest, uint32_t tensor) const {
+    if (tensor < decoded_.size() && tensor < manifest.tensors.size()) return Status::Ok();
+    return InvalidArgument("tensor " + std::to_string(tensor) + " of " + origin_ + ", which holds " +
+                           std::to_string(decoded_.size()));
+  }
+
+  // Puts the chunks and digests of `tensors` (sorted, none decoded whole yet) into `manifest`, unchecked; errors are
   // given the file's name by the caller.
   virtual Status Decode(Manifest& manifest, const std::vector<uint32_t>& tensors) = 0;
 
+  // Drops what was decoded of `tensor`: nothing may plan with records that failed their checks, or beside them.
+  virtual void Forget(Manifest& manifest, uint32_t tensor) {
+    manifest.tensors[tensor].chunks.clear();
+    manifest.tensors[tensor].digests.clear();
+  }
+
   const std::string origin_;
-  std::vector<bool> decoded_;
+  std::vector<bool> decoded_;  // by tensor: decoded whole and checked
   size_t decoded_count_ = 0;
   uint64_t file_bytes_read_ = 0;
 };
@@ -358,7 +377,7 @@ class ChunksInMessage : public EncodedChunks::Impl {
 // Reads `size` bytes at `offset` of the MANIFEST file.
 using ReadAt = std::function<Status(void* data, size_t size, uint64_t offset)>;
 
-// Format 4: the chunks lie in sections, which this reads when they are asked for.
+// Format 4: the chunks lie in sections, which this reads when they are asked for, whole tensors or single records.
 class ChunksInSections : public EncodedChunks::Impl {
  public:
   ChunksInSections(ReadAt read_at, std::vector<Section> sections, std::string origin, size_t tensors,
@@ -366,21 +385,68 @@ class ChunksInSections : public EncodedChunks::Impl {
       : Impl(std::move(origin), tensors, file_bytes_read),
         read_at_(std::move(read_at)),
         sections_(std::move(sections)),
-        first_section_(tensors + 1, 0) {
+        section_decoded_(sections_.size(), false),
+        first_section_(tensors + 1, 0),
+        chunk_count_(tensors, 0) {
     // first_section_[t]: the first section of tensor t or of a later one (sections are sorted by tensor).
     size_t s = 0;
     for (size_t t = 0; t <= tensors; ++t) {
       while (s < sections_.size() && sections_[s].tensor < t) ++s;
       first_section_[t] = s;
     }
+    for (const Section& section : sections_) chunk_count_[section.tensor] += section.chunk_count;
+  }
+
+  Status DecodeRecordsInto(Manifest& manifest, const std::vector<ChunkIndex>& chunks) override {
+    std::vector<size_t> wanted;
+    for (const ChunkIndex& c : chunks) {
+      RETURN_IF_ERROR(CheckIndex(manifest, c.tensor));
+      if (decoded_[c.tensor]) continue;
+      manifest.tensors[c.tensor].chunks.resize(chunk_count_[c.tensor]);
+      // The tensor's section holding the chunk: the last that starts at or before it.
+      const auto first = sections_.begin() + static_cast<std::ptrdiff_t>(first_section_[c.tensor]);
+      const auto last = sections_.begin() + static_cast<std::ptrdiff_t>(first_section_[c.tensor + 1]);
+      const auto after = std::upper_bound(first, last, c.chunk,
+                                          [](uint32_t chunk, const Section& s) { return chunk < s.first_chunk; });
+      if (after == first || c.chunk >= chunk_count_[c.tensor]) continue;
+      const size_t s = static_cast<size_t>(after - sections_.begin()) - 1;
+      if (!section_decoded_[s]) wanted.push_back(s);
+    }
+    std::sort(wanted.begin(), wanted.end());
+    wanted.erase(std::unique(wanted.begin(), wanted.end()), wanted.end());
+    Status status = DecodeSections(manifest, wanted);
+    for (size_t i = 0; status.ok() && i < wanted.size(); ++i) {
+      const Section& s = sections_[wanted[i]];
+      const TensorRecord& tensor = manifest.tensors[s.tensor];
+      for (uint64_t c = s.first_chunk; status.ok() && c < uint64_t{s.first_chunk} + s.chunk_count; ++c) {
+        status = ValidateChunkRecord(tensor, c, manifest.files).WithContext("tensor " + Quoted(tensor.key));
+      }
+    }
+    if (status.ok()) return status;
+    for (size_t s : wanted) Forget(manifest, sections_[s].tensor);
+    return status.WithContext(origin_);
   }
 
  protected:
   Status Decode(Manifest& manifest, const std::vector<uint32_t>& tensors) override {
     std::vector<size_t> wanted;  // in file order, as `tensors` is sorted
     for (uint32_t t : tensors) {
-      for (size_t s = first_section_[t]; s < first_section_[t + 1]; ++s) wanted.push_back(s);
+      manifest.tensors[t].chunks.resize(chunk_count_[t]);
+      for (size_t s = first_section_[t]; s < first_section_[t + 1]; ++s) {
+        if (!section_decoded_[s]) wanted.push_back(s);
+      }
     }
+    return DecodeSections(manifest, wanted);
+  }
+
+  void Forget(Manifest& manifest, uint32_t tensor) override {
+    Impl::Forget(manifest, tensor);
+    for (size_t s = first_section_[tensor]; s < first_section_[tensor + 1]; ++s) section_decoded_[s] = false;
+  }
+
+ private:
+  // Reads and decodes the sections `wanted` (sorted) into their tensors' records, which hold their tensors' counts.
+  Status DecodeSections(Manifest& manifest, const std::vector<size_t>& wanted) {
     for (size_t i = 0; i < wanted.size();) {
       // Sections back to back are read at once.
       const uint64_t begin = sections_[wanted[i]].offset;
@@ -398,12 +464,12 @@ class ChunksInSections : public EncodedChunks::Impl {
         const Section& s = sections_[wanted[i]];
         const size_t from = (s.offset - begin) / sizeof(capnp::word);
         RETURN_IF_ERROR(DecodeSection(manifest, wanted[i], words.slice(from, from + s.length / sizeof(capnp::word))));
+        section_decoded_[wanted[i]] = true;
       }
     }
     return Status::Ok();
   }
 
- private:
   Status DecodeSection(Manifest& manifest, size_t index, kj::ArrayPtr<const capnp::word> words) const {
     const Section& s = sections_[index];
     TensorRecord& tensor = manifest.tensors[s.tensor];
@@ -422,20 +488,17 @@ class ChunksInSections : public EncodedChunks::Impl {
         return Corrupt(where + ": holds digests, which only a tensor's first section may");
       }
       std::vector<ChunkRecord> chunks = manifest_capnp::ToChunks(list.getChunks());
-      if (s.first_chunk == 0) {
-        tensor.chunks = std::move(chunks);
-        tensor.digests = manifest_capnp::ToDigests(list.getDigests());
-      } else {
-        tensor.chunks.insert(tensor.chunks.end(), std::make_move_iterator(chunks.begin()),
-                             std::make_move_iterator(chunks.end()));
-      }
+      std::move(chunks.begin(), chunks.end(), tensor.chunks.begin() + s.first_chunk);
+      if (s.first_chunk == 0) tensor.digests = manifest_capnp::ToDigests(list.getDigests());
       return Status::Ok();
     });
   }
 
   const ReadAt read_at_;
   const std::vector<Section> sections_;
+  std::vector<bool> section_decoded_;
   std::vector<size_t> first_section_;
+  std::vector<uint64_t> chunk_count_;  // by tensor, from the index
 };
 
 // Decodes the first message (`message`, its checksum checked) of a file of `file_size` bytes with `header`, every
@@ -521,11 +584,24 @@ Result<Manifest> DecodeManifest(const std::string& bytes, const std::string& ori
   return DecodeWhole(bytes, origin);
 }
 
+Status ChunkDecoder::Records(const std::vector<ChunkIndex>& chunks) const {
+  if (records_) return records_(chunks);
+  if (!tensors_) return Status::Ok();
+  std::vector<uint32_t> tensors;
+  tensors.reserve(chunks.size());
+  for (const ChunkIndex& c : chunks) tensors.push_back(c.tensor);
+  return tensors_(tensors);
+}
+
 EncodedChunks::EncodedChunks(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 EncodedChunks::~EncodedChunks() = default;
 
 Status EncodedChunks::DecodeInto(Manifest& manifest, const std::vector<uint32_t>& tensors) {
   return impl_->DecodeInto(manifest, tensors);
+}
+
+Status EncodedChunks::DecodeRecordsInto(Manifest& manifest, const std::vector<ChunkIndex>& chunks) {
+  return impl_->DecodeRecordsInto(manifest, chunks);
 }
 
 size_t EncodedChunks::decoded_count() const { return impl_->decoded_count(); }

@@ -17,6 +17,7 @@
 #include <initializer_list>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -197,6 +198,12 @@ Result<std::string> EncodeManifest(const Manifest& manifest);
 // that do not match; unsorted or duplicate keys. Refuses a newer major format with kVersion.
 Result<Manifest> DecodeManifest(const std::string& bytes, const std::string& origin);
 
+// Chunk `chunk` of tensor `tensor`: indices into Manifest::tensors and its chunks.
+struct ChunkIndex {
+  uint32_t tensor = 0;
+  uint32_t chunk = 0;
+};
+
 // The chunks of a MANIFEST's tensors, kept encoded until asked for (DecodeManifestWithoutChunks). A load on many
 // ranks plans and reads only some tensors on each rank, and the chunk records are most of a large manifest: at
 // 16,384 ranks of a distributed-optimizer job, 202 MiB encoded and several times that decoded.
@@ -210,7 +217,13 @@ class EncodedChunks {
   // tensors, in any order, repeats allowed) not decoded yet, and checks them as DecodeManifest does: kCorrupt naming
   // the file and the tensor, whose chunks then stay empty. kInvalidArgument for an index out of range.
   Status DecodeInto(Manifest& manifest, const std::vector<uint32_t>& tensors);
-  // How many tensors have their chunks decoded so far.
+  // Decodes into `manifest` the records `chunks` names, with the sections that hold them (format 4; formats 1 to 3
+  // decode their whole tensors), and checks each record as DecodeInto does but for the tiling of its tensor, which
+  // only the whole tensor shows (its owner's plan has checked it). A tensor decoded so in part holds as many records
+  // as it has, those not decoded with an empty box, until DecodeInto completes it. A chunk index past its tensor's
+  // records decodes nothing (the caller's checks name it); kInvalidArgument for a tensor index out of range.
+  Status DecodeRecordsInto(Manifest& manifest, const std::vector<ChunkIndex>& chunks);
+  // How many tensors have their chunks decoded whole so far.
   size_t decoded_count() const;
   // How many bytes of the MANIFEST file have been read so far (from memory: would have been): the whole file for
   // formats 1 to 3; the header, the first message and the sections decoded so far for format 4.
@@ -230,9 +243,30 @@ struct ManifestWithoutChunks {
 // when it decodes them. Keeps `bytes`.
 Result<ManifestWithoutChunks> DecodeManifestWithoutChunks(std::string bytes, const std::string& origin);
 
-// What a load calls to have the chunks of some tensors (indices into Manifest::tensors) in its manifest before it
-// plans with them or reads them; a manifest decoded whole needs nothing done.
-using ChunkDecoder = std::function<Status(const std::vector<uint32_t>& tensors)>;
+// What a load calls to have chunk records in its manifest before it plans with them or reads them: the whole chunks of
+// some tensors (indices into Manifest::tensors), or single records. A manifest decoded whole needs nothing done (a
+// default ChunkDecoder); one made from a function of tensors alone has records by decoding their whole tensors.
+class ChunkDecoder {
+ public:
+  using TensorsFunction = std::function<Status(const std::vector<uint32_t>& tensors)>;
+  using RecordsFunction = std::function<Status(const std::vector<ChunkIndex>& chunks)>;
+
+  ChunkDecoder() = default;
+  template <typename DecodeTensors,
+            typename = std::enable_if_t<std::is_invocable_r_v<Status, DecodeTensors, const std::vector<uint32_t>&>>>
+  ChunkDecoder(DecodeTensors tensors) : tensors_(std::move(tensors)) {}  // NOLINT: a function of tensors converts
+  ChunkDecoder(TensorsFunction tensors, RecordsFunction records)
+      : tensors_(std::move(tensors)), records_(std::move(records)) {}
+
+  // Every chunk of `tensors`, checked as DecodeManifest checks them.
+  Status operator()(const std::vector<uint32_t>& tensors) const { return tensors_ ? tensors_(tensors) : Status::Ok(); }
+  // The records `chunks` names, checked each (EncodedChunks::DecodeRecordsInto).
+  Status Records(const std::vector<ChunkIndex>& chunks) const;
+
+ private:
+  TensorsFunction tensors_;
+  RecordsFunction records_;
+};
 
 // Writes <dir>/MANIFEST durably.
 Status WriteManifest(const std::string& dir, const Manifest& manifest);

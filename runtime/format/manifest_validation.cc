@@ -264,13 +264,15 @@ Status ValidateMetadata(const std::vector<std::pair<std::string, std::string>>& 
 
 }  // namespace
 
+Status ValidateChunkRecord(const TensorRecord& t, size_t chunk, const std::vector<DataFileRecord>& files) {
+  const std::string where = "chunk " + std::to_string(chunk);
+  RETURN_IF_ERROR(ValidateChunkGeometry(t.chunks[chunk], t.shape, DTypeSize(t.dtype)).WithContext(where));
+  return ValidateStoredBytes(t.chunks[chunk].bytes, files).WithContext(where);
+}
+
 Status ValidateTensorChunks(const TensorRecord& t, const std::vector<DataFileRecord>& files) {
   const uint32_t element_size = DTypeSize(t.dtype);
-  for (size_t i = 0; i < t.chunks.size(); ++i) {
-    const std::string where = "chunk " + std::to_string(i);
-    RETURN_IF_ERROR(ValidateChunkGeometry(t.chunks[i], t.shape, element_size).WithContext(where));
-    RETURN_IF_ERROR(ValidateStoredBytes(t.chunks[i].bytes, files).WithContext(where));
-  }
+  for (size_t i = 0; i < t.chunks.size(); ++i) RETURN_IF_ERROR(ValidateChunkRecord(t, i, files));
   for (size_t i = 0; i < t.digests.size(); ++i) {
     const BoxDigests& d = t.digests[i];
     const std::string where = "digests " + std::to_string(i);

@@ -17,5 +17,7 @@ Status ValidateManifestWithoutChunks(const Manifest& manifest);
 // One tensor's chunks, against its (already checked) dtype and shape: inside the tensor, byte lengths matching,
 // byte ranges inside the data files, checksum counts, tiling the tensor without gaps or overlaps.
 Status ValidateTensorChunks(const TensorRecord& tensor, const std::vector<DataFileRecord>& files);
+// Chunk `chunk` of the tensor alone: all of the above but the tiling, which only the tensor's chunks together show.
+Status ValidateChunkRecord(const TensorRecord& tensor, size_t chunk, const std::vector<DataFileRecord>& files);
 
 }  // namespace ckpt::runtime

@@ -499,13 +499,13 @@ LoadRequest MakeLoadRequest(int rank, const std::string& node, const std::vector
 Status DecodeChunksOfCachedPlan(int rank, const LoadPlanCache& cache, const Manifest& manifest,
                                 const ChunkDecoder& decode_chunks) {
   if (!cache.rounds || cache.checkpoint_id != manifest.checkpoint_id) return Status::Ok();
-  std::vector<uint32_t> tensors;
+  std::vector<ChunkIndex> chunks;
   for (const LoadPlan& round : *cache.rounds) {
     for (const ChunkRead& read : round.reads) {
-      if (read.reader == rank) tensors.push_back(read.tensor);
+      if (read.reader == rank) chunks.push_back(ChunkIndex{read.tensor, read.chunk});
     }
   }
-  return decode_chunks(tensors);
+  return decode_chunks.Records(chunks);
 }
 
 Bufferless BufferlessTransfers(const LoadPlan& view, int rank, const Manifest& manifest,

@@ -56,7 +56,7 @@ struct LoadPlanCache {
   std::string checkpoint_id;  // of the checkpoint the plan reads
 };
 
-// Not collective, before the load's first step: decodes the chunks of the tensors `rank` (this rank) reads in the
+// Not collective, before the load's first step: decodes the records of the chunks `rank` (this rank) reads in the
 // plan `cache` holds, where that plan was made for `manifest`'s checkpoint, so that a load reusing it (which it learns
 // only from that step) reads from decoded chunks, and so that a failure to decode them is this rank's failure in that
 // step.
@@ -73,10 +73,10 @@ Bufferless BufferlessTransfers(const LoadPlan& view, int rank, const Manifest& m
 
 // Collective over `plane`, the same on every rank. `mine` is this rank's request; `verdict` the load's agreed start
 // (runtime/load/load_agreement.h): the plan is made by the tensors' owners (runtime/load/load_partition.h), who decode
-// the chunks of the tensors they own with `decode_chunks` (readers those they read), unless every rank holds it already
-// (DecodeChunksOfCachedPlan). `holders`, where set, limits each read to the ranks whose node holds its file
-// (LoadPlanOptions::holders). The plan made is kept in `plans`. After each round, `filled` is told how many bytes of
-// this rank's pieces it filled.
+// the chunks of the tensors they own with `decode_chunks` (readers the records of the chunks they read), unless every
+// rank holds it already (DecodeChunksOfCachedPlan). `holders`, where set, limits each read to the ranks whose node
+// holds its file (LoadPlanOptions::holders). The plan made is kept in `plans`. After each round, `filled` is told how
+// many bytes of this rank's pieces it filled.
 Result<ExchangeCounters> ExchangeLoad(Context& ctx, LoadPlanCache& plans, const ExchangePlane& plane,
                                       const std::string& path, const Manifest& manifest,
                                       const ChunkDecoder& decode_chunks, const LoadRequest& mine,

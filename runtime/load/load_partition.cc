@@ -243,15 +243,15 @@ Result<LoadPlan> MergeLoadPlan(const std::vector<std::string>& incoming, int ran
                                const ChunkDecoder& decode_chunks) {
   const int world_size = static_cast<int>(incoming.size());
   std::vector<PlanPart> parts(world_size);
-  std::vector<uint32_t> read_here;  // the tensors this rank reads of
+  std::vector<ChunkIndex> read_here;  // the chunks this rank reads: only their records are decoded
   for (int owner = 0; owner < world_size; ++owner) {
     if (incoming[owner].empty()) continue;
     ASSIGN_OR_RETURN(parts[owner], DecodePart(incoming[owner], owner, world_size, manifest));
     for (const ChunkRead& read : parts[owner].reads) {
-      if (read.reader == rank) read_here.push_back(read.tensor);
+      if (read.reader == rank) read_here.push_back(ChunkIndex{read.tensor, read.chunk});
     }
   }
-  RETURN_IF_ERROR(decode_chunks(read_here));
+  RETURN_IF_ERROR(decode_chunks.Records(read_here));
   std::vector<ChunkRead> reads;
   std::vector<uint32_t> ordinals;
   std::vector<std::pair<size_t, Transfer>> transfers, copies;  // (index into `reads`, the transfer)

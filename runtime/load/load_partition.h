@@ -40,9 +40,9 @@ Result<std::vector<std::string>> PlanOwnedTensors(const std::vector<std::string>
                                                   const FileHolders* holders = nullptr);
 
 // Step 3: this rank's view of the plan, in the orders LoadPlan documents (transfers of a pair in the order of their
-// reads, then regions, the same on both sides), with the chunks of the tensors it reads decoded. kCorrupt naming the
-// owner for a malformed part, one that gives this rank a read of blocks its chunk lacks, or a transfer that does
-// not involve `rank`.
+// reads, then regions, the same on both sides), with the records of the chunks it reads decoded
+// (ChunkDecoder::Records). kCorrupt naming the owner for a malformed part, one that gives this rank a read of blocks
+// its chunk lacks, or a transfer that does not involve `rank`.
 Result<LoadPlan> MergeLoadPlan(const std::vector<std::string>& incoming, int rank, const Manifest& manifest,
                                const ChunkDecoder& decode_chunks);
 

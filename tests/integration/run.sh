@@ -21,10 +21,15 @@ case "$name" in
     for m in 1 3 5; do run "$m" "$core" load "$ck"; done
     run 3 "$core" save-in-place "$ck-3" && run 2 "$core" load "$ck-3" ;;
   manifest-sections)  # 4,608 chunks saved on 4 ranks: a manifest in sections (format 4), loaded on 3 and 5 ranks
-    # through the exchange and on 2 without it, each rank reading the sections it needs
+    # through the exchange and on 2 without it, each rank reading the sections it needs; a few chunks stay in the
+    # format before (1), read whole, by the same loads
     run 4 "$reads" save-sections "$ck"
     for m in 3 5; do run "$m" "$reads" load-sections "$ck"; done
-    CKPT_TRANSPORT=none run 2 "$reads" load-sections "$ck" ;;
+    CKPT_TRANSPORT=none run 2 "$reads" load-sections "$ck"
+    run 4 "$core" save "$ck-few"
+    major=$(od -An -tu4 -j8 -N4 "$ck-few/MANIFEST" | tr -d ' ')
+    [ "$major" = 1 ] || { echo "a manifest of a few chunks is format $major, expected 1"; exit 1; }
+    run 3 "$core" load "$ck-few" ;;
   reshard-no-exchange)  # the same without a transport: every rank reads what it needs itself
     export CKPT_TRANSPORT=none
     run 4 "$core" save "$ck"

@@ -243,5 +243,88 @@ TEST(ManifestSections, ChunksThatDoNotTileTheirTensorAreRefusedAsBefore) {
   ExpectCorrupt(DecodeEvery(file), "tensor 'big'");
 }
 
+// The length of section `section` as the file's index records it.
+uint64_t SectionLength(const std::string& file, unsigned section) {
+  const uint64_t end = MessageEnd(file);
+  kj::Array<capnp::word> words = kj::heapArray<capnp::word>((end - kHeaderBytes) / sizeof(capnp::word));
+  std::memcpy(words.begin(), file.data() + kHeaderBytes, end - kHeaderBytes);
+  capnp::FlatArrayMessageReader reader(words.asPtr());
+  return reader.getRoot<schema::Manifest>().getChunkSections()[section].getLength();
+}
+
+TEST(ManifestSectionRecords, ARecordIsDecodedWithTheOneSectionHoldingIt) {
+  const std::string file = Encoded();
+  Result<ManifestWithoutChunks> read = DecodeManifestWithoutChunks(file, kOrigin);
+  ASSERT_TRUE(read.ok()) << read.status().message();
+  const Status decoded = read->chunks->DecodeRecordsInto(read->manifest, {{1, 300}, {1, 301}});
+  ASSERT_TRUE(decoded.ok()) << decoded.message();
+  const TensorRecord& big = read->manifest.tensors[1];
+  ASSERT_EQ(big.chunks.size(), kBigChunks);
+  EXPECT_EQ(big.chunks[300].box.offset, Shape{300});
+  EXPECT_EQ(big.chunks[511].bytes.file_offset, 4096 + 4 * 511);  // the rest of section 2 comes with it
+  EXPECT_TRUE(big.chunks[0].box.shape.empty());                  // section 1's records are not decoded
+  EXPECT_TRUE(big.chunks[512].box.shape.empty());
+  EXPECT_EQ(read->chunks->file_bytes_read(), MessageEnd(file) + SectionLength(file, 2));
+  EXPECT_EQ(read->chunks->decoded_count(), 0u);
+}
+
+TEST(ManifestSectionRecords, DecodingTheWholeTensorCompletesItWithoutReadingItsDecodedSectionsAgain) {
+  const std::string file = Encoded();
+  Result<ManifestWithoutChunks> read = DecodeManifestWithoutChunks(file, kOrigin);
+  ASSERT_TRUE(read.ok()) << read.status().message();
+  ASSERT_TRUE(read->chunks->DecodeRecordsInto(read->manifest, {{1, 5}}).ok());
+  ASSERT_TRUE(read->chunks->DecodeInto(read->manifest, {1}).ok());
+  for (uint64_t i = 0; i < kBigChunks; ++i) ASSERT_EQ(read->manifest.tensors[1].chunks[i].box.offset, Shape{i});
+  EXPECT_EQ(read->chunks->file_bytes_read(),
+            MessageEnd(file) + SectionLength(file, 1) + SectionLength(file, 2) + SectionLength(file, 3));
+  EXPECT_EQ(read->chunks->decoded_count(), 1u);
+}
+
+TEST(ManifestSectionRecords, AFormerFormatDecodesTheWholeTensorOfARecord) {
+  Manifest m = SectionedSample();
+  m.format_major = kFormatMajorWithoutReferences;
+  Result<ManifestWithoutChunks> read = DecodeManifestWithoutChunks(Encoded(m), kOrigin);
+  ASSERT_TRUE(read.ok()) << read.status().message();
+  ASSERT_TRUE(read->chunks->DecodeRecordsInto(read->manifest, {{1, 300}}).ok());
+  EXPECT_EQ(read->manifest.tensors[1].chunks[0].box.offset, Shape{0});
+  EXPECT_EQ(read->chunks->decoded_count(), 1u);
+}
+
+TEST(ManifestSectionRecords, AChunkIndexPastTheTensorDecodesNothingButSizesTheTensor) {
+  Result<ManifestWithoutChunks> read = DecodeManifestWithoutChunks(Encoded(), kOrigin);
+  ASSERT_TRUE(read.ok()) << read.status().message();
+  ASSERT_TRUE(read->chunks->DecodeRecordsInto(read->manifest, {{1, kBigChunks}}).ok());
+  EXPECT_EQ(read->manifest.tensors[1].chunks.size(), kBigChunks);  // so that the caller's check says "which has 600"
+  EXPECT_EQ(read->chunks->file_bytes_read(), MessageEnd(Encoded()));
+  EXPECT_EQ(read->chunks->DecodeRecordsInto(read->manifest, {{3, 0}}).code(), Code::kInvalidArgument);
+}
+
+TEST(ManifestSectionRecords, ARecordFailingItsChecksIsRefusedNamingItAndLeavesItsTensorEmpty) {
+  // A data file said to hold 5200 bytes: "big"'s first section (to byte 5120) fits, and the section holding chunk 300
+  // holds chunk 276 too, the first past its end.
+  const std::string file =
+      WithFirstMessage(Encoded(), [](schema::Manifest::Builder root) { root.getFiles()[0].setSize(5200); });
+  Result<ManifestWithoutChunks> read = DecodeManifestWithoutChunks(file, kOrigin);
+  ASSERT_TRUE(read.ok()) << read.status().message();
+  ASSERT_TRUE(read->chunks->DecodeRecordsInto(read->manifest, {{1, 5}}).ok());
+  ExpectCorrupt(read->chunks->DecodeRecordsInto(read->manifest, {{1, 300}}), "tensor 'big': chunk 276: byte range [5200, +4) is past the end");
+  EXPECT_TRUE(read->manifest.tensors[1].chunks.empty());
+}
+
+TEST(ManifestSectionRecords, ADamagedSectionFoundByARecordLeavesItsTensorEmpty) {
+  std::string file = Encoded();
+  const uint64_t section2 = MessageEnd(file) + SectionLength(file, 0) + SectionLength(file, 1);
+  file[section2 + 40] ^= 0x01;
+  Result<ManifestWithoutChunks> read = DecodeManifestWithoutChunks(file, kOrigin);
+  ASSERT_TRUE(read.ok()) << read.status().message();
+  ASSERT_TRUE(read->chunks->DecodeRecordsInto(read->manifest, {{1, 0}}).ok());
+  ExpectCorrupt(read->chunks->DecodeRecordsInto(read->manifest, {{1, 0}, {1, 256}}),
+                "chunk section 2 (tensor 1, chunks from 256) of tensor 'big': checksum mismatch");
+  EXPECT_TRUE(read->manifest.tensors[1].chunks.empty());
+  // Section 1, decoded before, is decoded again: nothing of the tensor is kept beside a damaged section.
+  ASSERT_TRUE(read->chunks->DecodeRecordsInto(read->manifest, {{1, 0}}).ok());
+  EXPECT_EQ(read->manifest.tensors[1].chunks[0].box.offset, Shape{0});
+}
+
 }  // namespace
 }  // namespace ckpt::runtime
