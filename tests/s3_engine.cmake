@@ -1,6 +1,6 @@
 # Saves and loads on S3 by several ranks, against the real server of the fixture s3_server (tests/s3.cmake):
 # tests/s3/engine.sh says what each part proves.
-foreach(part save-load export-import wrong-credentials first-call-errors gateway-killed rank-killed memory-tier)
+foreach(part save-load sections export-import wrong-credentials first-call-errors gateway-killed rank-killed memory-tier)
   string(REPLACE "-" "_" test_part ${part})
   add_test(NAME s3_engine_${test_part}
            COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/s3/engine.sh ${part} ${CMAKE_BINARY_DIR}/s3 ${CMAKE_BINARY_DIR})

@@ -90,7 +90,7 @@ for stage in "${stages[@]}"; do
         -DCKPT_SANITIZE=thread
       cmake --build "$build-tsan" -j "$(nproc)" --target ckpt_unit_tests ckpt-io-worker ckpt ckpt-launch \
         ckpt_scenario_core ckpt_scenario_async ckpt_scenario_exchange ckpt_scenario_control ckpt_manifest_tamper \
-        ckpt_scenario_replicas ckpt_scenario_compress ckpt_s3_tests
+        ckpt_scenario_replicas ckpt_scenario_compress ckpt_scenario_reads ckpt_s3_tests
       # The tests labelled threaded where they are defined: the unit suites of code that runs on several threads
       # (tests/CMakeLists.txt) and the multi-rank scenarios (tests/integration.cmake); then those labelled
       # rank_io_threads again with the I/O threads inside each rank, where TSan sees them (not in worker processes).

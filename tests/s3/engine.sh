@@ -3,6 +3,8 @@
 # Usage: engine.sh PART SERVER_DIR BUILD_DIR
 #   save-load        3 ranks save, `ckpt ls/verify/cat` read it, 2 ranks load it resharded (every element checked);
 #                    a second save to the same path is refused and leaves the first intact
+#   sections         4 ranks save 4,608 chunks, a manifest in sections (format 4); 3 ranks load it resharded, each
+#                    reading with ranged GETs only the sections it needs (every element checked)
 #   export-import    `ckpt export` from S3 to S3 (one file, and Hugging Face shards with an index) and to a local file;
 #                    `ckpt import` of each back, from S3 to S3 and to a local directory, equal to the original
 #                    tensor by tensor (`ckpt diff`)
@@ -88,6 +90,13 @@ case $part in
     every_rank_says 3 "$work/again" "already exists"
     "$cli" verify "$path" || fail "the first checkpoint no longer verifies after the refused save"
     echo "PASS: saved on 3 ranks, listed, verified, loaded resharded on 2; a second save was refused"
+    ;;
+  sections)
+    path=$run_prefix/step-1
+    reads=$build/tests/ckpt_scenario_reads
+    ranks 4 "$work/save" "$reads" save-sections "$path" || { cat "$work"/save-*.log >&2; fail "the save on 4 ranks"; }
+    ranks 3 "$work/load" "$reads" load-sections "$path" || { cat "$work"/load-*.log >&2; fail "the load on 3 ranks"; }
+    echo "PASS: 4,608 chunks saved on 4 ranks in a manifest of format 4, loaded resharded on 3"
     ;;
   export-import)
     path=$run_prefix/step-1
