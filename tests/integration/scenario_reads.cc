@@ -145,7 +145,8 @@ int main(int argc, char** argv) {
                 std::strtoull(argv[5], nullptr, 10));
   }
   std::fprintf(stderr,
-               "usage: %s save|save-sections|load-sections DIR | load-refused DIR CODE TEXT | load-shards|load-whole DIR once|own MILLI_MIN "
+               "usage: %s save|save-sections|load-sections DIR | load-refused DIR CODE TEXT | load-shards|load-whole "
+               "DIR once|own MILLI_MIN "
                "MILLI_MAX\n",
                argv[0]);
   return 2;
