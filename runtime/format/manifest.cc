@@ -562,19 +562,32 @@ Result<Manifest> DecodeWhole(std::string file, const std::string& origin) {
   return std::move(read.manifest);
 }
 
-Result<io::File> OpenManifestFile(const std::string& dir) {
+struct ManifestFile {
+  io::File file;
+  uint64_t size = 0;
+  std::string origin;  // its path, for errors
+};
+
+// The MANIFEST of `dir`, opened: kNotFound naming the directory if it has none, kCorrupt if it is larger than
+// kMaxManifestBytes (a hostile file must not exhaust memory).
+Result<ManifestFile> OpenManifestFile(const std::string& dir) {
   Result<io::File> file = io::File::OpenBeneath(dir, kManifestName);
   if (!file.ok() && file.status().code() == Code::kNotFound) {
     return NotFound("no checkpoint at " + dir + " (MANIFEST missing)");
   }
-  return file;
+  RETURN_IF_ERROR(file.status());
+  ManifestFile opened{std::move(file).value(), 0, io::JoinPath(dir, kManifestName)};
+  ASSIGN_OR_RETURN(opened.size, opened.file.Size());
+  if (opened.size > kMaxManifestBytes) {
+    return Corrupt(Quoted(opened.origin) + " is " + std::to_string(opened.size) + " bytes, more than the limit of " +
+                   std::to_string(kMaxManifestBytes));
+  }
+  return opened;
 }
 
-Result<std::string> ReadManifestFile(const std::string& dir) {
-  Result<std::string> bytes = io::ReadWholeFile(dir, kManifestName, kMaxManifestBytes);
-  if (!bytes.ok() && bytes.status().code() == Code::kNotFound) {
-    return NotFound("no checkpoint at " + dir + " (MANIFEST missing)");
-  }
+Result<std::string> ReadAll(const ManifestFile& opened) {
+  std::string bytes(opened.size, '\0');
+  RETURN_IF_ERROR(opened.file.ReadAt(bytes.data(), bytes.size(), 0));
   return bytes;
 }
 
@@ -617,33 +630,28 @@ Status WriteManifest(const std::string& dir, const Manifest& manifest) {
 }
 
 Result<Manifest> ReadManifest(const std::string& dir) {
-  ASSIGN_OR_RETURN(std::string bytes, ReadManifestFile(dir));
-  return DecodeWhole(std::move(bytes), io::JoinPath(dir, kManifestName));
+  ASSIGN_OR_RETURN(const ManifestFile opened, OpenManifestFile(dir));
+  ASSIGN_OR_RETURN(std::string bytes, ReadAll(opened));
+  return DecodeWhole(std::move(bytes), opened.origin);
 }
 
 Result<ManifestWithoutChunks> ReadManifestWithoutChunks(const std::string& dir) {
-  const std::string origin = io::JoinPath(dir, kManifestName);
-  ASSIGN_OR_RETURN(io::File opened, OpenManifestFile(dir));
-  ASSIGN_OR_RETURN(const uint64_t size, opened.Size());
-  if (size > kMaxManifestBytes) {
-    return Corrupt(Quoted(origin) + " is " + std::to_string(size) + " bytes, more than the limit of " +
-                   std::to_string(kMaxManifestBytes));
-  }
+  ASSIGN_OR_RETURN(ManifestFile opened, OpenManifestFile(dir));
+  const std::string& origin = opened.origin;
   char head[kHeaderBytes] = {};
-  if (size >= kHeaderBytes) RETURN_IF_ERROR(opened.ReadAt(head, kHeaderBytes, 0));
-  ASSIGN_OR_RETURN(const Header header, ParseHeader(head, size, origin));
+  if (opened.size >= kHeaderBytes) RETURN_IF_ERROR(opened.file.ReadAt(head, kHeaderBytes, 0));
+  ASSIGN_OR_RETURN(const Header header, ParseHeader(head, opened.size, origin));
   if (header.major < kFormatMajorWithSections) {
-    std::string bytes(size, '\0');
-    RETURN_IF_ERROR(opened.ReadAt(bytes.data(), bytes.size(), 0));
+    ASSIGN_OR_RETURN(std::string bytes, ReadAll(opened));
     return DecodeFile(std::move(bytes), origin);
   }
   std::string message(header.message_length, '\0');
-  RETURN_IF_ERROR(opened.ReadAt(message.data(), message.size(), kHeaderBytes));
+  RETURN_IF_ERROR(opened.file.ReadAt(message.data(), message.size(), kHeaderBytes));
   RETURN_IF_ERROR(CheckMessage(message.data(), header, origin));
-  auto file = std::make_shared<const io::File>(std::move(opened));
+  auto file = std::make_shared<const io::File>(std::move(opened.file));
   ReadAt read_at = [file](void* data, size_t length, uint64_t offset) { return file->ReadAt(data, length, offset); };
-  return DecodeFirstMessage(std::make_unique<AlignedWords>(std::move(message), 0, header.message_length), header, size,
-                            std::move(read_at), origin);
+  return DecodeFirstMessage(std::make_unique<AlignedWords>(std::move(message), 0, header.message_length), header,
+                            opened.size, std::move(read_at), origin);
 }
 
 std::vector<bool> HeldDataFiles(const Manifest& manifest, const std::string& dir) {

@@ -3,7 +3,9 @@
 #include <capnp/message.h>
 #include <capnp/serialize.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <cstdio>
 #include <cstring>
 #include <functional>
 
@@ -154,6 +156,19 @@ TEST_F(ManifestSectionsDirTest, ReadingFromADirectoryReadsOnlyTheSectionsAskedFo
   Result<Manifest> whole = ReadManifest(dir());
   ASSERT_TRUE(whole.ok()) << whole.status().message();
   EXPECT_EQ(whole->tensors[1].chunks.size(), kBigChunks);
+}
+
+TEST_F(ManifestSectionsDirTest, AManifestLargerThanTheLimitIsRefusedBeforeAnythingIsRead) {
+  const std::string path = io::JoinPath(dir(), kManifestName);
+  std::FILE* file = std::fopen(path.c_str(), "w");
+  ASSERT_NE(file, nullptr);
+  ASSERT_EQ(ftruncate(fileno(file), static_cast<off_t>(kMaxManifestBytes + 1)), 0);  // sparse: nothing to read
+  std::fclose(file);
+  for (const Status& status : {ReadManifest(dir()).status(), ReadManifestWithoutChunks(dir()).status()}) {
+    EXPECT_EQ(status.code(), Code::kCorrupt) << status.message();
+    EXPECT_NE(status.message().find("more than the limit of " + std::to_string(kMaxManifestBytes)), std::string::npos)
+        << status.message();
+  }
 }
 
 TEST_F(ManifestSectionsDirTest, AnOlderFormatIsReadWholeFromADirectory) {
@@ -307,7 +322,8 @@ TEST(ManifestSectionRecords, ARecordFailingItsChecksIsRefusedNamingItAndLeavesIt
   Result<ManifestWithoutChunks> read = DecodeManifestWithoutChunks(file, kOrigin);
   ASSERT_TRUE(read.ok()) << read.status().message();
   ASSERT_TRUE(read->chunks->DecodeRecordsInto(read->manifest, {{1, 5}}).ok());
-  ExpectCorrupt(read->chunks->DecodeRecordsInto(read->manifest, {{1, 300}}), "tensor 'big': chunk 276: byte range [5200, +4) is past the end");
+  ExpectCorrupt(read->chunks->DecodeRecordsInto(read->manifest, {{1, 300}}),
+                "tensor 'big': chunk 276: byte range [5200, +4) is past the end");
   EXPECT_TRUE(read->manifest.tensors[1].chunks.empty());
 }
 
