@@ -140,6 +140,21 @@ class FlatRangeSplitter {
 
 }  // namespace
 
+std::optional<uint64_t> SingleRunOffset(const Box& box, const Box& region, size_t element_size) {
+  const size_t ndim = region.ndim();
+  // Dimensions outside the ones merged into a run must each hold a single index, or there are several runs.
+  const size_t outer_dims = ndim == 0 ? 0 : ndim - box_internal::ContiguousInnerDims(region, box, region);
+  for (size_t d = 0; d < ndim; ++d) {
+    if (region.shape[d] == 0 || (d < outer_dims && region.shape[d] != 1)) return std::nullopt;
+  }
+  uint64_t position = 0, stride = 1;
+  for (size_t d = ndim; d-- > 0;) {
+    position += (region.offset[d] - box.offset[d]) * stride;
+    stride *= box.shape[d];
+  }
+  return position * element_size;
+}
+
 std::vector<FlatPiece> DecomposeFlatRange(const Box& box, uint64_t start, uint64_t end) {
   if (start >= end || end > box.volume()) return {};
   if (box.ndim() == 0) return {FlatPiece{box, 0}};

@@ -61,6 +61,11 @@ std::vector<FlatPiece> DecomposeFlatRange(const Box& box, uint64_t start, uint64
 template <typename Fn>
 void ForEachRun(const Box& src_box, const Box& dst_box, const Box& region, size_t element_size, Fn&& fn);
 
+// Where `region` (inside `box`) is one contiguous run of the row-major buffer of `box`, the run's byte offset in that
+// buffer; otherwise (several runs, or an empty region) nullopt. The one run ForEachRun would give, found without
+// walking the region.
+std::optional<uint64_t> SingleRunOffset(const Box& box, const Box& region, size_t element_size);
+
 // Copies `region` from the buffer of `src_box` to the buffer of `dst_box` (region inside both).
 void CopyRegion(const void* src, const Box& src_box, void* dst, const Box& dst_box, const Box& region,
                 size_t element_size);

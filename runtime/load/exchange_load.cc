@@ -61,15 +61,10 @@ std::optional<std::pair<const LocalPiece*, uint64_t>> InPlaceRun(const LoadPlan&
     if (part == t.region) only = &piece;
   });
   if (overlapping != 1 || only == nullptr || only->device != device) return std::nullopt;
-  uint64_t offset = 0;
-  int runs = 0;
-  ForEachRun(t.region, only->box, t.region, DTypeSize(manifest.tensors[tensor].dtype),
-             [&](uint64_t, uint64_t dst_offset, uint64_t) {
-               ++runs;
-               offset = dst_offset;
-             });
-  if (runs != 1) return std::nullopt;
-  return std::make_pair(only, offset);
+  const std::optional<uint64_t> offset =
+      SingleRunOffset(only->box, t.region, DTypeSize(manifest.tensors[tensor].dtype));
+  if (!offset) return std::nullopt;
+  return std::make_pair(only, *offset);
 }
 
 // Read -> the regions its local copies fill on `rank`, where `rank` reads it.

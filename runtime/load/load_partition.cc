@@ -300,9 +300,10 @@ Result<LoadPlan> MergeLoadPlan(const std::vector<std::string>& incoming, int ran
   }
   for (auto& [read, t] : transfers) t.read = position[read];
   for (auto& [read, t] : copies) t.read = position[read];
+  // By reference: a tuple of copies would copy each region's two vectors on every comparison.
   auto pair_order = [&](const std::pair<size_t, Transfer>& a, const std::pair<size_t, Transfer>& b) {
-    return std::make_tuple(view.reads[a.second.read].reader, a.second.consumer, a.second.read, a.second.region) <
-           std::make_tuple(view.reads[b.second.read].reader, b.second.consumer, b.second.read, b.second.region);
+    return std::tie(view.reads[a.second.read].reader, a.second.consumer, a.second.read, a.second.region) <
+           std::tie(view.reads[b.second.read].reader, b.second.consumer, b.second.read, b.second.region);
   };
   std::sort(transfers.begin(), transfers.end(), pair_order);
   std::sort(copies.begin(), copies.end(), pair_order);

@@ -263,5 +263,27 @@ TEST(ForEachRunTest, EmptyRegionHasNoRuns) {
   EXPECT_EQ(calls, 0);
 }
 
+// SingleRunOffset agrees with ForEachRun: the offset of the one run where the region is a single run of the box's
+// buffer, nullopt where ForEachRun would give several runs or none.
+TEST(SingleRunOffsetTest, AgreesWithForEachRun) {
+  const Box box{{4, 0, 0}, {4, 3, 6}};
+  const std::vector<Box> regions = {
+      box,                     // the whole buffer
+      {{5, 0, 0}, {2, 3, 6}},  // whole rows of the first dimension
+      {{6, 1, 0}, {1, 2, 6}},  // one index of the first, whole trailing rows
+      {{6, 1, 2}, {1, 1, 3}},  // part of one innermost row
+      {{6, 1, 2}, {1, 2, 3}},  // parts of two innermost rows: two runs
+      {{4, 0, 0}, {2, 3, 5}},  // the innermost dimension cut on every row
+      {{5, 0, 0}, {0, 3, 6}},  // empty: no run
+  };
+  for (const Box& region : regions) {
+    std::vector<uint64_t> offsets;
+    ForEachRun(region, box, region, 2, [&](uint64_t, uint64_t d, uint64_t) { offsets.push_back(d); });
+    const std::optional<uint64_t> expected = offsets.size() == 1 ? std::optional<uint64_t>(offsets[0]) : std::nullopt;
+    EXPECT_EQ(SingleRunOffset(box, region, 2), expected) << region.ToString();
+  }
+  EXPECT_EQ(SingleRunOffset(Box{}, Box{}, 4), std::optional<uint64_t>(0));  // a scalar is one run
+}
+
 }  // namespace
 }  // namespace ckpt::runtime
