@@ -21,11 +21,23 @@
 // store: scale_peer_busiest_control_ratio. Were the TCP store to route them (CKPT_PEER_CONTROL=0), rank 0's server
 // would relay every byte of every rank, which scale_store_rank0_control_ratio shows.
 //
+// Links: each rank's descriptors to other processes under the peer plane, its peer links (a sender keeps a link to
+// every rank it ever sent to) and its two store connections, whose server ends rank 0 holds:
+// scale_links_per_rank_max, and scale_peer_links_per_rank_max for the peer links alone.
+//
+// Each step's messages are spooled to files by receiver (bench/scale_spool.h) and each rank reads its own when its
+// turn comes, and a rank's view of the load plan is merged again (untimed) in each step that needs it: a process
+// holds one rank's inputs at a time beside the manifest, where holding them all took 10.8 GB at 4,096 ranks (and
+// slowed every rank's timed work in that large heap). The ranks of a step are shared among --workers processes (one
+// per core by default), forked from the one holding the manifest; the load's slowest ranks are timed again alone.
+//
 // Failure detection: while the ranks wait for a straggler, each asks rank 0's store whether a rank died once per the
 // library's PeerCheckInterval (collectives/store/tcp_store.h), not simulated in real time but taken from that same
 // function: scale_rank0_requests_per_s, beside the 250 ms of every rank that the interval replaced.
 //
-// Usage: ckpt_bench_scale [--ranks 1024,4096,16384,32768] [--limit-s 300]
+// Usage: ckpt_bench_scale [--ranks 1024,4096,16384,32768] [--limit-s 300] [--workers N]
+// scale_growth_exponent_max is the steepest growth of the figures per factor of four in ranks, between the largest job
+// size run whose quarter was also run and that quarter (16,384 and 65,536 ranks when both are run).
 // Prints `name value unit` lines; a figure whose child ran past the limit prints the limit and a `#` line saying so.
 #include <signal.h>
 #include <sys/wait.h>
@@ -40,6 +52,7 @@
 #include <fstream>
 #include <limits>
 #include <map>
+#include <numeric>
 #include <sstream>
 #include <string>
 #include <utility>
@@ -48,6 +61,7 @@
 #include "bench/scale_common.h"
 #include "bench/scale_load.h"
 #include "bench/scale_model.h"
+#include "bench/scale_spool.h"
 #include "collectives/store/tcp_store.h"
 #include "common/bytes.h"
 #include "common/settings.h"
@@ -76,8 +90,8 @@ std::string LayoutName(const ParallelLayout& layout) { return layout.distributed
 // --- the busiest rank's save alone, for its memory and its time -----------------------------------------------
 
 // The busiest rank's save planning is timed again in this quiet process, best of this many runs: one timing taken
-// inside the simulating process, which holds every rank's messages (10 GB at 16,384 ranks), wanders by a factor of
-// two from run to run, and so would the growth exponent computed from it.
+// inside the simulating process (whose heap holds the whole manifest) wandered by a factor of two from run to run,
+// and so would the growth exponent computed from it.
 constexpr int kReplayRuns = 3;
 
 int ChildSave(const ParallelLayout& layout, int rank, const std::string& writer_inbox) {
@@ -159,75 +173,84 @@ void Print(const std::string& name, double value, const char* unit) {
   std::fflush(stdout);
 }
 
-Figures Simulate(const ParallelLayout& layout, const ParallelLayout& target, int limit_s, const std::string& tmp) {
+Figures Simulate(const ParallelLayout& layout, const ParallelLayout& target, int limit_s, int workers,
+                 const std::string& tmp) {
   const int ranks = layout.world();
   const std::string suffix = LayoutName(layout) + "_" + std::to_string(ranks);
   ControlBytes save_bytes(ranks);
   std::vector<double> rank_s(ranks, 0);
   std::vector<std::array<double, 3>> steps(ranks, {0, 0, 0});  // partitioning, owning, merging
-  std::vector<Messages> inbox(ranks);
   uint64_t descriptor_bytes = 0, descriptors = 0;
-  for (int r = 0; r < ranks; ++r) {
+  Spool descriptor_parts(tmp + "/descriptor-parts", ranks), writer_items(tmp + "/writer-items", ranks);
+  // A rank's timed steps, its messages added to `out` (where not null).
+  auto partition = [&](int r, Spool* out) {
     const runtime::RankDescriptor desc = DescribeRank(layout, r);
-    descriptors += desc.tensors.size() + desc.objects.size();
-    descriptor_bytes += runtime::EncodeRankDescriptor(desc).size();
+    RankResult result;
+    result.counts[0] = static_cast<double>(desc.tensors.size() + desc.objects.size());
+    result.counts[1] = static_cast<double>(runtime::EncodeRankDescriptor(desc).size());
     const Clock::time_point start = Clock::now();
     std::vector<std::string> parts = runtime::PartitionDescriptor(desc, ranks);
-    steps[r][0] = Since(start);
-    rank_s[r] += steps[r][0];
-    for (int owner = 0; owner < ranks; ++owner) {
-      if (parts[owner].empty()) continue;
-      save_bytes.Message(r, owner, parts[owner].size());
-      inbox[owner].emplace_back(r, std::move(parts[owner]));
+    result.seconds = Since(start);
+    for (int owner = 0; out != nullptr && owner < ranks; ++owner) {
+      if (!parts[owner].empty()) out->Add(r, owner, parts[owner]);
     }
+    return result;
+  };
+  auto own = [&](int owner, Spool* out) {
+    std::vector<std::string> routed;
+    RankResult result;
+    result.seconds = OwnerWork(layout, owner, descriptor_parts.Inbox(owner), &routed, {});
+    for (int writer = 0; out != nullptr && writer < ranks; ++writer) {
+      if (!routed[writer].empty()) out->Add(owner, writer, routed[writer]);
+    }
+    return result;
+  };
+  auto merge = [&](int writer, runtime::ManifestSkeleton* skeleton) {
+    const std::vector<std::string> incoming = ToIncoming(writer_items.Inbox(writer), ranks);
+    const Clock::time_point start = Clock::now();
+    Result<runtime::SavePlan> plan = runtime::MergeWriteItems(incoming, writer, skeleton);
+    const double seconds = Since(start);
+    Check(plan.status(), "merging");
+    return std::make_pair(seconds, std::move(plan).value());
+  };
+
+  const std::vector<RankResult> partitioned = RunStep(
+      ranks, workers, [&](int r, Spool& out) { return partition(r, &out); }, descriptor_parts);
+  for (int r = 0; r < ranks; ++r) {
+    steps[r][0] = partitioned[r].seconds;
+    descriptors += static_cast<uint64_t>(partitioned[r].counts[0]);
+    descriptor_bytes += static_cast<uint64_t>(partitioned[r].counts[1]);
   }
+  descriptor_parts.CountInto(&save_bytes);
   save_bytes.AllToAll();
   save_bytes.Agreement(kProposalBytes, kVerdictBytes);  // proposals
   save_bytes.Agreement(0, kAgreementBytes);             // coverage
   save_bytes.Agreement(0, kAgreementBytes);             // plan
 
-  std::vector<Messages> writer_inbox(ranks);
-  for (int owner = 0; owner < ranks; ++owner) {
-    std::vector<std::string> routed;
-    steps[owner][1] = OwnerWork(layout, owner, std::move(inbox[owner]), &routed, {});
-    rank_s[owner] += steps[owner][1];
-    for (int writer = 0; writer < ranks; ++writer) {
-      if (routed[writer].empty()) continue;
-      save_bytes.Message(owner, writer, routed[writer].size());
-      writer_inbox[writer].emplace_back(owner, std::move(routed[writer]));
-    }
-  }
+  const std::vector<RankResult> owned = RunStep(
+      ranks, workers, [&](int r, Spool& out) { return own(r, &out); }, writer_items);
+  for (int r = 0; r < ranks; ++r) steps[r][1] = owned[r].seconds;
+  writer_items.CountInto(&save_bytes);
   save_bytes.AllToAll();
-  inbox = {};
 
-  // Each writer's merge, and the manifest rank 0 would commit: one data file per writer, chunks back to back.
+  // Each writer's merge, and the manifest rank 0 would commit: one data file per writer, chunks back to back. Writer
+  // 0 merges first and names the tensors; each writer's items go into the manifest as soon as it has merged them.
   runtime::Manifest manifest;
-  runtime::ManifestSkeleton skeleton;
-  std::map<std::string, size_t> tensor_index;
-  std::vector<std::vector<runtime::WriteItem>> items(ranks);
+  std::map<std::string, size_t> tensor_index, object_index;
   for (int writer = 0; writer < ranks; ++writer) {
-    Messages copy = writer_inbox[writer];
-    const Clock::time_point start = Clock::now();
-    Result<runtime::SavePlan> plan =
-        runtime::MergeWriteItems(ToIncoming(std::move(copy), ranks), writer, writer == 0 ? &skeleton : nullptr);
-    steps[writer][2] = Since(start);
-    rank_s[writer] += steps[writer][2];
-    Check(plan.status(), "merging");
-    items[writer] = std::move(plan->items);
-  }
-  const int busiest = static_cast<int>(std::max_element(rank_s.begin(), rank_s.end()) - rank_s.begin());
-  WriteMessages(tmp + "/writer-inbox", {writer_inbox[busiest]});
-  writer_inbox = {};
-  manifest.world_size = ranks;
-  manifest.node_count = skeleton.node_count;
-  manifest.tensors = skeleton.tensors;
-  manifest.objects = skeleton.objects;
-  for (size_t t = 0; t < manifest.tensors.size(); ++t) tensor_index[manifest.tensors[t].key] = t;
-  std::map<std::string, size_t> object_index;
-  for (size_t o = 0; o < manifest.objects.size(); ++o) object_index[manifest.objects[o].key] = o;
-  for (int writer = 0; writer < ranks; ++writer) {
+    runtime::ManifestSkeleton skeleton;
+    auto [seconds, plan] = merge(writer, writer == 0 ? &skeleton : nullptr);
+    steps[writer][2] = seconds;
+    if (writer == 0) {
+      manifest.world_size = ranks;
+      manifest.node_count = skeleton.node_count;
+      manifest.tensors = std::move(skeleton.tensors);
+      manifest.objects = std::move(skeleton.objects);
+      for (size_t t = 0; t < manifest.tensors.size(); ++t) tensor_index[manifest.tensors[t].key] = t;
+      for (size_t o = 0; o < manifest.objects.size(); ++o) object_index[manifest.objects[o].key] = o;
+    }
     uint64_t offset = 0;
-    for (runtime::WriteItem& item : items[writer]) {
+    for (runtime::WriteItem& item : plan.items) {
       runtime::StoredBytes bytes;
       bytes.file_index = static_cast<uint32_t>(writer);
       bytes.file_offset = offset;
@@ -236,14 +259,34 @@ Figures Simulate(const ParallelLayout& layout, const ParallelLayout& target, int
       bytes.block_checksums.assign(io::BlockCount(item.bytes, kBlockSize), 0);
       offset += (item.bytes + 4095) / 4096 * 4096;
       if (item.is_object) {
-        manifest.objects[object_index[item.key]].pieces.push_back({item.index, std::move(bytes)});
+        manifest.objects[object_index.at(item.key)].pieces.push_back({item.index, std::move(bytes)});
       } else {
-        manifest.tensors[tensor_index[item.key]].chunks.push_back({item.box, std::move(bytes)});
+        manifest.tensors[tensor_index.at(item.key)].chunks.push_back({item.box, std::move(bytes)});
       }
     }
-    manifest.files.push_back({"data/" + std::to_string(writer) + "-0.bin", offset});
-    items[writer] = {};
+    manifest.files.push_back({"data/" + std::to_string(writer) + "-0.bin", offset, ""});
   }
+  // As for the load (bench/scale_load.cc), the slowest ranks' steps are timed again, alone in this process, each
+  // step's figure the faster of its two timings, before the busiest is chosen for its replay.
+  for (int r = 0; r < ranks; ++r) rank_s[r] = steps[r][0] + steps[r][1] + steps[r][2];
+  std::vector<int> order(ranks);
+  std::iota(order.begin(), order.end(), 0);
+  const size_t candidates = std::min<size_t>(kRetimedRanks, order.size());
+  std::partial_sort(order.begin(), order.begin() + candidates, order.end(),
+                    [&](int a, int b) { return rank_s[a] > rank_s[b]; });
+  int busiest = order.front();
+  for (size_t i = 0; i < candidates; ++i) {
+    const int r = order[i];
+    runtime::ManifestSkeleton skeleton;
+    steps[r][0] = std::min(steps[r][0], partition(r, nullptr).seconds);
+    steps[r][1] = std::min(steps[r][1], own(r, nullptr).seconds);
+    steps[r][2] = std::min(steps[r][2], merge(r, r == 0 ? &skeleton : nullptr).first);
+    rank_s[r] = steps[r][0] + steps[r][1] + steps[r][2];
+  }
+  for (size_t i = 1; i < candidates; ++i) {
+    if (rank_s[order[i]] > rank_s[busiest]) busiest = order[i];
+  }
+  WriteMessages(tmp + "/writer-inbox", {writer_items.Inbox(busiest)});
   for (runtime::TensorRecord& t : manifest.tensors) {
     std::sort(t.chunks.begin(), t.chunks.end(), [](const auto& a, const auto& b) { return a.box < b.box; });
   }
@@ -251,9 +294,8 @@ Figures Simulate(const ParallelLayout& layout, const ParallelLayout& target, int
   Result<std::string> encoded = runtime::EncodeManifest(manifest);
   Check(encoded.status(), "encoding the manifest");
   std::ofstream(tmp + "/MANIFEST", std::ios::binary) << *encoded;
-
   ControlBytes load_bytes(ranks);
-  const LoadFigures load = SimulateLoad(target, manifest, &load_bytes, tmp + "/load-inputs");
+  const LoadFigures load = SimulateLoad(target, manifest, workers, &load_bytes, tmp + "/load-inputs");
   const double manifest_mib = static_cast<double>(encoded->size()) / (1 << 20);
   manifest = runtime::Manifest();
 
@@ -317,6 +359,17 @@ Figures Simulate(const ParallelLayout& layout, const ParallelLayout& target, int
   Print("scale_busiest_control_ratio" + suffix, f.control_ratio, "x");
   Print("scale_peer_busiest_control_ratio" + suffix,
         static_cast<double>(std::max(save_bytes.PeerBusiest(), load_bytes.PeerBusiest())) / descriptor_bytes, "x");
+  // Descriptors to other processes: each rank's peer links, and its two store connections (collectives/store/
+  // tcp_store.h: its own and the auxiliary one of its background saves), both of whose server ends rank 0 holds.
+  const std::pair<int, uint64_t> save_links = save_bytes.PeerLinksMax();
+  const std::pair<int, uint64_t> load_links = load_bytes.PeerLinksMax();
+  std::printf("# %d ranks%s: rank %d holds the most peer links in the save (%llu), rank %d in the load (%llu)\n", ranks,
+              LayoutName(layout).c_str(), save_links.first, static_cast<unsigned long long>(save_links.second),
+              load_links.first, static_cast<unsigned long long>(load_links.second));
+  const uint64_t peer_links = std::max(save_links.second, load_links.second);
+  const uint64_t rank0_links = std::max(save_bytes.links[0].size(), load_bytes.links[0].size()) + 2 * ranks + 2;
+  Print("scale_peer_links_per_rank_max" + suffix, static_cast<double>(peer_links), "links");
+  Print("scale_links_per_rank_max" + suffix, static_cast<double>(std::max(peer_links + 2, rank0_links)), "links");
   Print("scale_store_rank0_control_ratio" + suffix,
         static_cast<double>(save_bytes.store_relay + load_bytes.store_relay) / descriptor_bytes, "x");
   const auto interval =
@@ -348,16 +401,18 @@ int Main(int argc, char** argv) {
   }
   std::vector<int> ranks = {1024, 4096, 16384, 32768};
   int limit_s = 300;
+  int workers = static_cast<int>(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)));
   for (size_t i = 0; i + 1 < args.size(); i += 2) {
     if (args[i] == "--ranks") ranks = ParseRanks(args[i + 1]);
     if (args[i] == "--limit-s") limit_s = std::stoi(args[i + 1]);
+    if (args[i] == "--workers") workers = std::max(1, std::stoi(args[i + 1]));
   }
   char tmp_template[] = "/tmp/ckpt-bench-scale-XXXXXX";
   const std::string tmp = mkdtemp(tmp_template);
   std::map<int, Figures> figures;
   for (bool distributed : {true, false}) {
     for (int n : ranks) {
-      const Figures f = Simulate(SaveLayout(n, distributed), LoadLayout(n, distributed), limit_s, tmp);
+      const Figures f = Simulate(SaveLayout(n, distributed), LoadLayout(n, distributed), limit_s, workers, tmp);
       if (distributed) figures[n] = f;
     }
   }
@@ -365,14 +420,17 @@ int Main(int argc, char** argv) {
   std::remove((tmp + "/MANIFEST").c_str());
   std::remove((tmp + "/load-inputs").c_str());
   rmdir(tmp.c_str());
-  if (figures.count(4096) && figures.count(16384)) {
-    const Figures& a = figures[4096];
-    const Figures& b = figures[16384];
+  for (auto largest = figures.rbegin(); largest != figures.rend(); ++largest) {
+    if (!figures.count(largest->first / 4)) continue;
+    const Figures& a = figures[largest->first / 4];
+    const Figures& b = largest->second;
     auto exponent = [](double from, double to) { return std::log(to / from) / std::log(4.0); };
     const double growth = std::max({exponent(a.save_plan_s, b.save_plan_s), exponent(a.load_plan_s, b.load_plan_s),
                                     exponent(a.peak_rss_mib, b.peak_rss_mib), exponent(a.manifest_mib, b.manifest_mib),
                                     exponent(a.control_ratio, b.control_ratio)});
+    std::printf("# the growth exponent is taken from %d to %d ranks\n", largest->first / 4, largest->first);
     Print("scale_growth_exponent_max", growth, "exponent");
+    break;
   }
   return 0;
 }

@@ -27,6 +27,8 @@ inline constexpr uint64_t kBlockSize = 1ull << 20;
 inline constexpr uint64_t kAgreementBytes = 48;
 inline constexpr uint64_t kProposalBytes = 96;  // a path, the save's id, two structure hashes
 inline constexpr uint64_t kVerdictBytes = 40;
+// How many of the slowest ranks of a simulated step are timed again alone before the busiest is chosen.
+inline constexpr size_t kRetimedRanks = 8;
 
 inline double Since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
@@ -38,6 +40,14 @@ inline uint64_t PeakRssKib(pid_t pid = 0) {
     if (line.rfind("VmHWM:", 0) == 0) return std::strtoull(line.c_str() + 6, nullptr, 10);
   }
   return 0;
+}
+
+// Rank r's parent in the peer plane's broadcast tree (collectives/peer/peer_control_plane.cc): r without its
+// highest bit.
+inline int TreeParent(int rank) {
+  int highest = 1;
+  while (highest * 2 <= rank) highest *= 2;
+  return rank - highest;
 }
 
 inline uint64_t TreeFanout(int ranks) { return static_cast<uint64_t>(std::ceil(std::log2(std::max(ranks, 2)))); }
@@ -56,7 +66,13 @@ struct ControlBytes {
   std::vector<uint64_t> frames;  // per rank: peer-plane messages sent or received
   uint64_t all_to_alls = 0;
   uint64_t store_relay = 0;
-  explicit ControlBytes(int ranks) : sent(ranks, 0), received(ranks, 0), frames(ranks, 0) {}
+  // Per rank, the peer plane's links it holds (collectives/peer/peer_links.h: a sender opens a link to a receiver
+  // the first time it sends to it and keeps it), as peer * 2 + 1 for a link it accepted: sorted and deduplicated
+  // now and then, and by PeerLinksMax.
+  std::vector<std::vector<uint32_t>> links;
+  std::vector<size_t> links_deduplicated;
+  explicit ControlBytes(int ranks)
+      : sent(ranks, 0), received(ranks, 0), frames(ranks, 0), links(ranks), links_deduplicated(ranks, 0) {}
   // The step's messages are sent (Message, once each).
   void AllToAll() { ++all_to_alls; }
   void Gather(uint64_t each) {
@@ -66,6 +82,8 @@ struct ControlBytes {
     store_relay += each * sent.size();
   }
   void Broadcast(uint64_t bytes) {
+    const int ranks = static_cast<int>(sent.size());
+    for (int r = 1; r < ranks; ++r) Link(TreeParent(r), r);
     sent[0] += bytes * TreeFanout(static_cast<int>(sent.size()));
     frames[0] += TreeFanout(static_cast<int>(sent.size()));
     for (size_t r = 1; r < sent.size(); ++r) received[r] += bytes, ++frames[r];
@@ -80,6 +98,7 @@ struct ControlBytes {
   void Message(int from, int to, uint64_t bytes) {
     store_relay += 2 * bytes;
     if (from == to) return;
+    Link(from, to);
     sent[from] += bytes;
     received[to] += bytes;
     ++frames[from], ++frames[to];
@@ -87,6 +106,31 @@ struct ControlBytes {
   uint64_t Busiest() const {
     uint64_t most = 0;
     for (size_t r = 0; r < sent.size(); ++r) most = std::max(most, sent[r] + received[r]);
+    return most;
+  }
+  void Link(int from, int to) {
+    Note(from, static_cast<uint32_t>(to) * 2);
+    Note(to, static_cast<uint32_t>(from) * 2 + 1);
+  }
+  void Note(int rank, uint32_t link) {
+    std::vector<uint32_t>& held = links[rank];
+    held.push_back(link);
+    if (held.size() >= 2 * links_deduplicated[rank] + 64) {
+      Deduplicate(held);
+      links_deduplicated[rank] = held.size();
+    }
+  }
+  static void Deduplicate(std::vector<uint32_t>& held) {
+    std::sort(held.begin(), held.end());
+    held.erase(std::unique(held.begin(), held.end()), held.end());
+  }
+  // The rank that holds the most peer links, and how many it holds.
+  std::pair<int, uint64_t> PeerLinksMax() {
+    std::pair<int, uint64_t> most{0, 0};
+    for (size_t r = 0; r < links.size(); ++r) {
+      Deduplicate(links[r]);
+      if (links[r].size() > most.second) most = {static_cast<int>(r), links[r].size()};
+    }
     return most;
   }
   // Rank 0 also carries its server's share of every all-to-all's end.

@@ -18,10 +18,10 @@ struct LoadFigures {
   uint32_t round_count = 0;     // the rounds every rank runs
 };
 
-// Plans the load of `manifest` by `target`, counting its control bytes into `bytes`, and writes what the busiest
-// rank receives to `inputs_path` for ReplayLoad.
-LoadFigures SimulateLoad(const ParallelLayout& target, const runtime::Manifest& manifest, ControlBytes* bytes,
-                         const std::string& inputs_path);
+// Plans the load of `manifest` by `target` in `workers` processes (bench/scale_spool.h: RunStep), counting its
+// control bytes into `bytes`, and writes what the busiest rank receives to `inputs_path` for ReplayLoad.
+LoadFigures SimulateLoad(const ParallelLayout& target, const runtime::Manifest& manifest, int workers,
+                         ControlBytes* bytes, const std::string& inputs_path);
 
 // The child: rank `rank`'s load alone: it decodes the manifest (as every rank does), plans what it owns from the
 // requests it receives, and merges and cuts its part. Prints "decode_s plan_s peak_kib".
