@@ -1,0 +1,6 @@
+# bench/scale's simulation in worker processes agrees with one process (tests/scripts/bench_scale_workers.sh).
+if(TARGET ckpt_bench_scale)
+  add_test(NAME bench_scale_workers_agree_with_one_process
+           COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/scripts/bench_scale_workers.sh $<TARGET_FILE:ckpt_bench_scale>)
+  set_tests_properties(bench_scale_workers_agree_with_one_process PROPERTIES TIMEOUT 300)
+endif()
