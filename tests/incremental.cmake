@@ -31,6 +31,9 @@ add_test(NAME mp_incremental_rank_killed_mid_save
                  $<TARGET_FILE:ckpt-launch> ${incremental_dir}/killed $<TARGET_FILE:ckpt_scenario_incremental>)
 set_tests_properties(mp_incremental_chain_under_retention mp_incremental_deleted_base mp_incremental_in-place
                      mp_incremental_cow PROPERTIES TIMEOUT 120 ENVIRONMENT "CKPT_TIMEOUT_MS=10000")
+# Rank 1 kills itself once its save call has returned, while its staging waits out the pause: a pause of 300 ms was
+# once outlasted under AddressSanitizer on two busy cores, where the save's own threads committed step 2 before the
+# calling thread ran again. At 1.5 s the calling thread would have to wait five times as long.
 set_tests_properties(mp_incremental_rank_killed_mid_save PROPERTIES TIMEOUT 120
-                     ENVIRONMENT "CKPT_FAULT_STAGING_PAUSE_MS=300;CKPT_TIMEOUT_MS=10000")
+                     ENVIRONMENT "CKPT_FAULT_STAGING_PAUSE_MS=1500;CKPT_TIMEOUT_MS=10000")
 ckpt_needs_fault_hooks(mp_incremental_rank_killed_mid_save)
