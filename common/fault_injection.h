@@ -54,6 +54,10 @@ inline constexpr char kLoadRoundBytesVar[] = "CKPT_FAULT_LOAD_ROUND_BYTES";
 // CKPT_FAULT_NO_USERFAULTFD: any value but empty makes userfaultfd look refused to copy-on-write saves, as a kernel
 // without it or a sandbox forbidding it would, so that a test sees them fall back to copying at the call.
 inline constexpr char kNoUserFaultFdVar[] = "CKPT_FAULT_NO_USERFAULTFD";
+// CKPT_FAULT_UNPROTECT_EAGAIN: a copy-on-write save's stager finds each lift of a stripe's write protection refused
+// with EAGAIN this many times before it is tried, as the kernel refuses it while an event (a madvise, unmap, mremap
+// or fork) waits unread by the fault handler.
+inline constexpr char kUnprotectRefusedVar[] = "CKPT_FAULT_UNPROTECT_EAGAIN";
 
 #ifdef CKPT_FAULT_INJECTION
 
@@ -112,6 +116,9 @@ inline uint64_t LoadRoundBytes(uint64_t bytes) {
 // Whether copy-on-write saves are to find userfaultfd refused.
 inline bool NoUserFaultFd() { return !settings::StringFromEnv(kNoUserFaultFdVar).empty(); }
 
+// Whether the stager's `attempt`-th lift (from 0) of one stripe's protection is to be refused with EAGAIN.
+inline bool RefuseUnprotect(uint64_t attempt) { return attempt < settings::PositiveFromEnv(kUnprotectRefusedVar, 0); }
+
 // The errno a sync of the directory `path` is made to fail with, or 0.
 inline int InjectedDirectorySyncError(const std::string& path) {
   const std::string failing = settings::StringFromEnv(kDirectorySyncEioVar);
@@ -132,6 +139,7 @@ inline void PauseBeforeRetention() {}
 inline int InjectedDirectorySyncError(const std::string&) { return 0; }
 constexpr uint64_t LoadRoundBytes(uint64_t bytes) { return bytes; }
 constexpr bool NoUserFaultFd() { return false; }
+constexpr bool RefuseUnprotect(uint64_t) { return false; }
 
 #endif
 

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <thread>
 
+#include "common/fault_injection.h"
 #include "common/os_error.h"
 
 namespace ckpt::runtime::cow {
@@ -23,6 +24,10 @@ constexpr uintptr_t kStripeBytes = 2u << 20;
 constexpr uint64_t kParallelProtectBytes = 64u << 20;
 constexpr size_t kMaxProtectThreads = 8;
 constexpr std::chrono::microseconds kSlowProbe{200};
+// How long the stager retries lifting a stripe's protection while the kernel refuses it (EAGAIN) for an event the
+// handler has not read yet, and how long it waits between tries; the handler reads events within microseconds.
+constexpr std::chrono::seconds kUnprotectPatience{10};
+constexpr std::chrono::microseconds kUnprotectRetryPause{100};
 
 uintptr_t AlignDown(uintptr_t value, uintptr_t alignment) { return value / alignment * alignment; }
 uintptr_t AlignUp(uintptr_t value, uintptr_t alignment) { return AlignDown(value + alignment - 1, alignment); }
@@ -235,7 +240,7 @@ Status Snapshot::Read(size_t index, const char* src, uint64_t length, char* dst)
 }
 
 Status Snapshot::ReadStripe(const Span& span, Stripe& stripe, uintptr_t src, uint64_t length, char* dst) {
-  std::lock_guard<std::mutex> lock(stripe.mutex);
+  std::unique_lock<std::mutex> lock(stripe.mutex);
   if (stripe.state == kUnprotected) {
     if (stripe.preserved == nullptr) return LossError(span.name, stripe.loss);
     std::memcpy(dst, stripe.preserved + (src - stripe.begin), length);
@@ -244,25 +249,39 @@ Status Snapshot::ReadStripe(const Span& span, Stripe& stripe, uintptr_t src, uin
     return LossError(span.name, loss == Loss::kNone ? Loss::kUnmapped : loss);
   }
   stripe.remaining -= std::min(stripe.remaining, length);
-  return stripe.remaining == 0 ? Release(span, stripe) : Status::Ok();
+  return stripe.remaining == 0 ? Release(span, stripe, lock) : Status::Ok();
 }
 
 // Under the stripe's lock, once every byte of it was read. A loss applied before this point may have come before
 // the reads from live memory (a madvise zaps the pages once the handler has read its event, an unmap before): the
 // save fails. One applied after it came after every read, which then held the values at the call.
-Status Snapshot::Release(const Span& span, Stripe& stripe) {
-  Loss loss;
-  {
-    std::lock_guard<std::mutex> events(events_mutex_);
-    loss = stripe.loss;
-  }
-  if (loss != Loss::kNone) return LossError(span.name, loss);
-  if (stripe.state == kProtected) {
+Status Snapshot::Release(const Span& span, Stripe& stripe, std::unique_lock<std::mutex>& lock) {
+  const auto deadline = std::chrono::steady_clock::now() + kUnprotectPatience;
+  for (uint64_t attempt = 0;; ++attempt) {
+    Loss loss;
+    {
+      std::lock_guard<std::mutex> events(events_mutex_);
+      loss = stripe.loss;
+    }
+    if (loss != Loss::kNone) return LossError(span.name, loss);
+    if (stripe.state != kProtected) break;
+    const int error =
+        fault::RefuseUnprotect(attempt) ? EAGAIN : uffd_.Protect(stripe.begin, stripe.end - stripe.begin, false);
+    if (error == 0) break;
     // ENOENT: the range is no longer the one registered (unmapped, and maybe mapped anew), so what was read from it
     // may not be the buffer's.
-    const int error = uffd_.Protect(stripe.begin, stripe.end - stripe.begin, false);
     if (error == ENOENT) return LossError(span.name, Loss::kUnmapped);
-    if (error != 0) return OsError("'" + span.name + "': cannot lift the buffer's write protection", error);
+    if (error != EAGAIN || std::chrono::steady_clock::now() > deadline) {
+      return OsError("'" + span.name + "': cannot lift the buffer's write protection", error);
+    }
+    // EAGAIN: the kernel changes no protection while an event (a madvise, unmap, mremap or fork) waits unread. The
+    // handler reads it, but may first wait for this stripe's lock on a write fault read before the event: the lock
+    // is let go while it does. The stripe is then protected still, or copied by the handler; a loss the event
+    // brings is seen above.
+    lock.unlock();
+    { std::lock_guard<std::mutex> events(events_mutex_); }
+    std::this_thread::sleep_for(kUnprotectRetryPause);
+    lock.lock();
   }
   stripe.state = kReleased;
   if (stripe.preserved != nullptr) munmap(stripe.preserved, stripe.end - stripe.begin);
@@ -291,7 +310,10 @@ bool Snapshot::OnWriteFault(uintptr_t address) {
   std::lock_guard<std::mutex> lock(stripe->mutex);
   const uint64_t length = stripe->end - stripe->begin;
   if (stripe->state != kProtected) {
-    (void)uffd_.Wake(AlignDown(address, kPage), kPage);
+    // Its protection was lifted, or lifting it was refused (EAGAIN while an event waited unread): the page is
+    // unprotected now, else the writer is woken to fault again and come back here.
+    const uintptr_t page = AlignDown(address, kPage);
+    if (uffd_.Protect(page, kPage, false) != 0) (void)uffd_.Wake(page, kPage);
     return true;
   }
   if (stripe->loss == Loss::kNone) {

@@ -81,7 +81,8 @@ class Snapshot {
   // The stripe holding `address`, or null.
   Stripe* Find(uintptr_t address);
   Status ReadStripe(const Span& span, Stripe& stripe, uintptr_t src, uint64_t length, char* dst);
-  Status Release(const Span& span, Stripe& stripe);
+  // Lifts the protection of a stripe whose every byte was read, under its lock, which it lets go while it waits.
+  Status Release(const Span& span, Stripe& stripe, std::unique_lock<std::mutex>& lock);
 
   const UserFaultFd& uffd_;
   std::mutex& events_mutex_;

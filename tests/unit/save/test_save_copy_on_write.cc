@@ -77,6 +77,7 @@ class SaveCopyOnWriteTest : public ckpt::testing::TempDirTest {
   }
   void TearDown() override {
     unsetenv(ckpt::fault::kStagingPauseVar);
+    unsetenv(ckpt::fault::kUnprotectRefusedVar);
     ckpt_context_free(ctx_);
     ckpt_error_free(err_);
   }
@@ -254,6 +255,31 @@ TEST_F(SaveCopyOnWriteTest, ASecondSaveIssuedWhileTheFirstStagesWaitsForItAndBot
   ckpt_state_free(state);
   ExpectHolds(tensors, "step-1", 1);
   ExpectHolds(tensors, "step-2", 2);
+}
+
+// The kernel refuses to lift a write protection (EAGAIN) while an event such as a madvise waits unread by the fault
+// handler; the stager tries again once the handler has read it, letting go of the stripe meanwhile, which the
+// trainer's writes then copy: the save succeeds with the values at the call (it failed naming EAGAIN before).
+TEST_F(SaveCopyOnWriteTest, ALiftOfProtectionRefusedWhileAnEventWaitsIsTriedAgainAndTheSaveHoldsTheCallsValues) {
+  if (!ckpt::fault::kCompiledIn) GTEST_SKIP() << "a build without CKPT_FAULT_INJECTION has no fault hooks";
+  setenv(ckpt::fault::kUnprotectRefusedVar, "3", 1);
+  Map({8 * kMiB, 6 * kMiB}, 1);
+  const std::vector<Tensor> tensors = {{"a", 0, 0, 8 * kMiB}, {"b", 1, 0, 6 * kMiB}};
+  ckpt_state_t* state = MakeState(tensors);
+  // Untouched: every stripe is lifted by the stager, each refused three times.
+  ckpt_request_t* request = StartSave(state, "step-1", 0);
+  ASSERT_NE(request, nullptr);
+  EXPECT_EQ(ckpt_request_wait(request, 0, err_), CKPT_OK) << message();
+  ckpt_request_free(request);
+  // Written while it stages: the handler copies stripes the stager let go of while it waited.
+  request = StartSave(state, "step-2", 0);
+  ASSERT_NE(request, nullptr);
+  WriteEverything(2);
+  EXPECT_EQ(ckpt_request_wait(request, 0, err_), CKPT_OK) << message();
+  ckpt_request_free(request);
+  ckpt_state_free(state);
+  ExpectHolds(tensors, "step-1", 1);
+  ExpectHolds(tensors, "step-2", 1);
 }
 
 // A buffer the trainer unmaps before ckpt copied it: the request fails naming the tensor, nothing is committed, and
