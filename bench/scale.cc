@@ -45,14 +45,15 @@
 
 #include <algorithm>
 #include <array>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <map>
-#include <numeric>
 #include <sstream>
 #include <string>
 #include <utility>
@@ -64,6 +65,7 @@
 #include "bench/scale_spool.h"
 #include "collectives/store/tcp_store.h"
 #include "common/bytes.h"
+#include "common/os_error.h"
 #include "common/settings.h"
 #include "io/checksum.h"
 #include "runtime/save/save_partition.h"
@@ -266,26 +268,17 @@ Figures Simulate(const ParallelLayout& layout, const ParallelLayout& target, int
     }
     manifest.files.push_back({"data/" + std::to_string(writer) + "-0.bin", offset, ""});
   }
-  // As for the load (bench/scale_load.cc), the slowest ranks' steps are timed again, alone in this process, each
-  // step's figure the faster of its two timings, before the busiest is chosen for its replay.
+  // As for the load (bench/scale_load.cc), the slowest ranks' steps are timed again before the busiest is chosen.
   for (int r = 0; r < ranks; ++r) rank_s[r] = steps[r][0] + steps[r][1] + steps[r][2];
-  std::vector<int> order(ranks);
-  std::iota(order.begin(), order.end(), 0);
-  const size_t candidates = std::min<size_t>(kRetimedRanks, order.size());
-  std::partial_sort(order.begin(), order.begin() + candidates, order.end(),
-                    [&](int a, int b) { return rank_s[a] > rank_s[b]; });
-  int busiest = order.front();
-  for (size_t i = 0; i < candidates; ++i) {
-    const int r = order[i];
-    runtime::ManifestSkeleton skeleton;
-    steps[r][0] = std::min(steps[r][0], partition(r, nullptr).seconds);
-    steps[r][1] = std::min(steps[r][1], own(r, nullptr).seconds);
-    steps[r][2] = std::min(steps[r][2], merge(r, r == 0 ? &skeleton : nullptr).first);
-    rank_s[r] = steps[r][0] + steps[r][1] + steps[r][2];
-  }
-  for (size_t i = 1; i < candidates; ++i) {
-    if (rank_s[order[i]] > rank_s[busiest]) busiest = order[i];
-  }
+  const int busiest = RetimedBusiest(
+      ranks, [&](int r) { return rank_s[r]; },
+      [&](int r) {
+        runtime::ManifestSkeleton skeleton;
+        steps[r][0] = std::min(steps[r][0], partition(r, nullptr).seconds);
+        steps[r][1] = std::min(steps[r][1], own(r, nullptr).seconds);
+        steps[r][2] = std::min(steps[r][2], merge(r, r == 0 ? &skeleton : nullptr).first);
+        rank_s[r] = steps[r][0] + steps[r][1] + steps[r][2];
+      });
   WriteMessages(tmp + "/writer-inbox", {writer_items.Inbox(busiest)});
   for (runtime::TensorRecord& t : manifest.tensors) {
     std::sort(t.chunks.begin(), t.chunks.end(), [](const auto& a, const auto& b) { return a.box < b.box; });
@@ -387,6 +380,16 @@ std::vector<int> ParseRanks(const std::string& list) {
   return ranks;
 }
 
+// The simulation's folder (the manifest, the spools, a replay's inputs: gigabytes at scale), removed whenever this
+// process exits, also through a failed Check, which exits at once. Only by the process that made it: the workers
+// forked from it exit too.
+char scratch_folder[] = "/tmp/ckpt-bench-scale-XXXXXX";
+pid_t scratch_owner = 0;
+void RemoveScratchFolder() {
+  std::error_code ignored;
+  if (getpid() == scratch_owner) std::filesystem::remove_all(scratch_folder, ignored);
+}
+
 ParallelLayout SaveLayout(int ranks, bool distributed) { return LayoutFor(ranks, 8, 16, distributed); }
 ParallelLayout LoadLayout(int ranks, bool distributed) { return LayoutFor(ranks, 4, 8, distributed); }
 
@@ -407,8 +410,10 @@ int Main(int argc, char** argv) {
     if (args[i] == "--limit-s") limit_s = std::stoi(args[i + 1]);
     if (args[i] == "--workers") workers = std::max(1, std::stoi(args[i + 1]));
   }
-  char tmp_template[] = "/tmp/ckpt-bench-scale-XXXXXX";
-  const std::string tmp = mkdtemp(tmp_template);
+  if (mkdtemp(scratch_folder) == nullptr) Check(OsError("cannot create a folder in /tmp", errno), "starting");
+  scratch_owner = getpid();
+  std::atexit(RemoveScratchFolder);
+  const std::string tmp = scratch_folder;
   std::map<int, Figures> figures;
   for (bool distributed : {true, false}) {
     for (int n : ranks) {
@@ -416,10 +421,6 @@ int Main(int argc, char** argv) {
       if (distributed) figures[n] = f;
     }
   }
-  std::remove((tmp + "/writer-inbox").c_str());
-  std::remove((tmp + "/MANIFEST").c_str());
-  std::remove((tmp + "/load-inputs").c_str());
-  rmdir(tmp.c_str());
   for (auto largest = figures.rbegin(); largest != figures.rend(); ++largest) {
     if (!figures.count(largest->first / 4)) continue;
     const Figures& a = figures[largest->first / 4];

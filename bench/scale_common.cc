@@ -1,5 +1,6 @@
 #include "bench/scale_common.h"
 
+#include <numeric>
 #include <sstream>
 
 namespace ckpt::bench {
@@ -15,6 +16,20 @@ void WriteMessages(const std::string& path, const std::vector<Messages>& lists) 
     }
   }
   std::ofstream(path, std::ios::binary) << out.data();
+}
+
+int RetimedBusiest(int ranks, const std::function<double(int)>& seconds, const std::function<void(int)>& retime) {
+  std::vector<int> order(ranks);
+  std::iota(order.begin(), order.end(), 0);
+  const size_t candidates = std::min<size_t>(kRetimedRanks, order.size());
+  std::partial_sort(order.begin(), order.begin() + candidates, order.end(),
+                    [&](int a, int b) { return seconds(a) > seconds(b); });
+  int busiest = order.front();
+  for (size_t i = 0; i < candidates; ++i) {
+    retime(order[i]);
+    if (seconds(order[i]) > seconds(busiest)) busiest = order[i];
+  }
+  return busiest;
 }
 
 std::vector<Messages> ReadMessages(const std::string& path) {

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -29,6 +30,12 @@ inline constexpr uint64_t kProposalBytes = 96;  // a path, the save's id, two st
 inline constexpr uint64_t kVerdictBytes = 40;
 // How many of the slowest ranks of a simulated step are timed again alone before the busiest is chosen.
 inline constexpr size_t kRetimedRanks = 8;
+
+// The busiest of `ranks` ranks: the kRetimedRanks whose `seconds` are largest are timed again by `retime` (which
+// keeps the faster of each rank's timings, so that `seconds` then gives the new figure), alone in this process now
+// that the workers are done, and the slowest of them afterwards is the busiest. One preemption of a worker (they
+// share the cores with whatever else runs) would otherwise make its rank pass for the busiest.
+int RetimedBusiest(int ranks, const std::function<double(int)>& seconds, const std::function<void(int)>& retime);
 
 inline double Since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 

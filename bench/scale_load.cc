@@ -155,25 +155,14 @@ LoadFigures SimulateLoad(const ParallelLayout& target, const runtime::Manifest& 
   }
   bytes->Agreement(0, kAgreementBytes);  // load (outcome)
 
-  // The slowest ranks' steps timed again, alone in this process now that the workers are done, each step's figure
-  // the faster of its two timings: one preemption of a worker (the workers share the cores with whatever else runs)
-  // would otherwise make its rank pass for the busiest.
+  // The slowest ranks' steps timed again (RetimedBusiest), each step's figure the faster of its two timings.
   auto total = [&](int r) { return std::accumulate(seconds[r].begin(), seconds[r].end(), 0.0); };
-  std::vector<int> order(ranks);
-  std::iota(order.begin(), order.end(), 0);
-  const size_t candidates = std::min<size_t>(kRetimedRanks, order.size());
-  std::partial_sort(order.begin(), order.begin() + candidates, order.end(),
-                    [&](int a, int b) { return total(a) > total(b); });
-  for (size_t i = 0; i < candidates; ++i) {
-    const int r = order[i];
+  figures.busiest = RetimedBusiest(ranks, total, [&](int r) {
     for (int step = 0; step < kRankSteps; ++step) {
       seconds[r][step] = std::min(seconds[r][step], steps[step](r, nullptr).seconds);
     }
-    if (total(r) > figures.busiest_plan_s) {
-      figures.busiest_plan_s = total(r);
-      figures.busiest = r;
-    }
-  }
+  });
+  figures.busiest_plan_s = total(figures.busiest);
   figures.round_count = round_count;
   const int b = figures.busiest;
   std::printf(
