@@ -34,10 +34,12 @@ std::vector<runtime::LocalPiece> PiecesOf(const runtime::LoadRequest& request) {
   return pieces;
 }
 
-// The transfers that take no round memory on `rank`, as its exchange lays them out (host memory, no GPU).
+// The transfers that take no round memory on `rank`, as its exchange lays them out (host memory, no GPU: UCX,
+// which scatters receives).
 runtime::Bufferless BufferlessOf(const ParallelLayout& target, int rank, const runtime::LoadPlan& view,
                                  const runtime::Manifest& manifest) {
-  return runtime::BufferlessTransfers(view, rank, manifest, PiecesOf(RequestOf(target, rank, manifest)), -1);
+  return runtime::BufferlessTransfers(view, rank, manifest, PiecesOf(RequestOf(target, rank, manifest)), -1,
+                                      /*scatter=*/true);
 }
 
 uint32_t RoundsNeeded(const runtime::LoadPlan& view, int rank, const std::vector<uint32_t>& placed) {
@@ -207,7 +209,8 @@ int ReplayLoad(const ParallelLayout& target, int rank, uint32_t round_count, con
   Result<runtime::LoadPlan> view =
       runtime::MergeLoadPlan(ToIncoming(std::move(inputs[kParts]), ranks), rank, manifest, decode_chunks);
   Check(view.status(), "merging");
-  const runtime::Bufferless bufferless = runtime::BufferlessTransfers(*view, rank, manifest, PiecesOf(mine), -1);
+  const runtime::Bufferless bufferless =
+      runtime::BufferlessTransfers(*view, rank, manifest, PiecesOf(mine), -1, /*scatter=*/true);
   (void)runtime::ReaderShares(*view, rank, kRoundBytes, bufferless);
   Result<std::vector<uint32_t>> placed =
       runtime::PlaceOwnReads(*view, rank, ToIncoming(std::move(inputs[kReaderShares]), ranks), kRoundBytes, bufferless);

@@ -58,6 +58,9 @@ inline constexpr char kNoUserFaultFdVar[] = "CKPT_FAULT_NO_USERFAULTFD";
 // with EAGAIN this many times before it is tried, as the kernel refuses it while an event (a madvise, unmap, mremap
 // or fork) waits unread by the fault handler.
 inline constexpr char kUnprotectRefusedVar[] = "CKPT_FAULT_UNPROTECT_EAGAIN";
+// CKPT_FAULT_NO_SCATTER: any value but empty makes loads treat their transport as one that cannot scatter transfers
+// over runs of memory (Transport::Scatters), so that a test can compare a load with and without scattering.
+inline constexpr char kNoScatterVar[] = "CKPT_FAULT_NO_SCATTER";
 
 #ifdef CKPT_FAULT_INJECTION
 
@@ -116,6 +119,9 @@ inline uint64_t LoadRoundBytes(uint64_t bytes) {
 // Whether copy-on-write saves are to find userfaultfd refused.
 inline bool NoUserFaultFd() { return !settings::StringFromEnv(kNoUserFaultFdVar).empty(); }
 
+// Whether loads are to scatter no transfer.
+inline bool NoScatter() { return !settings::StringFromEnv(kNoScatterVar).empty(); }
+
 // Whether the stager's `attempt`-th lift (from 0) of one stripe's protection is to be refused with EAGAIN.
 inline bool RefuseUnprotect(uint64_t attempt) { return attempt < settings::PositiveFromEnv(kUnprotectRefusedVar, 0); }
 
@@ -140,6 +146,7 @@ inline int InjectedDirectorySyncError(const std::string&) { return 0; }
 constexpr uint64_t LoadRoundBytes(uint64_t bytes) { return bytes; }
 constexpr bool NoUserFaultFd() { return false; }
 constexpr bool RefuseUnprotect(uint64_t) { return false; }
+constexpr bool NoScatter() { return false; }
 
 #endif
 

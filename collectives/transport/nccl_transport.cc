@@ -217,9 +217,15 @@ Status NcclTransport::ValidateOne(const char* kind, size_t index, int peer, cons
 Status NcclTransport::Validate(const std::vector<TransferSend>& sends, const std::vector<TransferRecv>& recvs) const {
   for (size_t i = 0; i < sends.size(); ++i) {
     RETURN_IF_ERROR(ValidateOne("send", i, sends[i].peer, sends[i].data, sends[i].size, sends[i].tag));
+    if (!sends[i].runs.empty()) {
+      return InvalidArgument("send " + std::to_string(i) + " is scattered, which NCCL cannot send");
+    }
   }
   for (size_t i = 0; i < recvs.size(); ++i) {
     RETURN_IF_ERROR(ValidateOne("receive", i, recvs[i].peer, recvs[i].data, recvs[i].size, recvs[i].tag));
+    if (!recvs[i].runs.empty()) {
+      return InvalidArgument("receive " + std::to_string(i) + " is scattered, which NCCL cannot receive");
+    }
   }
   return Status::Ok();
 }

@@ -4,10 +4,14 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <climits>
 #include <cstring>
 #include <fstream>
 #include <sstream>
+#include <utility>
+#include <vector>
 
 #include "collectives/store/store_auth.h"
 #include "common/os_error.h"
@@ -30,20 +34,94 @@ std::string HostIdentity() {
          std::to_string(net_namespace.st_dev) + ":" + std::to_string(net_namespace.st_ino);
 }
 
-// Reads `size` bytes at `address` in `pid` into `dst`; 0 or the errno that stopped it (EIO: the read came up short).
-int ReadRemote(pid_t pid, uint64_t address, void* dst, uint64_t size) {
-  uint64_t done = 0;
-  while (done < size) {
-    const iovec local{static_cast<char*>(dst) + done, static_cast<size_t>(size - done)};
-    const iovec remote{reinterpret_cast<void*>(static_cast<uintptr_t>(address + done)),
-                       static_cast<size_t>(size - done)};
-    const ssize_t got = process_vm_readv(pid, &local, 1, &remote, 1, 0);
+// A position in a list of runs (as iovecs), handing out what is left of them, at most IOV_MAX at a time.
+class RunCursor {
+ public:
+  explicit RunCursor(std::vector<iovec> runs) : runs_(std::move(runs)) {}
+  bool done() {
+    while (run_ < runs_.size() && within_ == runs_[run_].iov_len) ++run_, within_ = 0;
+    return run_ == runs_.size();
+  }
+  // What is left, from the current position: at most IOV_MAX iovecs into `out`; returns how many.
+  size_t Fill(iovec* out) const {
+    size_t used = 0;
+    for (size_t r = run_; r < runs_.size() && used < IOV_MAX; ++r) {
+      const size_t skip = r == run_ ? within_ : 0;
+      if (runs_[r].iov_len > skip)
+        out[used++] = iovec{static_cast<char*>(runs_[r].iov_base) + skip, runs_[r].iov_len - skip};
+    }
+    return used;
+  }
+  void Advance(uint64_t bytes) {
+    while (bytes > 0) {
+      const uint64_t taken = std::min<uint64_t>(bytes, runs_[run_].iov_len - within_);
+      bytes -= taken, within_ += taken;
+      if (within_ == runs_[run_].iov_len) ++run_, within_ = 0;
+    }
+  }
+
+ private:
+  std::vector<iovec> runs_;
+  size_t run_ = 0;
+  size_t within_ = 0;  // bytes of runs_[run_] already passed
+};
+
+// Reads the bytes of `remote` (runs of `pid`'s memory, in order) into `local` (runs of this process's), as many as
+// both hold; 0 or the errno that stopped it (EIO: the read came up short).
+int ReadRemote(pid_t pid, std::vector<iovec> remote, std::vector<iovec> local) {
+  RunCursor from(std::move(remote)), to(std::move(local));
+  iovec from_now[IOV_MAX], to_now[IOV_MAX];
+  while (!from.done() && !to.done()) {
+    const size_t from_count = from.Fill(from_now), to_count = to.Fill(to_now);
+    const ssize_t got = process_vm_readv(pid, to_now, to_count, from_now, from_count, 0);
     if (got < 0 && errno == EINTR) continue;
     if (got < 0) return errno;
     if (got == 0) return EIO;
-    done += static_cast<uint64_t>(got);
+    from.Advance(static_cast<uint64_t>(got));
+    to.Advance(static_cast<uint64_t>(got));
   }
   return 0;
+}
+
+iovec At(uint64_t address, uint64_t size) {
+  return iovec{reinterpret_cast<void*>(static_cast<uintptr_t>(address)), static_cast<size_t>(size)};
+}
+
+int ReadRemote(pid_t pid, uint64_t address, void* dst, uint64_t size) {
+  return ReadRemote(pid, {At(address, size)}, {iovec{dst, static_cast<size_t>(size)}});
+}
+
+// A pull's failure to read its sender's memory (`err`, an errno or 0), naming the sender.
+Status PullFailure(int err, const PullDescriptor& descriptor, const std::string& peer) {
+  if (err == 0) return Status::Ok();
+  if (err == ESRCH) {
+    return PeerFailed(peer + " exited before its " + std::to_string(descriptor.size) + " bytes were read");
+  }
+  return PeerFailed("reading " + std::to_string(descriptor.size) + " bytes from " + peer +
+                    "'s memory failed: " + OsErrorText(err));
+}
+
+// Where the bytes of a pulled send lie in its sender: at `descriptor.address`, or in the runs listed there.
+Result<std::vector<iovec>> SendersRuns(pid_t pid, const PullDescriptor& descriptor, const std::string& peer) {
+  if (descriptor.run_count == 0) return std::vector<iovec>{At(descriptor.address, descriptor.size)};
+  if (descriptor.run_count > kMaxPulledRuns) {
+    return Corrupt(peer + " announced " + std::to_string(descriptor.run_count) + " runs for a send, more than " +
+                   std::to_string(kMaxPulledRuns));
+  }
+  std::vector<PulledRun> listed(descriptor.run_count);
+  RETURN_IF_ERROR(PullFailure(ReadRemote(pid, descriptor.address, listed.data(), listed.size() * sizeof(PulledRun)),
+                              descriptor, peer));
+  std::vector<iovec> runs;
+  uint64_t total = 0;
+  for (const PulledRun& run : listed) {
+    runs.push_back(At(run.address, run.size));
+    total += run.size;
+  }
+  if (total != descriptor.size) {
+    return Corrupt(peer + "'s send lists runs of " + std::to_string(total) + " bytes for its " +
+                   std::to_string(descriptor.size));
+  }
+  return runs;
 }
 
 }  // namespace
@@ -82,15 +160,20 @@ pid_t PullableProcess::Probe(std::string_view description) const {
   return static_cast<pid_t>(pid);
 }
 
-Status PullFrom(pid_t pid, const PullDescriptor& descriptor, void* dst, const std::string& peer) {
-  const int err = ReadRemote(pid, descriptor.address, dst, descriptor.size);
-  if (err == ESRCH) {
-    return PeerFailed(peer + " exited before its " + std::to_string(descriptor.size) + " bytes were read");
+Status PullFrom(pid_t pid, const PullDescriptor& descriptor, const std::vector<MemoryRun>& runs,
+                const std::string& peer) {
+  std::vector<iovec> local;
+  uint64_t room = 0;
+  for (const MemoryRun& run : runs) {
+    local.push_back(iovec{run.data, static_cast<size_t>(run.size)});
+    room += run.size;
   }
-  if (err != 0) {
-    return PeerFailed("reading " + std::to_string(descriptor.size) + " bytes from " + peer +
-                      "'s memory failed: " + OsErrorText(err));
+  if (room != descriptor.size) {
+    return Mismatch(peer + " announced " + std::to_string(descriptor.size) + " bytes for a receive of " +
+                    std::to_string(room));
   }
+  ASSIGN_OR_RETURN(std::vector<iovec> remote, SendersRuns(pid, descriptor, peer));
+  RETURN_IF_ERROR(PullFailure(ReadRemote(pid, std::move(remote), std::move(local)), descriptor, peer));
   uint64_t check = 0;
   if (ReadRemote(pid, descriptor.check_address, &check, sizeof check) != 0 || check != descriptor.check_value) {
     return PeerFailed(peer + " withdrew its " + std::to_string(descriptor.size) +

@@ -16,18 +16,30 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
+#include "collectives/transport/transport.h"
 #include "common/status.h"
 
 namespace ckpt::coll {
 
 // What a receiver needs to pull one send: where its bytes lie in the sender, and the word that vouches for them.
 struct PullDescriptor {
-  uint64_t address = 0;
+  uint64_t address = 0;  // of the bytes, or of the list of runs they lie in (PulledRun) where run_count is set
   uint64_t size = 0;
   uint64_t check_address = 0;
   uint64_t check_value = 0;
+  uint64_t run_count = 0;  // 0: the bytes lie together at `address`
 };
+
+// One run of a send scattered over its sender's memory (TransferSend::runs), as the sender lists them for a pull.
+struct PulledRun {
+  uint64_t address = 0;
+  uint64_t size = 0;
+};
+
+// The most runs a receiver reads the list of: more is a corrupt descriptor (the load scatters at most 16,384).
+inline constexpr uint64_t kMaxPulledRuns = 1 << 20;
 
 // This process as same-host peers find it: its host, its pid, and a random value at a fixed address.
 class PullableProcess {
@@ -63,8 +75,11 @@ class PullableProcess {
   uint64_t checks_issued_ = 0;
 };
 
-// Copies `descriptor.size` bytes at `descriptor.address` in process `pid` into `dst`, then reads back the check
-// word: kPeerFailed naming `peer` if the process is gone, refuses, or no longer vouches for the bytes.
-Status PullFrom(pid_t pid, const PullDescriptor& descriptor, void* dst, const std::string& peer);
+// Copies the `descriptor.size` bytes `descriptor` names in process `pid` into `runs`, in order, then reads back the
+// check word: kPeerFailed naming `peer` if the process is gone, refuses, or no longer vouches for the bytes;
+// kMismatch where the runs do not hold exactly `descriptor.size` bytes; kCorrupt for a list of runs that is too long
+// or does not add up to that size.
+Status PullFrom(pid_t pid, const PullDescriptor& descriptor, const std::vector<MemoryRun>& runs,
+                const std::string& peer);
 
 }  // namespace ckpt::coll

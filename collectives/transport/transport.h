@@ -15,11 +15,21 @@ namespace ckpt::coll {
 inline constexpr int kTransferTagBits = 46;
 inline constexpr uint64_t kMaxTransferTag = (uint64_t{1} << kTransferTagBits) - 1;
 
+// A stretch of memory that part of a message lies in, or lands in.
+struct MemoryRun {
+  void* data;
+  uint64_t size;
+};
+
+// Sends and receives name their memory at `data`, or scattered over `runs`: the message's bytes in order across the
+// runs, whose sizes add up to `size` (`data` is then the first run's), as a region of a wider tensor lies in its
+// buffer. Runs are given only to a transport that Scatters.
 struct TransferSend {
   int peer;
   const void* data;
   uint64_t size;
   uint64_t tag;
+  std::vector<MemoryRun> runs = {};  // read only
 };
 
 struct TransferRecv {
@@ -27,12 +37,15 @@ struct TransferRecv {
   void* data;
   uint64_t size;
   uint64_t tag;
+  std::vector<MemoryRun> runs = {};
 };
 
 class Transport {
  public:
   virtual ~Transport() = default;
   virtual const char* name() const = 0;  // "ucx", "nccl"
+  // Whether sends and receives may lie scattered over runs of memory (TransferSend::runs, TransferRecv::runs).
+  virtual bool Scatters() const { return false; }
 
   // Collective among the ranks that appear in it as peers; sends and receives are matched by (peer, tag), and
   // several transfers with the same (peer, tag) match in posting order. Posts every receive and send, then

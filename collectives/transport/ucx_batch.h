@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "collectives/transport/same_host_pull.h"
+#include "collectives/transport/transport.h"
 #include "collectives/transport/ucx_library.h"
 #include "common/status.h"
 
@@ -33,12 +34,14 @@ struct Transfer {
   bool pull_ack = false;
 };
 
-// A receive served by same-host pull: its descriptor's receive, and where the pulled bytes go.
+// A receive served by same-host pull: its descriptor's receive, and where the pulled bytes go (`runs`, the caller's
+// TransferRecv::runs, where they land scattered).
 struct PendingPull {
   const Transfer* descriptor_receive;
   const PullDescriptor* descriptor;
   void* dst;
   uint64_t size;
+  const std::vector<MemoryRun>* runs;
   bool served = false;
 };
 
@@ -57,6 +60,10 @@ struct Batch {
   std::vector<PendingPull> pulls;
   std::vector<uint64_t> check_words;  // one per pulled send: its check value while the send stands, then 0
   std::vector<uint64_t> ack_words;    // the payloads of acknowledgements sent and received
+  // UCX's iovecs of scattered sends and receives, and the runs of scattered pulled sends as their receivers read
+  // them, one list per transfer (each list's storage stays put as lists move).
+  std::vector<std::vector<ucp_dt_iov_t>> scatter_lists;
+  std::vector<std::vector<PulledRun>> pulled_run_lists;
 
   bool HasPendingWith(int peer) const;
 };

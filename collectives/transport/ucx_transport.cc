@@ -49,6 +49,30 @@ void WaitForEvents(int event_fd, int wake_fd, milliseconds wait) {
   poll(fds, wake_fd >= 0 ? 2 : 1, static_cast<int>(wait.count()));
 }
 
+// A transfer's runs, where it has any, must each have memory and add up to its size.
+Status CheckRuns(const std::string& transfer, const std::vector<MemoryRun>& runs, uint64_t size) {
+  uint64_t scattered = 0;
+  for (const MemoryRun& run : runs) {
+    if (run.data == nullptr && run.size > 0) return InvalidArgument(transfer + ": a run has no memory");
+    scattered += run.size;
+  }
+  if (!runs.empty() && scattered != size) {
+    return InvalidArgument(transfer + " scatters " + std::to_string(scattered) + " bytes, not its " +
+                           std::to_string(size));
+  }
+  return Status::Ok();
+}
+
+// UCX's iovec datatype over `runs`, kept in `batch` while the transfer stands: `param` then takes `buffer` as the
+// list and a count of entries for its size.
+const ucp_dt_iov_t* ScatterOver(Batch& batch, const std::vector<MemoryRun>& runs, ucp_request_param_t& param) {
+  std::vector<ucp_dt_iov_t>& list = batch.scatter_lists.emplace_back();
+  for (const MemoryRun& run : runs) list.push_back(ucp_dt_iov_t{run.data, run.size});
+  param.op_attr_mask |= UCP_OP_ATTR_FIELD_DATATYPE;
+  param.datatype = ucp_dt_make_iov();
+  return list.data();
+}
+
 }  // namespace
 
 void OnEndpointError(void* arg, ucp_ep_h /*ep*/, ucs_status_t status) {
@@ -162,9 +186,13 @@ Status UcxTransport::Validate(const std::vector<TransferSend>& sends, const std:
     if (peers_[send.peer].ep == nullptr) {
       return PeerFailed(RankName(send.peer) + " disconnected: " + peers_[send.peer].failure);
     }
+    RETURN_IF_ERROR(
+        CheckRuns("send to " + RankName(send.peer) + " with tag " + std::to_string(send.tag), send.runs, send.size));
   }
   for (const TransferRecv& recv : recvs) {
     RETURN_IF_ERROR(CheckTransfer("receive from", recv.peer, recv.data != nullptr, recv.size, recv.tag));
+    RETURN_IF_ERROR(CheckRuns("receive from " + RankName(recv.peer) + " with tag " + std::to_string(recv.tag),
+                              recv.runs, recv.size));
   }
   return Status::Ok();
 }
@@ -182,9 +210,13 @@ void UcxTransport::PostReceive(Batch& batch, const TransferRecv& recv) {
   }
   Transfer& transfer = Begin(batch, Kind::kReceive, recv.peer, recv.tag, size);
   if (channel == Channel::kPullDescriptor) {
-    batch.pulls.push_back(PendingPull{&transfer, &batch.descriptors.back(), recv.data, recv.size});
+    batch.pulls.push_back(PendingPull{&transfer, &batch.descriptors.back(), recv.data, recv.size, &recv.runs});
   }
-  const ucp_request_param_t param = ReceiveParam(transfer);
+  ucp_request_param_t param = ReceiveParam(transfer);
+  if (channel == Channel::kData && !recv.runs.empty()) {
+    buffer = const_cast<ucp_dt_iov_t*>(ScatterOver(batch, recv.runs, param));
+    size = recv.runs.size();
+  }
   const uint64_t tag = UcxTag(recv.peer, channel, recv.tag);
   Track(transfer, ucx_.tag_recv_nbx(worker(), buffer, size, tag, kExactTagMask, &param));
 }
@@ -196,8 +228,15 @@ void UcxTransport::PostSend(Batch& batch, const TransferSend& send) {
   Channel channel = Channel::kData;
   if (PulledBy(send.peer, send.size)) {
     uint64_t& check = batch.check_words.emplace_back(pullable_.NextCheckValue());
+    uint64_t address = reinterpret_cast<uintptr_t>(send.data);
+    if (!send.runs.empty()) {  // the receiver reads the list, then the runs
+      std::vector<PulledRun>& listed = batch.pulled_run_lists.emplace_back();
+      for (const MemoryRun& run : send.runs)
+        listed.push_back(PulledRun{reinterpret_cast<uintptr_t>(run.data), run.size});
+      address = reinterpret_cast<uintptr_t>(listed.data());
+    }
     batch.descriptors.push_back(
-        PullDescriptor{reinterpret_cast<uintptr_t>(send.data), send.size, reinterpret_cast<uintptr_t>(&check), check});
+        PullDescriptor{address, send.size, reinterpret_cast<uintptr_t>(&check), check, send.runs.size()});
     buffer = &batch.descriptors.back();
     size = sizeof(PullDescriptor);
     channel = Channel::kPullDescriptor;
@@ -208,7 +247,11 @@ void UcxTransport::PostSend(Batch& batch, const TransferSend& send) {
                                  UcxTag(send.peer, Channel::kPullAck, send.tag), kExactTagMask, &ack_param));
   }
   Transfer& transfer = Begin(batch, Kind::kSend, send.peer, send.tag, size);
-  const ucp_request_param_t param = SendParam(transfer);
+  ucp_request_param_t param = SendParam(transfer);
+  if (channel == Channel::kData && !send.runs.empty()) {
+    buffer = ScatterOver(batch, send.runs, param);
+    size = send.runs.size();
+  }
   Track(transfer, ucx_.tag_send_nbx(peers_[send.peer].ep, buffer, size, UcxTag(rank_, channel, send.tag), &param));
 }
 
@@ -227,7 +270,9 @@ void UcxTransport::ServePulls(Batch& batch) {
                                 " bytes, expected " + std::to_string(pull.size);
       }
     } else {
-      const Status pulled = PullFrom(pull_sources_[peer], *pull.descriptor, pull.dst, RankName(peer));
+      const std::vector<MemoryRun> whole{MemoryRun{pull.dst, pull.size}};
+      const Status pulled =
+          PullFrom(pull_sources_[peer], *pull.descriptor, pull.runs->empty() ? whole : *pull.runs, RankName(peer));
       if (!pulled.ok()) batch.failed_peers.emplace(peer, pulled.message() + " (" + transfer + ")");
     }
     if (peers_[peer].ep == nullptr) continue;

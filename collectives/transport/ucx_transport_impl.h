@@ -58,6 +58,8 @@ class UcxTransport : public Transport {
   ~UcxTransport() override;
 
   const char* name() const override { return "ucx"; }
+  // UCX's iovec datatype, and process_vm_readv's iovecs for a same-host pull.
+  bool Scatters() const override { return true; }
   Status Exchange(const std::vector<TransferSend>& sends, const std::vector<TransferRecv>& recvs,
                   milliseconds timeout) override;
 

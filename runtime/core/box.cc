@@ -155,6 +155,14 @@ std::optional<uint64_t> SingleRunOffset(const Box& box, const Box& region, size_
   return position * element_size;
 }
 
+RunShape RunsOf(const Box& box, const Box& region, size_t element_size) {
+  const size_t ndim = region.ndim();
+  const size_t outer_dims = ndim == 0 ? 0 : ndim - box_internal::ContiguousInnerDims(region, box, region);
+  RunShape shape{1, element_size};
+  for (size_t d = 0; d < ndim; ++d) (d < outer_dims ? shape.runs : shape.run_bytes) *= region.shape[d];
+  return shape;
+}
+
 std::vector<FlatPiece> DecomposeFlatRange(const Box& box, uint64_t start, uint64_t end) {
   if (start >= end || end > box.volume()) return {};
   if (box.ndim() == 0) return {FlatPiece{box, 0}};

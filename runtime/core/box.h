@@ -66,6 +66,14 @@ void ForEachRun(const Box& src_box, const Box& dst_box, const Box& region, size_
 // walking the region.
 std::optional<uint64_t> SingleRunOffset(const Box& box, const Box& region, size_t element_size);
 
+// How ForEachRun cuts `region` (inside `box`, not empty) in the row-major buffer of `box`: its number of runs and
+// the bytes of each, found without walking the region.
+struct RunShape {
+  uint64_t runs = 0;
+  uint64_t run_bytes = 0;
+};
+RunShape RunsOf(const Box& box, const Box& region, size_t element_size);
+
 // Copies `region` from the buffer of `src_box` to the buffer of `dst_box` (region inside both).
 void CopyRegion(const void* src, const Box& src_box, void* dst, const Box& dst_box, const Box& region,
                 size_t element_size);

@@ -47,24 +47,51 @@ PiecesByTensor ByTensor(const std::vector<LocalPiece>& pieces) {
   return by_tensor;
 }
 
-// Where a transfer can be received in place: its region lies in one registered piece only, whole and in one
-// contiguous run, in the memory the plane moves (host memory, or device memory of the plane's `device`). The piece,
-// and the run's offset in it.
-std::optional<std::pair<const LocalPiece*, uint64_t>> InPlaceRun(const LoadPlan& plan, const Manifest& manifest,
-                                                                 const PiecesByTensor& pieces, int device,
-                                                                 const Transfer& t) {
-  const uint32_t tensor = plan.reads[t.read].tensor;
+// The piece a transfer can be received straight into: its region lies in one registered piece only, whole, in the
+// memory the plane moves (host memory, or device memory of the plane's `device`). Null otherwise.
+const LocalPiece* SolePiece(const LoadPlan& plan, const PiecesByTensor& pieces, int device, const Transfer& t) {
   const LocalPiece* only = nullptr;
   int overlapping = 0;
-  ForEachDestination(pieces, tensor, t.region, [&](const LocalPiece& piece, const Box& part) {
+  ForEachDestination(pieces, plan.reads[t.read].tensor, t.region, [&](const LocalPiece& piece, const Box& part) {
     ++overlapping;
     if (part == t.region) only = &piece;
   });
-  if (overlapping != 1 || only == nullptr || only->device != device) return std::nullopt;
+  return overlapping == 1 && only != nullptr && only->device == device ? only : nullptr;
+}
+
+// Where a transfer can be received in place in one contiguous run (SolePiece, and one run there): the piece, and the
+// run's offset in it.
+std::optional<std::pair<const LocalPiece*, uint64_t>> InPlaceRun(const LoadPlan& plan, const Manifest& manifest,
+                                                                 const PiecesByTensor& pieces, int device,
+                                                                 const Transfer& t) {
+  const LocalPiece* only = SolePiece(plan, pieces, device, t);
+  if (only == nullptr) return std::nullopt;
   const std::optional<uint64_t> offset =
-      SingleRunOffset(only->box, t.region, DTypeSize(manifest.tensors[tensor].dtype));
+      SingleRunOffset(only->box, t.region, DTypeSize(manifest.tensors[plan.reads[t.read].tensor].dtype));
   if (!offset) return std::nullopt;
   return std::make_pair(only, *offset);
+}
+
+// A region of a wider piece (the columns of a chunk saved by another tensor parallelism, say) lands in several runs.
+// Where the plane's transport scatters a receive over them (Transport::Scatters), it takes at most this many
+// runs of at least this many bytes each: an iovec per run (UCX's, and process_vm_readv's for a same-host pull) then
+// costs far less than copying the bytes out of a buffer, and the round needs no buffer for them.
+constexpr uint64_t kMaxScatterRuns = 1 << 14;
+constexpr uint64_t kMinScatterRunBytes = 4 << 10;
+
+// Whether the load scatters transfers over `plane`: where its transport can, unless a test turns it off.
+bool Scatters(const ExchangePlane& plane) { return plane.transport->Scatters() && !fault::NoScatter(); }
+
+// Where a transfer can be received in place scattered over several runs of one piece (SolePiece, within the bounds
+// above) where `scatter`: the piece. Null otherwise, and for a region that lands in one run (InPlaceRun).
+const LocalPiece* ScatterPiece(const LoadPlan& plan, const Manifest& manifest, const PiecesByTensor& pieces, int device,
+                               bool scatter, const Transfer& t) {
+  if (!scatter) return nullptr;
+  const LocalPiece* only = SolePiece(plan, pieces, device, t);
+  if (only == nullptr) return nullptr;
+  const RunShape shape = RunsOf(only->box, t.region, DTypeSize(manifest.tensors[plan.reads[t.read].tensor].dtype));
+  const bool fits = shape.runs > 1 && shape.runs <= kMaxScatterRuns && shape.run_bytes >= kMinScatterRunBytes;
+  return fits ? only : nullptr;
 }
 
 // Read -> the regions its local copies fill on `rank`, where `rank` reads it.
@@ -77,13 +104,16 @@ std::multimap<size_t, const Box*> KeptRegions(const LoadPlan& plan, int rank) {
 }
 
 // Whether a transfer `rank` sends can be sent from its own destination: a local copy of the same read fills the
-// whole region there (before the exchange, as reads that feed sends run first), in one contiguous run of memory the
-// plane moves.
+// whole region there (before the exchange, as reads that feed sends run first), in memory the plane moves, in one
+// contiguous run or, where `scatter`, in runs of a wider piece (ScatterPiece).
 bool SentFromKept(const LoadPlan& plan, const Manifest& manifest, const PiecesByTensor& pieces, int device,
-                  const Transfer& t, const std::multimap<size_t, const Box*>& kept_regions) {
+                  bool scatter, const Transfer& t, const std::multimap<size_t, const Box*>& kept_regions) {
   const auto [first, last] = kept_regions.equal_range(t.read);
   for (auto it = first; it != last; ++it) {
-    if (Contains(*it->second, t.region)) return InPlaceRun(plan, manifest, pieces, device, t).has_value();
+    if (Contains(*it->second, t.region)) {
+      return InPlaceRun(plan, manifest, pieces, device, t).has_value() ||
+             ScatterPiece(plan, manifest, pieces, device, scatter, t) != nullptr;
+    }
   }
   return false;
 }
@@ -109,14 +139,12 @@ Result<std::string> MostRounds(std::vector<std::string> payloads) {
 
 // This rank's rounds of the job's plan (runtime/load/load_partition.h), planned with the other ranks unless every rank
 // still holds the plan of `verdict.plan_key`. Every step that can fail on one rank is agreed, so that all ranks stop
-// together. Rounds bound what takes memory, as `pieces` on the plane's `device` tell (BufferlessTransfers); a reused
+// together. Rounds bound what takes memory, as `pieces` and the plane tell (BufferlessTransfers); a reused
 // plan was made for the same boxes, and pieces that moved to another device change only the memory a round takes.
-Result<std::shared_ptr<const std::vector<LoadPlan>>> RoundsFor(Context& ctx, LoadPlanCache& cache,
-                                                               const Manifest& manifest,
-                                                               const ChunkDecoder& decode_chunks,
-                                                               const LoadRequest& mine, const LoadVerdict& verdict,
-                                                               const FileHolders* holders, uint64_t max_round_bytes,
-                                                               const std::vector<LocalPiece>& pieces, int device) {
+Result<std::shared_ptr<const std::vector<LoadPlan>>> RoundsFor(
+    Context& ctx, LoadPlanCache& cache, const Manifest& manifest, const ChunkDecoder& decode_chunks,
+    const LoadRequest& mine, const LoadVerdict& verdict, const FileHolders* holders, uint64_t max_round_bytes,
+    const std::vector<LocalPiece>& pieces, const ExchangePlane& plane) {
   if (verdict.reuse_plan && cache.key == verdict.plan_key && cache.rounds) return cache.rounds;
   cache = LoadPlanCache{};
   coll::ControlPlane& control = ctx.control();
@@ -130,7 +158,7 @@ Result<std::shared_ptr<const std::vector<LoadPlan>>> RoundsFor(Context& ctx, Loa
   Result<LoadPlan> view = MergeLoadPlan(routed, ctx.rank(), manifest, decode_chunks);
   routed = {};
   RETURN_IF_ERROR(Agree(control, "load (plan parts)", view.status()));
-  const Bufferless bufferless = BufferlessTransfers(*view, ctx.rank(), manifest, pieces, device);
+  const Bufferless bufferless = BufferlessTransfers(*view, ctx.rank(), manifest, pieces, plane.device, Scatters(plane));
   std::vector<std::string> offered = ReaderShares(*view, ctx.rank(), max_round_bytes, bufferless);
   ASSIGN_OR_RETURN(std::vector<std::string> shares, control.AllToAllV(std::move(offered), control.timeout()));
   Result<std::vector<uint32_t>> placed = PlaceOwnReads(*view, ctx.rank(), shares, max_round_bytes, bufferless);
@@ -279,7 +307,7 @@ class Round {
 
   // Lays out the buffers, then reads the chunks that feed this rank's sends, into send buffers (packed per peer, or
   // one buffer per large region whatever the number of peers it goes to) and, where this rank needs them too, its
-  // destinations; a large region this rank keeps whole in one run of its own is sent from there (KeptDestination).
+  // destinations; a large region this rank keeps whole in its own destination is sent from there (KeptSource).
   // The reads only this rank needs are kept for FetchKept.
   Status Prepare() {
     SlotLayout layout;
@@ -303,10 +331,6 @@ class Round {
     }
     std::vector<std::pair<size_t, uint64_t>> packed_fills;  // (transfer, offset of its bytes)
     std::set<size_t> feeds_sends;                           // the reads whose bytes this rank sends
-    struct SendSource {
-      const char* kept = nullptr;  // this rank's own destination, or null: the round's memory at `offset`
-      uint64_t offset = 0;
-    };
     std::map<std::pair<size_t, Box>, SendSource> shared_sends;
     for (const PeerBatch& batch : OutgoingBatches(plan_, ctx_.rank())) {
       if (batch.packed_bytes > 0) {
@@ -320,7 +344,7 @@ class Round {
         const Transfer& t = plan_.transfers[index];
         auto [it, added] = shared_sends.emplace(std::make_pair(size_t{t.read}, t.region), SendSource{});
         if (added) {
-          it->second.kept = KeptDestination(t, kept_regions);
+          it->second = KeptSource(t, kept_regions);
           if (it->second.kept == nullptr) {
             it->second.offset = layout.Add(t.bytes);
             packed_fills.emplace_back(index, it->second.offset);
@@ -328,7 +352,7 @@ class Round {
             feeds_sends.insert(t.read);  // the reads of packed_fills are added below
           }
         }
-        AddSend(batch.peer, it->second.kept, it->second.offset, t.bytes);
+        AddSend(batch.peer, it->second.kept, it->second.offset, t.bytes, it->second.runs);
       }
     }
     for (const PeerBatch& batch : IncomingBatches(plan_, ctx_.rank())) PlanReceives(batch, layout);
@@ -354,9 +378,10 @@ class Round {
   }
 
   // Sends and receives are laid out before the round's memory is reserved: their buffers are offsets until then.
-  // `kept`: the bytes are sent from this rank's own destination, where its reads put them before the exchange.
-  void AddSend(int peer, const char* kept, uint64_t offset, uint64_t bytes) {
-    sends_.push_back(coll::TransferSend{peer, kept, bytes, tag_});
+  // `kept`: the bytes are sent from this rank's own destination, where its reads put them before the exchange (its
+  // first run where `runs` scatter them).
+  void AddSend(int peer, const char* kept, uint64_t offset, uint64_t bytes, std::vector<coll::MemoryRun> runs = {}) {
+    sends_.push_back(coll::TransferSend{peer, kept, bytes, tag_, std::move(runs)});
     send_offsets_.push_back(offset);
     counters_.bytes_sent += bytes;
   }
@@ -385,30 +410,55 @@ class Round {
     for (size_t index : batch.separate) {
       const Transfer& t = plan_.transfers[index];
       char* in_place = InPlaceDestination(t);
+      std::vector<coll::MemoryRun> runs = in_place ? std::vector<coll::MemoryRun>() : ScatteredDestination(t);
+      if (!runs.empty()) in_place = static_cast<char*>(runs.front().data);
       if (in_place == nullptr) arrivals_.push_back(Arrival{recvs_.size(), {{index, 0}}});
-      AddReceive(batch.peer, in_place, in_place ? 0 : layout.Add(t.bytes), t.bytes);
+      AddReceive(batch.peer, in_place, in_place ? 0 : layout.Add(t.bytes), t.bytes, std::move(runs));
     }
   }
 
-  // `in_place`: the destination itself; null: the round's memory at `offset`.
-  void AddReceive(int peer, char* in_place, uint64_t offset, uint64_t bytes) {
-    recvs_.push_back(coll::TransferRecv{peer, in_place, bytes, tag_});
+  // `in_place`: the destination itself (its first run where `runs` scatter it); null: the round's memory at
+  // `offset`.
+  void AddReceive(int peer, char* in_place, uint64_t offset, uint64_t bytes, std::vector<coll::MemoryRun> runs = {}) {
+    recvs_.push_back(coll::TransferRecv{peer, in_place, bytes, tag_, std::move(runs)});
     receive_offsets_.push_back(offset);
     counters_.bytes_received += bytes;
   }
 
-  // Where a transfer this rank sends can be sent from: its own destination (SentFromKept). The read then needs no
-  // send buffer, and with its destination as its only consumer it can be read straight there (a replicated tensor's
-  // share: one copy less, and none through the staging arena).
-  const char* KeptDestination(const Transfer& t, const std::multimap<size_t, const Box*>& kept_regions) const {
-    if (!SentFromKept(plan_, manifest_, pieces_, exchange_.device, t, kept_regions)) return nullptr;
-    return InPlaceDestination(t);
+  // Where a transfer this rank sends can be sent from: its own destination (SentFromKept), in one run or scattered.
+  // The read then needs no send buffer, and with its destination as its only consumer it can be read straight there
+  // (a replicated tensor's share: one copy less, and none through the staging arena). A null `kept`: from a buffer.
+  struct SendSource {
+    const char* kept = nullptr;  // this rank's own destination (its first run where `runs` scatter it), or null
+    uint64_t offset = 0;         // where `kept` is null: the bytes' place in the round's memory
+    std::vector<coll::MemoryRun> runs;
+  };
+  SendSource KeptSource(const Transfer& t, const std::multimap<size_t, const Box*>& kept_regions) const {
+    if (!SentFromKept(plan_, manifest_, pieces_, exchange_.device, Scatters(exchange_), t, kept_regions)) {
+      return {};
+    }
+    if (const char* run = InPlaceDestination(t)) return SendSource{run, 0, {}};
+    std::vector<coll::MemoryRun> runs = ScatteredDestination(t);
+    return SendSource{static_cast<const char*>(runs.front().data), 0, std::move(runs)};
   }
 
   // Where a transfer can be received in place (InPlaceRun), or null.
   char* InPlaceDestination(const Transfer& t) const {
     const auto run = InPlaceRun(plan_, manifest_, pieces_, exchange_.device, t);
     return run ? run->first->dst + run->second : nullptr;
+  }
+
+  // The runs of this rank's destination a transfer lands in or is sent from, scattered (ScatterPiece), in the order
+  // of its bytes; empty where it cannot be.
+  std::vector<coll::MemoryRun> ScatteredDestination(const Transfer& t) const {
+    const LocalPiece* piece = ScatterPiece(plan_, manifest_, pieces_, exchange_.device, Scatters(exchange_), t);
+    std::vector<coll::MemoryRun> runs;
+    if (piece == nullptr) return runs;
+    const size_t element_size = DTypeSize(manifest_.tensors[plan_.reads[t.read].tensor].dtype);
+    ForEachRun(t.region, piece->box, t.region, element_size, [&](uint64_t, uint64_t dst_offset, uint64_t bytes) {
+      runs.push_back(coll::MemoryRun{piece->dst + dst_offset, bytes});
+    });
+    return runs;
   }
 
   Status ExchangeAndUnpack() {
@@ -504,7 +554,7 @@ Status DecodeChunksOfCachedPlan(int rank, const LoadPlanCache& cache, const Mani
 }
 
 Bufferless BufferlessTransfers(const LoadPlan& view, int rank, const Manifest& manifest,
-                               const std::vector<LocalPiece>& pieces, int device) {
+                               const std::vector<LocalPiece>& pieces, int device, bool scatter) {
   const PiecesByTensor by_tensor = ByTensor(pieces);
   const std::multimap<size_t, const Box*> kept_regions = KeptRegions(view, rank);
   Bufferless bufferless(view.transfers.size(), false);
@@ -512,9 +562,10 @@ Bufferless BufferlessTransfers(const LoadPlan& view, int rank, const Manifest& m
     const Transfer& t = view.transfers[i];
     if (t.bytes < view.separate_bytes) continue;  // packed with the pair's other small transfers
     if (t.consumer == rank) {
-      bufferless[i] = InPlaceRun(view, manifest, by_tensor, device, t).has_value();
+      bufferless[i] = InPlaceRun(view, manifest, by_tensor, device, t).has_value() ||
+                      ScatterPiece(view, manifest, by_tensor, device, scatter, t) != nullptr;
     } else if (view.reads[t.read].reader == rank) {
-      bufferless[i] = SentFromKept(view, manifest, by_tensor, device, t, kept_regions);
+      bufferless[i] = SentFromKept(view, manifest, by_tensor, device, scatter, t, kept_regions);
     }
   }
   return bufferless;
@@ -532,9 +583,8 @@ Result<ExchangeCounters> ExchangeLoad(Context& ctx, LoadPlanCache& plans, const 
   // about as much as copying into them.
   const uint64_t budget =
       fault::LoadRoundBytes(std::min(std::max<uint64_t>(ctx.arena().capacity(), kMinRoundBytes), kMaxRoundBytes));
-  ASSIGN_OR_RETURN(
-      std::shared_ptr<const std::vector<LoadPlan>> rounds,
-      RoundsFor(ctx, plans, manifest, decode_chunks, mine, verdict, holders, budget, pieces, plane.device));
+  ASSIGN_OR_RETURN(std::shared_ptr<const std::vector<LoadPlan>> rounds,
+                   RoundsFor(ctx, plans, manifest, decode_chunks, mine, verdict, holders, budget, pieces, plane));
   const PiecesByTensor by_tensor = ByTensor(pieces);
   // Rounds overlap: while round r exchanges, round r + 1 reads what it will send, into the other of two blocks of
   // round memory (round r + 2 reuses r's once r has ended). Every rank agrees after a round's reads and after its
@@ -545,6 +595,7 @@ Result<ExchangeCounters> ExchangeLoad(Context& ctx, LoadPlanCache& plans, const 
     return std::make_unique<Round>(ctx, plane, memory[r % 2], path, manifest, (*rounds)[r], r, by_tensor);
   };
   ExchangeCounters counters;
+  counters.rounds = rounds->size();
   std::unique_ptr<Round> current = rounds->empty() ? nullptr : round_at(0);
   Status read_ahead = current ? current->ReadAhead() : Status::Ok();
   for (size_t r = 0; r < rounds->size(); ++r) {

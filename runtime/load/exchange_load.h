@@ -39,6 +39,7 @@ struct ExchangeCounters {
   uint64_t bytes_sent = 0;
   uint64_t bytes_received = 0;
   uint64_t exchange_ns = 0;  // in the transport's exchanges
+  uint64_t rounds = 0;       // the load's rounds, the same on every rank
 };
 
 // How a load's pieces travel: over `transport`, packed in host memory (device = -1) or in device memory of `device`
@@ -64,12 +65,13 @@ Status DecodeChunksOfCachedPlan(int rank, const LoadPlanCache& cache, const Mani
                                 const ChunkDecoder& decode_chunks);
 
 // The transfers of `view` that take no round memory on `rank` (runtime/load/load_partition.h: Bufferless), as a round
-// of the exchange lays them out: a large transfer (LoadPlan::separate_bytes) that `rank` receives whole and in one
-// contiguous run into one of its `pieces` in the memory the plane moves (host memory where `device` is -1, else that
-// CUDA device's), or one it sends from where a local copy of the same read put the whole region so. Depends on the
+// of the exchange lays them out: a large transfer (LoadPlan::separate_bytes) that `rank` receives whole into one of
+// its `pieces` in the memory the plane moves (host memory where `device` is -1, else that CUDA device's), in one
+// contiguous run, or where `scatter` (the plane's transport scatters transfers) in a bounded number of runs of a
+// wider piece; or one it sends from where a local copy of the same read put the whole region, so. Depends on the
 // pieces' boxes and devices, not on where their memory lies.
 Bufferless BufferlessTransfers(const LoadPlan& view, int rank, const Manifest& manifest,
-                               const std::vector<LocalPiece>& pieces, int device);
+                               const std::vector<LocalPiece>& pieces, int device, bool scatter);
 
 // Collective over `plane`, the same on every rank. `mine` is this rank's request; `verdict` the load's agreed start
 // (runtime/load/load_agreement.h): the plan is made by the tensors' owners (runtime/load/load_partition.h), who decode

@@ -305,7 +305,7 @@ Result<uint64_t> ReadOwn(Context& ctx, const std::string& dir, const Manifest& m
 Status ReadTensors(Context& ctx, LoadPlanCache& plans, const std::string& dir, const Manifest& manifest,
                    const ChunkDecoder& decode_chunks, const LoadVerdict& verdict, const LoadAsk& ask,
                    const LoadRequest& request, const FileHolders* holders, const std::vector<LocalPiece>& pieces,
-                   ProgressReporter& progress, uint64_t* bytes_read, LoadReads* done) {
+                   ProgressReporter& progress, uint64_t* bytes_read, LoadReads* done, uint64_t* rounds) {
   uint64_t filled = 0;
   auto on_filled = [&](uint64_t bytes) { progress.Update(filled += bytes); };
   *done = LoadReads::kOwn;
@@ -322,6 +322,7 @@ Status ReadTensors(Context& ctx, LoadPlanCache& plans, const std::string& dir, c
   ASSIGN_OR_RETURN(ExchangeCounters counters, ExchangeLoad(ctx, plans, plane, dir, manifest, decode_chunks, request,
                                                            verdict, holders, pieces, on_filled));
   *bytes_read = counters.bytes_read;
+  *rounds = counters.rounds;
   ctx.stats().bytes_sent += counters.bytes_sent;
   ctx.stats().bytes_received += counters.bytes_received;
   ctx.stats().exchange_ns += counters.exchange_ns;
@@ -404,6 +405,7 @@ Status AskForReads(const Context& ctx, const std::string& dir, const Manifest& m
 struct ReadsOutcome {
   LoadReads reads = LoadReads::kOnce;
   uint64_t amplification_milli = 1000;
+  uint64_t rounds = 0;  // of read once + exchange
 };
 
 // Rank 0's decision in the outcome agreement: the bytes every rank read, summed.
@@ -489,10 +491,10 @@ Status LoadAndAgree(Context& ctx, LoadPlanCache& plans, State& state, const Chec
   }
 
   progress.Enter(Phase::kReading, 0, PieceBytes(*manifest, pieces));
-  uint64_t tensor_bytes = 0;
+  uint64_t tensor_bytes = 0, rounds = 0;
   LoadReads done = verdict->reads;
   Status read = ReadTensors(ctx, plans, dir, *manifest, decode_chunks, *verdict, mine, request, settings.holders.get(),
-                            pieces, progress, &tensor_bytes, &done);
+                            pieces, progress, &tensor_bytes, &done, &rounds);
   for (const CastShard& cast : casts) {
     if (read.ok()) read = ConvertCast(cast);
   }
@@ -503,6 +505,7 @@ Status LoadAndAgree(Context& ctx, LoadPlanCache& plans, State& state, const Chec
   Result<ReadsOutcome> agreed = AgreeOnOutcome(ctx, read, done, *verdict, tensor_bytes);
   RETURN_IF_ERROR(agreed.status().WithContext(context));
   *outcome = *agreed;
+  outcome->rounds = rounds;
   ctx.stats().last_load_reads = static_cast<uint64_t>(outcome->reads);
   ctx.stats().last_load_read_amplification_milli = outcome->amplification_milli;
   return Status::Ok();
@@ -532,10 +535,11 @@ Status LoadReported(Context& ctx, LoadPlanCache& plans, State& state, const Chec
     return loaded;
   }
   progress.Enter(Phase::kLoaded, progress.total(), progress.total());
-  ctx.Log(LogLevel::kInfo, "loaded '" + path + "': " + DescribeThroughput(progress.total(), NowNs() - started) +
-                               " into this rank; read " + DescribeBytes(bytes_read) + " from " + tier + " (" +
-                               LoadReadsName(reads.reads) + ", read amplification " +
-                               DescribeMilli(reads.amplification_milli) + ")");
+  ctx.Log(LogLevel::kInfo,
+          "loaded '" + path + "': " + DescribeThroughput(progress.total(), NowNs() - started) +
+              " into this rank; read " + DescribeBytes(bytes_read) + " from " + tier + " (" +
+              LoadReadsName(reads.reads) + ", read amplification " + DescribeMilli(reads.amplification_milli) +
+              (reads.reads == LoadReads::kOnce ? ", " + std::to_string(reads.rounds) + " rounds" : "") + ")");
   return Status::Ok();
 }
 

@@ -181,6 +181,21 @@ case "$name" in
     [ "$read_total" = "$stored" ] || { echo "expected every stored byte read once: read $read_total of $stored" >&2; exit 1; }
     out=$(CKPT_FAULT_LOAD_ROUND_BYTES=65536 CKPT_LOAD_READS=once CKPT_TRANSPORT=ucx run 3 "$exchange" load-layout columns "$ck")
     echo "$out" ;;
+  read-once-scattered)  # "w" saved in 8 column blocks of 1 MiB, loaded as column halves by 4 ranks (two replicas
+    # of each) in rounds of 1 MiB (CKPT_FAULT_LOAD_ROUND_BYTES): over UCX each block is sent from its reader's half
+    # and lands in its replica's, scattered over 256 rows of 4 KiB in both, so that no buffer holds it and the load
+    # takes one round; told not to scatter (CKPT_FAULT_NO_SCATTER), the blocks go through buffers, a round each
+    run 8 "$exchange" save-wide "$ck"
+    scattered=$(CKPT_FAULT_LOAD_ROUND_BYTES=1048576 CKPT_LOAD_READS=once CKPT_TRANSPORT=ucx run 4 "$exchange" load-wide "$ck")
+    echo "$scattered"
+    buffered=$(CKPT_FAULT_NO_SCATTER=1 CKPT_FAULT_LOAD_ROUND_BYTES=1048576 CKPT_LOAD_READS=once CKPT_TRANSPORT=ucx \
+               run 4 "$exchange" load-wide "$ck")
+    echo "$buffered"
+    rounds_scattered=$(echo "$scattered" | sed -n 's/^rank 0 rounds \([0-9]*\)$/\1/p')
+    rounds_buffered=$(echo "$buffered" | sed -n 's/^rank 0 rounds \([0-9]*\)$/\1/p')
+    echo "rounds: $rounds_scattered scattered, $rounds_buffered through buffers"
+    [ "$rounds_scattered" = 1 ] && [ "${rounds_buffered:-0}" -ge 2 ] ||
+      { echo "expected 1 round scattered and 2 or more through buffers" >&2; exit 1; } ;;
   without-ucx)        # UCX absent (tests/integration/without_ucx.sh): auto loads without a transport, ucx is refused
     without_ucx="$(dirname "$0")/without_ucx.sh"
     run 4 "$core" save-replicated "$ck"

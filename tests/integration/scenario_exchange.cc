@@ -16,11 +16,15 @@
 //                               columns of "m", rows of "v"; checks every element, prints bytes read
 //   load-layout-expect SPLIT DIR CODE TEXT..   the same load must fail with CODE on every rank, naming each TEXT
 //   stored-bytes DIR            (no context) prints the bytes stored of every tensor's chunks
+//   save-wide DIR               "w" (256 x 8192 F32, 8 MiB) saved in column blocks, one per rank
+//   load-wide DIR               every rank loads a column half of "w" (the first half of the ranks the left one),
+//                               checks every element, and prints the rounds its load's INFO line names
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -114,6 +118,62 @@ int LoadLayout(const std::string& split, const char* dir, const ExpectedFailure*
     }
   }
   CheckRows(s, "v", 21, vector, v0);
+  PrintTransfers(s);
+  ckpt_state_free(state);
+  return 0;
+}
+
+constexpr uint64_t kWideRows = 256, kWideCols = 8192;
+
+float WideValue(uint64_t row, uint64_t col) { return static_cast<float>(row * kWideCols + col); }
+
+// This rank's block of columns of "w", saved.
+int SaveWide(const char* dir) {
+  Session s;
+  ckpt_state_t* state = nullptr;
+  s.Check(ckpt_state_create(&state, s.err), "state");
+  const uint64_t cols = kWideCols / s.world, col0 = cols * s.rank;
+  std::vector<float> block(kWideRows * cols);
+  for (uint64_t r = 0; r < kWideRows; ++r) {
+    for (uint64_t c = 0; c < cols; ++c) block[r * cols + c] = WideValue(r, col0 + c);
+  }
+  AddTypedShard(s, state, "w", CKPT_DTYPE_F32, {kWideRows, kWideCols}, {kWideRows, cols}, {0, col0}, block.data(),
+                block.size());
+  SaveAndWait(s, state, dir, "save");
+  ckpt_state_free(state);
+  return 0;
+}
+
+// The INFO lines of this rank's loads.
+void KeepInfo(void* user, int32_t level, const char* message) {
+  if (level == CKPT_LOG_INFO && std::strstr(message, "loaded '") != nullptr) {
+    static_cast<std::string*>(user)->append(message).append("\n");
+  }
+}
+
+// A column half of "w" loaded into this rank (a tensor-parallel shard of a model saved with more of them, replicated
+// over the ranks of each half) and checked element by element.
+int LoadWide(const char* dir) {
+  std::string info;
+  Session s(KeepInfo, &info);
+  ckpt_state_t* state = nullptr;
+  s.Check(ckpt_state_create(&state, s.err), "state");
+  const uint64_t cols = kWideCols / 2, col0 = s.rank < s.world / 2 ? 0 : cols;
+  std::vector<float> half(kWideRows * cols, -1.0f);
+  AddTypedShard(s, state, "w", CKPT_DTYPE_F32, {kWideRows, kWideCols}, {kWideRows, cols}, {0, col0}, half.data(),
+                half.size());
+  s.Check(ckpt_load(s.ctx, state, dir, nullptr, s.err), "load");
+  for (uint64_t r = 0; r < kWideRows; ++r) {
+    for (uint64_t c = 0; c < cols; ++c) {
+      if (half[r * cols + c] != WideValue(r, col0 + c)) {
+        Die(s.rank, "w[" + std::to_string(r) + ", " + std::to_string(col0 + c) + "] holds a wrong value");
+      }
+    }
+  }
+  const size_t end = info.find(" rounds)");
+  const size_t begin = info.rfind(' ', end == std::string::npos ? 0 : end - 1);
+  if (end == std::string::npos || begin == std::string::npos) Die(s.rank, "the INFO line names no rounds: " + info);
+  std::printf("rank %d rounds %s\n", s.rank, info.substr(begin + 1, end - begin - 1).c_str());
   PrintTransfers(s);
   ckpt_state_free(state);
   return 0;
@@ -235,6 +295,8 @@ int main(int argc, char** argv) {
     return LoadLayout(argv[2], argv[3], &expected);
   }
   if (mode == "stored-bytes") return StoredBytes(argv[2]);
+  if (mode == "save-wide") return SaveWide(argv[2]);
+  if (mode == "load-wide") return LoadWide(argv[2]);
   std::fprintf(stderr, "ckpt_scenario_exchange: unknown mode or wrong arguments: %s\n", mode.c_str());
   return 2;
 }

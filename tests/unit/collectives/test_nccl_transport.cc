@@ -138,6 +138,23 @@ TEST_F(NcclSelfExchangeTest, HostBufferIsRefusedAsInvalidArgument) {
   EXPECT_TRUE(Contains(status.message(), "not CUDA device memory")) << status.message();
 }
 
+// NCCL moves contiguous device memory only: the load never gives it runs (Scatters), and runs given are refused.
+TEST_F(NcclSelfExchangeTest, ScatteredTransfersAreRefusedAsInvalidArgument) {
+  EXPECT_FALSE(transport_->Scatters());
+  void* source = DeviceBytes(8192, 's');
+  void* target = DeviceBytes(8192, 0);
+  ASSERT_TRUE(source && target);
+  char* into = static_cast<char*>(target);
+  const std::vector<MemoryRun> runs = {{into, 4096}, {into + 4096, 4096}};
+  Status status = transport_->Exchange({{0, source, 8192, 1}}, {{0, target, 8192, 1, runs}}, kTimeout);
+  ASSERT_EQ(status.code(), Code::kInvalidArgument) << status.message();
+  EXPECT_TRUE(Contains(status.message(), "receive 0 is scattered")) << status.message();
+  status = transport_->Exchange({{0, source, 8192, 1, runs}}, {{0, target, 8192, 1}}, kTimeout);
+  ASSERT_EQ(status.code(), Code::kInvalidArgument) << status.message();
+  EXPECT_TRUE(Contains(status.message(), "send 0 is scattered")) << status.message();
+  EXPECT_EQ(HostCopy(target, 8192), std::string(8192, '\0'));
+}
+
 TEST_F(NcclSelfExchangeTest, PeerOutOfRangeIsInvalidArgument) {
   void* buffer = DeviceBytes(64, 0);
   ASSERT_NE(buffer, nullptr);

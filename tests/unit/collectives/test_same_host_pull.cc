@@ -140,9 +140,63 @@ TEST(SameHostPullTest, APullCopiesThePeersBytes) {
   const pid_t pid = ProbePullSource(child.description());
   ASSERT_EQ(pid, child.pid());
   std::vector<char> received(child.bytes().size());
-  const Status status = PullFrom(pid, child.Descriptor(), received.data(), "rank 1");
+  const Status status = PullFrom(pid, child.Descriptor(), {MemoryRun{received.data(), received.size()}}, "rank 1");
   ASSERT_TRUE(status.ok()) << status.message();
   EXPECT_EQ(received, child.bytes());
+}
+
+// A pull scattered over more runs than one process_vm_readv takes (IOV_MAX), of uneven sizes (some empty), each
+// with a gap after it: the runs hold the peer's bytes in order, and the gaps are untouched.
+TEST(SameHostPullTest, AScatteredPullFillsItsRunsInOrderAndNothingBetween) {
+  PullableChild child;
+  const pid_t pid = ProbePullSource(child.description());
+  ASSERT_EQ(pid, child.pid());
+  const uint64_t total = child.bytes().size();
+  constexpr uint64_t kGap = 16;
+  std::vector<char> destination(total + 4096 * kGap, 0x7f);
+  std::vector<MemoryRun> runs;
+  std::vector<std::pair<uint64_t, uint64_t>> placed;  // (offset in destination, size)
+  uint64_t at = 0, offset = 0;
+  for (uint64_t i = 0; at < total; ++i) {
+    const uint64_t size = std::min<uint64_t>(total - at, i % 7 == 3 ? 0 : 64 + (i * 97) % 700);
+    runs.push_back(MemoryRun{destination.data() + offset, size});
+    placed.emplace_back(offset, size);
+    at += size, offset += size + kGap;
+  }
+  ASSERT_GT(runs.size(), 1024u);
+  ASSERT_LE(offset, destination.size());
+  const Status status = PullFrom(pid, child.Descriptor(), runs, "rank 1");
+  ASSERT_TRUE(status.ok()) << status.message();
+  std::vector<char> gathered;
+  for (const auto& [begin, size] : placed) {
+    gathered.insert(gathered.end(), destination.begin() + begin, destination.begin() + begin + size);
+    for (uint64_t g = 0; g < kGap; ++g) ASSERT_EQ(destination[begin + size + g], 0x7f) << "a gap was written";
+  }
+  EXPECT_EQ(gathered, child.bytes());
+  // Runs that hold fewer bytes than the peer announced are refused before anything is read.
+  runs.back().size -= 1;
+  EXPECT_EQ(PullFrom(pid, child.Descriptor(), runs, "rank 1").code(), Code::kMismatch);
+}
+
+// A descriptor announcing its bytes in a list of runs that is too long, or whose runs do not add up to its size (a
+// hostile or broken peer), is refused before any byte is copied.
+TEST(SameHostPullTest, ADescriptorWhoseRunsAreTooManyOrDoNotAddUpIsCorrupt) {
+  PullableChild child;
+  const pid_t pid = ProbePullSource(child.description());
+  ASSERT_EQ(pid, child.pid());
+  std::vector<char> received(child.bytes().size(), 0x7f);
+  const std::vector<MemoryRun> into{MemoryRun{received.data(), received.size()}};
+  PullDescriptor too_many = child.Descriptor();
+  too_many.run_count = kMaxPulledRuns + 1;
+  Status status = PullFrom(pid, too_many, into, "rank 1");
+  EXPECT_EQ(status.code(), Code::kCorrupt) << status.message();
+  EXPECT_NE(status.message().find("rank 1 announced 1048577 runs"), std::string::npos) << status.message();
+  PullDescriptor garbage = child.Descriptor();  // the "list" is the child's bytes, not runs
+  garbage.run_count = 2;
+  status = PullFrom(pid, garbage, into, "rank 1");
+  EXPECT_EQ(status.code(), Code::kCorrupt) << status.message();
+  EXPECT_NE(status.message().find("rank 1's send lists runs of"), std::string::npos) << status.message();
+  EXPECT_EQ(received, std::vector<char>(received.size(), 0x7f));
 }
 
 TEST(SameHostPullTest, APullOfWithdrawnBytesFailsNamingThePeer) {
@@ -151,7 +205,7 @@ TEST(SameHostPullTest, APullOfWithdrawnBytesFailsNamingThePeer) {
   ASSERT_EQ(pid, child.pid());
   child.Withdraw();
   std::vector<char> received(child.bytes().size());
-  const Status status = PullFrom(pid, child.Descriptor(), received.data(), "rank 1");
+  const Status status = PullFrom(pid, child.Descriptor(), {MemoryRun{received.data(), received.size()}}, "rank 1");
   EXPECT_EQ(status.code(), Code::kPeerFailed) << status.message();
   EXPECT_NE(status.message().find("rank 1 withdrew"), std::string::npos) << status.message();
 }
@@ -163,7 +217,7 @@ TEST(SameHostPullTest, APullFromAnExitedPeerFailsNamingThePeer) {
   const PullDescriptor descriptor = child.Descriptor();
   child.Exit();
   std::vector<char> received(child.bytes().size());
-  const Status status = PullFrom(pid, descriptor, received.data(), "rank 1");
+  const Status status = PullFrom(pid, descriptor, {MemoryRun{received.data(), received.size()}}, "rank 1");
   EXPECT_EQ(status.code(), Code::kPeerFailed) << status.message();
   EXPECT_NE(status.message().find("rank 1 exited"), std::string::npos) << status.message();
 }

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -195,6 +196,84 @@ TEST_P(UcxTransportTest, SameTagFromDifferentPeersReachesEachPeersBuffer) {
       const Status status = transport.Exchange({{0, payload.data(), kSize, kTag}}, {}, kExchangeTimeout);
       EXPECT_TRUE(status.ok()) << status.message();
     }
+  });
+}
+
+// `size` bytes laid out in runs of `run` bytes (the last shorter) with `gap` bytes of `filler` after each.
+struct Scattered {
+  std::vector<uint8_t> memory;
+  std::vector<MemoryRun> runs;
+  Scattered(uint64_t size, uint64_t run, uint64_t gap, uint8_t filler) : memory(size + (size / run + 1) * gap, filler) {
+    for (uint64_t at = 0, offset = 0; at < size; at += run, offset += run + gap) {
+      runs.push_back({memory.data() + offset, std::min(run, size - at)});
+    }
+  }
+  std::vector<uint8_t> Gathered() const {
+    std::vector<uint8_t> bytes;
+    for (const MemoryRun& r : runs)
+      bytes.insert(bytes.end(), static_cast<uint8_t*>(r.data), static_cast<uint8_t*>(r.data) + r.size);
+    return bytes;
+  }
+  uint64_t Touched(uint8_t filler) const {  // gap bytes that are no longer `filler`
+    uint64_t touched = 0;
+    for (const MemoryRun& r : runs) {
+      const uint8_t* gap = static_cast<uint8_t*>(r.data) + r.size;
+      const uint8_t* end = std::min(gap + kGap, memory.data() + memory.size());
+      touched += std::count_if(gap, end, [&](uint8_t b) { return b != filler; });
+    }
+    return touched;
+  }
+  static constexpr uint64_t kGap = 64;
+};
+
+// Each rank sends the other messages scattered over runs of its memory (TransferSend::runs), which the other
+// receives scattered over runs of other lengths (TransferRecv::runs): eager, pulled within the host (by default) and
+// rendezvous sizes, the largest in thousands of runs. The receiver's runs hold the message's bytes in order, and no
+// gap between them is written.
+TEST_P(UcxTransportTest, TransfersScatteredOverRunsArriveInOrderAndTouchNothingBetween) {
+  // (bytes, the sender's run, the receiver's run)
+  const std::vector<std::array<uint64_t, 3>> shapes = {
+      {300, 100, 64}, {100 << 10, 4096, 12288}, {24 << 20, 20000, 4096}, {24 << 20, 24 << 20, 256 << 10}};
+  RunRanks(2, [&](Transport& transport, TcpStore& store) {
+    EXPECT_TRUE(transport.Scatters());
+    const int peer = 1 - store.rank();
+    std::vector<Scattered> outgoing, incoming;
+    std::vector<TransferSend> sends;
+    std::vector<TransferRecv> recvs;
+    outgoing.reserve(shapes.size());
+    incoming.reserve(shapes.size());
+    for (uint64_t tag = 0; tag < shapes.size(); ++tag) {
+      const auto [size, send_run, receive_run] = shapes[tag];
+      Scattered& from = outgoing.emplace_back(size, send_run, Scattered::kGap, 0xdd);
+      const std::vector<uint8_t> pattern = Pattern(store.rank(), tag, size);
+      for (uint64_t at = 0, r = 0; r < from.runs.size(); at += from.runs[r].size, ++r) {
+        std::memcpy(from.runs[r].data, pattern.data() + at, from.runs[r].size);
+      }
+      sends.push_back({peer, from.runs.front().data, size, tag, from.runs});
+      Scattered& into = incoming.emplace_back(size, receive_run, Scattered::kGap, 0xee);
+      recvs.push_back({peer, into.runs.front().data, size, tag, into.runs});
+    }
+    const Status status = transport.Exchange(sends, recvs, kExchangeTimeout);
+    ASSERT_TRUE(status.ok()) << "rank " << store.rank() << ": " << status.message();
+    for (uint64_t tag = 0; tag < shapes.size(); ++tag) {
+      EXPECT_TRUE(incoming[tag].Gathered() == Pattern(peer, tag, shapes[tag][0]))
+          << "rank " << store.rank() << ", tag " << tag << ": wrong bytes in the runs";
+      EXPECT_EQ(incoming[tag].Touched(0xee), 0u) << "rank " << store.rank() << ", tag " << tag;
+    }
+  });
+}
+
+// A scattered send or receive whose runs do not add up to its size is refused before anything moves.
+TEST(UcxTransportValidationTest, ATransferWhoseRunsDoNotAddUpIsInvalidArgument) {
+  RunRanks(1, [](Transport& transport, TcpStore&) {
+    std::vector<uint8_t> buffer(100);
+    const std::vector<MemoryRun> short_runs = {{buffer.data(), 40}, {buffer.data() + 50, 40}};
+    Status status = transport.Exchange({}, {{0, buffer.data(), 100, 1, short_runs}}, kExchangeTimeout);
+    EXPECT_EQ(status.code(), Code::kInvalidArgument) << status.message();
+    EXPECT_TRUE(Contains(status, "receive from rank 0 with tag 1 scatters 80 bytes, not its 100")) << status.message();
+    status = transport.Exchange({{0, buffer.data(), 100, 1, short_runs}}, {}, kExchangeTimeout);
+    EXPECT_EQ(status.code(), Code::kInvalidArgument) << status.message();
+    EXPECT_TRUE(Contains(status, "send to rank 0 with tag 1 scatters 80 bytes, not its 100")) << status.message();
   });
 }
 

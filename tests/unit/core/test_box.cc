@@ -285,5 +285,26 @@ TEST(SingleRunOffsetTest, AgreesWithForEachRun) {
   EXPECT_EQ(SingleRunOffset(Box{}, Box{}, 4), std::optional<uint64_t>(0));  // a scalar is one run
 }
 
+// RunsOf agrees with ForEachRun: as many runs, each of the bytes it says.
+TEST(RunsOfTest, AgreesWithForEachRun) {
+  const Box box{{4, 0, 0}, {4, 3, 6}};
+  const std::vector<Box> regions = {
+      box,                     // the whole buffer: one run
+      {{5, 0, 0}, {2, 3, 6}},  // whole rows of the first dimension: one run
+      {{6, 1, 2}, {1, 2, 3}},  // parts of two innermost rows
+      {{4, 0, 0}, {2, 3, 5}},  // the innermost dimension cut on every row: six runs
+      {{4, 1, 0}, {3, 2, 6}},  // whole innermost rows, the middle dimension cut: three runs of two rows
+  };
+  for (const Box& region : regions) {
+    std::vector<uint64_t> lengths;
+    ForEachRun(region, box, region, 2, [&](uint64_t, uint64_t, uint64_t n) { lengths.push_back(n); });
+    const RunShape shape = RunsOf(box, region, 2);
+    EXPECT_EQ(shape.runs, lengths.size()) << region.ToString();
+    for (uint64_t n : lengths) EXPECT_EQ(shape.run_bytes, n) << region.ToString();
+  }
+  EXPECT_EQ(RunsOf(Box{}, Box{}, 4).runs, 1u);  // a scalar is one run of its element
+  EXPECT_EQ(RunsOf(Box{}, Box{}, 4).run_bytes, 4u);
+}
+
 }  // namespace
 }  // namespace ckpt::runtime

@@ -1,7 +1,7 @@
 // Which transfers take no round memory (runtime/load/exchange_load.h: BufferlessTransfers), as a round of the exchange
-// lays them out: large ones received whole and contiguously into one destination piece of the plane's memory, and
-// large ones sent from where the reader's own copy of the region lies; never a small (packed) transfer, a region
-// that spans rows of a wider piece, two pieces, or a piece on another device.
+// lays them out: large ones received whole into one destination piece of the plane's memory, contiguously or, where
+// the transport scatters receives, over a bounded number of long enough runs, and large ones sent from where the
+// reader's own copy of the region lies; never a small (packed) transfer, two pieces, or a piece on another device.
 #include <gtest/gtest.h>
 
 #include <vector>
@@ -38,19 +38,46 @@ TEST(BufferlessTransfersTest, ALargeRegionThatLandsContiguouslyInOnePieceIsRecei
   plan.Send(1, Box{{4, 0}, {4, kCols / 2}});  // half rows: four runs
   plan.Send(1, Box{{0, 0}, {1, kCols}});      // one row: under separate_bytes, packed with the pair's others
   const std::vector<LocalPiece> pieces{Piece(Box{{0, 0}, {kRows, kCols}})};
-  EXPECT_EQ(BufferlessTransfers(plan.view, 1, plan.manifest, pieces, -1), (Bufferless{true, false, false}));
+  EXPECT_EQ(BufferlessTransfers(plan.view, 1, plan.manifest, pieces, -1, false), (Bufferless{true, false, false}));
   // The reader's side of the same transfers: it holds no copy of them, so each is sent from a buffer.
-  EXPECT_EQ(BufferlessTransfers(plan.view, 0, plan.manifest, pieces, -1), (Bufferless{false, false, false}));
+  EXPECT_EQ(BufferlessTransfers(plan.view, 0, plan.manifest, pieces, -1, false), (Bufferless{false, false, false}));
+}
+
+// Where the plane's transport scatters transfers (UCX), a region that spans rows of a wider piece lands there in place
+// too, and is sent from the reader's own copy there, when its runs are long enough (4 KiB) and not too many; a
+// transport that cannot (NCCL) buffers it.
+TEST(BufferlessTransfersTest, ARegionOfAWiderPieceIsReceivedOrSentScatteredWhereTheTransportCan) {
+  Plan plan;
+  plan.Send(1, Box{{4, 0}, {4, kCols / 2}});  // half rows of 2 KiB: too short
+  plan.Send(1, Box{{0, 0}, {4, kCols}});      // whole rows: one run
+  const std::vector<LocalPiece> narrow{Piece(Box{{0, 0}, {kRows, kCols}})};
+  EXPECT_EQ(BufferlessTransfers(plan.view, 1, plan.manifest, narrow, -1, true), (Bufferless{false, true}));
+  // The same tensor twice as wide, the transfers' rows now half of the piece's: 4 KiB runs.
+  Plan wide;
+  wide.manifest = WithTensors({Stored("w", {kRows, 2 * kCols}, {Box{{0, 0}, {kRows, 2 * kCols}}}, 1 << 20)});
+  wide.Send(1, Box{{0, 0}, {4, kCols}});
+  wide.Send(1, Box{{4, kCols}, {4, kCols}});
+  const std::vector<LocalPiece> whole{Piece(Box{{0, 0}, {kRows, 2 * kCols}})};
+  EXPECT_EQ(BufferlessTransfers(wide.view, 1, wide.manifest, whole, -1, true), (Bufferless{true, true}));
+  EXPECT_EQ(BufferlessTransfers(wide.view, 1, wide.manifest, whole, -1, false), (Bufferless{false, false}));
+  // The reader's side: where it keeps the whole piece, it sends both from there, scattered too.
+  wide.Keep(Box{{0, 0}, {kRows, 2 * kCols}});
+  EXPECT_EQ(BufferlessTransfers(wide.view, 0, wide.manifest, whole, -1, true), (Bufferless{true, true}));
+  EXPECT_EQ(BufferlessTransfers(wide.view, 0, wide.manifest, whole, -1, false), (Bufferless{false, false}));
+  // Across two pieces it is buffered, scattering or not.
+  const std::vector<LocalPiece> thirds{Piece(Box{{0, 0}, {2, 2 * kCols}}), Piece(Box{{2, 0}, {4, 2 * kCols}}),
+                                       Piece(Box{{6, 0}, {2, 2 * kCols}})};
+  EXPECT_EQ(BufferlessTransfers(wide.view, 1, wide.manifest, thirds, -1, true), (Bufferless{false, false}));
 }
 
 TEST(BufferlessTransfersTest, ARegionAcrossTwoPiecesOrInAnotherDevicesMemoryIsBuffered) {
   Plan plan;
   plan.Send(1, Box{{0, 0}, {4, kCols}});
   const std::vector<LocalPiece> split{Piece(Box{{0, 0}, {2, kCols}}), Piece(Box{{2, 0}, {6, kCols}})};
-  EXPECT_EQ(BufferlessTransfers(plan.view, 1, plan.manifest, split, -1), (Bufferless{false}));
+  EXPECT_EQ(BufferlessTransfers(plan.view, 1, plan.manifest, split, -1, false), (Bufferless{false}));
   const std::vector<LocalPiece> on_device{Piece(Box{{0, 0}, {kRows, kCols}}, 0)};
-  EXPECT_EQ(BufferlessTransfers(plan.view, 1, plan.manifest, on_device, -1), (Bufferless{false}));
-  EXPECT_EQ(BufferlessTransfers(plan.view, 1, plan.manifest, on_device, 0), (Bufferless{true}));
+  EXPECT_EQ(BufferlessTransfers(plan.view, 1, plan.manifest, on_device, -1, false), (Bufferless{false}));
+  EXPECT_EQ(BufferlessTransfers(plan.view, 1, plan.manifest, on_device, 0, false), (Bufferless{true}));
 }
 
 TEST(BufferlessTransfersTest, ARegionTheReaderKeepsWholeInOneRunIsSentFromItsOwnCopy) {
@@ -59,10 +86,10 @@ TEST(BufferlessTransfersTest, ARegionTheReaderKeepsWholeInOneRunIsSentFromItsOwn
   plan.Send(1, Box{{0, 0}, {4, kCols}});
   plan.Send(1, Box{{4, 0}, {4, kCols / 2}});
   const std::vector<LocalPiece> whole{Piece(Box{{0, 0}, {kRows, kCols}})};
-  EXPECT_EQ(BufferlessTransfers(plan.view, 0, plan.manifest, whole, -1), (Bufferless{true, false}));
+  EXPECT_EQ(BufferlessTransfers(plan.view, 0, plan.manifest, whole, -1, false), (Bufferless{true, false}));
   // Without the local copy the reader holds nothing to send from, whatever its pieces.
   plan.view.local_copies.clear();
-  EXPECT_EQ(BufferlessTransfers(plan.view, 0, plan.manifest, whole, -1), (Bufferless{false, false}));
+  EXPECT_EQ(BufferlessTransfers(plan.view, 0, plan.manifest, whole, -1, false), (Bufferless{false, false}));
 }
 
 }  // namespace
