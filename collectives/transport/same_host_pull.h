@@ -38,7 +38,7 @@ struct PulledRun {
   uint64_t size = 0;
 };
 
-// The most runs a receiver reads the list of: more is a corrupt descriptor (the load scatters at most 16,384).
+// The most runs a receiver reads the list of: more is a corrupt descriptor (the load scatters at most 65,536).
 inline constexpr uint64_t kMaxPulledRuns = 1 << 20;
 
 // This process as same-host peers find it: its host, its pid, and a random value at a fixed address.

@@ -158,6 +158,49 @@ std::vector<uint64_t> SendCosts(const LoadPlan& view, int rank, const Bufferless
   return send;
 }
 
+// What a consumer offers the ranks that send it something: each one's share of a round's receive buffers, and
+// which of its transfers (in the pair's order) it receives in place; and what the shares add up to.
+struct OfferedShares {
+  std::map<int, uint64_t> share;
+  std::map<int, std::vector<bool>> in_place;
+  uint64_t total = 0;
+};
+
+OfferedShares OfferShares(const LoadPlan& view, int rank, uint64_t max_bytes, const Bufferless& bufferless) {
+  // The bound less what this rank's own sends may take in a round (PlaceOwnReads holds them to at least a third of
+  // it), in two halves.
+  uint64_t sending = 0;
+  for (uint64_t bytes : SendCosts(view, rank, bufferless)) sending += bytes;
+  const uint64_t pool = (max_bytes - std::min(sending, max_bytes / 3)) / 2;
+  std::map<int, uint64_t> from;
+  OfferedShares offered;
+  uint64_t total = 0;
+  for (size_t i = 0; i < view.transfers.size(); ++i) {
+    const Transfer& t = view.transfers[i];
+    if (t.consumer != rank) continue;
+    const int reader = view.reads[t.read].reader;
+    const bool bufferless_here = IsBufferless(bufferless, i);
+    offered.in_place[reader].push_back(bufferless_here);
+    if (bufferless_here) continue;
+    from[reader] += TransferBufferBytes(view, t);
+    total += TransferBufferBytes(view, t);
+  }
+  for (const auto& [reader, flags] : offered.in_place) {
+    // What fits in the pool's two halves comes at once. Otherwise each reader gets the larger of an equal part of one
+    // half and a part of the other in proportion to what it sends: a reader sending much needs no more rounds than
+    // the others, one sending many small pieces is not held to one a round. The shares add up to at most the bound
+    // less this rank's sends: two thirds of it where this rank sends much, all of it where it sends nothing.
+    // A reader whose every transfer lands in place needs no share.
+    const uint64_t bytes = from.count(reader) ? from.at(reader) : 0;
+    const uint64_t proportional = total == 0 ? 0 : static_cast<uint64_t>(static_cast<double>(pool) * bytes / total);
+    const uint64_t share =
+        total <= 2 * pool || bytes == 0 ? bytes : std::max<uint64_t>({1, proportional, pool / from.size()});
+    offered.share[reader] = share;
+    offered.total += share;
+  }
+  return offered;
+}
+
 }  // namespace
 
 std::vector<std::string> PartitionLoadRequest(const LoadRequest& mine, const Manifest& manifest, int world_size) {
@@ -314,35 +357,11 @@ Result<LoadPlan> MergeLoadPlan(const std::vector<std::string>& incoming, int ran
 
 std::vector<std::string> ReaderShares(const LoadPlan& view, int rank, uint64_t max_bytes,
                                       const Bufferless& bufferless) {
-  // The bound less what this rank's own sends may take in a round (PlaceOwnReads holds them to a third of it), in
-  // two halves.
-  uint64_t sending = 0;
-  for (uint64_t bytes : SendCosts(view, rank, bufferless)) sending += bytes;
-  const uint64_t pool = (max_bytes - std::min(sending, max_bytes / 3)) / 2;
-  std::map<int, uint64_t> from;
-  std::map<int, std::vector<bool>> in_place;  // by reader, in the pair's order
-  uint64_t total = 0;
-  for (size_t i = 0; i < view.transfers.size(); ++i) {
-    const Transfer& t = view.transfers[i];
-    if (t.consumer != rank) continue;
-    const int reader = view.reads[t.read].reader;
-    const bool bufferless_here = IsBufferless(bufferless, i);
-    in_place[reader].push_back(bufferless_here);
-    if (bufferless_here) continue;
-    from[reader] += TransferBufferBytes(view, t);
-    total += TransferBufferBytes(view, t);
-  }
+  const OfferedShares offered = OfferShares(view, rank, max_bytes, bufferless);
   std::vector<std::string> messages(view.read_bytes_per_rank.size());
-  for (const auto& [reader, flags] : in_place) {
-    // What fits in the pool's two halves comes at once. Otherwise each reader gets the larger of an equal part of one
-    // half and a part of the other in proportion to what it sends: a reader sending much needs no more rounds than
-    // the others, one sending many small pieces is not held to one a round. The shares add up to at most the bound
-    // less this rank's sends: two thirds of it where this rank sends much, all of it where it sends nothing.
-    const uint64_t bytes = from.count(reader) ? from.at(reader) : 0;
-    const uint64_t proportional = total == 0 ? 0 : static_cast<uint64_t>(static_cast<double>(pool) * bytes / total);
-    const uint64_t share = total <= 2 * pool ? bytes : std::max<uint64_t>({1, proportional, pool / from.size()});
+  for (const auto& [reader, flags] : offered.in_place) {
     ByteWriter w;
-    w.U64(share);
+    w.U64(offered.share.at(reader));
     w.Bytes(PackFlags(flags));
     messages[reader] = w.Take();
   }
@@ -352,8 +371,10 @@ std::vector<std::string> ReaderShares(const LoadPlan& view, int rank, uint64_t m
 Result<std::vector<uint32_t>> PlaceOwnReads(const LoadPlan& view, int rank,
                                             const std::vector<std::string>& reader_shares, uint64_t max_bytes,
                                             const Bufferless& bufferless) {
-  // A third of the bound for this rank's send buffers; ReaderShares gives its receive buffers the rest.
-  const uint64_t send_bound = max_bytes / 3;
+  // The bound less the receive buffers this rank offered its senders (ReaderShares): at least a third of it where it
+  // sends that much, all of it where it receives everything in place.
+  const uint64_t offered = OfferShares(view, rank, max_bytes, bufferless).total;
+  const uint64_t send_bound = max_bytes - std::min(offered, max_bytes);
   // Each consumer's share and in-place bits, and how many of this rank's transfers to it have been taken.
   struct ConsumerTerms {
     uint64_t share = 0;

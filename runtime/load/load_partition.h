@@ -3,11 +3,12 @@
 //   2. each owner plans its tensors (PlanLoad over the requests it received) and sends each rank its part of the
 //      plan: the reads it performs, and every transfer it sends or receives, with the read it comes from;
 //   3. each rank merges those parts into its own view of the plan (LoadPlan, holding only what involves it);
-//   4. rounds: each reader places its reads in rounds so that, in any round, its send buffers stay within a third
-//      of the memory bound and what it sends any one consumer within the share that consumer gave it (the shares of
-//      one consumer add up to at most the bound less what its own sends may take in a round: two thirds of it where
-//      it sends a third or more, all of it where it sends nothing); the readers then tell each consumer the round of
-//      every transfer it receives. Every rank runs the largest number of rounds any reader needs.
+//   4. rounds: each reader places its reads in rounds so that, in any round, its send buffers stay within the memory
+//      bound less the shares it gave its own senders, and what it sends any one consumer within the share that
+//      consumer gave it (the shares of one consumer add up to at most the bound less what its own sends may take in a
+//      round: two thirds of it where it sends a third or more, all of it where it sends nothing; a rank that receives
+//      everything in place gives none, and sends up to the whole bound a round); the readers then tell each consumer
+//      the round of every transfer it receives. Every rank runs the largest number of rounds any reader needs.
 // What a rank sends and receives grows with its own requests and reads, not with the job.
 #pragma once
 
@@ -60,10 +61,11 @@ std::vector<std::string> ReaderShares(const LoadPlan& view, int rank, uint64_t m
                                       const Bufferless& bufferless = {});
 
 // Step 4b, reader: the round of each of this rank's reads (indexed as view.reads; other readers' reads get 0),
-// given what each consumer sent in step 4a; transfers its consumer receives in place, or that `bufferless` says this
-// rank sends from its own destination, cost no round memory. A read that alone exceeds a bound gets a round where it
-// adds to nothing else of what that bound limits. kCorrupt naming the consumer for a share that does not match the
-// view.
+// given what each consumer sent in step 4a, its send buffers within `max_bytes` less the shares this rank gave in
+// step 4a (ReaderShares with the same `max_bytes` and `bufferless`); transfers its consumer receives in place, or that
+// `bufferless` says this rank sends from its own destination, cost no round memory. A read that alone exceeds a bound
+// gets a round where it adds to nothing else of what that bound limits. kCorrupt naming the consumer for a share that
+// does not match the view.
 Result<std::vector<uint32_t>> PlaceOwnReads(const LoadPlan& view, int rank,
                                             const std::vector<std::string>& reader_shares, uint64_t max_bytes,
                                             const Bufferless& bufferless = {});

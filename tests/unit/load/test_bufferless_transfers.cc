@@ -44,15 +44,17 @@ TEST(BufferlessTransfersTest, ALargeRegionThatLandsContiguouslyInOnePieceIsRecei
 }
 
 // Where the plane's transport scatters transfers (UCX), a region that spans rows of a wider piece lands there in place
-// too, and is sent from the reader's own copy there, when its runs are long enough (4 KiB) and not too many; a
+// too, and is sent from the reader's own copy there, when its runs are long enough (1 KiB) and not too many; a
 // transport that cannot (NCCL) buffers it.
 TEST(BufferlessTransfersTest, ARegionOfAWiderPieceIsReceivedOrSentScatteredWhereTheTransportCan) {
   Plan plan;
-  plan.Send(1, Box{{4, 0}, {4, kCols / 2}});  // half rows of 2 KiB: too short
+  plan.view.separate_bytes = 1 << 10;         // so that each below travels alone
+  plan.Send(1, Box{{4, 0}, {4, kCols / 8}});  // eighths of rows, 512 bytes: too short
+  plan.Send(1, Box{{4, 0}, {4, kCols / 4}});  // quarters, 1 KiB: long enough
   plan.Send(1, Box{{0, 0}, {4, kCols}});      // whole rows: one run
   const std::vector<LocalPiece> narrow{Piece(Box{{0, 0}, {kRows, kCols}})};
-  EXPECT_EQ(BufferlessTransfers(plan.view, 1, plan.manifest, narrow, -1, true), (Bufferless{false, true}));
-  // The same tensor twice as wide, the transfers' rows now half of the piece's: 4 KiB runs.
+  EXPECT_EQ(BufferlessTransfers(plan.view, 1, plan.manifest, narrow, -1, true), (Bufferless{false, true, true}));
+  // The same tensor twice as wide, the transfers' rows now half of the piece's: runs of 4 KiB.
   Plan wide;
   wide.manifest = WithTensors({Stored("w", {kRows, 2 * kCols}, {Box{{0, 0}, {kRows, 2 * kCols}}}, 1 << 20)});
   wide.Send(1, Box{{0, 0}, {4, kCols}});
