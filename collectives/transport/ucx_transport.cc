@@ -65,7 +65,7 @@ Status CheckRuns(const std::string& transfer, const std::vector<MemoryRun>& runs
 
 // UCX's iovec datatype over `runs`, kept in `batch` while the transfer stands: `param` then takes `buffer` as the
 // list and a count of entries for its size.
-const ucp_dt_iov_t* ScatterOver(Batch& batch, const std::vector<MemoryRun>& runs, ucp_request_param_t& param) {
+ucp_dt_iov_t* ScatterOver(Batch& batch, const std::vector<MemoryRun>& runs, ucp_request_param_t& param) {
   std::vector<ucp_dt_iov_t>& list = batch.scatter_lists.emplace_back();
   for (const MemoryRun& run : runs) list.push_back(ucp_dt_iov_t{run.data, run.size});
   param.op_attr_mask |= UCP_OP_ATTR_FIELD_DATATYPE;
@@ -214,7 +214,7 @@ void UcxTransport::PostReceive(Batch& batch, const TransferRecv& recv) {
   }
   ucp_request_param_t param = ReceiveParam(transfer);
   if (channel == Channel::kData && !recv.runs.empty()) {
-    buffer = const_cast<ucp_dt_iov_t*>(ScatterOver(batch, recv.runs, param));
+    buffer = ScatterOver(batch, recv.runs, param);
     size = recv.runs.size();
   }
   const uint64_t tag = UcxTag(recv.peer, channel, recv.tag);
