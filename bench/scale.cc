@@ -35,7 +35,8 @@
 // library's PeerCheckInterval (collectives/store/tcp_store.h), not simulated in real time but taken from that same
 // function: scale_rank0_requests_per_s, beside the 250 ms of every rank that the interval replaced.
 //
-// Usage: ckpt_bench_scale [--ranks 1024,4096,16384,32768] [--limit-s 300] [--workers N]
+// Usage: ckpt_bench_scale [--ranks 1024,4096,16384,32768] [--limit-s 300] [--workers N]; the spools go under $TMPDIR
+// (/tmp where unset).
 // scale_growth_exponent_max is the steepest growth of the figures per factor of four in ranks, between the largest job
 // size run whose quarter was also run and that quarter (16,384 and 65,536 ranks when both are run).
 // Prints `name value unit` lines; a figure whose child ran past the limit prints the limit and a `#` line saying so.
@@ -380,10 +381,10 @@ std::vector<int> ParseRanks(const std::string& list) {
   return ranks;
 }
 
-// The simulation's folder (the manifest, the spools, a replay's inputs: gigabytes at scale), removed whenever this
-// process exits, also through a failed Check, which exits at once. Only by the process that made it: the workers
-// forked from it exit too.
-char scratch_folder[] = "/tmp/ckpt-bench-scale-XXXXXX";
+// The simulation's folder under $TMPDIR (/tmp where unset: the manifest, the spools, a replay's inputs, gigabytes at
+// scale), removed whenever this process exits, also through a failed Check, which exits at once. Only by the process
+// that made it: the workers forked from it exit too.
+std::string scratch_folder;
 pid_t scratch_owner = 0;
 void RemoveScratchFolder() {
   std::error_code ignored;
@@ -410,7 +411,11 @@ int Main(int argc, char** argv) {
     if (args[i] == "--limit-s") limit_s = std::stoi(args[i + 1]);
     if (args[i] == "--workers") workers = std::max(1, std::stoi(args[i + 1]));
   }
-  if (mkdtemp(scratch_folder) == nullptr) Check(OsError("cannot create a folder in /tmp", errno), "starting");
+  const char* tmpdir = std::getenv("TMPDIR");
+  const std::string parent = tmpdir != nullptr && *tmpdir != '\0' ? tmpdir : "/tmp";
+  std::string pattern = parent + "/ckpt-bench-scale-XXXXXX";
+  if (mkdtemp(pattern.data()) == nullptr) Check(OsError("cannot create a folder in " + parent, errno), "starting");
+  scratch_folder = pattern;
   scratch_owner = getpid();
   std::atexit(RemoveScratchFolder);
   const std::string tmp = scratch_folder;
