@@ -167,8 +167,8 @@ struct OfferedShares {
 };
 
 OfferedShares OfferShares(const LoadPlan& view, int rank, uint64_t max_bytes, const Bufferless& bufferless) {
-  // The bound less what this rank's own sends may take in a round (PlaceOwnReads holds them to at least a third of
-  // it), in two halves.
+  // The bound less what this rank's own sends need in a round, up to a third of it, in two halves (PlaceOwnReads then
+  // lets the sends take whatever the shares leave).
   uint64_t sending = 0;
   for (uint64_t bytes : SendCosts(view, rank, bufferless)) sending += bytes;
   const uint64_t pool = (max_bytes - std::min(sending, max_bytes / 3)) / 2;
