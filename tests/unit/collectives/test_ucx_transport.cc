@@ -404,6 +404,29 @@ TEST(UcxTransportPullTest, ReceiveOfAPulledSendTheSenderGaveUpOnFailsNamingIt) {
   });
 }
 
+// The same with a send scattered over runs, whose list the receiver reads from the sender's memory: once the sender
+// gave up, the list and the runs are no longer vouched for, and the receive fails naming the sender.
+TEST(UcxTransportPullTest, ReceiveOfAScatteredPulledSendTheSenderGaveUpOnFailsNamingIt) {
+  ScopedEnv transports("UCX_TLS", nullptr);
+  RunRanks(2, [](Transport& transport, TcpStore& store) {
+    std::vector<uint8_t> payload(8 << 20, 'p');
+    std::vector<MemoryRun> runs;
+    for (uint64_t at = 0; at < payload.size(); at += 4096) runs.push_back({payload.data() + at, 4096});
+    if (store.rank() == 0) {
+      const Status status = transport.Exchange({{1, payload.data(), payload.size(), 3, runs}}, {}, milliseconds(300));
+      EXPECT_EQ(status.code(), Code::kTimeout) << status.message();
+    }
+    ASSERT_TRUE(store.Barrier().ok());
+    if (store.rank() == 1) {
+      std::vector<uint8_t> buffer(payload.size());
+      const Status status = transport.Exchange({}, {{0, buffer.data(), buffer.size(), 3}}, milliseconds(2000));
+      EXPECT_EQ(status.code(), Code::kPeerFailed) << status.message();
+      EXPECT_TRUE(Contains(status, "rank 0")) << status.message();
+    }
+    ASSERT_TRUE(store.Barrier().ok());
+  });
+}
+
 TEST(UcxTransportPullTest, SmallerPulledMessageThanExpectedIsMismatchNamingTheSizes) {
   ScopedEnv transports("UCX_TLS", nullptr);
   const Status status = ExchangeMismatchedSizes(1 << 20, 4 << 20);
