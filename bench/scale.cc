@@ -17,12 +17,12 @@
 // each message once between its two ranks; a gather to rank 0 delivers every contribution to it; a broadcast is a
 // binomial tree, so its busiest sender sends ceil(log2 ranks) copies. They are compared with the bytes of every
 // rank's encoded descriptor. A job without collectives of its own runs the same messages over the peer plane
-// (collectives/peer/peer_control_plane.h), with frames and acks around them and each all-to-all ended at rank 0's
-// store: scale_peer_busiest_control_ratio. Were the TCP store to route them (CKPT_PEER_CONTROL=0), rank 0's server
+// (collectives/peer/peer_control_plane.h), over its grid (collectives/peer/peer_grid.h: two hops, each counted), with
+// frames and acks around them and each hop ended at rank 0's store: scale_peer_busiest_control_ratio. Were the TCP store to route them (CKPT_PEER_CONTROL=0), rank 0's server
 // would relay every byte of every rank, which scale_store_rank0_control_ratio shows.
 //
 // Links: each rank's descriptors to other processes under the peer plane, its peer links (a sender keeps a link to
-// every rank it ever sent to) and its two store connections, whose server ends rank 0 holds:
+// every rank it ever sent to, in its row or column of the grid) and its two store connections, whose server ends rank 0 holds:
 // scale_links_per_rank_max, and scale_peer_links_per_rank_max for the peer links alone.
 //
 // Each step's messages are spooled to files by receiver (bench/scale_spool.h) and each rank reads its own when its

@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "collectives/peer/peer_grid.h"
 #include "common/bytes.h"
 #include "common/status.h"
 
@@ -49,22 +50,15 @@ inline uint64_t PeakRssKib(pid_t pid = 0) {
   return 0;
 }
 
-// Rank r's parent in the peer plane's broadcast tree (collectives/peer/peer_control_plane.cc): r without its
-// highest bit.
-inline int TreeParent(int rank) {
-  int highest = 1;
-  while (highest * 2 <= rank) highest *= 2;
-  return rank - highest;
-}
-
-inline uint64_t TreeFanout(int ranks) { return static_cast<uint64_t>(std::ceil(std::log2(std::max(ranks, 2)))); }
-
 // The peer plane's costs (collectives/peer/peer_control_plane.h) beyond the messages themselves: each message travels
-// in a frame its receiver acknowledges (header, sequence and sender; the ack's header and sequence), and each
-// all-to-all ends at rank 0's store with a sparse all-to-all of failures and a broadcast verdict, four frames per rank
-// (collectives/store/tcp_store_wire.h: headers, sequence numbers, timeouts, counts).
+// in a frame its receiver acknowledges (header, sequence and sender; the ack's header and sequence), and each hop of
+// an all-to-all ends at rank 0's store with a sparse all-to-all of failures and a broadcast verdict, four frames per
+// rank (collectives/store/tcp_store_wire.h: headers, sequence numbers, timeouts, counts). A job larger than the
+// plane's direct ranks routes over its grid (collectives/peer/peer_grid.h): two hops, in which each message also
+// carries its rank and length in its hop's bundle.
 inline constexpr uint64_t kPeerFrameBytes = (12 + 8 + 4) + (12 + 8);
 inline constexpr uint64_t kPeerCompletionBytes = (12 + 8 + 8 + 4 + 4) + (12 + 4) + (12 + 8 + 8 + 4) + (12 + 4);
+inline constexpr uint64_t kHopEntryBytes = 4 + 8;
 
 // Per rank under the job's collectives; the same over the peer plane of a job that has none; and what rank 0's
 // server would relay if the TCP store carried them (every message in and out, every broadcast once to each rank).
@@ -78,22 +72,39 @@ struct ControlBytes {
   // now and then, and by PeerLinksMax.
   std::vector<std::vector<uint32_t>> links;
   std::vector<size_t> links_deduplicated;
+  // Per rank under the peer plane: what it sends and receives over its links, each message counted in every hop.
+  std::vector<uint64_t> peer_sent, peer_received;
+  const ckpt::coll::PeerGrid grid;
   explicit ControlBytes(int ranks)
-      : sent(ranks, 0), received(ranks, 0), frames(ranks, 0), links(ranks), links_deduplicated(ranks, 0) {}
+      : sent(ranks, 0),
+        received(ranks, 0),
+        frames(ranks, 0),
+        links(ranks),
+        links_deduplicated(ranks, 0),
+        peer_sent(ranks, 0),
+        peer_received(ranks, 0),
+        grid(ranks, ckpt::coll::kDefaultDirectRanks) {}
   // The step's messages are sent (Message, once each).
   void AllToAll() { ++all_to_alls; }
   void Gather(uint64_t each) {
-    for (size_t r = 1; r < sent.size(); ++r) sent[r] += each, ++frames[r];
-    received[0] += each * (sent.size() - 1);
-    frames[0] += sent.size() - 1;
+    for (size_t r = 1; r < sent.size(); ++r) Route(static_cast<int>(r), 0, each);
     store_relay += each * sent.size();
   }
   void Broadcast(uint64_t bytes) {
     const int ranks = static_cast<int>(sent.size());
-    for (int r = 1; r < ranks; ++r) Link(TreeParent(r), r);
-    sent[0] += bytes * TreeFanout(static_cast<int>(sent.size()));
-    frames[0] += TreeFanout(static_cast<int>(sent.size()));
-    for (size_t r = 1; r < sent.size(); ++r) received[r] += bytes, ++frames[r];
+    for (int r = 1; r < ranks; ++r) Link(grid.BroadcastParent(r), r);
+    // The job's collectives' binomial tree has rank 0 send ceil(log2 N) copies; the peer plane's, as many as it has
+    // children.
+    sent[0] += bytes * static_cast<uint64_t>(std::ceil(std::log2(std::max(ranks, 2))));
+    const uint64_t copies = grid.BroadcastChildren(0).size();
+    peer_sent[0] += bytes * copies;
+    frames[0] += copies;
+    for (int r = 1; r < ranks; ++r) {
+      received[r] += bytes;
+      peer_received[r] += bytes, ++frames[r];
+      const uint64_t forwarded = grid.BroadcastChildren(r).size();
+      peer_sent[r] += bytes * forwarded, frames[r] += forwarded;
+    }
     store_relay += bytes * sent.size();
   }
   // Decided at rank 0: a gather (an all-to-all) and a broadcast.
@@ -104,10 +115,22 @@ struct ControlBytes {
   }
   void Message(int from, int to, uint64_t bytes) {
     store_relay += 2 * bytes;
-    if (from == to) return;
-    Link(from, to);
+    if (from != to) Route(from, to, bytes);
+  }
+  // Under the job's collectives a message goes straight to its receiver; over the peer plane, through the rank its
+  // route passes (its frames counted one per message: an upper bound where the grid bundles them).
+  void Route(int from, int to, uint64_t bytes) {
     sent[from] += bytes;
     received[to] += bytes;
+    const int via = grid.Via(from, to);
+    const uint64_t entry = grid.direct() ? 0 : kHopEntryBytes;
+    if (via != from) PeerHop(from, via, bytes + entry);
+    if (via != to) PeerHop(via, to, bytes + entry);
+  }
+  void PeerHop(int from, int to, uint64_t bytes) {
+    Link(from, to);
+    peer_sent[from] += bytes;
+    peer_received[to] += bytes;
     ++frames[from], ++frames[to];
   }
   uint64_t Busiest() const {
@@ -140,12 +163,13 @@ struct ControlBytes {
     }
     return most;
   }
-  // Rank 0 also carries its server's share of every all-to-all's end.
+  // Rank 0 also carries its server's share of every all-to-all's end, once per hop.
   uint64_t PeerBusiest() const {
+    const uint64_t hops = grid.direct() ? 1 : 2;
     uint64_t most = 0;
     for (size_t r = 0; r < sent.size(); ++r) {
-      const uint64_t completions = all_to_alls * kPeerCompletionBytes * (r == 0 ? sent.size() : 1);
-      most = std::max(most, sent[r] + received[r] + frames[r] * kPeerFrameBytes + completions);
+      const uint64_t completions = all_to_alls * hops * kPeerCompletionBytes * (r == 0 ? sent.size() : 1);
+      most = std::max(most, peer_sent[r] + peer_received[r] + frames[r] * kPeerFrameBytes + completions);
     }
     return most;
   }

@@ -16,16 +16,15 @@ namespace {
 // pipes; at most also the trainer's own files, the data files a load reads at once and UCX's sockets and pipes.
 constexpr uint64_t kFewestBesides = 16;
 constexpr uint64_t kMostBesides = 256;
-constexpr uint64_t kPerRankAtRankZero = 3;  // the store's two connections and a peer link
-constexpr uint64_t kPerRankElsewhere = 1;   // a peer link
+constexpr uint64_t kStoreConnectionsPerRank = 2;  // at rank 0: each rank's own and its auxiliary one
 // A hard limit of "unlimited" is not taken at its word: the kernel caps descriptors at fs.nr_open (2^20 by default).
 constexpr uint64_t kMostRaised = 1ull << 20;
 
 }  // namespace
 
-Status EnsureDescriptors(int rank, int world_size) {
-  const uint64_t connections =
-      (rank == 0 ? kPerRankAtRankZero : kPerRankElsewhere) * static_cast<uint64_t>(std::max(world_size, 1));
+Status EnsureDescriptors(int rank, int world_size, uint64_t peers) {
+  const uint64_t store = rank == 0 ? kStoreConnectionsPerRank * static_cast<uint64_t>(std::max(world_size, 1)) : 0;
+  const uint64_t connections = store + peers;
   const uint64_t wanted = connections + kMostBesides, needed = connections + kFewestBesides;
   struct rlimit limit;
   if (getrlimit(RLIMIT_NOFILE, &limit) != 0) return OsError("cannot read RLIMIT_NOFILE", errno);
@@ -35,9 +34,10 @@ Status EnsureDescriptors(int rank, int world_size) {
     return Status(Code::kUnsupported,
                   "rank " + std::to_string(rank) + " of " + std::to_string(world_size) + " needs at least " +
                       std::to_string(needed) + " file descriptors (" +
-                      (rank == 0 ? "3 per rank at rank 0" : "1 per rank") + ", plus " +
-                      std::to_string(kFewestBesides) + "; " + std::to_string(wanted) +
-                      " to be safe), but the hard limit RLIMIT_NOFILE is " + std::to_string(limit.rlim_max) +
+                      (rank == 0 ? std::to_string(store) + " for the store's connections, " : std::string()) +
+                      std::to_string(peers) + " for links to other ranks, plus " + std::to_string(kFewestBesides) +
+                      "; " + std::to_string(wanted) + " to be safe), but the hard limit RLIMIT_NOFILE is " +
+                      std::to_string(limit.rlim_max) +
                       ": raise it (ulimit -Hn as root, nofile in /etc/security/limits.conf, LimitNOFILE= of a "
                       "systemd unit, or the job scheduler's setting)");
   }

@@ -107,6 +107,11 @@ Status PeerInbox::TakeFailure() {
   return std::exchange(failure_, Status::Ok());
 }
 
+std::vector<bool> PeerInbox::Accepted() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return had_link_;
+}
+
 bool PeerInbox::LinkClosed(int rank) const {
   std::lock_guard<std::mutex> lock(mu_);
   return had_link_[rank] && open_links_[rank] == 0;

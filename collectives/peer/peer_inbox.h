@@ -52,6 +52,8 @@ class PeerInbox {
 
   // The first protocol failure of a link not yet reported (kCorrupt naming the sender), cleared by taking it.
   Status TakeFailure();
+  // Per rank: whether it ever had an authenticated link to this one.
+  std::vector<bool> Accepted() const;
   // Whether `rank` had a link to this one that has since closed, with none newer: its plane or process is gone.
   bool LinkClosed(int rank) const;
 

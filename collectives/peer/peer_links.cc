@@ -63,7 +63,8 @@ PeerLinks::PeerLinks(TcpStore& store, std::string secret, std::unique_ptr<PeerIn
       world_size_(store.world_size()),
       secret_(std::move(secret)),
       inbox_(std::move(inbox)),
-      links_(world_size_) {}
+      links_(world_size_),
+      opened_(world_size_, false) {}
 
 Status PeerLinks::Deliver(uint64_t sequence, const std::vector<std::pair<int, std::string_view>>& messages,
                           Clock::time_point deadline) {
@@ -92,6 +93,15 @@ Result<std::string> PeerLinks::Receive(uint64_t sequence, int from, Clock::time_
     }
     RETURN_IF_ERROR(store_.CheckPeers());
   }
+}
+
+std::vector<int> PeerLinks::LinkedRanks() const {
+  std::vector<int> linked;
+  const std::vector<bool> accepted = inbox_->Accepted();
+  for (int r = 0; r < world_size_; ++r) {
+    if (opened_[r] || accepted[r]) linked.push_back(r);
+  }
+  return linked;
 }
 
 Result<std::map<int, std::string>> PeerLinks::TakeAll(uint64_t sequence) {
@@ -129,6 +139,7 @@ Status PeerLinks::Link(int to, const std::string& host, int port, Clock::time_po
   }
   RETURN_IF_ERROR(store_wire::ConfigureSocket(fd->get()));
   links_[to] = std::move(fd).value();
+  opened_[to] = true;
   return Handshake(to, deadline, turned_away);
 }
 

@@ -47,6 +47,9 @@ class PeerLinks {
   // Ends collective `sequence` on this rank (collectives/peer/peer_inbox.h).
   void Finish(uint64_t sequence, bool completed) { inbox_->Finish(sequence, completed); }
 
+  // The ranks this one has opened a link to or accepted one from, ascending.
+  std::vector<int> LinkedRanks() const;
+
   uint64_t bytes_sent() const { return bytes_sent_ + inbox_->bytes_sent(); }
   uint64_t bytes_received() const { return bytes_received_ + inbox_->bytes_received(); }
 
@@ -72,6 +75,7 @@ class PeerLinks {
   const std::string secret_;
   std::unique_ptr<PeerInbox> inbox_;
   std::vector<UniqueFd> links_;  // per rank: this rank's link to it, once opened
+  std::vector<bool> opened_;     // per rank: whether this rank ever opened a link to it
   std::atomic<uint64_t> bytes_sent_{0};
   std::atomic<uint64_t> bytes_received_{0};
 };

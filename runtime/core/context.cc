@@ -116,7 +116,10 @@ Result<std::unique_ptr<Context>> Context::Create(ContextConfig config) {
           : std::chrono::milliseconds(settings::PositiveFromEnv(settings::kTimeoutVar, settings::kDefaultTimeoutMs));
   ctx->log_ = config.log ? std::move(config.log) : StandardErrorSink(ctx->identity_.rank);
   // Before the control plane connects anything: a rank short of descriptors fails here, naming what it needs.
-  RETURN_IF_ERROR(EnsureDescriptors(ctx->rank(), ctx->world_size()));
+  const bool peer_plane = !config.collectives && settings::StringFromEnv(settings::kPeerControlVar) != "0";
+  const uint64_t peers =
+      peer_plane ? coll::PeerGrid(ctx->world_size(), coll::PeerDirectRanks()).PeersOf(ctx->rank()) : 0;
+  RETURN_IF_ERROR(EnsureDescriptors(ctx->rank(), ctx->world_size(), peers));
   RETURN_IF_ERROR(ctx->StartControlPlane(config));
   // A rank whose workers or arena cannot start tells the others, instead of leaving them in the next collective.
   RETURN_IF_ERROR(Agree(ctx->control(), "context create (I/O)", ctx->StartIo(config)));
@@ -170,6 +173,14 @@ Status Context::StartControlPlane(const ContextConfig& config) {
     control_ = store_;
   } else {
     ASSIGN_OR_RETURN(control_, coll::MakePeerControlPlane(store_));
+    const coll::PeerGrid grid(world_size(), coll::PeerDirectRanks());
+    if (!grid.direct() && rank() == 0) {
+      Log(LogLevel::kInfo, "the control plane links each rank only to its row and column of a grid of " +
+                               std::to_string(grid.columns()) + " columns (" + std::to_string(grid.PeersOf(0)) +
+                               " other ranks at rank 0) and sends its all-to-alls in two hops, " +
+                               std::to_string(world_size()) + " ranks being more than " +
+                               std::to_string(coll::PeerDirectRanks()) + " (CKPT_PEER_DIRECT_RANKS)");
+    }
   }
   return Status::Ok();
 }

@@ -16,6 +16,12 @@ case "$name" in
     for m in 1 2 3 4 5; do run "$m" "$core" load "$ck"; done
     run 2 "$core" save "$ck-2" && run 4 "$core" load "$ck-2"
     run 3 "$core" save "$ck-3" && run 5 "$core" load "$ck-3" ;;
+  peer-grid)          # saved on 13 ranks and loaded on 11, their peer planes on grids (CKPT_PEER_DIRECT_RANKS=4):
+    # every all-to-all of the save and the load in two hops, each rank linked only to its row and column
+    saved=$(CKPT_PEER_DIRECT_RANKS=4 CKPT_LOG_LEVEL=info run 13 "$core" save "$ck" 2>&1) || { echo "$saved"; exit 1; }
+    echo "$saved" | grep -q "a grid of 4 columns (6 other ranks at rank 0) and sends its all-to-alls in two hops" ||
+      { echo "$saved" | tail -20; echo "the save did not say it ran over a grid of 4 columns" >&2; exit 1; }
+    CKPT_PEER_DIRECT_RANKS=4 run 11 "$core" load "$ck" ;;
   reshard-in-place)   # saved in place (CKPT_SAVE_IN_PLACE) on 4 and 3 ranks, loaded on other counts
     run 4 "$core" save-in-place "$ck"
     for m in 1 3 5; do run "$m" "$core" load "$ck"; done

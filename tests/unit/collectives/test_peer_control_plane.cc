@@ -48,36 +48,47 @@ TcpStoreConfig ConfigFor(int rank, int world_size, int port) {
 
 struct Rank {
   std::shared_ptr<TcpStore> store;
-  std::unique_ptr<ControlPlane> plane;
+  std::unique_ptr<PeerControlPlane> plane;
 };
 
-Rank Join(int rank, int world_size, int port) {
+Rank Join(int rank, int world_size, int port, int direct_ranks) {
   Result<std::unique_ptr<TcpStore>> store = TcpStore::Connect(ConfigFor(rank, world_size, port));
   EXPECT_TRUE(store.ok()) << "rank " << rank << ": " << store.status().message();
   if (!store.ok()) return {};
   std::shared_ptr<TcpStore> shared = std::move(store).value();
-  Result<std::unique_ptr<ControlPlane>> plane = MakePeerControlPlane(shared);
+  Result<std::unique_ptr<PeerControlPlane>> plane = PeerControlPlane::Open(shared, direct_ranks);
   EXPECT_TRUE(plane.ok()) << "rank " << rank << ": " << plane.status().message();
   if (!plane.ok()) return {};
   return {shared, std::move(plane).value()};
 }
 
-// Runs the given ranks of a world, each on its own thread with its own store connection and plane.
-void RunRanks(const std::vector<int>& ranks, int world_size, int port, const std::function<void(Rank&)>& body) {
+// Runs the given ranks of a world, each on its own thread with its own store connection and plane; worlds of more
+// than `direct_ranks` ranks route over the grid.
+void RunRanks(const std::vector<int>& ranks, int world_size, int port, const std::function<void(Rank&)>& body,
+              int direct_ranks = kDefaultDirectRanks) {
   std::vector<std::thread> threads;
   for (int r : ranks) {
     threads.emplace_back([=, &body] {
-      Rank rank = Join(r, world_size, port);
+      Rank rank = Join(r, world_size, port, direct_ranks);
       if (rank.plane) body(rank);
     });
   }
   for (auto& t : threads) t.join();
 }
 
-void RunAllRanks(int world_size, const std::function<void(Rank&)>& body) {
+void RunAllRanks(int world_size, const std::function<void(Rank&)>& body, int direct_ranks = kDefaultDirectRanks) {
   std::vector<int> ranks(world_size);
   for (int r = 0; r < world_size; ++r) ranks[r] = r;
-  RunRanks(ranks, world_size, PickFreePort(), body);
+  RunRanks(ranks, world_size, PickFreePort(), body, direct_ranks);
+}
+
+// Whether every rank `rank` linked to or took a link from is a neighbour of it in the grid.
+void ExpectLinksOnlyToNeighbours(const PeerControlPlane& plane) {
+  for (int linked : plane.LinkedRanks()) {
+    EXPECT_TRUE(plane.grid().Neighbouring(plane.rank(), linked))
+        << "rank " << plane.rank() << " linked with rank " << linked << ", outside its row and column of "
+        << plane.grid().columns();
+  }
 }
 
 bool Contains(const Status& status, const std::string& text) {
@@ -107,6 +118,74 @@ TEST(PeerControlPlaneTest, EachRankReceivesExactlyItsOwnMessages) {
       }
     }
   });
+}
+
+// Worlds whose last row is full, one short, and holding a single rank: every route shape, both hops.
+TEST(PeerControlPlaneTest, AGridAllToAllDeliversEveryMessageAndLinksEachRankOnlyToItsRowAndColumn) {
+  for (const int world : {9, 11, 13}) {
+    RunAllRanks(
+        world,
+        [world](Rank& rank) {
+          const int me = rank.plane->rank();
+          ASSERT_FALSE(rank.plane->grid().direct());
+          for (int round = 0; round < 4; ++round) {
+            // Round 0: every pair has something to say; then the sparse pattern.
+            const auto message = [round](int from, int to) {
+              return round == 0 ? std::to_string(from) + ">" + std::to_string(to) : PatternMessage(from, to, round);
+            };
+            std::vector<std::string> outgoing(world);
+            for (int to = 0; to < world; ++to) outgoing[to] = message(me, to);
+            Result<std::vector<std::string>> incoming = rank.plane->AllToAllV(outgoing, milliseconds(10000));
+            ASSERT_TRUE(incoming.ok()) << incoming.status().message();
+            ASSERT_EQ(incoming->size(), static_cast<size_t>(world));
+            for (int from = 0; from < world; ++from) {
+              EXPECT_EQ((*incoming)[from], message(from, me))
+                  << "world " << world << ", rank " << me << " from " << from << ", round " << round;
+            }
+          }
+          EXPECT_EQ(rank.plane->counters().collectives, 4u);
+          ExpectLinksOnlyToNeighbours(*rank.plane);
+        },
+        /*direct_ranks=*/4);
+  }
+}
+
+TEST(PeerControlPlaneTest, AGridBroadcastReachesEveryRankAlongRowZeroThenDownTheColumns) {
+  for (const int world : {10, 13}) {
+    RunAllRanks(
+        world,
+        [](Rank& rank) {
+          for (int round = 0; round < 3; ++round) {
+            const std::string sent = "round " + std::to_string(round) + " from the root";
+            Result<std::string> received =
+                rank.plane->Broadcast(rank.plane->rank() == 0 ? sent : "ignored", milliseconds(10000));
+            ASSERT_TRUE(received.ok()) << received.status().message();
+            EXPECT_EQ(*received, sent);
+          }
+          ExpectLinksOnlyToNeighbours(*rank.plane);
+        },
+        /*direct_ranks=*/4);
+  }
+}
+
+// A rank that never joins fails the first hop on every rank, which then must not wait for it in the second.
+TEST(PeerControlPlaneTest, AGridAllToAllWithARankThatNeverArrivesTimesOutNamingIt) {
+  RunAllRanks(
+      5,
+      [](Rank& rank) {
+        const int me = rank.plane->rank();
+        if (me == 4) {
+          std::this_thread::sleep_for(milliseconds(2000));
+          return;
+        }
+        std::vector<std::string> outgoing(5, "to " + std::to_string(me));
+        const Clock::time_point start = Clock::now();
+        Result<std::vector<std::string>> incoming = rank.plane->AllToAllV(outgoing, milliseconds(500));
+        EXPECT_EQ(incoming.status().code(), Code::kTimeout) << incoming.status().message();
+        EXPECT_TRUE(Contains(incoming.status(), "rank 4")) << incoming.status().message();
+        EXPECT_LT(Clock::now() - start, milliseconds(1500));
+      },
+      /*direct_ranks=*/2);
 }
 
 TEST(PeerControlPlaneTest, RankZeroMovesOnlyItsOwnBytes) {
@@ -212,7 +291,7 @@ pid_t ForkRankThatDiesOnRequest(int rank, int world_size, int port) {
     Result<std::unique_ptr<TcpStore>> store = TcpStore::Connect(ConfigFor(rank, world_size, port));
     if (!store.ok()) _exit(1);
     std::shared_ptr<TcpStore> shared = std::move(store).value();
-    Result<std::unique_ptr<ControlPlane>> plane = MakePeerControlPlane(shared);
+    Result<std::unique_ptr<PeerControlPlane>> plane = PeerControlPlane::Open(shared, kDefaultDirectRanks);
     _exit(plane.ok() && shared->Wait(kDieKey).ok() ? 0 : 1);
   }
   return pid;

@@ -31,30 +31,34 @@ rlim_t SoftLimit() {
   return limit.rlim_cur;
 }
 
-bool Mentions(const Status& status, const std::string& text) { return status.message().find(text) != std::string::npos; }
+bool Mentions(const Status& status, const std::string& text) {
+  return status.message().find(text) != std::string::npos;
+}
 
 TEST(DescriptorLimitTest, ASoftLimitBelowWhatRankZeroNeedsIsRaisedToTheHardOne) {
-  EXPECT_TRUE(InChildWithLimits(64, 4096, [] { return EnsureDescriptors(0, 48).ok() && SoftLimit() == 4096; }));
+  EXPECT_TRUE(InChildWithLimits(64, 4096, [] { return EnsureDescriptors(0, 48, 47).ok() && SoftLimit() == 4096; }));
 }
 
 TEST(DescriptorLimitTest, ASoftLimitThatSufficesIsLeftAlone) {
-  EXPECT_TRUE(InChildWithLimits(2048, 4096, [] { return EnsureDescriptors(0, 48).ok() && SoftLimit() == 2048; }));
+  EXPECT_TRUE(InChildWithLimits(2048, 4096, [] { return EnsureDescriptors(0, 48, 47).ok() && SoftLimit() == 2048; }));
 }
 
 TEST(DescriptorLimitTest, AHardLimitBelowTheConnectionsIsRefusedNamingWhatIsNeeded) {
   EXPECT_TRUE(InChildWithLimits(64, 64, [] {
-    const Status status = EnsureDescriptors(0, 48);
-    return status.code() == Code::kUnsupported && Mentions(status, "rank 0 of 48 needs at least 160 file descriptors") &&
+    const Status status = EnsureDescriptors(0, 48, 47);
+    return status.code() == Code::kUnsupported &&
+           Mentions(status, "rank 0 of 48 needs at least 159 file descriptors") &&
            Mentions(status, "hard limit RLIMIT_NOFILE is 64") && SoftLimit() == 64;
   }));
 }
 
-TEST(DescriptorLimitTest, OtherRanksNeedOnePerRankAndASmallJobFitsUnderASmallLimit) {
+TEST(DescriptorLimitTest, OtherRanksNeedOnePerPeerAndASmallJobFitsUnderASmallLimit) {
   EXPECT_TRUE(InChildWithLimits(64, 64, [] {
-    const Status status = EnsureDescriptors(5, 100);
-    return status.code() == Code::kUnsupported && Mentions(status, "needs at least 116");
+    const Status status = EnsureDescriptors(5, 100, 99);
+    return status.code() == Code::kUnsupported && Mentions(status, "needs at least 115");
   }));
-  EXPECT_TRUE(InChildWithLimits(64, 64, [] { return EnsureDescriptors(0, 1).ok() && EnsureDescriptors(3, 40).ok(); }));
+  EXPECT_TRUE(
+      InChildWithLimits(64, 64, [] { return EnsureDescriptors(0, 1, 0).ok() && EnsureDescriptors(3, 40, 39).ok(); }));
 }
 
 }  // namespace
