@@ -17,6 +17,7 @@ namespace {
 constexpr uint64_t kFewestBesides = 16;
 constexpr uint64_t kMostBesides = 256;
 constexpr uint64_t kStoreConnectionsPerRank = 2;  // at rank 0: each rank's own and its auxiliary one
+constexpr uint64_t kLinksPerPeer = 2;             // the link this rank opened to it and the one it accepted from it
 // A hard limit of "unlimited" is not taken at its word: the kernel caps descriptors at fs.nr_open (2^20 by default).
 constexpr uint64_t kMostRaised = 1ull << 20;
 
@@ -24,7 +25,8 @@ constexpr uint64_t kMostRaised = 1ull << 20;
 
 Status EnsureDescriptors(int rank, int world_size, uint64_t peers) {
   const uint64_t store = rank == 0 ? kStoreConnectionsPerRank * static_cast<uint64_t>(std::max(world_size, 1)) : 0;
-  const uint64_t connections = store + peers;
+  const uint64_t links = kLinksPerPeer * peers;
+  const uint64_t connections = store + links;
   const uint64_t wanted = connections + kMostBesides, needed = connections + kFewestBesides;
   struct rlimit limit;
   if (getrlimit(RLIMIT_NOFILE, &limit) != 0) return OsError("cannot read RLIMIT_NOFILE", errno);
@@ -35,9 +37,9 @@ Status EnsureDescriptors(int rank, int world_size, uint64_t peers) {
                   "rank " + std::to_string(rank) + " of " + std::to_string(world_size) + " needs at least " +
                       std::to_string(needed) + " file descriptors (" +
                       (rank == 0 ? std::to_string(store) + " for the store's connections, " : std::string()) +
-                      std::to_string(peers) + " for links to other ranks, plus " + std::to_string(kFewestBesides) +
-                      "; " + std::to_string(wanted) + " to be safe), but the hard limit RLIMIT_NOFILE is " +
-                      std::to_string(limit.rlim_max) +
+                      std::to_string(links) + " for links to and from " + std::to_string(peers) +
+                      " other ranks, plus " + std::to_string(kFewestBesides) + "; " + std::to_string(wanted) +
+                      " to be safe), but the hard limit RLIMIT_NOFILE is " + std::to_string(limit.rlim_max) +
                       ": raise it (ulimit -Hn as root, nofile in /etc/security/limits.conf, LimitNOFILE= of a "
                       "systemd unit, or the job scheduler's setting)");
   }

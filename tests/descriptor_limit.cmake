@@ -10,7 +10,7 @@ add_test(NAME mp_48_ranks_raise_a_soft_descriptor_limit_of_64
 add_test(NAME mp_48_ranks_under_a_hard_descriptor_limit_of_64_are_refused_naming_it
          COMMAND bash -c "ulimit -n 64 && rm -rf \"$2\" && \
                           if out=$(\"$0\" -n 48 --timeout 100 -- \"$1\" save \"$2\" 2>&1); then echo 'the save ran'; exit 1; fi; \
-                          echo \"$out\" | grep -q 'rank 0 of 48 needs at least 159 file descriptors' || \
+                          echo \"$out\" | grep -q 'rank 0 of 48 needs at least 206 file descriptors' || \
                             { echo \"$out\" | tail -5; exit 1; }; [ ! -e \"$2\" ]"
                  $<TARGET_FILE:ckpt-launch> $<TARGET_FILE:ckpt_scenario_core>
                  ${CMAKE_CURRENT_BINARY_DIR}/scenarios/descriptors-hard/ckpt)

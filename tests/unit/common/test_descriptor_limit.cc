@@ -47,18 +47,18 @@ TEST(DescriptorLimitTest, AHardLimitBelowTheConnectionsIsRefusedNamingWhatIsNeed
   EXPECT_TRUE(InChildWithLimits(64, 64, [] {
     const Status status = EnsureDescriptors(0, 48, 47);
     return status.code() == Code::kUnsupported &&
-           Mentions(status, "rank 0 of 48 needs at least 159 file descriptors") &&
+           Mentions(status, "rank 0 of 48 needs at least 206 file descriptors") &&
            Mentions(status, "hard limit RLIMIT_NOFILE is 64") && SoftLimit() == 64;
   }));
 }
 
-TEST(DescriptorLimitTest, OtherRanksNeedOnePerPeerAndASmallJobFitsUnderASmallLimit) {
+TEST(DescriptorLimitTest, OtherRanksNeedTwoPerPeerAndASmallJobFitsUnderASmallLimit) {
   EXPECT_TRUE(InChildWithLimits(64, 64, [] {
     const Status status = EnsureDescriptors(5, 100, 99);
-    return status.code() == Code::kUnsupported && Mentions(status, "needs at least 115");
+    return status.code() == Code::kUnsupported && Mentions(status, "needs at least 214");
   }));
   EXPECT_TRUE(
-      InChildWithLimits(64, 64, [] { return EnsureDescriptors(0, 1, 0).ok() && EnsureDescriptors(3, 40, 39).ok(); }));
+      InChildWithLimits(64, 64, [] { return EnsureDescriptors(0, 1, 0).ok() && EnsureDescriptors(3, 20, 19).ok(); }));
 }
 
 }  // namespace
