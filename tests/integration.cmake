@@ -30,7 +30,7 @@ foreach(name reshard reshard-in-place manifest-sections dedup invalid-overlap in
              short-transfers mismatched-collectives rank0-dies-mid-save manager-rank0-dies stopped-peer
              launchers-store-port launchers-mpich launchers-slurm peer-stops-in-exchange peer-stops-in-exchange-32
              request-stats read-once-3to5-columns read-once-4to3-rows read-once-2to7-rows read-once-many-rounds
-             kept-read-corrupt sent-read-corrupt read-once-scattered peer-grid)
+             kept-read-corrupt sent-read-corrupt read-once-scattered read-once-small-shared peer-grid)
   add_test(NAME mp_${name}
            COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/integration/run.sh ${name} $<TARGET_FILE:ckpt-launch>
                    $<TARGET_FILE_DIR:ckpt_scenario_core> ${CMAKE_CURRENT_BINARY_DIR}/scenarios/${name})
@@ -38,7 +38,7 @@ foreach(name reshard reshard-in-place manifest-sections dedup invalid-overlap in
 endforeach()
 ckpt_needs_fault_hooks(mp_peer-dies-in-exchange mp_peer-dies-in-later-round mp_peer-stops-in-exchange
                        mp_peer-stops-in-exchange-32 mp_io-error mp_short-transfers mp_read-once-many-rounds
-                       mp_read-once-scattered)
+                       mp_read-once-scattered mp_read-once-small-shared)
 # Labels of the scenarios above: their ranks run threads (threaded), and each but those about the I/O worker
 # processes runs as well with the ranks' I/O on threads inside them, CKPT_IO_WORKERS=0 (rank_io_threads).
 set_tests_properties(mp_worker-killed mp_worker-missing PROPERTIES LABELS threaded)

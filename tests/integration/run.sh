@@ -202,6 +202,21 @@ case "$name" in
     echo "rounds: $rounds_scattered scattered, $rounds_buffered through buffers"
     [ "$rounds_scattered" = 1 ] && [ "${rounds_buffered:-0}" -ge 2 ] ||
       { echo "expected 1 round scattered and 2 or more through buffers" >&2; exit 1; } ;;
+  read-once-small-shared)  # 64 tensors of 32 KiB, replicated on 6 ranks: each read once and sent to the 5 others,
+    # packed with each pair's other small transfers, in rounds of 2 MiB (CKPT_FAULT_LOAD_ROUND_BYTES); over UCX the
+    # reader holds each region once and gathers every pair's packed message from there, so that its sends fit one
+    # round; told not to scatter (CKPT_FAULT_NO_SCATTER), it copies each region into each pair's buffer: 3 rounds
+    run 2 "$exchange" save-small "$ck"
+    shared=$(CKPT_FAULT_LOAD_ROUND_BYTES=2097152 CKPT_LOAD_READS=once CKPT_TRANSPORT=ucx run 6 "$exchange" load-small "$ck")
+    echo "$shared"
+    copied=$(CKPT_FAULT_NO_SCATTER=1 CKPT_FAULT_LOAD_ROUND_BYTES=2097152 CKPT_LOAD_READS=once CKPT_TRANSPORT=ucx \
+             run 6 "$exchange" load-small "$ck")
+    echo "$copied"
+    rounds_shared=$(echo "$shared" | sed -n 's/^rank 0 rounds \([0-9]*\)$/\1/p')
+    rounds_copied=$(echo "$copied" | sed -n 's/^rank 0 rounds \([0-9]*\)$/\1/p')
+    echo "rounds: $rounds_shared shared, $rounds_copied copied into each pair's buffer"
+    [ "$rounds_shared" = 1 ] && [ "${rounds_copied:-0}" -ge 2 ] ||
+      { echo "expected 1 round with shared small regions and 2 or more with copies" >&2; exit 1; } ;;
   without-ucx)        # UCX absent (tests/integration/without_ucx.sh): auto loads without a transport, ucx is refused
     without_ucx="$(dirname "$0")/without_ucx.sh"
     run 4 "$core" save-replicated "$ck"

@@ -19,6 +19,10 @@
 //   save-wide DIR               "w" (256 x 8192 F32, 8 MiB) saved in column blocks, one per rank
 //   load-wide DIR               every rank loads a column half of "w" (the first half of the ranks the left one),
 //                               checks every element, and prints the rounds its load's INFO line names
+//   save-small DIR              64 small tensors "n.0".."n.63" (8192 F32, 32 KiB each) registered whole by every rank
+//                               as replicas, so each is written once
+//   load-small DIR              every rank loads save-small's tensors whole, checks every element, and prints the
+//                               rounds its load's INFO line names
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -151,6 +155,14 @@ void KeepInfo(void* user, int32_t level, const char* message) {
   }
 }
 
+// The rounds a load's INFO lines (KeepInfo) name.
+std::string RoundsNamed(const Session& s, const std::string& info) {
+  const size_t end = info.find(" rounds)");
+  const size_t begin = info.rfind(' ', end == std::string::npos ? 0 : end - 1);
+  if (end == std::string::npos || begin == std::string::npos) Die(s.rank, "the INFO line names no rounds: " + info);
+  return info.substr(begin + 1, end - begin - 1);
+}
+
 // A column half of "w" loaded into this rank (a tensor-parallel shard of a model saved with more of them, replicated
 // over the ranks of each half) and checked element by element.
 int LoadWide(const char* dir) {
@@ -170,11 +182,56 @@ int LoadWide(const char* dir) {
       }
     }
   }
-  const size_t end = info.find(" rounds)");
-  const size_t begin = info.rfind(' ', end == std::string::npos ? 0 : end - 1);
-  if (end == std::string::npos || begin == std::string::npos) Die(s.rank, "the INFO line names no rounds: " + info);
-  std::printf("rank %d rounds %s\n", s.rank, info.substr(begin + 1, end - begin - 1).c_str());
+  std::printf("rank %d rounds %s\n", s.rank, RoundsNamed(s, info).c_str());
   PrintTransfers(s);
+  ckpt_state_free(state);
+  return 0;
+}
+
+constexpr int kSmallTensors = 64;
+constexpr uint64_t kSmallElements = 8192;
+
+float SmallValue(int tensor, uint64_t element) { return static_cast<float>(tensor * 10000 + element); }
+
+std::string SmallKey(int tensor) { return "n." + std::to_string(tensor); }
+
+int SaveSmall(const char* dir) {
+  Session s;
+  ckpt_state_t* state = nullptr;
+  s.Check(ckpt_state_create(&state, s.err), "state");
+  std::vector<std::vector<float>> tensors(kSmallTensors, std::vector<float>(kSmallElements));
+  const uint32_t replica = static_cast<uint32_t>(s.rank);
+  for (int i = 0; i < kSmallTensors; ++i) {
+    for (uint64_t e = 0; e < kSmallElements; ++e) tensors[i][e] = SmallValue(i, e);
+    AddTypedShard(s, state, SmallKey(i).c_str(), CKPT_DTYPE_F32, {kSmallElements}, {kSmallElements}, {0},
+                  tensors[i].data(), kSmallElements, 0, 0, 0, &replica, 1);
+  }
+  SaveAndWait(s, state, dir, "save");
+  ckpt_state_free(state);
+  return 0;
+}
+
+// Every small tensor whole on every rank: each read by one rank and sent to every other, packed with the pair's
+// other small transfers.
+int LoadSmall(const char* dir) {
+  std::string info;
+  Session s(KeepInfo, &info);
+  ckpt_state_t* state = nullptr;
+  s.Check(ckpt_state_create(&state, s.err), "state");
+  std::vector<std::vector<float>> tensors(kSmallTensors, std::vector<float>(kSmallElements, -1.0f));
+  for (int i = 0; i < kSmallTensors; ++i) {
+    AddTypedShard(s, state, SmallKey(i).c_str(), CKPT_DTYPE_F32, {kSmallElements}, {kSmallElements}, {0},
+                  tensors[i].data(), kSmallElements);
+  }
+  s.Check(ckpt_load(s.ctx, state, dir, nullptr, s.err), "load");
+  for (int i = 0; i < kSmallTensors; ++i) {
+    for (uint64_t e = 0; e < kSmallElements; ++e) {
+      if (tensors[i][e] != SmallValue(i, e)) {
+        Die(s.rank, SmallKey(i) + "[" + std::to_string(e) + "] holds a wrong value");
+      }
+    }
+  }
+  std::printf("rank %d rounds %s\n", s.rank, RoundsNamed(s, info).c_str());
   ckpt_state_free(state);
   return 0;
 }
@@ -297,6 +354,8 @@ int main(int argc, char** argv) {
   if (mode == "stored-bytes") return StoredBytes(argv[2]);
   if (mode == "save-wide") return SaveWide(argv[2]);
   if (mode == "load-wide") return LoadWide(argv[2]);
+  if (mode == "save-small") return SaveSmall(argv[2]);
+  if (mode == "load-small") return LoadSmall(argv[2]);
   std::fprintf(stderr, "ckpt_scenario_exchange: unknown mode or wrong arguments: %s\n", mode.c_str());
   return 2;
 }

@@ -1,7 +1,9 @@
 // Which transfers take no round memory (runtime/load/exchange_load.h: BufferlessTransfers), as a round of the exchange
 // lays them out: large ones received whole into one destination piece of the plane's memory, contiguously or, where
 // the transport scatters receives, over a bounded number of long enough runs, and large ones sent from where the
-// reader's own copy of the region lies; never a small (packed) transfer, two pieces, or a piece on another device.
+// reader's own copy of the region lies; a small (packed) transfer only where its reader sends the same region to
+// another consumer and shares it (host memory, a transport that scatters); never two pieces, or a piece on another
+// device.
 #include <gtest/gtest.h>
 
 #include <vector>
@@ -92,6 +94,28 @@ TEST(BufferlessTransfersTest, ARegionTheReaderKeepsWholeInOneRunIsSentFromItsOwn
   // Without the local copy the reader holds nothing to send from, whatever its pieces.
   plan.view.local_copies.clear();
   EXPECT_EQ(BufferlessTransfers(plan.view, 0, plan.manifest, whole, -1, false), (Bufferless{false, false}));
+}
+
+// Where the plane's transport scatters host memory, a reader holds a small region once whatever the consumers it goes
+// to, and gathers each pair's packed message from it: only the region's first transfer costs it send buffers.
+TEST(BufferlessTransfersTest, ASmallRegionSentToSeveralConsumersCostsItsReaderOnceWhereItIsShared) {
+  Plan plan;
+  plan.view.read_bytes_per_rank = {kRows * kCols * 4, 0, 0, 0};
+  const Box row{{0, 0}, {1, kCols}}, other_row{{1, 0}, {1, kCols}};  // 4 KiB each: packed
+  plan.Send(1, row);
+  plan.Send(2, row);
+  plan.Send(3, row);
+  plan.Send(2, other_row);
+  plan.Send(3, Box{{2, 0}, {4, kCols}});  // large: sent alone, from a buffer (the reader keeps none of it)
+  const std::vector<LocalPiece> none;
+  EXPECT_EQ(BufferlessTransfers(plan.view, 0, plan.manifest, none, -1, true),
+            (Bufferless{false, true, true, false, false}));
+  // Copied into each pair's packed buffer where the transport cannot gather them, or the plane moves device memory.
+  EXPECT_EQ(BufferlessTransfers(plan.view, 0, plan.manifest, none, -1, false), (Bufferless(5, false)));
+  EXPECT_EQ(BufferlessTransfers(plan.view, 0, plan.manifest, none, 0, true), (Bufferless(5, false)));
+  // The consumers' side is unchanged: each receives its packed message into a buffer.
+  const std::vector<LocalPiece> rows{Piece(Box{{0, 0}, {kRows, kCols}})};
+  EXPECT_EQ(BufferlessTransfers(plan.view, 2, plan.manifest, rows, -1, true)[1], false);
 }
 
 }  // namespace
