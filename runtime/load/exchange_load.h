@@ -68,8 +68,9 @@ Status DecodeChunksOfCachedPlan(int rank, const LoadPlanCache& cache, const Mani
 // of the exchange lays them out: a large transfer (LoadPlan::separate_bytes) that `rank` receives whole into one of
 // its `pieces` in the memory the plane moves (host memory where `device` is -1, else that CUDA device's), in one
 // contiguous run, or where `scatter` (the plane's transport scatters transfers) in a bounded number of runs of a
-// wider piece; or one it sends from where a local copy of the same read put the whole region, so. Depends on the
-// pieces' boxes and devices, not on where their memory lies.
+// wider piece; or one it sends from where a local copy of the same read put the whole region, so; or, in host memory
+// where `scatter`, a small transfer of a region it sends another consumer too, whose one copy both pairs' packed
+// messages are gathered from. Depends on the pieces' boxes and devices, not on where their memory lies.
 Bufferless BufferlessTransfers(const LoadPlan& view, int rank, const Manifest& manifest,
                                const std::vector<LocalPiece>& pieces, int device, bool scatter);
 

@@ -48,8 +48,9 @@ Result<LoadPlan> MergeLoadPlan(const std::vector<std::string>& incoming, int ran
                                const ChunkDecoder& decode_chunks);
 
 // Which transfers of a view take no round memory on this rank, by index into view.transfers: true where the
-// exchange receives the transfer straight into this rank's destination, or sends it from where this rank's own
-// copy of the region already lies (runtime/load/exchange_load.h: BufferlessTransfers). Rounds bound only what takes
+// exchange receives the transfer straight into this rank's destination, sends it from where this rank's own copy of
+// the region already lies, or sends a small region this rank already sends another consumer from the one copy of it
+// (runtime/load/exchange_load.h: BufferlessTransfers). Rounds bound only what takes
 // memory, so that a replicated tensor received in place by every data-parallel rank does not multiply the rounds.
 // Empty: every transfer takes a buffer.
 using Bufferless = std::vector<bool>;
