@@ -18,12 +18,13 @@
 // binomial tree, so its busiest sender sends ceil(log2 ranks) copies. They are compared with the bytes of every
 // rank's encoded descriptor. A job without collectives of its own runs the same messages over the peer plane
 // (collectives/peer/peer_control_plane.h), over its grid (collectives/peer/peer_grid.h: two hops, each counted), with
-// frames and acks around them and each hop ended at rank 0's store: scale_peer_busiest_control_ratio. Were the TCP store to route them (CKPT_PEER_CONTROL=0), rank 0's server
-// would relay every byte of every rank, which scale_store_rank0_control_ratio shows.
+// frames and acks around them and each hop ended at rank 0's store: scale_peer_busiest_control_ratio. Were the TCP
+// store to route them (CKPT_PEER_CONTROL=0), rank 0's server would relay every byte of every rank, which
+// scale_store_rank0_control_ratio shows.
 //
 // Links: each rank's descriptors to other processes under the peer plane, its peer links (a sender keeps a link to
-// every rank it ever sent to, in its row or column of the grid) and its two store connections, whose server ends rank 0 holds:
-// scale_links_per_rank_max, and scale_peer_links_per_rank_max for the peer links alone.
+// every rank it ever sent to, in its row or column of the grid) and its two store connections, whose server ends rank 0
+// holds: scale_links_per_rank_max, and scale_peer_links_per_rank_max for the peer links alone.
 //
 // Each step's messages are spooled to files by receiver (bench/scale_spool.h) and each rank reads its own when its
 // turn comes, and a rank's view of the load plan is merged again (untimed) in each step that needs it: a process
@@ -35,8 +36,9 @@
 // library's PeerCheckInterval (collectives/store/tcp_store.h), not simulated in real time but taken from that same
 // function: scale_rank0_requests_per_s, beside the 250 ms of every rank that the interval replaced.
 //
-// Usage: ckpt_bench_scale [--ranks 1024,4096,16384,32768] [--limit-s 300] [--workers N]; the spools go under $TMPDIR
-// (/tmp where unset).
+// Usage: ckpt_bench_scale [--ranks 1024,4096,16384,32768] [--layouts dist|plain|both] [--limit-s 300] [--workers N];
+// the spools go under $TMPDIR (/tmp where unset). Both layouts by default: with a distributed optimizer (whose
+// figures the growth exponent compares) and without one (`_plain`).
 // scale_growth_exponent_max is the steepest growth of the figures per factor of four in ranks, between the largest job
 // size run whose quarter was also run and that quarter (16,384 and 65,536 ranks when both are run).
 // Prints `name value unit` lines; a figure whose child ran past the limit prints the limit and a `#` line saying so.
@@ -404,12 +406,15 @@ int Main(int argc, char** argv) {
                       static_cast<uint32_t>(std::stoul(args[4])), args[5], args[6]);
   }
   std::vector<int> ranks = {1024, 4096, 16384, 32768};
+  std::vector<bool> layouts = {true, false};  // with a distributed optimizer, without
   int limit_s = 300;
   int workers = static_cast<int>(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)));
   for (size_t i = 0; i + 1 < args.size(); i += 2) {
     if (args[i] == "--ranks") ranks = ParseRanks(args[i + 1]);
     if (args[i] == "--limit-s") limit_s = std::stoi(args[i + 1]);
     if (args[i] == "--workers") workers = std::max(1, std::stoi(args[i + 1]));
+    if (args[i] == "--layouts" && args[i + 1] == "dist") layouts = {true};
+    if (args[i] == "--layouts" && args[i + 1] == "plain") layouts = {false};
   }
   const char* tmpdir = std::getenv("TMPDIR");
   const std::string parent = tmpdir != nullptr && *tmpdir != '\0' ? tmpdir : "/tmp";
@@ -420,7 +425,7 @@ int Main(int argc, char** argv) {
   std::atexit(RemoveScratchFolder);
   const std::string tmp = scratch_folder;
   std::map<int, Figures> figures;
-  for (bool distributed : {true, false}) {
+  for (bool distributed : layouts) {
     for (int n : ranks) {
       const Figures f = Simulate(SaveLayout(n, distributed), LoadLayout(n, distributed), limit_s, workers, tmp);
       if (distributed) figures[n] = f;
