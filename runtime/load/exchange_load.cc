@@ -616,13 +616,19 @@ Bufferless BufferlessTransfers(const LoadPlan& view, int rank, const Manifest& m
   const PiecesByTensor by_tensor = ByTensor(pieces);
   const std::multimap<size_t, const Box*> kept_regions = KeptRegions(view, rank);
   Bufferless bufferless(view.transfers.size(), false);
-  std::set<std::pair<size_t, Box>> small_sent;  // where small regions are shared: those already costed
+  // Where small regions are shared, those of them already costed, and how many small transfers each pair packs (one
+  // with too many to gather is packed by copy, as the round lays it out).
   const bool share_small = SharesSmallSends(device, scatter);
+  std::set<std::pair<size_t, Box>> small_sent;
+  std::map<int, size_t> small_to;
+  for (const Transfer& t : view.transfers) {
+    if (share_small && t.bytes < view.separate_bytes && view.reads[t.read].reader == rank) ++small_to[t.consumer];
+  }
   for (size_t i = 0; i < view.transfers.size(); ++i) {
     const Transfer& t = view.transfers[i];
     if (t.bytes < view.separate_bytes) {
       // Packed with the pair's other small transfers: a region sent again costs nothing more where it is shared.
-      if (share_small && view.reads[t.read].reader == rank && t.consumer != rank) {
+      if (share_small && view.reads[t.read].reader == rank && small_to[t.consumer] <= kMaxGatheredTransfers) {
         bufferless[i] = !small_sent.emplace(t.read, t.region).second;
       }
       continue;
