@@ -10,6 +10,23 @@ rm -rf "$work" && mkdir -p "$work"
 ck="$work/ckpt"
 run() { local n=$1 program=$2; shift 2; "$launch" -n "$n" --timeout 60 -- "$program" "$@"; }
 
+# Loads $ck on $1 ranks with "$exchange" $2 (which prints "rank R rounds N"), over UCX, read once, in rounds of $3
+# bytes: as it is, then told not to scatter (CKPT_FAULT_NO_SCATTER). The first must take 1 round and the second 2 or
+# more; $4 says what the second does instead.
+one_round_only_scattering() {
+  local n=$1 mode=$2 bytes=$3 instead=$4 scattered buffered rounds_scattered rounds_buffered
+  scattered=$(CKPT_FAULT_LOAD_ROUND_BYTES=$bytes CKPT_LOAD_READS=once CKPT_TRANSPORT=ucx run "$n" "$exchange" "$mode" "$ck")
+  echo "$scattered"
+  buffered=$(CKPT_FAULT_NO_SCATTER=1 CKPT_FAULT_LOAD_ROUND_BYTES=$bytes CKPT_LOAD_READS=once CKPT_TRANSPORT=ucx \
+             run "$n" "$exchange" "$mode" "$ck")
+  echo "$buffered"
+  rounds_scattered=$(echo "$scattered" | sed -n 's/^rank 0 rounds \([0-9]*\)$/\1/p')
+  rounds_buffered=$(echo "$buffered" | sed -n 's/^rank 0 rounds \([0-9]*\)$/\1/p')
+  echo "rounds: $rounds_scattered scattering, $rounds_buffered not ($instead)"
+  [ "$rounds_scattered" = 1 ] && [ "${rounds_buffered:-0}" -ge 2 ] ||
+    { echo "expected 1 round scattering and 2 or more not ($instead)" >&2; exit 1; }
+}
+
 case "$name" in
   reshard)            # saved on 4 ranks, loaded on 1..5; saved on 2 loaded on 4; saved on 3 loaded on 5
     run 4 "$core" save "$ck"
@@ -192,31 +209,13 @@ case "$name" in
     # and lands in its replica's, scattered over 256 rows of 4 KiB in both, so that no buffer holds it and the load
     # takes one round; told not to scatter (CKPT_FAULT_NO_SCATTER), the blocks go through buffers, a round each
     run 8 "$exchange" save-wide "$ck"
-    scattered=$(CKPT_FAULT_LOAD_ROUND_BYTES=1048576 CKPT_LOAD_READS=once CKPT_TRANSPORT=ucx run 4 "$exchange" load-wide "$ck")
-    echo "$scattered"
-    buffered=$(CKPT_FAULT_NO_SCATTER=1 CKPT_FAULT_LOAD_ROUND_BYTES=1048576 CKPT_LOAD_READS=once CKPT_TRANSPORT=ucx \
-               run 4 "$exchange" load-wide "$ck")
-    echo "$buffered"
-    rounds_scattered=$(echo "$scattered" | sed -n 's/^rank 0 rounds \([0-9]*\)$/\1/p')
-    rounds_buffered=$(echo "$buffered" | sed -n 's/^rank 0 rounds \([0-9]*\)$/\1/p')
-    echo "rounds: $rounds_scattered scattered, $rounds_buffered through buffers"
-    [ "$rounds_scattered" = 1 ] && [ "${rounds_buffered:-0}" -ge 2 ] ||
-      { echo "expected 1 round scattered and 2 or more through buffers" >&2; exit 1; } ;;
+    one_round_only_scattering 4 load-wide 1048576 "through buffers" ;;
   read-once-small-shared)  # 64 tensors of 32 KiB, replicated on 6 ranks: each read once and sent to the 5 others,
     # packed with each pair's other small transfers, in rounds of 2 MiB (CKPT_FAULT_LOAD_ROUND_BYTES); over UCX the
     # reader holds each region once and gathers every pair's packed message from there, so that its sends fit one
     # round; told not to scatter (CKPT_FAULT_NO_SCATTER), it copies each region into each pair's buffer: 3 rounds
     run 2 "$exchange" save-small "$ck"
-    shared=$(CKPT_FAULT_LOAD_ROUND_BYTES=2097152 CKPT_LOAD_READS=once CKPT_TRANSPORT=ucx run 6 "$exchange" load-small "$ck")
-    echo "$shared"
-    copied=$(CKPT_FAULT_NO_SCATTER=1 CKPT_FAULT_LOAD_ROUND_BYTES=2097152 CKPT_LOAD_READS=once CKPT_TRANSPORT=ucx \
-             run 6 "$exchange" load-small "$ck")
-    echo "$copied"
-    rounds_shared=$(echo "$shared" | sed -n 's/^rank 0 rounds \([0-9]*\)$/\1/p')
-    rounds_copied=$(echo "$copied" | sed -n 's/^rank 0 rounds \([0-9]*\)$/\1/p')
-    echo "rounds: $rounds_shared shared, $rounds_copied copied into each pair's buffer"
-    [ "$rounds_shared" = 1 ] && [ "${rounds_copied:-0}" -ge 2 ] ||
-      { echo "expected 1 round with shared small regions and 2 or more with copies" >&2; exit 1; } ;;
+    one_round_only_scattering 6 load-small 2097152 "copies into each pair's buffer" ;;
   without-ucx)        # UCX absent (tests/integration/without_ucx.sh): auto loads without a transport, ucx is refused
     without_ucx="$(dirname "$0")/without_ucx.sh"
     run 4 "$core" save-replicated "$ck"
