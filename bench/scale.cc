@@ -24,7 +24,9 @@
 //
 // Links: each rank's descriptors to other processes under the peer plane, its peer links (a sender keeps a link to
 // every rank it ever sent to, in its row or column of the grid) and its two store connections, whose server ends rank 0
-// holds: scale_links_per_rank_max, and scale_peer_links_per_rank_max for the peer links alone.
+// holds in a direct job, and in a grid the relay of the rank's row (collectives/store/store_relay.h), which holds one
+// link to rank 0: scale_links_per_rank_max (the most any rank holds, a relay's or rank 0's), scale_rank0_links, and
+// scale_peer_links_per_rank_max for the peer links alone.
 //
 // Each step's messages are spooled to files by receiver (bench/scale_spool.h) and each rank reads its own when its
 // turn comes, and a rank's view of the load plan is merged again (untimed) in each step that needs it: a process
@@ -32,9 +34,11 @@
 // slowed every rank's timed work in that large heap). The ranks of a step are shared among --workers processes (one
 // per core by default), forked from the one holding the manifest; the load's slowest ranks are timed again alone.
 //
-// Failure detection: while the ranks wait for a straggler, each asks rank 0's store whether a rank died once per the
-// library's PeerCheckInterval (collectives/store/tcp_store.h), not simulated in real time but taken from that same
-// function: scale_rank0_requests_per_s, beside the 250 ms of every rank that the interval replaced.
+// Failure detection: while the ranks wait for a straggler, each asks its store server whether a rank died once per the
+// library's PeerCheckInterval (collectives/store/tcp_store.h) for the ranks asking that server, not simulated in real
+// time but taken from that same function. In a grid a rank asks its row's relay, which answers from the deaths rank 0
+// pushes it, so rank 0 hears only itself: scale_rank0_requests_per_s, scale_server_requests_per_s_max (the busiest
+// relay, or rank 0 in a direct job), beside every rank asking rank 0 each 250 ms.
 //
 // Usage: ckpt_bench_scale [--ranks 1024,4096,16384,32768] [--layouts dist|plain|both] [--limit-s 300] [--workers N];
 // the spools go under $TMPDIR (/tmp where unset). Both layouts by default: with a distributed optimizer (whose
@@ -66,6 +70,7 @@
 #include "bench/scale_load.h"
 #include "bench/scale_model.h"
 #include "bench/scale_spool.h"
+#include "collectives/store/store_relay.h"
 #include "collectives/store/tcp_store.h"
 #include "common/bytes.h"
 #include "common/os_error.h"
@@ -176,6 +181,44 @@ struct Figures {
 void Print(const std::string& name, double value, const char* unit) {
   std::printf("%s %.4g %s\n", name.c_str(), value, unit);
   std::fflush(stdout);
+}
+
+// The rank connected to the most other processes, peer links and store connections together, and how many.
+std::pair<int, uint64_t> PartnersMax(const ControlBytes& save, const ControlBytes& load, int ranks, int columns) {
+  std::pair<int, uint64_t> most{0, 0};
+  std::vector<uint32_t> partners;
+  for (int r = 0; r < ranks; ++r) {
+    partners.clear();
+    for (const ControlBytes* bytes : {&save, &load}) {
+      for (uint32_t link : bytes->links[r]) partners.push_back(link / 2);
+    }
+    if (columns == 0) {
+      if (r == 0) {
+        for (int other = 1; other < ranks; ++other) partners.push_back(static_cast<uint32_t>(other));
+      } else {
+        partners.push_back(0);
+      }
+    } else if (r == 0) {
+      for (int row_start = 0; row_start < ranks; row_start += columns) {
+        const int relay = ckpt::coll::StoreRelayOf(std::max(row_start, 1), ranks, columns);
+        if (relay > 0) partners.push_back(static_cast<uint32_t>(relay));
+      }
+    } else if (const int relay = ckpt::coll::StoreRelayOf(r, ranks, columns); relay != r) {
+      partners.push_back(static_cast<uint32_t>(relay));
+    } else {
+      partners.push_back(0);
+      const int row_start = r / columns * columns;
+      for (int member = std::max(row_start, 1); member < std::min(row_start + columns, ranks); ++member) {
+        partners.push_back(static_cast<uint32_t>(member));
+      }
+    }
+    std::sort(partners.begin(), partners.end());
+    partners.erase(std::unique(partners.begin(), partners.end()), partners.end());
+    const uint64_t count = partners.size() - static_cast<uint64_t>(std::binary_search(partners.begin(), partners.end(),
+                                                                                      static_cast<uint32_t>(r)));
+    if (count > most.second) most = {r, count};
+  }
+  return most;
 }
 
 Figures Simulate(const ParallelLayout& layout, const ParallelLayout& target, int limit_s, int workers,
@@ -355,22 +398,66 @@ Figures Simulate(const ParallelLayout& layout, const ParallelLayout& target, int
   Print("scale_busiest_control_ratio" + suffix, f.control_ratio, "x");
   Print("scale_peer_busiest_control_ratio" + suffix,
         static_cast<double>(std::max(save_bytes.PeerBusiest(), load_bytes.PeerBusiest())) / descriptor_bytes, "x");
-  // Descriptors to other processes: each rank's peer links, and its two store connections (collectives/store/
-  // tcp_store.h: its own and the auxiliary one of its background saves), both of whose server ends rank 0 holds.
+  // Descriptors to other processes: each rank's peer links and its two store connections (collectives/store/
+  // tcp_store.h: its own and the auxiliary one of its background saves). In a grid every rank but rank 0 reaches the
+  // store through its row's relay (collectives/store/store_relay.h): rank 0 holds the server ends of its own two and a
+  // link from each row's relay, a relay the server ends of its members' two and its own link to rank 0; in a direct
+  // job rank 0 holds the server ends of every rank's two.
   const std::pair<int, uint64_t> save_links = save_bytes.PeerLinksMax();
   const std::pair<int, uint64_t> load_links = load_bytes.PeerLinksMax();
   std::printf("# %d ranks%s: rank %d holds the most peer links in the save (%llu), rank %d in the load (%llu)\n", ranks,
               LayoutName(layout).c_str(), save_links.first, static_cast<unsigned long long>(save_links.second),
               load_links.first, static_cast<unsigned long long>(load_links.second));
   const uint64_t peer_links = std::max(save_links.second, load_links.second);
-  const uint64_t rank0_links = std::max(save_bytes.links[0].size(), load_bytes.links[0].size()) + 2 * ranks + 2;
+  auto peer_links_of = [&](int rank) {
+    return static_cast<uint64_t>(std::max(save_bytes.links[rank].size(), load_bytes.links[rank].size()));
+  };
+  const int columns = save_bytes.grid.direct() ? 0 : save_bytes.grid.columns();
+  constexpr uint64_t kOwnStoreConnections = 2;
+  const uint64_t rows = columns > 0 ? (static_cast<uint64_t>(ranks) + columns - 1) / columns : 0;
+  const uint64_t rank0_links = peer_links_of(0) + kOwnStoreConnections +
+                               (columns > 0 ? kOwnStoreConnections + rows : kOwnStoreConnections * ranks);
+  uint64_t links_max = std::max(peer_links + kOwnStoreConnections, rank0_links);
+  int busiest_relay = -1;
+  uint64_t relay_members_max = 0;
+  for (int r = 1; r < ranks && columns > 0; ++r) {
+    if (ckpt::coll::StoreRelayOf(r, ranks, columns) != r) continue;
+    const auto members = static_cast<uint64_t>(ckpt::coll::StoreRelayMembers(r, ranks, columns));
+    const uint64_t held = peer_links_of(r) + kOwnStoreConnections + kOwnStoreConnections * members + 1;
+    if (held > links_max) links_max = held;
+    if (members > relay_members_max) {
+      relay_members_max = members;
+      busiest_relay = r;
+    }
+  }
+  if (columns > 0) {
+    std::printf(
+        "# %d ranks%s: %llu rows, each reaching the store through a relay on one of its ranks; rank 0 holds %llu "
+        "descriptors to other processes, the relay on rank %d serves %llu ranks\n",
+        ranks, LayoutName(layout).c_str(), static_cast<unsigned long long>(rows),
+        static_cast<unsigned long long>(rank0_links), busiest_relay,
+        static_cast<unsigned long long>(relay_members_max));
+  }
+  // The processes a rank holds any connection to: its peers, and its store's other ends (its relay; a relay's members
+  // and rank 0; rank 0's relays, or in a direct job every rank).
+  const std::pair<int, uint64_t> partners = PartnersMax(save_bytes, load_bytes, ranks, columns);
+  std::printf("# %d ranks%s: rank %d is connected to the most other processes (%llu)\n", ranks,
+              LayoutName(layout).c_str(), partners.first, static_cast<unsigned long long>(partners.second));
+  Print("scale_peers_per_rank_max" + suffix, static_cast<double>(partners.second), "ranks");
   Print("scale_peer_links_per_rank_max" + suffix, static_cast<double>(peer_links), "links");
-  Print("scale_links_per_rank_max" + suffix, static_cast<double>(std::max(peer_links + 2, rank0_links)), "links");
+  Print("scale_links_per_rank_max" + suffix, static_cast<double>(links_max), "links");
+  Print("scale_rank0_links" + suffix, static_cast<double>(rank0_links), "links");
   Print("scale_store_rank0_control_ratio" + suffix,
         static_cast<double>(save_bytes.store_relay + load_bytes.store_relay) / descriptor_bytes, "x");
+  // Death checks: each rank asks its store server (rank 0's, or its relay, which answers them itself) once per
+  // PeerCheckInterval for the ranks that ask that server. Rank 0's server then hears only rank 0 itself in a grid.
+  const int askers = columns > 0 ? columns : ranks;
   const auto interval =
-      ckpt::coll::PeerCheckInterval(ranks, std::chrono::milliseconds(ckpt::settings::kDefaultTimeoutMs));
-  Print("scale_rank0_requests_per_s" + suffix, (ranks - 1) * 1000.0 / static_cast<double>(interval.count()), "/s");
+      ckpt::coll::PeerCheckInterval(askers, std::chrono::milliseconds(ckpt::settings::kDefaultTimeoutMs));
+  const double per_rank = 1000.0 / static_cast<double>(interval.count());
+  Print("scale_rank0_requests_per_s" + suffix, (columns > 0 ? 1 : ranks) * per_rank, "/s");
+  Print("scale_server_requests_per_s_max" + suffix,
+        static_cast<double>(columns > 0 ? std::max<uint64_t>(relay_members_max, 1) : ranks) * per_rank, "/s");
   Print("scale_rank0_requests_per_s_every_250ms" + suffix, (ranks - 1) * 4.0, "/s");
   Print("scale_death_found_within_s" + suffix, static_cast<double>(interval.count()) / 1000.0, "s");
   return f;

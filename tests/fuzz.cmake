@@ -47,6 +47,8 @@ endfunction()
 ckpt_fuzz_target(manifest runtime/format/manifest.cc runtime/core/box.cc runtime/core/dtype.cc
                  ${CMAKE_BINARY_DIR}/runtime/format/manifest.capnp.c++)
 ckpt_fuzz_target(store collectives/store/tcp_store_server.cc collectives/store/store_server_connection.cc
+                       collectives/store/store_server_loop.cc collectives/store/store_relay.cc
+                       collectives/store/store_client_socket.cc
                        collectives/store/store_server_session.cc collectives/store/store_server_requests.cc
                        collectives/store/store_server_collectives.cc collectives/store/store_server_ranks.cc
                        collectives/store/tcp_store_wire.cc collectives/store/store_auth.cc

@@ -29,6 +29,7 @@ foreach(name reshard reshard-in-place manifest-sections dedup invalid-overlap in
              reshard-no-exchange peer-dies-in-exchange peer-dies-in-later-round worker-missing without-ucx io-error
              short-transfers mismatched-collectives rank0-dies-mid-save manager-rank0-dies stopped-peer
              launchers-store-port launchers-mpich launchers-slurm peer-stops-in-exchange peer-stops-in-exchange-32
+             peer-stops-in-exchange-32-grid
              request-stats read-once-3to5-columns read-once-4to3-rows read-once-2to7-rows read-once-many-rounds
              kept-read-corrupt sent-read-corrupt read-once-scattered read-once-small-shared peer-grid)
   add_test(NAME mp_${name}
@@ -37,7 +38,7 @@ foreach(name reshard reshard-in-place manifest-sections dedup invalid-overlap in
   set_tests_properties(mp_${name} PROPERTIES TIMEOUT 180 SKIP_RETURN_CODE 77 LABELS "threaded;rank_io_threads")
 endforeach()
 ckpt_needs_fault_hooks(mp_peer-dies-in-exchange mp_peer-dies-in-later-round mp_peer-stops-in-exchange
-                       mp_peer-stops-in-exchange-32 mp_io-error mp_short-transfers mp_read-once-many-rounds
+                       mp_peer-stops-in-exchange-32 mp_peer-stops-in-exchange-32-grid mp_io-error mp_short-transfers mp_read-once-many-rounds
                        mp_read-once-scattered mp_read-once-small-shared)
 # Labels of the scenarios above: their ranks run threads (threaded), and each but those about the I/O worker
 # processes runs as well with the ranks' I/O on threads inside them, CKPT_IO_WORKERS=0 (rank_io_threads).

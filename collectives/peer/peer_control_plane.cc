@@ -204,8 +204,8 @@ int PeerDirectRanks() {
 }
 
 Result<std::unique_ptr<ControlPlane>> MakePeerControlPlane(std::shared_ptr<TcpStore> store) {
-  ASSIGN_OR_RETURN(std::unique_ptr<PeerControlPlane> plane,
-                   PeerControlPlane::Open(std::move(store), PeerDirectRanks()));
+  const int direct_ranks = store->relay_columns() > 0 ? 1 : store->world_size();
+  ASSIGN_OR_RETURN(std::unique_ptr<PeerControlPlane> plane, PeerControlPlane::Open(std::move(store), direct_ranks));
   return std::unique_ptr<ControlPlane>(std::move(plane));
 }
 

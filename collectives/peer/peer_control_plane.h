@@ -71,7 +71,8 @@ class PeerControlPlane final : public ControlPlane {
 // The largest job whose peer plane links any two ranks: CKPT_PEER_DIRECT_RANKS, or kDefaultDirectRanks.
 int PeerDirectRanks();
 
-// PeerControlPlane::Open with PeerDirectRanks().
+// PeerControlPlane::Open in the layout rank 0 chose for the store (a grid where its ranks reach it through relays,
+// TcpStore::relay_columns), so that the two always agree.
 Result<std::unique_ptr<ControlPlane>> MakePeerControlPlane(std::shared_ptr<TcpStore> store);
 
 }  // namespace ckpt::coll

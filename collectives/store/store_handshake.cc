@@ -5,6 +5,29 @@
 #include "common/bytes.h"
 
 namespace ckpt::coll::store_handshake {
+namespace {
+
+constexpr uint8_t kRoleRank = 0;
+constexpr uint8_t kRoleAuxiliary = 1;
+constexpr uint8_t kRoleRelay = 2;
+constexpr char kRedirectLabel[] = "ckpt store redirect v4";
+
+std::string RedirectFields(const Redirect& redirect) {
+  ByteWriter out;
+  out.U32(redirect.columns);
+  out.Bytes(redirect.host);
+  out.I32(redirect.port);
+  return out.Take();
+}
+
+std::string RedirectProof(std::string_view secret, std::string_view server_nonce, std::string_view client_nonce,
+                          std::string_view fields) {
+  std::string signed_bytes(server_nonce);
+  signed_bytes.append(client_nonce).append(fields);
+  return store_auth::MessageProof(secret, kRedirectLabel, signed_bytes);
+}
+
+}  // namespace
 
 std::string EncodeChallenge(std::string_view server_nonce) {
   ByteWriter out;
@@ -38,7 +61,11 @@ std::string EncodeHello(Hello hello, std::string_view secret, std::string_view s
   out.I32(hello.rank);
   out.I32(hello.world_size);
   out.U64(hello.timeout_ms);
-  out.U8(hello.auxiliary ? 1 : 0);
+  out.U8(hello.relay ? kRoleRelay : hello.auxiliary ? kRoleAuxiliary : kRoleRank);
+  if (hello.relay) {
+    out.Bytes(hello.relay_host);
+    out.I32(hello.relay_port);
+  }
   out.Bytes(hello.client_nonce);
   // The proof covers every field before it, so that none can be altered in flight.
   out.Bytes(store_auth::HelloProof(secret, server_nonce, hello.client_nonce, out.data()));
@@ -56,17 +83,26 @@ Result<Hello> DecodeAuthenticHello(std::string_view payload, std::string_view se
                         ", the store on rank 0 speaks " + std::to_string(store_wire::kVersion));
   }
   Hello hello;
-  uint8_t auxiliary = 0;
+  uint8_t role = 0;
   RETURN_IF_ERROR(reader.I32(&hello.rank));
   RETURN_IF_ERROR(reader.I32(&hello.world_size));
   RETURN_IF_ERROR(reader.U64(&hello.timeout_ms));
-  RETURN_IF_ERROR(reader.U8(&auxiliary));
+  RETURN_IF_ERROR(reader.U8(&role));
+  if (role > kRoleRelay) return InvalidArgument("store hello: unknown role " + std::to_string(role));
+  if (role == kRoleRelay) {
+    RETURN_IF_ERROR(reader.Bytes(&hello.relay_host));
+    RETURN_IF_ERROR(reader.I32(&hello.relay_port));
+    if (hello.relay_host.empty() || hello.relay_port < 1 || hello.relay_port > 65535) {
+      return InvalidArgument("store hello: a relay at an invalid address");
+    }
+  }
   RETURN_IF_ERROR(reader.Bytes(&hello.client_nonce));
   const std::string_view signed_fields = payload.substr(0, reader.position());
   RETURN_IF_ERROR(reader.Bytes(&hello.proof));
   RETURN_IF_ERROR(reader.ExpectDone());
   if (hello.client_nonce.size() != store_auth::kNonceBytes) return InvalidArgument("store hello: bad nonce");
-  hello.auxiliary = auxiliary != 0;
+  hello.auxiliary = role == kRoleAuxiliary;
+  hello.relay = role == kRoleRelay;
   const std::string expected = store_auth::HelloProof(secret, server_nonce, hello.client_nonce, signed_fields);
   if (!store_auth::ProofsMatch(expected, hello.proof)) {
     return InvalidArgument("refused a connection that claimed to be rank " + std::to_string(hello.rank) +
@@ -93,6 +129,36 @@ Status CheckWelcome(std::string_view payload, std::string_view secret, std::stri
                            " does not know the job's secret: it is not this job's store");
   }
   return Status::Ok();
+}
+
+std::string EncodeRedirect(const Redirect& redirect, std::string_view secret, std::string_view server_nonce,
+                           std::string_view client_nonce) {
+  const std::string fields = RedirectFields(redirect);
+  ByteWriter out;
+  out.Bytes(RedirectProof(secret, server_nonce, client_nonce, fields));
+  return out.Take() + fields;
+}
+
+Result<Redirect> DecodeRedirect(std::string_view payload, std::string_view secret, std::string_view server_nonce,
+                                std::string_view client_nonce, const std::string& server_address) {
+  ByteReader reader(payload, "the store's redirect");
+  std::string proof;
+  Redirect redirect;
+  RETURN_IF_ERROR(reader.Bytes(&proof));
+  const size_t fields_start = reader.position();
+  RETURN_IF_ERROR(reader.U32(&redirect.columns));
+  RETURN_IF_ERROR(reader.Bytes(&redirect.host));
+  RETURN_IF_ERROR(reader.I32(&redirect.port));
+  RETURN_IF_ERROR(reader.ExpectDone());
+  const std::string_view fields = payload.substr(fields_start);
+  if (!store_auth::ProofsMatch(RedirectProof(secret, server_nonce, client_nonce, fields), proof)) {
+    return InvalidArgument("the store at " + server_address +
+                           " sent this rank elsewhere without knowing the job's secret: it is not this job's store");
+  }
+  if (redirect.columns < 2 || (!redirect.host.empty() && (redirect.port < 1 || redirect.port > 65535))) {
+    return Corrupt("the store at " + server_address + " sent this rank to an invalid relay");
+  }
+  return redirect;
 }
 
 }  // namespace ckpt::coll::store_handshake

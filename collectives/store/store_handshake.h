@@ -20,6 +20,10 @@ struct Hello {
   int32_t world_size = 0;
   uint64_t timeout_ms = 0;
   bool auxiliary = false;
+  // A store relay's connection to rank 0 (collectives/store/store_relay.h), and where it listens for its row.
+  bool relay = false;
+  std::string relay_host;
+  int32_t relay_port = 0;
   std::string client_nonce;
   std::string proof;
 };
@@ -35,5 +39,18 @@ std::string EncodeWelcome(std::string_view secret, std::string_view server_nonce
 // kInvalidArgument unless `payload` proves that the server knows `secret`.
 Status CheckWelcome(std::string_view payload, std::string_view secret, std::string_view server_nonce,
                     std::string_view client_nonce, const std::string& server_address);
+
+// Where a rank reaches rank 0's store instead of connecting to it: its row's relay, or (host empty) itself, as the
+// relay it must start. Signed over both nonces, so that nobody but the job's store can send a rank elsewhere.
+struct Redirect {
+  uint32_t columns = 0;  // the grid's columns (collectives/peer/peer_grid.h): a row's ranks share one relay
+  std::string host;
+  int32_t port = 0;
+};
+std::string EncodeRedirect(const Redirect& redirect, std::string_view secret, std::string_view server_nonce,
+                           std::string_view client_nonce);
+// The redirect, or kInvalidArgument unless its proof answers the nonces with `secret`.
+Result<Redirect> DecodeRedirect(std::string_view payload, std::string_view secret, std::string_view server_nonce,
+                                std::string_view client_nonce, const std::string& server_address);
 
 }  // namespace ckpt::coll::store_handshake

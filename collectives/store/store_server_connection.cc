@@ -19,6 +19,13 @@ FramePtr Frame(MessageType type, std::string_view payload) {
 
 FramePtr ErrorFrame(const Status& status) { return Frame(MessageType::kError, store_wire::EncodeError(status)); }
 
+FramePtr RelayedFrame(uint32_t channel, std::string_view frame) {
+  std::string relayed = store_wire::EncodeHeader(MessageType::kRelayed, sizeof channel + frame.size());
+  relayed.append(reinterpret_cast<const char*>(&channel), sizeof channel);
+  relayed.append(frame.data(), frame.size());
+  return std::make_shared<const std::string>(std::move(relayed));
+}
+
 void ReadFrom(Connection& c, FrameHandler& handler) {
   char buffer[kReadChunkBytes];
   for (int chunk = 0; chunk < kReadChunksPerWakeup && !c.closed; ++chunk) {
@@ -38,9 +45,11 @@ void ReadFrom(Connection& c, FrameHandler& handler) {
 
 void ParseFrames(Connection& c, FrameHandler& handler) {
   size_t pos = 0;
-  while (!c.closed && c.out.empty() && c.in.size() - pos >= store_wire::kHeaderBytes) {
+  while (!c.closed && (c.out.empty() || ReadsAhead(c)) && c.in.size() - pos >= store_wire::kHeaderBytes) {
     const store_wire::FrameHeader header = store_wire::DecodeHeader(std::string_view(c.in).substr(pos));
-    const uint64_t limit = c.rank < 0 ? store_wire::kMaxHandshakeBytes : store_wire::kMaxMessageBytes;
+    const uint64_t limit = c.rank < 0     ? store_wire::kMaxHandshakeBytes
+                           : c.relay_link ? store_wire::kMaxRelayedBytes
+                                          : store_wire::kMaxMessageBytes;
     if (header.length > limit) {
       handler.OnLost(c);
       return;
@@ -55,6 +64,16 @@ void ParseFrames(Connection& c, FrameHandler& handler) {
 
 void Send(Connection& c, FramePtr frame) {
   if (c.closed || c.hung_up) return;
+  if (c.via != nullptr) {
+    Connection& link = *c.via;
+    if (link.closed || link.hung_up) return;
+    uint32_t channel = c.channel;
+    std::string header = store_wire::EncodeHeader(MessageType::kRelayed, sizeof channel + frame->size());
+    header.append(reinterpret_cast<const char*>(&channel), sizeof channel);
+    link.out.push_back(std::make_shared<const std::string>(std::move(header)));
+    link.out.push_back(std::move(frame));
+    return Flush(link);
+  }
   c.out.push_back(std::move(frame));
   Flush(c);
 }

@@ -9,6 +9,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "collectives/store/store_strangers.h"
@@ -43,6 +44,14 @@ struct Connection {
   std::chrono::milliseconds timeout{0};
   std::string wait_key;
   uint64_t sequence = 0;
+  // Rank 0's connection from a relay (store_relay.h), or a relay's connection to rank 0: it carries the relay's
+  // members as channels, and is read even while frames to it are queued (the other end reads eagerly too).
+  bool relay_link = false;
+  // At rank 0, a relayed rank's connection: no socket of its own; its frames travel on `via` as `channel`.
+  Connection* via = nullptr;
+  uint32_t channel = 0;
+  // At rank 0, a relay's link: the connections it carries, by channel.
+  std::unordered_map<uint32_t, Connection*> channels;
 };
 
 // Every connection of the server, in the order they were accepted.
@@ -59,7 +68,12 @@ class FrameHandler {
   ~FrameHandler() = default;
 };
 
+// Whether a connection is read while frames to it are still queued: a link between a relay and rank 0.
+inline bool ReadsAhead(const Connection& c) { return c.relay_link; }
+
 FramePtr Frame(MessageType type, std::string_view payload);
+// `frame` of `channel`, wrapped for a link between a relay and rank 0 (one copy).
+FramePtr RelayedFrame(uint32_t channel, std::string_view frame);
 FramePtr ErrorFrame(const Status& status);
 
 // Reads what the socket holds, a bounded amount per call so that a busy sender cannot starve the others, and hands
@@ -69,7 +83,9 @@ void ReadFrom(Connection& c, FrameHandler& handler);
 // read cannot make the server queue replies.
 void ParseFrames(Connection& c, FrameHandler& handler);
 
-// Queues `frame` and sends what the socket takes now; nothing more goes to a connection closed or hung up.
+// Queues `frame` and sends what the socket takes now; nothing more goes to a connection closed or hung up. A
+// connection carried by a relay queues it on the relay's link, behind a header naming its channel (the frame itself
+// is shared, not copied).
 void Send(Connection& c, FramePtr frame);
 // Sends queued replies until the socket would block; a failed send marks the connection hung up.
 void Flush(Connection& c);

@@ -3,6 +3,7 @@
 #include <cstddef>
 
 namespace ckpt::coll::store_server {
+
 namespace {
 
 // Rank lists in error messages stop after this many.

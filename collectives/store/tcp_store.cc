@@ -11,7 +11,9 @@
 
 #include "collectives/store/job_secret.h"
 #include "collectives/store/store_auth.h"
+#include "collectives/store/store_client_socket.h"
 #include "collectives/store/store_handshake.h"
+#include "collectives/store/store_relay.h"
 #include "collectives/store/tcp_store_server.h"
 #include "collectives/store/tcp_store_wire.h"
 #include "common/bytes.h"
@@ -24,9 +26,6 @@ using Clock = std::chrono::steady_clock;
 using ckpt::UniqueFd;
 using store_wire::MessageType;
 
-// The server answers a timed-out WAIT or ALLGATHER itself, naming who is missing; the client gives it this much
-// longer before concluding that the server itself is stuck.
-constexpr std::chrono::milliseconds kReplyGrace{1000};
 // Rank 0 keeps serving this long (at most) after its own goodbye, so that ranks still finishing can say theirs.
 constexpr std::chrono::milliseconds kServerDrainGrace{5000};
 // Non-zero ranks retry connecting while rank 0 starts, backing off between these bounds.
@@ -54,6 +53,9 @@ Status ValidateConfig(const TcpStoreConfig& config) {
   if (config.timeout.count() <= 0) {
     return InvalidArgument("store timeout " + std::to_string(config.timeout.count()) + " ms is not positive");
   }
+  if (config.relay_columns < 0 || config.relay_columns == 1) {
+    return InvalidArgument("store relay columns " + std::to_string(config.relay_columns) + ": 0 (none) or at least 2");
+  }
   return Status::Ok();
 }
 
@@ -61,16 +63,17 @@ Status ValidateConfig(const TcpStoreConfig& config) {
 
 class TcpStore::Impl {
  public:
-  explicit Impl(const TcpStoreConfig& config)
-      : config_(config), address_(store_wire::FormatAddress(config.host, config.port)) {}
+  explicit Impl(const TcpStoreConfig& config) : config_(config) {}
 
   ~Impl() {
     std::lock_guard<std::mutex> lock(mu_);
-    if (fd_.valid()) {
+    if (socket_.valid()) {
       // Best effort: without a goodbye the server takes this rank for dead, which is still safe.
-      (void)SendAll(store_wire::EncodeFrame(MessageType::kGoodbye, {}), Clock::now() + kGoodbyeTimeout);
-      fd_.Reset();
+      (void)socket_.SendAll(store_wire::EncodeFrame(MessageType::kGoodbye, {}), Clock::now() + kGoodbyeTimeout);
+      socket_.Reset();
     }
+    // The relay first: rank 0 keeps serving until the relays' links close.
+    if (relay_) relay_->Stop(std::min(config_.timeout, kServerDrainGrace));
     if (server_) server_->Stop(std::min(config_.timeout, kServerDrainGrace));
   }
 
@@ -78,8 +81,10 @@ class TcpStore::Impl {
     RETURN_IF_ERROR(ValidateConfig(config_));
     const Clock::time_point deadline = Clock::now() + config_.timeout;
     if (config_.rank == 0 && !config_.auxiliary) {
-      ASSIGN_OR_RETURN(server_, StoreServer::Start(config_.host, config_.port, config_.world_size,
-                                                   [this](int bound_port) { return ServerSecret(bound_port); }));
+      ASSIGN_OR_RETURN(server_,
+                       StoreServer::Start(config_.host, config_.port, config_.world_size, config_.relay_columns,
+                                          [this](int bound_port) { return ServerSecret(bound_port); }));
+      relay_columns_ = config_.relay_columns;
     }
     if (config_.rendezvous) {
       ASSIGN_OR_RETURN(StoreAddress address, config_.rendezvous(server_ ? server_->port() : 0, config_.secret));
@@ -87,19 +92,27 @@ class TcpStore::Impl {
       config_.port = address.port;
       config_.secret = address.secret;
       config_.rendezvous = nullptr;
-      address_ = store_wire::FormatAddress(config_.host, config_.port);
     }
     std::lock_guard<std::mutex> lock(mu_);
-    // A store flooded with strangers turns connections away before reading their hello (kBusy): tried again, with
-    // backoff, until the deadline.
+    // A store flooded with strangers turns connections away before reading their hello (kBusy), and rank 0 turns a
+    // rank away until its row's relay has connected: tried again, with backoff, until the deadline. A redirect is
+    // followed at once.
     std::chrono::milliseconds delay = kFirstRetryDelay;
+    target_host_ = config_.host;
+    target_port_ = config_.port;
     for (;;) {
       bool turned_away = false;
-      Status joined = Join(deadline, &turned_away);
+      std::optional<store_handshake::Redirect> redirect;
+      Status joined = Join(deadline, &turned_away, &redirect);
+      if (joined.ok() && redirect) {
+        socket_.Reset();
+        joined = FollowRedirect(*redirect);
+        if (joined.ok()) continue;
+      }
       if (!turned_away) return broken_ = joined;
-      fd_.Reset();
+      socket_.Reset();
       if (Clock::now() + delay >= deadline) {
-        return broken_ = Timeout("the store on rank 0 (" + address_ + ") kept turning this rank away for " +
+        return broken_ = Timeout(ServerName() + " kept turning this rank away for " +
                                  std::to_string(config_.timeout.count()) + " ms: " + joined.message());
       }
       std::this_thread::sleep_for(delay);
@@ -107,11 +120,13 @@ class TcpStore::Impl {
     }
   }
 
+  int relay_columns() const { return relay_columns_; }
+
   const TcpStoreConfig& config() const { return config_; }
 
   Result<std::string> LocalHost() {
     std::lock_guard<std::mutex> lock(mu_);
-    return store_wire::LocalHost(fd_.get());
+    return store_wire::LocalHost(socket_.fd());
   }
 
   Status Set(std::string_view key, std::string_view value) {
@@ -143,7 +158,7 @@ class TcpStore::Impl {
     request.Bytes(key);
     request.U64(static_cast<uint64_t>(timeout.count()));
     std::unique_lock<std::mutex> lock(mu_);
-    Result<std::string> reply = Call(MessageType::kWait, request.data(), Clock::now() + timeout + kReplyGrace);
+    Result<std::string> reply = Call(MessageType::kWait, request.data(), Clock::now() + timeout + kStoreReplyGrace);
     lock.unlock();
     const std::string what = "waiting for key '" + std::string(key) + "'";
     if (!reply.ok()) return reply.status().WithContext(what);
@@ -172,7 +187,7 @@ class TcpStore::Impl {
     request.Bytes(contribution);
     sent_bytes_ += request.data().size();
     ++collectives_;
-    Result<std::string> reply = Call(kind, request.data(), Clock::now() + timeout + kReplyGrace);
+    Result<std::string> reply = Call(kind, request.data(), Clock::now() + timeout + kStoreReplyGrace);
     lock.unlock();
     *what = std::string("store ") + store_wire::CollectiveName(kind) + " " + std::to_string(sequence);
     if (!reply.ok()) return reply.status().WithContext(*what);
@@ -247,11 +262,14 @@ class TcpStore::Impl {
     return config_.secret;
   }
 
-  // One attempt at the handshake on a new connection: the challenge, the hello, the welcome. Sets *turned_away
-  // when the store refused the connection for pressure before reading a hello from it: then trying again is safe.
-  Status Join(Clock::time_point deadline, bool* turned_away) {
+  // One attempt at the handshake on a new connection to the current target (rank 0's store, or this rank's relay):
+  // the challenge, the hello, the welcome or a redirect. Sets *turned_away when the server refused the connection
+  // for now: then trying again is safe.
+  Status Join(Clock::time_point deadline, bool* turned_away, std::optional<store_handshake::Redirect>* redirect) {
     RETURN_IF_ERROR(ConnectSocket(deadline));
-    ASSIGN_OR_RETURN(std::string server_nonce, ReadChallenge(deadline, turned_away));
+    Result<std::string> server_nonce = ReadChallenge(socket_, deadline, turned_away);
+    if (*turned_away) return server_nonce.status();
+    RETURN_IF_ERROR(server_nonce.status());
     // Read only now: rank 0 publishes its secret before its server answers anyone, so a secret read before the
     // challenge could be a previous job's.
     if (config_.secret.empty()) {
@@ -262,36 +280,54 @@ class TcpStore::Impl {
     hello.world_size = config_.world_size;
     hello.timeout_ms = RemainingMs(deadline);
     hello.auxiliary = config_.auxiliary;
-    ASSIGN_OR_RETURN(hello.client_nonce, store_auth::RandomBytes(store_auth::kNonceBytes));
-    const std::string request = store_handshake::EncodeHello(hello, config_.secret, server_nonce);
-    RETURN_IF_ERROR(SendAll(store_wire::EncodeFrame(MessageType::kHello, request), deadline));
-    uint32_t type = 0;
-    std::string reply;
-    RETURN_IF_ERROR(ReadFrame(deadline + kReplyGrace, store_wire::kMaxMessageBytes, &type, &reply));
-    if (type == static_cast<uint32_t>(MessageType::kBusy)) return TurnedAway(reply, turned_away);
-    if (type == static_cast<uint32_t>(MessageType::kError)) return store_wire::DecodeError(reply);
-    if (type != static_cast<uint32_t>(MessageType::kOk)) return InvalidReply(type, reply.size());
-    return store_handshake::CheckWelcome(reply, config_.secret, server_nonce, hello.client_nonce, address_);
-  }
-
-  // The server's opening frame: its nonce. Anything else is not a ckpt store of this version.
-  Result<std::string> ReadChallenge(Clock::time_point deadline, bool* turned_away) {
-    ASSIGN_OR_RETURN(const store_wire::FrameHeader header, ReadHeader(deadline));
-    const bool busy = header.type == static_cast<uint32_t>(MessageType::kBusy);
-    if ((!busy && header.type != static_cast<uint32_t>(MessageType::kChallenge)) ||
-        header.length > store_wire::kMaxHandshakeBytes) {
-      return InvalidArgument("the server at " + address_ + " is not a ckpt store (it opened with type " +
-                             std::to_string(header.type) + ", " + std::to_string(header.length) + " bytes)");
+    ASSIGN_OR_RETURN(HandshakeReply reply, AnswerChallenge(socket_, hello, config_.secret, *server_nonce, deadline));
+    if (reply.turned_away) {
+      *turned_away = true;
+      return PeerFailed(reply.busy_reason);
     }
-    std::string payload(header.length, '\0');
-    RETURN_IF_ERROR(RecvAll(payload.data(), payload.size(), deadline));
-    if (busy) return TurnedAway(payload, turned_away);
-    return store_handshake::DecodeChallenge(payload, address_);
+    if (reply.redirected) *redirect = reply.redirect;
+    return Status::Ok();
   }
 
-  Status TurnedAway(std::string_view reason, bool* turned_away) const {
-    *turned_away = true;
-    return PeerFailed(std::string(reason));
+  // Rank 0 sent this rank to its row's relay; an empty host means that this rank is the relay, and starts it.
+  Status FollowRedirect(const store_handshake::Redirect& redirect) {
+    if (target_host_ != config_.host || target_port_ != config_.port) {
+      return Corrupt(ServerName() + " sent this rank elsewhere again: only rank 0's store redirects");
+    }
+    relay_columns_ = static_cast<int>(redirect.columns);
+    relay_rank_ = StoreRelayOf(config_.rank, config_.world_size, relay_columns_);
+    if (!redirect.host.empty()) {
+      target_host_ = redirect.host;
+      target_port_ = redirect.port;
+      return Status::Ok();
+    }
+    if (relay_ == nullptr) {
+      if (relay_rank_ != config_.rank) {
+        return Corrupt(ServerName() + " asked rank " + std::to_string(config_.rank) +
+                       " to relay a row it does not relay");
+      }
+      StoreRelayConfig relay;
+      relay.rank = config_.rank;
+      relay.world_size = config_.world_size;
+      relay.columns = relay_columns_;
+      relay.store_host = config_.host;
+      relay.store_port = config_.port;
+      relay.secret = config_.secret;
+      relay.timeout = config_.timeout;
+      ASSIGN_OR_RETURN(relay_, StoreRelay::Start(relay));
+    }
+    target_host_ = relay_->host();
+    target_port_ = relay_->port();
+    return Status::Ok();
+  }
+
+  // Whom this rank's connection reaches, for its errors.
+  std::string ServerName() const {
+    const std::string address = store_wire::FormatAddress(target_host_, target_port_);
+    if (relay_rank_ < 0 || (target_host_ == config_.host && target_port_ == config_.port)) {
+      return "the store on rank 0 (" + address + ")";
+    }
+    return "the store relay on rank " + std::to_string(relay_rank_) + " (" + address + ")";
   }
 
   Result<std::vector<std::string>> DecodePerRank(std::string_view reply, const std::string& what) const {
@@ -312,13 +348,14 @@ class TcpStore::Impl {
   Status ConnectSocket(Clock::time_point deadline) {
     std::chrono::milliseconds delay = kFirstRetryDelay;
     for (;;) {
-      Result<UniqueFd> fd = store_wire::ConnectOnce(config_.host, config_.port, deadline);
+      Result<UniqueFd> fd = store_wire::ConnectOnce(target_host_, target_port_, deadline);
       if (fd.ok()) {
-        fd_ = std::move(fd.value());
-        return store_wire::ConfigureSocket(fd_.get());
+        RETURN_IF_ERROR(store_wire::ConfigureSocket(fd->get()));
+        socket_ = StoreClientSocket(std::move(fd.value()), ServerName(), config_.timeout);
+        return Status::Ok();
       }
       if (Clock::now() + delay >= deadline) {
-        return Timeout("could not reach the store on rank 0 within " + std::to_string(config_.timeout.count()) +
+        return Timeout("could not reach " + ServerName() + " within " + std::to_string(config_.timeout.count()) +
                        " ms: " + fd.status().message());
       }
       std::this_thread::sleep_for(delay);
@@ -330,93 +367,32 @@ class TcpStore::Impl {
   // of the stream itself (lost, stuck, garbled) leaves the connection unusable, and every later call says why.
   Result<std::string> Call(MessageType type, std::string_view payload, Clock::time_point deadline) {
     if (!broken_.ok()) return broken_;
-    bool is_error = false;
+    uint32_t reply_type = 0;
     std::string reply;
-    Status transport = SendAll(store_wire::EncodeFrame(type, payload), deadline);
-    if (transport.ok()) transport = ReadReply(deadline, &is_error, &reply);
+    Status transport = socket_.SendAll(store_wire::EncodeFrame(type, payload), deadline);
+    if (transport.ok()) transport = socket_.ReadFrame(deadline, store_wire::kMaxMessageBytes, &reply_type, &reply);
+    if (transport.ok() && reply_type != static_cast<uint32_t>(MessageType::kOk) &&
+        reply_type != static_cast<uint32_t>(MessageType::kError)) {
+      transport = socket_.InvalidReply(reply_type, reply.size());
+    }
     if (!transport.ok()) return broken_ = transport;
-    if (is_error) return store_wire::DecodeError(reply);
+    if (reply_type == static_cast<uint32_t>(MessageType::kError)) return store_wire::DecodeError(reply);
     return reply;
   }
 
-  Status ReadReply(Clock::time_point deadline, bool* is_error, std::string* payload) {
-    uint32_t type = 0;
-    RETURN_IF_ERROR(ReadFrame(deadline, store_wire::kMaxMessageBytes, &type, payload));
-    *is_error = type == static_cast<uint32_t>(MessageType::kError);
-    if (!*is_error && type != static_cast<uint32_t>(MessageType::kOk)) return InvalidReply(type, payload->size());
-    return Status::Ok();
-  }
-
-  // One frame from the server, its length checked against `limit` before anything is read for it.
-  Status ReadFrame(Clock::time_point deadline, uint64_t limit, uint32_t* type, std::string* payload) {
-    ASSIGN_OR_RETURN(const store_wire::FrameHeader header, ReadHeader(deadline));
-    if (header.length > limit) return InvalidReply(header.type, header.length);
-    *type = header.type;
-    payload->assign(header.length, '\0');
-    return RecvAll(payload->data(), payload->size(), deadline);
-  }
-
-  Result<store_wire::FrameHeader> ReadHeader(Clock::time_point deadline) {
-    char header_bytes[store_wire::kHeaderBytes];
-    RETURN_IF_ERROR(RecvAll(header_bytes, sizeof header_bytes, deadline));
-    return store_wire::DecodeHeader(std::string_view(header_bytes, sizeof header_bytes));
-  }
-
-  Status InvalidReply(uint32_t type, uint64_t length) const {
-    return Corrupt("the store at " + address_ + " sent an invalid reply (type " + std::to_string(type) + ", " +
-                   std::to_string(length) + " bytes)");
-  }
-
-  Status SendAll(std::string_view data, Clock::time_point deadline) {
-    while (!data.empty()) {
-      const ssize_t n = send(fd_.get(), data.data(), data.size(), MSG_NOSIGNAL);
-      if (n >= 0) {
-        data.remove_prefix(static_cast<size_t>(n));
-        continue;
-      }
-      if (errno == EINTR) continue;
-      if (errno != EAGAIN && errno != EWOULDBLOCK) return LostConnection(OsErrorText(errno));
-      const int ready = store_wire::WaitFor(fd_.get(), POLLOUT, deadline);
-      if (ready < 0) return LostConnection(OsErrorText(errno));
-      if (ready == 0) return NoReply();
-    }
-    return Status::Ok();
-  }
-
-  Status RecvAll(char* out, size_t size, Clock::time_point deadline) {
-    while (size > 0) {
-      const ssize_t n = recv(fd_.get(), out, size, 0);
-      if (n > 0) {
-        out += n;
-        size -= static_cast<size_t>(n);
-        continue;
-      }
-      if (n == 0) return LostConnection("connection closed");
-      if (errno == EINTR) continue;
-      if (errno != EAGAIN && errno != EWOULDBLOCK) return LostConnection(OsErrorText(errno));
-      const int ready = store_wire::WaitFor(fd_.get(), POLLIN, deadline);
-      if (ready < 0) return LostConnection(OsErrorText(errno));
-      if (ready == 0) return NoReply();
-    }
-    return Status::Ok();
-  }
-
-  Status LostConnection(const std::string& why) const {
-    return PeerFailed("lost connection to the store on rank 0 (" + address_ + "): " + why);
-  }
-
-  Status NoReply() const {
-    return Timeout("no reply from the store on rank 0 (" + address_ + ") within " +
-                   std::to_string(config_.timeout.count()) + " ms");
-  }
-
   TcpStoreConfig config_;
-  std::string address_;
   std::unique_ptr<StoreServer> server_;
+  // This row's relay, when rank 0 made this rank its relay.
+  std::unique_ptr<StoreRelay> relay_;
+  int relay_columns_ = 0;  // rank 0's choice (its redirect says it): 0, no relays
+  int relay_rank_ = -1;    // the rank whose relay this rank reaches rank 0 through; -1: directly
+  // Where this rank's connection goes: rank 0's store, or its relay.
+  std::string target_host_;
+  int target_port_ = 0;
   // Rank 0 without a configured secret: the file it published, removed once the server has stopped.
   std::optional<PublishedSecret> published_;
   std::mutex mu_;  // one request on the connection at a time
-  UniqueFd fd_;
+  StoreClientSocket socket_;
   uint64_t next_sequence_ = 0;
   Status broken_;
   // Bytes of this rank's collectives on the wire, both ways (control_plane.h).
@@ -441,6 +417,7 @@ TcpStore::~TcpStore() = default;
 
 int TcpStore::rank() const { return impl_->config().rank; }
 int TcpStore::world_size() const { return impl_->config().world_size; }
+int TcpStore::relay_columns() const { return impl_->relay_columns(); }
 TcpStoreConfig TcpStore::AuxiliaryConfig() const {
   TcpStoreConfig config = impl_->config();
   config.auxiliary = true;
@@ -469,10 +446,10 @@ Status TcpStore::Barrier() {
 ControlPlaneCounters TcpStore::counters() const { return impl_->counters(); }
 Status TcpStore::Set(std::string_view key, std::string_view value) { return impl_->Set(key, value); }
 Status TcpStore::Delete(std::string_view key) { return impl_->Delete(key); }
-std::chrono::milliseconds PeerCheckInterval(int world_size, std::chrono::milliseconds timeout) {
+std::chrono::milliseconds PeerCheckInterval(int askers, std::chrono::milliseconds timeout) {
   constexpr std::chrono::milliseconds kSmallJobInterval{250};
-  constexpr int64_t kRankZeroChecksPerSecond = 4000;
-  const std::chrono::milliseconds spread{static_cast<int64_t>(world_size) * 1000 / kRankZeroChecksPerSecond};
+  constexpr int64_t kServerChecksPerSecond = 4000;
+  const std::chrono::milliseconds spread{static_cast<int64_t>(askers) * 1000 / kServerChecksPerSecond};
   return std::max(kSmallJobInterval, std::min(spread, timeout / 4));
 }
 
@@ -481,8 +458,10 @@ Status TcpStore::CheckPeers() {
   std::lock_guard<std::mutex> lock(peer_check_mutex_);
   const auto now = std::chrono::steady_clock::now();
   if (!last_peer_check_.ok() || now < next_peer_check_) return last_peer_check_;
-  last_peer_check_ = impl_->Get("ckpt/peers-alive").status();
-  next_peer_check_ = now + PeerCheckInterval(impl_->config().world_size, impl_->config().timeout);
+  last_peer_check_ = impl_->Get(store_wire::kPeersAliveKey).status();
+  // A relay answers its row's checks itself: a row's ranks ask it, not the world.
+  const int askers = impl_->relay_columns() > 0 ? impl_->relay_columns() : impl_->config().world_size;
+  next_peer_check_ = now + PeerCheckInterval(askers, impl_->config().timeout);
   return last_peer_check_;
 }
 Result<std::optional<std::string>> TcpStore::Get(std::string_view key) { return impl_->Get(key); }

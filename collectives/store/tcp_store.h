@@ -1,6 +1,8 @@
 // A TCP key-value store hosted by rank 0, with server-side collectives. Every rank (rank 0 too) holds one
 // connection to the server for its lifetime; a connection that drops marks that rank dead, and every pending and
 // later operation fails on every rank with kPeerFailed naming it. Messages are length-prefixed and length-checked.
+// In a job laid out in a grid, every rank but rank 0 reaches the server through its row's relay
+// (collectives/store/store_relay.h), so that no process holds a connection per rank.
 #pragma once
 
 #include <chrono>
@@ -37,17 +39,22 @@ struct TcpStoreConfig {
   // A rank's second connection, opened after its first (for a background thread): key-value requests only, no
   // collectives, and its loss is not taken for the rank's death.
   bool auxiliary = false;
+  // Rank 0 only: lay the ranks out in rows of this many (collectives/peer/peer_grid.h), each row reaching the server
+  // through a relay run by one of its ranks (store_relay.h); 0, every rank connects directly. The other ranks learn it
+  // as they connect.
+  int relay_columns = 0;
   // Called on every rank before connecting, with the port rank 0 bound (0 on other ranks) and rank 0's secret
   // (empty on other ranks); returns the address and secret to connect with. Lets an out-of-band exchange (a user's
   // allgather) spread an ephemeral port and a secret made by rank 0.
   std::function<Result<StoreAddress>(int bound_port, const std::string& secret)> rendezvous;
 };
 
-// How often a rank of `world_size` asks rank 0's store whether a rank died, while it waits: every 250 ms in a small
-// job, and in a larger one every world_size / 4,000 seconds, so that rank 0 answers at most about 4,000 such
-// questions a second however many ranks wait (a straggler keeps them all waiting); at most a quarter of `timeout`,
-// so that a death is still found well within it.
-std::chrono::milliseconds PeerCheckInterval(int world_size, std::chrono::milliseconds timeout);
+// How often a rank asks its store server (rank 0's, or its row's relay, which answers such questions itself) whether
+// a rank died while it waits, when `askers` ranks ask that server: every 250 ms for a few hundred, and for more every
+// askers / 4,000 seconds, so that no server answers more than about 4,000 such questions a second however many ranks
+// wait (a straggler keeps them all waiting); at most a quarter of `timeout`, so that a death is still found well
+// within it.
+std::chrono::milliseconds PeerCheckInterval(int askers, std::chrono::milliseconds timeout);
 
 class TcpStore : public ControlPlane {
  public:
@@ -59,6 +66,9 @@ class TcpStore : public ControlPlane {
 
   int rank() const override;
   int world_size() const override;
+  // The rows of the relays the ranks reach the store through (TcpStoreConfig::relay_columns), as rank 0 chose them:
+  // 0 when every rank connects directly.
+  int relay_columns() const;
   // The configuration with the address actually connected to and the secret used (after any rendezvous), without
   // the rendezvous: what an auxiliary connection of this rank needs.
   TcpStoreConfig AuxiliaryConfig() const;
@@ -96,7 +106,7 @@ class TcpStore : public ControlPlane {
   std::unique_ptr<Impl> impl_;
   std::mutex peer_check_mutex_;
   std::chrono::steady_clock::time_point next_peer_check_{};  // guarded by peer_check_mutex_
-  Status last_peer_check_;                                  // guarded by peer_check_mutex_
+  Status last_peer_check_;                                   // guarded by peer_check_mutex_
 };
 
 }  // namespace ckpt::coll

@@ -1,7 +1,7 @@
 // The server side of the TCP store, run by rank 0 on one background thread: a poll() loop over every connection
-// (no thread per client) that accepts connections as the stranger gate allows (store_strangers.h), reads and sends
-// their frames (store_server_connection.h), hands what they say to the session (store_server_session.h: handshake,
-// key-value requests, collectives), wakes for their deadlines, and closes them.
+// (store_server_loop.h: no thread per client) whose session (store_server_session.h) runs the handshake, the
+// key-value requests and the collectives, and, in a job whose ranks reach it through relays (store_relay.h), sends
+// each rank to its row's relay and serves the ranks each relay carries.
 #pragma once
 
 #include <chrono>
@@ -13,6 +13,9 @@
 #include "common/status.h"
 
 namespace ckpt::coll {
+namespace store_server {
+class ServerLoop;
+}  // namespace store_server
 
 class StoreServer {
  public:
@@ -21,9 +24,10 @@ class StoreServer {
   using SecretForPort = std::function<Result<std::string>(int bound_port)>;
 
   // Binds host:port (SO_REUSEADDR; port 0: any free port) and serves `world_size` ranks until stopped, admitting
-  // only connections that prove they know the secret.
+  // only connections that prove they know the secret. With `relay_columns` (0: none), every rank but rank 0 reaches
+  // the store through the relay of its row of that many ranks.
   static Result<std::unique_ptr<StoreServer>> Start(const std::string& host, int port, int world_size,
-                                                    const SecretForPort& secret_for_port);
+                                                    int relay_columns, const SecretForPort& secret_for_port);
   // The port actually bound.
   int port() const { return port_; }
   // Stops once every rank's connection has closed or `grace` has passed, whichever comes first; ranks still
@@ -34,11 +38,9 @@ class StoreServer {
   StoreServer(const StoreServer&) = delete;
   StoreServer& operator=(const StoreServer&) = delete;
 
-  class Loop;
-
  private:
-  StoreServer(std::unique_ptr<Loop> loop, int port);
-  std::unique_ptr<Loop> loop_;
+  StoreServer(std::unique_ptr<store_server::ServerLoop> loop, int port);
+  std::unique_ptr<store_server::ServerLoop> loop_;
   int port_;
   std::thread thread_;
 };

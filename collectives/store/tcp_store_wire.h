@@ -8,9 +8,19 @@
 //   kBusy       the reason, as text (the whole payload); the server has read no hello from it and hangs up. A server
 //               may also send it in place of the reply to a hello it has not read. The client may try again.
 // Requests (client to server) and their payloads:
-//   kHello      u32 magic, u32 version, i32 rank, i32 world size, u64 timeout ms, u8 auxiliary, bytes client nonce,
-//               bytes proof (HMAC of everything before it)    -> kOk: bytes the server's proof, once every rank has
-//                                                                said hello (an auxiliary connection: at once)
+//   kHello      u32 magic, u32 version, i32 rank, i32 world size, u64 timeout ms, u8 role (0 a rank, 1 a rank's
+//               auxiliary connection, 2 a relay), for a relay bytes host and i32 port it listens on, bytes client
+//               nonce, bytes proof (HMAC of everything before it)
+//                                                             -> kOk: bytes the server's proof, once every rank has
+//                                                                said hello (an auxiliary connection, a relay: at once)
+//                                                             -> kRedirect (in a job whose ranks reach rank 0 through
+//                                                                relays, collectives/store/store_relay.h): bytes
+//                                                                proof (over both nonces and what follows), u32 the
+//                                                                grid's columns, bytes host, i32 port of this rank's
+//                                                                relay; an empty host tells the rank that it is its
+//                                                                row's relay and must start it. The server hangs up;
+//                                                                while the relay has not connected it turns the rank
+//                                                                away (kBusy) instead, and the rank tries again.
 //   kSet        bytes key, bytes value                        -> kOk
 //   kGet        bytes key                                     -> kOk: u8 found, bytes value (an error once a rank
 //                                                                has died)
@@ -30,6 +40,15 @@
 // only once it has read the reply to the last one, and the server reads nothing more from a connection while a
 // reply to it is still unsent, so that a client which does not read cannot make the server queue replies.
 //
+// A relay's connection to rank 0 carries its members' connections, each a channel (u32, the relay's choice):
+//   kRelayed    u32 channel, then one whole frame of that channel (both ways). From the relay, the frames of a
+//               channel are its rank's requests, opened by
+//   kChannelOpen  i32 rank, u8 auxiliary, u64 timeout ms: a rank the relay has authenticated (answered as a hello),
+//               and ended by its goodbye or by
+//   kChannelLost  (empty): the rank's connection to the relay ended without a goodbye.
+//               From rank 0, channel kEveryChannel carries a kError frame once a rank has died, for the relay to fail
+//               its members' death checks at once.
+//
 // Peer links (collectives/peer/peer_links.h) are direct connections between ranks in the same frames, opened by the
 // same challenge, hello and welcome (the listening rank plays the server). Then, from the connecting rank:
 //   kPeerMessage  u64 sequence number, i32 sender rank, then the message's bytes up to the frame's end
@@ -47,12 +66,17 @@
 namespace ckpt::coll::store_wire {
 
 inline constexpr uint32_t kMagic = 0x54504b43;  // "CKPT"
-inline constexpr uint32_t kVersion = 3;
+inline constexpr uint32_t kVersion = 4;
 inline constexpr size_t kHeaderBytes = sizeof(uint32_t) + sizeof(uint64_t);
 inline constexpr uint64_t kMaxMessageBytes = uint64_t{1} << 30;
 // Before the handshake a peer is a stranger: it may send a hello and nothing larger (the server's challenge is
 // bounded alike).
 inline constexpr uint64_t kMaxHandshakeBytes = 4096;
+// A relay's frame wraps a whole frame of a channel.
+inline constexpr uint64_t kMaxRelayedBytes = kMaxMessageBytes + kHeaderBytes + sizeof(uint32_t);
+inline constexpr uint32_t kEveryChannel = 0xffffffff;
+// The key whose Get asks whether a rank died (any Get fails once one has): a relay answers it for its members.
+inline constexpr char kPeersAliveKey[] = "ckpt/peers-alive";
 
 enum class MessageType : uint32_t {
   kHello = 1,
@@ -67,6 +91,10 @@ enum class MessageType : uint32_t {
   kDelete = 10,
   kPeerMessage = 11,
   kPeerAck = 12,
+  kRelayed = 13,
+  kChannelOpen = 14,
+  kChannelLost = 15,
+  kRedirect = 67,
   kOk = 64,
   kError = 65,
   kBusy = 66,

@@ -8,6 +8,7 @@
 #include "collectives/control/solo_control_plane.h"
 #include "collectives/peer/peer_control_plane.h"
 #include "collectives/store/store_auth.h"
+#include "collectives/store/store_relay.h"
 #include "collectives/store/tcp_store.h"
 #include "collectives/transport/nccl_transport.h"
 #include "collectives/transport/ucx_transport.h"
@@ -115,11 +116,6 @@ Result<std::unique_ptr<Context>> Context::Create(ContextConfig config) {
           ? config.timeout
           : std::chrono::milliseconds(settings::PositiveFromEnv(settings::kTimeoutVar, settings::kDefaultTimeoutMs));
   ctx->log_ = config.log ? std::move(config.log) : StandardErrorSink(ctx->identity_.rank);
-  // Before the control plane connects anything: a rank short of descriptors fails here, naming what it needs.
-  const bool peer_plane = !config.collectives && settings::StringFromEnv(settings::kPeerControlVar) != "0";
-  const uint64_t peers =
-      peer_plane ? coll::PeerGrid(ctx->world_size(), coll::PeerDirectRanks()).PeersOf(ctx->rank()) : 0;
-  RETURN_IF_ERROR(EnsureDescriptors(ctx->rank(), ctx->world_size(), peers));
   RETURN_IF_ERROR(ctx->StartControlPlane(config));
   // A rank whose workers or arena cannot start tells the others, instead of leaving them in the next collective.
   RETURN_IF_ERROR(Agree(ctx->control(), "context create (I/O)", ctx->StartIo(config)));
@@ -134,12 +130,44 @@ Context::~Context() {
   if (arena_pinned_) (void)gpu::CudaRuntime::Get().value()->UnregisterHost(arena_->data());
 }
 
+// Rank 0 lays the job out before anything connects: a grid, with store relays (collectives/store/store_relay.h), past
+// CKPT_PEER_DIRECT_RANKS ranks, or where its hard descriptor limit cannot hold a link and two store connections per
+// rank; every rank directly connected otherwise. Returns the grid's columns, 0 for none.
+int Context::RankZeroLayout(bool peer_plane) const {
+  const coll::PeerGrid grid(world_size(), 1);
+  if (world_size() > coll::PeerDirectRanks()) return grid.columns();
+  return HardLimitHolds(DescriptorsOf(0, 0, peer_plane)) ? 0 : grid.columns();
+}
+
+// What `rank` holds open under the layout of `relay_columns`: rank 0 a connection and an auxiliary one per rank that
+// reaches it directly and a link per relay, a relay two per member and its link, and every rank its peers' links.
+DescriptorUse Context::DescriptorsOf(int rank, int relay_columns, bool peer_plane) const {
+  DescriptorUse use;
+  const auto world = static_cast<uint64_t>(world_size());
+  if (rank == 0) {
+    use.store = relay_columns > 0 ? 2 + (world + relay_columns - 1) / relay_columns : 2 * world;
+  } else if (coll::StoreRelayOf(rank, world_size(), relay_columns) == rank) {
+    use.store = 2 * static_cast<uint64_t>(coll::StoreRelayMembers(rank, world_size(), relay_columns)) + 1;
+  }
+  if (peer_plane) use.peers = coll::PeerGrid(world_size(), relay_columns > 0 ? 1 : world_size()).PeersOf(rank);
+  return use;
+}
+
 Status Context::StartControlPlane(const ContextConfig& config) {
   if (world_size() == 1) {
     control_ = coll::MakeSoloControlPlane();
     return Status::Ok();
   }
+  const bool peer_plane = !config.collectives && settings::StringFromEnv(settings::kPeerControlVar) != "0";
   coll::TcpStoreConfig store;
+  // Before anything connects: rank 0, short of descriptors for its part, fails here naming what it needs; the other
+  // ranks, which learn their part as they connect, check it just after, all together.
+  if (rank() == 0) {
+    store.relay_columns = RankZeroLayout(peer_plane);
+    RETURN_IF_ERROR(EnsureDescriptors(rank(), world_size(), DescriptorsOf(rank(), store.relay_columns, peer_plane)));
+  } else {
+    RaiseDescriptorLimit();
+  }
   store.rank = rank();
   store.world_size = world_size();
   store.host = identity_.store_host;
@@ -164,6 +192,7 @@ Status Context::StartControlPlane(const ContextConfig& config) {
     store.rendezvous = CallbackRendezvous(identity_, explicit_host, std::move(bootstrap));
   }
   ASSIGN_OR_RETURN(std::unique_ptr<coll::TcpStore> connected, coll::TcpStore::Connect(store));
+  const int relay_columns = connected->relay_columns();
   store_config_ = connected->AuxiliaryConfig();
   store_ = std::move(connected);
   // With the job's collectives the store carries none: it only knows which ranks died, and the commit's reports.
@@ -173,16 +202,29 @@ Status Context::StartControlPlane(const ContextConfig& config) {
     control_ = store_;
   } else {
     ASSIGN_OR_RETURN(control_, coll::MakePeerControlPlane(store_));
-    const coll::PeerGrid grid(world_size(), coll::PeerDirectRanks());
-    if (!grid.direct() && rank() == 0) {
+    if (relay_columns > 0 && rank() == 0) {
+      const coll::PeerGrid grid(world_size(), 1);
       Log(LogLevel::kInfo, "the control plane links each rank only to its row and column of a grid of " +
                                std::to_string(grid.columns()) + " columns (" + std::to_string(grid.PeersOf(0)) +
-                               " other ranks at rank 0) and sends its all-to-alls in two hops, " +
-                               std::to_string(world_size()) + " ranks being more than " +
-                               std::to_string(coll::PeerDirectRanks()) + " (CKPT_PEER_DIRECT_RANKS)");
+                               " other ranks at rank 0) and sends its all-to-alls in two hops, " + GridReason() +
+                               "; each row reaches the store through a relay on one of its ranks");
     }
   }
-  return Status::Ok();
+  if (relay_columns > 0 && rank() == 0 && !peer_plane) {
+    Log(LogLevel::kInfo, "each row of " + std::to_string(relay_columns) +
+                             " ranks reaches the store through a relay on one of its ranks, " + GridReason());
+  }
+  // The first collective: every rank learns whether any is short of descriptors for its part in the layout.
+  return Agree(*control_, "context create (file descriptors)",
+               EnsureDescriptors(rank(), world_size(), DescriptorsOf(rank(), relay_columns, peer_plane)));
+}
+
+std::string Context::GridReason() const {
+  if (world_size() > coll::PeerDirectRanks()) {
+    return std::to_string(world_size()) + " ranks being more than " + std::to_string(coll::PeerDirectRanks()) +
+           " (CKPT_PEER_DIRECT_RANKS)";
+  }
+  return "rank 0's hard descriptor limit (RLIMIT_NOFILE) being too low to link every rank";
 }
 
 Status Context::StartIo(const ContextConfig& config) {

@@ -18,6 +18,7 @@
 #include "collectives/store/bootstrap.h"
 #include "collectives/store/tcp_store.h"
 #include "collectives/transport/transport.h"
+#include "common/descriptor_limit.h"
 #include "common/status.h"
 #include "io/staging_arena.h"
 #include "io/worker_pool.h"
@@ -102,6 +103,9 @@ class Context {
  private:
   Context() = default;
   Status StartControlPlane(const ContextConfig& config);
+  int RankZeroLayout(bool peer_plane) const;
+  DescriptorUse DescriptorsOf(int rank, int relay_columns, bool peer_plane) const;
+  std::string GridReason() const;
   Status StartIo(const ContextConfig& config);
   Status StartTransport(const ContextConfig& config);
   void PinArenaForDevices();

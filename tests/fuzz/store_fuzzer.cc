@@ -2,7 +2,8 @@
 // clients send to a fresh server on loopback, so the frame parser, the hello and every request's payload parsing run
 // exactly as they do for a real peer, through the server's own socket loop and no seam of its own.
 //
-// Input: byte 0 picks the world size (1 + byte % 3) and whether hellos are signed (byte / 3 % 4 != 3); the rest is
+// Input: byte 0 picks the world size (1 + byte % 3), whether hellos are signed (byte / 3 % 4 != 3) and whether the
+// ranks come through relays of rows of 2 (byte / 12 % 2, in worlds of 2 or 3); the rest is
 // split at each kConnectionBreak into the byte streams of successive connections. Each client reads the server's
 // challenge; where its stream opens with a hello, the harness signs it with the job's secret and that challenge, as
 // a real rank would (the fuzzer could never forge the HMAC, so without this it would only ever meet the refusal),
@@ -97,10 +98,14 @@ std::string SignFirstHello(std::string_view stream, const std::string& server_no
   uint64_t u64 = 0;
   uint8_t u8 = 0;
   std::string client_nonce;
+  std::string relay_host;
   if (!reader.U32(&u32).ok() || !reader.U32(&u32).ok() || !reader.I32(&i32).ok() || !reader.I32(&i32).ok() ||
-      !reader.U64(&u64).ok() || !reader.U8(&u8).ok() || !reader.Bytes(&client_nonce).ok()) {
+      !reader.U64(&u64).ok() || !reader.U8(&u8).ok()) {
     return std::string(stream);
   }
+  // A relay's hello (role 2) says where the relay listens before its nonce.
+  if (u8 == 2 && (!reader.Bytes(&relay_host).ok() || !reader.I32(&i32).ok())) return std::string(stream);
+  if (!reader.Bytes(&client_nonce).ok()) return std::string(stream);
   const std::string_view signed_fields = payload.substr(0, reader.position());
   ckpt::ByteWriter hello;
   hello.Bytes(ckpt::coll::store_auth::HelloProof(kSecret, server_nonce, client_nonce, signed_fields));
@@ -121,7 +126,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
   const int world_size = 1 + data[0] % 3;
   const bool sign_hellos = data[0] / 3 % 4 != 3;
-  auto server = ckpt::coll::StoreServer::Start("127.0.0.1", 0, world_size,
+  // Half the inputs reach a store whose ranks come through relays: relay hellos and relayed frames are then served.
+  const int relay_columns = world_size > 1 && data[0] / 12 % 2 == 1 ? 2 : 0;
+  auto server = ckpt::coll::StoreServer::Start("127.0.0.1", 0, world_size, relay_columns,
                                                [](int) -> ckpt::Result<std::string> { return std::string(kSecret); });
   if (!server.ok()) std::abort();
   const std::vector<std::string_view> streams =

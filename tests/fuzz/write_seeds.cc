@@ -45,6 +45,27 @@ std::string Hello(int32_t rank, int32_t world_size, bool auxiliary) {
   return wire::EncodeFrame(wire::MessageType::kHello, payload);
 }
 
+// A relay's hello for `rank`, listening at an address nobody connects to in a fuzzed run.
+std::string RelayHello(int32_t rank, int32_t world_size) {
+  ckpt::coll::store_handshake::Hello hello;
+  hello.rank = rank;
+  hello.world_size = world_size;
+  hello.timeout_ms = 1000;
+  hello.relay = true;
+  hello.relay_host = "127.0.0.1";
+  hello.relay_port = 9;
+  hello.client_nonce = std::string(32, 'n');
+  const std::string payload = ckpt::coll::store_handshake::EncodeHello(hello, "seed-secret", std::string(32, '\0'));
+  return wire::EncodeFrame(wire::MessageType::kHello, payload);
+}
+
+// `frame`, as a relay carries it for the rank of `channel`.
+std::string Relayed(uint32_t channel, const std::string& frame) {
+  ByteWriter w;
+  w.U32(channel);
+  return wire::EncodeFrame(wire::MessageType::kRelayed, w.data() + frame);
+}
+
 std::string Request(wire::MessageType type, const std::string& key, const std::string& value) {
   ByteWriter w;
   if (type == wire::MessageType::kAllGather || type == wire::MessageType::kAllToAll ||
@@ -60,7 +81,8 @@ std::string Request(wire::MessageType type, const std::string& key, const std::s
   return wire::EncodeFrame(type, w.data());
 }
 
-// Byte 0 of a store input picks the world size (1 + byte % 3); connections are separated by "CKPTNEXT".
+// Byte 0 of a store input picks the world size (1 + byte % 3) and whether its ranks come through relays (byte / 12 %
+// 2); connections are separated by "CKPTNEXT".
 void WriteStoreSeeds(SeedWriter& out) {
   using wire::MessageType;
   const std::string goodbye = wire::EncodeFrame(MessageType::kGoodbye, {});
@@ -90,6 +112,16 @@ void WriteStoreSeeds(SeedWriter& out) {
                 Request(MessageType::kSet, "k", "v") + Request(MessageType::kDelete, "k", "") + "CKPTNEXT" +
                 Hello(1, 2, false) + Request(MessageType::kAllToAll, "", messages("1>0", "")) +
                 Request(MessageType::kBroadcast, "", "") + goodbye);
+  // Two ranks in rows of 2: rank 1 relays itself, its channel opened, an allgather, a death check and a goodbye.
+  ByteWriter open;
+  open.I32(1);
+  open.U8(0);
+  open.U64(1000);
+  out.Write("store", "two-ranks-one-relayed",
+            std::string(1, '\x0d') + Hello(0, 2, false) + Request(MessageType::kAllGather, "", "a") + "CKPTNEXT" +
+                RelayHello(1, 2) + Relayed(0, wire::EncodeFrame(MessageType::kChannelOpen, open.data())) +
+                Relayed(0, Request(MessageType::kAllGather, "", "b")) +
+                Relayed(0, Request(MessageType::kGet, wire::kPeersAliveKey, "")) + Relayed(0, goodbye));
   out.Write(
       "store", "auxiliary-connection",
       std::string(1, '\0') + Hello(0, 1, false) + "CKPTNEXT" + Hello(0, 1, true) + Request(MessageType::kGet, "k", ""));

@@ -1,5 +1,6 @@
 // The descriptor limit at context creation (common/descriptor_limit.h): a soft RLIMIT_NOFILE too low for the rank's
-// connections is raised to the hard one; a hard limit too low is refused naming what is needed. Each case runs in a
+// connections is raised to the hard one; a hard limit too low is refused naming what is needed; HardLimitHolds says
+// ahead whether a layout fits. Each case runs in a
 // child process, whose limits it may lower and raise without touching the test's.
 #include <gtest/gtest.h>
 #include <sys/resource.h>
@@ -36,16 +37,20 @@ bool Mentions(const Status& status, const std::string& text) {
 }
 
 TEST(DescriptorLimitTest, ASoftLimitBelowWhatRankZeroNeedsIsRaisedToTheHardOne) {
-  EXPECT_TRUE(InChildWithLimits(64, 4096, [] { return EnsureDescriptors(0, 48, 47).ok() && SoftLimit() == 4096; }));
+  EXPECT_TRUE(InChildWithLimits(64, 4096, [] {
+    return EnsureDescriptors(0, 48, {96, 47}).ok() && SoftLimit() == 4096;
+  }));
 }
 
 TEST(DescriptorLimitTest, ASoftLimitThatSufficesIsLeftAlone) {
-  EXPECT_TRUE(InChildWithLimits(2048, 4096, [] { return EnsureDescriptors(0, 48, 47).ok() && SoftLimit() == 2048; }));
+  EXPECT_TRUE(InChildWithLimits(2048, 4096, [] {
+    return EnsureDescriptors(0, 48, {96, 47}).ok() && SoftLimit() == 2048;
+  }));
 }
 
 TEST(DescriptorLimitTest, AHardLimitBelowTheConnectionsIsRefusedNamingWhatIsNeeded) {
   EXPECT_TRUE(InChildWithLimits(64, 64, [] {
-    const Status status = EnsureDescriptors(0, 48, 47);
+    const Status status = EnsureDescriptors(0, 48, {96, 47});
     return status.code() == Code::kUnsupported &&
            Mentions(status, "rank 0 of 48 needs at least 206 file descriptors") &&
            Mentions(status, "hard limit RLIMIT_NOFILE is 64") && SoftLimit() == 64;
@@ -54,11 +59,21 @@ TEST(DescriptorLimitTest, AHardLimitBelowTheConnectionsIsRefusedNamingWhatIsNeed
 
 TEST(DescriptorLimitTest, OtherRanksNeedTwoPerPeerAndASmallJobFitsUnderASmallLimit) {
   EXPECT_TRUE(InChildWithLimits(64, 64, [] {
-    const Status status = EnsureDescriptors(5, 100, 99);
+    const Status status = EnsureDescriptors(5, 100, {0, 99});
     return status.code() == Code::kUnsupported && Mentions(status, "needs at least 214");
   }));
-  EXPECT_TRUE(
-      InChildWithLimits(64, 64, [] { return EnsureDescriptors(0, 1, 0).ok() && EnsureDescriptors(3, 20, 19).ok(); }));
+  EXPECT_TRUE(InChildWithLimits(64, 64, [] {
+    return EnsureDescriptors(0, 1, {}).ok() && EnsureDescriptors(3, 20, {0, 19}).ok();
+  }));
+}
+
+TEST(DescriptorLimitTest, RaisingWithoutAKnownNeedGoesToTheHardLimitAndHardLimitHoldsComparesWithIt) {
+  EXPECT_TRUE(InChildWithLimits(64, 4096, [] {
+    RaiseDescriptorLimit();
+    return SoftLimit() == 4096 && HardLimitHolds({96, 47}) && !HardLimitHolds({8000, 0});
+  }));
+  // Rank 0 of 48 linked directly needs 206; in a grid of 7 columns, 2 + 7 store connections and 12 peers: 49.
+  EXPECT_TRUE(InChildWithLimits(64, 64, [] { return !HardLimitHolds({96, 47}) && HardLimitHolds({9, 12}); }));
 }
 
 }  // namespace
