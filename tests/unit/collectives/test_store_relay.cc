@@ -129,60 +129,52 @@ TEST(StoreRelayTest, EveryRequestAndCollectiveWorksThroughTheRelaysAndRankZeroSe
   });
 }
 
-TEST(StoreRelayTest, ARankLostWithoutAGoodbyeIsFoundByEveryRankAndByItsRowMatesDeathChecks) {
-  constexpr int kWorld = 4, kColumns = 2;  // rows {0, 1} and {2, 3}: relays on ranks 1 and 2
+// A job of 4 ranks in rows of 2 ({0, 1} relayed by rank 1, {2, 3} by rank 2) whose rank `crasher` exits without a
+// goodbye once every rank has connected, relay thread and all, as a crash would; `check` runs on each other rank,
+// after its barrier, which the crash fails.
+void CrashOneOfFourRanks(int crasher, const std::function<void(TcpStore&, const Status& barrier)>& check) {
+  constexpr int kWorld = 4, kColumns = 2;
   const int port = PickFreePort();
-  // Rank 3, in the row relayed by rank 2, crashes once every rank has connected. Forked before any thread exists.
-  const pid_t crasher = fork();
-  if (crasher == 0) {
-    Result<std::unique_ptr<TcpStore>> store = TcpStore::Connect(ConfigFor(3, kWorld, port, kColumns));
-    _exit(store.ok() && (*store)->Wait("crash").ok() ? 0 : 1);
+  const pid_t child = fork();  // before any thread exists in this process
+  if (child == 0) {
+    Result<std::unique_ptr<TcpStore>> store = TcpStore::Connect(ConfigFor(crasher, kWorld, port, kColumns));
+    if (store.ok()) (void)(*store)->Wait("crash");
+    _exit(0);
   }
   std::vector<std::thread> threads;
-  for (int r : {0, 1, 2}) {
-    threads.emplace_back([=] {
+  for (int r = 0; r < kWorld; ++r) {
+    if (r == crasher) continue;
+    threads.emplace_back([&, r] {
       Result<std::unique_ptr<TcpStore>> store = TcpStore::Connect(ConfigFor(r, kWorld, port, kColumns));
       ASSERT_TRUE(store.ok()) << store.status().message();
       if (r == 0) ASSERT_TRUE((*store)->Set("crash", "").ok());
       const Status barrier = (*store)->Barrier();
       EXPECT_EQ(barrier.code(), Code::kPeerFailed) << "rank " << r << ": " << barrier.message();
-      EXPECT_TRUE(Contains(barrier, "rank 3 disconnected")) << barrier.message();
-      // Its relay's row mate and the other row's ranks hear of it from their relays.
-      const Status check = (*store)->CheckPeers();
-      EXPECT_TRUE(Contains(check, "rank 3 disconnected")) << "rank " << r << ": " << check.message();
+      check(**store, barrier);
     });
   }
-  // The crash: the child exits as soon as the key is set, without a goodbye.
   for (auto& t : threads) t.join();
   int status = 0;
-  ASSERT_EQ(waitpid(crasher, &status, 0), crasher);
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+}
+
+TEST(StoreRelayTest, ARankLostWithoutAGoodbyeIsFoundByEveryRankAndByItsRowMatesDeathChecks) {
+  // Rank 3, in the row relayed by rank 2.
+  CrashOneOfFourRanks(3, [](TcpStore& store, const Status& barrier) {
+    EXPECT_TRUE(Contains(barrier, "rank 3 disconnected")) << barrier.message();
+    // Its relay's row mate and the other row's ranks hear of it from their relays.
+    const Status check = store.CheckPeers();
+    EXPECT_TRUE(Contains(check, "rank 3 disconnected")) << "rank " << store.rank() << ": " << check.message();
+  });
 }
 
 TEST(StoreRelayTest, ARelayLostTakesItsRowWithItNamingTheRelayFirst) {
-  constexpr int kWorld = 4, kColumns = 2;
-  const int port = PickFreePort();
-  // Rank 2, the relay of row {2, 3}, crashes once every rank has connected, taking the relay with it.
-  const pid_t crasher = fork();
-  if (crasher == 0) {
-    Result<std::unique_ptr<TcpStore>> store = TcpStore::Connect(ConfigFor(2, kWorld, port, kColumns));
-    if (store.ok()) (void)(*store)->Wait("crash");
-    _exit(0);  // without a goodbye, the relay's thread still running: as a crash would
-  }
-  std::vector<std::thread> threads;
-  for (int r : {0, 1, 3}) {
-    threads.emplace_back([=] {
-      Result<std::unique_ptr<TcpStore>> store = TcpStore::Connect(ConfigFor(r, kWorld, port, kColumns));
-      ASSERT_TRUE(store.ok()) << store.status().message();
-      if (r == 0) ASSERT_TRUE((*store)->Set("crash", "").ok());
-      const Status barrier = (*store)->Barrier();
-      EXPECT_EQ(barrier.code(), Code::kPeerFailed) << "rank " << r << ": " << barrier.message();
-      const std::string expected = r == 3 ? "lost connection to the store relay on rank 2" : "rank 2 disconnected";
-      EXPECT_TRUE(Contains(barrier, expected)) << "rank " << r << ": " << barrier.message();
-    });
-  }
-  for (auto& t : threads) t.join();
-  int status = 0;
-  ASSERT_EQ(waitpid(crasher, &status, 0), crasher);
+  // Rank 2, the relay of row {2, 3}, taking the relay with it.
+  CrashOneOfFourRanks(2, [](TcpStore& store, const Status& barrier) {
+    const std::string expected =
+        store.rank() == 3 ? "lost connection to the store relay on rank 2" : "rank 2 disconnected";
+    EXPECT_TRUE(Contains(barrier, expected)) << "rank " << store.rank() << ": " << barrier.message();
+  });
 }
 
 // What a client reads after sending `hello` (signed with the secret) to the server at `port`, with the nonces.
