@@ -17,13 +17,13 @@
 // each message once between its two ranks; a gather to rank 0 delivers every contribution to it; a broadcast is a
 // binomial tree, so its busiest sender sends ceil(log2 ranks) copies. They are compared with the bytes of every
 // rank's encoded descriptor. A job without collectives of its own runs the same messages over the peer plane
-// (collectives/peer/peer_control_plane.h), over its grid (collectives/peer/peer_grid.h: two hops, each counted), with
-// frames and acks around them and each hop ended at rank 0's store: scale_peer_busiest_control_ratio. Were the TCP
-// store to route them (CKPT_PEER_CONTROL=0), rank 0's server would relay every byte of every rank, which
+// (collectives/peer/peer_control_plane.h), over its grid (collectives/peer/peer_grid.h: a hop per dimension, each
+// counted), with frames and acks around them and each hop ended at rank 0's store: scale_peer_busiest_control_ratio.
+// Were the TCP store to route them (CKPT_PEER_CONTROL=0), rank 0's server would relay every byte of every rank, which
 // scale_store_rank0_control_ratio shows.
 //
 // Links: each rank's descriptors to other processes under the peer plane, its peer links (a sender keeps a link to
-// every rank it ever sent to, in its row or column of the grid) and its two store connections, whose server ends rank 0
+// every rank it ever sent to, its neighbours in the grid) and its two store connections, whose server ends rank 0
 // holds in a direct job, and in a grid the relay of the rank's row (collectives/store/store_relay.h), which holds one
 // link to rank 0: scale_links_per_rank_max (the most any rank holds, a relay's or rank 0's), scale_rank0_links, and
 // scale_peer_links_per_rank_max for the peer links alone.
@@ -412,7 +412,7 @@ Figures Simulate(const ParallelLayout& layout, const ParallelLayout& target, int
   auto peer_links_of = [&](int rank) {
     return static_cast<uint64_t>(std::max(save_bytes.links[rank].size(), load_bytes.links[rank].size()));
   };
-  const int columns = save_bytes.grid.direct() ? 0 : save_bytes.grid.columns();
+  const int columns = save_bytes.grid.direct() ? 0 : ckpt::coll::StoreRelayColumns(ranks);
   constexpr uint64_t kOwnStoreConnections = 2;
   const uint64_t rows = columns > 0 ? (static_cast<uint64_t>(ranks) + columns - 1) / columns : 0;
   const uint64_t rank0_links = peer_links_of(0) + kOwnStoreConnections +

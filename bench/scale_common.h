@@ -54,11 +54,11 @@ inline uint64_t PeakRssKib(pid_t pid = 0) {
 // in a frame its receiver acknowledges (header, sequence and sender; the ack's header and sequence), and each hop of
 // an all-to-all ends at rank 0's store with a sparse all-to-all of failures and a broadcast verdict, four frames per
 // rank (collectives/store/tcp_store_wire.h: headers, sequence numbers, timeouts, counts). A job larger than the
-// plane's direct ranks routes over its grid (collectives/peer/peer_grid.h): two hops, in which each message also
-// carries its rank and length in its hop's bundle.
+// plane's direct ranks routes over its grid (collectives/peer/peer_grid.h): a hop per dimension, in which each
+// message also carries its sender, receiver and length in its hop's bundle.
 inline constexpr uint64_t kPeerFrameBytes = (12 + 8 + 4) + (12 + 8);
 inline constexpr uint64_t kPeerCompletionBytes = (12 + 8 + 8 + 4 + 4) + (12 + 4) + (12 + 8 + 8 + 4) + (12 + 4);
-inline constexpr uint64_t kHopEntryBytes = 4 + 8;
+inline constexpr uint64_t kHopEntryBytes = 4 + 4 + 8;
 
 // Per rank under the job's collectives; the same over the peer plane of a job that has none; and what rank 0's
 // server would relay if the TCP store carried them (every message in and out, every broadcast once to each rank).
@@ -117,15 +117,17 @@ struct ControlBytes {
     store_relay += 2 * bytes;
     if (from != to) Route(from, to, bytes);
   }
-  // Under the job's collectives a message goes straight to its receiver; over the peer plane, through the rank its
+  // Under the job's collectives a message goes straight to its receiver; over the peer plane, through the ranks its
   // route passes (its frames counted one per message: an upper bound where the grid bundles them).
   void Route(int from, int to, uint64_t bytes) {
     sent[from] += bytes;
     received[to] += bytes;
-    const int via = grid.Via(from, to);
     const uint64_t entry = grid.direct() ? 0 : kHopEntryBytes;
-    if (via != from) PeerHop(from, via, bytes + entry);
-    if (via != to) PeerHop(via, to, bytes + entry);
+    for (int hop = 1, at = from; hop <= grid.hops(); ++hop) {
+      const int next = grid.Position(from, to, hop);
+      if (next != at) PeerHop(at, next, bytes + entry);
+      at = next;
+    }
   }
   void PeerHop(int from, int to, uint64_t bytes) {
     Link(from, to);
@@ -165,7 +167,7 @@ struct ControlBytes {
   }
   // Rank 0 also carries its server's share of every all-to-all's end, once per hop.
   uint64_t PeerBusiest() const {
-    const uint64_t hops = grid.direct() ? 1 : 2;
+    const auto hops = static_cast<uint64_t>(grid.hops());
     uint64_t most = 0;
     for (size_t r = 0; r < sent.size(); ++r) {
       const uint64_t completions = all_to_alls * hops * kPeerCompletionBytes * (r == 0 ? sent.size() : 1);

@@ -2,7 +2,7 @@
 // every rank that reaches it directly, and one link from each row's relay in a job laid out in a grid
 // (collectives/store/store_relay.h), whose relay serves two connections per rank of its row; and each rank holds a
 // link to and one from each peer its control plane routes through (collectives/peer/peer_grid.h: every rank in a
-// small job, its row and column of a grid in a large one). The usual soft RLIMIT_NOFILE of cluster nodes (1,024) is
+// small job, its neighbours in a grid in a large one). The usual soft RLIMIT_NOFILE of cluster nodes (1,024) is
 // below what a few hundred directly connected ranks need at rank 0, while the hard limit is usually far above it: the
 // soft limit is raised toward the hard one at context creation, as Go's and Java's runtimes raise theirs, and a hard
 // limit that cannot hold the connections is a clear error up front instead of an accept failing in the middle of a

@@ -56,7 +56,7 @@ inline constexpr char kTransportVar[] = "CKPT_TRANSPORT";
 // (default: all-to-alls and broadcasts over direct links between the ranks, collectives/peer/peer_control_plane.h).
 inline constexpr char kPeerControlVar[] = "CKPT_PEER_CONTROL";
 // CKPT_PEER_DIRECT_RANKS: the largest job whose peer plane links any two ranks directly (default 256); a larger one
-// links each rank to its row and column of a grid only, and its all-to-alls take two hops
+// links each rank only to its neighbours in a grid, and its all-to-alls take a hop per dimension
 // (collectives/peer/peer_grid.h).
 inline constexpr char kPeerDirectRanksVar[] = "CKPT_PEER_DIRECT_RANKS";
 // CKPT_WORKER_PATH: the ckpt-io-worker executable (default: beside libckpt.so). Read by io/worker_pool.cc.

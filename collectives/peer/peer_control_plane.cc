@@ -16,13 +16,16 @@ using ByRank = std::map<int, std::string>;
 
 }  // namespace
 
-Result<std::unique_ptr<PeerControlPlane>> PeerControlPlane::Open(std::shared_ptr<TcpStore> store, int direct_ranks) {
+Result<std::unique_ptr<PeerControlPlane>> PeerControlPlane::Open(std::shared_ptr<TcpStore> store, int direct_ranks,
+                                                                 int peer_budget) {
   ASSIGN_OR_RETURN(std::unique_ptr<PeerLinks> links, PeerLinks::Open(*store));
-  return std::unique_ptr<PeerControlPlane>(new PeerControlPlane(std::move(store), std::move(links), direct_ranks));
+  return std::unique_ptr<PeerControlPlane>(
+      new PeerControlPlane(std::move(store), std::move(links), direct_ranks, peer_budget));
 }
 
-PeerControlPlane::PeerControlPlane(std::shared_ptr<TcpStore> store, std::unique_ptr<PeerLinks> links, int direct_ranks)
-    : store_(std::move(store)), links_(std::move(links)), grid_(store_->world_size(), direct_ranks) {}
+PeerControlPlane::PeerControlPlane(std::shared_ptr<TcpStore> store, std::unique_ptr<PeerLinks> links, int direct_ranks,
+                                   int peer_budget)
+    : store_(std::move(store)), links_(std::move(links)), grid_(store_->world_size(), direct_ranks, peer_budget) {}
 
 PeerControlPlane::~PeerControlPlane() = default;
 
@@ -69,61 +72,57 @@ Result<std::vector<std::string>> PeerControlPlane::AllToAllV(std::vector<std::st
   return incoming;
 }
 
-// The first hop hands each message to the rank it passes through, in one bundle per such rank; the second hands each
-// on to its receiver, in one bundle per receiver. A rank is a first hop's end for the messages of its row (or, from
-// the short last row, of its column), so it receives at most one bundle from each neighbour in each hop.
+// Each hop hands every message on to where its route takes it (collectives/peer/peer_grid.h), in one bundle per
+// neighbour, and keeps those that rest here; what reaches its receiver is taken out after the last hop. A rank sends
+// and receives at most one bundle per neighbour in each hop. A rank whose hop failed here alone (a bundle it could not
+// decode) still takes part in the next, failing it for every rank.
 Result<std::vector<std::string>> PeerControlPlane::GridAllToAllV(std::vector<std::string> outgoing,
                                                                  Clock::time_point deadline) {
+  using Route = std::pair<int, int>;  // (sender, receiver)
   const int me = rank();
-  std::map<int, std::map<int, std::string_view>> first_hop;   // by the rank they pass through, by receiver
-  std::map<int, std::map<int, std::string_view>> second_hop;  // by receiver, by sender: what passes through here
+  std::map<Route, std::string_view> here;  // the messages at this rank, in `outgoing` or in `arrived`
   for (int to = 0; to < world_size(); ++to) {
-    if (to == me || outgoing[to].empty()) continue;
-    const int via = grid_.Via(me, to);
-    (via == me ? second_hop[to][me] : first_hop[via][to]) = outgoing[to];
+    if (to != me && !outgoing[to].empty()) here[{me, to}] = outgoing[to];
   }
-  std::vector<std::string> bundles;
-  bundles.reserve(first_hop.size());
-  std::vector<std::pair<int, std::string_view>> messages;
-  for (const auto& [via, passing] : first_hop) messages.emplace_back(via, bundles.emplace_back(EncodeHop(passing)));
-  bool every_rank_failed = false;
-  Result<std::map<int, std::string>> arrived = Hop(messages, Status::Ok(), deadline, &every_rank_failed);
-  if (every_rank_failed) return arrived.status();
-
-  std::vector<std::string> incoming(world_size());
-  std::vector<std::map<int, std::string>> passing_here;  // what second_hop's views point into
-  passing_here.reserve(arrived.ok() ? arrived->size() : 0);
-  // A rank whose first hop failed here alone still takes part in the second, failing it for every rank.
-  Status decoded = arrived.status();
-  const std::map<int, std::string> none;
-  for (const auto& [from, bundle] : arrived.ok() ? *arrived : none) {
-    Result<std::map<int, std::string>> messages_from = DecodeHop(
-        bundle, from, world_size(), [&, from = from](int to) { return to != from && grid_.Via(from, to) == me; });
-    if (!messages_from.ok()) {
-      decoded = messages_from.status();
-      break;
-    }
-    for (auto& [to, message] : passing_here.emplace_back(std::move(messages_from).value())) {
-      if (to == me) {
-        incoming[from] = std::move(message);
-      } else {
-        second_hop[to][from] = message;
+  std::vector<std::map<Route, std::string>> arrived;  // every bundle decoded so far, which `here` points into
+  Status decoded = Status::Ok();
+  for (int hop = 1; hop <= grid_.hops(); ++hop) {
+    std::map<int, std::map<Route, std::string_view>> leaving;  // by the neighbour they go to
+    for (auto it = here.begin(); it != here.end();) {
+      const int next = grid_.Position(it->first.first, it->first.second, hop);
+      if (next == me) {
+        ++it;
+        continue;
       }
+      leaving[next].emplace(it->first, it->second);
+      it = here.erase(it);
+    }
+    std::vector<std::string> bundles;
+    bundles.reserve(leaving.size());
+    std::vector<std::pair<int, std::string_view>> messages;
+    if (decoded.ok()) {
+      for (const auto& [next, passing] : leaving) messages.emplace_back(next, bundles.emplace_back(EncodeHop(passing)));
+    }
+    bool every_rank_failed = false;
+    Result<ByRank> handed = Hop(messages, decoded, deadline, &every_rank_failed);
+    if (every_rank_failed || hop == grid_.hops()) RETURN_IF_ERROR(handed.status());
+    decoded = handed.status();
+    if (!decoded.ok()) continue;
+    for (const auto& [from, bundle] : *handed) {
+      Result<std::map<Route, std::string>> passing =
+          DecodeHop(bundle, from, world_size(), [&, from = from, hop](int sender, int receiver) {
+            return grid_.Position(sender, receiver, hop - 1) == from && grid_.Position(sender, receiver, hop) == me;
+          });
+      if (!passing.ok()) {
+        decoded = passing.status();
+        break;
+      }
+      for (const auto& [route, message] : arrived.emplace_back(std::move(passing).value())) here[route] = message;
     }
   }
-  bundles.clear();
-  bundles.reserve(second_hop.size());
-  messages.clear();
-  if (decoded.ok()) {
-    for (const auto& [to, passing] : second_hop) messages.emplace_back(to, bundles.emplace_back(EncodeHop(passing)));
-  }
-  ASSIGN_OR_RETURN(const ByRank handed_on, Hop(messages, decoded, deadline, &every_rank_failed));
-  for (const auto& [via, bundle] : handed_on) {
-    ASSIGN_OR_RETURN(ByRank messages_from, DecodeHop(bundle, via, world_size(), [&, via = via](int from) {
-                       return from != me && grid_.Via(from, me) == via;
-                     }));
-    for (auto& [from, message] : messages_from) incoming[from] = std::move(message);
-  }
+  RETURN_IF_ERROR(decoded);
+  std::vector<std::string> incoming(world_size());
+  for (const auto& [route, message] : here) incoming[route.first] = std::string(message);
   incoming[me] = std::move(outgoing[me]);
   return incoming;
 }

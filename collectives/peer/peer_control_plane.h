@@ -2,8 +2,8 @@
 // rank relays the others' bytes. The store keeps what only it can do cheaply: AllGather and Barrier, and knowing
 // which ranks died. AllToAllV and Broadcast travel over links between the ranks (collectives/peer/peer_links.h), which
 // the grid (collectives/peer/peer_grid.h) bounds in a large job: an all-to-all sends each message that is not empty
-// to its receiver, straight or in two hops, each hop ended with a store agreement of a few bytes; a broadcast descends
-// a binomial tree rooted at rank 0, so that rank 0 sends ceil(log2 N) copies.
+// to its receiver, straight or in one hop per dimension of the grid, each hop ended with a store agreement of a few
+// bytes; a broadcast descends a binomial tree rooted at rank 0, so that rank 0 sends about log2 N copies.
 #pragma once
 
 #include <atomic>
@@ -26,8 +26,10 @@ class PeerLinks;
 class PeerControlPlane final : public ControlPlane {
  public:
   // Opens this rank's peer links (listening on the interface of its store connection); not collective. The store
-  // must be connected, with world size > 1. Jobs of up to `direct_ranks` ranks link any two ranks directly.
-  static Result<std::unique_ptr<PeerControlPlane>> Open(std::shared_ptr<TcpStore> store, int direct_ranks);
+  // must be connected, with world size > 1. Jobs of up to `direct_ranks` ranks link any two ranks directly; larger
+  // ones give no rank more than `peer_budget` neighbours in their grid.
+  static Result<std::unique_ptr<PeerControlPlane>> Open(std::shared_ptr<TcpStore> store, int direct_ranks,
+                                                        int peer_budget = kGridPeerBudget);
   ~PeerControlPlane() override;
 
   int rank() const override { return store_->rank(); }
@@ -49,7 +51,8 @@ class PeerControlPlane final : public ControlPlane {
  private:
   using Clock = std::chrono::steady_clock;
 
-  PeerControlPlane(std::shared_ptr<TcpStore> store, std::unique_ptr<PeerLinks> links, int direct_ranks);
+  PeerControlPlane(std::shared_ptr<TcpStore> store, std::unique_ptr<PeerLinks> links, int direct_ranks,
+                   int peer_budget);
   Clock::time_point DeadlineWithin(std::chrono::milliseconds within) const;
   std::chrono::milliseconds Left(Clock::time_point deadline) const;
   // One hop: sends each (receiver, message) unless `ready` is a failure of this rank's, then agrees with every rank

@@ -26,107 +26,162 @@ std::vector<int> TreeChildren(int index, int n) {
   return children;
 }
 
-// The least c with c * c >= n.
-int CeilSqrt(int n) {
-  int c = 1;
-  while (static_cast<int64_t>(c) * c < n) ++c;
-  return c;
+// side^dimensions, or `cap` + 1 if that is more than `cap`.
+int64_t PowerUpTo(int64_t side, int dimensions, int64_t cap) {
+  int64_t power = 1;
+  for (int i = 0; i < dimensions; ++i) {
+    power *= side;
+    if (power > cap) return cap + 1;
+  }
+  return power;
+}
+
+// The fewest dimensions (at least two) whose grid gives no rank more than `peer_budget` neighbours, or the grid of
+// extent two along every dimension where none does. Every dimension but the first spans the least `side` with
+// side^dimensions >= world; the first as many as the world needs, so that the grid's last rows are the short ones.
+std::vector<int> GridExtents(int world_size, int peer_budget) {
+  for (int dimensions = 2;; ++dimensions) {
+    int64_t side = 1;
+    while (PowerUpTo(side, dimensions, world_size) < world_size) ++side;
+    const int64_t inner = PowerUpTo(side, dimensions - 1, world_size);
+    const auto outer = static_cast<int>((world_size + inner - 1) / inner);
+    const bool smallest = side <= 2;
+    if (outer == 1 && !smallest) continue;  // the grid of one dimension less, already too wide
+    const int64_t peers = (outer - 1) + (dimensions - 1) * (side - 1);
+    if (peers <= peer_budget || smallest) {
+      std::vector<int> extents(dimensions, static_cast<int>(side));
+      extents[0] = outer;
+      return extents;
+    }
+  }
 }
 
 }  // namespace
 
-PeerGrid::PeerGrid(int world_size, int direct_ranks)
-    : world_size_(std::max(world_size, 1)),
-      direct_(world_size_ <= direct_ranks),
-      columns_(direct_ ? world_size_ : CeilSqrt(world_size_)) {}
-
-int PeerGrid::RowsIn(int column) const {
-  const int rows = (world_size_ + columns_ - 1) / columns_;
-  const int last_row_length = world_size_ - (rows - 1) * columns_;
-  return column < last_row_length ? rows : rows - 1;
+PeerGrid::PeerGrid(int world_size, int direct_ranks, int peer_budget) : world_size_(std::max(world_size, 1)) {
+  extents_ = world_size_ <= direct_ranks ? std::vector<int>{world_size_} : GridExtents(world_size_, peer_budget);
+  strides_.assign(extents_.size(), 1);
+  for (size_t d = extents_.size() - 1; d > 0; --d) strides_[d - 1] = strides_[d] * extents_[d];
 }
 
-int PeerGrid::Via(int from, int to) const {
-  if (direct_) return to;
-  const int along_row_first = Row(from) * columns_ + Column(to);
-  if (along_row_first < world_size_) return along_row_first;
-  // `from` is in the short last row and `to` in a column past its end, so in an earlier, full row.
-  return Row(to) * columns_ + Column(from);
+std::string PeerGrid::Shape() const {
+  std::string shape;
+  for (int extent : extents_) shape += (shape.empty() ? "" : " x ") + std::to_string(extent);
+  return shape;
+}
+
+int PeerGrid::Digit(int rank, size_t dimension) const {
+  const int64_t above = rank / strides_[dimension];
+  return static_cast<int>(dimension == 0 ? above : above % extents_[dimension]);
+}
+
+int PeerGrid::ExtentAt(int rank, size_t dimension) const {
+  const int64_t base = rank - Digit(rank, dimension) * strides_[dimension];
+  return static_cast<int>(std::min<int64_t>(extents_[dimension], (world_size_ - 1 - base) / strides_[dimension] + 1));
+}
+
+int PeerGrid::Position(int from, int to, int hop) const {
+  int64_t at = from;
+  int taken = 0;
+  for (const bool raising : {false, true}) {
+    for (size_t d = 0; d < extents_.size(); ++d) {
+      const int f = Digit(from, d);
+      const int t = Digit(to, d);
+      if (raising ? t <= f : t >= f) continue;
+      if (taken == hop) return static_cast<int>(at);
+      at += (t - f) * strides_[d];
+      ++taken;
+    }
+  }
+  return static_cast<int>(at);
 }
 
 std::vector<int> PeerGrid::Neighbours(int rank) const {
   std::vector<int> neighbours;
-  if (direct_) return neighbours;
-  for (int c = 0; c < columns_; ++c) {
-    const int r = Row(rank) * columns_ + c;
-    if (r < world_size_ && r != rank) neighbours.push_back(r);
-  }
-  for (int row = 0; row < RowsIn(Column(rank)); ++row) {
-    const int r = row * columns_ + Column(rank);
-    if (r != rank) neighbours.push_back(r);
+  if (direct()) return neighbours;
+  for (size_t d = 0; d < extents_.size(); ++d) {
+    const int64_t base = rank - Digit(rank, d) * strides_[d];
+    for (int v = 0; v < ExtentAt(rank, d); ++v) {
+      const auto r = static_cast<int>(base + v * strides_[d]);
+      if (r != rank) neighbours.push_back(r);
+    }
   }
   std::sort(neighbours.begin(), neighbours.end());
   return neighbours;
 }
 
 uint64_t PeerGrid::PeersOf(int rank) const {
-  return direct_ ? static_cast<uint64_t>(world_size_ - 1) : Neighbours(rank).size();
+  return direct() ? static_cast<uint64_t>(world_size_ - 1) : Neighbours(rank).size();
 }
 
 bool PeerGrid::Neighbouring(int a, int b) const {
-  return a != b && (direct_ || Row(a) == Row(b) || Column(a) == Column(b));
+  if (a == b || a < 0 || b < 0 || a >= world_size_ || b >= world_size_) return false;
+  int differing = 0;
+  for (size_t d = 0; d < extents_.size(); ++d) differing += Digit(a, d) != Digit(b, d) ? 1 : 0;
+  return differing == 1;
 }
 
+// A rank's parent lowers its first coordinate that is not 0 as a binomial tree along that dimension would.
 int PeerGrid::BroadcastParent(int rank) const {
   if (rank == 0) return -1;
-  if (direct_) return TreeParent(rank);
-  if (Row(rank) > 0) return TreeParent(Row(rank)) * columns_ + Column(rank);
-  return TreeParent(Column(rank));
+  size_t d = 0;
+  while (Digit(rank, d) == 0) ++d;
+  return static_cast<int>(rank + (TreeParent(Digit(rank, d)) - Digit(rank, d)) * strides_[d]);
 }
 
+// The children along the last dimension of those the rank's zeros allow come first: each of their subtrees spans
+// every later dimension.
 std::vector<int> PeerGrid::BroadcastChildren(int rank) const {
-  if (direct_) return TreeChildren(rank, world_size_);
+  size_t last = 0;
+  while (last + 1 < extents_.size() && Digit(rank, last) == 0) ++last;
   std::vector<int> children;
-  // Row 0 spreads the message across the columns, then each column carries it down; the row's subtrees hold whole
-  // columns, so they go first.
-  if (Row(rank) == 0) children = TreeChildren(Column(rank), columns_);
-  for (int row : TreeChildren(Row(rank), RowsIn(Column(rank)))) children.push_back(row * columns_ + Column(rank));
+  for (size_t d = last + 1; d-- > 0;) {
+    const int digit = Digit(rank, d);
+    for (int child : TreeChildren(digit, ExtentAt(rank, d))) {
+      children.push_back(static_cast<int>(rank + (child - digit) * strides_[d]));
+    }
+  }
   return children;
 }
 
-std::string EncodeHop(const std::map<int, std::string_view>& messages) {
+std::string EncodeHop(const std::map<std::pair<int, int>, std::string_view>& messages) {
   ByteWriter out;
   uint32_t count = 0;
-  for (const auto& [rank, message] : messages) count += message.empty() ? 0 : 1;
+  for (const auto& [route, message] : messages) count += message.empty() ? 0 : 1;
   out.U32(count);
-  for (const auto& [rank, message] : messages) {
+  for (const auto& [route, message] : messages) {
     if (message.empty()) continue;
-    out.I32(rank);
+    out.I32(route.first);
+    out.I32(route.second);
     out.Bytes(message);
   }
   return out.data();
 }
 
-Result<std::map<int, std::string>> DecodeHop(std::string_view bundle, int from, int world_size,
-                                             const std::function<bool(int)>& routed) {
+Result<std::map<std::pair<int, int>, std::string>> DecodeHop(std::string_view bundle, int from, int world_size,
+                                                             const std::function<bool(int, int)>& routed) {
   const std::string what = "the all-to-all messages rank " + std::to_string(from) + " handed on";
   ByteReader reader(bundle, what);
   uint32_t count = 0;
-  RETURN_IF_ERROR(reader.Count(&count, static_cast<uint32_t>(world_size), sizeof(int32_t) + sizeof(uint64_t)));
-  std::map<int, std::string> messages;
-  int previous = -1;
+  const auto most = static_cast<uint32_t>(std::min<uint64_t>(uint64_t{1} << 31, uint64_t(world_size) * world_size));
+  RETURN_IF_ERROR(reader.Count(&count, most, 2 * sizeof(int32_t) + sizeof(uint64_t)));
+  std::map<std::pair<int, int>, std::string> messages;
+  std::pair<int, int> previous{-1, -1};
   for (uint32_t i = 0; i < count; ++i) {
-    int32_t rank = 0;
-    RETURN_IF_ERROR(reader.I32(&rank));
-    if (rank <= previous || rank >= world_size) {
-      return Corrupt(what + " name rank " + std::to_string(rank) + " out of order or outside the world of " +
-                     std::to_string(world_size));
+    int32_t sender = 0;
+    int32_t receiver = 0;
+    RETURN_IF_ERROR(reader.I32(&sender));
+    RETURN_IF_ERROR(reader.I32(&receiver));
+    const std::pair<int, int> route{sender, receiver};
+    const std::string named =
+        what + " name a message from rank " + std::to_string(sender) + " to rank " + std::to_string(receiver);
+    if (route <= previous || sender < 0 || receiver < 0 || sender >= world_size || receiver >= world_size ||
+        sender == receiver) {
+      return Corrupt(named + ", out of order or outside the world of " + std::to_string(world_size));
     }
-    if (!routed(rank)) {
-      return Corrupt(what + " name rank " + std::to_string(rank) + ", whose messages do not pass that way");
-    }
-    RETURN_IF_ERROR(reader.Bytes(&messages[rank]));
-    previous = rank;
+    if (!routed(sender, receiver)) return Corrupt(named + ", which does not pass that way");
+    RETURN_IF_ERROR(reader.Bytes(&messages[route]));
+    previous = route;
   }
   RETURN_IF_ERROR(reader.ExpectDone());
   return messages;

@@ -43,7 +43,7 @@ Status CheckWelcome(std::string_view payload, std::string_view secret, std::stri
 // Where a rank reaches rank 0's store instead of connecting to it: its row's relay, or (host empty) itself, as the
 // relay it must start. Signed over both nonces, so that nobody but the job's store can send a rank elsewhere.
 struct Redirect {
-  uint32_t columns = 0;  // the grid's columns (collectives/peer/peer_grid.h): a row's ranks share one relay
+  uint32_t columns = 0;  // the length of the rows whose ranks share one relay (store_relay.h)
   std::string host;
   int32_t port = 0;
 };

@@ -27,9 +27,7 @@ constexpr std::chrono::milliseconds kMaxRetryDelay{500};
 
 // A member's frame, wrapped for rank 0 in one copy.
 FramePtr Wrap(uint32_t channel, MessageType type, std::string_view payload) {
-  std::string frame =
-      store_wire::EncodeHeader(MessageType::kRelayed, sizeof channel + store_wire::kHeaderBytes + payload.size());
-  frame.append(reinterpret_cast<const char*>(&channel), sizeof channel);
+  std::string frame = store_server::RelayHeader(channel, store_wire::kHeaderBytes + payload.size());
   frame.append(store_wire::EncodeHeader(type, payload.size()));
   frame.append(payload.data(), payload.size());
   return std::make_shared<const std::string>(std::move(frame));
@@ -230,6 +228,12 @@ Result<Upstream> ConnectUpstream(const StoreRelayConfig& config, Clock::time_poi
 }
 
 }  // namespace
+
+int StoreRelayColumns(int world_size) {
+  int columns = 2;
+  while (2 * static_cast<int64_t>(columns) * columns < world_size) ++columns;
+  return columns;
+}
 
 int StoreRelayOf(int rank, int world_size, int columns) {
   if (columns <= 0 || rank <= 0) return -1;

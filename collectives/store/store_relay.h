@@ -1,11 +1,12 @@
 // A row's relay of the TCP store. In a job laid out in a grid (collectives/peer/peer_grid.h), rank 0's store would
-// otherwise hold two connections per rank (131,072 at 65,536 ranks). Instead one rank of each row runs a relay on a
-// background thread: the ranks of its row connect to it, authenticated with the job's secret as rank 0 would, and it
-// carries all their connections to rank 0 over one link, each as a channel (tcp_store_wire.h). Rank 0 then holds one
-// link per row, and serves the ranks each carries as if they had connected to it.
+// otherwise hold two connections per rank (131,072 at 65,536 ranks). Instead the ranks are taken in rows, and one rank
+// of each row runs a relay on a background thread: the ranks of its row connect to it, authenticated with the job's
+// secret as rank 0 would, and it carries all their connections to rank 0 over one link, each as a channel
+// (tcp_store_wire.h). Rank 0 then holds one link per row, and serves the ranks each carries as if they had connected
+// to it. A relay holds two connections per member and rank 0 one per row, so rows of sqrt(N / 2) ranks keep both to
+// about sqrt(2 N): 362 at 65,536 ranks.
 //
-// The relay is the first rank of its row, in rank 0's column, and in rank 0's own row its last rank: so every store
-// connection joins two neighbours of the grid, and no rank connects to any process but its row and its column.
+// The relay is the first rank of its row, and in rank 0's own row its last rank.
 //
 // A rank learns its relay from rank 0's redirect, signed with the secret; the relay's own rank learns there that it
 // must start it. The relay answers its members' death checks itself (rank 0 pushes the first death to every relay),
@@ -25,6 +26,10 @@ namespace store_server {
 class ServerLoop;
 }  // namespace store_server
 
+// The length of the rows whose relays carry a grid's store connections: the least c with 2 c^2 >= world_size, and at
+// least 2.
+int StoreRelayColumns(int world_size);
+
 // The rank whose relay carries `rank`'s connections to rank 0 when the ranks are laid out in rows of `columns`: the
 // first rank of its row, or in row 0 the last. -1 for rank 0, which reaches its own store directly, and for every
 // rank when `columns` is 0 (no relays).
@@ -36,7 +41,7 @@ int StoreRelayMembers(int relay, int world_size, int columns);
 struct StoreRelayConfig {
   int rank = 0;  // the relay's own rank (StoreRelayOf)
   int world_size = 0;
-  int columns = 0;         // the grid's, from rank 0's redirect
+  int columns = 0;         // the rows' length, from rank 0's redirect
   std::string store_host;  // rank 0's store
   int store_port = 0;
   std::string secret;

@@ -19,9 +19,14 @@ FramePtr Frame(MessageType type, std::string_view payload) {
 
 FramePtr ErrorFrame(const Status& status) { return Frame(MessageType::kError, store_wire::EncodeError(status)); }
 
+std::string RelayHeader(uint32_t channel, uint64_t frame_bytes) {
+  std::string header = store_wire::EncodeHeader(MessageType::kRelayed, sizeof channel + frame_bytes);
+  header.append(reinterpret_cast<const char*>(&channel), sizeof channel);
+  return header;
+}
+
 FramePtr RelayedFrame(uint32_t channel, std::string_view frame) {
-  std::string relayed = store_wire::EncodeHeader(MessageType::kRelayed, sizeof channel + frame.size());
-  relayed.append(reinterpret_cast<const char*>(&channel), sizeof channel);
+  std::string relayed = RelayHeader(channel, frame.size());
   relayed.append(frame.data(), frame.size());
   return std::make_shared<const std::string>(std::move(relayed));
 }
@@ -67,10 +72,7 @@ void Send(Connection& c, FramePtr frame) {
   if (c.via != nullptr) {
     Connection& link = *c.via;
     if (link.closed || link.hung_up) return;
-    uint32_t channel = c.channel;
-    std::string header = store_wire::EncodeHeader(MessageType::kRelayed, sizeof channel + frame->size());
-    header.append(reinterpret_cast<const char*>(&channel), sizeof channel);
-    link.out.push_back(std::make_shared<const std::string>(std::move(header)));
+    link.out.push_back(std::make_shared<const std::string>(RelayHeader(c.channel, frame->size())));
     link.out.push_back(std::move(frame));
     return Flush(link);
   }

@@ -72,6 +72,9 @@ class FrameHandler {
 inline bool ReadsAhead(const Connection& c) { return c.relay_link; }
 
 FramePtr Frame(MessageType type, std::string_view payload);
+// What precedes a frame of `frame_bytes` bytes of `channel` on a link between a relay and rank 0: a kRelayed header
+// and the channel.
+std::string RelayHeader(uint32_t channel, uint64_t frame_bytes);
 // `frame` of `channel`, wrapped for a link between a relay and rank 0 (one copy).
 FramePtr RelayedFrame(uint32_t channel, std::string_view frame);
 FramePtr ErrorFrame(const Status& status);

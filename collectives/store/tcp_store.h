@@ -39,9 +39,9 @@ struct TcpStoreConfig {
   // A rank's second connection, opened after its first (for a background thread): key-value requests only, no
   // collectives, and its loss is not taken for the rank's death.
   bool auxiliary = false;
-  // Rank 0 only: lay the ranks out in rows of this many (collectives/peer/peer_grid.h), each row reaching the server
-  // through a relay run by one of its ranks (store_relay.h); 0, every rank connects directly. The other ranks learn it
-  // as they connect.
+  // Rank 0 only: take the ranks in rows of this many (store_relay.h: StoreRelayColumns), each row reaching the server
+  // through a relay run by one of its ranks, the peer plane then laid out in a grid (collectives/peer/peer_grid.h);
+  // 0, every rank connects directly. The other ranks learn it as they connect.
   int relay_columns = 0;
   // Called on every rank before connecting, with the port rank 0 bound (0 on other ranks) and rank 0's secret
   // (empty on other ranks); returns the address and secret to connect with. Lets an out-of-band exchange (a user's

@@ -132,11 +132,11 @@ Context::~Context() {
 
 // Rank 0 lays the job out before anything connects: a grid, with store relays (collectives/store/store_relay.h), past
 // CKPT_PEER_DIRECT_RANKS ranks, or where its hard descriptor limit cannot hold a link and two store connections per
-// rank; every rank directly connected otherwise. Returns the grid's columns, 0 for none.
+// rank; every rank directly connected otherwise. Returns the length of the relays' rows, 0 for none.
 int Context::RankZeroLayout(bool peer_plane) const {
-  const coll::PeerGrid grid(world_size(), 1);
-  if (world_size() > coll::PeerDirectRanks()) return grid.columns();
-  return HardLimitHolds(DescriptorsOf(0, 0, peer_plane)) ? 0 : grid.columns();
+  const int relay_columns = coll::StoreRelayColumns(world_size());
+  if (world_size() > coll::PeerDirectRanks()) return relay_columns;
+  return HardLimitHolds(DescriptorsOf(0, 0, peer_plane)) ? 0 : relay_columns;
 }
 
 // What `rank` holds open under the layout of `relay_columns`: rank 0 a connection and an auxiliary one per rank that
@@ -204,10 +204,11 @@ Status Context::StartControlPlane(const ContextConfig& config) {
     ASSIGN_OR_RETURN(control_, coll::MakePeerControlPlane(store_));
     if (relay_columns > 0 && rank() == 0) {
       const coll::PeerGrid grid(world_size(), 1);
-      Log(LogLevel::kInfo, "the control plane links each rank only to its row and column of a grid of " +
-                               std::to_string(grid.columns()) + " columns (" + std::to_string(grid.PeersOf(0)) +
-                               " other ranks at rank 0) and sends its all-to-alls in two hops, " + GridReason() +
-                               "; each row reaches the store through a relay on one of its ranks");
+      Log(LogLevel::kInfo, "the control plane links each rank only to its neighbours in a grid of " + grid.Shape() +
+                               " (" + std::to_string(grid.PeersOf(0)) + " other ranks at rank 0) and sends its " +
+                               "all-to-alls in " + std::to_string(grid.hops()) + " hops, " + GridReason() +
+                               "; each row of " + std::to_string(relay_columns) +
+                               " ranks reaches the store through a relay on one of its ranks");
     }
   }
   if (relay_columns > 0 && rank() == 0 && !peer_plane) {

@@ -34,11 +34,11 @@ case "$name" in
     run 2 "$core" save "$ck-2" && run 4 "$core" load "$ck-2"
     run 3 "$core" save "$ck-3" && run 5 "$core" load "$ck-3" ;;
   peer-grid)          # saved on 13 ranks and loaded on 11, their peer planes on grids (CKPT_PEER_DIRECT_RANKS=4):
-    # every all-to-all of the save and the load in two hops, each rank linked only to its row and column, and each
-    # row reaching the store through its relay
+    # every all-to-all of the save and the load in two hops, each rank linked only to its row and column of a 4 x 4
+    # grid (at most 64 neighbours), and each row of 3 ranks reaching the store through its relay
     saved=$(CKPT_PEER_DIRECT_RANKS=4 CKPT_LOG_LEVEL=info run 13 "$core" save "$ck" 2>&1) || { echo "$saved"; exit 1; }
-    echo "$saved" | grep -q "a grid of 4 columns (6 other ranks at rank 0) and sends its all-to-alls in two hops.*relay" ||
-      { echo "$saved" | tail -20; echo "the save did not say it ran over a grid of 4 columns" >&2; exit 1; }
+    echo "$saved" | grep -q "a grid of 4 x 4 (6 other ranks at rank 0) and sends its all-to-alls in 2 hops.*each row of 3 ranks reaches the store through a relay" ||
+      { echo "$saved" | tail -20; echo "the save did not say it ran over a grid of 4 x 4" >&2; exit 1; }
     CKPT_PEER_DIRECT_RANKS=4 run 11 "$core" load "$ck" ;;
   reshard-in-place)   # saved in place (CKPT_SAVE_IN_PLACE) on 4 and 3 ranks, loaded on other counts
     run 4 "$core" save-in-place "$ck"
@@ -83,8 +83,8 @@ case "$name" in
       { echo "expected the 3 other ranks to report the failed peer" >&2; exit 1; } ;;
   peer-stops-in-exchange | peer-stops-in-exchange-32 | peer-stops-in-exchange-32-grid)  # a rank stops (alive,
     # silent) before the exchange: the others fail within 1.5 x the timeout (+ 2 s). Of 4 ranks the last stops; of
-    # 32, one in the middle of the job; of 32 on a grid of 6 columns (CKPT_PEER_DIRECT_RANKS=4), rank 12, whose relay
-    # carries its row's store connections, so that ranks 13 to 17 lose the store with it.
+    # 32, one in the middle of the job; of 32 on a grid (CKPT_PEER_DIRECT_RANKS=4), rank 12, whose relay carries the
+    # store connections of its row of 4, so that ranks 13 to 15 lose the store with it.
     n=4 victim=3 timeout_ms=8000 direct_ranks=256
     [ "$name" = peer-stops-in-exchange-32 ] && n=32 victim=17 timeout_ms=20000
     [ "$name" = peer-stops-in-exchange-32-grid ] && n=32 victim=12 timeout_ms=20000 direct_ranks=4

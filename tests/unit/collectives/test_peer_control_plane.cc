@@ -51,43 +51,44 @@ struct Rank {
   std::unique_ptr<PeerControlPlane> plane;
 };
 
-Rank Join(int rank, int world_size, int port, int direct_ranks) {
+Rank Join(int rank, int world_size, int port, int direct_ranks, int peer_budget) {
   Result<std::unique_ptr<TcpStore>> store = TcpStore::Connect(ConfigFor(rank, world_size, port));
   EXPECT_TRUE(store.ok()) << "rank " << rank << ": " << store.status().message();
   if (!store.ok()) return {};
   std::shared_ptr<TcpStore> shared = std::move(store).value();
-  Result<std::unique_ptr<PeerControlPlane>> plane = PeerControlPlane::Open(shared, direct_ranks);
+  Result<std::unique_ptr<PeerControlPlane>> plane = PeerControlPlane::Open(shared, direct_ranks, peer_budget);
   EXPECT_TRUE(plane.ok()) << "rank " << rank << ": " << plane.status().message();
   if (!plane.ok()) return {};
   return {shared, std::move(plane).value()};
 }
 
 // Runs the given ranks of a world, each on its own thread with its own store connection and plane; worlds of more
-// than `direct_ranks` ranks route over the grid.
+// than `direct_ranks` ranks route over the grid, of as many dimensions as `peer_budget` asks.
 void RunRanks(const std::vector<int>& ranks, int world_size, int port, const std::function<void(Rank&)>& body,
-              int direct_ranks = kDefaultDirectRanks) {
+              int direct_ranks = kDefaultDirectRanks, int peer_budget = kGridPeerBudget) {
   std::vector<std::thread> threads;
   for (int r : ranks) {
     threads.emplace_back([=, &body] {
-      Rank rank = Join(r, world_size, port, direct_ranks);
+      Rank rank = Join(r, world_size, port, direct_ranks, peer_budget);
       if (rank.plane) body(rank);
     });
   }
   for (auto& t : threads) t.join();
 }
 
-void RunAllRanks(int world_size, const std::function<void(Rank&)>& body, int direct_ranks = kDefaultDirectRanks) {
+void RunAllRanks(int world_size, const std::function<void(Rank&)>& body, int direct_ranks = kDefaultDirectRanks,
+                 int peer_budget = kGridPeerBudget) {
   std::vector<int> ranks(world_size);
   for (int r = 0; r < world_size; ++r) ranks[r] = r;
-  RunRanks(ranks, world_size, PickFreePort(), body, direct_ranks);
+  RunRanks(ranks, world_size, PickFreePort(), body, direct_ranks, peer_budget);
 }
 
 // Whether every rank `rank` linked to or took a link from is a neighbour of it in the grid.
 void ExpectLinksOnlyToNeighbours(const PeerControlPlane& plane) {
   for (int linked : plane.LinkedRanks()) {
     EXPECT_TRUE(plane.grid().Neighbouring(plane.rank(), linked))
-        << "rank " << plane.rank() << " linked with rank " << linked << ", outside its row and column of "
-        << plane.grid().columns();
+        << "rank " << plane.rank() << " linked with rank " << linked << ", not its neighbour in "
+        << plane.grid().Shape();
   }
 }
 
@@ -120,14 +121,20 @@ TEST(PeerControlPlaneTest, EachRankReceivesExactlyItsOwnMessages) {
   });
 }
 
-// Worlds whose last row is full, one short, and holding a single rank: every route shape, both hops.
-TEST(PeerControlPlaneTest, AGridAllToAllDeliversEveryMessageAndLinksEachRankOnlyToItsRowAndColumn) {
-  for (const int world : {9, 11, 13}) {
+// Worlds whose last row is full, one short, and holding a single rank, in grids of two dimensions (4 x 4), three
+// (3 x 3 x 3, one short by 7) and four (2 x 2 x 2 x 2): every route shape, every hop.
+TEST(PeerControlPlaneTest, AGridAllToAllDeliversEveryMessageAndLinksEachRankOnlyToItsNeighbours) {
+  struct Grid {
+    int world, peer_budget, dimensions;
+  };
+  for (const Grid grid :
+       {Grid{9, 64, 2}, Grid{11, 64, 2}, Grid{13, 64, 2}, Grid{20, 6, 3}, Grid{27, 6, 3}, Grid{13, 0, 4}}) {
+    const int world = grid.world;
     RunAllRanks(
         world,
-        [world](Rank& rank) {
+        [world, grid](Rank& rank) {
           const int me = rank.plane->rank();
-          ASSERT_FALSE(rank.plane->grid().direct());
+          ASSERT_EQ(rank.plane->grid().hops(), grid.dimensions) << rank.plane->grid().Shape();
           for (int round = 0; round < 4; ++round) {
             // Round 0: every pair has something to say; then the sparse pattern.
             const auto message = [round](int from, int to) {
@@ -146,12 +153,12 @@ TEST(PeerControlPlaneTest, AGridAllToAllDeliversEveryMessageAndLinksEachRankOnly
           EXPECT_EQ(rank.plane->counters().collectives, 4u);
           ExpectLinksOnlyToNeighbours(*rank.plane);
         },
-        /*direct_ranks=*/4);
+        /*direct_ranks=*/4, grid.peer_budget);
   }
 }
 
-TEST(PeerControlPlaneTest, AGridBroadcastReachesEveryRankAlongRowZeroThenDownTheColumns) {
-  for (const int world : {10, 13}) {
+TEST(PeerControlPlaneTest, AGridBroadcastReachesEveryRankAlongOneDimensionAfterAnother) {
+  for (const auto& [world, peer_budget] : std::vector<std::pair<int, int>>{{10, 64}, {13, 64}, {13, 0}}) {
     RunAllRanks(
         world,
         [](Rank& rank) {
@@ -164,7 +171,7 @@ TEST(PeerControlPlaneTest, AGridBroadcastReachesEveryRankAlongRowZeroThenDownThe
           }
           ExpectLinksOnlyToNeighbours(*rank.plane);
         },
-        /*direct_ranks=*/4);
+        /*direct_ranks=*/4, peer_budget);
   }
 }
 

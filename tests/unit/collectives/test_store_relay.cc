@@ -261,7 +261,7 @@ TEST(StoreRelayTest, RankZeroSendsEachRankToItsRowsRelayAndRelaysRefuseWhatIsNot
   (*relay)->Stop(milliseconds(0));
 }
 
-TEST(StoreRelayTest, EachRowsRelayIsItsFirstRankInRankZerosColumnAndRowZerosIsItsLast) {
+TEST(StoreRelayTest, EachRowsRelayIsItsFirstRankAndRowZerosIsItsLast) {
   // 10 ranks in rows of 4: {0, 1, 2, 3}, {4, 5, 6, 7}, {8, 9}.
   const std::vector<int> relays = {-1, 3, 3, 3, 4, 4, 4, 4, 8, 8};
   for (int rank = 0; rank < 10; ++rank) EXPECT_EQ(StoreRelayOf(rank, 10, 4), relays[rank]) << "rank " << rank;
@@ -269,9 +269,23 @@ TEST(StoreRelayTest, EachRowsRelayIsItsFirstRankInRankZerosColumnAndRowZerosIsIt
   EXPECT_EQ(StoreRelayMembers(4, 10, 4), 4);
   EXPECT_EQ(StoreRelayMembers(8, 10, 4), 2);
   EXPECT_EQ(StoreRelayOf(5, 10, 0), -1);
-  // A row 0 shorter than the grid's columns (a world of 2, or 3 in rows of 4): its last rank.
+  // A row 0 shorter than the rows (a world of 2, or 3 in rows of 4): its last rank.
   EXPECT_EQ(StoreRelayOf(1, 2, 2), 1);
   EXPECT_EQ(StoreRelayOf(1, 3, 4), 2);
+}
+
+TEST(StoreRelayTest, RowsOfTheRootOfHalfTheWorldKeepRankZerosLinksAndARelaysConnectionsAlike) {
+  EXPECT_EQ(StoreRelayColumns(2), 2);
+  EXPECT_EQ(StoreRelayColumns(13), 3);
+  EXPECT_EQ(StoreRelayColumns(48), 5);
+  EXPECT_EQ(StoreRelayColumns(65536), 182);
+  for (const int world : {257, 4096, 16384, 65536, 1 << 20}) {
+    const int columns = StoreRelayColumns(world);
+    const int rows = (world + columns - 1) / columns;
+    // Rank 0 holds a link per row, a relay two connections per member: each about sqrt(2 N), within 2 of the other.
+    EXPECT_LE(rows, 2 * columns) << world;
+    EXPECT_GE(rows + 2, 2 * (columns - 1)) << world;
+  }
 }
 
 TEST(StoreRelayTest, ARedirectIsBelievedOnlyWithTheJobsProof) {

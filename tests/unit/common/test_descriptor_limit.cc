@@ -72,8 +72,9 @@ TEST(DescriptorLimitTest, RaisingWithoutAKnownNeedGoesToTheHardLimitAndHardLimit
     RaiseDescriptorLimit();
     return SoftLimit() == 4096 && HardLimitHolds({96, 47}) && !HardLimitHolds({8000, 0});
   }));
-  // Rank 0 of 48 linked directly needs 206; in a grid of 7 columns, 2 + 7 store connections and 12 peers: 49.
-  EXPECT_TRUE(InChildWithLimits(64, 64, [] { return !HardLimitHolds({96, 47}) && HardLimitHolds({9, 12}); }));
+  // Rank 0 of 48 linked directly needs 206; in a grid of 7 x 7 with relays for rows of 5, 2 + 10 store connections
+  // and 12 peers: 52.
+  EXPECT_TRUE(InChildWithLimits(64, 64, [] { return !HardLimitHolds({96, 47}) && HardLimitHolds({12, 12}); }));
 }
 
 }  // namespace
