@@ -15,12 +15,12 @@
 //                                                                said hello (an auxiliary connection, a relay: at once)
 //                                                             -> kRedirect (in a job whose ranks reach rank 0 through
 //                                                                relays, collectives/store/store_relay.h): bytes
-//                                                                proof (over both nonces and what follows), u32 the relays'
-//                                                                rows' length, bytes host, i32 port of this rank's
-//                                                                relay; an empty host tells the rank that it is its
-//                                                                row's relay and must start it. The server hangs up;
-//                                                                while the relay has not connected it turns the rank
-//                                                                away (kBusy) instead, and the rank tries again.
+//                                                                proof (over both nonces and what follows), u32 the
+//                                                                relays' rows' length, bytes host, i32 port of this
+//                                                                rank's relay; an empty host tells the rank that it
+//                                                                is its row's relay and must start it. The server hangs
+//                                                                up; while the relay has not connected it turns the
+//                                                                rank away (kBusy) instead, and the rank tries again.
 //   kSet        bytes key, bytes value                        -> kOk
 //   kGet        bytes key                                     -> kOk: u8 found, bytes value (an error once a rank
 //                                                                has died)

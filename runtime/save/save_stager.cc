@@ -205,7 +205,7 @@ FileLayout LayOutSave(std::vector<Unit>& units, int file_count, uint64_t cap, co
     const Unit* last = files[f].back();
     ticket.report.files.push_back(DataFileRecord{
         settings.data_directory + "/" + std::to_string(settings.rank) + "-" + std::to_string(f) + ".bin",
-        last->file_offset + last->bytes});
+        last->file_offset + last->bytes, /*checkpoint=*/{}});
   }
   for (Unit& u : units) {
     StoredBytes& stored = Target(ticket, u.target);
