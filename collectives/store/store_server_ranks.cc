@@ -20,13 +20,18 @@ std::string FormatRanks(const std::vector<int>& ranks) {
   return text;
 }
 
+void RankRoster::MarkDead(int rank, const Status& why) {
+  states_[rank] = RankState::kDead;
+  if (first_death_.ok()) first_death_ = why;
+}
+
 Status RankRoster::DeadRanksError() const {
   std::vector<int> dead;
   for (int r = 0; r < world_size(); ++r) {
     if (states_[r] == RankState::kDead) dead.push_back(r);
   }
-  if (dead.empty()) return Status::Ok();
-  return PeerFailed(FormatRanks(dead) + " disconnected");
+  if (dead.size() <= 1) return first_death_;
+  return PeerFailed(first_death_.message() + "; lost in all: " + FormatRanks(dead));
 }
 
 std::vector<int> RankRoster::LeftWithout(const std::vector<bool>& arrived) const {

@@ -21,8 +21,11 @@ class RankRoster {
   int world_size() const { return static_cast<int>(states_.size()); }
   RankState state(int rank) const { return states_[rank]; }
   void Set(int rank, RankState state) { states_[rank] = state; }
+  // Marks `rank` lost without a goodbye; the first such loss, `why` (kPeerFailed), is kept as the likely cause.
+  void MarkDead(int rank, const Status& why);
 
-  // kPeerFailed naming the ranks lost without a goodbye; Ok while there are none.
+  // kPeerFailed with the first loss's message, and every rank lost since where there are more; Ok while there are
+  // none. A request made after the losses gets it: "rank 2 disconnected; lost in all: ranks 2, 3".
   Status DeadRanksError() const;
   // The ranks that left with a goodbye and are not marked in `arrived`: a collective they never joined can no
   // longer complete.
@@ -30,6 +33,7 @@ class RankRoster {
 
  private:
   std::vector<RankState> states_;  // by rank
+  Status first_death_ = Status::Ok();
 };
 
 }  // namespace ckpt::coll::store_server

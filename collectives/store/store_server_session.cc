@@ -225,8 +225,8 @@ void Session::LoseRank(Connection& c, const std::string& why) {
   if (c.closed) return;
   c.closed = true;
   if (c.auxiliary || c.rank < 0 || ranks_.state(c.rank) != RankState::kConnected) return;
-  ranks_.Set(c.rank, RankState::kDead);
   const Status dead = PeerFailed("rank " + std::to_string(c.rank) + " " + why);
+  ranks_.MarkDead(c.rank, dead);
   // The relays answer their members' death checks from this, so that the checks never reach rank 0. Sent ahead of
   // the failures below on each link, so that a rank told of a failure finds the death when it checks next.
   if (!death_pushed_) {

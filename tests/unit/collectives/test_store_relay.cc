@@ -174,6 +174,11 @@ TEST(StoreRelayTest, ARelayLostTakesItsRowWithItNamingTheRelayFirst) {
     const std::string expected =
         store.rank() == 3 ? "lost connection to the store relay on rank 2" : "rank 2 disconnected";
     EXPECT_TRUE(Contains(barrier, expected)) << "rank " << store.rank() << ": " << barrier.message();
+    if (store.rank() == 3) return;
+    // A request made once both are lost still names the relay first, then every rank lost.
+    const Status later = store.Get("crash").status();
+    EXPECT_TRUE(Contains(later, "rank 2 disconnected; lost in all: ranks 2, 3"))
+        << "rank " << store.rank() << ": " << later.message();
   });
 }
 
