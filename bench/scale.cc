@@ -8,9 +8,10 @@
 // kReplayRuns) is the figure, and its peak memory that process's.
 // Load, as the library runs it (bench/scale_load.h): every rank decodes the manifest without the tensors' chunks and
 // sends each tensor's owner its request; owners decode their tensors' chunks, plan them and route the parts; each
-// rank merges its part, decoding the chunks it reads, and places its reads in rounds. The planning figure is the
-// largest sum of one rank's steps; reading and decoding the manifest (its header and first message, and the sections
-// of the tensors whose chunks the busiest rank decodes) is a figure of its own, and the peak memory includes it;
+// rank merges its part, decoding the chunks it reads, and places its reads in rounds. The rank with the largest sum
+// of steps is replayed alone in a fresh process, as the save's is, and its planning there (best of kReplayRuns) is
+// the figure; reading and decoding the manifest (its header and first message, and the sections of the tensors
+// whose chunks the busiest rank decodes) is a figure of its own, and the peak memory includes it;
 // scale_manifest_read_mib is how much of the file that rank reads. (On local storage, under CKPT_LOAD_READS=auto, a
 // rank also decodes the tensors it asks for, to estimate its own reads; on a shared file system it does not.)
 // Control-plane bytes are counted per rank under the job's own collectives (ckpt_collectives): an all-to-all moves
@@ -98,11 +99,6 @@ double OwnerWork(const ParallelLayout& layout, int owner, Messages inbox, std::v
 std::string LayoutName(const ParallelLayout& layout) { return layout.distributed_optimizer ? "" : "_plain"; }
 
 // --- the busiest rank's save alone, for its memory and its time -----------------------------------------------
-
-// The busiest rank's save planning is timed again in this quiet process, best of this many runs: one timing taken
-// inside the simulating process (whose heap holds the whole manifest) wandered by a factor of two from run to run,
-// and so would the growth exponent computed from it.
-constexpr int kReplayRuns = 3;
 
 int ChildSave(const ParallelLayout& layout, int rank, const std::string& writer_inbox) {
   const int ranks = layout.world();
@@ -369,7 +365,7 @@ Figures Simulate(const ParallelLayout& layout, const ParallelLayout& target, int
         "bounds\n",
         load.busiest, ranks, limit_s);
   }
-  f.load_plan_s = load.busiest_plan_s;
+  f.load_plan_s = replay_s;
   f.peak_rss_mib = std::max(save_kib, load_kib) / 1024.0;
   const double save_ratio = static_cast<double>(save_bytes.Busiest()) / descriptor_bytes;
   const double load_ratio = static_cast<double>(load_bytes.Busiest()) / descriptor_bytes;
@@ -380,6 +376,10 @@ Figures Simulate(const ParallelLayout& layout, const ParallelLayout& target, int
       "planning the keys it owns, %.3f s merging its items in the simulation; %.3f s replayed alone, best of %d\n",
       ranks, LayoutName(layout).c_str(), busiest, steps[busiest][0], steps[busiest][1], steps[busiest][2],
       f.save_plan_s, kReplayRuns);
+  std::printf(
+      "# %d ranks%s: the busiest rank's load planning took %.3f s in the simulation; %.3f s replayed alone, "
+      "best of %d\n",
+      ranks, LayoutName(layout).c_str(), load.busiest_plan_s, f.load_plan_s, kReplayRuns);
   Print("scale_descriptors" + suffix, static_cast<double>(descriptors), "descriptors");
   Print("scale_descriptor_mib" + suffix, static_cast<double>(descriptor_bytes) / (1 << 20), "MiB");
   Print("scale_save_plan_s" + suffix, f.save_plan_s, "s");

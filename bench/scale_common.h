@@ -24,6 +24,11 @@ namespace ckpt::bench {
 using Clock = std::chrono::steady_clock;
 using Messages = std::vector<std::pair<int, std::string>>;  // (sending rank, message)
 
+// The busiest rank's save and load planning are timed again in a quiet process, best of this many runs: a timing
+// taken inside the simulating process (whose heap holds the whole manifest and which times every rank in turn)
+// wandered by a factor of two from run to run, and so would the growth exponent computed from it.
+inline constexpr int kReplayRuns = 3;
+
 inline constexpr uint64_t kBlockSize = 1ull << 20;
 // What an agreement's contribution costs besides its payload: the step's name, a status code, an empty message.
 inline constexpr uint64_t kAgreementBytes = 48;

@@ -1,5 +1,6 @@
 // bench/scale's load: the read-once load's partitioned planning (runtime/load/load_partition.h) for every rank of a
-// job, each rank's share timed on its own, and the busiest rank replayed alone in a child process for its memory.
+// job, each rank's share timed on its own, and the busiest rank replayed alone in a child process for its time and
+// memory.
 #pragma once
 
 #include <cstdint>
@@ -23,8 +24,9 @@ struct LoadFigures {
 LoadFigures SimulateLoad(const ParallelLayout& target, const runtime::Manifest& manifest, int workers,
                          ControlBytes* bytes, const std::string& inputs_path);
 
-// The child: rank `rank`'s load alone: it decodes the manifest (as every rank does), plans what it owns from the
-// requests it receives, and merges and cuts its part. Prints "decode_s plan_s peak_kib".
+// The child: rank `rank`'s load alone, kReplayRuns times: it decodes the manifest (as every rank does), plans what it
+// owns from the requests it receives, and merges and cuts its part. Prints the best "decode_s plan_s", then
+// "peak_kib tensors_decoded tensors manifest_bytes_read".
 int ReplayLoad(const ParallelLayout& target, int rank, uint32_t round_count, const std::string& manifest_path,
                const std::string& inputs_path);
 
