@@ -27,7 +27,9 @@
 // every rank it ever sent to, its neighbours in the grid) and its two store connections, whose server ends rank 0
 // holds in a direct job, and in a grid the relay of the rank's row (collectives/store/store_relay.h), which holds one
 // link to rank 0: scale_links_per_rank_max (the most any rank holds, a relay's or rank 0's), scale_rank0_links, and
-// scale_peer_links_per_rank_max for the peer links alone.
+// scale_peer_links_per_rank_max for the peer links alone. The load's data transport adds a connection to each rank a
+// rank exchanges tensor data with, from its view of the load plan: scale_exchange_peers_per_rank_max, and
+// scale_descriptors_per_rank_max for the most one rank holds in all.
 //
 // Each step's messages are spooled to files by receiver (bench/scale_spool.h) and each rank reads its own when its
 // turn comes, and a rank's view of the load plan is merged again (untimed) in each step that needs it: a process
@@ -415,20 +417,28 @@ Figures Simulate(const ParallelLayout& layout, const ParallelLayout& target, int
   const int columns = save_bytes.grid.direct() ? 0 : ckpt::coll::StoreRelayColumns(ranks);
   constexpr uint64_t kOwnStoreConnections = 2;
   const uint64_t rows = columns > 0 ? (static_cast<uint64_t>(ranks) + columns - 1) / columns : 0;
+  // The data transport's endpoints (collectives/transport/ucx_transport.h): a rank connects to each rank it exchanges
+  // tensor data with at their first exchange; over TCP, one socket per pair of ranks (UCX joins the two endpoints of
+  // a pair: UcxTransportSetupTest.ARankConnectsToAPeerAtItsFirstExchangeWithItOnly counts them).
+  auto exchange_links_of = [&](int rank) { return static_cast<uint64_t>(load.exchange_partners[rank]); };
   const uint64_t rank0_links = peer_links_of(0) + kOwnStoreConnections +
                                (columns > 0 ? kOwnStoreConnections + rows : kOwnStoreConnections * ranks);
-  uint64_t links_max = std::max(peer_links + kOwnStoreConnections, rank0_links);
+  uint64_t links_max = rank0_links;
+  uint64_t descriptors_max = rank0_links + exchange_links_of(0);
   int busiest_relay = -1;
   uint64_t relay_members_max = 0;
-  for (int r = 1; r < ranks && columns > 0; ++r) {
-    if (ckpt::coll::StoreRelayOf(r, ranks, columns) != r) continue;
-    const auto members = static_cast<uint64_t>(ckpt::coll::StoreRelayMembers(r, ranks, columns));
-    const uint64_t held = peer_links_of(r) + kOwnStoreConnections + kOwnStoreConnections * members + 1;
-    if (held > links_max) links_max = held;
-    if (members > relay_members_max) {
-      relay_members_max = members;
-      busiest_relay = r;
+  for (int r = 1; r < ranks; ++r) {
+    uint64_t held = peer_links_of(r) + kOwnStoreConnections;
+    if (columns > 0 && ckpt::coll::StoreRelayOf(r, ranks, columns) == r) {
+      const auto members = static_cast<uint64_t>(ckpt::coll::StoreRelayMembers(r, ranks, columns));
+      held += kOwnStoreConnections * members + 1;
+      if (members > relay_members_max) {
+        relay_members_max = members;
+        busiest_relay = r;
+      }
     }
+    links_max = std::max(links_max, held);
+    descriptors_max = std::max(descriptors_max, held + exchange_links_of(r));
   }
   if (columns > 0) {
     std::printf(
@@ -445,7 +455,10 @@ Figures Simulate(const ParallelLayout& layout, const ParallelLayout& target, int
               LayoutName(layout).c_str(), partners.first, static_cast<unsigned long long>(partners.second));
   Print("scale_peers_per_rank_max" + suffix, static_cast<double>(partners.second), "ranks");
   Print("scale_peer_links_per_rank_max" + suffix, static_cast<double>(peer_links), "links");
+  Print("scale_exchange_peers_per_rank_max" + suffix,
+        static_cast<double>(*std::max_element(load.exchange_partners.begin(), load.exchange_partners.end())), "ranks");
   Print("scale_links_per_rank_max" + suffix, static_cast<double>(links_max), "links");
+  Print("scale_descriptors_per_rank_max" + suffix, static_cast<double>(descriptors_max), "descriptors");
   Print("scale_rank0_links" + suffix, static_cast<double>(rank0_links), "links");
   Print("scale_store_rank0_control_ratio" + suffix,
         static_cast<double>(save_bytes.store_relay + load_bytes.store_relay) / descriptor_bytes, "x");

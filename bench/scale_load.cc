@@ -43,6 +43,17 @@ runtime::Bufferless BufferlessOf(const ParallelLayout& target, int rank, const r
                                       /*scatter=*/true);
 }
 
+// The ranks `rank` sends to or receives from in its view of the plan: those its transport connects to.
+uint32_t ExchangePartners(const runtime::LoadPlan& view, int rank) {
+  std::vector<int> partners;
+  for (const runtime::Transfer& transfer : view.transfers) {
+    const int reader = view.reads[transfer.read].reader;
+    partners.push_back(transfer.consumer == rank ? reader : transfer.consumer);
+  }
+  std::sort(partners.begin(), partners.end());
+  return static_cast<uint32_t>(std::unique(partners.begin(), partners.end()) - partners.begin());
+}
+
 uint32_t RoundsNeeded(const runtime::LoadPlan& view, int rank, const std::vector<uint32_t>& placed) {
   uint32_t needed = 0;
   for (size_t i = 0; i < view.reads.size(); ++i) {
@@ -96,6 +107,7 @@ LoadFigures SimulateLoad(const ParallelLayout& target, const runtime::Manifest& 
     const std::vector<std::string> routed = runtime::ReaderShares(*view, r, kRoundBytes, bufferless);
     RankResult result;
     result.seconds = Since(start);
+    result.counts[0] = ExchangePartners(*view, r);
     spool(r, routed, out);
     return result;
   };
@@ -144,6 +156,7 @@ LoadFigures SimulateLoad(const ParallelLayout& target, const runtime::Manifest& 
     for (int r = 0; r < ranks; ++r) {
       seconds[r][step] = results[r].seconds;
       if (step == 0) figures.requests_bytes += static_cast<uint64_t>(results[r].counts[0]);
+      if (step == 2) figures.exchange_partners.push_back(static_cast<uint32_t>(results[r].counts[0]));
       if (step == 3) round_count = std::max(round_count, static_cast<uint32_t>(results[r].counts[0]));
     }
     if (step != 4) {  // cutting rounds sends nothing

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "bench/scale_common.h"
 #include "bench/scale_model.h"
@@ -17,6 +18,8 @@ struct LoadFigures {
   int busiest = 0;
   uint64_t requests_bytes = 0;  // every rank's encoded request
   uint32_t round_count = 0;     // the rounds every rank runs
+  // By rank, the ranks it sends tensor data to or receives it from: those its data transport connects to.
+  std::vector<uint32_t> exchange_partners;
 };
 
 // Plans the load of `manifest` by `target` in `workers` processes (bench/scale_spool.h: RunStep), counting its

@@ -262,9 +262,10 @@ typedef struct ckpt_context_stats {
   uint64_t control_bytes_received;
   uint64_t store_collectives;
   /* How the last successful load on this context read its tensors (CKPT_LOAD_READS_ONCE or _OWN; 0 before any, see
-   * ckpt_load), and its read amplification x 1000: the bytes of tensor data all ranks read over the distinct stored
-   * bytes needed (1000 for read once + exchange, which reads each needed block once; for own reads, the bytes every
-   * rank read, summed after the load, over the stored bytes of the tensors any rank asked for). */
+   * ckpt_load), and its read amplification x 1000: the bytes of tensor data every rank read, summed after the load,
+   * over the stored bytes of the tensors any rank asked for (1000 for a restore read once + exchange, which reads each
+   * needed block once, or once per group of 32 ranks where more need it; less where the ranks asked for parts of the
+   * tensors only). */
   uint64_t last_load_reads;
   uint64_t last_load_read_amplification_milli;
 } ckpt_context_stats;

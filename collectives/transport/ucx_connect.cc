@@ -1,6 +1,6 @@
 // The UCX transport's collective bring-up (ucx_transport.h): every rank agrees on the network devices, opens its
-// worker, exchanges its worker address and how same-host peers pull from it, connects to every rank, and learns from
-// the others' verdicts which peers pull from it.
+// worker, exchanges its worker address and how same-host peers pull from it, keeps the others' addresses, and learns
+// from their verdicts which peers pull from it. Endpoints come later, at the first exchange with each peer.
 #include <algorithm>
 #include <sstream>
 #include <string>
@@ -34,7 +34,8 @@ Result<std::string> UcxTransport::ConnectionInfo() const {
 Status UcxTransport::Connect(const std::vector<std::string>& infos) {
   pull_sources_.assign(peers_.size(), 0);
   pullers_.assign(peers_.size(), false);
-  for (Peer& peer : peers_) {
+  addresses_.assign(peers_.size(), std::string());
+  for (const Peer& peer : peers_) {
     const std::string& info = infos[peer.rank];
     const size_t newline = info.find('\n');
     if (newline == std::string::npos || newline + 1 == info.size()) {
@@ -44,13 +45,25 @@ Status UcxTransport::Connect(const std::vector<std::string>& infos) {
     if (pulling_allowed_ && peer.rank != rank_) {
       pull_sources_[peer.rank] = pullable_.Probe(std::string_view(info).substr(0, newline));
     }
-    const ucs_status_t status =
-        worker_->Connect(std::string_view(info).substr(newline + 1), OnEndpointError, &peer, &peer.ep);
-    if (status != UCS_OK) {
-      return PeerFailed("creating a UCX endpoint to " + RankName(peer.rank) + " failed: " + ucx_.status_string(status));
-    }
+    addresses_[peer.rank] = info.substr(newline + 1);
   }
   return Status::Ok();
+}
+
+// An endpoint over TCP is a socket, and at least a connection's memory on other transports: a rank holds them only
+// for the ranks it exchanges with (a load's readers and consumers), never for the whole world.
+void UcxTransport::ConnectPartners(const std::vector<TransferSend>& sends, const std::vector<TransferRecv>& recvs) {
+  auto connect = [this](int rank) {
+    Peer& peer = peers_[rank];
+    if (peer.ep != nullptr || !peer.failure.empty()) return;  // connected, or failed for good
+    const ucs_status_t status = worker_->Connect(addresses_[rank], OnEndpointError, &peer, &peer.ep);
+    if (status != UCS_OK) {
+      peer.ep = nullptr;
+      peer.failure = std::string("creating a UCX endpoint to it failed: ") + ucx_.status_string(status);
+    }
+  };
+  for (const TransferSend& send : sends) connect(send.peer);
+  for (const TransferRecv& recv : recvs) connect(recv.peer);
 }
 
 std::string UcxTransport::PullSources() const {
@@ -133,7 +146,7 @@ Result<std::unique_ptr<Transport>> MakeUcxTransport(ControlPlane& control, const
                    control.AllGather(connected.ok() ? "ok" + transport->PullSources() : ""));
   RETURN_IF_ERROR(connected);
   const std::string failed = RanksThatSentNothing(verdicts);
-  if (!failed.empty()) return Unsupported("connecting UCX endpoints failed on rank " + failed);
+  if (!failed.empty()) return Unsupported("setting up UCX failed on rank " + failed);
   transport->LearnPullers(verdicts);
   return std::unique_ptr<Transport>(std::move(transport));
 }

@@ -183,9 +183,6 @@ Status UcxTransport::CheckTransfer(const char* direction, int peer, bool has_buf
 Status UcxTransport::Validate(const std::vector<TransferSend>& sends, const std::vector<TransferRecv>& recvs) const {
   for (const TransferSend& send : sends) {
     RETURN_IF_ERROR(CheckTransfer("send to", send.peer, send.data != nullptr, send.size, send.tag));
-    if (peers_[send.peer].ep == nullptr) {
-      return PeerFailed(RankName(send.peer) + " disconnected: " + peers_[send.peer].failure);
-    }
     RETURN_IF_ERROR(
         CheckRuns("send to " + RankName(send.peer) + " with tag " + std::to_string(send.tag), send.runs, send.size));
   }
@@ -404,6 +401,11 @@ Status UcxTransport::Exchange(const std::vector<TransferSend>& sends, const std:
     return Internal(std::string("the UCX progress thread stopped: ") + progress_failure_);
   }
   RETURN_IF_ERROR(Validate(sends, recvs));
+  ConnectPartners(sends, recvs);
+  for (const TransferSend& send : sends) {
+    const Peer& peer = peers_[send.peer];
+    if (peer.ep == nullptr) return PeerFailed(RankName(send.peer) + " disconnected: " + peer.failure);
+  }
   timeout = std::clamp(timeout, milliseconds(0), kLongestTimeout);
   const Clock::time_point deadline = Clock::now() + timeout;
   Batch batch(ucx_);

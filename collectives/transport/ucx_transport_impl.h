@@ -39,10 +39,10 @@ inline constexpr uint64_t kPullThreshold = 64 << 10;
 
 struct Peer {
   int rank = 0;
-  ucp_ep_h ep = nullptr;
+  ucp_ep_h ep = nullptr;                 // null until the first exchange with the peer, and again once it failed
   ucs_status_t endpoint_error = UCS_OK;  // reported by UCX, not yet handled
   bool* errors_reported = nullptr;       // the transport's flag, so that it need not scan every peer
-  std::string failure;                   // why the endpoint was closed; empty while connected
+  std::string failure;                   // why the endpoint was closed or never made; empty until then
   // Transfers with this peer were abandoned: its late messages could match a later exchange's receives.
   bool abandoned = false;
 };
@@ -68,7 +68,7 @@ class UcxTransport : public Transport {
   Status Open(const std::string& net_devices);
   // What this rank contributes to the connection: how same-host peers pull from it, and its worker address.
   Result<std::string> ConnectionInfo() const;
-  // Creates an endpoint to every rank from its ConnectionInfo, and finds the peers this rank can pull from.
+  // Keeps every rank's worker address from its ConnectionInfo, and finds the peers this rank can pull from.
   Status Connect(const std::vector<std::string>& infos);
   // The peers this rank pulls from, as " 1 3" (PullableProcess::Probe succeeded on them).
   std::string PullSources() const;
@@ -81,6 +81,8 @@ class UcxTransport : public Transport {
   ucp_worker_h worker() const { return worker_->get(); }
   Status CheckTransfer(const char* direction, int peer, bool has_buffer, uint64_t size, uint64_t tag) const;
   Status Validate(const std::vector<TransferSend>& sends, const std::vector<TransferRecv>& recvs) const;
+  // Creates the endpoints this exchange needs and lacks (ucx_connect.cc); a peer whose endpoint UCX refuses is failed.
+  void ConnectPartners(const std::vector<TransferSend>& sends, const std::vector<TransferRecv>& recvs);
   bool PullsFrom(int peer, uint64_t size) const { return size >= kPullThreshold && pull_sources_[peer] != 0; }
   bool PulledBy(int peer, uint64_t size) const { return size >= kPullThreshold && pullers_[peer]; }
   void PostReceive(Batch& batch, const TransferRecv& recv);
@@ -107,9 +109,10 @@ class UcxTransport : public Transport {
   std::unique_ptr<UcxWorker> worker_;  // from Open
   PullableProcess pullable_;
   const bool pulling_allowed_;
-  std::vector<pid_t> pull_sources_;  // by rank: the pid to pull from, 0 where this rank does not pull
-  std::vector<bool> pullers_;        // by rank: whether it pulls what this rank sends it
-  int wake_fd_ = -1;                 // wakes the background thread for shutdown
+  std::vector<std::string> addresses_;  // by rank: its worker address, connected to at the first exchange with it
+  std::vector<pid_t> pull_sources_;     // by rank: the pid to pull from, 0 where this rank does not pull
+  std::vector<bool> pullers_;           // by rank: whether it pulls what this rank sends it
+  int wake_fd_ = -1;                    // wakes the background thread for shutdown
 
   std::atomic<int> exchanges_waiting_{0};  // keeps the background thread from re-taking mutex_ before them
   std::mutex mutex_;                       // serialises every use of the worker and of the members below

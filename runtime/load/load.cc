@@ -422,9 +422,10 @@ Result<std::string> SumBytesRead(std::vector<std::string> payloads) {
   return out.Take();
 }
 
-// The outcome agreement, which also sums the tensor bytes every rank read: own reads' amplification is that sum over
-// the stored bytes of the tensors asked for (the distinct bytes needed where the ranks ask for whole tensors between
-// them, as a restore does). Read once reads each needed stored block once: its amplification is 1, the sum unused.
+// The outcome agreement, which also sums the tensor bytes every rank read: the amplification is that sum over the
+// stored bytes of the tensors asked for (the distinct bytes needed where the ranks ask for whole tensors between
+// them, as a restore does). Read once reads each needed stored block once, or once per group of
+// LoadPlanOptions::fan_out ranks where more need it: 1 for a restore of fewer ranks.
 Result<ReadsOutcome> AgreeOnOutcome(Context& ctx, const Status& read, LoadReads done, const LoadVerdict& verdict,
                                     uint64_t tensor_bytes) {
   ByteWriter mine;
@@ -434,8 +435,7 @@ Result<ReadsOutcome> AgreeOnOutcome(Context& ctx, const Status& read, LoadReads 
   ByteReader in(summed, "bytes read by every rank");
   uint64_t sum = 0;
   RETURN_IF_ERROR(in.U64(&sum));
-  if (done == LoadReads::kOnce) return ReadsOutcome{};
-  return ReadsOutcome{LoadReads::kOwn, AmplificationMilli(sum, verdict.needed_bytes)};
+  return ReadsOutcome{done, AmplificationMilli(sum, verdict.needed_bytes)};
 }
 
 // The load itself; Load reports how it ended. `*bytes_read`: what this rank read from storage.

@@ -1,6 +1,8 @@
 #include "runtime/load/load_plan.h"
 
 #include <algorithm>
+#include <cstddef>
+#include <deque>
 #include <map>
 #include <optional>
 #include <tuple>
@@ -288,6 +290,31 @@ std::vector<std::vector<Need>> GroupByBlocks(const ChunkRecord& chunk, uint64_t 
   return groups;
 }
 
+// The needs of a group read by more than `fan_out` ranks, as one group per fan_out ranks of them (consecutive in
+// rank order, as even in size as can be), each read apart: a region that thousands of ranks need (a replicated
+// tensor) is read once per group, and no reader sends it to, nor any consumer hears from, more than that many ranks.
+// The rank lists the groups' needs point to are kept in `group_ranks`.
+std::vector<std::vector<Need>> SplitByFanOut(std::vector<Need> needs, uint32_t fan_out,
+                                             std::deque<std::vector<int>>* group_ranks) {
+  const std::vector<int> consumers = RanksOf(needs, true);
+  if (fan_out == 0 || consumers.size() <= fan_out) return {std::move(needs)};
+  const size_t groups = (consumers.size() + fan_out - 1) / fan_out;
+  std::vector<int> starts(groups);  // each group's first rank
+  for (size_t g = 0; g < groups; ++g) starts[g] = consumers[g * consumers.size() / groups];
+  std::vector<std::vector<Need>> split(groups);
+  for (const Need& need : needs) {
+    // The need's ranks, sorted, in runs of one group each.
+    for (auto run = need.ranks->begin(); run != need.ranks->end();) {
+      const size_t g = std::upper_bound(starts.begin(), starts.end(), *run) - starts.begin() - 1;
+      const auto end = g + 1 < groups ? std::lower_bound(run, need.ranks->end(), starts[g + 1]) : need.ranks->end();
+      const bool whole = run == need.ranks->begin() && end == need.ranks->end();
+      split[g].push_back(Need{need.region, whole ? need.ranks : &group_ranks->emplace_back(run, end), need.carried});
+      run = end;
+    }
+  }
+  return split;
+}
+
 // One candidate for the needs of a chunk, or one per block range when the chunk is cut so that several ranks
 // share its reading. A block range holding nothing anyone needs is not read.
 void AddChunkCandidates(uint32_t tensor, uint32_t chunk_index, const ChunkRecord& chunk, uint64_t element_size,
@@ -315,7 +342,8 @@ void AddChunkCandidates(uint32_t tensor, uint32_t chunk_index, const ChunkRecord
 }
 
 Result<std::vector<Candidate>> CollectCandidates(const Manifest& manifest, const std::vector<WantedBoxes>& wanted,
-                                                 const LoadPlanOptions& options) {
+                                                 const LoadPlanOptions& options,
+                                                 std::deque<std::vector<int>>* group_ranks) {
   std::vector<Candidate> candidates;
   for (uint32_t t = 0; t < manifest.tensors.size(); ++t) {
     if (wanted[t].empty()) continue;
@@ -339,7 +367,9 @@ Result<std::vector<Candidate>> CollectCandidates(const Manifest& manifest, const
         if (std::optional<Box> region = Intersect(chunk.box, box)) needs.push_back(Need{*region, &ranks});
       }
       for (std::vector<Need>& group : GroupByBlocks(chunk, element_size, std::move(needs))) {
-        AddChunkCandidates(t, c, chunk, element_size, std::move(group), options, &candidates);
+        for (std::vector<Need>& fanned : SplitByFanOut(std::move(group), options.fan_out, group_ranks)) {
+          AddChunkCandidates(t, c, chunk, element_size, std::move(fanned), options, &candidates);
+        }
       }
     }
   }
@@ -397,7 +427,8 @@ Status HoldingReaders(const Manifest& manifest, const FileHolders& holders, cons
 // ones, or those HoldingReaders names.
 Status ChooseReaders(const Manifest& manifest, const std::vector<const LoadRequest*>& by_rank,
                      const LoadPlanOptions& options, std::vector<Candidate>* candidates, LoadPlan* plan) {
-  std::sort(candidates->begin(), candidates->end(), [](const Candidate& a, const Candidate& b) {
+  // Stable: the reads of one block range by several groups (SplitByFanOut) keep their groups' order.
+  std::stable_sort(candidates->begin(), candidates->end(), [](const Candidate& a, const Candidate& b) {
     if (a.read.bytes != b.read.bytes) return a.read.bytes > b.read.bytes;
     return ReadOrder(a.read) < ReadOrder(b.read);
   });
@@ -438,8 +469,8 @@ Status ChooseReaders(const Manifest& manifest, const std::vector<const LoadReque
 
 // The plan's reads in (tensor, chunk, block) order, and for each, what its reader keeps and what it sends.
 void EmitReadsAndTransfers(const Manifest& manifest, std::vector<Candidate> candidates, LoadPlan* plan) {
-  std::sort(candidates.begin(), candidates.end(),
-            [](const Candidate& a, const Candidate& b) { return ReadOrder(a.read) < ReadOrder(b.read); });
+  std::stable_sort(candidates.begin(), candidates.end(),
+                   [](const Candidate& a, const Candidate& b) { return ReadOrder(a.read) < ReadOrder(b.read); });
   for (uint32_t i = 0; i < candidates.size(); ++i) {
     const ChunkRead& read = candidates[i].read;
     plan->reads.push_back(read);
@@ -528,7 +559,8 @@ Result<LoadPlan> PlanLoad(const Manifest& manifest, const std::vector<LoadReques
                           const LoadPlanOptions& options) {
   ASSIGN_OR_RETURN(const std::vector<const LoadRequest*> by_rank, RequestsByRank(manifest, requests));
   const std::vector<WantedBoxes> wanted = CollectWanted(manifest.tensors.size(), by_rank);
-  ASSIGN_OR_RETURN(std::vector<Candidate> candidates, CollectCandidates(manifest, wanted, options));
+  std::deque<std::vector<int>> group_ranks;  // what the needs of SplitByFanOut's groups point to
+  ASSIGN_OR_RETURN(std::vector<Candidate> candidates, CollectCandidates(manifest, wanted, options, &group_ranks));
   LoadPlan plan;
   plan.read_bytes_per_rank.assign(requests.size(), 0);
   plan.separate_bytes = options.separate_bytes;

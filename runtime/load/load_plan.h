@@ -40,7 +40,8 @@ Result<LoadRequest> DecodeLoadRequest(std::string_view bytes, int from_rank, con
 
 // One stored range read by one rank: blocks [first_block, first_block + block_count) of a chunk. Whole checksum
 // blocks are read, so that each can be verified. The reads of one chunk never share a block: each stored block that
-// anyone needs is read by exactly one rank, whatever the size of the pieces. A chunk is read as one block range per
+// anyone needs is read by exactly one rank, whatever the size of the pieces, unless more than
+// LoadPlanOptions::fan_out ranks need it (then once per group of them). A chunk is read as one block range per
 // group of overlapping needs (regions that ranks need alone are read apart, by those ranks, but for a block two of
 // them share: one of them reads it and sends the other its part), and a large range needed by several ranks is cut
 // into several, read by different ranks (LoadPlanOptions::split_bytes).
@@ -70,6 +71,12 @@ struct LoadPlanOptions {
   // beside their thirds of the others (bench/run's reshard load, 512 MiB) is read by all three instead of one: the
   // slowest rank's load took 0.30-0.37 s instead of 0.36-0.48 on the RAM disk.
   uint64_t split_bytes = 16ull << 20;
+  // A block range that more ranks need is read once per group of at most this many of them (consecutive in rank
+  // order), so that no reader sends a region to, and no consumer receives from, a number of ranks that grows with
+  // the world: a tensor replicated over 8,192 data-parallel ranks is read 256 times, each read sent to 31 ranks, not
+  // once and sent to 8,191 (each rank's data transport holds an endpoint, a socket over TCP, per rank it exchanges
+  // with). 0: no bound.
+  uint32_t fan_out = 32;
   // A transfer of at least this many bytes travels as a message of its own rather than packed with the pair's
   // small transfers: its reader keeps one copy for every rank it goes to, and the receiver can take it straight
   // into its destination. 0: every transfer travels alone.

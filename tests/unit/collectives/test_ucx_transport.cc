@@ -502,6 +502,47 @@ TEST_P(UcxTransportTest, PeerDyingDuringTheExchangeFailsIt) {
   EXPECT_TRUE(ExitedCleanly(child_status)) << "the child failed to join";
 }
 
+// The sockets this process holds open.
+int OpenSockets() {
+  int sockets = 0;
+  for (const std::filesystem::directory_entry& entry : std::filesystem::directory_iterator("/proc/self/fd")) {
+    std::error_code error;
+    const std::filesystem::path target = std::filesystem::read_symlink(entry.path(), error);
+    if (!error && target.string().rfind("socket:", 0) == 0) ++sockets;
+  }
+  return sockets;
+}
+
+// Over TCP an endpoint is a socket: a rank of a large job holds them to the ranks it exchanges with, not to the whole
+// world. The ranks here are threads of one process, so the process's sockets are every rank's.
+TEST(UcxTransportSetupTest, ARankConnectsToAPeerAtItsFirstExchangeWithItOnly) {
+  ScopedEnv tcp("UCX_TLS", "tcp,self");
+  constexpr int kWorld = 8;
+  std::vector<int> counts;  // the process's sockets at each barrier, counted by rank 0
+  RunRanks(kWorld, [&](Transport& transport, TcpStore& store) {
+    const int rank = store.rank();
+    auto count = [&] {
+      ASSERT_TRUE(store.Barrier().ok());
+      if (rank == 0) counts.push_back(OpenSockets());
+      ASSERT_TRUE(store.Barrier().ok());
+    };
+    count();
+    const std::vector<int> ring = {(rank + 1) % kWorld, (rank + kWorld - 1) % kWorld};
+    ExchangeWithPeers(transport, rank, ring, {64});
+    count();
+    ExchangeWithPeers(transport, rank, ring, {64, 1 << 20});
+    count();
+    ExchangeWithPeers(transport, rank, OtherRanks(rank, kWorld), {64});
+    count();
+  });
+  ASSERT_EQ(counts.size(), 4u);
+  // The ring's 8 pairs: one connection each (UCX joins the two endpoints of a pair), both ends in this process.
+  EXPECT_GT(counts[1], counts[0]) << "the ranks were connected before they exchanged";
+  EXPECT_LE(counts[1] - counts[0], 2 * kWorld);
+  EXPECT_EQ(counts[2], counts[1]) << "a second exchange between the same ranks opened sockets";
+  EXPECT_GT(counts[3], counts[2]) << "exchanging with every rank opened no socket to the ranks not yet met";
+}
+
 TEST_P(UcxTransportTest, MessagesFromAPeerThatAlreadyLeftAreReceived) {
   constexpr uint64_t kSize = 100;
   RunRanksOwningTransports(2, [&](std::unique_ptr<Transport> transport, TcpStore& store) {

@@ -281,6 +281,90 @@ TEST(LoadPlanReplicatedTest, SplitPiecesSkipBlocksNobodyNeeds) {
   ExpectExactCoverage(Needed(manifest, requests), Delivered(manifest, plan));
 }
 
+// ---- Fan-out ----
+
+// The ranks each rank sends tensor data to or receives it from in `plan`.
+std::map<int, std::set<int>> Partners(const LoadPlan& plan) {
+  std::map<int, std::set<int>> partners;
+  for (const Transfer& transfer : plan.transfers) {
+    const int reader = plan.reads[transfer.read].reader;
+    partners[reader].insert(transfer.consumer);
+    partners[transfer.consumer].insert(reader);
+  }
+  return partners;
+}
+
+size_t MostPartners(const LoadPlan& plan) {
+  size_t most = 0;
+  for (const auto& [rank, partners] : Partners(plan)) most = std::max(most, partners.size());
+  return most;
+}
+
+// A tensor replicated over thousands of data-parallel ranks must not make its reader send to every one of them:
+// each rank's data transport holds an endpoint per rank it exchanges with.
+TEST(LoadPlanFanOutTest, ABlockMoreRanksNeedThanTheFanOutIsReadOncePerGroupOfThem) {
+  const Manifest manifest = WithTensors({Stored("w", {8, 6}, {WholeBox({8, 6})})});
+  std::vector<LoadRequest> requests = World(100);
+  AskEverywhere(&requests, 0, WholeBox({8, 6}));
+  LoadPlanOptions options;
+  options.fan_out = 32;
+  const LoadPlan plan = Plan(manifest, requests, options);
+  ASSERT_EQ(plan.reads.size(), 4u);  // 100 ranks in 4 groups of 25
+  std::set<int> readers;
+  for (const ChunkRead& read : plan.reads) readers.insert(read.reader);
+  EXPECT_EQ(readers.size(), 4u);
+  // Each group is 25 ranks consecutive in rank order, its reader one of them.
+  for (const auto& [rank, partners] : Partners(plan)) {
+    for (int partner : partners) EXPECT_EQ(partner / 25, rank / 25) << rank << " exchanges with " << partner;
+  }
+  EXPECT_EQ(MostPartners(plan), 24u);
+  ExpectExactCoverage(Needed(manifest, requests), Delivered(manifest, plan));
+}
+
+TEST(LoadPlanFanOutTest, WithoutAFanOutEveryBlockIsReadOnceAndSentToEveryRank) {
+  const Manifest manifest = WithTensors({Stored("w", {8, 6}, {WholeBox({8, 6})})});
+  std::vector<LoadRequest> requests = World(100);
+  AskEverywhere(&requests, 0, WholeBox({8, 6}));
+  LoadPlanOptions options;
+  options.fan_out = 0;
+  const LoadPlan plan = Plan(manifest, requests, options);
+  ASSERT_EQ(plan.reads.size(), 1u);
+  EXPECT_EQ(MostPartners(plan), 99u);
+  ExpectExactCoverage(Needed(manifest, requests), Delivered(manifest, plan));
+}
+
+// A large replicated chunk is first grouped, then each group's read is split among its ranks: 64 ranks read the
+// chunk twice, each group's 32 ranks a 32nd of it each.
+TEST(LoadPlanFanOutTest, EachGroupSplitsALargeChunkAmongItsOwnRanks) {
+  const Manifest manifest = WithTensors({Stored("w", {64, 16}, {WholeBox({64, 16})})});
+  std::vector<LoadRequest> requests = World(64);
+  AskEverywhere(&requests, 0, WholeBox({64, 16}));
+  LoadPlanOptions options;
+  options.split_bytes = 128;
+  options.fan_out = 32;
+  const LoadPlan plan = Plan(manifest, requests, options);
+  ASSERT_EQ(plan.reads.size(), 64u);
+  EXPECT_EQ(plan.read_bytes_per_rank, std::vector<uint64_t>(64, 128));
+  EXPECT_EQ(Sum(plan.read_bytes_per_rank), 2 * StoredBytesOf(manifest.tensors[0]));
+  EXPECT_EQ(MostPartners(plan), 31u);
+  ExpectExactCoverage(Needed(manifest, requests), Delivered(manifest, plan));
+}
+
+// Blocks that no more ranks need than the fan-out are read once, however large the world: 128 ranks in 8 groups of
+// 16 data-parallel replicas, each replica set asking for one of the 8 chunks.
+TEST(LoadPlanFanOutTest, BlocksNoMoreRanksNeedThanTheFanOutAreReadOnce) {
+  const Manifest manifest = WithTensors({Stored("w", {64, 16}, Slabs({64, 16}, 0, 8))});
+  std::vector<LoadRequest> requests = World(128);
+  for (int r = 0; r < 128; ++r) requests[r].boxes.push_back(RequestedBox{0, Slabs({64, 16}, 0, 8)[r % 8]});
+  LoadPlanOptions options;
+  options.fan_out = 32;
+  const LoadPlan plan = Plan(manifest, requests, options);
+  EXPECT_EQ(plan.reads.size(), 8u);
+  EXPECT_EQ(Sum(plan.read_bytes_per_rank), StoredBytesOf(manifest.tensors[0]));
+  EXPECT_EQ(MostPartners(plan), 15u);
+  ExpectExactCoverage(Needed(manifest, requests), Delivered(manifest, plan));
+}
+
 // ---- Resharding ----
 
 struct Reshard {

@@ -122,6 +122,31 @@ std::vector<std::vector<RefNeed>> RefGroups(const ChunkRecord& chunk, std::vecto
   return groups;
 }
 
+// A group whose needs go to more than `fan_out` ranks, as one group per fan_out of those ranks: ranks
+// consecutive in order, the g-th of G groups from the (g * n / G)-th of the n ranks to the one before the
+// ((g + 1) * n / G)-th; each need keeps the ranks of its own in the group.
+std::vector<std::vector<RefNeed>> RefFanOut(std::vector<RefNeed> needs, uint32_t fan_out) {
+  std::set<int> consumers;
+  for (const RefNeed& need : needs) consumers.insert(need.ranks.begin(), need.ranks.end());
+  if (fan_out == 0 || consumers.size() <= fan_out) return {std::move(needs)};
+  const std::vector<int> ordered(consumers.begin(), consumers.end());
+  const size_t n = ordered.size();
+  const size_t count = (n + fan_out - 1) / fan_out;
+  std::vector<std::vector<RefNeed>> groups;
+  for (size_t g = 0; g < count; ++g) {
+    const std::set<int> members(ordered.begin() + g * n / count, ordered.begin() + (g + 1) * n / count);
+    std::vector<RefNeed>& group = groups.emplace_back();
+    for (const RefNeed& need : needs) {
+      std::vector<int> kept;
+      for (int rank : need.ranks) {
+        if (members.count(rank) > 0) kept.push_back(rank);
+      }
+      if (!kept.empty()) group.push_back(RefNeed{need.region, kept, need.carried});
+    }
+  }
+  return groups;
+}
+
 void RefAddReads(uint32_t tensor, uint32_t chunk_index, const ChunkRecord& chunk, std::vector<RefNeed> needs,
                  const LoadPlanOptions& options, std::vector<RefCandidate>* out) {
   RefCandidate whole = RefRead(tensor, chunk_index, chunk, std::move(needs));
@@ -156,7 +181,8 @@ auto RefKey(const ChunkRead& read) { return std::make_tuple(read.tensor, read.ch
 
 void RefChooseReaders(const std::map<int, std::string>& node_of, std::vector<RefCandidate>* candidates,
                       std::vector<uint64_t>* rank_bytes) {
-  std::sort(candidates->begin(), candidates->end(), [](const RefCandidate& a, const RefCandidate& b) {
+  // Stable: the reads of one block range by several groups (RefFanOut) stay in their groups' order.
+  std::stable_sort(candidates->begin(), candidates->end(), [](const RefCandidate& a, const RefCandidate& b) {
     if (a.read.bytes != b.read.bytes) return a.read.bytes > b.read.bytes;
     return RefKey(a.read) < RefKey(b.read);
   });
@@ -193,7 +219,9 @@ LoadPlan RefPlan(const Manifest& manifest, const std::vector<LoadRequest>& reque
         }
       }
       for (std::vector<RefNeed>& group : RefGroups(chunk, std::move(needs))) {
-        RefAddReads(t, c, chunk, std::move(group), options, &candidates);
+        for (std::vector<RefNeed>& fanned : RefFanOut(std::move(group), options.fan_out)) {
+          RefAddReads(t, c, chunk, std::move(fanned), options, &candidates);
+        }
       }
     }
   }
@@ -201,8 +229,8 @@ LoadPlan RefPlan(const Manifest& manifest, const std::vector<LoadRequest>& reque
   plan.read_bytes_per_rank.assign(requests.size(), 0);
   plan.separate_bytes = options.separate_bytes;
   RefChooseReaders(node_of, &candidates, &plan.read_bytes_per_rank);
-  std::sort(candidates.begin(), candidates.end(),
-            [](const RefCandidate& a, const RefCandidate& b) { return RefKey(a.read) < RefKey(b.read); });
+  std::stable_sort(candidates.begin(), candidates.end(),
+                   [](const RefCandidate& a, const RefCandidate& b) { return RefKey(a.read) < RefKey(b.read); });
   for (uint32_t i = 0; i < candidates.size(); ++i) {
     const ChunkRead& read = candidates[i].read;
     plan.reads.push_back(read);
@@ -325,6 +353,8 @@ Layout RandomLayout(Rng& rng, const Scale& scale = kSmall) {
   const uint64_t separate_bytes[] = {0, 16, 40, 100, 256ull << 10};
   layout.options.split_bytes = split_bytes[Uniform(rng, 0, 4)];
   layout.options.separate_bytes = separate_bytes[Uniform(rng, 0, 4)];
+  const uint32_t fan_outs[] = {0, 1, 2, 3, 32};
+  layout.options.fan_out = fan_outs[Uniform(rng, 0, 4)];
   std::shuffle(layout.requests.begin(), layout.requests.end(), rng);
   return layout;
 }
