@@ -25,8 +25,8 @@ type ContextStats struct {
 	ControlBytesReceived uint64
 	StoreCollectives     uint64
 	// How the last load read its tensors (LoadReadsOnce: read once + exchange, LoadReadsOwn: each rank its own
-	// pieces; 0 before any load), and its read amplification x 1000 (bytes read by all ranks over the distinct
-	// stored bytes needed).
+	// pieces; 0 before any load), and its read amplification x 1000 (bytes read by all ranks over the stored bytes
+	// of the tensors asked for).
 	LastLoadReads                  uint64
 	LastLoadReadAmplificationMilli uint64
 }

@@ -129,7 +129,7 @@ struct ContextStats
     control_bytes_received::Int # and received, over the TCP store or the job's own collectives
     store_collectives::Int      # collectives that went through the TCP store (0 on one rank)
     last_load_reads::Int        # how the last load read: CKPT_LOAD_READS_ONCE or _OWN; 0 before any load
-    last_load_read_amplification_milli::Int # its bytes read by all ranks over the distinct bytes needed, x 1000
+    last_load_read_amplification_milli::Int # bytes read by all ranks over the tensors' stored bytes, x 1000
 end
 
 """

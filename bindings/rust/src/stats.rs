@@ -42,7 +42,8 @@ pub struct ContextStats {
     /// How the last load read its tensors: [`sys::CKPT_LOAD_READS_ONCE`] (read once + exchange) or
     /// [`sys::CKPT_LOAD_READS_OWN`] (each rank its own pieces); 0 before any load.
     pub last_load_reads: u64,
-    /// The last load's read amplification × 1000: bytes read by all ranks over the distinct stored bytes needed.
+    /// The last load's read amplification × 1000: bytes read by all ranks over the stored bytes of the tensors
+    /// asked for.
     pub last_load_read_amplification_milli: u64,
 }
 
