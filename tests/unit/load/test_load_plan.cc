@@ -350,8 +350,8 @@ TEST(LoadPlanFanOutTest, EachGroupSplitsALargeChunkAmongItsOwnRanks) {
   ExpectExactCoverage(Needed(manifest, requests), Delivered(manifest, plan));
 }
 
-// Blocks that no more ranks need than the fan-out are read once, however large the world: 128 ranks in 8 groups of
-// 16 data-parallel replicas, each replica set asking for one of the 8 chunks.
+// Blocks that no more ranks need than the fan-out are read once, however large the world: 128 ranks as 16
+// data-parallel replicas of 8, rank r asking for chunk r % 8, so that 16 ranks need each chunk.
 TEST(LoadPlanFanOutTest, BlocksNoMoreRanksNeedThanTheFanOutAreReadOnce) {
   const Manifest manifest = WithTensors({Stored("w", {64, 16}, Slabs({64, 16}, 0, 8))});
   std::vector<LoadRequest> requests = World(128);
