@@ -1,6 +1,7 @@
 // The UCX transport's collective bring-up (ucx_transport.h): every rank agrees on the network devices, opens its
-// worker, exchanges its worker address and how same-host peers pull from it, keeps the others' addresses, and learns
-// from their verdicts which peers pull from it. Endpoints come later, at the first exchange with each peer.
+// worker, exchanges its worker address and how same-host peers pull from it, keeps the others' addresses, connects to
+// the peers it pulls from, and learns from their verdicts which peers pull from it. Endpoints to the other peers come
+// later, at the first exchange with each.
 #include <algorithm>
 #include <sstream>
 #include <string>
@@ -47,23 +48,29 @@ Status UcxTransport::Connect(const std::vector<std::string>& infos) {
     }
     addresses_[peer.rank] = info.substr(newline + 1);
   }
+  // The peers this rank pulls from share its host and its shared memory, where an endpoint takes no descriptor: theirs
+  // are made now, while every rank is alive, as UCX 1.13's shared-memory endpoint to a process that has since left
+  // fails to attach its segment (logging an error, and leaking). The others wait for a first exchange.
+  for (Peer& peer : peers_) {
+    if (pull_sources_[peer.rank] != 0) ConnectTo(peer);
+  }
   return Status::Ok();
+}
+
+void UcxTransport::ConnectTo(Peer& peer) {
+  if (peer.ep != nullptr || !peer.failure.empty()) return;  // connected, or failed for good
+  const ucs_status_t status = worker_->Connect(addresses_[peer.rank], OnEndpointError, &peer, &peer.ep);
+  if (status != UCS_OK) {
+    peer.ep = nullptr;
+    peer.failure = std::string("creating a UCX endpoint to it failed: ") + ucx_.status_string(status);
+  }
 }
 
 // An endpoint over TCP is a socket, and at least a connection's memory on other transports: a rank holds them only
 // for the ranks it exchanges with (a load's readers and consumers), never for the whole world.
 void UcxTransport::ConnectPartners(const std::vector<TransferSend>& sends, const std::vector<TransferRecv>& recvs) {
-  auto connect = [this](int rank) {
-    Peer& peer = peers_[rank];
-    if (peer.ep != nullptr || !peer.failure.empty()) return;  // connected, or failed for good
-    const ucs_status_t status = worker_->Connect(addresses_[rank], OnEndpointError, &peer, &peer.ep);
-    if (status != UCS_OK) {
-      peer.ep = nullptr;
-      peer.failure = std::string("creating a UCX endpoint to it failed: ") + ucx_.status_string(status);
-    }
-  };
-  for (const TransferSend& send : sends) connect(send.peer);
-  for (const TransferRecv& recv : recvs) connect(recv.peer);
+  for (const TransferSend& send : sends) ConnectTo(peers_[send.peer]);
+  for (const TransferRecv& recv : recvs) ConnectTo(peers_[recv.peer]);
 }
 
 std::string UcxTransport::PullSources() const {

@@ -28,9 +28,10 @@ struct UcxTransportOptions {
 };
 
 // Collective. Creates a UCX context and worker, exchanges worker addresses with control.AllGather, and learns which
-// peers can read this rank's memory and which this rank can read (same host, permitted by the kernel). The endpoint
-// to a rank (itself included), with peer error handling, keeping shared memory usable, is made at the first exchange
-// with it: a rank holds endpoints (over TCP, sockets) only to the ranks it exchanges with. kUnsupported
+// peers can read this rank's memory and which this rank can read (same host, permitted by the kernel). Endpoints,
+// with peer error handling, keeping shared memory usable, are made then to the ranks this rank can read, and to any
+// other rank (itself included) at the first exchange with it: a rank holds endpoints over the network (sockets over
+// TCP) only to the ranks it exchanges with. kUnsupported
 // with UCX's message if UCX cannot be loaded or cannot start on some rank (every rank fails alike), naming the
 // missing library where it is absent; kInvalidArgument beyond 65536 ranks.
 //

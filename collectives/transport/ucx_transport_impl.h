@@ -68,7 +68,8 @@ class UcxTransport : public Transport {
   Status Open(const std::string& net_devices);
   // What this rank contributes to the connection: how same-host peers pull from it, and its worker address.
   Result<std::string> ConnectionInfo() const;
-  // Keeps every rank's worker address from its ConnectionInfo, and finds the peers this rank can pull from.
+  // Keeps every rank's worker address from its ConnectionInfo, finds the peers this rank can pull from, and makes
+  // their endpoints.
   Status Connect(const std::vector<std::string>& infos);
   // The peers this rank pulls from, as " 1 3" (PullableProcess::Probe succeeded on them).
   std::string PullSources() const;
@@ -81,7 +82,10 @@ class UcxTransport : public Transport {
   ucp_worker_h worker() const { return worker_->get(); }
   Status CheckTransfer(const char* direction, int peer, bool has_buffer, uint64_t size, uint64_t tag) const;
   Status Validate(const std::vector<TransferSend>& sends, const std::vector<TransferRecv>& recvs) const;
-  // Creates the endpoints this exchange needs and lacks (ucx_connect.cc); a peer whose endpoint UCX refuses is failed.
+  // Creates the endpoint to `peer` unless it has one or failed (ucx_connect.cc); fails a peer whose endpoint UCX
+  // refuses.
+  void ConnectTo(Peer& peer);
+  // Creates the endpoints this exchange needs and lacks.
   void ConnectPartners(const std::vector<TransferSend>& sends, const std::vector<TransferRecv>& recvs);
   bool PullsFrom(int peer, uint64_t size) const { return size >= kPullThreshold && pull_sources_[peer] != 0; }
   bool PulledBy(int peer, uint64_t size) const { return size >= kPullThreshold && pullers_[peer]; }
