@@ -4,8 +4,9 @@
 # (collectives/store/store_relay.h) and the job saves and loads all the same; under a hard limit of 40, below even
 # the grid's 52 at rank 0, rank 0 fails at context creation naming the descriptors it needs. The ranks' I/O runs on
 # threads (CKPT_IO_WORKERS=0), so that 48 ranks start in seconds on two cores, and without a data transport
-# (CKPT_TRANSPORT=none: each rank reads its own pieces) under the hard limits: the limit is about the connections of
-# the control plane, and UCX's endpoints, one per rank it connects to, are not ckpt's to bound.
+# (CKPT_TRANSPORT=none: each rank reads its own pieces) under the hard limits, which are about the connections of the
+# control plane: a rank's UCX endpoints go to its own host's ranks over shared memory, and over the network only to
+# the ranks it exchanges tensor data with (bench/scale's scale_exchange_peers_per_rank_max).
 add_test(NAME mp_48_ranks_raise_a_soft_descriptor_limit_of_64
          COMMAND bash -c "ulimit -Sn 64 && rm -rf \"$2\" && \
                           \"$0\" -n 48 --timeout 100 -- \"$1\" save \"$2\" && \"$0\" -n 48 --timeout 100 -- \"$1\" load \"$2\""
