@@ -543,6 +543,34 @@ TEST(UcxTransportSetupTest, ARankConnectsToAPeerAtItsFirstExchangeWithItOnly) {
   EXPECT_GT(counts[3], counts[2]) << "exchanging with every rank opened no socket to the ranks not yet met";
 }
 
+ucs_status_t RefusedEndpoint(ucp_worker_h, const ucp_ep_params_t*, ucp_ep_h*) { return UCS_ERR_UNREACHABLE; }
+
+// An endpoint is made at the first exchange with a peer: UCX refusing it fails that exchange, and every later one with
+// that peer, naming the peer and UCX's reason, instead of sending into nothing.
+TEST(UcxTransportSetupTest, AnEndpointUcxRefusesAtTheFirstExchangeFailsItNamingThePeer) {
+  ScopedEnv tcp("UCX_TLS", "tcp,self");
+  Result<const UcxApi*> real = LoadUcx();
+  ASSERT_TRUE(real.ok()) << real.status().message();
+  UcxApi refusing = *real.value();
+  refusing.ep_create = RefusedEndpoint;
+  UcxTransportOptions options = LoopbackJob();
+  options.ucx = &refusing;
+  RunRanksOwningTransports(
+      2,
+      [](std::unique_ptr<Transport> transport, TcpStore& store) {
+        const int peer = 1 - store.rank();
+        const std::vector<uint8_t> payload(64, 7);
+        for (int attempt = 0; attempt < 2; ++attempt) {
+          const Status status = transport->Exchange({{peer, payload.data(), payload.size(), 0}}, {}, kExchangeTimeout);
+          EXPECT_EQ(status.code(), Code::kPeerFailed) << status.message();
+          EXPECT_TRUE(Contains(status, "rank " + std::to_string(peer))) << status.message();
+          EXPECT_TRUE(Contains(status, "creating a UCX endpoint to it failed")) << status.message();
+        }
+        ASSERT_TRUE(store.Barrier().ok());
+      },
+      [&](int) { return options; });
+}
+
 TEST_P(UcxTransportTest, MessagesFromAPeerThatAlreadyLeftAreReceived) {
   constexpr uint64_t kSize = 100;
   RunRanksOwningTransports(2, [&](std::unique_ptr<Transport> transport, TcpStore& store) {

@@ -302,13 +302,20 @@ size_t MostPartners(const LoadPlan& plan) {
 
 // A tensor replicated over thousands of data-parallel ranks must not make its reader send to every one of them:
 // each rank's data transport holds an endpoint per rank it exchanges with.
-TEST(LoadPlanFanOutTest, ABlockMoreRanksNeedThanTheFanOutIsReadOncePerGroupOfThem) {
+// A one-block tensor that each of 100 ranks asks for whole, planned under `fan_out`; exact coverage checked.
+LoadPlan PlanOneBlockEveryRankNeeds(uint32_t fan_out) {
   const Manifest manifest = WithTensors({Stored("w", {8, 6}, {WholeBox({8, 6})})});
   std::vector<LoadRequest> requests = World(100);
   AskEverywhere(&requests, 0, WholeBox({8, 6}));
   LoadPlanOptions options;
-  options.fan_out = 32;
-  const LoadPlan plan = Plan(manifest, requests, options);
+  options.fan_out = fan_out;
+  LoadPlan plan = Plan(manifest, requests, options);
+  ExpectExactCoverage(Needed(manifest, requests), Delivered(manifest, plan));
+  return plan;
+}
+
+TEST(LoadPlanFanOutTest, ABlockMoreRanksNeedThanTheFanOutIsReadOncePerGroupOfThem) {
+  const LoadPlan plan = PlanOneBlockEveryRankNeeds(32);
   ASSERT_EQ(plan.reads.size(), 4u);  // 100 ranks in 4 groups of 25
   std::set<int> readers;
   for (const ChunkRead& read : plan.reads) readers.insert(read.reader);
@@ -318,19 +325,12 @@ TEST(LoadPlanFanOutTest, ABlockMoreRanksNeedThanTheFanOutIsReadOncePerGroupOfThe
     for (int partner : partners) EXPECT_EQ(partner / 25, rank / 25) << rank << " exchanges with " << partner;
   }
   EXPECT_EQ(MostPartners(plan), 24u);
-  ExpectExactCoverage(Needed(manifest, requests), Delivered(manifest, plan));
 }
 
 TEST(LoadPlanFanOutTest, WithoutAFanOutEveryBlockIsReadOnceAndSentToEveryRank) {
-  const Manifest manifest = WithTensors({Stored("w", {8, 6}, {WholeBox({8, 6})})});
-  std::vector<LoadRequest> requests = World(100);
-  AskEverywhere(&requests, 0, WholeBox({8, 6}));
-  LoadPlanOptions options;
-  options.fan_out = 0;
-  const LoadPlan plan = Plan(manifest, requests, options);
+  const LoadPlan plan = PlanOneBlockEveryRankNeeds(0);
   ASSERT_EQ(plan.reads.size(), 1u);
   EXPECT_EQ(MostPartners(plan), 99u);
-  ExpectExactCoverage(Needed(manifest, requests), Delivered(manifest, plan));
 }
 
 // A large replicated chunk is first grouped, then each group's read is split among its ranks: 64 ranks read the
