@@ -62,7 +62,7 @@ def run_job(python, program, args, env_of, timeout):
         raise SystemExit(f"bench/peers: {os.path.basename(program)} {' '.join(args)}: {failure}\n{report}")
 
 
-def jax_job(options, directory, order, out):
+def jax_job(options, directory, peers, out, extra):
     coordinator = f"127.0.0.1:{free_port()}"
     library = os.path.join(options.build_dir, "runtime", "libckpt.so")
 
@@ -74,11 +74,11 @@ def jax_job(options, directory, order, out):
                 "LOCAL_WORLD_SIZE": str(PROCESSES)}
 
     run_job(sys.executable, os.path.join(BENCH, "peers_jax.py"),
-            ["--peers", ",".join(order), "--dir", directory, "--mib", str(options.mib), "--arrays",
-             str(options.arrays), "--out", out], env_of, options.timeout)
+            ["--peers", ",".join(peers), "--dir", directory, "--mib", str(options.mib), "--arrays",
+             str(options.arrays), "--out", out, *extra], env_of, options.timeout)
 
 
-def dcp_job(options, directory, out):
+def dcp_job(options, directory, out, extra):
     port = str(free_port())
 
     def env_of(i):
@@ -86,8 +86,24 @@ def dcp_job(options, directory, out):
                 "LOCAL_RANK": str(i), "OMP_NUM_THREADS": "1"}
 
     run_job(options.torch_python, os.path.join(BENCH, "peers_dcp.py"),
-            ["--dir", directory, "--mib", str(options.mib), "--arrays", str(options.arrays), "--out", out], env_of,
-            options.timeout)
+            ["--dir", directory, "--mib", str(options.mib), "--arrays", str(options.arrays), "--out", out, *extra],
+            env_of, options.timeout)
+
+
+def measured(job, peers, directory, out):
+    """Runs job(peers, out, extra) to save and restore `peers` in turn, keeping their checkpoints, then for each peer
+    one fresh job per layout (a resume) restoring its checkpoint; returns every peer's times, and removes the
+    checkpoints."""
+    job(peers, out, ["--keep"])
+    with open(out) as f:
+        results = json.load(f)
+    for peer in peers:
+        for layout in ("same", "reshard"):
+            job([peer], out, ["--resume", layout])
+            with open(out) as f:
+                results[peer].update(json.load(f)[peer])
+        shutil.rmtree(os.path.join(directory, peer))
+    return results
 
 
 def torch_unavailable(python):
@@ -116,11 +132,14 @@ def figures_of(results):
         f[f"{peer}_reshard_restore_gibps"] = gib / r["reshard_restore_s"]
         f[f"{peer}_warm_restore_gibps"] = gib / r["warm_restore_s"]
         f[f"{peer}_warm_reshard_restore_gibps"] = gib / r["warm_reshard_restore_s"]
+        f[f"{peer}_resume_restore_gibps"] = gib / r["resume_restore_s"]
+        f[f"{peer}_resume_reshard_restore_gibps"] = gib / r["resume_reshard_restore_s"]
         if peer != "ckpt":
             f[f"ckpt_vs_{peer}_block"] = f["ckpt_save_block_s"] / r["block_s"]
             f[f"ckpt_vs_{peer}_save_durable"] = f["ckpt_save_durable_gibps"] / f[f"{peer}_save_durable_gibps"]
             f[f"ckpt_vs_{peer}_restore"] = f["ckpt_restore_gibps"] / f[f"{peer}_restore_gibps"]
-            for phase in ("reshard_restore", "warm_restore", "warm_reshard_restore"):
+            for phase in ("reshard_restore", "warm_restore", "warm_reshard_restore", "resume_restore",
+                          "resume_reshard_restore"):
                 f[f"ckpt_vs_{peer}_{phase}"] = f[f"ckpt_{phase}_gibps"] / f[f"{peer}_{phase}_gibps"]
     return f
 
@@ -143,7 +162,11 @@ ORDER = ["ckpt_save_block_s", "orbax_save_block_s", "dcp_save_block_s", "ckpt_vs
          "ckpt_warm_restore_gibps", "orbax_warm_restore_gibps", "dcp_warm_restore_gibps",
          "ckpt_vs_orbax_warm_restore", "ckpt_vs_dcp_warm_restore",
          "ckpt_warm_reshard_restore_gibps", "orbax_warm_reshard_restore_gibps", "dcp_warm_reshard_restore_gibps",
-         "ckpt_vs_orbax_warm_reshard_restore", "ckpt_vs_dcp_warm_reshard_restore"]
+         "ckpt_vs_orbax_warm_reshard_restore", "ckpt_vs_dcp_warm_reshard_restore",
+         "ckpt_resume_restore_gibps", "orbax_resume_restore_gibps", "dcp_resume_restore_gibps",
+         "ckpt_vs_orbax_resume_restore", "ckpt_vs_dcp_resume_restore",
+         "ckpt_resume_reshard_restore_gibps", "orbax_resume_reshard_restore_gibps", "dcp_resume_reshard_restore_gibps",
+         "ckpt_vs_orbax_resume_reshard_restore", "ckpt_vs_dcp_resume_reshard_restore"]
 
 
 def caches_droppable():
@@ -176,9 +199,11 @@ def main():
     work = tempfile.mkdtemp(prefix="ckpt-peers.", dir=parent)
     per_run = []
     try:
+        # ckpt's and Orbax's checkpoints are kept for their resume jobs; DCP's is written after both are removed.
+        need = 2 * options.mib + 512
         free = shutil.disk_usage(work).free >> 20
-        if free < options.mib + 512:
-            raise SystemExit(f"bench/peers: {work} has {free} MiB free; the benchmark needs {options.mib + 512} MiB")
+        if free < need:
+            raise SystemExit(f"bench/peers: {work} has {free} MiB free; the benchmark needs {need} MiB")
         print(f"# ckpt bench/peers {time.strftime('%Y-%m-%dT%H:%M:%S%z')}, kernel {platform.release()}, "
               f"{os.cpu_count()} cores")
         fs = subprocess.run(["df", "-T", work], capture_output=True, text=True).stdout.splitlines()[-1].split()
@@ -190,21 +215,19 @@ def main():
               "process; restore: until the restored arrays were ready on every process; the slowest process counts; "
               "every restored element checked; warm_*: the same restores right after each process touched and "
               "freed as much memory as it restores (bench/peers_memory.py), so that no peer's outputs land in memory "
-              "colder than another's")
+              "colder than another's; resume_*: each restore alone in a fresh job (new processes) started after the "
+              "save, as a training job resuming from the checkpoint, so that no peer's outputs reuse memory an earlier "
+              "phase freed")
         print(f"# runs: {options.runs}, the peers' order alternating between runs")
         for run in range(options.runs):
             order = ["ckpt", "orbax"] if run % 2 == 0 else ["orbax", "ckpt"]
             print(f"bench/peers: run {run + 1}/{options.runs}: {' then '.join(order)}", file=sys.stderr)
-            out = os.path.join(work, f"jax-{run}.json")
-            jax_job(options, work, order, out)
-            with open(out) as f:
-                results = json.load(f)
+            results = measured(lambda peers, out, extra: jax_job(options, work, peers, out, extra), order, work,
+                               os.path.join(work, f"jax-{run}.json"))
             if not no_dcp:
                 print(f"bench/peers: run {run + 1}/{options.runs}: torch.distributed.checkpoint", file=sys.stderr)
-                out = os.path.join(work, f"dcp-{run}.json")
-                dcp_job(options, work, out)
-                with open(out) as f:
-                    results["dcp"] = json.load(f)["dcp"]
+                results["dcp"] = measured(lambda _, out, extra: dcp_job(options, work, out, extra), ["dcp"], work,
+                                          os.path.join(work, f"dcp-{run}.json"))["dcp"]
             per_run.append(figures_of(results))
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -1,8 +1,10 @@
 """One rank of bench/peers' torch.distributed.checkpoint job: the same state as peers_jax.py (the same size, arrays,
 mesh and placements) as DTensors on CPU over gloo, saved with dcp.async_save and loaded with dcp.load, in place, into
 the same mesh and into another one, each cold and then right after the rank touched and freed as much memory as
-it loads (peers_memory.py). Started by bench/peers with torchrun's variables (RANK, WORLD_SIZE, MASTER_ADDR,
-MASTER_PORT); rank 0 writes the slowest rank's times to --out.
+it loads (peers_memory.py). --keep leaves the checkpoint in DIR/dcp; --resume same|reshard is a fresh job loading
+it once, into the same mesh or the other one, as a training job resuming does, after making one small DTensor (what
+torch does once per process is not timed). Started by bench/peers with torchrun's variables (RANK, WORLD_SIZE,
+MASTER_ADDR, MASTER_PORT); rank 0 writes the slowest rank's times to --out.
 """
 
 import argparse
@@ -79,12 +81,30 @@ def check(state, arrays, rows, columns):
             raise AssertionError(f"layer_{i:02d}: block at {offset} restored wrong")
 
 
+def timed_load(path, mesh, placements, arrays, columns, warm):
+    """Loads `path` into new tensors laid out by `placements` with the page cache dropped (after warming memory if
+    `warm`), checks every element, and gives the slowest rank's time."""
+    drop_caches()
+    if warm:
+        shapes = (local_box(mesh, placements(i), ROWS, columns)[0] for i in range(arrays))
+        touch_and_free(sum(4 * rows * cols for rows, cols in shapes))
+        dist.barrier()
+    start = time.perf_counter()
+    target = state_dict(mesh, placements, arrays, ROWS, columns, fill=False)
+    dcp.load(target, checkpoint_id=path)
+    seconds = slowest(time.perf_counter() - start)
+    check(target, arrays, ROWS, columns)
+    return seconds
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--dir", required=True)
     parser.add_argument("--mib", type=int, required=True)
     parser.add_argument("--arrays", type=int, required=True)
     parser.add_argument("--out", required=True)
+    parser.add_argument("--keep", action="store_true")
+    parser.add_argument("--resume", choices=("same", "reshard"))
     args = parser.parse_args()
     dist.init_process_group("gloo")
     torch.set_num_threads(1)
@@ -93,8 +113,20 @@ def main():
     other = init_device_mesh("cpu", (4,), mesh_dim_names=("model",))
     # As in peers_jax.py: even arrays split over both axes, odd ones over model only (replicated over data).
     save_placements = lambda i: [Shard(0), Shard(1)] if i % 2 == 0 else [Replicate(), Shard(0)]  # noqa: E731
-    state = state_dict(saving, save_placements, args.arrays, ROWS, columns, fill=True)
+    reshard_placements = lambda i: [Shard(1)]  # noqa: E731
     path = os.path.join(args.dir, "dcp")
+    if args.resume:
+        # A resuming job has built its model before it loads: torch imports its compiler stack (torch._dynamo, about
+        # 1.5 s here) at a process's first DTensor.from_local, which is not timed.
+        dtensor(0, saving, save_placements(0), 4, 4, fill=True)
+        if args.resume == "same":
+            results = {"resume_restore_s": timed_load(path, saving, save_placements, args.arrays, columns, False)}
+        else:
+            results = {"resume_reshard_restore_s": timed_load(path, other, reshard_placements, args.arrays, columns,
+                                                              False)}
+        finish(args.out, results)
+        return
+    state = state_dict(saving, save_placements, args.arrays, ROWS, columns, fill=True)
 
     dist.barrier()
     start = time.perf_counter()
@@ -105,24 +137,20 @@ def main():
     durable = time.perf_counter() - start
     results = {"block_s": slowest(block), "durable_s": slowest(durable)}
 
-    layouts = (("restore_s", saving, save_placements), ("reshard_restore_s", other, lambda i: [Shard(1)]))
+    layouts = (("restore_s", saving, save_placements), ("reshard_restore_s", other, reshard_placements))
     phases = [(p, m, pl, False) for p, m, pl in layouts] + [("warm_" + p, m, pl, True) for p, m, pl in layouts]
     for phase, mesh, placements, warm in phases:
-        drop_caches()
-        if warm:
-            shapes = (local_box(mesh, placements(i), ROWS, columns)[0] for i in range(args.arrays))
-            touch_and_free(sum(4 * rows * cols for rows, cols in shapes))
-            dist.barrier()
-        start = time.perf_counter()
-        target = state_dict(mesh, placements, args.arrays, ROWS, columns, fill=False)
-        dcp.load(target, checkpoint_id=path)
-        results[phase] = slowest(time.perf_counter() - start)
-        check(target, args.arrays, ROWS, columns)
-        del target
+        results[phase] = timed_load(path, mesh, placements, args.arrays, columns, warm)
     dist.barrier()
-    if dist.get_rank() == 0:
+    if dist.get_rank() == 0 and not args.keep:
         shutil.rmtree(path)
-        with open(args.out, "w") as f:
+    finish(args.out, results)
+
+
+def finish(out, results):
+    """Rank 0 writes `results`; every rank leaves the process group."""
+    if dist.get_rank() == 0:
+        with open(out, "w") as f:
             json.dump({"dcp": results}, f)
     dist.destroy_process_group()
 

@@ -1,12 +1,17 @@
 """One process of bench/peers' JAX job: the same sharded pytree saved and restored by ckpt and by Orbax, in the
 order given, with every phase timed on every process (the slowest process counts).
 
-    peers_jax.py --peers ckpt,orbax --dir DIR --mib 2048 --arrays 64 --out RESULTS.json
+    peers_jax.py --peers ckpt,orbax --dir DIR --mib 2048 --arrays 64 --out RESULTS.json [--keep]
+    peers_jax.py --resume same|reshard --peers ckpt --dir DIR --mib 2048 --arrays 64 --out RESULTS.json
 
 Phases, for each peer: an asynchronous save (`block`: until the call returns and the arrays may change;
 `durable`: until the save's wait returned and sync(2) returned), then, with the page cache dropped before each, a
 restore into the same mesh and one into another mesh, then both again right after each process touched and freed
 as much memory as it restores (peers_memory.py); every restored element is compared with its expected value.
+--keep leaves each peer's checkpoint in DIR/<peer>. --resume is a fresh job restoring one kept checkpoint once, into
+the same mesh or the other one, as a training job resuming does (`resume_restore_s`, `resume_reshard_restore_s`): no
+earlier phase has left memory in its processes for the outputs to reuse. Before it, the job makes one small array of
+the target's layout, as a job building its model would have (JAX's work done once per process is not timed).
 The processes come from bench/peers (JAX_COORDINATOR_ADDRESS, NUM_PROCESSES, PROCESS_ID) with 1 CPU device each.
 """
 
@@ -80,14 +85,14 @@ def make_state(shape, shardings):
     return {f"layer_{i:02d}": make_array(i, shape, s) for i, s in enumerate(shardings)}
 
 
-def targets(state, shardings):
-    return {k: jax.ShapeDtypeStruct(v.shape, v.dtype, sharding=s) for (k, v), s in zip(state.items(), shardings)}
+def targets(shape, shardings):
+    """Restore targets for the state of arrays of `shape` laid out by `shardings`."""
+    return {f"layer_{i:02d}": jax.ShapeDtypeStruct(shape, jnp.float32, sharding=s) for i, s in enumerate(shardings)}
 
 
-def restored_bytes(state, shardings):
-    """The bytes this process holds of `state` laid out by `shardings`."""
-    return sum(int(np.prod(s.shard_shape(v.shape))) * v.dtype.itemsize * len(s.addressable_devices)
-               for v, s in zip(state.values(), shardings))
+def restored_bytes(shape, shardings):
+    """The bytes this process holds of the state of F32 arrays of `shape` laid out by `shardings`."""
+    return sum(int(np.prod(s.shard_shape(shape))) * 4 * len(s.addressable_devices) for s in shardings)
 
 
 def check(restored):
@@ -135,8 +140,24 @@ class Orbax:
         return self.checkpointer.restore(path, target)
 
 
-def measure(peer, directory, state, save_shardings, other_shardings):
+def timed_restore(peer, path, shape, shardings, phase, warm):
+    """Restores `path` into `shardings` with the page cache dropped (after warming memory if `warm`), checks every
+    element, and gives the slowest process's time."""
+    drop_caches()
+    if warm:
+        touch_and_free(restored_bytes(shape, shardings))
+        barrier()
+    start = time.perf_counter()
+    restored = peer.restore(path, targets(shape, shardings))
+    jax.block_until_ready(restored)
+    seconds = slowest(f"{peer.name}-{phase}", time.perf_counter() - start)
+    check(restored)
+    return seconds
+
+
+def measure(peer, directory, state, save_shardings, other_shardings, keep):
     path = os.path.join(directory, peer.name)
+    shape = next(iter(state.values())).shape
     barrier()
     start = time.perf_counter()
     pending = peer.save(path, state)
@@ -149,18 +170,9 @@ def measure(peer, directory, state, save_shardings, other_shardings):
     layouts = (("restore_s", save_shardings), ("reshard_restore_s", other_shardings))
     phases = [(p, s, False) for p, s in layouts] + [("warm_" + p, s, True) for p, s in layouts]
     for phase, shardings, warm in phases:
-        drop_caches()
-        if warm:
-            touch_and_free(restored_bytes(state, shardings))
-            barrier()
-        start = time.perf_counter()
-        restored = peer.restore(path, targets(state, shardings))
-        jax.block_until_ready(restored)
-        results[phase] = slowest(f"{peer.name}-{phase}", time.perf_counter() - start)
-        check(restored)
-        del restored
+        results[phase] = timed_restore(peer, path, shape, shardings, phase, warm)
     barrier()
-    if PROCESS == 0:
+    if PROCESS == 0 and not keep:
         shutil.rmtree(path)
     return results
 
@@ -172,17 +184,28 @@ def main():
     parser.add_argument("--mib", type=int, required=True)
     parser.add_argument("--arrays", type=int, required=True)
     parser.add_argument("--out", required=True)
+    parser.add_argument("--keep", action="store_true")
+    parser.add_argument("--resume", choices=("same", "reshard"))
     args = parser.parse_args()
     if jax.device_count() != 4:
         raise SystemExit(f"bench/peers needs 4 devices in all, not {jax.device_count()}")
     rows = 1024
     columns = (args.mib << 20) // (args.arrays * rows * 4)
     save_shardings, other_shardings = layouts(args.arrays)
-    state = make_state((rows, columns), save_shardings)
-    jax.block_until_ready(state)
     peers = {"ckpt": Ckpt, "orbax": Orbax}
     made = [peers[name]() for name in args.peers.split(",")]
-    results = {peer.name: measure(peer, args.dir, state, save_shardings, other_shardings) for peer in made}
+    if args.resume:
+        shardings = save_shardings if args.resume == "same" else other_shardings
+        phase = "resume_restore_s" if args.resume == "same" else "resume_reshard_restore_s"
+        # A resuming job has built its model before it restores: what JAX does once per process is done here.
+        jax.block_until_ready(make_array(0, (4, 4), shardings[0]))
+        results = {peer.name: {phase: timed_restore(peer, os.path.join(args.dir, peer.name), (rows, columns),
+                                                    shardings, phase, False)} for peer in made}
+    else:
+        state = make_state((rows, columns), save_shardings)
+        jax.block_until_ready(state)
+        results = {peer.name: measure(peer, args.dir, state, save_shardings, other_shardings, args.keep)
+                   for peer in made}
     results["bytes"] = args.arrays * rows * columns * 4
     if PROCESS == 0:
         with open(args.out, "w") as f:
