@@ -119,12 +119,9 @@ def main():
         # A resuming job has built its model before it loads: torch imports its compiler stack (torch._dynamo, about
         # 1.5 s here) at a process's first DTensor.from_local, which is not timed.
         dtensor(0, saving, save_placements(0), 4, 4, fill=True)
-        if args.resume == "same":
-            results = {"resume_restore_s": timed_load(path, saving, save_placements, args.arrays, columns, False)}
-        else:
-            results = {"resume_reshard_restore_s": timed_load(path, other, reshard_placements, args.arrays, columns,
-                                                              False)}
-        finish(args.out, results)
+        phase, mesh, placements = (("resume_restore_s", saving, save_placements) if args.resume == "same" else
+                                   ("resume_reshard_restore_s", other, reshard_placements))
+        finish(args.out, {phase: timed_load(path, mesh, placements, args.arrays, columns, False)})
         return
     state = state_dict(saving, save_placements, args.arrays, ROWS, columns, fill=True)
 

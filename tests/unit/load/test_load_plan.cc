@@ -300,8 +300,6 @@ size_t MostPartners(const LoadPlan& plan) {
   return most;
 }
 
-// A tensor replicated over thousands of data-parallel ranks must not make its reader send to every one of them:
-// each rank's data transport holds an endpoint per rank it exchanges with.
 // A one-block tensor that each of 100 ranks asks for whole, planned under `fan_out`; exact coverage checked.
 LoadPlan PlanOneBlockEveryRankNeeds(uint32_t fan_out) {
   const Manifest manifest = WithTensors({Stored("w", {8, 6}, {WholeBox({8, 6})})});
@@ -314,6 +312,8 @@ LoadPlan PlanOneBlockEveryRankNeeds(uint32_t fan_out) {
   return plan;
 }
 
+// A tensor replicated over thousands of data-parallel ranks must not make its reader send to every one of them:
+// each rank's data transport holds an endpoint per rank it exchanges with.
 TEST(LoadPlanFanOutTest, ABlockMoreRanksNeedThanTheFanOutIsReadOncePerGroupOfThem) {
   const LoadPlan plan = PlanOneBlockEveryRankNeeds(32);
   ASSERT_EQ(plan.reads.size(), 4u);  // 100 ranks in 4 groups of 25
