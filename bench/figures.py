@@ -12,7 +12,8 @@
 VALUES_FILE holds `run name value` lines: ckpt_bench's raw output (save_seconds, load_seconds, save_cpu_seconds,
 load_cpu_seconds, ...; the multi-rank loads report per rank, as <load>_<counter>.rank<r>, with <load>_ranks), the
 fio bandwidths and CPU times (fio_write_bps, fio_read_bps, fio_copy_bps, fio_write_cpu_seconds,
-fio_read_cpu_seconds; dedup_fio_write_bps and reshard_fio_read_bps of the dedup and reshard sizes),
+fio_read_cpu_seconds; dedup_fio_write_bps and reshard_fio_read_bps of the dedup and reshard sizes), the CPU time
+of one checksum pass over the state's size (checksum_cpu_seconds),
 ucx_perftest_bps and, where a CUDA device exists, the device staging and its cudaMemcpy baseline
 (d2h_stage_seconds, cuda_memcpy_pinned_seconds) of the same run. The staging arena's size comes from the
 library where it reports it, else from CKPT_ARENA_BYTES, else it is printed as 0 with a comment. Every figure is
@@ -46,12 +47,18 @@ FIGURES = [
     ("save_in_place_vs_fio_write", "ratio", "%.3f"),
     ("save_in_place_cpu_s_per_gib", "s/GiB", "%.3f"),
     ("save_in_place_cpu_vs_fio", "ratio", "%.2f"),
+    # fio verifies nothing it moves; ckpt hashes every block it writes and checks every block it reads. Beside fio,
+    # the CPU time of that verification alone: one pass of the library's checksum over as many bytes of memory not in
+    # the cache (bench/checksum_pass.cc), added to fio's.
+    ("checksum_cpu_s_per_gib", "s/GiB", "%.3f"),
+    ("save_in_place_cpu_vs_fio_and_checksum", "ratio", "%.2f"),
     ("load_gibps", "GiB/s", "%.3f"),
     ("fio_read_gibps", "GiB/s", "%.3f"),
     ("load_vs_fio_read", "ratio", "%.3f"),
     ("load_cpu_s_per_gib", "s/GiB", "%.3f"),
     ("fio_read_cpu_s_per_gib", "s/GiB", "%.3f"),
     ("load_cpu_vs_fio", "ratio", "%.2f"),
+    ("load_cpu_vs_fio_and_checksum", "ratio", "%.2f"),
     ("export_gibps", "GiB/s", "%.3f"),
     ("export_vs_fio_write", "ratio", "%.3f"),
     # The same export against fio reading and writing at once, which an export's data movement is.
@@ -348,6 +355,13 @@ def cpu_figures(raw, f, state_gib):
         f["fio_%s_cpu_s_per_gib" % direction] = need(raw, "fio_%s_cpu_seconds" % direction) / state_gib
         f[phase + "_cpu_vs_fio"] = f[phase + "_cpu_s_per_gib"] / f["fio_%s_cpu_s_per_gib" % direction]
         f[phase + "_worker_cpu_share"] = need_time_spent(raw, phase + "_worker_cpu_seconds") / raw[phase + "_cpu_seconds"]
+    if "checksum_cpu_seconds" not in raw:
+        return
+    f["checksum_cpu_s_per_gib"] = raw["checksum_cpu_seconds"] / state_gib
+    for phase, direction in (("save_in_place", "write"), ("load", "read")):
+        if phase + "_cpu_s_per_gib" in f:
+            verified = f["fio_%s_cpu_s_per_gib" % direction] + f["checksum_cpu_s_per_gib"]
+            f[phase + "_cpu_vs_fio_and_checksum"] = f[phase + "_cpu_s_per_gib"] / verified
 
 
 def copy_on_write_figures(raw, f, state_gib):
@@ -486,7 +500,8 @@ def report(path, state_mib, dedup_mib, reshard_mib):
     comments.extend(cpu_comments(per_run))
     if len(per_run) > 1:
         for name in ("save_vs_fio_write", "save_cpu_vs_fio", "save_in_place_vs_fio_write", "save_in_place_cpu_vs_fio",
-                     "load_vs_fio_read", "load_cpu_vs_fio",
+                     "save_in_place_cpu_vs_fio_and_checksum", "load_vs_fio_read", "load_cpu_vs_fio",
+                     "load_cpu_vs_fio_and_checksum",
                      "export_vs_fio_write", "export_vs_fio_copy", "safetensors_load_vs_fio_read",
                      "async_block_vs_memcpy", "cow_save_block_vs_memcpy", "cow_save_durable_vs_fio_write",
                      "replica_check_stall_vs_memcpy", "replica_check_staged_stall_vs_memcpy",
@@ -512,6 +527,9 @@ def cpu_comments(per_run):
             "left out) and its I/O worker processes from ckpt_save until durable, and over ckpt_load; fio: its job's "
             "process over its run (usr_cpu + sys_cpu); kernel threads (a loop device's, the page cache's "
             "writeback) count for neither",
+            "cpu: *_vs_fio_and_checksum: against fio's CPU time plus one pass of ckpt's block checksum over as many "
+            "bytes (checksum_cpu_s_per_gib: XXH3-64 in 1 MiB blocks over memory written before, out of the cache), "
+            "the verification that ckpt does and fio does not",
             "cpu: the I/O workers' share of ckpt's CPU time: " + ", ".join(shares)]
 
 

@@ -545,6 +545,8 @@ Result<std::unique_ptr<IoBackend>> ChooseBackend(const IoTuning& tuning, char* a
 
 }  // namespace
 
+uint32_t CallerMemoryThreadsFor(unsigned cores) { return cores < 4 ? 1 : 2; }
+
 uint64_t DirectMemoryAlignment(int fd) {
   uint64_t alignment = kDirectAlignment;
   if (fd < 0 || !DirectIoWorks(fd, &alignment)) return kDirectAlignment;

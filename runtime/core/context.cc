@@ -15,6 +15,7 @@
 #include "common/bytes.h"
 #include "common/descriptor_limit.h"
 #include "common/settings.h"
+#include "common/usable_cores.h"
 #include "gpu/cuda_runtime.h"
 #include "runtime/core/agreement.h"
 
@@ -241,6 +242,7 @@ Status Context::StartIo(const ContextConfig& config) {
                      : static_cast<int>(settings::CountFromEnv(settings::kIoWorkersVar, settings::kDefaultIoWorkers));
   ASSIGN_OR_RETURN(pool.tuning.backend, BackendFromEnv());
   pool.tuning.direct = settings::StringFromEnv(settings::kIoDirectVar) != "0";
+  pool.tuning.caller_memory_threads = io::CallerMemoryThreadsFor(UsableCores());
   pool.timeout = timeout_;
   ASSIGN_OR_RETURN(workers_, io::WorkerPool::Start(*arena_, pool));
   io_workers_ = pool.workers;

@@ -124,10 +124,6 @@ Status Deliver(const ChunkFetch& f, const Window& w, const char* data, uint64_t*
   return device_copies.Wait();
 }
 
-// Windows read straight into their destinations go on this many threads of the calling process, each with its own
-// ring: one verifies what it read while the other's reads are in flight.
-constexpr size_t kDirectReadThreads = 2;
-
 // A window read by this process straight into its destination: bytes [begin, end) of the chunk land at `dst`;
 // null: read through the thread's buffer and copied out to the fetch's consumers (no arena).
 struct DirectWindow {
@@ -252,12 +248,14 @@ class Fetcher {
   }
 
  private:
-  // Starts the threads that read the direct windows, each with an executor of its own; where none can be made,
-  // those windows join `staged` instead, or without an arena the fetch fails with the reason.
+  // Starts the threads that read the direct windows (the tuning's caller_memory_threads, at most one per window),
+  // each with an executor of its own; where none can be made, those windows join `staged` instead, or without an
+  // arena the fetch fails with the reason.
   Status StartDirectReads(std::vector<Window>* staged, std::vector<std::thread>* threads) {
     if (direct_.empty()) return Status::Ok();
     Status refused;
-    for (size_t t = 0; t < std::min(kDirectReadThreads, direct_.size()); ++t) {
+    const size_t count = std::max<size_t>(1, engine_.direct_tuning->caller_memory_threads);
+    for (size_t t = 0; t < std::min(count, direct_.size()); ++t) {
       Result<std::unique_ptr<io::FileJobExecutor>> executor =
           io::FileJobExecutor::CreateForCallerMemory(*engine_.direct_tuning);
       if (!executor.ok()) {

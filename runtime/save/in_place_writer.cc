@@ -1,5 +1,6 @@
 #include "runtime/save/in_place_writer.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <exception>
@@ -58,8 +59,9 @@ std::vector<InPlacePart> PlanInPlace(const Window& w, uint64_t block_size, const
   return parts;
 }
 
-// Writes a save's files from the state's buffers, one file per thread (the calling thread takes the first and
-// reports progress), each with an executor of its own in this process.
+// Writes a save's files from the state's buffers on the tuning's caller_memory_threads (at most one per file), each
+// with an executor of its own in this process, taking the files in turn; the calling thread takes the first and
+// reports progress.
 class InPlaceWriter {
  public:
   InPlaceWriter(const StagingSettings& settings, io::StagingArena& arena, SaveTicket& ticket)
@@ -73,32 +75,36 @@ class InPlaceWriter {
     for (size_t f = 0; f < files.size(); ++f) {
       if (!files[f].empty()) used.push_back(f);
     }
+    const size_t writers = std::min<size_t>(used.size(), std::max(1u, settings_.in_place->caller_memory_threads));
     std::vector<std::unique_ptr<io::FileJobExecutor>> executors;
-    for (size_t i = 0; i < used.size(); ++i) {
+    for (size_t w = 0; w < writers; ++w) {
       ASSIGN_OR_RETURN(std::unique_ptr<io::FileJobExecutor> executor,
                        io::FileJobExecutor::CreateForCallerMemory(*settings_.in_place));
       executors.push_back(std::move(executor));
     }
     std::vector<Status> results(used.size());
-    auto write_file = [&](size_t i) {
-      try {
-        results[i] = WriteFile(*executors[i], files[used[i]], paths[used[i]], sizes[used[i]], i == 0);
-      } catch (const std::exception& e) {
-        results[i] = Internal(std::string("writing a data file in place: ") + e.what());
+    // Writer w writes files w, w + writers, ... of `used`, each after the one before.
+    auto write_files = [&](size_t w) {
+      for (size_t i = w; i < used.size() && !failed_; i += writers) {
+        try {
+          results[i] = WriteFile(*executors[w], files[used[i]], paths[used[i]], sizes[used[i]], w == 0);
+        } catch (const std::exception& e) {
+          results[i] = Internal(std::string("writing a data file in place: ") + e.what());
+        }
+        if (!results[i].ok()) failed_ = true;
       }
-      if (!results[i].ok()) failed_ = true;
     };
     std::vector<std::thread> threads;
-    std::vector<size_t> unthreaded;  // files whose thread the system refused: the calling thread writes them after
-    for (size_t i = 1; i < used.size(); ++i) {
+    std::vector<size_t> unthreaded;  // writers whose thread the system refused: the calling thread runs them after
+    for (size_t w = 1; w < writers; ++w) {
       try {
-        threads.emplace_back(write_file, i);
+        threads.emplace_back(write_files, w);
       } catch (const std::system_error&) {
-        unthreaded.push_back(i);
+        unthreaded.push_back(w);
       }
     }
-    write_file(0);
-    for (size_t i : unthreaded) write_file(i);
+    write_files(0);
+    for (size_t w : unthreaded) write_files(w);
     for (std::thread& t : threads) t.join();
     for (const Status& status : results) RETURN_IF_ERROR(status);
     return Status::Ok();

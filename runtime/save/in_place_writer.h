@@ -1,6 +1,7 @@
 // CKPT_SAVE_IN_PLACE (StagingSettings::in_place): this rank writes its data files itself, from the state's buffers
 // where they allow it and through the staging arena where they do not (device memory, a misaligned or short run),
-// one file per thread, each with a file job executor of its own in this process.
+// on the I/O tuning's caller_memory_threads (at most one per file), each with a file job executor of its own in this
+// process.
 #pragma once
 
 #include <cstdint>

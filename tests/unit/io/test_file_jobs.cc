@@ -809,5 +809,15 @@ TEST_F(ApplyAttemptTest, NoSpaceErrorNamesTheFileAndOffset) {
   EXPECT_NE(status.message().find(std::to_string(9 * kPage)), std::string::npos) << status.message();
 }
 
+// Two threads read into or write from the caller's memory where the process may use 4 cores or more; one below,
+// where a second finds no core of its own.
+TEST(CallerMemoryThreadsTest, OneBelowFourCoresAndTwoFromFourOn) {
+  EXPECT_EQ(CallerMemoryThreadsFor(1), 1u);
+  EXPECT_EQ(CallerMemoryThreadsFor(2), 1u);
+  EXPECT_EQ(CallerMemoryThreadsFor(3), 1u);
+  EXPECT_EQ(CallerMemoryThreadsFor(4), 2u);
+  EXPECT_EQ(CallerMemoryThreadsFor(192), 2u);
+}
+
 }  // namespace
 }  // namespace ckpt::io

@@ -17,7 +17,9 @@
 #include <vector>
 
 #include "ckpt.h"
+#include "common/usable_cores.h"
 #include "io/file_io.h"
+#include "io/file_jobs.h"
 #include "io/staging_arena.h"
 #include "io/worker_pool.h"
 #include "runtime/core/context.h"
@@ -256,6 +258,21 @@ TEST_F(DirectLoadProgressTest, ALoadReadWhollyStraightInReportsItsProgressAsItGo
   EXPECT_EQ(total, rows_ * kPage);
 }
 
+// On one direct thread (the tuning's caller_memory_threads on a machine of fewer than 4 cores), that thread reads
+// every window in turn, and the calling thread still reports each as it arrives.
+TEST_F(DirectLoadProgressTest, ALoadReadStraightInOnOneThreadFillsEveryWindowAndReportsAsItGoes) {
+  tuning_.caller_memory_threads = 1;
+  PageAligned dst(rows_ * kPage);
+  std::unique_ptr<WatchedPool> refusing = Pool(false);
+  std::vector<uint64_t> reports;
+  Result<uint64_t> read = FetchRows(*refusing, 0, rows_, dst.data(), [&](uint64_t bytes) { reports.push_back(bytes); });
+  ASSERT_TRUE(read.ok()) << read.status().message();
+  EXPECT_EQ(*read, rows_ * kPage);
+  EXPECT_EQ(refusing->bytes_asked(), 0u) << "the test expects every window read straight in";
+  EXPECT_EQ(FirstWrong(dst.data(), 0, rows_), -1);
+  EXPECT_EQ(reports.size(), 4u) << "one report per window of 16 MiB";
+}
+
 // A direct thread waiting for the report of its window must not outlive a failure: a flipped byte in the third
 // window fails the load, naming the file, and the load ends.
 TEST_F(DirectLoadProgressTest, AFlippedByteInALoadReportingItsProgressFailsItAndTheLoadEnds) {
@@ -315,6 +332,8 @@ TEST(DirectLoadSettingTest, LoadDirectZeroLeavesLoadsWithoutDirectReadsAndTheDef
     ASSERT_TRUE(ctx.ok()) << ctx.status().message();
     ASSERT_NE((*ctx)->direct_load_tuning(), nullptr);
     EXPECT_TRUE((*ctx)->direct_load_tuning()->direct);
+    EXPECT_EQ((*ctx)->direct_load_tuning()->caller_memory_threads, io::CallerMemoryThreadsFor(UsableCores()))
+        << "as many direct threads as the cores this process may use call for";
   }
   setenv("CKPT_LOAD_DIRECT", "0", 1);
   Result<std::unique_ptr<Context>> ctx = Context::Create(config);
