@@ -31,7 +31,8 @@ foreach(name reshard reshard-in-place manifest-sections dedup invalid-overlap in
              launchers-store-port launchers-mpich launchers-slurm peer-stops-in-exchange peer-stops-in-exchange-32
              peer-stops-in-exchange-32-grid
              request-stats read-once-3to5-columns read-once-4to3-rows read-once-2to7-rows read-once-many-rounds
-             kept-read-corrupt sent-read-corrupt read-once-scattered read-once-small-shared peer-grid)
+             kept-read-corrupt sent-read-corrupt read-once-scattered read-once-small-shared peer-grid
+             exchange-buffers-in-arena)
   add_test(NAME mp_${name}
            COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/integration/run.sh ${name} $<TARGET_FILE:ckpt-launch>
                    $<TARGET_FILE_DIR:ckpt_scenario_core> ${CMAKE_CURRENT_BINARY_DIR}/scenarios/${name})

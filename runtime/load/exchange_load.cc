@@ -21,6 +21,7 @@
 #include "gpu/device_copy.h"
 #include "io/checksum.h"
 #include "io/committed_memory.h"
+#include "io/staging_arena.h"
 #include "runtime/core/agreement.h"
 #include "runtime/core/dtype.h"
 #include "runtime/load/chunk_fetcher.h"
@@ -134,6 +135,9 @@ constexpr size_t kMaxGatheredTransfers = kMaxScatterRuns / 2;
 // Bounds of a round's reads and of its exchange buffers (each).
 constexpr uint64_t kMinRoundBytes = 64ull << 20;
 constexpr uint64_t kMaxRoundBytes = 128ull << 20;
+// The exchange buffers come from the staging arena only where it holds this many round budgets: the two rounds in
+// flight take at most two, and the rounds' reads keep at least as much.
+constexpr uint64_t kArenaRoundBudgets = 4;
 
 // Rank 0's decision on the number of rounds: as many as the reader that needs the most.
 Result<std::string> MostRounds(std::vector<std::string> payloads) {
@@ -199,39 +203,71 @@ Result<std::shared_ptr<const std::vector<LoadPlan>>> RoundsFor(
   return cache.rounds;
 }
 
-// The send and receive buffers of every other round of a load: one block of host memory (committed at once, not page
-// by page as the exchange writes it), or of device memory on the plane's device, kept from round to round so that it
-// is committed (or the device memory allocated) once per load rather than once per round.
+// The send and receive buffers of every other round of a load: one block of host memory (a region of the staging
+// arena, or committed at once, not page by page as the exchange writes it), or of device memory on the plane's device,
+// kept from round to round so that it is committed (or the device memory allocated) once per load rather than once
+// per round.
 class RoundMemory {
  public:
-  explicit RoundMemory(int device) : device_(device) {}
+  // `arena`: where host blocks come from while it has room at once (null: always fresh committed memory).
+  RoundMemory(int device, io::StagingArena* arena) : device_(device), arena_(arena) {}
+  ~RoundMemory() { Drop(); }
+  RoundMemory(const RoundMemory&) = delete;
+  RoundMemory& operator=(const RoundMemory&) = delete;
 
   // At least `bytes`, not value-initialised; what an earlier round was given is invalidated.
   Result<char*> Reserve(uint64_t bytes) {
-    if (bytes <= capacity_) return base();
-    capacity_ = 0;
-    if (device_ < 0) {
-      host_ = io::CommittedMemory();
+    if (bytes <= capacity_) return base_;
+    Drop();
+    if (device_ >= 0) {
+      ASSIGN_OR_RETURN(gpu::CudaRuntime * cuda, gpu::CudaRuntime::Get());
+      ASSIGN_OR_RETURN(device_memory_, gpu::ScopedDeviceMemory::Allocate(*cuda, device_, bytes));
+      base_ = device_memory_.get();
+    } else if (Result<io::ArenaRegion> region = TakeFromArena(bytes); region.ok()) {
+      region_ = *region;
+      base_ = arena_->data() + region_.offset;
+      arena_bytes_ += bytes;
+    } else {
       Result<io::CommittedMemory> committed = io::CommittedMemory::Allocate(bytes);
       if (!committed.ok()) {
         return Status(Code::kNoMemory, "no memory for " + std::to_string(bytes) +
                                            " bytes of load exchange buffers: " + committed.status().message());
       }
       host_ = std::move(committed).value();
-    } else {
-      device_memory_ = gpu::ScopedDeviceMemory();
-      ASSIGN_OR_RETURN(gpu::CudaRuntime * cuda, gpu::CudaRuntime::Get());
-      ASSIGN_OR_RETURN(device_memory_, gpu::ScopedDeviceMemory::Allocate(*cuda, device_, bytes));
+      base_ = host_.data();
+      committed_bytes_ += bytes;
     }
     capacity_ = bytes;
-    return base();
+    return base_;
   }
 
+  // The host bytes reserved so far in the arena, and committed for the load.
+  uint64_t arena_bytes() const { return arena_bytes_; }
+  uint64_t committed_bytes() const { return committed_bytes_; }
+
  private:
-  char* base() const { return device_ < 0 ? host_.data() : device_memory_.get(); }
+  // A region of the arena now, without waiting for one: a save in flight keeps what it holds.
+  Result<io::ArenaRegion> TakeFromArena(uint64_t bytes) {
+    if (arena_ == nullptr) return Status(Code::kUnsupported, "no arena for the exchange buffers");
+    return arena_->Allocate(bytes, std::chrono::milliseconds(0));
+  }
+
+  void Drop() {
+    if (region_.size > 0) arena_->Release(region_);
+    region_ = io::ArenaRegion{};
+    host_ = io::CommittedMemory();
+    device_memory_ = gpu::ScopedDeviceMemory();
+    base_ = nullptr;
+    capacity_ = 0;
+  }
 
   const int device_;
+  io::StagingArena* const arena_;
+  uint64_t arena_bytes_ = 0;
+  uint64_t committed_bytes_ = 0;
   uint64_t capacity_ = 0;
+  char* base_ = nullptr;
+  io::ArenaRegion region_;
   io::CommittedMemory host_;
   gpu::ScopedDeviceMemory device_memory_;
 };
@@ -650,11 +686,15 @@ Result<ExchangeCounters> ExchangeLoad(Context& ctx, LoadPlanCache& plans, const 
                                       const std::vector<LocalPiece>& pieces,
                                       const std::function<void(uint64_t)>& filled) {
   // Reads go through the staging arena; the exchange buffers of a round take as much memory again (twice: two rounds
-  // are in flight at once), committed once per load and reused round after round. Rounds are capped so that a load
-  // commits a bounded amount of exchange memory, not one in proportion to the arena: committing fresh pages costs
-  // about as much as copying into them.
+  // are in flight at once), reused round after round. Rounds are capped so that a load holds a bounded amount of
+  // exchange memory, not one in proportion to the arena. Where the arena holds kArenaRoundBudgets budgets, the
+  // buffers are regions of it while it has room: its pages were committed when the context began, and a host
+  // buffer committed for the load costs about as much as copying into it (far more on a virtual machine whose host
+  // took back memory freed a while ago: two thirds of a slow reshard restore's samples here went to zeroing such
+  // pages).
   const uint64_t budget =
       fault::LoadRoundBytes(std::min(std::max<uint64_t>(ctx.arena().capacity(), kMinRoundBytes), kMaxRoundBytes));
+  io::StagingArena* round_arena = ctx.arena().capacity() >= kArenaRoundBudgets * budget ? &ctx.arena() : nullptr;
   ASSIGN_OR_RETURN(std::shared_ptr<const std::vector<LoadPlan>> rounds,
                    RoundsFor(ctx, plans, manifest, decode_chunks, mine, verdict, holders, budget, pieces, plane));
   const PiecesByTensor by_tensor = ByTensor(pieces);
@@ -662,7 +702,7 @@ Result<ExchangeCounters> ExchangeLoad(Context& ctx, LoadPlanCache& plans, const 
   // round memory (round r + 2 reuses r's once r has ended). Every rank agrees after a round's reads and after its
   // exchange, so that a failure anywhere stops every rank at the same point and no rank waits on a peer that has
   // given up; the agreements keep their order (r's exchange, then r + 1's reads), only the reads move earlier.
-  RoundMemory memory[2] = {RoundMemory(plane.device), RoundMemory(plane.device)};
+  RoundMemory memory[2] = {RoundMemory(plane.device, round_arena), RoundMemory(plane.device, round_arena)};
   auto round_at = [&](size_t r) {
     return std::make_unique<Round>(ctx, plane, memory[r % 2], path, manifest, (*rounds)[r], r, by_tensor);
   };
@@ -691,6 +731,10 @@ Result<ExchangeCounters> ExchangeLoad(Context& ctx, LoadPlanCache& plans, const 
     counters.exchange_ns += current->counters().exchange_ns;
     filled(BytesFilledHere((*rounds)[r], ctx.rank(), manifest, by_tensor));
     current = std::move(next);
+  }
+  for (const RoundMemory& m : memory) {
+    counters.arena_buffer_bytes += m.arena_bytes();
+    counters.committed_buffer_bytes += m.committed_bytes();
   }
   return counters;
 }

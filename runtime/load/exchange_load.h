@@ -40,6 +40,9 @@ struct ExchangeCounters {
   uint64_t bytes_received = 0;
   uint64_t exchange_ns = 0;  // in the transport's exchanges
   uint64_t rounds = 0;       // the load's rounds, the same on every rank
+  // The host memory its exchange buffers took: regions of the staging arena, and memory committed for the load.
+  uint64_t arena_buffer_bytes = 0;
+  uint64_t committed_buffer_bytes = 0;
 };
 
 // How a load's pieces travel: over `transport`, packed in host memory (device = -1) or in device memory of `device`

@@ -305,7 +305,7 @@ Result<uint64_t> ReadOwn(Context& ctx, const std::string& dir, const Manifest& m
 Status ReadTensors(Context& ctx, LoadPlanCache& plans, const std::string& dir, const Manifest& manifest,
                    const ChunkDecoder& decode_chunks, const LoadVerdict& verdict, const LoadAsk& ask,
                    const LoadRequest& request, const FileHolders* holders, const std::vector<LocalPiece>& pieces,
-                   ProgressReporter& progress, uint64_t* bytes_read, LoadReads* done, uint64_t* rounds) {
+                   ProgressReporter& progress, uint64_t* bytes_read, LoadReads* done, ExchangeCounters* exchanged) {
   uint64_t filled = 0;
   auto on_filled = [&](uint64_t bytes) { progress.Update(filled += bytes); };
   *done = LoadReads::kOwn;
@@ -322,7 +322,7 @@ Status ReadTensors(Context& ctx, LoadPlanCache& plans, const std::string& dir, c
   ASSIGN_OR_RETURN(ExchangeCounters counters, ExchangeLoad(ctx, plans, plane, dir, manifest, decode_chunks, request,
                                                            verdict, holders, pieces, on_filled));
   *bytes_read = counters.bytes_read;
-  *rounds = counters.rounds;
+  *exchanged = counters;
   ctx.stats().bytes_sent += counters.bytes_sent;
   ctx.stats().bytes_received += counters.bytes_received;
   ctx.stats().exchange_ns += counters.exchange_ns;
@@ -405,7 +405,9 @@ Status AskForReads(const Context& ctx, const std::string& dir, const Manifest& m
 struct ReadsOutcome {
   LoadReads reads = LoadReads::kOnce;
   uint64_t amplification_milli = 1000;
-  uint64_t rounds = 0;  // of read once + exchange
+  uint64_t rounds = 0;                  // of read once + exchange
+  uint64_t arena_buffer_bytes = 0;      // its exchange buffers in the staging arena
+  uint64_t committed_buffer_bytes = 0;  // and committed for it
 };
 
 // Rank 0's decision in the outcome agreement: the bytes every rank read, summed.
@@ -491,10 +493,11 @@ Status LoadAndAgree(Context& ctx, LoadPlanCache& plans, State& state, const Chec
   }
 
   progress.Enter(Phase::kReading, 0, PieceBytes(*manifest, pieces));
-  uint64_t tensor_bytes = 0, rounds = 0;
+  uint64_t tensor_bytes = 0;
+  ExchangeCounters exchanged;
   LoadReads done = verdict->reads;
   Status read = ReadTensors(ctx, plans, dir, *manifest, decode_chunks, *verdict, mine, request, settings.holders.get(),
-                            pieces, progress, &tensor_bytes, &done, &rounds);
+                            pieces, progress, &tensor_bytes, &done, &exchanged);
   for (const CastShard& cast : casts) {
     if (read.ok()) read = ConvertCast(cast);
   }
@@ -505,7 +508,9 @@ Status LoadAndAgree(Context& ctx, LoadPlanCache& plans, State& state, const Chec
   Result<ReadsOutcome> agreed = AgreeOnOutcome(ctx, read, done, *verdict, tensor_bytes);
   RETURN_IF_ERROR(agreed.status().WithContext(context));
   *outcome = *agreed;
-  outcome->rounds = rounds;
+  outcome->rounds = exchanged.rounds;
+  outcome->arena_buffer_bytes = exchanged.arena_buffer_bytes;
+  outcome->committed_buffer_bytes = exchanged.committed_buffer_bytes;
   ctx.stats().last_load_reads = static_cast<uint64_t>(outcome->reads);
   ctx.stats().last_load_read_amplification_milli = outcome->amplification_milli;
   return Status::Ok();
@@ -516,6 +521,13 @@ std::string DescribeMilli(uint64_t milli) {
   const uint64_t hundredths = (milli + 5) / 10;
   const std::string cents = std::to_string(hundredths % 100);
   return std::to_string(hundredths / 100) + "." + (cents.size() < 2 ? "0" : "") + cents;
+}
+
+// Where a read-once load's host exchange buffers came from, for its INFO line; empty where it had none.
+std::string ExchangeBuffersNamed(const ReadsOutcome& reads) {
+  if (reads.arena_buffer_bytes == 0 && reads.committed_buffer_bytes == 0) return "";
+  return ", exchange buffers " + DescribeBytes(reads.arena_buffer_bytes) + " in the staging arena and " +
+         DescribeBytes(reads.committed_buffer_bytes) + " committed";
 }
 
 // The load with its progress reports and its INFO line.
@@ -535,11 +547,14 @@ Status LoadReported(Context& ctx, LoadPlanCache& plans, State& state, const Chec
     return loaded;
   }
   progress.Enter(Phase::kLoaded, progress.total(), progress.total());
-  ctx.Log(LogLevel::kInfo,
-          "loaded '" + path + "': " + DescribeThroughput(progress.total(), NowNs() - started) +
-              " into this rank; read " + DescribeBytes(bytes_read) + " from " + tier + " (" +
-              LoadReadsName(reads.reads) + ", read amplification " + DescribeMilli(reads.amplification_milli) +
-              (reads.reads == LoadReads::kOnce ? ", " + std::to_string(reads.rounds) + " rounds" : "") + ")");
+  ctx.Log(LogLevel::kInfo, "loaded '" + path + "': " + DescribeThroughput(progress.total(), NowNs() - started) +
+                               " into this rank; read " + DescribeBytes(bytes_read) + " from " + tier + " (" +
+                               LoadReadsName(reads.reads) + ", read amplification " +
+                               DescribeMilli(reads.amplification_milli) +
+                               (reads.reads == LoadReads::kOnce
+                                    ? ExchangeBuffersNamed(reads) + ", " + std::to_string(reads.rounds) + " rounds"
+                                    : "") +
+                               ")");
   return Status::Ok();
 }
 

@@ -209,6 +209,18 @@ case "$name" in
     [ "$read_total" = "$stored" ] || { echo "expected every stored byte read once: read $read_total of $stored" >&2; exit 1; }
     out=$(CKPT_FAULT_LOAD_ROUND_BYTES=65536 CKPT_LOAD_READS=once CKPT_TRANSPORT=ucx run 3 "$exchange" load-layout columns "$ck")
     echo "$out" ;;
+  exchange-buffers-in-arena)  # a read-once load's exchange buffers are regions of the staging arena where it holds
+    # four round budgets (512 MiB against rounds of 128 MiB): nothing committed for the load; with 256 MiB they are
+    # memory committed for the load, and the arena holds none. Rank 0's INFO line says which.
+    run 4 "$exchange" save-layout "$ck"
+    for arena_mib in 512 256; do
+      out=$(CKPT_ARENA_BYTES=$((arena_mib << 20)) CKPT_LOAD_READS=once CKPT_TRANSPORT=ucx \
+            run 3 "$exchange" load-layout columns "$ck")
+      echo "$out"
+      expected="^rank 0 exchange buffers [0-9.]+ [kM]B in the staging arena and 0 B committed$"
+      [ "$arena_mib" = 256 ] && expected="^rank 0 exchange buffers 0 B in the staging arena and [0-9.]+ [kM]B committed$"
+      echo "$out" | grep -Eq "$expected" || { echo "arena of $arena_mib MiB: expected $expected" >&2; exit 1; }
+    done ;;
   read-once-scattered)  # "w" saved in 8 column blocks of 1 MiB, loaded as column halves by 4 ranks (two replicas
     # of each) in rounds of 1 MiB (CKPT_FAULT_LOAD_ROUND_BYTES): over UCX each block is sent from its reader's half
     # and lands in its replica's, scattered over 256 rows of 4 KiB in both, so that no buffer holds it and the load

@@ -13,7 +13,8 @@
 //   save-layout DIR             "m" (1000 x 37 F64) and "v" (1.5 M F32, 6 MB: several checksum blocks) saved in
 //                               uneven row blocks over the world
 //   load-layout SPLIT DIR       every rank loads an uneven part of save-layout's state: rows or (SPLIT = columns)
-//                               columns of "m", rows of "v"; checks every element, prints bytes read
+//                               columns of "m", rows of "v"; checks every element, prints bytes read and where its
+//                               exchange buffers came from (its INFO line)
 //   load-layout-expect SPLIT DIR CODE TEXT..   the same load must fail with CODE on every rank, naming each TEXT
 //   stored-bytes DIR            (no context) prints the bytes stored of every tensor's chunks
 //   save-wide DIR               "w" (256 x 8192 F32, 8 MiB) saved in column blocks, one per rank
@@ -54,6 +55,22 @@ uint64_t UnevenCut(uint64_t extent, int part, int parts, int salt) {
   return extent * before / total;
 }
 
+// The INFO lines of this rank's loads.
+void KeepInfo(void* user, int32_t level, const char* message) {
+  if (level == CKPT_LOG_INFO && std::strstr(message, "loaded '") != nullptr) {
+    static_cast<std::string*>(user)->append(message).append("\n");
+  }
+}
+
+// Where the exchange buffers of the load an INFO line (KeepInfo) names came from: "<bytes> in the staging arena and
+// <bytes> committed", or "none" where the load had no host buffers.
+std::string ExchangeBuffersNamed(const std::string& info) {
+  const std::string tag = "exchange buffers ";
+  const size_t begin = info.find(tag);
+  if (begin == std::string::npos) return "none";
+  return info.substr(begin + tag.size(), info.find(',', begin) - begin - tag.size());
+}
+
 // The line run.sh sums: this rank's transport and the bytes it read, sent and received.
 void PrintTransfers(const Session& s) {
   const ckpt_context_stats stats = Stats(s);
@@ -92,7 +109,8 @@ struct ExpectedFailure {
 // This rank's uneven part of save-layout's state (rows, or columns of "m"), loaded and checked element by element;
 // or, with `expected`, a load that must fail as it says.
 int LoadLayout(const std::string& split, const char* dir, const ExpectedFailure* expected) {
-  Session s;
+  std::string info;
+  Session s(KeepInfo, &info);
   ckpt_state_t* state = nullptr;
   s.Check(ckpt_state_create(&state, s.err), "state");
   const bool by_columns = split == "columns";
@@ -123,6 +141,7 @@ int LoadLayout(const std::string& split, const char* dir, const ExpectedFailure*
   }
   CheckRows(s, "v", 21, vector, v0);
   PrintTransfers(s);
+  std::printf("rank %d exchange buffers %s\n", s.rank, ExchangeBuffersNamed(info).c_str());
   ckpt_state_free(state);
   return 0;
 }
@@ -146,13 +165,6 @@ int SaveWide(const char* dir) {
   SaveAndWait(s, state, dir, "save");
   ckpt_state_free(state);
   return 0;
-}
-
-// The INFO lines of this rank's loads.
-void KeepInfo(void* user, int32_t level, const char* message) {
-  if (level == CKPT_LOG_INFO && std::strstr(message, "loaded '") != nullptr) {
-    static_cast<std::string*>(user)->append(message).append("\n");
-  }
 }
 
 // The rounds a load's INFO lines (KeepInfo) name.
