@@ -1,10 +1,11 @@
 """Memory made warm before bench/peers' warm restores, the same way in every peer's processes.
 
-Restores that allocate their outputs (ckpt's and Orbax's) commit fresh memory; DCP loads into tensors whose memory
-torch's allocator usually hands back from its save. On a virtual machine that returns freed memory to its
-hypervisor, the difference decides the restore times (on the build machines a process's first 256 MiB of fresh memory
-took about 1 s to commit, the next 256 MiB right after freeing the first under 0.15 s), so every restore is also
-measured a second time right after its process touched and freed as much memory as the restore places in it.
+Restores that allocate their outputs (Orbax's, and ckpt's first in a process: later ones reuse the pages of the
+arrays the process dropped) commit fresh memory; DCP loads into tensors whose memory torch's allocator usually hands
+back from its save. On a virtual machine that returns freed memory to its hypervisor, the difference decides the
+restore times (on the build machines a process's first 256 MiB of fresh memory took about 1 s to commit, the next
+256 MiB right after freeing the first under 0.15 s), so every restore is also measured a second time right after its
+process touched and freed as much memory as the restore places in it.
 """
 
 import ctypes

@@ -40,6 +40,8 @@ endfunction()
 ckpt_python_test(python_abi test_abi.py)
 ckpt_python_test(python_library_discovery test_library.py)
 ckpt_python_test(python_numpy test_numpy.py)
+# The page pool restores and reads take their large arrays from: reuse, splitting and joining, the keep time.
+ckpt_python_test(python_page_pool test_page_pool.py)
 # compress=True and compress_keys (CKPT_SAVE_COMPRESS, CKPT_SHARD_COMPRESS): exact, format 3, fewer bytes; refusals.
 ckpt_python_test(python_compress test_compress.py)
 ckpt_python_test(python_progress test_progress.py)

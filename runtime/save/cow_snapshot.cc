@@ -10,6 +10,7 @@
 
 #include "common/fault_injection.h"
 #include "common/os_error.h"
+#include "common/usable_cores.h"
 
 namespace ckpt::runtime::cow {
 namespace {
@@ -91,7 +92,7 @@ std::vector<int> ProtectInParallel(const UserFaultFd& uffd,
       if (error != 0) errors[p.range] = error;
     }
   };
-  const size_t cores = std::clamp<size_t>(std::thread::hardware_concurrency(), 1, kMaxProtectThreads);
+  const size_t cores = std::clamp<size_t>(UsableCores(), 1, kMaxProtectThreads);
   const std::vector<std::vector<Piece>> probe = cut(kParallelProtectBytes, cores + 1, total);
   const auto started = std::chrono::steady_clock::now();
   protect(probe[0]);

@@ -4,9 +4,9 @@
 #include <cstring>
 #include <numeric>
 #include <string>
-#include <thread>
 #include <utility>
 
+#include "common/usable_cores.h"
 #include "io/block_digests.h"
 #include "io/io_backend.h"
 #include "runtime/core/dtype.h"
@@ -20,7 +20,7 @@ constexpr unsigned kMaxDigestThreads = 8;
 // The digests of a unit's row-major bytes, read as ReadUnit reads them; host memory in one run on several threads.
 Result<std::string> DigestSource(const Source& s, uint64_t bytes, uint64_t block_size) {
   if (s.device < 0 && s.snapshot == nullptr && s.contiguous) {
-    const unsigned threads = std::clamp(std::thread::hardware_concurrency(), 1u, kMaxDigestThreads);
+    const unsigned threads = std::clamp(UsableCores(), 1u, kMaxDigestThreads);
     return io::DigestBlocks(s.base, bytes, block_size, threads);
   }
   io::BlockDigester digester(block_size);

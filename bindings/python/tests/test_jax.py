@@ -1,6 +1,7 @@
 """ckpt with JAX in one process with 4 CPU devices: every JAX dtype, typed PRNG keys, 0-d arrays, shardings in and
 out (named, partially replicated, single-device), custom pytree nodes, and saves from inside jax.jit."""
 
+import gc
 import os
 
 os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=4"
@@ -111,6 +112,26 @@ def test_targets_may_be_arrays_single_device_or_numpy(tmp_path):
     for got in (like_array["w"], unsharded["w"], as_numpy["w"]):
         assert as_bytes(got) == as_bytes(weight)
     assert isinstance(as_numpy["w"], np.ndarray)
+
+
+def test_a_restore_takes_the_pages_of_the_arrays_the_caller_dropped_and_jax_adopts_them_without_a_copy(tmp_path):
+    grid = mesh((4, "x"))
+    rows = jax.device_put(jnp.arange(1024 * 1024, dtype=jnp.float32).reshape(1024, 1024), NamedSharding(grid, P("x")))
+    ckpt.save(tmp_path / "c", {"w": rows}).wait()
+    saved_like, columns = rows.sharding, NamedSharding(grid, P(None, "x"))
+    gc.disable()  # JAX and the package must let go of the arrays when the caller drops them, without a collection
+    try:
+        first = ckpt.restore(tmp_path / "c", {"w": jax.ShapeDtypeStruct(rows.shape, rows.dtype, sharding=saved_like)})
+        pages = [(s.data.unsafe_buffer_pointer(), s.data.nbytes) for s in first["w"].addressable_shards]
+        assert all(start % 4096 == 0 and size == 1 << 20 for start, size in pages)
+        del first
+        second = ckpt.restore(tmp_path / "c", {"w": jax.ShapeDtypeStruct(rows.shape, rows.dtype, sharding=columns)})
+    finally:
+        gc.enable()
+    for shard in second["w"].addressable_shards:
+        start = shard.data.unsafe_buffer_pointer()
+        assert any(low <= start and start + shard.data.nbytes <= low + size for low, size in pages), hex(start)
+        assert np.array_equal(np.asarray(shard.data), np.asarray(rows)[shard.index])
 
 
 class TrainState:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import gc
 import sys
 import warnings
 from typing import Any, Callable, Dict, List, Optional, Tuple, Union
@@ -115,6 +116,11 @@ def _placeholder(info: TensorInfo) -> npt.NDArray[Any]:
 def register_target(state: State, target: PyTree, flags: int = 0) -> Tuple[_tree.Node, List[Finisher]]:
     """Registers buffers for every leaf of `target`, with the shard `flags` (_options.load_flags); returns
     (structure, finishers), where finish(saved) gives the restored leaves once the load has filled them."""
+    if "jax" in sys.modules:
+        # JAX lets go of the host buffers it adopted (an earlier restore's arrays the caller dropped) only at its next
+        # transfer or when Python's garbage collector runs (its gc callback): a collection of the youngest objects
+        # hands them back to the page pool before this restore takes memory.
+        gc.collect(0)
     leaves, structure = _tree.flatten(target)
     finishers: List[Optional[Finisher]] = []
     jax_leaves: List[Tuple[int, str, Any]] = []

@@ -9,7 +9,7 @@ from typing import Any, Iterable, List, Optional, Sequence
 import numpy as np
 import numpy.typing as npt
 
-from . import _dtypes, _native
+from . import _dtypes, _native, _page_pool
 from ._native import call, call_status, lib
 from .errors import InvalidArgumentError, NotFoundError
 
@@ -77,35 +77,20 @@ class State:
         self.close()
 
 
-# Buffers at least this large are mapped and populated by the kernel in one call (below); smaller ones come from
-# numpy's allocator.
-_MAPPED_BYTES = 1 << 20
-_MADV_POPULATE_WRITE = 23  # Linux 5.14
-
-
-_LIBC = ctypes.CDLL(None, use_errno=True)
-
-
-def _mapped(size: int) -> mmap.mmap:
-    """`size` bytes of fresh anonymous memory, page-aligned, with every page already present: the kernel fills them
-    in one madvise(MADV_POPULATE_WRITE), several times faster than page faults taken while the load writes (and
-    without numpy's transparent huge pages, whose zeroing on fault is slow on some virtual machines). Where the
-    kernel lacks it, the pages fault in as they are written."""
-    mapping = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
-    address = ctypes.addressof(ctypes.c_char.from_buffer(mapping))
-    _LIBC.madvise(ctypes.c_void_p(address), ctypes.c_size_t(size), _MADV_POPULATE_WRITE)
-    return mapping
+# Buffers at least this large come from the process's page pool (_page_pool.py): page-aligned, present before the
+# load writes them, and reusing the pages of arrays freed a moment ago; smaller ones come from numpy's allocator.
+_POOLED_BYTES = 1 << 20
 
 
 def empty(shape: Iterable[int], dtype: npt.DTypeLike) -> npt.NDArray[Any]:
     """A new native C-contiguous array to load into; large ones start on a page boundary, with their pages present
-    (JAX's CPU client adopts such a buffer without copying it)."""
+    (JAX's CPU client adopts such a buffer without copying it), from the page pool."""
     native = np.dtype(dtype).newbyteorder("=")
     dims = tuple(int(n) for n in shape)
     size = int(np.prod(dims, dtype=np.int64)) * native.itemsize
-    if size < _MAPPED_BYTES:
+    if size < _POOLED_BYTES:
         return np.empty(dims, dtype=native)
-    return np.frombuffer(_mapped(size), dtype=native, count=size // native.itemsize).reshape(dims)
+    return _page_pool.POOL.array(size).view(native).reshape(dims)
 
 
 def empty_aligned(shape: Iterable[int], dtype: npt.DTypeLike) -> npt.NDArray[Any]:
@@ -113,7 +98,7 @@ def empty_aligned(shape: Iterable[int], dtype: npt.DTypeLike) -> npt.NDArray[Any
     native = np.dtype(dtype).newbyteorder("=")
     dims = tuple(int(n) for n in shape)
     size = int(np.prod(dims, dtype=np.int64)) * native.itemsize
-    if size >= _MAPPED_BYTES:
+    if size >= _POOLED_BYTES:
         return empty(dims, native)
     raw = np.empty(size + mmap.PAGESIZE, dtype=np.uint8)
     start = (-raw.ctypes.data) % mmap.PAGESIZE

@@ -10,7 +10,7 @@ import functools
 import json
 import sys
 import warnings
-from typing import Any, Callable, Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple, Type
+from typing import Any, Callable, Dict, Iterable, Iterator, List, NamedTuple, Optional, Sequence, Tuple, Type
 
 import numpy as np
 import numpy.typing as npt
@@ -221,40 +221,41 @@ def flatten(tree: PyTree) -> Tuple[List[Tuple[str, Any]], Node]:
 
 def unflatten(structure: Node, leaves: Iterable[Any]) -> PyTree:
     """Rebuilds a tree of `structure` (from flatten) with `leaves` in flatten's order."""
-    it = iter(leaves)
+    return _unflatten_node(structure, iter(leaves))
 
-    def build(node: Node) -> Any:
-        if node is _NONE:
-            return None
-        if node is _LEAF:
-            return next(it)
-        assert node.rebuild is not None  # every container has one
-        return node.rebuild([build(child) for child in node.children])
 
-    return build(structure)
+# Recursion through a module function, not a closure naming itself: such a closure is a reference cycle, and the
+# leaves it holds (a restore's arrays) would outlive the caller's last reference until the cycle collector ran.
+def _unflatten_node(node: Node, leaves: Iterator[Any]) -> Any:
+    if node is _NONE:
+        return None
+    if node is _LEAF:
+        return next(leaves)
+    assert node.rebuild is not None  # every container has one
+    return node.rebuild([_unflatten_node(child, leaves) for child in node.children])
 
 
 def describe(structure: Node, leaf_descriptions: Iterable[Description]) -> str:
     """The JSON text that records `structure`, with one description (a dict with at least "key" and "kind") per
     leaf in flatten's order. Records (namedtuples, dataclasses, jax.tree_util nodes, dict subclasses) are written as
     dicts of their fields with what build needs to make them their types again."""
-    it = iter(leaf_descriptions)
+    root = _encode_node(structure, iter(leaf_descriptions))
+    return json.dumps({"format": STRUCTURE_FORMAT, "root": root}, separators=(",", ":"))
 
-    def encode(node: Node) -> Encoded:
-        if node is _NONE:
-            return {"t": "none"}
-        if node is _LEAF:
-            return dict(next(it), t="leaf")
-        encoded: Encoded = {"t": node.kind, "c": [encode(child) for child in node.children]}
-        if node.kind == "dict":
-            encoded["k"] = _encoded_labels(node.labels)
-        if node.order is not None:
-            encoded["order"] = node.order
-        if node.record is not None:
-            encoded.update(_encode_record(node.record))
-        return encoded
 
-    return json.dumps({"format": STRUCTURE_FORMAT, "root": encode(structure)}, separators=(",", ":"))
+def _encode_node(node: Node, descriptions: Iterator[Description]) -> Encoded:
+    if node is _NONE:
+        return {"t": "none"}
+    if node is _LEAF:
+        return dict(next(descriptions), t="leaf")
+    encoded: Encoded = {"t": node.kind, "c": [_encode_node(child, descriptions) for child in node.children]}
+    if node.kind == "dict":
+        encoded["k"] = _encoded_labels(node.labels)
+    if node.order is not None:
+        encoded["order"] = node.order
+    if node.record is not None:
+        encoded.update(_encode_record(node.record))
+    return encoded
 
 
 def _encoded_labels(labels: Iterable[Label]) -> List[Label]:
@@ -308,15 +309,15 @@ def parse(text: str) -> Encoded:
 def leaves_of(encoded: Encoded) -> List[Description]:
     """The leaf descriptions of a parsed structure, in order."""
     out: List[Description] = []
-
-    def walk(node: Encoded) -> None:
-        if node["t"] == "leaf":
-            out.append(node)
-        for child in node.get("c", ()):
-            walk(child)
-
-    walk(encoded)
+    _collect_leaves(encoded, out)
     return out
+
+
+def _collect_leaves(node: Encoded, out: List[Description]) -> None:
+    if node["t"] == "leaf":
+        out.append(node)
+    for child in node.get("c", ()):
+        _collect_leaves(child, out)
 
 
 def build(encoded: Encoded, value_of: Callable[[Description], Any]) -> PyTree:
