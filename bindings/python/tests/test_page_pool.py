@@ -47,6 +47,12 @@ def test_an_array_starts_on_a_page_boundary_has_its_size_and_may_be_written(pool
     assert int(array[-1]) == 7
 
 
+def test_memory_the_kernel_cannot_map_is_a_no_memory_error_naming_the_size(pool):
+    with pytest.raises(ckpt.NoMemoryError, match=f"mapping {1 << 60} bytes for a restored array failed"):
+        pool.array(1 << 60)
+    assert pool.kept_bytes == 0
+
+
 def test_a_freed_arrays_pages_serve_the_next_array_of_its_size_or_less(pool):
     first = pool.array(4 * MIB)
     start = address(first)
@@ -137,6 +143,8 @@ def test_a_numpy_restore_reuses_the_arrays_of_the_last_one_and_holds_only_the_ne
         assert np.array_equal(again[key], value), key
 
 
+# The timer thread of an earlier test may be alive: the fork with threads running is what this test is about.
+@pytest.mark.filterwarnings("ignore:This process .* is multi-threaded")
 def test_a_child_forked_while_a_thread_held_the_pool_can_take_arrays():
     kept = _page_pool.POOL.array(2 * MIB)
     del kept
