@@ -51,7 +51,8 @@ class Transport {
   // several transfers with the same (peer, tag) match in posting order. Posts every receive and send, then
   // progresses until all complete. A peer that dies or stalls fails the call with kPeerFailed / kTimeout naming it
   // (never a hang); a size mismatch is kMismatch naming peer and tag; a tag above kMaxTransferTag or a peer out of
-  // range is kInvalidArgument. When the call returns, the transport no longer touches any buffer it was given.
+  // range is kInvalidArgument. When the call returns, the transport no longer touches any buffer it was given; one
+  // that cannot be sure of that after a failure (its library kept a request it cancelled) fails every later call.
   virtual Status Exchange(const std::vector<TransferSend>& sends, const std::vector<TransferRecv>& recvs,
                           std::chrono::milliseconds timeout) = 0;
 

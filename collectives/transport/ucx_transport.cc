@@ -108,7 +108,8 @@ UcxTransport::~UcxTransport() {
     progress_thread_.join();
   }
   if (wake_fd_ >= 0) close(wake_fd_);
-  if (worker_ == nullptr) return;
+  // A halted worker is never progressed again; its teardown frees the endpoints with it.
+  if (worker_ == nullptr || halted_.load()) return;
   // Graceful: sends that completed locally may still sit in a TCP buffer. Peers progress in the background, so the
   // close completes unless a peer hangs, which close_timeout_ bounds. The worker's own teardown frees what remains.
   for (Peer& peer : peers_) {
@@ -135,15 +136,17 @@ void UcxTransport::ProgressWhileIdle() noexcept {
   try {
     ProgressUntilStopped();
   } catch (const std::exception& error) {
-    RecordProgressFailure(error.what());
+    Halt(Code::kInternal, "the UCX progress thread stopped: ", error.what());
   } catch (...) {
-    RecordProgressFailure("an exception that is not a std::exception");
+    Halt(Code::kInternal, "the UCX progress thread stopped: ", "an exception that is not a std::exception");
   }
 }
 
-void UcxTransport::RecordProgressFailure(const char* what) noexcept {
-  std::snprintf(progress_failure_, sizeof progress_failure_, "%s", what);
-  progress_failed_.store(true);
+void UcxTransport::Halt(Code code, const char* prefix, const char* what) noexcept {
+  if (halting_.exchange(true)) return;
+  halt_code_ = code;
+  std::snprintf(halt_reason_, sizeof halt_reason_, "%s%s", prefix, what);
+  halted_.store(true);
 }
 
 void UcxTransport::ProgressUntilStopped() {
@@ -155,7 +158,7 @@ void UcxTransport::ProgressUntilStopped() {
     bool idle = false;
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      if (stopping_) return;
+      if (stopping_ || halted_.load()) return;
       if (ucx_.worker_progress(worker()) == 0) idle = ucx_.worker_arm(worker()) != UCS_ERR_BUSY;
       HandleEndpointErrors(nullptr);
     }
@@ -358,7 +361,10 @@ void UcxTransport::CancelReceivesFromDisconnected(Batch& batch) {
 }
 
 // After a timeout: cancels what is still in flight so that UCX lets go of the caller's buffers, and marks the peers
-// concerned failed for good, as their late messages could match a later exchange's receives.
+// concerned failed for good, as their late messages could match a later exchange's receives. A request UCX still
+// holds after the grace could yet read or write its buffer, which the caller takes back when the exchange returns:
+// then the transport halts, as only progress moves data (with peer error handling UCX uses no cross-memory attach,
+// where a peer could write into this process itself).
 void UcxTransport::Abandon(Batch& batch, milliseconds timeout) {
   std::map<int, std::pair<int, int>> pending;  // peer -> (receives, sends)
   for (const Transfer& transfer : batch.transfers) {
@@ -379,13 +385,26 @@ void UcxTransport::Abandon(Batch& batch, milliseconds timeout) {
   }
   // The exchange has already failed; the grace period only gives UCX time to let go of the buffers.
   (void)Progress(batch, Clock::now() + kCancelGrace);
+  std::map<int, int> kept;  // peer -> requests UCX still holds
   for (Transfer& transfer : batch.transfers) {
-    // No callback comes for a freed request, and UCX releases it once it completes.
+    // No callback comes for a freed request: the batch, which callbacks write to, ends with this call.
     if (transfer.request != nullptr) {
       ucx_.request_free(transfer.request);
       Finish(&transfer, UCS_ERR_CANCELED, 0);
+      ++kept[transfer.peer];
     }
   }
+  if (kept.empty()) return;
+  int requests = 0;
+  std::string peers;
+  for (const auto& [peer, count] : kept) {
+    requests += count;
+    peers += (peers.empty() ? "" : ", ") + RankName(peer);
+  }
+  const std::string what = "UCX kept " + std::to_string(requests) + (requests == 1 ? " request" : " requests") +
+                           " to or from " + peers + " after cancelling " + (requests == 1 ? "it" : "them");
+  batch.timeout_detail += "; " + what + ": the transport halts, so that nothing reaches the buffers given back";
+  Halt(Code::kPeerFailed, "the UCX transport stopped after an exchange timed out: ", what.c_str());
 }
 
 void UcxTransport::ReapClosedEndpoints(Clock::time_point deadline) {
@@ -397,9 +416,7 @@ Status UcxTransport::Exchange(const std::vector<TransferSend>& sends, const std:
   ++exchanges_waiting_;
   std::lock_guard<std::mutex> lock(mutex_);
   --exchanges_waiting_;
-  if (progress_failed_.load()) {
-    return Internal(std::string("the UCX progress thread stopped: ") + progress_failure_);
-  }
+  if (halted_.load()) return Status(halt_code_, halt_reason_);
   RETURN_IF_ERROR(Validate(sends, recvs));
   ConnectPartners(sends, recvs);
   for (const TransferSend& send : sends) {

@@ -98,7 +98,10 @@ class UcxTransport : public Transport {
   void ProgressOrWait(Clock::time_point deadline);
   void ProgressWhileIdle() noexcept;
   void ProgressUntilStopped();
-  void RecordProgressFailure(const char* what) noexcept;
+  // Ends every use of the worker for good: later exchanges fail with `code` and `prefix` + `what`, and neither the
+  // progress thread nor the destructor progresses the worker again. The first call wins. The reason goes to a fixed
+  // buffer, as the progress thread halts while handling an exception, where an allocation could throw again.
+  void Halt(Code code, const char* prefix, const char* what) noexcept;
   void HandleEndpointErrors(Batch* batch);
   void FailPeer(int peer, const std::string& reason);
   void CancelReceivesFrom(Batch& batch, int peer);
@@ -123,10 +126,11 @@ class UcxTransport : public Transport {
   bool errors_reported_ = false;
   bool stopping_ = false;
   std::thread progress_thread_;
-  // Why the progress thread stopped early, written once before progress_failed_ is set: a fixed buffer, as the
-  // thread records it while handling an exception, where an allocation could throw again.
-  char progress_failure_[256] = {};
-  std::atomic<bool> progress_failed_{false};
+  // Why the transport halted (Halt), written once by the call that set halting_, before it sets halted_.
+  std::atomic<bool> halting_{false};
+  std::atomic<bool> halted_{false};
+  Code halt_code_ = Code::kOk;
+  char halt_reason_[384] = {};
 };
 
 // The endpoints' error handler: records `status` on the Peer that `arg` points to, for HandleEndpointErrors.

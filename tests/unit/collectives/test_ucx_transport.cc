@@ -783,5 +783,46 @@ TEST(UcxTransportSetupTest, FailingBackgroundProgressFailsLaterExchangesNotThePr
       [&](int) { return options; });
 }
 
+void CancelThatDoesNothing(ucp_worker_h, void*) {}
+
+// UCX may keep a request it was asked to cancel (here: it ignores every cancel). The exchange gives the request's
+// buffer back to its caller when it fails, so the transport must then never progress the worker again: a message
+// that arrives later would land in memory the caller has reused. Later exchanges fail, saying why.
+TEST(UcxTransportSetupTest, ARequestUcxKeepsAfterCancellingItStopsTheTransportBeforeAnythingLandsInItsBuffer) {
+  Result<const UcxApi*> real = LoadUcx();
+  ASSERT_TRUE(real.ok()) << real.status().message();
+  UcxApi keeping = *real.value();
+  keeping.request_cancel = CancelThatDoesNothing;
+  UcxTransportOptions options = LoopbackJob();
+  options.ucx = &keeping;
+  constexpr uint64_t kSize = 100;
+  RunRanksOwningTransports(
+      2,
+      [&](std::unique_ptr<Transport> transport, TcpStore& store) {
+        std::vector<uint8_t> buffer(kSize, 0xee);
+        if (store.rank() == 0) {
+          const Status status = transport->Exchange({}, {{1, buffer.data(), kSize, 6}}, milliseconds(100));
+          EXPECT_EQ(status.code(), Code::kTimeout) << status.message();
+          EXPECT_TRUE(Contains(status, "UCX kept 1 request to or from rank 1 after cancelling it")) << status.message();
+        }
+        ASSERT_TRUE(store.Barrier().ok());
+        if (store.rank() == 1) {
+          const std::vector<uint8_t> payload = Pattern(1, 6, kSize);
+          EXPECT_TRUE(transport->Exchange({{0, payload.data(), kSize, 6}}, {}, kExchangeTimeout).ok());
+        }
+        ASSERT_TRUE(store.Barrier().ok());
+        if (store.rank() == 0) {
+          // Long enough for background progress to have taken in the message, had the transport kept progressing.
+          std::this_thread::sleep_for(milliseconds(500));
+          EXPECT_TRUE(buffer == std::vector<uint8_t>(kSize, 0xee)) << "the late message landed in the buffer";
+          const Status later = transport->Exchange({}, {}, kExchangeTimeout);
+          EXPECT_EQ(later.code(), Code::kPeerFailed) << later.message();
+          EXPECT_TRUE(Contains(later, "the UCX transport stopped")) << later.message();
+        }
+        ASSERT_TRUE(store.Barrier().ok());
+      },
+      [&](int) { return options; });
+}
+
 }  // namespace
 }  // namespace ckpt::coll
