@@ -1,13 +1,14 @@
 """The memory of the large arrays that restores and reads fill: page-aligned, every page present before the load
 writes, and, where the process freed such an array a moment ago, the same pages again.
 
-Memory a process has never used costs the kernel a fault and the zeroing of every page (0.12-0.27 s per 384 MiB on
-the build machines, seconds where the virtual machine's host had taken the pages back); pages the process still holds
-cost neither. torch's and glibc's allocators keep freed memory for the next tensors, so a library loading into them
-meets warm pages from its second load on; the memory of arrays handed to JAX would go back to the kernel when they are
-freed, unless kept here. A freed array's pages are kept for `KEEP_SECONDS`, marked MADV_FREE: the kernel may still take them back
-whenever it needs memory (they are clean to it until written again), so keeping them never costs the machine memory
-it needs; a run that the kernel did take comes back zeroed on the next write, as fresh memory would.
+Memory a process has never used costs the kernel a fault, the zeroing and the bookkeeping of every page (0.12-0.27 s
+per 384 MiB on the build machines, seconds where the virtual machine's host had taken the pages back); pages the
+process still holds cost none of it. torch's and glibc's allocators keep freed memory for the next tensors, so a
+library loading into them meets warm pages from its second load on; the memory of arrays handed to JAX would go back
+to the kernel when they are freed, unless kept here. A freed array's pages are kept for `KEEP_SECONDS`, marked
+MADV_FREE: the kernel may still take them back whenever it needs memory (they are clean to it until written again),
+so keeping them never costs the machine memory it needs; a run that the kernel did take comes back zeroed on the next
+write, as fresh memory would.
 """
 
 from __future__ import annotations
